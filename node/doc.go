@@ -1,0 +1,3 @@
+// Package node is one dssp process: config, lifecycle, the worker loop,
+// evaluation and HTTP.
+package node
