@@ -29,6 +29,8 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newUpCmd(),
 		newSimCmd(),
+		newTrainCmd(),
+		newKeygenCmd(),
 	)
 	return root
 }
