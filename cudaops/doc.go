@@ -1,3 +1,44 @@
-// Package cudaops holds tensors, compute backends, layers, models, the flat
-// parameter layout and datasets.
+// Package cudaops holds the compute side of dssp: backends, layers, models,
+// the flat parameter layout, optimizers and datasets.
+//
+// # Backends
+//
+// A [Backend] is the set of numeric kernels training needs (GEMM with
+// transposes, element-wise ops, reductions, softmax cross-entropy, im2col /
+// col2im, max-pool, the SGD/momentum step). Every op reads and writes
+// caller-owned host []float32 slices and never retains them. [CPU] is the
+// default: pure Go on gonum's float32 BLAS, or OpenBLAS through gonum's netlib
+// binding when built with the openblas tag. The CUDA backend lives in
+// dsspmesh/cudaops/cuda behind the cuda build tag and registers itself with
+// [RegisterBackend]; nothing in the default build imports gorgonia.org/cu,
+// whose init exits the process on a host without a GPU.
+//
+// # Models and the flat layout
+//
+// A [Model] is a sequence of layers whose parameters are views into one flat
+// []float32. The layout is stable: layers in forward order, and within a
+// layer its weight then its bias, each a contiguous row-major range (dense
+// weights are [out, in], conv weights [outC, inC, kH, kW]). [Model.Layout]
+// names every range, so a shard (a contiguous range of the flat vector) can
+// say which tensors it holds. Gradients use the same layout.
+//
+// # Concurrency and ownership
+//
+// A Model owns scratch memory reused across calls; [Model.Gradient] and
+// [Model.Evaluate] take an internal lock, so concurrent calls on one Model are
+// safe but serialized. For parallel workers in one process, build one Model
+// each. Inside one call the mini-batch is split across goroutines (one per
+// available CPU, see [ModelOptions.Workers]) and their gradients are summed in
+// a fixed order, so results do not depend on scheduling. The params, x,
+// labels and grad slices passed in stay owned by the caller and are not
+// retained after the call returns.
+//
+// # Datasets
+//
+// A [Dataset] yields samples by index. [LoadMNIST] reads IDX files (gzip or
+// plain), [LoadCIFAR10] reads the CIFAR-10 binary batches, [NewSynthetic]
+// makes a seeded learnable set for tests. [NewLoader] gives each worker a
+// deterministic partition of a dataset and a deterministic per-epoch shuffle
+// of it. Corrupt or truncated files give a *[FormatError] naming the file and
+// the problem; they never panic.
 package cudaops

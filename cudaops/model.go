@@ -1,0 +1,351 @@
+package cudaops
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// Range is one named tensor in the flat parameter vector:
+// params[Offset : Offset+Size()] holds it row-major.
+type Range struct {
+	Name   string // "<layer>.<param>", e.g. "fc1.weight"
+	Offset int
+	Shape  []int
+}
+
+// Size is the number of elements in the range.
+func (r Range) Size() int { return prod(r.Shape) }
+
+// End is Offset+Size().
+func (r Range) End() int { return r.Offset + r.Size() }
+
+// Layout lists every parameter tensor of a model in flat-vector order; the
+// ranges are contiguous and cover [0, total) without gaps.
+type Layout []Range
+
+// Total is the length of the flat vector.
+func (l Layout) Total() int {
+	if len(l) == 0 {
+		return 0
+	}
+	return l[len(l)-1].End()
+}
+
+// Overlapping returns the ranges that intersect [lo, hi): the tensors a
+// shard holding that slice of the flat vector touches.
+func (l Layout) Overlapping(lo, hi int) Layout {
+	var out Layout
+	for _, r := range l {
+		if r.Offset < hi && r.End() > lo {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ModelOptions tunes how a Model computes; the zero value is valid.
+type ModelOptions struct {
+	// Backend runs the kernels; nil means CPU{}.
+	Backend Backend
+	// Workers is how many goroutines split each mini-batch; 0 means
+	// runtime.GOMAXPROCS(0).
+	Workers int
+}
+
+// Validate reports a bad option.
+func (o ModelOptions) Validate() error {
+	if o.Workers < 0 {
+		return fmt.Errorf("cudaops: ModelOptions.Workers %d must be >= 0", o.Workers)
+	}
+	return nil
+}
+
+// Eval is the result of evaluating a model on a dataset.
+type Eval struct {
+	Samples  int
+	Correct  int
+	Accuracy float64 // Correct / Samples
+	Loss     float64 // mean cross-entropy
+}
+
+// minChunk is the smallest per-goroutine share of a mini-batch worth the
+// fan-out; below it one goroutine does the whole batch.
+const minChunk = 8
+
+// Model is a sequential classifier whose parameters live in one flat vector.
+// See the package doc for the layout and concurrency contract.
+type Model struct {
+	name    string
+	in      []int
+	classes int
+	proto   []Layer
+	layout  Layout
+	be      Backend
+
+	mu       sync.Mutex
+	replicas []*replica
+}
+
+// replica is one goroutine's private copy of the layers and its scratch.
+type replica struct {
+	layers []Layer
+	pv, gv [][][]float32 // per-layer param and grad views, rebuilt per call
+	grad   []float32     // private gradient sum (unused by replica 0)
+	probs  []float32
+	loss   float64
+	ok     int
+}
+
+// NewSequential builds a model from layers whose shapes chain; in is the
+// per-sample input shape and the last layer must output classes logits.
+func NewSequential(name string, in []int, classes int, layers []Layer, opts ModelOptions) (*Model, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if len(layers) == 0 {
+		return nil, fmt.Errorf("model %s: %w: no layers", name, ErrShape)
+	}
+	shape := in
+	var layout Layout
+	off := 0
+	for _, l := range layers {
+		if !slices.Equal(l.InShape(), shape) {
+			return nil, fmt.Errorf("model %s: %w: layer %s takes %v, gets %v", name, ErrShape, l.Name(), l.InShape(), shape)
+		}
+		for _, p := range l.Params() {
+			layout = append(layout, Range{Name: l.Name() + "." + p.Name, Offset: off, Shape: p.Shape})
+			off += p.Size()
+		}
+		shape = l.OutShape()
+	}
+	if !slices.Equal(shape, []int{classes}) {
+		return nil, fmt.Errorf("model %s: %w: outputs %v, want [%d]", name, ErrShape, shape, classes)
+	}
+	m := &Model{name: name, in: slices.Clone(in), classes: classes, proto: layers, layout: layout, be: opts.Backend}
+	if m.be == nil {
+		m.be = CPU{}
+	}
+	workers := opts.Workers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	for range workers {
+		r := &replica{}
+		for _, l := range layers {
+			r.layers = append(r.layers, l.Clone())
+		}
+		r.pv = make([][][]float32, len(layers))
+		r.gv = make([][][]float32, len(layers))
+		m.replicas = append(m.replicas, r)
+	}
+	return m, nil
+}
+
+// Name is the registry name of the model.
+func (m *Model) Name() string { return m.name }
+
+// InputShape is the per-sample input shape, e.g. [1 28 28].
+func (m *Model) InputShape() []int { return slices.Clone(m.in) }
+
+// InputSize is the number of float32 values per input sample.
+func (m *Model) InputSize() int { return prod(m.in) }
+
+// Classes is the number of output classes.
+func (m *Model) Classes() int { return m.classes }
+
+// NumParams is the length of the flat parameter (and gradient) vector.
+func (m *Model) NumParams() int { return m.layout.Total() }
+
+// Layout returns a copy of the flat layout.
+func (m *Model) Layout() Layout {
+	out := make(Layout, len(m.layout))
+	for i, r := range m.layout {
+		out[i] = Range{Name: r.Name, Offset: r.Offset, Shape: slices.Clone(r.Shape)}
+	}
+	return out
+}
+
+// Backend is the backend the model computes on.
+func (m *Model) Backend() Backend { return m.be }
+
+// Init returns a fresh flat parameter vector: He-normal weights
+// (std sqrt(2/fanIn)) and zero biases, the same for the same seed.
+func (m *Model) Init(seed uint64) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 0x64737370))
+	params := make([]float32, m.NumParams())
+	off := 0
+	for _, l := range m.proto {
+		for _, p := range l.Params() {
+			seg := params[off : off+p.Size()]
+			off += p.Size()
+			if p.FanIn == 0 {
+				continue
+			}
+			std := math.Sqrt(2 / float64(p.FanIn))
+			for i := range seg {
+				seg[i] = float32(rng.NormFloat64() * std)
+			}
+		}
+	}
+	return params
+}
+
+func (m *Model) checkBatch(params, x []float32, labels []int) error {
+	if len(params) != m.NumParams() {
+		return fmt.Errorf("model %s: %w: %d params, want %d", m.name, ErrShape, len(params), m.NumParams())
+	}
+	if len(labels) == 0 || len(x) != len(labels)*m.InputSize() {
+		return fmt.Errorf("model %s: %w: %d inputs for %d labels of size %d", m.name, ErrShape, len(x), len(labels), m.InputSize())
+	}
+	for i, y := range labels {
+		if y < 0 || y >= m.classes {
+			return fmt.Errorf("model %s: %w: label %d at %d outside [0,%d)", m.name, ErrShape, y, i, m.classes)
+		}
+	}
+	return nil
+}
+
+// Gradient computes the mean cross-entropy of the mini-batch (x holds
+// len(labels) samples back to back) and writes its gradient with respect to
+// params into grad (len NumParams; overwritten, not accumulated). It
+// reuses the model's scratch memory; see the package doc for concurrency.
+func (m *Model) Gradient(params, x []float32, labels []int, grad []float32) (float64, error) {
+	if err := m.checkBatch(params, x, labels); err != nil {
+		return 0, err
+	}
+	if len(grad) != len(params) {
+		return 0, fmt.Errorf("model %s: %w: grad has %d, want %d", m.name, ErrShape, len(grad), len(params))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(labels)
+	used := m.run(params, x, labels, grad, true)
+	for _, r := range used[1:] {
+		m.be.Axpy(1, r.grad, grad)
+	}
+	m.be.Scale(1/float32(n), grad)
+	var loss float64
+	for _, r := range used {
+		loss += r.loss
+	}
+	return loss / float64(n), nil
+}
+
+// run splits the batch across replicas, runs forward (and backward when
+// train is set; replica 0 writes into grad0, the rest into their own
+// buffers) and returns the replicas used, in batch order.
+func (m *Model) run(params, x []float32, labels []int, grad0 []float32, train bool) []*replica {
+	n := len(labels)
+	parts := min(len(m.replicas), max(1, n/minChunk))
+	chunk := (n + parts - 1) / parts
+	used := m.replicas[:(n+chunk-1)/chunk]
+	in := m.InputSize()
+	var wg sync.WaitGroup
+	for i, r := range used {
+		lo, hi := i*chunk, min(n, (i+1)*chunk)
+		g := grad0
+		if train && i > 0 {
+			r.grad = grow(r.grad, len(params))
+			g = r.grad
+		}
+		wg.Go(func() {
+			m.pass(r, params, x[lo*in:hi*in], labels[lo:hi], g, train)
+		})
+	}
+	wg.Wait()
+	return used
+}
+
+// pass runs one replica over its share of the batch: forward, loss, and
+// when train is set, backward into grad (zeroed first).
+func (m *Model) pass(r *replica, params, x []float32, labels []int, grad []float32, train bool) {
+	n := len(labels)
+	off := 0
+	for i, l := range m.proto {
+		ps := l.Params()
+		r.pv[i] = r.pv[i][:0]
+		r.gv[i] = r.gv[i][:0]
+		for _, p := range ps {
+			r.pv[i] = append(r.pv[i], params[off:off+p.Size()])
+			if train {
+				r.gv[i] = append(r.gv[i], grad[off:off+p.Size()])
+			}
+			off += p.Size()
+		}
+	}
+	a := x
+	for i, l := range r.layers {
+		a = l.Forward(m.be, r.pv[i], a, n)
+	}
+	r.probs = grow(r.probs, n*m.classes)
+	r.loss = m.be.SoftmaxCrossEntropy(r.probs, a, labels, n, m.classes)
+	r.ok = 0
+	for s, y := range labels {
+		if argmax(a[s*m.classes:(s+1)*m.classes]) == y {
+			r.ok++
+		}
+	}
+	if !train {
+		return
+	}
+	clear(grad)
+	d := r.probs // the gradient overwrites probs, which are not needed after
+	m.be.SoftmaxCrossEntropyBackward(d, r.probs, labels, n, m.classes)
+	for i := len(r.layers) - 1; i >= 0; i-- {
+		d = r.layers[i].Backward(m.be, r.pv[i], r.gv[i], d, n)
+	}
+}
+
+func argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// evalBatch is how many samples Evaluate pushes through at once.
+const evalBatch = 256
+
+// Evaluate returns the accuracy and mean loss of params on every sample of
+// ds. It takes the model's lock like Gradient.
+func (m *Model) Evaluate(params []float32, ds Dataset) (Eval, error) {
+	if !slices.Equal(ds.Shape(), m.in) {
+		return Eval{}, fmt.Errorf("model %s: %w: dataset samples are %v, model takes %v", m.name, ErrShape, ds.Shape(), m.in)
+	}
+	if len(params) != m.NumParams() {
+		return Eval{}, fmt.Errorf("model %s: %w: %d params, want %d", m.name, ErrShape, len(params), m.NumParams())
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in := m.InputSize()
+	x := make([]float32, evalBatch*in)
+	labels := make([]int, evalBatch)
+	var ev Eval
+	for lo := 0; lo < ds.Len(); lo += evalBatch {
+		hi := min(ds.Len(), lo+evalBatch)
+		for i := lo; i < hi; i++ {
+			y := ds.Sample(i, x[(i-lo)*in:(i-lo+1)*in])
+			if y < 0 || y >= m.classes {
+				return Eval{}, fmt.Errorf("model %s: %w: label %d of sample %d outside [0,%d)", m.name, ErrShape, y, i, m.classes)
+			}
+			labels[i-lo] = y
+		}
+		for _, r := range m.run(params, x[:(hi-lo)*in], labels[:hi-lo], nil, false) {
+			ev.Loss += r.loss
+			ev.Correct += r.ok
+		}
+		ev.Samples += hi - lo
+	}
+	if ev.Samples > 0 {
+		ev.Accuracy = float64(ev.Correct) / float64(ev.Samples)
+		ev.Loss /= float64(ev.Samples)
+	}
+	return ev, nil
+}

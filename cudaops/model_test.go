@@ -1,0 +1,159 @@
+package cudaops
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestLayoutStable pins the MLP layout: shards and checkpoints depend on it.
+func TestLayoutStable(t *testing.T) {
+	m, err := NewModel("mlp", ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Layout{
+		{"fc1.weight", 0, []int{256, 784}},
+		{"fc1.bias", 200704, []int{256}},
+		{"fc2.weight", 200960, []int{128, 256}},
+		{"fc2.bias", 233728, []int{128}},
+		{"fc3.weight", 233856, []int{10, 128}},
+		{"fc3.bias", 235136, []int{10}},
+	}
+	got := m.Layout()
+	if len(got) != len(want) {
+		t.Fatalf("layout %v", got)
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || got[i].Offset != want[i].Offset || !slices.Equal(got[i].Shape, want[i].Shape) {
+			t.Errorf("range %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if m.NumParams() != 235146 {
+		t.Errorf("NumParams %d", m.NumParams())
+	}
+	if ov := got.Overlapping(200700, 200710); len(ov) != 2 || ov[0].Name != "fc1.weight" || ov[1].Name != "fc1.bias" {
+		t.Errorf("Overlapping = %v", ov)
+	}
+}
+
+func TestLayoutsContiguous(t *testing.T) {
+	for _, name := range ModelNames() {
+		m, err := NewModel(name, ModelOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := 0
+		seen := map[string]bool{}
+		for _, r := range m.Layout() {
+			if r.Offset != off || seen[r.Name] {
+				t.Fatalf("%s: range %+v at %d (dup %v)", name, r, off, seen[r.Name])
+			}
+			seen[r.Name] = true
+			off = r.End()
+		}
+		if off != m.NumParams() || len(m.Init(1)) != off {
+			t.Fatalf("%s: layout ends at %d, NumParams %d", name, off, m.NumParams())
+		}
+		t.Logf("%s: %d params in %d ranges", name, off, len(seen))
+	}
+}
+
+func TestUnknownModel(t *testing.T) {
+	_, err := NewModel("resnet", ModelOptions{})
+	if !errors.Is(err, ErrUnknownModel) || !strings.Contains(err.Error(), `"resnet"`) || !strings.Contains(err.Error(), "lenet") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := NewBackend("tpu"); !errors.Is(err, ErrUnknownBackend) {
+		t.Fatalf("backend err = %v", err)
+	}
+}
+
+func TestInitDeterministic(t *testing.T) {
+	m, _ := NewModel("lenet", ModelOptions{})
+	a, b, c := m.Init(1), m.Init(1), m.Init(2)
+	if !slices.Equal(a, b) || slices.Equal(a, c) {
+		t.Fatal("Init is not a function of the seed")
+	}
+}
+
+// TestGradientSplitMatchesSingle: splitting the batch across goroutines
+// gives the same gradient as one goroutine (up to summation order), and
+// repeated calls are bit-identical.
+func TestGradientSplitMatchesSingle(t *testing.T) {
+	one, _ := NewModel("lenet", ModelOptions{Workers: 1})
+	four, _ := NewModel("lenet", ModelOptions{Workers: 4})
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 40
+	x := randSlice(rng, n*one.InputSize(), 1)
+	labels := make([]int, n)
+	for i := range labels {
+		labels[i] = rng.IntN(10)
+	}
+	p := one.Init(3)
+	g1, g4, g4b := make([]float32, len(p)), make([]float32, len(p)), make([]float32, len(p))
+	l1, _ := one.Gradient(p, x, labels, g1)
+	l4, _ := four.Gradient(p, x, labels, g4)
+	four.Gradient(p, x, labels, g4b)
+	if !slices.Equal(g4, g4b) {
+		t.Fatal("repeated Gradient calls differ")
+	}
+	a, b := make([]float64, len(p)), make([]float64, len(p))
+	for i := range p {
+		a[i], b[i] = float64(g1[i]), float64(g4[i])
+	}
+	if e := relErr(a, b); e > 1e-5 || abs(l1-l4) > 1e-5 {
+		t.Fatalf("split gradient differs: rel %.2e, loss %v vs %v", e, l1, l4)
+	}
+}
+
+func abs(v float64) float64 { return max(v, -v) }
+
+func TestGradientRejectsBadInput(t *testing.T) {
+	m, _ := NewModel("mlp", ModelOptions{})
+	p := m.Init(1)
+	g := make([]float32, len(p))
+	x := make([]float32, 2*784)
+	for _, tc := range []struct {
+		name   string
+		p, x   []float32
+		labels []int
+		g      []float32
+	}{
+		{"short params", p[1:], x, []int{1, 2}, g},
+		{"short grad", p, x, []int{1, 2}, g[1:]},
+		{"x/labels", p, x, []int{1}, g},
+		{"label range", p, x, []int{1, 10}, g},
+		{"empty", p, nil, nil, g},
+	} {
+		if _, err := m.Gradient(tc.p, tc.x, tc.labels, tc.g); !errors.Is(err, ErrShape) {
+			t.Errorf("%s: err = %v", tc.name, err)
+		}
+	}
+}
+
+func TestSGDStep(t *testing.T) {
+	s := SGD{LR: 0.1, Momentum: 0.5, WeightDecay: 0.01}
+	p, g, v := []float32{1, -2}, []float32{0.5, 1}, []float32{0.2, 0}
+	if err := s.Step(nil, p, g, v); err != nil {
+		t.Fatal(err)
+	}
+	// v = 0.5*v + g + 0.01*p; p -= 0.1*v
+	wantV := []float32{0.5*0.2 + 0.5 + 0.01, 1 - 0.02}
+	for i := range p {
+		if abs(float64(v[i]-wantV[i])) > 1e-6 {
+			t.Fatalf("v = %v, want %v", v, wantV)
+		}
+	}
+	if abs(float64(p[0]-(1-0.1*wantV[0]))) > 1e-6 || abs(float64(p[1]-(-2-0.1*wantV[1]))) > 1e-6 {
+		t.Fatalf("p = %v", p)
+	}
+	if err := s.Step(nil, p, g[:1], v); !errors.Is(err, ErrShape) {
+		t.Fatalf("mismatched lengths: %v", err)
+	}
+	if err := (SGD{LR: 0}).Validate(); err == nil || !strings.Contains(err.Error(), "LR 0") {
+		t.Fatalf("Validate = %v", err)
+	}
+}
