@@ -1,3 +1,77 @@
-// Package mesh holds membership, node identity and security, the QUIC
-// transport and its frames, an in-memory transport, and shard placement.
+// Package mesh owns everything one dssp node needs to find and talk to the
+// others: membership, node identity and security, the QUIC transport and its
+// frames, an in-memory transport for tests, and shard placement.
+//
+// # Membership
+//
+// [Membership] is our own small interface over gossip (join by seed
+// addresses, leave, the live member list, join/leave/update/failed events).
+// [NewMemberlist] implements it on hashicorp/memberlist; [InmemNetwork] gives
+// an in-memory twin whose failures are injected by the test. Each member's
+// [Meta] (node id, QUIC address, trains?, backend, protocol version) travels
+// in memberlist's node metadata, encoded compactly (≤ [MaxMetaSize] bytes);
+// decoding a peer's metadata never panics. Events are queued without bound
+// and delivered in order on [Membership.Events]; a slow reader never stalls
+// gossip. Members returns a snapshot sorted by node id that the caller owns.
+//
+// # Security
+//
+// One 32-byte mesh key ([LoadKeyFile], [WriteKeyFile]) secures everything
+// (DESIGN.md §6). HKDF-SHA256 derives from it the memberlist gossip key and
+// the seed of a deterministic ed25519 mesh CA: every holder of the key derives
+// byte-identical CA certificates. Each node generates its own key pair at
+// start and a certificate for its [NodeID] signed by that CA ([Security.Node]).
+// QUIC runs mutual TLS 1.3 with ALPN [ALPN]; both sides verify the peer's
+// chain against the mesh CA, the dialler checks that the certificate names the
+// node id it meant to reach, and the acceptor takes the certificate's id as the
+// peer's identity. [InsecureSecurity] turns all of that off (plain gossip,
+// self-signed certificates, no verification) and logs a warning: for
+// experiments only.
+//
+// # Transport
+//
+// [Transport] opens typed streams to peers. A stream is addressed by a
+// [Channel]: its kind ([KindRPC], [KindRaft]) and a shard id, named in a fixed
+// 8-byte preamble so the acceptor can route it to the [Listener] of that
+// channel. A [Stream] carries either frames ([Stream.SendFrame],
+// [Stream.RecvFrame]) or raw bytes (it is a net.Conn, which is what raft's
+// NetworkTransport gets), never both. Streams are long-lived and meant to be
+// reused (one push stream per shard leader); connections to a peer are cached
+// and re-established on the next Dial once broken.
+//
+// Frames are a fixed 8-byte length prefix, a msgpack header and raw payload
+// bytes (tensors as little-endian float32, see [PutFloat32s]); the layout is
+// written in frame.go. Every length a peer sends is checked against
+// [FrameLimits] before anything is allocated, and the header's msgpack is
+// structurally validated (every declared length must fit in the bytes that
+// remain, nesting is bounded) before it is decoded, so no input can make the
+// decoder allocate more than a small multiple of the header size. A bad frame
+// closes the stream, increments [Stats].FrameErrors and returns an error
+// wrapping [ErrBadFrame]; the node stays up.
+//
+// Concurrency: Transport, Listener and Membership methods are safe for
+// concurrent use. A Stream allows one concurrent sender and one concurrent
+// receiver. RecvFrame returns a payload the caller owns; SendFrame does not
+// keep the payload after it returns.
+//
+// Blocking and ambiguity: Dial blocks until the stream is open or ctx ends.
+// SendFrame blocks on flow control (bounded by the stream's deadline). An
+// error from SendFrame or RecvFrame on a request stream is ambiguous: the
+// peer may or may not have received and acted on the request; callers resend
+// with the same idempotency key (the shard layer's (worker, iter)).
+//
+// [InmemTransport] implements the same interface in memory, with a [Faults]
+// hook that can drop, delay, duplicate or corrupt whole frames (each Write
+// of a raw stream counts as one frame) and partition nodes.
+//
+// # Placement
+//
+// [Place] and [PlaceAll] assign shards to replicas by rendezvous hashing over
+// the node ids given; the result depends only on that set, so every node with
+// the same membership view computes the same replica sets, and a join or
+// leave moves only the replicas that hash to the node concerned.
+//
+// Lock order: quicTransport.mu before peerConn state; InmemNetwork.mu before
+// any InmemTransport's mu. No lock is held while calling into quic-go,
+// memberlist or user callbacks.
 package mesh

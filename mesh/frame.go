@@ -1,0 +1,257 @@
+package mesh
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Frame layout on an RPC stream (integers big-endian):
+//
+//	0   u32  H: header length,  1 ≤ H ≤ FrameLimits.MaxHeader
+//	4   u32  P: payload length, 0 ≤ P ≤ FrameLimits.MaxPayload
+//	8   H bytes: one msgpack object, the header
+//	8+H P bytes: raw payload (tensors as little-endian float32)
+//
+// Both lengths are checked before anything is allocated. The header is
+// validated by validateMsgpack before msgpack decodes it, and the payload
+// buffer grows as bytes actually arrive, so a peer that announces a large
+// frame and sends nothing costs at most payloadChunk bytes.
+
+const framePrefixSize = 8
+
+// payloadChunk bounds how far the payload buffer runs ahead of the bytes
+// received.
+const payloadChunk = 1 << 20
+
+// FrameLimits bounds what a peer may make us allocate for one frame.
+type FrameLimits struct {
+	MaxHeader  int // bytes of msgpack header; default 64 KiB
+	MaxPayload int // bytes of raw payload; default 256 MiB
+	MaxDepth   int // msgpack nesting depth of the header; default 16
+}
+
+// DefaultFrameLimits returns the limits used when none are configured.
+func DefaultFrameLimits() FrameLimits {
+	return FrameLimits{MaxHeader: 64 << 10, MaxPayload: 256 << 20, MaxDepth: 16}
+}
+
+// Validate reports a limit that is out of range.
+func (l FrameLimits) Validate() error {
+	if l.MaxHeader < 16 || l.MaxHeader > 16<<20 {
+		return fmt.Errorf("mesh: FrameLimits.MaxHeader %d must be in [16, 16 MiB]", l.MaxHeader)
+	}
+	if l.MaxPayload < 0 || int64(l.MaxPayload) > math.MaxUint32 {
+		return fmt.Errorf("mesh: FrameLimits.MaxPayload %d must be in [0, 4 GiB)", l.MaxPayload)
+	}
+	if l.MaxDepth < 1 || l.MaxDepth > 64 {
+		return fmt.Errorf("mesh: FrameLimits.MaxDepth %d must be in [1, 64]", l.MaxDepth)
+	}
+	return nil
+}
+
+// appendFramePrefix encodes header and returns prefix+header, to be followed
+// on the wire by payload.
+func appendFramePrefix(dst []byte, header any, payloadLen int, lim FrameLimits) ([]byte, error) {
+	h, err := msgpack.Marshal(header)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: encode frame header: %w", err)
+	}
+	if len(h) > lim.MaxHeader {
+		return nil, fmt.Errorf("mesh: frame header is %d bytes, limit %d", len(h), lim.MaxHeader)
+	}
+	if payloadLen > lim.MaxPayload {
+		return nil, fmt.Errorf("mesh: frame payload is %d bytes, limit %d", payloadLen, lim.MaxPayload)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(h)))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(payloadLen))
+	return append(dst, h...), nil
+}
+
+// readFrame reads one frame from r, decodes its header into header and
+// returns the payload, which the caller owns. Any error other than a clean
+// io.EOF before the first byte is a *FrameError or an I/O error.
+func readFrame(r io.Reader, header any, lim FrameLimits) ([]byte, error) {
+	var pre [framePrefixSize]byte
+	if n, err := io.ReadFull(r, pre[:]); err != nil {
+		if n > 0 && err == io.ErrUnexpectedEOF {
+			return nil, &FrameError{Reason: "truncated length prefix"}
+		}
+		return nil, err
+	}
+	hl := binary.BigEndian.Uint32(pre[0:4])
+	pl := binary.BigEndian.Uint32(pre[4:8])
+	if hl == 0 || uint64(hl) > uint64(lim.MaxHeader) {
+		return nil, &FrameError{Reason: fmt.Sprintf("header length %d outside [1, %d]", hl, lim.MaxHeader)}
+	}
+	if uint64(pl) > uint64(lim.MaxPayload) {
+		return nil, &FrameError{Reason: fmt.Sprintf("payload length %d exceeds limit %d", pl, lim.MaxPayload)}
+	}
+	hb := make([]byte, hl)
+	if _, err := io.ReadFull(r, hb); err != nil {
+		return nil, truncated("header", err)
+	}
+	if err := validateMsgpack(hb, lim.MaxDepth); err != nil {
+		return nil, &FrameError{Reason: "header: " + err.Error()}
+	}
+	if err := msgpack.Unmarshal(hb, header); err != nil {
+		return nil, &FrameError{Reason: "header: " + err.Error()}
+	}
+	payload, err := readPayload(r, int(pl))
+	if err != nil {
+		return nil, truncated("payload", err)
+	}
+	return payload, nil
+}
+
+func truncated(part string, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return &FrameError{Reason: "truncated " + part}
+	}
+	return err
+}
+
+func readPayload(r io.Reader, n int) ([]byte, error) {
+	if n <= payloadChunk {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	b := make([]byte, 0, payloadChunk)
+	for len(b) < n {
+		step := min(n-len(b), max(payloadChunk, len(b)))
+		b = append(b, make([]byte, step)...)
+		if _, err := io.ReadFull(r, b[len(b)-step:]); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// validateMsgpack checks that b holds exactly one well-formed msgpack object
+// in which every declared length fits in the bytes that remain (an array of
+// n elements needs at least n more bytes, a map 2n) and nesting is at most
+// maxDepth. After it passes, decoding b allocates at most a small multiple of
+// len(b) per element type, whatever the declared lengths claimed.
+func validateMsgpack(b []byte, maxDepth int) error {
+	// pending[i] counts the objects still to read at nesting level i.
+	pending := make([]uint64, 1, 8)
+	pending[0] = 1
+	p := 0
+	need := func(n uint64) error {
+		if n > uint64(len(b)-p) {
+			return fmt.Errorf("msgpack length %d at offset %d exceeds the %d bytes left", n, p, len(b)-p)
+		}
+		return nil
+	}
+	readN := func(n int) (uint64, error) {
+		if err := need(uint64(n)); err != nil {
+			return 0, err
+		}
+		var v uint64
+		for _, c := range b[p : p+n] {
+			v = v<<8 | uint64(c)
+		}
+		p += n
+		return v, nil
+	}
+	for len(pending) > 0 {
+		top := len(pending) - 1
+		if pending[top] == 0 {
+			pending = pending[:top]
+			continue
+		}
+		pending[top]--
+		if p >= len(b) {
+			return fmt.Errorf("msgpack truncated at offset %d", p)
+		}
+		c := b[p]
+		p++
+		var skip, children uint64
+		var err error
+		switch {
+		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+		case c >= 0x80 && c <= 0x8f:
+			children = 2 * uint64(c&0x0f)
+		case c >= 0x90 && c <= 0x9f:
+			children = uint64(c & 0x0f)
+		case c >= 0xa0 && c <= 0xbf:
+			skip = uint64(c & 0x1f)
+		case c == 0xc4, c == 0xd9: // bin8, str8
+			skip, err = readN(1)
+		case c == 0xc5, c == 0xda: // bin16, str16
+			skip, err = readN(2)
+		case c == 0xc6, c == 0xdb: // bin32, str32
+			skip, err = readN(4)
+		case c == 0xc7, c == 0xc8, c == 0xc9: // ext8/16/32: length, then type byte
+			skip, err = readN(1 << (c - 0xc7))
+			skip++
+		case c == 0xca, c == 0xce, c == 0xd2:
+			skip = 4
+		case c == 0xcb, c == 0xcf, c == 0xd3:
+			skip = 8
+		case c == 0xcc, c == 0xd0:
+			skip = 1
+		case c == 0xcd, c == 0xd1:
+			skip = 2
+		case c >= 0xd4 && c <= 0xd8: // fixext 1/2/4/8/16, plus type byte
+			skip = 1 + 1<<(c-0xd4)
+		case c == 0xdc:
+			children, err = readN(2)
+		case c == 0xdd:
+			children, err = readN(4)
+		case c == 0xde, c == 0xdf:
+			children, err = readN(2 << (c - 0xde))
+			children *= 2
+		default: // 0xc1 is never used
+			return fmt.Errorf("msgpack byte 0x%02x at offset %d is not a valid type", c, p-1)
+		}
+		if err != nil {
+			return err
+		}
+		if err := need(skip); err != nil {
+			return err
+		}
+		p += int(skip)
+		if children > 0 {
+			if err := need(children); err != nil {
+				return err
+			}
+			if len(pending) >= maxDepth {
+				return fmt.Errorf("msgpack nesting deeper than %d", maxDepth)
+			}
+			pending = append(pending, children)
+		}
+	}
+	if p != len(b) {
+		return fmt.Errorf("%d bytes after the msgpack object", len(b)-p)
+	}
+	return nil
+}
+
+// PutFloat32s writes v into dst as little-endian float32 and returns the
+// bytes written (4·len(v)); dst must be at least that long.
+func PutFloat32s(dst []byte, v []float32) int {
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
+	}
+	return 4 * len(v)
+}
+
+// Float32s decodes little-endian float32 bytes into dst, which must hold
+// len(b)/4 values; it fails if len(b) is not a multiple of 4.
+func Float32s(dst []float32, b []byte) error {
+	if len(b)%4 != 0 {
+		return fmt.Errorf("%w: tensor payload of %d bytes is not a multiple of 4", ErrBadFrame, len(b))
+	}
+	if len(dst) < len(b)/4 {
+		return fmt.Errorf("mesh: Float32s: dst holds %d values, payload has %d", len(dst), len(b)/4)
+	}
+	for i := range len(b) / 4 {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return nil
+}

@@ -1,0 +1,370 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// Fault is what a FaultHook decides for one frame.
+type Fault struct {
+	Drop      bool          // the frame never arrives
+	Duplicate bool          // the frame arrives twice
+	Delay     time.Duration // the frame, and so everything behind it, arrives later
+}
+
+// FaultHook is called for every frame sent on an in-memory stream (every
+// Write of a raw stream counts as one frame). frame is a private copy the
+// hook may change in place to corrupt what arrives.
+type FaultHook func(from, to NodeID, ch Channel, frame []byte) Fault
+
+// InmemNetwork connects InmemTransports by address, with injectable faults
+// and partitions. Its zero value is not usable; call NewInmemNetwork.
+type InmemNetwork struct {
+	mu      sync.Mutex
+	byAddr  map[string]*InmemTransport
+	blocked map[[2]NodeID]bool
+	hook    FaultHook
+}
+
+// NewInmemNetwork returns an empty network.
+func NewInmemNetwork() *InmemNetwork {
+	return &InmemNetwork{byAddr: make(map[string]*InmemTransport), blocked: make(map[[2]NodeID]bool)}
+}
+
+// SetFaults installs hook for all frames from now on (nil removes it).
+func (n *InmemNetwork) SetFaults(hook FaultHook) {
+	n.mu.Lock()
+	n.hook = hook
+	n.mu.Unlock()
+}
+
+// Partition cuts every node of a off from every node of b, both ways: dials
+// fail with ErrNoRoute and frames in flight on open streams are dropped.
+func (n *InmemNetwork) Partition(a, b []NodeID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, x := range a {
+		for _, y := range b {
+			n.blocked[[2]NodeID{x, y}] = true
+			n.blocked[[2]NodeID{y, x}] = true
+		}
+	}
+}
+
+// Heal removes every partition.
+func (n *InmemNetwork) Heal() {
+	n.mu.Lock()
+	n.blocked = make(map[[2]NodeID]bool)
+	n.mu.Unlock()
+}
+
+// verdict decides the fate of one frame from→to.
+func (n *InmemNetwork) verdict(from, to NodeID, ch Channel, frame []byte) Fault {
+	n.mu.Lock()
+	blocked, hook := n.blocked[[2]NodeID{from, to}], n.hook
+	n.mu.Unlock()
+	if blocked {
+		return Fault{Drop: true}
+	}
+	if hook != nil {
+		return hook(from, to, ch, frame)
+	}
+	return Fault{}
+}
+
+// InmemTransport is the in-memory Transport. Unlike QUIC, a Dial to a
+// channel nobody listens on fails at once with ErrUnknownChannel.
+type InmemTransport struct {
+	net    *InmemNetwork
+	id     NodeID
+	addr   string
+	frames FrameLimits
+	lis    *listenerSet
+	cnt    counters
+
+	mu      sync.Mutex
+	streams map[*inmemStream]struct{}
+	closed  bool
+}
+
+// NewTransport attaches a transport for id at addr (any unique string).
+func (n *InmemNetwork) NewTransport(id NodeID, addr string, frames FrameLimits) (*InmemTransport, error) {
+	if err := id.Validate(); err != nil {
+		return nil, err
+	}
+	if err := frames.Validate(); err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.byAddr[addr]; ok {
+		return nil, fmt.Errorf("mesh: inmem address %q in use", addr)
+	}
+	t := &InmemTransport{net: n, id: id, addr: addr, frames: frames, lis: newListenerSet(128), streams: make(map[*inmemStream]struct{})}
+	n.byAddr[addr] = t
+	return t, nil
+}
+
+func (t *InmemTransport) LocalID() NodeID                     { return t.id }
+func (t *InmemTransport) Addr() string                        { return t.addr }
+func (t *InmemTransport) Stats() Stats                        { return t.cnt.snapshot() }
+func (t *InmemTransport) Listen(ch Channel) (Listener, error) { return t.lis.listen(ch) }
+
+func (t *InmemTransport) Dial(ctx context.Context, peer NodeID, addr string, ch Channel) (Stream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t.net.mu.Lock()
+	remote := t.net.byAddr[addr]
+	blocked := t.net.blocked[[2]NodeID{t.id, peer}]
+	t.net.mu.Unlock()
+	t.cnt.dials.Add(1)
+	switch {
+	case remote == nil || blocked:
+		t.cnt.dialFailures.Add(1)
+		return nil, fmt.Errorf("%w: %s at %q", ErrNoRoute, peer, addr)
+	case remote.id != peer:
+		t.cnt.dialFailures.Add(1)
+		return nil, fmt.Errorf("%w: dialled %q but %q answers at %q", ErrPeerIdentity, peer, remote.id, addr)
+	}
+	ab, ba := newPipe(), newPipe()
+	local := &inmemStream{t: t, peer: peer, ch: ch, r: ba, w: ab}
+	far := &inmemStream{t: remote, peer: t.id, ch: ch, r: ab, w: ba}
+	local.other, far.other = far, local
+	if !t.add(local) {
+		return nil, ErrClosed
+	}
+	if !remote.add(far) || !remote.lis.deliver(far) {
+		remote.cnt.unrouted.Add(1)
+		local.Close()
+		far.Close()
+		return nil, fmt.Errorf("%w: %s on %s", ErrUnknownChannel, ch, peer)
+	}
+	remote.cnt.accepted.Add(1)
+	t.cnt.opened.Add(1)
+	return local, nil
+}
+
+func (t *InmemTransport) add(s *inmemStream) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.streams[s] = struct{}{}
+	return true
+}
+
+// Close detaches the transport and closes its streams; peers see EOF.
+func (t *InmemTransport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	streams := t.streams
+	t.streams = nil
+	t.mu.Unlock()
+	t.net.mu.Lock()
+	if t.net.byAddr[t.addr] == t {
+		delete(t.net.byAddr, t.addr)
+	}
+	t.net.mu.Unlock()
+	t.lis.closeAll()
+	for s := range streams {
+		s.Close()
+	}
+	return nil
+}
+
+type inmemStream struct {
+	t     *InmemTransport
+	other *inmemStream
+	peer  NodeID
+	ch    Channel
+	r, w  *pipe
+}
+
+type inmemAddr string
+
+func (a inmemAddr) Network() string { return "inmem" }
+func (a inmemAddr) String() string  { return string(a) }
+
+func (s *inmemStream) Peer() NodeID               { return s.peer }
+func (s *inmemStream) Channel() Channel           { return s.ch }
+func (s *inmemStream) LocalAddr() net.Addr        { return inmemAddr(s.t.addr) }
+func (s *inmemStream) RemoteAddr() net.Addr       { return inmemAddr(s.other.t.addr) }
+func (s *inmemStream) Read(b []byte) (int, error) { return s.r.read(b) }
+
+func (s *inmemStream) Write(b []byte) (int, error) {
+	if err := s.send(append([]byte(nil), b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// send passes one frame through the network's faults to the peer.
+func (s *inmemStream) send(frame []byte) error {
+	f := s.t.net.verdict(s.t.id, s.peer, s.ch, frame)
+	if f.Drop {
+		return s.w.writable()
+	}
+	n := 1
+	if f.Duplicate {
+		n = 2
+	}
+	for range n {
+		if err := s.w.write(frame, f.Delay); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *inmemStream) Close() error {
+	s.r.close()
+	s.w.close()
+	return nil
+}
+
+func (s *inmemStream) SetDeadline(d time.Time) error {
+	s.r.setDeadline(d)
+	return nil
+}
+func (s *inmemStream) SetReadDeadline(d time.Time) error {
+	s.r.setDeadline(d)
+	return nil
+}
+
+// SetWriteDeadline is accepted and ignored: in-memory writes never block.
+func (s *inmemStream) SetWriteDeadline(time.Time) error { return nil }
+
+func (s *inmemStream) SendFrame(header any, payload []byte) error {
+	b, err := appendFramePrefix(nil, header, len(payload), s.t.frames)
+	if err != nil {
+		return err
+	}
+	return s.send(append(b, payload...))
+}
+
+func (s *inmemStream) RecvFrame(header any) ([]byte, error) {
+	p, err := readFrame(s, header, s.t.frames)
+	if fe, ok := errors.AsType[*FrameError](err); ok {
+		fe.Peer = s.peer
+		s.t.cnt.frameErrors.Add(1)
+		s.Close()
+	}
+	return p, err
+}
+
+// pipe is one direction of an in-memory stream: an unbounded queue of
+// frames, each readable from its arrival time on.
+type pipe struct {
+	mu       sync.Mutex
+	q        []unit
+	closed   bool
+	deadline time.Time
+	wake     chan struct{} // closed and replaced on every change
+}
+
+type unit struct {
+	b  []byte
+	at time.Time
+}
+
+func newPipe() *pipe { return &pipe{wake: make(chan struct{})} }
+
+func (p *pipe) changed() {
+	close(p.wake)
+	p.wake = make(chan struct{})
+}
+
+func (p *pipe) writable() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return io.ErrClosedPipe
+	}
+	return nil
+}
+
+func (p *pipe) write(b []byte, delay time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return io.ErrClosedPipe
+	}
+	at := time.Now().Add(delay)
+	if n := len(p.q); n > 0 && p.q[n-1].at.After(at) {
+		at = p.q[n-1].at // a stream stays in order
+	}
+	p.q = append(p.q, unit{b: b, at: at})
+	p.changed()
+	return nil
+}
+
+func (p *pipe) read(b []byte) (int, error) {
+	for {
+		p.mu.Lock()
+		now := time.Now()
+		if len(p.q) > 0 && !p.q[0].at.After(now) {
+			n := copy(b, p.q[0].b)
+			if p.q[0].b = p.q[0].b[n:]; len(p.q[0].b) == 0 {
+				p.q = p.q[1:]
+			}
+			p.mu.Unlock()
+			return n, nil
+		}
+		if p.closed && len(p.q) == 0 {
+			p.mu.Unlock()
+			return 0, io.EOF
+		}
+		if !p.deadline.IsZero() && !p.deadline.After(now) {
+			p.mu.Unlock()
+			return 0, os.ErrDeadlineExceeded
+		}
+		var wait time.Duration = -1
+		if len(p.q) > 0 {
+			wait = p.q[0].at.Sub(now)
+		}
+		if !p.deadline.IsZero() && (wait < 0 || p.deadline.Sub(now) < wait) {
+			wait = p.deadline.Sub(now)
+		}
+		wake := p.wake
+		p.mu.Unlock()
+		if wait < 0 {
+			<-wake
+			continue
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// close ends the pipe: queued frames are still read, then EOF.
+func (p *pipe) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.closed = true
+		p.changed()
+	}
+}
+
+func (p *pipe) setDeadline(d time.Time) {
+	p.mu.Lock()
+	p.deadline = d
+	p.changed()
+	p.mu.Unlock()
+}

@@ -1,0 +1,292 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// FailureDetection tunes memberlist's SWIM failure detector. A dead node is
+// suspected after ProbeInterval+ProbeTimeout and declared failed after the
+// suspicion timeout, SuspicionMult·log10(max(1,n))·ProbeInterval, stretched
+// up to SuspicionMaxTimeoutMult times that when few peers confirm.
+type FailureDetection struct {
+	ProbeInterval           time.Duration
+	ProbeTimeout            time.Duration
+	SuspicionMult           int
+	SuspicionMaxTimeoutMult int
+	GossipInterval          time.Duration
+	PushPullInterval        time.Duration
+	TCPTimeout              time.Duration
+	// DeadNodeReclaimTime lets a restarted node reuse its id from a new
+	// address after this long.
+	DeadNodeReclaimTime time.Duration
+}
+
+// LANDetection is memberlist's LAN profile: robust against GC pauses and
+// busy hosts; a killed node is reported in a few seconds.
+func LANDetection() FailureDetection {
+	c := memberlist.DefaultLANConfig()
+	return FailureDetection{
+		ProbeInterval:           c.ProbeInterval,
+		ProbeTimeout:            c.ProbeTimeout,
+		SuspicionMult:           c.SuspicionMult,
+		SuspicionMaxTimeoutMult: c.SuspicionMaxTimeoutMult,
+		GossipInterval:          c.GossipInterval,
+		PushPullInterval:        c.PushPullInterval,
+		TCPTimeout:              c.TCPTimeout,
+		DeadNodeReclaimTime:     30 * time.Second,
+	}
+}
+
+// FastDetection is for tests on loopback: failures are reported in well
+// under a second, at the price of false alarms on a loaded host.
+func FastDetection() FailureDetection {
+	return FailureDetection{
+		ProbeInterval:           100 * time.Millisecond,
+		ProbeTimeout:            50 * time.Millisecond,
+		SuspicionMult:           2,
+		SuspicionMaxTimeoutMult: 3,
+		GossipInterval:          20 * time.Millisecond,
+		PushPullInterval:        2 * time.Second,
+		TCPTimeout:              time.Second,
+		DeadNodeReclaimTime:     time.Second,
+	}
+}
+
+func (f FailureDetection) validate() error {
+	switch {
+	case f.ProbeInterval <= 0 || f.ProbeTimeout <= 0 || f.ProbeTimeout >= f.ProbeInterval:
+		return fmt.Errorf("mesh: FailureDetection probe interval %s and timeout %s: need 0 < timeout < interval", f.ProbeInterval, f.ProbeTimeout)
+	case f.SuspicionMult < 1 || f.SuspicionMaxTimeoutMult < 1:
+		return fmt.Errorf("mesh: FailureDetection SuspicionMult %d and SuspicionMaxTimeoutMult %d must be ≥ 1", f.SuspicionMult, f.SuspicionMaxTimeoutMult)
+	case f.GossipInterval <= 0 || f.PushPullInterval <= 0 || f.TCPTimeout <= 0:
+		return fmt.Errorf("mesh: FailureDetection GossipInterval %s, PushPullInterval %s, TCPTimeout %s must be positive", f.GossipInterval, f.PushPullInterval, f.TCPTimeout)
+	}
+	return nil
+}
+
+// MembershipConfig configures NewMemberlist.
+type MembershipConfig struct {
+	Meta      Meta   // this node; Meta.ID is its memberlist name
+	BindAddr  string // gossip host:port (UDP and TCP), e.g. "127.0.0.1:0"
+	Detection FailureDetection
+	Backoff   JoinBackoff
+	// Security supplies the gossip key; InsecureSecurity gossips in clear.
+	Security *Security
+}
+
+// DefaultMembershipConfig returns the LAN profile for meta on bind.
+func DefaultMembershipConfig(meta Meta, bind string, sec *Security) MembershipConfig {
+	return MembershipConfig{
+		Meta:      meta,
+		BindAddr:  bind,
+		Detection: LANDetection(),
+		Backoff:   JoinBackoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second},
+		Security:  sec,
+	}
+}
+
+// Validate reports the first bad value.
+func (c MembershipConfig) Validate() error {
+	if err := c.Meta.ID.Validate(); err != nil {
+		return err
+	}
+	if _, err := c.Meta.Encode(); err != nil {
+		return err
+	}
+	host, port, err := net.SplitHostPort(c.BindAddr)
+	if err != nil || net.ParseIP(host) == nil {
+		return fmt.Errorf("mesh: MembershipConfig.BindAddr %q must be ip:port", c.BindAddr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("mesh: MembershipConfig.BindAddr %q: bad port", c.BindAddr)
+	}
+	if c.Security == nil {
+		return fmt.Errorf("mesh: MembershipConfig.Security is nil (use NewSecurity, or InsecureSecurity explicitly)")
+	}
+	if err := c.Detection.validate(); err != nil {
+		return err
+	}
+	return c.Backoff.validate()
+}
+
+type memberlistMembership struct {
+	cfg    MembershipConfig
+	log    *slog.Logger
+	ml     *memberlist.Memberlist
+	events *eventQueue
+
+	mu   sync.Mutex
+	meta Meta
+
+	shutdown sync.Once
+}
+
+// NewMemberlist starts gossip on cfg.BindAddr; the node is alone until Join.
+func NewMemberlist(cfg MembershipConfig, logger *slog.Logger) (Membership, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	host, portStr, _ := net.SplitHostPort(cfg.BindAddr)
+	port, _ := strconv.Atoi(portStr)
+	m := &memberlistMembership{cfg: cfg, log: logger.With("node", string(cfg.Meta.ID)), events: newEventQueue(), meta: cfg.Meta}
+
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = string(cfg.Meta.ID)
+	mc.BindAddr, mc.BindPort = host, port
+	mc.AdvertiseAddr, mc.AdvertisePort = "", 0
+	d := cfg.Detection
+	mc.ProbeInterval, mc.ProbeTimeout = d.ProbeInterval, d.ProbeTimeout
+	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = d.SuspicionMult, d.SuspicionMaxTimeoutMult
+	mc.GossipInterval, mc.PushPullInterval, mc.TCPTimeout = d.GossipInterval, d.PushPullInterval, d.TCPTimeout
+	mc.DeadNodeReclaimTime = d.DeadNodeReclaimTime
+	mc.SecretKey = cfg.Security.GossipKey()
+	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	mc.Delegate = (*metaDelegate)(m)
+	mc.Events = (*eventDelegate)(m)
+	mc.Logger = log.New(&slogWriter{log: m.log.With("component", "memberlist")}, "", 0)
+
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		m.events.close()
+		return nil, fmt.Errorf("mesh: start memberlist on %s: %w", cfg.BindAddr, err)
+	}
+	m.ml = ml
+	return m, nil
+}
+
+func (m *memberlistMembership) Join(ctx context.Context, seeds []string) (int, error) {
+	return joinWithRetry(ctx, seeds, m.cfg.Backoff, func() (int, error) { return m.ml.Join(seeds) })
+}
+
+func (m *memberlistMembership) Leave(timeout time.Duration) error {
+	if err := m.ml.Leave(timeout); err != nil {
+		return fmt.Errorf("mesh: leave: %w", err)
+	}
+	return nil
+}
+
+func (m *memberlistMembership) Members() []Member {
+	var out []Member
+	for _, n := range m.ml.Members() {
+		if n.State != memberlist.StateAlive && n.State != memberlist.StateSuspect {
+			continue
+		}
+		if mem, err := m.member(n); err == nil {
+			out = append(out, mem)
+		}
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return out
+}
+
+func (m *memberlistMembership) LocalNode() Member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Member{Meta: m.meta, Addr: m.ml.LocalNode().Address()}
+}
+
+func (m *memberlistMembership) UpdateMeta(meta Meta) error {
+	if meta.ID != m.cfg.Meta.ID {
+		return fmt.Errorf("mesh: UpdateMeta cannot change the node id from %q to %q", m.cfg.Meta.ID, meta.ID)
+	}
+	if _, err := meta.Encode(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.meta = meta
+	m.mu.Unlock()
+	return m.ml.UpdateNode(m.cfg.Detection.TCPTimeout)
+}
+
+func (m *memberlistMembership) Events() <-chan Event { return m.events.out }
+
+func (m *memberlistMembership) Shutdown() error {
+	var err error
+	m.shutdown.Do(func() {
+		err = m.ml.Shutdown()
+		m.events.close()
+	})
+	return err
+}
+
+// member decodes a peer's metadata; a peer whose metadata is malformed or
+// names another id is not a member as far as we are concerned.
+func (m *memberlistMembership) member(n *memberlist.Node) (Member, error) {
+	meta, err := DecodeMeta(n.Meta)
+	if err != nil {
+		return Member{}, err
+	}
+	if string(meta.ID) != n.Name {
+		return Member{}, fmt.Errorf("%w: node %q announces id %q", ErrBadMeta, n.Name, meta.ID)
+	}
+	return Member{Meta: meta, Addr: n.Address()}, nil
+}
+
+// metaDelegate answers memberlist's questions about our metadata.
+type metaDelegate memberlistMembership
+
+func (d *metaDelegate) NodeMeta(limit int) []byte {
+	d.mu.Lock()
+	b, err := d.meta.Encode()
+	d.mu.Unlock()
+	if err != nil || len(b) > limit {
+		d.log.Error("node metadata does not fit", "bytes", len(b), "limit", limit, "err", err)
+		return nil
+	}
+	return b
+}
+func (d *metaDelegate) NotifyMsg([]byte)                {}
+func (d *metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
+func (d *metaDelegate) LocalState(bool) []byte          { return nil }
+func (d *metaDelegate) MergeRemoteState([]byte, bool)   {}
+
+// eventDelegate turns memberlist callbacks into queued Events.
+type eventDelegate memberlistMembership
+
+func (d *eventDelegate) emit(t EventType, n *memberlist.Node) {
+	mem, err := (*memberlistMembership)(d).member(n)
+	if err != nil {
+		d.log.Warn("ignoring member with bad metadata", "peer", n.Name, "event", t.String(), "err", err)
+		return
+	}
+	d.events.push(Event{Type: t, Member: mem})
+}
+
+func (d *eventDelegate) NotifyJoin(n *memberlist.Node)   { d.emit(EventJoin, n) }
+func (d *eventDelegate) NotifyUpdate(n *memberlist.Node) { d.emit(EventUpdate, n) }
+func (d *eventDelegate) NotifyLeave(n *memberlist.Node) {
+	if n.State == memberlist.StateLeft {
+		d.emit(EventLeave, n)
+	} else {
+		d.emit(EventFailed, n)
+	}
+}
+
+// slogWriter bridges memberlist's "[LEVEL] memberlist: message" lines to slog.
+type slogWriter struct{ log *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	level := slog.LevelInfo
+	for prefix, l := range map[string]slog.Level{"[DEBUG]": slog.LevelDebug, "[INFO]": slog.LevelInfo, "[WARN]": slog.LevelWarn, "[ERR]": slog.LevelError, "[ERROR]": slog.LevelError} {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			level, line = l, strings.TrimSpace(rest)
+			break
+		}
+	}
+	line = strings.TrimPrefix(line, "memberlist: ")
+	w.log.Log(context.Background(), level, line)
+	return len(p), nil
+}

@@ -1,0 +1,333 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// QUIC application error codes sent when we abort a stream or connection.
+const (
+	codeClosing    quic.ApplicationErrorCode = 0
+	codeBadFrame   quic.StreamErrorCode      = 1
+	codeNoListener quic.StreamErrorCode      = 2
+	codeBadPreamb  quic.StreamErrorCode      = 3
+	codeClosed     quic.StreamErrorCode      = 4
+)
+
+// QUICTransport is the Transport over quic-go: one UDP socket for listening
+// and dialling, mutual TLS 1.3 from the node's credentials, one cached
+// connection per peer carrying many streams.
+type QUICTransport struct {
+	cfg   TransportConfig
+	creds *NodeCredentials
+	log   *slog.Logger
+	qconf *quic.Config
+	udp   *net.UDPConn
+	qt    *quic.Transport
+	ln    *quic.Listener
+	lis   *listenerSet
+	cnt   counters
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	peers  map[NodeID]*quic.Conn // the connection Dial reuses, either direction
+	all    map[*quic.Conn]struct{}
+	closed bool
+}
+
+// NewQUICTransport binds cfg.ListenAddr and starts accepting connections.
+func NewQUICTransport(cfg TransportConfig, creds *NodeCredentials, log *slog.Logger) (*QUICTransport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	uaddr, err := net.ResolveUDPAddr("udp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: listen address %q: %w", cfg.ListenAddr, err)
+	}
+	udp, err := net.ListenUDP("udp", uaddr)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: listen %s: %w", cfg.ListenAddr, err)
+	}
+	t := &QUICTransport{
+		cfg:   cfg,
+		creds: creds,
+		log:   log.With("node", string(creds.ID())),
+		qconf: &quic.Config{
+			HandshakeIdleTimeout:       cfg.HandshakeTimeout,
+			MaxIdleTimeout:             cfg.IdleTimeout,
+			KeepAlivePeriod:            cfg.IdleTimeout / 3,
+			MaxIncomingStreams:         int64(cfg.MaxStreamsPerPeer),
+			MaxIncomingUniStreams:      -1,
+			MaxStreamReceiveWindow:     cfg.StreamWindow,
+			MaxConnectionReceiveWindow: cfg.ConnWindow,
+		},
+		udp:   udp,
+		qt:    &quic.Transport{Conn: udp},
+		lis:   newListenerSet(cfg.AcceptBacklog),
+		peers: make(map[NodeID]*quic.Conn),
+		all:   make(map[*quic.Conn]struct{}),
+	}
+	t.ln, err = t.qt.Listen(creds.ServerTLS(), t.qconf)
+	if err != nil {
+		udp.Close()
+		return nil, fmt.Errorf("mesh: quic listen: %w", err)
+	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.wg.Add(1)
+	go t.acceptConns()
+	return t, nil
+}
+
+func (t *QUICTransport) LocalID() NodeID { return t.creds.ID() }
+
+func (t *QUICTransport) Addr() string { return t.udp.LocalAddr().String() }
+
+func (t *QUICTransport) Stats() Stats { return t.cnt.snapshot() }
+
+func (t *QUICTransport) Listen(ch Channel) (Listener, error) { return t.lis.listen(ch) }
+
+// Dial opens a stream on ch to peer. A cached connection that turns out to
+// be dead is dropped and dialled again once.
+func (t *QUICTransport) Dial(ctx context.Context, peer NodeID, addr string, ch Channel) (Stream, error) {
+	for attempt := 0; ; attempt++ {
+		conn, fresh, err := t.conn(ctx, peer, addr)
+		if err != nil {
+			return nil, err
+		}
+		s, err := t.openStream(ctx, conn, peer, ch)
+		if err == nil {
+			t.cnt.opened.Add(1)
+			return s, nil
+		}
+		t.forget(peer, conn)
+		if fresh || attempt > 0 || ctx.Err() != nil {
+			return nil, fmt.Errorf("mesh: open %s stream to %s: %w", ch, peer, err)
+		}
+	}
+}
+
+func (t *QUICTransport) openStream(ctx context.Context, conn *quic.Conn, peer NodeID, ch Channel) (*quicStream, error) {
+	qs, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pre := encodePreamble(ch)
+	if dl, ok := ctx.Deadline(); ok {
+		qs.SetWriteDeadline(dl)
+	}
+	if _, err := qs.Write(pre[:]); err != nil {
+		qs.CancelRead(codeClosed)
+		qs.CancelWrite(codeClosed)
+		return nil, err
+	}
+	qs.SetWriteDeadline(time.Time{})
+	return &quicStream{Stream: qs, conn: conn, peer: peer, ch: ch, t: t}, nil
+}
+
+// conn returns a live connection to peer, dialling one if needed; fresh
+// says it was just dialled.
+func (t *QUICTransport) conn(ctx context.Context, peer NodeID, addr string) (*quic.Conn, bool, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	if c := t.peers[peer]; c != nil && c.Context().Err() == nil {
+		t.mu.Unlock()
+		return c, false, nil
+	}
+	t.mu.Unlock()
+
+	uaddr, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, false, fmt.Errorf("mesh: peer %s address %q: %w", peer, addr, err)
+	}
+	t.cnt.dials.Add(1)
+	hctx, cancel := context.WithTimeout(ctx, t.cfg.HandshakeTimeout)
+	defer cancel()
+	c, err := t.qt.Dial(hctx, uaddr, t.creds.ClientTLS(peer), t.qconf)
+	if err != nil {
+		t.cnt.dialFailures.Add(1)
+		return nil, false, fmt.Errorf("mesh: connect to %s at %s: %w", peer, addr, err)
+	}
+	if !t.track(c, peer, true) {
+		return nil, false, ErrClosed
+	}
+	go t.serveConn(c, peer)
+	return c, true, nil
+}
+
+// track records c and counts the goroutine that will serve it; prefer makes
+// c the connection Dial reuses for peer.
+func (t *QUICTransport) track(c *quic.Conn, peer NodeID, prefer bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		c.CloseWithError(codeClosing, "transport closed")
+		return false
+	}
+	t.wg.Add(1)
+	t.all[c] = struct{}{}
+	if old := t.peers[peer]; prefer || old == nil || old.Context().Err() != nil {
+		t.peers[peer] = c
+	}
+	return true
+}
+
+func (t *QUICTransport) forget(peer NodeID, c *quic.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.peers[peer] == c {
+		delete(t.peers, peer)
+	}
+	delete(t.all, c)
+}
+
+func (t *QUICTransport) acceptConns() {
+	defer t.wg.Done()
+	for {
+		c, err := t.ln.Accept(t.ctx)
+		if err != nil {
+			return
+		}
+		// The TLS layer already verified the chain; the certificate's id is
+		// the peer's identity.
+		peer, err := peerID(c.ConnectionState().TLS)
+		if err != nil {
+			t.cnt.dialFailures.Add(1)
+			c.CloseWithError(codeClosing, "bad identity")
+			continue
+		}
+		if !t.track(c, peer, false) {
+			return
+		}
+		go t.serveConn(c, peer)
+	}
+}
+
+// serveConn accepts the streams peer opens on c until c ends.
+func (t *QUICTransport) serveConn(c *quic.Conn, peer NodeID) {
+	defer t.wg.Done()
+	defer t.forget(peer, c)
+	for {
+		qs, err := c.AcceptStream(t.ctx)
+		if err != nil {
+			return
+		}
+		t.wg.Add(1)
+		go t.routeStream(c, peer, qs)
+	}
+}
+
+// routeStream reads the preamble within the handshake timeout and hands the
+// stream to its channel's listener.
+func (t *QUICTransport) routeStream(c *quic.Conn, peer NodeID, qs *quic.Stream) {
+	defer t.wg.Done()
+	qs.SetReadDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	var pre [preambleSize]byte
+	_, err := io.ReadFull(qs, pre[:])
+	var ch Channel
+	if err == nil {
+		ch, err = decodePreamble(pre[:])
+	}
+	if err != nil {
+		t.cnt.preambleErrors.Add(1)
+		t.log.Debug("refusing stream", "peer", string(peer), "err", err)
+		qs.CancelRead(codeBadPreamb)
+		qs.CancelWrite(codeBadPreamb)
+		return
+	}
+	qs.SetReadDeadline(time.Time{})
+	s := &quicStream{Stream: qs, conn: c, peer: peer, ch: ch, t: t}
+	if !t.lis.deliver(s) {
+		t.cnt.unrouted.Add(1)
+		t.log.Debug("no listener for stream", "peer", string(peer), "channel", ch.String())
+		qs.CancelRead(codeNoListener)
+		qs.CancelWrite(codeNoListener)
+		return
+	}
+	t.cnt.accepted.Add(1)
+}
+
+// Close closes all connections and the socket and waits for the
+// transport's goroutines.
+func (t *QUICTransport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	conns := t.all
+	t.all, t.peers = nil, nil
+	t.mu.Unlock()
+
+	t.cancel()
+	t.lis.closeAll()
+	for c := range conns {
+		c.CloseWithError(codeClosing, "transport closed")
+	}
+	t.ln.Close()
+	err := t.qt.Close()
+	t.udp.Close()
+	t.wg.Wait()
+	return err
+}
+
+type quicStream struct {
+	*quic.Stream
+	conn *quic.Conn
+	peer NodeID
+	ch   Channel
+	t    *QUICTransport
+	wbuf []byte
+}
+
+func (s *quicStream) Peer() NodeID         { return s.peer }
+func (s *quicStream) Channel() Channel     { return s.ch }
+func (s *quicStream) LocalAddr() net.Addr  { return s.conn.LocalAddr() }
+func (s *quicStream) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
+
+// Close ends both directions; quic-go's Close alone only ends ours.
+func (s *quicStream) Close() error {
+	s.Stream.CancelRead(codeClosed)
+	return s.Stream.Close()
+}
+
+func (s *quicStream) SendFrame(header any, payload []byte) error {
+	var err error
+	s.wbuf, err = appendFramePrefix(s.wbuf[:0], header, len(payload), s.t.cfg.Frames)
+	if err != nil {
+		return err
+	}
+	if _, err := s.Stream.Write(s.wbuf); err != nil {
+		return err
+	}
+	if len(payload) > 0 {
+		_, err = s.Stream.Write(payload)
+	}
+	return err
+}
+
+func (s *quicStream) RecvFrame(header any) ([]byte, error) {
+	p, err := readFrame(s.Stream, header, s.t.cfg.Frames)
+	if fe, ok := errors.AsType[*FrameError](err); ok {
+		fe.Peer = s.peer
+		s.t.cnt.frameErrors.Add(1)
+		s.t.log.Warn("closing stream after bad frame", "peer", string(s.peer), "channel", s.ch.String(), "err", fe.Reason)
+		s.Stream.CancelRead(codeBadFrame)
+		s.Stream.CancelWrite(codeBadFrame)
+	}
+	return p, err
+}
