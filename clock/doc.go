@@ -1,3 +1,57 @@
 // Package clock holds the per-worker vector clocks and the synchronization
-// paradigms (BSP, ASP, SSP, DSSP) as pure, deterministic gate logic.
+// paradigms (BSP, ASP, SSP, DSSP and the paper-literal DSSP) as pure,
+// deterministic gate logic, plus the DSSP synchronization controller.
+//
+// # What it owns
+//
+//   - [Table]: a vector clock table (one iteration counter per worker) with
+//     O(1) min/max kept by a histogram of clocks.
+//   - [Policy]: which paradigm and its parameters; [ParsePolicy] reads the
+//     text form ("bsp", "asp", "ssp:3", "dssp:3:12", "dssp-paper:3:12",
+//     optionally suffixed ":wait" or ":abs" for the DSSP objective).
+//   - [Gate]: the decision logic of one shard leader: on every applied push it
+//     says whether the pusher is released now and which waiting workers this
+//     push released. The exact rules are DESIGN.md §4; divergences from the
+//     DSSP paper are in docs/divergence.md.
+//   - [SyncController]: the paper's Algorithm 2 as a pure function.
+//
+// # Contract
+//
+// Time is an input: every push carries its receipt time in int64
+// nanoseconds (the shard leader writes it into the Raft entry). Nothing here
+// reads the system clock, draws random numbers or iterates a Go map where
+// the order could reach a decision or an encoding, so the same sequence of
+// calls gives the same decisions, the same state and the same bytes from
+// [Gate.MarshalBinary] on every machine. That is what lets a Gate live in a
+// Raft FSM: replicas that apply the same entries agree, and a new leader
+// restored from a snapshot continues with identical decisions.
+//
+// A Gate is not safe for concurrent use; the owner (the FSM) serialises
+// calls. No method blocks. Slices returned by a Gate are freshly allocated
+// and owned by the caller.
+//
+// # Pushes
+//
+// A worker's clock t_w is the number of its pushes applied (0-based
+// iteration of its next push). A push for iteration iter is accepted only if
+// iter == t_w; afterwards t_w = iter+1. A push with iter < t_w is a
+// [*DuplicatePushError] (a resend: the caller acknowledges it without
+// applying it again, or keeps withholding the reply while
+// [Gate.IsWaiting] says so); iter > t_w is a [*FuturePushError]; an unknown
+// worker is a [*UnknownWorkerError]; a push of iteration t_w by a worker
+// whose previous push is still held is [ErrWorkerWaiting]. A rejected call
+// leaves the state unchanged. Bad input never panics.
+//
+// Receipt times need not be monotone across leaders: a push received
+// earlier than the worker's previous push is recorded at the previous
+// push's time, so push intervals are never negative.
+//
+// # Cost
+//
+// A push costs amortised O(1) in the number of workers (map lookups, the
+// clock histogram, waiters bucketed by clock) plus sorting the workers it
+// releases, plus, when the DSSP controller runs, O(r_max) for the controller
+// and a scan of the workers at t_min to pick the slowest among ties.
+// Removing the last worker at t_min scans clocks upward to the next one
+// (O(spread)); removals are rare.
 package clock

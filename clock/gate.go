@@ -1,0 +1,404 @@
+package clock
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Rule says which rule of DESIGN.md §4 decided a push.
+type Rule uint8
+
+const (
+	RuleAsync      Rule = iota + 1 // ASP: every push is released at once
+	RuleGrant                      // rule 1: an earlier grant covers this push
+	RuleWithin                     // rule 2: gap <= s_L
+	RuleController                 // rule 3: the controller granted r* > 0
+	RuleWait                       // rule 4: held until gap <= s_L
+)
+
+func (r Rule) String() string {
+	switch r {
+	case RuleAsync:
+		return "async"
+	case RuleGrant:
+		return "grant"
+	case RuleWithin:
+		return "within"
+	case RuleController:
+		return "controller"
+	case RuleWait:
+		return "wait"
+	}
+	return fmt.Sprintf("rule(%d)", uint8(r))
+}
+
+// Release is a held push released now: the worker may proceed past Iter.
+type Release struct {
+	Worker WorkerID
+	Iter   int64 // the iteration of the push being released (its clock − 1)
+}
+
+// Outcome is what one applied push decided.
+type Outcome struct {
+	// Released is true if the pusher may proceed now; otherwise it waits
+	// until it appears in the Released list of a later Outcome or removal.
+	Released bool
+	Rule     Rule
+	// Gap is the pusher's t_p − t_min after the push was applied.
+	Gap int64
+	// ControllerCalled is true if the controller ran for this push.
+	ControllerCalled bool
+	// Grant is r* when the controller granted this push (0 otherwise): for
+	// dssp this push and the next r*−1 are released; for dssp-paper this
+	// push and the next r*.
+	Grant int64
+	// Others are the other waiting workers this push released, ordered by
+	// (Iter, Worker).
+	Others []Release
+}
+
+// Stats are counters kept per worker and for the whole gate.
+type Stats struct {
+	Pushes          uint64 // pushes applied
+	Waits           uint64 // pushes held (rule 4)
+	ControllerCalls uint64 // controller invocations
+	Grants          uint64 // controller invocations that granted r* > 0
+	GrantedPushes   uint64 // sum of r* over those grants
+}
+
+func (s *Stats) add(o Stats) {
+	s.Pushes += o.Pushes
+	s.Waits += o.Waits
+	s.ControllerCalls += o.ControllerCalls
+	s.Grants += o.Grants
+	s.GrantedPushes += o.GrantedPushes
+}
+
+// WorkerInfo is a read-only view of one worker, for metrics and status.
+type WorkerInfo struct {
+	ID      WorkerID
+	Clock   int64
+	Gap     int64 // Clock − t_min
+	Grant   int64 // r_i: pushes still covered by a grant
+	Waiting bool  // its push Clock−1 is held
+	// Times holds the receipt times of its latest pushes; NTimes (0..2) says
+	// how many are known.
+	Times  Timestamps
+	NTimes int
+	Stats  Stats
+}
+
+// Gate is the synchronization gate of one shard: the clock table, the
+// push-timestamp table, the grants and the held pushes. See the package doc
+// for the contract; it is not safe for concurrent use.
+type Gate struct {
+	pol     Policy
+	table   *Table
+	workers map[WorkerID]*worker
+	// waiters[c] holds the waiting workers whose clock is c. Every waiter
+	// has c > swept, and swept = t_min + s_L as of the last sweep.
+	waiters  map[int64][]WorkerID
+	nWaiting int
+	swept    int64
+	floor    int64 // t_min; kept when the table empties, for the next AddWorker
+	totals   Stats
+}
+
+type worker struct {
+	times   Timestamps
+	nTimes  uint8
+	grant   int64
+	waiting bool
+	stats   Stats
+}
+
+// NewGate returns an empty gate for p.
+func NewGate(p Policy) (*Gate, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &Gate{
+		pol:     p,
+		table:   NewTable(),
+		workers: map[WorkerID]*worker{},
+		waiters: map[int64][]WorkerID{},
+		swept:   p.SL,
+	}, nil
+}
+
+// Policy returns the gate's policy.
+func (g *Gate) Policy() Policy { return g.pol }
+
+// Len is the number of live workers.
+func (g *Gate) Len() int { return g.table.Len() }
+
+// Min is t_min (for an empty gate, the t_min it had when it emptied).
+func (g *Gate) Min() int64 { return g.floor }
+
+// Max is t_max (t_min for an empty gate).
+func (g *Gate) Max() int64 {
+	if g.table.Len() == 0 {
+		return g.floor
+	}
+	return g.table.Max()
+}
+
+// Clock returns w's clock: the iteration its next push must carry.
+func (g *Gate) Clock(w WorkerID) (int64, bool) { return g.table.Clock(w) }
+
+// IsWaiting reports whether w's latest push is held.
+func (g *Gate) IsWaiting(w WorkerID) bool {
+	st, ok := g.workers[w]
+	return ok && st.waiting
+}
+
+// Totals are the gate's counters over all workers, removed ones included.
+func (g *Gate) Totals() Stats { return g.totals }
+
+// Workers returns the live workers sorted by id.
+func (g *Gate) Workers() []WorkerID {
+	ids := make([]WorkerID, 0, len(g.workers))
+	for id := range g.workers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Waiting returns the held pushes ordered by (Iter, Worker).
+func (g *Gate) Waiting() []Release {
+	out := make([]Release, 0, g.nWaiting)
+	for _, ids := range g.waiters {
+		for _, id := range ids {
+			c, _ := g.table.Clock(id)
+			out = append(out, Release{Worker: id, Iter: c - 1})
+		}
+	}
+	sortReleases(out)
+	return out
+}
+
+// Worker returns the view of w.
+func (g *Gate) Worker(w WorkerID) (WorkerInfo, bool) {
+	st, ok := g.workers[w]
+	if !ok {
+		return WorkerInfo{}, false
+	}
+	c, _ := g.table.Clock(w)
+	return WorkerInfo{
+		ID: w, Clock: c, Gap: c - g.floor, Grant: st.grant, Waiting: st.waiting,
+		Times: st.times, NTimes: int(st.nTimes), Stats: st.stats,
+	}, true
+}
+
+// AddWorker adds w at clock t_min (0 for a new gate) and returns that
+// clock: the iteration of w's first push. A returning worker starts afresh:
+// no timestamps, no grant.
+func (g *Gate) AddWorker(w WorkerID) (int64, error) {
+	if err := g.table.Add(w, g.floor); err != nil {
+		return 0, err
+	}
+	g.workers[w] = &worker{}
+	if g.table.Len() == 1 {
+		g.swept = g.floor + g.pol.SL
+	}
+	return g.floor, nil
+}
+
+// RemoveWorker removes w (declared dead, or leaving). A push of w that was
+// held is dropped, not released. It returns the other workers released
+// because t_min rose, ordered by (Iter, Worker).
+func (g *Gate) RemoveWorker(w WorkerID) ([]Release, error) {
+	st, ok := g.workers[w]
+	if !ok {
+		return nil, &UnknownWorkerError{Worker: w}
+	}
+	if st.waiting {
+		c, _ := g.table.Clock(w)
+		g.unwait(w, c)
+	}
+	if err := g.table.Remove(w); err != nil {
+		return nil, err
+	}
+	delete(g.workers, w)
+	if g.table.Len() > 0 {
+		g.floor = g.table.Min()
+	}
+	return g.sweep(), nil
+}
+
+// Push applies w's push for iteration iter received at recvNanos and
+// decides it. On error nothing changed.
+func (g *Gate) Push(w WorkerID, iter int64, recvNanos int64) (Outcome, error) {
+	st, ok := g.workers[w]
+	if !ok {
+		return Outcome{}, &UnknownWorkerError{Worker: w}
+	}
+	c, _ := g.table.Clock(w)
+	switch {
+	case iter < c:
+		return Outcome{}, &DuplicatePushError{Worker: w, Iter: iter, Clock: c}
+	case iter > c:
+		return Outcome{}, &FuturePushError{Worker: w, Iter: iter, Clock: c}
+	case st.waiting:
+		return Outcome{}, fmt.Errorf("%w: %q pushed iteration %d while iteration %d is held", ErrWorkerWaiting, w, iter, iter-1)
+	}
+
+	tp, err := g.table.Advance(w)
+	if err != nil {
+		return Outcome{}, err
+	}
+	g.floor = g.table.Min()
+	if st.nTimes > 0 {
+		recvNanos = max(recvNanos, st.times.Latest)
+	}
+	st.times = Timestamps{Latest: recvNanos, Previous: st.times.Latest}
+	st.nTimes = min(st.nTimes+1, 2)
+	st.stats.Pushes++
+	g.totals.Pushes++
+
+	out := Outcome{Gap: tp - g.floor}
+	g.decide(w, st, tp, &out)
+	if !out.Released {
+		st.waiting = true
+		g.waiters[tp] = append(g.waiters[tp], w)
+		g.nWaiting++
+		st.stats.Waits++
+		g.totals.Waits++
+	}
+	out.Others = g.sweep()
+	return out, nil
+}
+
+// decide applies rules 1–4 of DESIGN.md §4 (or Algorithm 1 for dssp-paper)
+// to the pusher, whose clock is now tp.
+func (g *Gate) decide(w WorkerID, st *worker, tp int64, out *Outcome) {
+	if g.pol.Paradigm == ASP {
+		out.Released, out.Rule = true, RuleAsync
+		return
+	}
+	gap, sL, sU := out.Gap, g.pol.SL, g.pol.SU()
+	paper := g.pol.Paradigm == DSSPPaper
+	switch {
+	case st.grant > 0 && (paper || gap <= sU):
+		st.grant--
+		out.Released, out.Rule = true, RuleGrant
+		return
+	case gap <= sL:
+		out.Released, out.Rule = true, RuleWithin
+		return
+	}
+	out.Rule = RuleWait
+	if tp != g.table.Max() || g.pol.RMax == 0 {
+		return
+	}
+	out.ControllerCalled = true
+	st.stats.ControllerCalls++
+	g.totals.ControllerCalls++
+	r := g.controller(w, st)
+	if !paper {
+		r = min(r, sU-gap+1)
+	}
+	if r <= 0 {
+		return
+	}
+	out.Released, out.Rule, out.Grant = true, RuleController, r
+	st.grant = r
+	if !paper {
+		st.grant = r - 1
+	}
+	st.stats.Grants++
+	st.stats.GrantedPushes += uint64(r)
+	g.totals.Grants++
+	g.totals.GrantedPushes += uint64(r)
+}
+
+// controller runs SyncController for p against the slowest worker: the one
+// at t_min whose predicted next push A[s][0] + I_s is latest, ties to the
+// smallest id. It returns 0 (cold start) unless p and every worker at t_min
+// have two timestamps: a worker without them has no prediction and could
+// be the slowest. Cost: a scan of the workers at t_min.
+func (g *Gate) controller(p WorkerID, st *worker) int64 {
+	if st.nTimes < 2 {
+		return 0
+	}
+	var slow *worker
+	var slowID WorkerID
+	var slowNext int64
+	cold := false
+	g.table.EachAt(g.floor, func(id WorkerID) {
+		s := g.workers[id]
+		if s.nTimes < 2 {
+			cold = true
+			return
+		}
+		next := satAdd(s.times.Latest, s.times.interval())
+		if slow == nil || next > slowNext || (next == slowNext && id < slowID) {
+			slow, slowID, slowNext = s, id, next
+		}
+	})
+	if cold || slow == nil {
+		return 0
+	}
+	return SyncController(st.times, slow.times, g.pol.RMax, g.pol.Objective)
+}
+
+// sweep releases every waiter with clock <= t_min + s_L (rule 4).
+func (g *Gate) sweep() []Release {
+	thr := g.floor + g.pol.SL
+	if thr <= g.swept {
+		return nil
+	}
+	from := g.swept
+	g.swept = thr
+	if g.nWaiting == 0 {
+		return nil
+	}
+	var out []Release
+	take := func(c int64) {
+		for _, id := range g.waiters[c] {
+			g.workers[id].waiting = false
+			out = append(out, Release{Worker: id, Iter: c - 1})
+		}
+		g.nWaiting -= len(g.waiters[c])
+		delete(g.waiters, c)
+	}
+	if thr-from <= int64(len(g.waiters)) {
+		for c := from + 1; c <= thr; c++ {
+			take(c)
+		}
+	} else {
+		// A removal made t_min jump: visit the buckets, not the clocks.
+		for c := range g.waiters {
+			if c <= thr {
+				take(c)
+			}
+		}
+	}
+	sortReleases(out)
+	return out
+}
+
+// unwait drops w, waiting at clock c, from the waiters.
+func (g *Gate) unwait(w WorkerID, c int64) {
+	ids := g.waiters[c]
+	i := slices.Index(ids, w)
+	ids = slices.Delete(ids, i, i+1)
+	if len(ids) == 0 {
+		delete(g.waiters, c)
+	} else {
+		g.waiters[c] = ids
+	}
+	g.workers[w].waiting = false
+	g.nWaiting--
+}
+
+func sortReleases(rs []Release) {
+	slices.SortFunc(rs, func(a, b Release) int {
+		if c := cmp.Compare(a.Iter, b.Iter); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Worker, b.Worker)
+	})
+}
