@@ -1,17 +1,97 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"dsspmesh/cudaops"
+	// Registers the "cuda" backend in binaries built with -tags cuda; empty
+	// otherwise.
+	_ "dsspmesh/cudaops/cuda"
 )
 
 func newTrainCmd() *cobra.Command {
-	return &cobra.Command{
+	cfg := cudaops.DefaultTrainConfig()
+	var (
+		model, dataset, dataDir, backend string
+		lr, momentum, weightDecay        float64
+		workers, limit                   int
+	)
+	cmd := &cobra.Command{
 		Use:   "train",
-		Short: "not built yet",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("train: not built yet")
+		Short: "Train one model in this process and report test accuracy (the single-node baseline)",
+		Example: "  dssp train --model mlp --epochs 10\n" +
+			"  dssp train --model lenet --epochs 8 --data ./mnist\n" +
+			"  dssp train --model alexnet-small --dataset cifar10 --data ./cifar-10-batches-bin",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.SGD = cudaops.SGD{LR: float32(lr), Momentum: float32(momentum), WeightDecay: float32(weightDecay)}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			if limit < 0 {
+				return fmt.Errorf("--limit %d must be >= 0", limit)
+			}
+			be, err := cudaops.NewBackend(backend)
+			if err != nil {
+				return err
+			}
+			m, err := cudaops.NewModel(model, cudaops.ModelOptions{Backend: be, Workers: workers})
+			if err != nil {
+				return err
+			}
+			if dataset == "" {
+				dataset = cudaops.DefaultDataset(model)
+			}
+			train, test, err := cudaops.LoadDataset(dataset, dataDir)
+			if err != nil {
+				return err
+			}
+			if limit > 0 {
+				train = train.Subset(limit)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "model %s (%d params) on %s: %d train, %d test samples; backend %s; batch %d, lr %.4g, momentum %.4g, lr decay %.4g/epoch\n",
+				model, m.NumParams(), dataset, train.Len(), test.Len(), be.Name(), cfg.BatchSize, lr, momentum, cfg.LRDecay)
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			res, err := cudaops.Train(cmd.Context(), m, train, test, cfg, log, func(p cudaops.Progress) {
+				if p.EpochDone {
+					fmt.Fprintf(out, "epoch %d/%d  train loss %.4f  test acc %.4f  test loss %.4f  train time %s\n",
+						p.Epoch+1, cfg.Epochs, p.TrainLoss, p.Test.Accuracy, p.Test.Loss, p.Elapsed.Round(time.Millisecond))
+					return
+				}
+				fmt.Fprintf(os.Stderr, "\repoch %d/%d  step %d/%d  loss %.4f", p.Epoch+1, cfg.Epochs, p.Step, p.StepsPerEpoch, p.TrainLoss)
+				if p.Step+cfg.ProgressEvery > p.StepsPerEpoch {
+					fmt.Fprintln(os.Stderr)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "final: %s test accuracy %.4f (%d/%d) after %d epochs, %s training (%.0f samples/s)\n",
+				model, res.Test.Accuracy, res.Test.Correct, res.Test.Samples, res.Epochs, res.Elapsed.Round(time.Millisecond),
+				float64(res.Samples)/res.Elapsed.Seconds())
+			return nil
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&model, "model", "mlp", fmt.Sprintf("model to train, one of %v", cudaops.ModelNames()))
+	f.StringVar(&dataset, "dataset", "", fmt.Sprintf("dataset, one of %v (default: mnist, or cifar10 for alexnet-small)", cudaops.DatasetNames()))
+	f.StringVar(&dataDir, "data", "", "folder with the dataset files (default for mnist: the GoMNIST module in the Go module cache)")
+	f.StringVar(&backend, "backend", "cpu", fmt.Sprintf("compute backend, one of %v", cudaops.BackendNames()))
+	f.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
+	f.IntVar(&cfg.BatchSize, "batch", cfg.BatchSize, "mini-batch size")
+	f.Float64Var(&lr, "lr", float64(cfg.SGD.LR), "learning rate")
+	f.Float64Var(&momentum, "momentum", float64(cfg.SGD.Momentum), "SGD momentum in [0,1)")
+	f.Float64Var(&weightDecay, "weight-decay", float64(cfg.SGD.WeightDecay), "L2 weight decay")
+	f.Float64Var(&cfg.LRDecay, "lr-decay", cfg.LRDecay, "learning-rate multiplier applied after each epoch, in (0,1]")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for initialisation and data order")
+	f.IntVar(&workers, "threads", 0, "goroutines splitting each mini-batch (0 = GOMAXPROCS)")
+	f.IntVar(&limit, "limit", 0, "train on only the first N training samples (0 = all)")
+	f.IntVar(&cfg.ProgressEvery, "progress-every", cfg.ProgressEvery, "steps between progress lines on stderr (0 = per epoch only)")
+	return cmd
 }
