@@ -41,6 +41,9 @@ type Meta struct {
 	Trains   bool   // whether the node runs a worker
 	Backend  string // compute backend, e.g. "cpu" or "cuda"
 	Proto    uint16 // ProtocolVersion of the binary
+	// Leaving is set by Membership.Leave just before the node departs, so
+	// that peers can tell a graceful leave from a failure.
+	Leaving bool
 }
 
 // metaVersion is the first byte of encoded metadata; bump on layout change.
@@ -50,7 +53,7 @@ const metaVersion = 1
 //
 //	0     u8   metaVersion
 //	1     u16  Proto
-//	3     u8   flags (bit 0: Trains)
+//	3     u8   flags (bit 0: Trains, bit 1: Leaving)
 //	4     u8   len(ID),       then ID bytes
 //	.     u8   len(QUICAddr), then QUICAddr bytes
 //	.     u8   len(Backend),  then Backend bytes
@@ -70,6 +73,9 @@ func (m Meta) Encode() ([]byte, error) {
 	var flags byte
 	if m.Trains {
 		flags |= 1
+	}
+	if m.Leaving {
+		flags |= 2
 	}
 	b = append(b, flags)
 	for _, s := range []string{string(m.ID), m.QUICAddr, m.Backend} {
@@ -91,7 +97,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if b[0] != metaVersion {
 		return Meta{}, fmt.Errorf("%w: layout version %d, want %d", ErrBadMeta, b[0], metaVersion)
 	}
-	m := Meta{Proto: binary.BigEndian.Uint16(b[1:3]), Trains: b[3]&1 != 0}
+	m := Meta{Proto: binary.BigEndian.Uint16(b[1:3]), Trains: b[3]&1 != 0, Leaving: b[3]&2 != 0}
 	rest := b[4:]
 	var strs [3]string
 	for i := range strs {

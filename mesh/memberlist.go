@@ -170,8 +170,16 @@ func (m *memberlistMembership) Join(ctx context.Context, seeds []string) (int, e
 	return joinWithRetry(ctx, seeds, m.cfg.Backoff, func() (int, error) { return m.ml.Join(seeds) })
 }
 
+// Leave first gossips Meta.Leaving (memberlist reports a leave and a
+// failure through the same callback, with no reliable state), then leaves.
 func (m *memberlistMembership) Leave(timeout time.Duration) error {
-	if err := m.ml.Leave(timeout); err != nil {
+	m.mu.Lock()
+	m.meta.Leaving = true
+	m.mu.Unlock()
+	if err := m.ml.UpdateNode(timeout / 2); err != nil {
+		m.log.Warn("could not announce leaving", "err", err)
+	}
+	if err := m.ml.Leave(timeout / 2); err != nil {
 		return fmt.Errorf("mesh: leave: %w", err)
 	}
 	return nil
@@ -179,10 +187,7 @@ func (m *memberlistMembership) Leave(timeout time.Duration) error {
 
 func (m *memberlistMembership) Members() []Member {
 	var out []Member
-	for _, n := range m.ml.Members() {
-		if n.State != memberlist.StateAlive && n.State != memberlist.StateSuspect {
-			continue
-		}
+	for _, n := range m.ml.Members() { // memberlist leaves out dead and left nodes
 		if mem, err := m.member(n); err == nil {
 			out = append(out, mem)
 		}
@@ -205,6 +210,7 @@ func (m *memberlistMembership) UpdateMeta(meta Meta) error {
 		return err
 	}
 	m.mu.Lock()
+	meta.Leaving = m.meta.Leaving
 	m.meta = meta
 	m.mu.Unlock()
 	return m.ml.UpdateNode(m.cfg.Detection.TCPTimeout)
@@ -267,7 +273,7 @@ func (d *eventDelegate) emit(t EventType, n *memberlist.Node) {
 func (d *eventDelegate) NotifyJoin(n *memberlist.Node)   { d.emit(EventJoin, n) }
 func (d *eventDelegate) NotifyUpdate(n *memberlist.Node) { d.emit(EventUpdate, n) }
 func (d *eventDelegate) NotifyLeave(n *memberlist.Node) {
-	if n.State == memberlist.StateLeft {
+	if meta, err := DecodeMeta(n.Meta); err == nil && meta.Leaving {
 		d.emit(EventLeave, n)
 	} else {
 		d.emit(EventFailed, n)
