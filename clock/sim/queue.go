@@ -1,0 +1,58 @@
+package sim
+
+// event is a worker's push arriving at the gate.
+type event struct {
+	at     int64
+	seq    uint64 // insertion order: breaks ties in at deterministically
+	worker int32
+}
+
+// eventQueue is a binary min-heap on (at, seq); typed, so no interface
+// boxing per event.
+type eventQueue struct {
+	h   []event
+	seq uint64
+}
+
+func (q *eventQueue) len() int { return len(q.h) }
+
+func (q *eventQueue) less(i, j int) bool {
+	a, b := &q.h[i], &q.h[j]
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+}
+
+func (q *eventQueue) push(e event) {
+	e.seq = q.seq
+	q.seq++
+	q.h = append(q.h, e)
+	for i := len(q.h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q.h[i], q.h[p] = q.h[p], q.h[i]
+		i = p
+	}
+}
+
+func (q *eventQueue) pop() event {
+	top := q.h[0]
+	last := len(q.h) - 1
+	q.h[0] = q.h[last]
+	q.h = q.h[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < last && q.less(l, m) {
+			m = l
+		}
+		if r < last && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q.h[i], q.h[m] = q.h[m], q.h[i]
+		i = m
+	}
+	return top
+}
