@@ -309,4 +309,3 @@ func waitFor(t testing.TB, cond func() bool, what string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
