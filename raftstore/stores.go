@@ -1,0 +1,99 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+)
+
+// Config tunes the on-disk stores of one shard.
+type Config struct {
+	// SegmentSize is the size in bytes at which raft-wal starts a new
+	// segment file. Smaller segments let truncation after a snapshot free
+	// space sooner when entries are large (pushes of megabytes).
+	SegmentSize int
+	// RetainSnapshots is how many snapshots are kept on disk; at least 1.
+	RetainSnapshots int
+}
+
+// DefaultConfig returns the settings the node uses.
+func DefaultConfig() Config {
+	return Config{SegmentSize: 16 << 20, RetainSnapshots: 2}
+}
+
+// Validate reports the first bad field, naming its value.
+func (c Config) Validate() error {
+	if c.SegmentSize < 1<<20 || c.SegmentSize > 1<<30 {
+		return fmt.Errorf("raftstore: SegmentSize (%d) must be between 1 MiB and 1 GiB", c.SegmentSize)
+	}
+	if c.RetainSnapshots < 1 {
+		return fmt.Errorf("raftstore: RetainSnapshots (%d) must be at least 1", c.RetainSnapshots)
+	}
+	return nil
+}
+
+// Stores bundles the three stores raft.NewRaft takes for one shard.
+type Stores struct {
+	Log       raft.LogStore
+	Stable    raft.StableStore
+	Snapshots raft.SnapshotStore
+
+	closer io.Closer
+}
+
+// Close releases files held by the stores. Call it after raft has shut down.
+func (s *Stores) Close() error {
+	if s.closer == nil {
+		return nil
+	}
+	c := s.closer
+	s.closer = nil
+	return c.Close()
+}
+
+// ShardDir is the folder that holds one shard's stores under dataDir.
+func ShardDir(dataDir string, shard uint32) string {
+	return filepath.Join(dataDir, "shards", strconv.FormatUint(uint64(shard), 10))
+}
+
+// Open opens (creating if needed) the disk stores of one shard under
+// dataDir. A WAL left by a crash is recovered by raft-wal.
+func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Stores, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dir := ShardDir(dataDir, shard)
+	walDir := filepath.Join(dir, "wal")
+	snapDir := filepath.Join(dir, "snapshots")
+	for _, d := range []string{walDir, snapDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("raftstore: shard %d: create %s: %w", shard, d, err)
+		}
+	}
+	hl := HCLogger(logger.With("shard", shard), "raftstore")
+	w, err := wal.Open(walDir, wal.WithSegmentSize(cfg.SegmentSize), wal.WithLogger(hl))
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: shard %d: open WAL in %s: %w", shard, walDir, err)
+	}
+	// raft's file snapshot store nests its own "snapshots" folder under base.
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, cfg.RetainSnapshots, hl)
+	if err != nil {
+		return nil, errors.Join(
+			fmt.Errorf("raftstore: shard %d: open snapshots in %s: %w", shard, snapDir, err),
+			w.Close())
+	}
+	return &Stores{Log: w, Stable: w, Snapshots: snaps, closer: w}, nil
+}
+
+// NewInmem returns in-memory stores with the same contract, for tests.
+func NewInmem() *Stores {
+	m := raft.NewInmemStore()
+	return &Stores{Log: m, Stable: m, Snapshots: raft.NewInmemSnapshotStore()}
+}
