@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 )
 
 // Config tunes the on-disk stores of one shard.
@@ -78,22 +79,39 @@ func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Store
 		}
 	}
 	hl := HCLogger(logger.With("shard", shard), "raftstore")
-	w, err := wal.Open(walDir, wal.WithSegmentSize(cfg.SegmentSize), wal.WithLogger(hl))
+	// raft-wal v0.4.0's Close leaves its meta database open (and its file
+	// lock held, so a reopen in the same process blocks): we own and close it.
+	meta := &metadb.BoltMetaDB{}
+	w, err := wal.Open(walDir, wal.WithSegmentSize(cfg.SegmentSize), wal.WithLogger(hl), wal.WithMetaStore(meta))
 	if err != nil {
-		return nil, fmt.Errorf("raftstore: shard %d: open WAL in %s: %w", shard, walDir, err)
+		return nil, errors.Join(
+			fmt.Errorf("raftstore: shard %d: open WAL in %s: %w", shard, walDir, err),
+			meta.Close())
 	}
+	closer := closeAll{w, meta}
 	// raft's file snapshot store nests its own "snapshots" folder under base.
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, cfg.RetainSnapshots, hl)
 	if err != nil {
 		return nil, errors.Join(
 			fmt.Errorf("raftstore: shard %d: open snapshots in %s: %w", shard, snapDir, err),
-			w.Close())
+			closer.Close())
 	}
-	return &Stores{Log: w, Stable: w, Snapshots: snaps, closer: w}, nil
+	return &Stores{Log: w, Stable: w, Snapshots: snaps, closer: closer}, nil
 }
 
 // NewInmem returns in-memory stores with the same contract, for tests.
 func NewInmem() *Stores {
 	m := raft.NewInmemStore()
 	return &Stores{Log: m, Stable: m, Snapshots: raft.NewInmemSnapshotStore()}
+}
+
+// closeAll closes each in order and joins their errors.
+type closeAll []io.Closer
+
+func (cs closeAll) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
