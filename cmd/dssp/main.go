@@ -27,7 +27,9 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(
+		newNodeCmd(),
 		newUpCmd(),
+		newStatusCmd(),
 		newSimCmd(),
 		newTrainCmd(),
 		newKeygenCmd(),
