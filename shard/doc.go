@@ -1,3 +1,83 @@
-// Package shard holds one Raft-replicated parameter shard: its FSM, the
-// leader's gate, and push/pull handling.
+// Package shard holds one Raft-replicated parameter shard: its state
+// machine (parameters, optimizer state, the clock gate, dedupe), the
+// leader's push service that withholds replies as the gate says, the
+// worker-side client, and replica reconciliation toward a placement.
+//
+// # What it owns
+//
+//   - [FSM]: the raft.FSM of DESIGN.md §5. Entries ([Entry] kinds Init,
+//     Push — a batch of pushes —, AddWorker, RemoveWorker) are a tag byte, a
+//     msgpack header and raw little-endian float32 bytes (entry.go has the
+//     layout). Apply is deterministic: the receipt time of every push is in
+//     the entry, gradients of one entry are summed into one optimizer step
+//     whose learning rate is a function of the global samples applied before
+//     it ([Schedule]), and the FSM never reads the clock. Snapshots encode
+//     everything (snapshot.go); [FSM.StateHash] is a SHA-256 of that
+//     encoding, equal on replicas that applied the same entries.
+//   - [Replica]: one node's member of the shard's raft group plus the push
+//     service on mesh.Channel{KindRPC, shard}.
+//   - [Client]: a worker's push-and-pull to one shard.
+//   - [Replica.Reconcile]: moves the raft configuration toward a desired
+//     replica set, one change at a time, adding before removing.
+//
+// # Pushes, exactly once
+//
+// A push is identified by (worker, iter). The FSM applies it only when iter
+// equals the worker's clock in the gate; an older iter is a duplicate and is
+// not applied again (the gate's clock is the dedupe table: it is the last
+// applied iteration + 1). The leader acknowledges (OK + the current
+// parameter slice) only after the entry holding the push is committed and
+// applied, and only while the gate does not hold the worker: the reply for
+// (w, iter) is sent when w is known, its clock is past iter, and the gate is
+// not holding w's push iter. The same predicate answers a fresh push, a
+// resend of an applied one (dedupe) and a held push re-examined after every
+// later Apply, so a new leader that receives a resend after failover
+// replies at once if the gate released it and holds it otherwise; no OK is
+// ever sent while the gate holds the push (no OK for a gap above s_U).
+//
+// Ambiguity: a push whose reply was lost (stream broke, leader died,
+// NotLeader after proposing, timeout) may or may not have been applied. The
+// [Client] resends the same (worker, iter) to whichever replica leads; the
+// dedupe makes that safe. Rejections are not ambiguous: a push refused with
+// a [*RejectError] changed nothing and resending it is pointless.
+//
+// Rejected input (wrong length, NaN/Inf, unknown worker, iteration from
+// the future, a push while the previous one is held, a shard not
+// initialised) is refused with a [*RejectError] naming the [Reason],
+// counted, and leaves the shard unchanged. Bad frames from a peer close that
+// stream only.
+//
+// # Held replies
+//
+// While a push is held the leader sends a Held frame on the worker's stream
+// every Config.HeldKeepAlive, so a client can tell a slow gate from a dead
+// leader by a read deadline. When the replica loses leadership every held
+// request is answered NotLeader so its worker moves to the new leader.
+// When a worker is removed its own held push is answered with a
+// [*RejectError] of [ReasonUnknownWorker]; the pushes of others it was
+// holding back are released.
+//
+// # Concurrency and goroutines
+//
+// raft calls FSM.Apply, Snapshot and Restore on its own goroutines (never
+// two Applies at once); readers (status, state hash, the service's reply
+// builder) take the FSM's RWMutex for reading. A Replica runs: an accept
+// loop, one reader goroutine per worker stream, one proposer that batches
+// queued pushes into entries, one completer that waits on futures in order,
+// and one evaluator that re-examines held replies after each Apply and on
+// leadership changes. Sends on a stream are serialised by that stream's
+// mutex. Replica methods are safe for concurrent use; a Client is not (one
+// per shard per worker; a worker pushes to all shards concurrently with one
+// Client each).
+//
+// Lock order: service.mu → workerConn.sendMu; service.mu → FSM.mu.
+// FSM.Apply never takes a service lock: it signals the evaluator through a
+// one-slot channel.
+//
+// Slices: a parameter slice returned by [Client.Push] is owned by the
+// caller (it is the dst given, or freshly allocated). Entry payloads
+// decoded by the FSM are not retained.
+//
+// Time: receipt times come from the injected [WallClock]; tests use
+// [FakeClock]. raft's own timers are real.
 package shard

@@ -1,0 +1,190 @@
+package shard
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"dsspmesh/clock"
+)
+
+// Entry layout in the raft log (integers big-endian):
+//
+//	0    u8   kind (entryInit, entryPush, entryAddWorker, entryRemoveWorker)
+//	1    u32  H: header length
+//	5    H bytes: msgpack header (initHeader, pushBatchHeader or workerHeader)
+//	5+H  raw payload: the θ-slice (Init) or the gradients of the batch's
+//	     pushes back to back (Push), little-endian float32
+//
+// Gradients never travel as msgpack float arrays (10–60× slower).
+type entryKind uint8
+
+const (
+	entryInit entryKind = iota + 1
+	entryPush
+	entryAddWorker
+	entryRemoveWorker
+)
+
+const entryPrefix = 5
+
+// Spec describes a shard; it is fixed by the Init entry.
+type Spec struct {
+	Shard     uint32    `msgpack:"shard"`
+	Len       int       `msgpack:"len"`    // float32 parameters in the slice
+	Policy    string    `msgpack:"policy"` // clock.ParsePolicy text, e.g. "dssp:3:12"
+	Optimizer Optimizer `msgpack:"opt"`
+}
+
+// Validate names the first bad value.
+func (s Spec) Validate() error {
+	if s.Len <= 0 || s.Len > maxShardLen {
+		return fmt.Errorf("shard: Spec.Len %d must be in [1, %d]", s.Len, maxShardLen)
+	}
+	if _, err := clock.ParsePolicy(s.Policy); err != nil {
+		return fmt.Errorf("shard: Spec.Policy: %w", err)
+	}
+	return s.Optimizer.Validate()
+}
+
+// maxShardLen bounds one shard at 1 GiB of float32 (raft-wal's record
+// limit is far below; a shard that large must be cut further).
+const maxShardLen = 1 << 28
+
+// Push is one worker's gradient for one shard and iteration, as it sits in
+// a log entry. Grad holds raw little-endian float32 bytes.
+type Push struct {
+	Worker    clock.WorkerID
+	Iter      int64
+	RecvNanos int64 // leader's receipt time, the gate's A[w][0]
+	Samples   int64 // mini-batch size behind the gradient
+	ComputeNs int64 // worker's compute time for it
+	Grad      []byte
+}
+
+type initHeader struct {
+	Spec Spec `msgpack:"spec"`
+}
+
+type pushHeader struct {
+	Worker    clock.WorkerID `msgpack:"w"`
+	Iter      int64          `msgpack:"i"`
+	RecvNanos int64          `msgpack:"t"`
+	Samples   int64          `msgpack:"s"`
+	ComputeNs int64          `msgpack:"c"`
+	Bytes     int            `msgpack:"n"`
+}
+
+type pushBatchHeader struct {
+	Pushes []pushHeader `msgpack:"p"`
+}
+
+type workerHeader struct {
+	Worker clock.WorkerID `msgpack:"w"`
+}
+
+// entry is a decoded log entry; payload slices alias the log's bytes.
+type entry struct {
+	kind   entryKind
+	spec   Spec
+	theta  []byte
+	pushes []Push
+	worker clock.WorkerID
+}
+
+func appendEntry(kind entryKind, header any, payloadLen int) ([]byte, error) {
+	h, err := msgpack.Marshal(header)
+	if err != nil {
+		return nil, fmt.Errorf("shard: encode entry header: %w", err)
+	}
+	b := make([]byte, entryPrefix, entryPrefix+len(h)+payloadLen)
+	b[0] = byte(kind)
+	binary.BigEndian.PutUint32(b[1:], uint32(len(h)))
+	return append(b, h...), nil
+}
+
+func encodeInit(spec Spec, theta []float32) ([]byte, error) {
+	b, err := appendEntry(entryInit, initHeader{Spec: spec}, 4*len(theta))
+	if err != nil {
+		return nil, err
+	}
+	return appendFloat32s(b, theta), nil
+}
+
+func encodePushes(ps []Push) ([]byte, error) {
+	h := pushBatchHeader{Pushes: make([]pushHeader, len(ps))}
+	n := 0
+	for i, p := range ps {
+		h.Pushes[i] = pushHeader{Worker: p.Worker, Iter: p.Iter, RecvNanos: p.RecvNanos, Samples: p.Samples, ComputeNs: p.ComputeNs, Bytes: len(p.Grad)}
+		n += len(p.Grad)
+	}
+	b, err := appendEntry(entryPush, h, n)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		b = append(b, p.Grad...)
+	}
+	return b, nil
+}
+
+func encodeWorker(kind entryKind, w clock.WorkerID) ([]byte, error) {
+	return appendEntry(kind, workerHeader{Worker: w}, 0)
+}
+
+// decodeEntry parses b; it never panics and never allocates more than the
+// header's size beyond the slice of pushes, whose count the header bounds.
+func decodeEntry(b []byte) (entry, error) {
+	bad := func(format string, args ...any) (entry, error) {
+		return entry{}, fmt.Errorf("%w: %s", ErrBadEntry, fmt.Sprintf(format, args...))
+	}
+	if len(b) < entryPrefix {
+		return bad("%d bytes", len(b))
+	}
+	e := entry{kind: entryKind(b[0])}
+	hl := binary.BigEndian.Uint32(b[1:])
+	if uint64(hl) > uint64(len(b)-entryPrefix) {
+		return bad("header length %d exceeds entry", hl)
+	}
+	hb, payload := b[entryPrefix:entryPrefix+int(hl)], b[entryPrefix+int(hl):]
+	switch e.kind {
+	case entryInit:
+		var h initHeader
+		if err := msgpack.Unmarshal(hb, &h); err != nil {
+			return bad("init header: %v", err)
+		}
+		if len(payload) != 4*h.Spec.Len {
+			return bad("init payload %d bytes for %d parameters", len(payload), h.Spec.Len)
+		}
+		e.spec, e.theta = h.Spec, payload
+	case entryPush:
+		var h pushBatchHeader
+		if err := msgpack.Unmarshal(hb, &h); err != nil {
+			return bad("push header: %v", err)
+		}
+		e.pushes = make([]Push, len(h.Pushes))
+		for i, p := range h.Pushes {
+			if p.Bytes < 0 || p.Bytes > len(payload) {
+				return bad("push %d: %d gradient bytes, %d left", i, p.Bytes, len(payload))
+			}
+			e.pushes[i] = Push{Worker: p.Worker, Iter: p.Iter, RecvNanos: p.RecvNanos, Samples: p.Samples, ComputeNs: p.ComputeNs, Grad: payload[:p.Bytes:p.Bytes]}
+			payload = payload[p.Bytes:]
+		}
+		if len(payload) != 0 {
+			return bad("%d trailing payload bytes", len(payload))
+		}
+	case entryAddWorker, entryRemoveWorker:
+		var h workerHeader
+		if err := msgpack.Unmarshal(hb, &h); err != nil {
+			return bad("worker header: %v", err)
+		}
+		if h.Worker == "" {
+			return bad("empty worker id")
+		}
+		e.worker = h.Worker
+	default:
+		return bad("unknown kind %d", b[0])
+	}
+	return e, nil
+}

@@ -1,0 +1,81 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+
+	"dsspmesh/clock"
+	"dsspmesh/mesh"
+)
+
+// Sentinel errors of the shard package.
+var (
+	ErrClosed         = errors.New("shard: closed")
+	ErrNotInitialized = errors.New("shard: not initialised")
+	ErrBadEntry       = errors.New("shard: bad log entry")
+	ErrBadSnapshot    = errors.New("shard: bad snapshot")
+	ErrRejected       = errors.New("shard: push rejected")
+	ErrNotLeader      = errors.New("shard: not the leader")
+	ErrDeadline       = errors.New("shard: no replica acknowledged the push in time")
+	ErrReconfigActive = errors.New("shard: a configuration change is in flight")
+)
+
+// Reason says why a push was rejected.
+type Reason uint8
+
+const (
+	ReasonBadLength     Reason = iota + 1 // gradient length differs from the shard's
+	ReasonNonFinite                       // NaN or ±Inf in the gradient
+	ReasonUnknownWorker                   // worker not in the clock table (never added, or removed)
+	ReasonFuture                          // iteration beyond the worker's clock
+	ReasonWaiting                         // next iteration pushed while the previous is held
+	ReasonNotInitialized                  // the shard has no Init entry yet
+	ReasonBadRequest                      // malformed fields (empty worker id, negative counts)
+	numReasons
+)
+
+var reasonNames = [...]string{
+	ReasonBadLength: "bad-length", ReasonNonFinite: "non-finite", ReasonUnknownWorker: "unknown-worker",
+	ReasonFuture: "future-iteration", ReasonWaiting: "worker-waiting", ReasonNotInitialized: "not-initialized",
+	ReasonBadRequest: "bad-request",
+}
+
+func (r Reason) String() string {
+	if r > 0 && r < numReasons {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// RejectError is a push refused without any effect on the shard.
+type RejectError struct {
+	Shard  uint32
+	Worker clock.WorkerID
+	Iter   int64
+	Reason Reason
+	Detail string
+}
+
+func (e *RejectError) Error() string {
+	return fmt.Sprintf("shard %d: push (%q, %d) rejected: %s: %s", e.Shard, e.Worker, e.Iter, e.Reason, e.Detail)
+}
+
+// Is makes errors.Is(err, ErrRejected) hold.
+func (e *RejectError) Is(target error) bool { return target == ErrRejected }
+
+// NotLeaderError says the replica asked does not lead the shard; Leader is
+// its best guess of who does ("" when it knows none).
+type NotLeaderError struct {
+	Shard  uint32
+	Leader mesh.NodeID
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == "" {
+		return fmt.Sprintf("shard %d: not the leader, leader unknown", e.Shard)
+	}
+	return fmt.Sprintf("shard %d: not the leader, try %q", e.Shard, e.Leader)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) hold.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }

@@ -1,0 +1,407 @@
+package shard
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"dsspmesh/clock"
+)
+
+// FSM is the replicated state of one shard. See the package doc for the
+// contract; raft drives Apply, Snapshot and Restore, everything else reads.
+type FSM struct {
+	shard    uint32
+	observer func(Applied)
+	notify   chan struct{}
+
+	mu          sync.RWMutex
+	initialized bool
+	spec        Spec
+	opt         Optimizer
+	theta       []float32
+	velocity    []float32 // nil for SGD
+	gate        *clock.Gate
+	samples     int64 // global samples applied: the schedule's input
+	pushes      uint64
+	duplicates  uint64
+	rejected    [numReasons]uint64
+	lastIndex   uint64
+
+	// scratch buffers reused across Applies; not part of the state.
+	sum, grad []float32
+}
+
+// Applied reports one applied entry to an observer (tests, metrics).
+type Applied struct {
+	Index  uint64
+	Kind   string // "init", "push", "add-worker", "remove-worker", "rejected"
+	Pushes []PushResult
+	Worker clock.WorkerID
+	// StartClock is the clock an AddWorker placed the worker at.
+	StartClock int64
+	// Released are the workers a RemoveWorker released.
+	Released []clock.Release
+	Err      error
+}
+
+// PushResult is what Apply did with one push of a batch.
+type PushResult struct {
+	Worker    clock.WorkerID
+	Iter      int64
+	RecvNanos int64
+	Samples   int64
+	// Applied: the gradient went into the parameters; Outcome is the gate's.
+	Applied bool
+	// Duplicate: (Worker, Iter) was applied before; nothing changed.
+	Duplicate bool
+	Outcome   clock.Outcome
+	Err       error // a *RejectError, nothing changed
+}
+
+// NewFSM returns an uninitialised FSM for shard. observer, if not nil, is
+// called at the end of every Apply under the FSM's lock: it must not block
+// or call back into the FSM.
+func NewFSM(shard uint32, observer func(Applied)) *FSM {
+	return &FSM{shard: shard, observer: observer, notify: make(chan struct{}, 1)}
+}
+
+// applied returns the channel signalled (coalesced) after every Apply and
+// Restore.
+func (f *FSM) applied() <-chan struct{} { return f.notify }
+
+func (f *FSM) signal() {
+	select {
+	case f.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Apply applies one committed entry; the response is an Applied.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer f.signal()
+	f.lastIndex = l.Index
+	out := Applied{Index: l.Index}
+	e, err := decodeEntry(l.Data)
+	if err != nil {
+		// Only a leader of another build could have written it; every
+		// replica skips it alike.
+		out.Kind, out.Err = "rejected", err
+		f.rejected[ReasonBadRequest]++
+	} else {
+		switch e.kind {
+		case entryInit:
+			out.Kind, out.Err = "init", f.applyInit(e)
+		case entryPush:
+			out.Kind, out.Pushes = "push", f.applyPushes(e.pushes)
+		case entryAddWorker:
+			out.Kind, out.Worker = "add-worker", e.worker
+			out.StartClock, out.Err = f.applyAddWorker(e.worker)
+		case entryRemoveWorker:
+			out.Kind, out.Worker = "remove-worker", e.worker
+			out.Released, out.Err = f.applyRemoveWorker(e.worker)
+		}
+	}
+	if f.observer != nil {
+		f.observer(out)
+	}
+	return out
+}
+
+func (f *FSM) applyInit(e entry) error {
+	if f.initialized {
+		return fmt.Errorf("shard %d: %w: already initialised", f.shard, ErrBadEntry)
+	}
+	if err := e.spec.Validate(); err != nil {
+		return err
+	}
+	pol, _ := clock.ParsePolicy(e.spec.Policy)
+	g, err := clock.NewGate(pol)
+	if err != nil {
+		return err
+	}
+	theta := make([]float32, e.spec.Len)
+	if err := decodeFloats(theta, e.theta); err != nil {
+		return err
+	}
+	f.initialized, f.spec, f.opt, f.gate, f.theta = true, e.spec, e.spec.Optimizer, g, theta
+	if f.opt.Kind == Momentum {
+		f.velocity = make([]float32, e.spec.Len)
+	}
+	return nil
+}
+
+func (f *FSM) applyPushes(ps []Push) []PushResult {
+	res := make([]PushResult, len(ps))
+	if f.initialized && len(f.sum) != f.spec.Len {
+		f.sum, f.grad = make([]float32, f.spec.Len), make([]float32, f.spec.Len)
+	}
+	accepted := 0
+	var samples int64
+	for i, p := range ps {
+		r := &res[i]
+		r.Worker, r.Iter, r.RecvNanos, r.Samples = p.Worker, p.Iter, p.RecvNanos, p.Samples
+		if reason, detail := f.check(p); reason != 0 {
+			r.Err = f.reject(p, reason, detail)
+			continue
+		}
+		out, err := f.gate.Push(p.Worker, p.Iter, p.RecvNanos)
+		if err != nil {
+			var dup *clock.DuplicatePushError
+			if errors.As(err, &dup) {
+				r.Duplicate = true
+				f.duplicates++
+				continue
+			}
+			r.Err = f.reject(p, gateReason(err), err.Error())
+			continue
+		}
+		r.Applied, r.Outcome = true, out
+		// The gradient was decoded into f.grad by check.
+		if accepted == 0 {
+			copy(f.sum, f.grad)
+		} else {
+			for j, g := range f.grad {
+				f.sum[j] += g
+			}
+		}
+		accepted++
+		samples += p.Samples
+	}
+	if accepted > 0 {
+		f.opt.step(f.theta, f.velocity, f.sum, f.opt.Schedule.Rate(f.samples))
+		f.samples += samples
+		f.pushes += uint64(accepted)
+	}
+	return res
+}
+
+// check validates p against the shard and decodes its gradient into f.grad.
+func (f *FSM) check(p Push) (Reason, string) {
+	switch {
+	case !f.initialized:
+		return ReasonNotInitialized, "no Init entry applied"
+	case p.Worker == "" || p.Samples < 0 || p.ComputeNs < 0 || p.Iter < 0:
+		return ReasonBadRequest, fmt.Sprintf("worker %q, iter %d, samples %d, compute %d ns", p.Worker, p.Iter, p.Samples, p.ComputeNs)
+	case len(p.Grad) != 4*f.spec.Len:
+		return ReasonBadLength, fmt.Sprintf("%d bytes, want %d", len(p.Grad), 4*f.spec.Len)
+	}
+	if i := decodeFinite(f.grad, p.Grad); i >= 0 {
+		return ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])
+	}
+	return 0, ""
+}
+
+func (f *FSM) reject(p Push, reason Reason, detail string) error {
+	f.rejected[reason]++
+	return &RejectError{Shard: f.shard, Worker: p.Worker, Iter: p.Iter, Reason: reason, Detail: detail}
+}
+
+func gateReason(err error) Reason {
+	var fut *clock.FuturePushError
+	switch {
+	case errors.As(err, &fut):
+		return ReasonFuture
+	case errors.Is(err, clock.ErrUnknownWorker):
+		return ReasonUnknownWorker
+	case errors.Is(err, clock.ErrWorkerWaiting):
+		return ReasonWaiting
+	}
+	return ReasonBadRequest
+}
+
+// applyAddWorker adds w at t_min; adding a present worker is a no-op that
+// returns its clock, so a resent AddWorker is harmless.
+func (f *FSM) applyAddWorker(w clock.WorkerID) (int64, error) {
+	if !f.initialized {
+		return 0, fmt.Errorf("shard %d: add worker %q: %w", f.shard, w, ErrNotInitialized)
+	}
+	if c, ok := f.gate.Clock(w); ok {
+		return c, nil
+	}
+	return f.gate.AddWorker(w)
+}
+
+// applyRemoveWorker removes w; removing an absent worker is a no-op.
+func (f *FSM) applyRemoveWorker(w clock.WorkerID) ([]clock.Release, error) {
+	if !f.initialized {
+		return nil, fmt.Errorf("shard %d: remove worker %q: %w", f.shard, w, ErrNotInitialized)
+	}
+	if _, ok := f.gate.Clock(w); !ok {
+		return nil, nil
+	}
+	return f.gate.RemoveWorker(w)
+}
+
+// replyState is what the service needs to answer a push (w, iter).
+type replyState uint8
+
+const (
+	replyOK      replyState = iota + 1 // applied and not held: send OK
+	replyHeld                          // applied and held by the gate
+	replyPending                       // not applied yet (iter ≥ clock)
+	replyUnknown                       // worker not in the table
+)
+
+// replyFor decides the reply to (w, iter) from the applied state, and when
+// it is OK appends the parameters to dst as little-endian float32.
+func (f *FSM) replyFor(w clock.WorkerID, iter int64, dst []byte) (replyState, []byte) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if !f.initialized {
+		return replyPending, dst
+	}
+	c, ok := f.gate.Clock(w)
+	switch {
+	case !ok:
+		return replyUnknown, dst
+	case c <= iter:
+		return replyPending, dst
+	case c == iter+1 && f.gate.IsWaiting(w):
+		return replyHeld, dst
+	}
+	return replyOK, appendFloat32s(dst, f.theta)
+}
+
+// Params copies the parameter slice into dst (grown if short) and returns it.
+func (f *FSM) Params(dst []float32) []float32 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	dst = append(dst[:0], f.theta...)
+	return dst
+}
+
+// Status is a read-only view for metrics and /status.
+type Status struct {
+	Shard        uint32
+	Initialized  bool
+	Spec         Spec
+	AppliedIndex uint64
+	Samples      int64
+	Pushes       uint64
+	Duplicates   uint64
+	Rejected     map[string]uint64
+	Min, Max     int64
+	Workers      []clock.WorkerInfo
+	Gate         clock.Stats
+}
+
+// Status returns the current view.
+func (f *FSM) Status() Status {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := Status{Shard: f.shard, Initialized: f.initialized, Spec: f.spec, AppliedIndex: f.lastIndex,
+		Samples: f.samples, Pushes: f.pushes, Duplicates: f.duplicates, Rejected: map[string]uint64{}}
+	for r := Reason(1); r < numReasons; r++ {
+		if n := f.rejected[r]; n > 0 {
+			s.Rejected[r.String()] = n
+		}
+	}
+	if f.gate != nil {
+		s.Min, s.Max, s.Gate = f.gate.Min(), f.gate.Max(), f.gate.Totals()
+		for _, w := range f.gate.Workers() {
+			info, _ := f.gate.Worker(w)
+			s.Workers = append(s.Workers, info)
+		}
+	}
+	return s
+}
+
+// StateHash is SHA-256 of the state's snapshot encoding: equal on replicas
+// that applied the same entries.
+func (f *FSM) StateHash() [32]byte {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, err := f.encodeLocked()
+	if err != nil {
+		return [32]byte{}
+	}
+	return sha256.Sum256(b)
+}
+
+// AppliedIndex is the raft index of the last applied entry.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.lastIndex
+}
+
+// Snapshot captures the state; raft persists it on another goroutine.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, err := f.encodeLocked()
+	if err != nil {
+		return nil, err
+	}
+	return fsmSnapshot(b), nil
+}
+
+// Restore replaces the state with a snapshot's.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("shard %d: read snapshot: %w", f.shard, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.decodeLocked(b); err != nil {
+		return err
+	}
+	f.signal()
+	return nil
+}
+
+type fsmSnapshot []byte
+
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		return errors.Join(err, sink.Cancel())
+	}
+	return sink.Close()
+}
+
+func (fsmSnapshot) Release() {}
+
+func appendFloat32s(dst []byte, v []float32) []byte {
+	for _, x := range v {
+		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(x))
+	}
+	return dst
+}
+
+func decodeFloats(dst []float32, b []byte) error {
+	if len(b) != 4*len(dst) {
+		return fmt.Errorf("%w: %d bytes for %d floats", ErrBadEntry, len(b), len(dst))
+	}
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return nil
+}
+
+// decodeFinite decodes b into dst (len(b) == 4·len(dst)) and returns the
+// index of the first NaN or ±Inf, or −1.
+func decodeFinite(dst []float32, b []byte) int {
+	bad := -1
+	for i := range dst {
+		u := binary.LittleEndian.Uint32(b[4*i:])
+		if bad < 0 && u&0x7f800000 == 0x7f800000 {
+			bad = i
+		}
+		dst[i] = math.Float32frombits(u)
+	}
+	return bad
+}

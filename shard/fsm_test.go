@@ -1,0 +1,181 @@
+package shard
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"dsspmesh/clock"
+)
+
+func testSpec(n int, policy string) Spec {
+	return Spec{Shard: 1, Len: n, Policy: policy, Optimizer: DefaultOptimizer()}
+}
+
+func gradBytes(v []float32) []byte { return appendFloat32s(nil, v) }
+
+type fsmHarness struct {
+	t     *testing.T
+	f     *FSM
+	index uint64
+}
+
+func (h *fsmHarness) apply(data []byte, err error) Applied {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.index++
+	return h.f.Apply(&raft.Log{Index: h.index, Type: raft.LogCommand, Data: data}).(Applied)
+}
+
+func newFSMHarness(t *testing.T, spec Spec, theta []float32) *fsmHarness {
+	h := &fsmHarness{t: t, f: NewFSM(spec.Shard, nil)}
+	if a := h.apply(encodeInit(spec, theta)); a.Err != nil {
+		t.Fatal(a.Err)
+	}
+	return h
+}
+
+func TestFSMRejectsBadPushesWithoutEffect(t *testing.T) {
+	h := newFSMHarness(t, testSpec(4, "ssp:1"), []float32{1, 2, 3, 4})
+	if a := h.apply(encodeWorker(entryAddWorker, "a")); a.Err != nil || a.StartClock != 0 {
+		t.Fatalf("add: %+v", a)
+	}
+	before := h.f.StateHash()
+	good := gradBytes([]float32{1, 1, 1, 1})
+	cases := []struct {
+		p    Push
+		want Reason
+	}{
+		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, 1, 1})}, ReasonBadLength},
+		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, float32(math.NaN()), 1, 1})}, ReasonNonFinite},
+		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, 1, float32(math.Inf(-1)), 1})}, ReasonNonFinite},
+		{Push{Worker: "zz", Iter: 0, Grad: good}, ReasonUnknownWorker},
+		{Push{Worker: "a", Iter: 5, Grad: good}, ReasonFuture},
+		{Push{Worker: "a", Iter: 0, Samples: -1, Grad: good}, ReasonBadRequest},
+	}
+	for _, c := range cases {
+		a := h.apply(encodePushes([]Push{c.p}))
+		var rej *RejectError
+		if !errors.As(a.Pushes[0].Err, &rej) || rej.Reason != c.want || !errors.Is(a.Pushes[0].Err, ErrRejected) {
+			t.Fatalf("push %+v: got %v, want %s", c.p.Worker, a.Pushes[0].Err, c.want)
+		}
+	}
+	// The hash covers the rejection counters, so compare the rest by hand.
+	st := h.f.Status()
+	if st.Pushes != 0 || st.Samples != 0 || st.Workers[0].Clock != 0 {
+		t.Fatalf("state changed by rejected pushes: %+v", st)
+	}
+	if got := h.f.Params(nil); got[0] != 1 || got[3] != 4 {
+		t.Fatalf("params changed: %v", got)
+	}
+	if st.Rejected["non-finite"] != 2 || st.Rejected["bad-length"] != 1 || st.Rejected["future-iteration"] != 1 {
+		t.Fatalf("counters %v", st.Rejected)
+	}
+	if h.f.StateHash() == before {
+		t.Fatal("state hash ignores rejection counters")
+	}
+	// An uninitialised shard rejects too.
+	f := NewFSM(2, nil)
+	b, _ := encodePushes([]Push{{Worker: "a", Grad: good}})
+	a := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: b}).(Applied)
+	if !errors.Is(a.Pushes[0].Err, ErrRejected) {
+		t.Fatalf("uninitialised: %v", a.Pushes[0].Err)
+	}
+	// Garbage entries are counted, never panic.
+	for _, junk := range [][]byte{nil, {9}, {2, 0, 0, 0, 9, 1}, {2, 0, 0, 0, 1, 0x90, 1, 2}} {
+		if a := h.apply(junk, nil); a.Err == nil && a.Kind != "push" {
+			t.Fatalf("junk %x accepted: %+v", junk, a)
+		}
+	}
+}
+
+func TestFSMDedupeAndSerialReplay(t *testing.T) {
+	h := newFSMHarness(t, testSpec(3, "dssp:1:2"), []float32{0, 0, 0})
+	for _, w := range []clock.WorkerID{"a", "b"} {
+		h.apply(encodeWorker(entryAddWorker, w))
+	}
+	p0 := Push{Worker: "a", Iter: 0, RecvNanos: 10, Samples: 8, Grad: gradBytes([]float32{1, 2, 3})}
+	a := h.apply(encodePushes([]Push{p0}))
+	if !a.Pushes[0].Applied || !a.Pushes[0].Outcome.Released {
+		t.Fatalf("first push: %+v", a.Pushes[0])
+	}
+	a = h.apply(encodePushes([]Push{p0}))
+	if !a.Pushes[0].Duplicate || a.Pushes[0].Applied {
+		t.Fatalf("resend: %+v", a.Pushes[0])
+	}
+	st := h.f.Status()
+	if st.Duplicates != 1 || st.Pushes != 1 || st.Samples != 8 {
+		t.Fatalf("status after resend %+v", st)
+	}
+	// Momentum 0.9, lr 0.01, zero velocity: θ = −0.01·g after one step.
+	got := h.f.Params(nil)
+	for i, g := range []float32{1, 2, 3} {
+		if want := -float32(float32(0.01) * g); got[i] != want {
+			t.Fatalf("θ[%d] = %v, want %v", i, got[i], want)
+		}
+	}
+}
+
+func TestFSMSnapshotRestoreIsIdentical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	h := newFSMHarness(t, testSpec(16, "dssp:2:4"), make([]float32, 16))
+	ws := []clock.WorkerID{"a", "b", "c"}
+	for _, w := range ws {
+		h.apply(encodeWorker(entryAddWorker, w))
+	}
+	iters := map[clock.WorkerID]int64{}
+	now := int64(0)
+	for range 200 {
+		w := ws[rng.IntN(len(ws))]
+		if h.f.gate.IsWaiting(w) {
+			continue
+		}
+		now += rng.Int64N(1000)
+		g := make([]float32, 16)
+		for i := range g {
+			g[i] = rng.Float32() - 0.5
+		}
+		a := h.apply(encodePushes([]Push{{Worker: w, Iter: iters[w], RecvNanos: now, Samples: 4, Grad: gradBytes(g)}}))
+		if a.Pushes[0].Applied {
+			iters[w]++
+		}
+	}
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := snap.Persist(&memSink{Buffer: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM(1, nil)
+	if err := g.Restore(nopCloser{&buf}); err != nil {
+		t.Fatal(err)
+	}
+	if g.StateHash() != h.f.StateHash() {
+		t.Fatal("restored state differs")
+	}
+	if err := g.Restore(nopCloser{bytes.NewReader([]byte("dsspshrd\x01\x00\x00\x00\x10junk"))}); err == nil {
+		t.Fatal("garbage snapshot accepted")
+	}
+	if g.StateHash() != h.f.StateHash() {
+		t.Fatal("failed restore changed the state")
+	}
+}
+
+type memSink struct{ *bytes.Buffer }
+
+func (memSink) ID() string    { return "mem" }
+func (memSink) Cancel() error { return nil }
+func (memSink) Close() error  { return nil }
+
+type nopCloser struct{ r interface{ Read([]byte) (int, error) } }
+
+func (n nopCloser) Read(b []byte) (int, error) { return n.r.Read(b) }
+func (nopCloser) Close() error                 { return nil }

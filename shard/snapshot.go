@@ -1,0 +1,114 @@
+package shard
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"dsspmesh/clock"
+)
+
+// Snapshot layout (integers big-endian):
+//
+//	0    8 bytes  "dsspshrd"
+//	8    u8       snapshotVersion
+//	9    u32      H: header length
+//	13   H bytes  msgpack snapshotHeader (the gate as clock's own encoding)
+//	13+H θ then, for Momentum, the velocity: little-endian float32, Spec.Len each
+//
+// Every field is written in a fixed order and the gate's encoding is
+// deterministic, so equal states give equal bytes (and state hashes).
+const (
+	snapshotMagic   = "dsspshrd"
+	snapshotVersion = 1
+)
+
+type snapshotHeader struct {
+	Initialized bool     `msgpack:"init"`
+	Spec        Spec     `msgpack:"spec"`
+	Samples     int64    `msgpack:"samples"`
+	Pushes      uint64   `msgpack:"pushes"`
+	Duplicates  uint64   `msgpack:"dups"`
+	Rejected    []uint64 `msgpack:"rejected"`
+	Gate        []byte   `msgpack:"gate"`
+	LastIndex   uint64   `msgpack:"index"`
+}
+
+func (f *FSM) encodeLocked() ([]byte, error) {
+	h := snapshotHeader{Initialized: f.initialized, Spec: f.spec, Samples: f.samples, Pushes: f.pushes,
+		Duplicates: f.duplicates, Rejected: f.rejected[1:], LastIndex: f.lastIndex}
+	if f.gate != nil {
+		g, err := f.gate.MarshalBinary()
+		if err != nil {
+			return nil, fmt.Errorf("shard %d: encode gate: %w", f.shard, err)
+		}
+		h.Gate = g
+	}
+	hb, err := msgpack.Marshal(&h)
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: encode snapshot header: %w", f.shard, err)
+	}
+	b := make([]byte, 0, len(snapshotMagic)+5+len(hb)+4*(len(f.theta)+len(f.velocity)))
+	b = append(b, snapshotMagic...)
+	b = append(b, snapshotVersion)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(hb)))
+	b = append(b, hb...)
+	b = appendFloat32s(b, f.theta)
+	return appendFloat32s(b, f.velocity), nil
+}
+
+// decodeLocked replaces the state with b's; on error nothing changed.
+func (f *FSM) decodeLocked(b []byte) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("shard %d: %w: %s", f.shard, ErrBadSnapshot, fmt.Sprintf(format, args...))
+	}
+	pre := len(snapshotMagic) + 5
+	if len(b) < pre || string(b[:len(snapshotMagic)]) != snapshotMagic {
+		return bad("not a shard snapshot")
+	}
+	if v := b[len(snapshotMagic)]; v != snapshotVersion {
+		return bad("version %d, want %d", v, snapshotVersion)
+	}
+	hl := binary.BigEndian.Uint32(b[len(snapshotMagic)+1:])
+	if uint64(hl) > uint64(len(b)-pre) {
+		return bad("header length %d", hl)
+	}
+	var h snapshotHeader
+	if err := msgpack.Unmarshal(b[pre:pre+int(hl)], &h); err != nil {
+		return bad("header: %v", err)
+	}
+	body := b[pre+int(hl):]
+	if len(h.Rejected) != int(numReasons)-1 {
+		return bad("%d rejection counters", len(h.Rejected))
+	}
+	var theta, velocity []float32
+	var gate *clock.Gate
+	if h.Initialized {
+		if err := h.Spec.Validate(); err != nil {
+			return bad("%v", err)
+		}
+		n := h.Spec.Len
+		if h.Spec.Optimizer.Kind == Momentum {
+			velocity = make([]float32, n)
+		}
+		theta = make([]float32, n)
+		if len(body) != 4*(len(theta)+len(velocity)) {
+			return bad("%d parameter bytes for length %d", len(body), n)
+		}
+		_ = decodeFloats(theta, body[:4*n])
+		_ = decodeFloats(velocity, body[4*n:])
+		gate = &clock.Gate{}
+		if err := gate.UnmarshalBinary(h.Gate); err != nil {
+			return bad("gate: %v", err)
+		}
+	} else if len(body) != 0 || len(h.Gate) != 0 {
+		return bad("state in an uninitialised snapshot")
+	}
+	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
+	f.theta, f.velocity, f.gate = theta, velocity, gate
+	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
+	copy(f.rejected[1:], h.Rejected)
+	f.sum, f.grad = nil, nil
+	return nil
+}
