@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"sync"
 )
@@ -52,7 +51,8 @@ type ModelOptions struct {
 	// Backend runs the kernels; nil means CPU{}.
 	Backend Backend
 	// Workers is how many goroutines split each mini-batch; 0 means
-	// runtime.GOMAXPROCS(0).
+	// runtime.GOMAXPROCS(0) with gonum's BLAS and 1 with OpenBLAS, which
+	// parallelises inside each GEMM.
 	Workers int
 }
 
@@ -131,7 +131,7 @@ func NewSequential(name string, in []int, classes int, layers []Layer, opts Mode
 	}
 	workers := opts.Workers
 	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
+		workers = defaultWorkers()
 	}
 	for range workers {
 		r := &replica{}
@@ -168,6 +168,9 @@ func (m *Model) Layout() Layout {
 	}
 	return out
 }
+
+// Workers is how many goroutines split each mini-batch.
+func (m *Model) Workers() int { return len(m.replicas) }
 
 // Backend is the backend the model computes on.
 func (m *Model) Backend() Backend { return m.be }
