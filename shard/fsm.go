@@ -405,3 +405,10 @@ func decodeFinite(dst []float32, b []byte) int {
 	}
 	return bad
 }
+
+// shardLen is the parameter count, 0 before Init.
+func (f *FSM) shardLen() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.spec.Len
+}

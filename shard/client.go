@@ -1,0 +1,242 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"dsspmesh/clock"
+	"dsspmesh/mesh"
+	"dsspmesh/raftstore"
+)
+
+// ClientConfig configures a worker's client for one shard.
+type ClientConfig struct {
+	Shard  uint32
+	Worker clock.WorkerID
+	// Replicas returns the shard's current replica set (from placement);
+	// called whenever the client needs a replica to try.
+	Replicas func() []mesh.NodeID
+	// ReplyTimeout is the longest silence tolerated on a stream before the
+	// replica is presumed dead and another tried. It must exceed the
+	// replicas' HeldKeepAlive. Default 5s.
+	ReplyTimeout time.Duration
+	// Backoff between rounds of retries, doubling up to MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+	// Deadline bounds one call when ctx has no deadline. Default 2 min.
+	Deadline time.Duration
+}
+
+// DefaultClientConfig fills the timing defaults.
+func DefaultClientConfig(shard uint32, worker clock.WorkerID, replicas func() []mesh.NodeID) ClientConfig {
+	return ClientConfig{Shard: shard, Worker: worker, Replicas: replicas, ReplyTimeout: 5 * time.Second,
+		Backoff: 10 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Deadline: 2 * time.Minute}
+}
+
+// Validate names the first bad value.
+func (c ClientConfig) Validate() error {
+	switch {
+	case c.Worker == "":
+		return errors.New("shard: ClientConfig.Worker is empty")
+	case c.Replicas == nil:
+		return errors.New("shard: ClientConfig.Replicas is nil")
+	case c.ReplyTimeout <= 0:
+		return fmt.Errorf("shard: ClientConfig.ReplyTimeout (%s) must be positive", c.ReplyTimeout)
+	case c.Backoff <= 0 || c.MaxBackoff < c.Backoff:
+		return fmt.Errorf("shard: ClientConfig.Backoff (%s) must be positive and at most MaxBackoff (%s)", c.Backoff, c.MaxBackoff)
+	case c.Deadline <= 0:
+		return fmt.Errorf("shard: ClientConfig.Deadline (%s) must be positive", c.Deadline)
+	}
+	return nil
+}
+
+// Client pushes one worker's gradients to one shard and returns the fresh
+// parameters. Not safe for concurrent use.
+type Client struct {
+	cfg     ClientConfig
+	tr      mesh.Transport
+	resolve raftstore.Resolver
+	log     *slog.Logger
+	streams map[mesh.NodeID]mesh.Stream
+	leader  mesh.NodeID
+	next    int
+	buf     []byte
+
+	// Retries counts attempts beyond the first, for metrics and tests.
+	Retries uint64
+}
+
+// NewClient returns a client; streams are opened on first use and reused.
+func NewClient(cfg ClientConfig, tr mesh.Transport, resolve raftstore.Resolver, logger *slog.Logger) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, tr: tr, resolve: resolve, streams: map[mesh.NodeID]mesh.Stream{},
+		log: logger.With("shard", cfg.Shard, "worker", cfg.Worker)}, nil
+}
+
+// Push sends the gradient of iteration iter and waits until the shard's
+// leader has committed and applied it and the gate releases the worker; it
+// returns the parameter slice decoded into dst (grown if short). On any
+// ambiguous failure it resends the same (worker, iter) to the replica that
+// leads, until ctx (or Config.Deadline) ends, which returns an error
+// wrapping ErrDeadline: then the push may or may not have been applied, and
+// the caller resends the same iter later. A *RejectError is final.
+func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad, dst []float32) ([]float32, error) {
+	c.buf = appendFloat32s(c.buf[:0], grad)
+	_, params, err := c.call(ctx, request{Op: opPush, Worker: c.cfg.Worker, Iter: iter, Samples: samples, ComputeNs: computeNs}, c.buf)
+	if err != nil {
+		return nil, err
+	}
+	if cap(dst) < len(params)/4 {
+		dst = make([]float32, len(params)/4)
+	}
+	dst = dst[:len(params)/4]
+	if err := mesh.Float32s(dst, params); err != nil {
+		return nil, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
+	}
+	return dst, nil
+}
+
+// AddWorker adds this worker to the shard's clock table and returns its
+// start clock (the iteration of its first push); idempotent.
+func (c *Client) AddWorker(ctx context.Context) (int64, error) {
+	rep, _, err := c.call(ctx, request{Op: opAddWorker, Worker: c.cfg.Worker}, nil)
+	return rep.Clock, err
+}
+
+// RemoveWorker removes this worker (it leaves); idempotent.
+func (c *Client) RemoveWorker(ctx context.Context) error {
+	_, _, err := c.call(ctx, request{Op: opRemoveWorker, Worker: c.cfg.Worker}, nil)
+	return err
+}
+
+// Close closes the client's streams.
+func (c *Client) Close() error {
+	for id, s := range c.streams {
+		s.Close()
+		delete(c.streams, id)
+	}
+	return nil
+}
+
+func (c *Client) call(ctx context.Context, req request, payload []byte) (reply, []byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.Deadline)
+		defer cancel()
+	}
+	backoff := c.cfg.Backoff
+	hops := 0
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			c.Retries++
+		}
+		target := c.pick()
+		if target == "" {
+			last = fmt.Errorf("shard %d: no replicas known", c.cfg.Shard)
+		} else {
+			rep, pl, err := c.try(ctx, target, req, payload)
+			switch {
+			case err != nil:
+				last = err
+				c.leader = ""
+			case rep.Status == statusOK:
+				c.leader = target
+				return rep, pl, nil
+			case rep.Status == statusRejected:
+				return rep, nil, &RejectError{Shard: c.cfg.Shard, Worker: req.Worker, Iter: req.Iter, Reason: rep.Reason, Detail: rep.Detail}
+			case rep.Status == statusNotLeader:
+				last = &NotLeaderError{Shard: c.cfg.Shard, Leader: mesh.NodeID(rep.Leader)}
+				c.leader = mesh.NodeID(rep.Leader)
+				if c.leader == target {
+					c.leader = ""
+				}
+				if c.leader != "" && hops < 3 {
+					hops++
+					continue
+				}
+			default:
+				last = fmt.Errorf("shard %d: %s: %s", c.cfg.Shard, target, rep.Detail)
+				c.leader = ""
+			}
+		}
+		hops = 0
+		c.log.Debug("push retry", "iter", req.Iter, "peer", target, "err", last)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return reply{}, nil, fmt.Errorf("shard %d: (%q, %d): %w: %w (last: %v)", c.cfg.Shard, req.Worker, req.Iter, ErrDeadline, ctx.Err(), last)
+		}
+		backoff = min(2*backoff, c.cfg.MaxBackoff)
+	}
+}
+
+// pick returns the known leader, else the next replica in turn.
+func (c *Client) pick() mesh.NodeID {
+	if c.leader != "" {
+		return c.leader
+	}
+	rs := c.cfg.Replicas()
+	if len(rs) == 0 {
+		return ""
+	}
+	c.next++
+	return rs[c.next%len(rs)]
+}
+
+// try sends req to target on its stream and waits for the final reply,
+// skipping Held frames and replies to earlier requests.
+func (c *Client) try(ctx context.Context, target mesh.NodeID, req request, payload []byte) (reply, []byte, error) {
+	s, err := c.stream(ctx, target)
+	if err != nil {
+		return reply{}, nil, err
+	}
+	fail := func(err error) (reply, []byte, error) {
+		s.Close()
+		delete(c.streams, target)
+		return reply{}, nil, fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
+	}
+	if err := s.SendFrame(req, payload); err != nil {
+		return fail(err)
+	}
+	for {
+		dl := time.Now().Add(c.cfg.ReplyTimeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+			dl = d
+		}
+		s.SetReadDeadline(dl)
+		var rep reply
+		pl, err := s.RecvFrame(&rep)
+		if err != nil {
+			return fail(err)
+		}
+		if rep.Op != req.Op || rep.Worker != req.Worker || rep.Iter != req.Iter || rep.Status == statusHeld {
+			continue
+		}
+		return rep, pl, nil
+	}
+}
+
+func (c *Client) stream(ctx context.Context, target mesh.NodeID) (mesh.Stream, error) {
+	if s, ok := c.streams[target]; ok {
+		return s, nil
+	}
+	addr, err := c.resolve(target)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.cfg.ReplyTimeout)
+	defer cancel()
+	s, err := c.tr.Dial(dctx, target, addr, mesh.Channel{Kind: mesh.KindRPC, Shard: c.cfg.Shard})
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: dial %s: %w", c.cfg.Shard, target, err)
+	}
+	c.streams[target] = s
+	return s, nil
+}

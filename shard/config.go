@@ -1,0 +1,102 @@
+package shard
+
+import (
+	"fmt"
+	"time"
+
+	"dsspmesh/mesh"
+)
+
+// Config tunes one replica of one shard.
+type Config struct {
+	Shard uint32
+	ID    mesh.NodeID // this node: its raft server id and address
+
+	// Raft timers (see raft.Config). Defaults suit a LAN mesh.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+
+	// Log bounds. Push entries are as large as the shard (megabytes), so the
+	// log on disk is about (SnapshotThreshold + TrailingLogs) × entry size
+	// plus one WAL segment: snapshots (the FSM is one slice, small next to
+	// the log) are taken every SnapshotThreshold entries, checked every
+	// SnapshotInterval, and TrailingLogs entries are kept after one so a
+	// slightly lagging follower catches up from the log.
+	SnapshotInterval  time.Duration
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	// MaxAppendEntries bounds the entries in one AppendEntries RPC.
+	MaxAppendEntries int
+
+	// Batching: concurrent pushes queued at the leader go into one entry,
+	// up to MaxBatchPushes pushes or MaxBatchBytes of gradients, while at
+	// most MaxInflightBatches entries are proposed and not yet applied.
+	MaxBatchPushes     int
+	MaxBatchBytes      int
+	MaxInflightBatches int
+
+	// ApplyTimeout bounds the wait to enqueue a proposal.
+	ApplyTimeout time.Duration
+	// HeldKeepAlive is the period of Held frames while a push is held, and
+	// of the check that this replica still leads.
+	HeldKeepAlive time.Duration
+}
+
+// DefaultConfig returns the node's settings for shard on node id.
+func DefaultConfig(shard uint32, id mesh.NodeID) Config {
+	return Config{
+		Shard: shard, ID: id,
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		CommitTimeout:      20 * time.Millisecond,
+		SnapshotInterval:   5 * time.Second,
+		SnapshotThreshold:  256,
+		TrailingLogs:       64,
+		MaxAppendEntries:   16,
+		MaxBatchPushes:     64,
+		MaxBatchBytes:      32 << 20,
+		MaxInflightBatches: 4,
+		ApplyTimeout:       5 * time.Second,
+		HeldKeepAlive:      time.Second,
+	}
+}
+
+// Validate names the first bad value.
+func (c Config) Validate() error {
+	if err := c.ID.Validate(); err != nil {
+		return fmt.Errorf("shard: Config.ID: %w", err)
+	}
+	pos := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"HeartbeatTimeout", c.HeartbeatTimeout}, {"ElectionTimeout", c.ElectionTimeout},
+		{"LeaderLeaseTimeout", c.LeaderLeaseTimeout}, {"CommitTimeout", c.CommitTimeout},
+		{"SnapshotInterval", c.SnapshotInterval}, {"ApplyTimeout", c.ApplyTimeout}, {"HeldKeepAlive", c.HeldKeepAlive},
+	}
+	for _, p := range pos {
+		if p.d <= 0 {
+			return fmt.Errorf("shard: Config.%s (%s) must be positive", p.name, p.d)
+		}
+	}
+	switch {
+	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return fmt.Errorf("shard: Config.LeaderLeaseTimeout (%s) cannot exceed HeartbeatTimeout (%s)", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	case c.ElectionTimeout < c.HeartbeatTimeout:
+		return fmt.Errorf("shard: Config.ElectionTimeout (%s) cannot be below HeartbeatTimeout (%s)", c.ElectionTimeout, c.HeartbeatTimeout)
+	case c.SnapshotThreshold < 1:
+		return fmt.Errorf("shard: Config.SnapshotThreshold (%d) must be at least 1", c.SnapshotThreshold)
+	case c.MaxAppendEntries < 1 || c.MaxAppendEntries > 1024:
+		return fmt.Errorf("shard: Config.MaxAppendEntries (%d) must be in [1, 1024]", c.MaxAppendEntries)
+	case c.MaxBatchPushes < 1:
+		return fmt.Errorf("shard: Config.MaxBatchPushes (%d) must be at least 1", c.MaxBatchPushes)
+	case c.MaxBatchBytes < 1:
+		return fmt.Errorf("shard: Config.MaxBatchBytes (%d) must be at least 1", c.MaxBatchBytes)
+	case c.MaxInflightBatches < 1:
+		return fmt.Errorf("shard: Config.MaxInflightBatches (%d) must be at least 1", c.MaxInflightBatches)
+	}
+	return nil
+}

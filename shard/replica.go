@@ -1,0 +1,264 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"dsspmesh/clock"
+	"dsspmesh/mesh"
+	"dsspmesh/raftstore"
+)
+
+// Deps are a replica's edges to the world.
+type Deps struct {
+	// Transport carries worker RPCs (the replica listens on
+	// Channel{KindRPC, Shard}) and the catch-up probes of Reconcile.
+	Transport mesh.Transport
+	// Resolve maps node ids to transport addresses (for Reconcile's probes).
+	Resolve raftstore.Resolver
+	// RaftTransport carries raft's RPCs; the replica closes it on Shutdown.
+	// On a node: NewMeshRaftTransport. In tests: raft.NewInmemTransport.
+	RaftTransport raft.Transport
+	// Stores are the shard's log, stable and snapshot stores; the replica
+	// closes them on Shutdown.
+	Stores *raftstore.Stores
+	Clock  WallClock
+	Logger *slog.Logger
+	// Observer, if set, sees every applied entry (see NewFSM).
+	Observer func(Applied)
+}
+
+// Replica is this node's member of one shard's raft group and, while it
+// leads, the shard's push service.
+type Replica struct {
+	cfg    Config
+	deps   Deps
+	log    *slog.Logger
+	fsm    *FSM
+	raft   *raft.Raft
+	ln     mesh.Listener
+	svc    *service
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	reconfig sync.Mutex
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMeshRaftTransport builds raft's transport for shard over the mesh's
+// Raft streams.
+func NewMeshRaftTransport(tr mesh.Transport, shard uint32, resolve raftstore.Resolver, logger *slog.Logger) (*raft.NetworkTransport, error) {
+	layer, err := raftstore.NewStreamLayer(tr, shard, resolve)
+	if err != nil {
+		return nil, err
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  layer,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  raftstore.HCLogger(logger.With("shard", shard), "raft-net"),
+	}), nil
+}
+
+// NewReplica starts the replica: raft (recovering from Stores if they hold
+// state) and the push service. A fresh shard then needs Bootstrap on one
+// node (or to be added as a voter by the leader) and Init.
+func NewReplica(cfg Config, d Deps) (*Replica, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Transport == nil || d.RaftTransport == nil || d.Stores == nil || d.Logger == nil {
+		return nil, errors.New("shard: NewReplica needs Transport, RaftTransport, Stores and Logger")
+	}
+	if d.Clock == nil {
+		d.Clock = SystemClock{}
+	}
+	logger := d.Logger.With("shard", cfg.Shard)
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.MaxAppendEntries = cfg.MaxAppendEntries
+	rc.Logger = raftstore.HCLogger(logger, "raft")
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("shard %d: raft config: %w", cfg.Shard, err)
+	}
+	fsm := NewFSM(cfg.Shard, d.Observer)
+	ln, err := d.Transport.Listen(mesh.Channel{Kind: mesh.KindRPC, Shard: cfg.Shard})
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: listen: %w", cfg.Shard, err)
+	}
+	r, err := raft.NewRaft(rc, fsm, d.Stores.Log, d.Stores.Stable, d.Stores.Snapshots, d.RaftTransport)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("shard %d: start raft: %w", cfg.Shard, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel}
+	rep.svc = newService(rep)
+	rep.svc.start()
+	return rep, nil
+}
+
+// Bootstrap makes voters the shard's first configuration. Call it on one
+// node of a shard that has never run; on a shard with state it returns an
+// error wrapping raft.ErrCantBootstrap.
+func (r *Replica) Bootstrap(voters []mesh.NodeID) error {
+	var servers []raft.Server
+	for _, id := range voters {
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id)})
+	}
+	if err := r.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		return fmt.Errorf("shard %d: bootstrap: %w", r.cfg.Shard, err)
+	}
+	return nil
+}
+
+// Init proposes the shard's spec and initial parameters (leader only).
+func (r *Replica) Init(ctx context.Context, spec Spec, theta []float32) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if spec.Shard != r.cfg.Shard || len(theta) != spec.Len {
+		return fmt.Errorf("shard %d: Init for shard %d with %d parameters, spec says %d", r.cfg.Shard, spec.Shard, len(theta), spec.Len)
+	}
+	b, err := encodeInit(spec, theta)
+	if err != nil {
+		return err
+	}
+	a, err := r.propose(ctx, b)
+	if err != nil {
+		return err
+	}
+	return a.Err
+}
+
+// AddWorker adds w at t_min (leader only) and returns its start clock: the
+// iteration of its first push. Adding a present worker returns its clock.
+func (r *Replica) AddWorker(ctx context.Context, w clock.WorkerID) (int64, error) {
+	b, err := encodeWorker(entryAddWorker, w)
+	if err != nil {
+		return 0, err
+	}
+	a, err := r.propose(ctx, b)
+	if err != nil {
+		return 0, err
+	}
+	return a.StartClock, a.Err
+}
+
+// RemoveWorker removes w (leader only): declared dead or leaving. Its held
+// push is answered with a rejection; workers it held back are released.
+func (r *Replica) RemoveWorker(ctx context.Context, w clock.WorkerID) error {
+	b, err := encodeWorker(entryRemoveWorker, w)
+	if err != nil {
+		return err
+	}
+	a, err := r.propose(ctx, b)
+	if err != nil {
+		return err
+	}
+	return a.Err
+}
+
+// propose applies b through raft and waits for its Apply. An error other
+// than *NotLeaderError before the call reached raft is ambiguous.
+func (r *Replica) propose(ctx context.Context, b []byte) (Applied, error) {
+	if r.raft.State() != raft.Leader {
+		return Applied{}, r.notLeader()
+	}
+	f := r.raft.Apply(b, r.cfg.ApplyTimeout)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			if isLeadershipErr(err) {
+				return Applied{}, fmt.Errorf("%w (outcome unknown: %v)", r.notLeader(), err)
+			}
+			return Applied{}, fmt.Errorf("shard %d: apply: %w", r.cfg.Shard, err)
+		}
+		return f.Response().(Applied), nil
+	case <-ctx.Done():
+		return Applied{}, fmt.Errorf("shard %d: apply (outcome unknown): %w", r.cfg.Shard, ctx.Err())
+	}
+}
+
+func isLeadershipErr(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown)
+}
+
+func (r *Replica) notLeader() *NotLeaderError {
+	_, id := r.raft.LeaderWithID()
+	return &NotLeaderError{Shard: r.cfg.Shard, Leader: mesh.NodeID(id)}
+}
+
+// IsLeader reports whether this replica leads the shard now.
+func (r *Replica) IsLeader() bool { return r.raft.State() == raft.Leader }
+
+// Leader is the current leader's id as this replica knows it ("" if none).
+func (r *Replica) Leader() mesh.NodeID {
+	_, id := r.raft.LeaderWithID()
+	return mesh.NodeID(id)
+}
+
+// Raft exposes the raft instance for observation (stats, configuration).
+func (r *Replica) Raft() *raft.Raft { return r.raft }
+
+// FSM exposes the state machine for reads (Status, StateHash, Params).
+func (r *Replica) FSM() *FSM { return r.fsm }
+
+// ReplicaStatus is Status plus raft's view.
+type ReplicaStatus struct {
+	Status
+	ID        mesh.NodeID
+	State     string // raft state: Leader, Follower, Candidate, Shutdown
+	Term      uint64
+	Leader    mesh.NodeID
+	Held      int // replies held by the gate on this replica
+	Service   ServiceStats
+	LastIndex uint64 // raft's last log index
+}
+
+// Status returns the replica's view for metrics and /status.
+func (r *Replica) Status() ReplicaStatus {
+	_, leader := r.raft.LeaderWithID()
+	return ReplicaStatus{
+		Status: r.fsm.Status(), ID: r.cfg.ID, State: r.raft.State().String(), Term: r.raft.CurrentTerm(),
+		Leader: mesh.NodeID(leader), Held: r.svc.heldCount(), Service: r.svc.stats(), LastIndex: r.raft.LastIndex(),
+	}
+}
+
+// Shutdown stops the service and raft, then closes the raft transport and
+// the stores. Idempotent.
+func (r *Replica) Shutdown() error {
+	r.closeOnce.Do(func() {
+		r.cancel()
+		r.ln.Close()
+		r.svc.stop()
+		errs := []error{r.raft.Shutdown().Error()}
+		if c, ok := r.deps.RaftTransport.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+		r.wg.Wait()
+		errs = append(errs, r.deps.Stores.Close())
+		r.closeErr = errors.Join(errs...)
+	})
+	return r.closeErr
+}

@@ -1,0 +1,417 @@
+package shard
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"dsspmesh/clock"
+	"dsspmesh/mesh"
+)
+
+// service is a replica's push service. See the package doc for its
+// goroutines; it lives as long as the replica.
+type service struct {
+	r      *Replica
+	queue  chan *pending
+	slots  chan struct{}
+	flight chan flight
+
+	mu      sync.Mutex
+	stopped bool
+	conns   map[*workerConn]struct{}
+	held    map[heldKey]struct{}
+
+	cnt serviceCounters
+}
+
+// ServiceStats count what the push service did since start.
+type ServiceStats struct {
+	Requests         uint64 // frames received
+	Batches          uint64 // push entries proposed
+	ProposedPushes   uint64 // pushes in them
+	Rejected         uint64 // pushes answered with a rejection (here or by the FSM)
+	NotLeader        uint64 // requests answered NotLeader
+	Held             uint64 // pushes the gate held at least once
+	Acked            uint64 // OK replies to pushes
+	StreamsAccepted  uint64
+	StreamErrorsRecv uint64 // streams closed on a receive error (bad frames included)
+}
+
+type serviceCounters struct {
+	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors atomic.Uint64
+}
+
+type workerConn struct {
+	s      mesh.Stream
+	sendMu sync.Mutex
+}
+
+func (c *workerConn) send(h reply, payload []byte) {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if err := c.s.SendFrame(h, payload); err != nil {
+		c.s.Close()
+	}
+}
+
+type pending struct {
+	c    *workerConn
+	req  request
+	grad []byte
+	recv int64
+}
+
+type flight struct {
+	f     raft.ApplyFuture
+	batch []*pending
+}
+
+type heldKey struct {
+	c    *workerConn
+	w    clock.WorkerID
+	iter int64
+}
+
+func newService(r *Replica) *service {
+	return &service{
+		r:      r,
+		queue:  make(chan *pending, 4*r.cfg.MaxBatchPushes),
+		slots:  make(chan struct{}, r.cfg.MaxInflightBatches),
+		flight: make(chan flight, r.cfg.MaxInflightBatches),
+		conns:  map[*workerConn]struct{}{},
+		held:   map[heldKey]struct{}{},
+	}
+}
+
+func (s *service) start() {
+	for _, f := range []func(){s.acceptLoop, s.proposer, s.completer, s.evaluator} {
+		s.r.wg.Add(1)
+		go func() { defer s.r.wg.Done(); f() }()
+	}
+}
+
+// stop closes every worker stream; goroutines end on the replica's context.
+func (s *service) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	conns := s.conns
+	s.conns, s.held = map[*workerConn]struct{}{}, map[heldKey]struct{}{}
+	s.mu.Unlock()
+	for c := range conns {
+		c.s.Close()
+	}
+}
+
+func (s *service) stats() ServiceStats {
+	c := &s.cnt
+	return ServiceStats{Requests: c.requests.Load(), Batches: c.batches.Load(), ProposedPushes: c.proposed.Load(),
+		Rejected: c.rejected.Load(), NotLeader: c.notLeader.Load(), Held: c.held.Load(), Acked: c.acked.Load(),
+		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load()}
+}
+
+func (s *service) heldCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
+}
+
+func (s *service) acceptLoop() {
+	for {
+		st, err := s.r.ln.Accept(s.r.ctx)
+		if err != nil {
+			return
+		}
+		c := &workerConn{s: st}
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			st.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.r.wg.Add(1)
+		s.mu.Unlock()
+		s.cnt.accepted.Add(1)
+		go func() { defer s.r.wg.Done(); s.serve(c) }()
+	}
+}
+
+// serve reads requests from one worker stream until it breaks.
+func (s *service) serve(c *workerConn) {
+	defer func() {
+		c.s.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		for k := range s.held {
+			if k.c == c {
+				delete(s.held, k)
+			}
+		}
+		s.mu.Unlock()
+	}()
+	for {
+		var req request
+		payload, err := c.s.RecvFrame(&req)
+		if err != nil {
+			if s.r.ctx.Err() == nil && !errors.Is(err, mesh.ErrClosed) {
+				s.cnt.recvErrors.Add(1)
+				s.r.log.Debug("worker stream closed", "peer", c.s.Peer(), "err", err)
+			}
+			return
+		}
+		s.cnt.requests.Add(1)
+		switch req.Op {
+		case opPush:
+			s.handlePush(c, req, payload)
+		case opAddWorker, opRemoveWorker:
+			s.r.wg.Add(1)
+			go func() { defer s.r.wg.Done(); s.handleMembership(c, req) }()
+		case opStatus:
+			c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusOK, Index: s.r.fsm.AppliedIndex()}, nil)
+		default:
+			s.reject(c, req, ReasonBadRequest, "unknown op")
+		}
+	}
+}
+
+func (s *service) handlePush(c *workerConn, req request, grad []byte) {
+	recv := s.r.deps.Clock.Now().UnixNano()
+	if s.r.raft.State() != raft.Leader {
+		s.sendNotLeader(c, req)
+		return
+	}
+	if req.Worker == "" || req.Iter < 0 || req.Samples < 0 || req.ComputeNs < 0 {
+		s.reject(c, req, ReasonBadRequest, "empty worker or negative field")
+		return
+	}
+	if n := s.r.fsm.shardLen(); n > 0 && len(grad) != 4*n {
+		s.reject(c, req, ReasonBadLength, "gradient length differs from the shard's")
+		return
+	}
+	// A resend of a push already applied is answered from the state,
+	// without a new entry: applied locally means committed.
+	if !s.settle(c, req) {
+		return
+	}
+	select {
+	case s.queue <- &pending{c: c, req: req, grad: grad, recv: recv}:
+	case <-s.r.ctx.Done():
+	}
+}
+
+// settle answers (or holds) req from the applied state; it returns true if
+// the push is not applied yet.
+func (s *service) settle(c *workerConn, req request) bool {
+	s.mu.Lock()
+	st, params := s.r.fsm.replyFor(req.Worker, req.Iter, nil)
+	k := heldKey{c: c, w: req.Worker, iter: req.Iter}
+	_, already := s.held[k]
+	if st == replyHeld && !s.stopped {
+		s.held[k] = struct{}{}
+	}
+	s.mu.Unlock()
+	switch st {
+	case replyPending:
+		return true
+	case replyOK:
+		s.ok(c, req, params)
+	case replyHeld:
+		if !already {
+			s.cnt.held.Add(1)
+		}
+		c.send(reply{Op: opPush, Worker: req.Worker, Iter: req.Iter, Status: statusHeld}, nil)
+	case replyUnknown:
+		s.reject(c, req, ReasonUnknownWorker, "worker not in the clock table")
+	}
+	return false
+}
+
+func (s *service) ok(c *workerConn, req request, params []byte) {
+	s.cnt.acked.Add(1)
+	c.send(reply{Op: opPush, Worker: req.Worker, Iter: req.Iter, Status: statusOK}, params)
+}
+
+func (s *service) reject(c *workerConn, req request, reason Reason, detail string) {
+	s.cnt.rejected.Add(1)
+	c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusRejected, Reason: reason, Detail: detail}, nil)
+}
+
+func (s *service) sendNotLeader(c *workerConn, req request) {
+	s.cnt.notLeader.Add(1)
+	c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusNotLeader, Leader: string(s.r.Leader())}, nil)
+}
+
+// proposer batches queued pushes into entries. It takes an in-flight slot
+// before draining the queue, so pushes that arrive while raft is busy
+// share the next entry.
+func (s *service) proposer() {
+	for {
+		var first *pending
+		select {
+		case first = <-s.queue:
+		case <-s.r.ctx.Done():
+			return
+		}
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.r.ctx.Done():
+			return
+		}
+		batch, bytes := []*pending{first}, len(first.grad)
+	drain:
+		for len(batch) < s.r.cfg.MaxBatchPushes && bytes < s.r.cfg.MaxBatchBytes {
+			select {
+			case p := <-s.queue:
+				batch, bytes = append(batch, p), bytes+len(p.grad)
+			default:
+				break drain
+			}
+		}
+		pushes := make([]Push, len(batch))
+		for i, p := range batch {
+			pushes[i] = Push{Worker: p.req.Worker, Iter: p.req.Iter, RecvNanos: p.recv, Samples: p.req.Samples, ComputeNs: p.req.ComputeNs, Grad: p.grad}
+		}
+		data, err := encodePushes(pushes)
+		if err != nil {
+			<-s.slots
+			for _, p := range batch {
+				s.reject(p.c, p.req, ReasonBadRequest, err.Error())
+			}
+			continue
+		}
+		s.cnt.batches.Add(1)
+		s.cnt.proposed.Add(uint64(len(batch)))
+		s.flight <- flight{f: s.r.raft.Apply(data, s.r.cfg.ApplyTimeout), batch: batch}
+	}
+}
+
+// completer waits on proposals in order and answers their pushes.
+func (s *service) completer() {
+	for {
+		var fl flight
+		select {
+		case fl = <-s.flight:
+		case <-s.r.ctx.Done():
+			return
+		}
+		err := fl.f.Error()
+		<-s.slots
+		if err != nil {
+			// Ambiguous: the entry may still commit. The worker resends.
+			for _, p := range fl.batch {
+				if isLeadershipErr(err) {
+					s.sendNotLeader(p.c, p.req)
+				} else {
+					p.c.send(reply{Op: opPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: statusError, Detail: err.Error()}, nil)
+				}
+			}
+			continue
+		}
+		a, _ := fl.f.Response().(Applied)
+		for i, p := range fl.batch {
+			if len(a.Pushes) != len(fl.batch) {
+				p.c.send(reply{Op: opPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: statusError, Detail: "entry not applied"}, nil)
+				continue
+			}
+			var rej *RejectError
+			if errors.As(a.Pushes[i].Err, &rej) {
+				s.reject(p.c, p.req, rej.Reason, rej.Detail)
+				continue
+			}
+			if s.settle(p.c, p.req) {
+				p.c.send(reply{Op: opPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: statusError, Detail: "push applied but clock did not advance"}, nil)
+			}
+		}
+	}
+}
+
+// evaluator re-examines held replies after every Apply, sends keep-alives
+// and hands held workers to the next leader when this replica stops leading.
+func (s *service) evaluator() {
+	tick := time.NewTicker(s.r.cfg.HeldKeepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.r.fsm.applied():
+			s.reevaluate()
+		case <-tick.C:
+			s.keepAlive()
+		case <-s.r.ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *service) reevaluate() {
+	type out struct {
+		k      heldKey
+		st     replyState
+		params []byte
+	}
+	var outs []out
+	s.mu.Lock()
+	for k := range s.held {
+		st, params := s.r.fsm.replyFor(k.w, k.iter, nil)
+		if st != replyHeld {
+			delete(s.held, k)
+			outs = append(outs, out{k, st, params})
+		}
+	}
+	s.mu.Unlock()
+	for _, o := range outs {
+		req := request{Op: opPush, Worker: o.k.w, Iter: o.k.iter}
+		switch o.st {
+		case replyOK:
+			s.ok(o.k.c, req, o.params)
+		case replyUnknown:
+			s.reject(o.k.c, req, ReasonUnknownWorker, "worker removed while its push was held")
+		default:
+			o.k.c.send(reply{Op: opPush, Worker: o.k.w, Iter: o.k.iter, Status: statusError, Detail: "held push no longer applied"}, nil)
+		}
+	}
+}
+
+func (s *service) keepAlive() {
+	leading := s.r.raft.State() == raft.Leader
+	s.mu.Lock()
+	keys := make([]heldKey, 0, len(s.held))
+	for k := range s.held {
+		keys = append(keys, k)
+		if !leading {
+			delete(s.held, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, k := range keys {
+		req := request{Op: opPush, Worker: k.w, Iter: k.iter}
+		if leading {
+			k.c.send(reply{Op: opPush, Worker: k.w, Iter: k.iter, Status: statusHeld}, nil)
+		} else {
+			s.sendNotLeader(k.c, req)
+		}
+	}
+}
+
+func (s *service) handleMembership(c *workerConn, req request) {
+	var clk int64
+	var err error
+	if req.Op == opAddWorker {
+		clk, err = s.r.AddWorker(s.r.ctx, req.Worker)
+	} else {
+		err = s.r.RemoveWorker(s.r.ctx, req.Worker)
+	}
+	var nl *NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		s.cnt.notLeader.Add(1)
+		c.send(reply{Op: req.Op, Worker: req.Worker, Status: statusNotLeader, Leader: string(nl.Leader)}, nil)
+	case err != nil:
+		c.send(reply{Op: req.Op, Worker: req.Worker, Status: statusError, Detail: err.Error()}, nil)
+	default:
+		c.send(reply{Op: req.Op, Worker: req.Worker, Status: statusOK, Clock: clk}, nil)
+	}
+}

@@ -1,0 +1,216 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"dsspmesh/clock"
+	"dsspmesh/mesh"
+)
+
+// runWorkers runs each worker for iters pushes from its start clock, with
+// a per-worker pause that makes them unequally fast, and returns the acked
+// (worker, iter) pairs. It fails t if a worker's acked iterations go back.
+func runWorkers(t *testing.T, c *cluster, ids []mesh.NodeID, workers []clock.WorkerID, iters int64, n int, onAck func()) map[pushKey]bool {
+	t.Helper()
+	var mu sync.Mutex
+	acked := map[pushKey]bool{}
+	var wg sync.WaitGroup
+	for k, w := range workers {
+		cl := c.client(w, ids)
+		start, err := cl.AddWorker(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var params []float32
+			for it := start; it < start+iters; it++ {
+				time.Sleep(time.Duration(k) * 300 * time.Microsecond) // unequal speeds, not synchronisation
+				p, err := cl.Push(context.Background(), it, 8, 1000, gradFor(w, it, n), params)
+				if err != nil {
+					t.Errorf("%s push %d: %v", w, it, err)
+					return
+				}
+				params = p
+				mu.Lock()
+				acked[pushKey{w, it}] = true
+				mu.Unlock()
+				if onAck != nil {
+					onAck()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return acked
+}
+
+// TestClusterMatchesGateAndSerialReplay: 3 replicas, 4 workers. Every gate
+// decision equals clock.Gate's on the same sequence, the parameters equal a
+// serial replay of the applied log, and the replicas are identical.
+func TestClusterMatchesGateAndSerialReplay(t *testing.T) {
+	const n = 64
+	c := newCluster(t, 3)
+	ids := nodeIDs(3)
+	spec := Spec{Shard: 3, Len: n, Policy: "dssp:1:3", Optimizer: DefaultOptimizer()}
+	theta0 := gradFor("init", 0, n)
+	c.boot(ids, spec, theta0)
+	workers := []clock.WorkerID{"w1", "w2", "w3", "w4"}
+	acked := runWorkers(t, c, ids, workers, 40, n, nil)
+	if len(acked) != 160 {
+		t.Fatalf("%d pushes acked, want 160", len(acked))
+	}
+	hash := c.waitSame()
+	leader := c.waitLeader("")
+	log := c.logs[leader.cfg.ID].snapshot()
+	applied, ref := replay(t, log, spec, theta0)
+	for k := range acked {
+		if !applied[k] {
+			t.Errorf("acked %v not applied", k)
+		}
+	}
+	if got := leader.FSM().Params(nil); !reflect.DeepEqual(got, ref) {
+		t.Errorf("parameters differ from the serial replay")
+	}
+	for id, l := range c.logs {
+		if other := l.snapshot(); !reflect.DeepEqual(stripResults(other), stripResults(log)) {
+			t.Errorf("%s applied a different sequence", id)
+		}
+	}
+	st := leader.Status()
+	t.Logf("state %x, %d pushes in %d batches, held %d, gate %+v", hash[:6], st.Service.ProposedPushes, st.Service.Batches, st.Service.Held, st.Gate)
+	if st.Gate.Waits == 0 {
+		t.Error("no push was ever held: the test does not exercise the gate")
+	}
+}
+
+// stripResults drops the error values (pointer identity differs per replica).
+func stripResults(log []Applied) []Applied {
+	out := make([]Applied, len(log))
+	for i, a := range log {
+		a.Pushes = append([]PushResult(nil), a.Pushes...)
+		for j := range a.Pushes {
+			if a.Pushes[j].Err != nil {
+				a.Pushes[j].Err = errors.New(a.Pushes[j].Err.Error())
+			}
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// TestRemoveDeadWorkerReleasesWaiters: under BSP, two workers wait on a
+// third that never pushes; removing it releases them, and its later push is
+// rejected as unknown.
+func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
+	const n = 8
+	c := newCluster(t, 4)
+	ids := nodeIDs(1)
+	spec := Spec{Shard: 4, Len: n, Policy: "bsp", Optimizer: DefaultOptimizer()}
+	c.boot(ids, spec, make([]float32, n))
+	dead := c.client("dead", ids)
+	if _, err := dead.AddWorker(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	released := make(chan clock.WorkerID, 2)
+	for _, w := range []clock.WorkerID{"a", "b"} {
+		cl := c.client(w, ids)
+		if _, err := cl.AddWorker(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := cl.Push(context.Background(), 0, 1, 1, gradFor(w, 0, n), nil); err != nil {
+				t.Errorf("%s: %v", w, err)
+			}
+			released <- w
+		}()
+	}
+	leader := c.replica(ids[0])
+	c.waitFor(5*time.Second, "both pushes held", func() bool { return leader.Status().Held == 2 })
+	select {
+	case w := <-released:
+		t.Fatalf("%s released while the dead worker holds it back", w)
+	default:
+	}
+	if err := leader.RemoveWorker(context.Background(), "dead"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(released) != 2 {
+		t.Fatalf("%d workers released", len(released))
+	}
+	_, err := dead.Push(context.Background(), 0, 1, 1, gradFor("dead", 0, n), nil)
+	var rej *RejectError
+	if !errors.As(err, &rej) || rej.Reason != ReasonUnknownWorker {
+		t.Fatalf("push of removed worker: %v", err)
+	}
+}
+
+// TestRejectedOverTheWire: a bad push reaches the client as a typed
+// rejection, is counted and changes nothing; a follower redirects.
+func TestRejectedOverTheWire(t *testing.T) {
+	const n = 8
+	c := newCluster(t, 5)
+	ids := nodeIDs(3)
+	spec := Spec{Shard: 5, Len: n, Policy: "ssp:2", Optimizer: DefaultOptimizer()}
+	c.boot(ids, spec, make([]float32, n))
+	leader := c.waitLeader("")
+	// Order the replicas so the client tries a follower first.
+	order := []mesh.NodeID{}
+	for _, id := range ids {
+		if id != leader.cfg.ID {
+			order = append(order, id)
+		}
+	}
+	order = append(order, leader.cfg.ID)
+	cl := c.client("w", order)
+	if _, err := cl.AddWorker(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := leader.FSM().Params(nil)
+	bad := []struct {
+		iter int64
+		g    []float32
+		want Reason
+	}{
+		{0, make([]float32, n-1), ReasonBadLength},
+		{0, []float32{0, 0, float32(posInf()), 0, 0, 0, 0, 0}, ReasonNonFinite},
+		{3, make([]float32, n), ReasonFuture},
+	}
+	for _, b := range bad {
+		_, err := cl.Push(context.Background(), b.iter, 1, 1, b.g, nil)
+		var rej *RejectError
+		if !errors.As(err, &rej) || rej.Reason != b.want {
+			t.Fatalf("want %s, got %v", b.want, err)
+		}
+	}
+	if !reflect.DeepEqual(before, leader.FSM().Params(nil)) {
+		t.Fatal("rejected pushes changed the parameters")
+	}
+	if _, err := cl.Push(context.Background(), 0, 1, 1, gradFor("w", 0, n), nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := leader.Status(); st.Service.Rejected != 3 || st.Pushes != 1 {
+		t.Fatalf("leader counted %d rejections, %d pushes", st.Service.Rejected, st.Pushes)
+	}
+	var nl int
+	for _, r := range c.live() {
+		nl += int(r.Status().Service.NotLeader)
+	}
+	if nl == 0 {
+		t.Fatal("no follower redirected the client")
+	}
+}
+
+func posInf() float64 { return 1 / zero() }
+func zero() float64   { return rand.Float64() * 0 }
