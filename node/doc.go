@@ -1,3 +1,61 @@
-// Package node is one dssp process: config, lifecycle, the worker loop,
-// evaluation and HTTP.
+// Package node is one dssp process: its configuration, data directory and
+// job spec; its lifecycle (bootstrap a mesh or join one by seed, host the
+// shards placement assigns, leave gracefully, recover after a crash); the
+// worker loop; evaluation of the global parameters; and HTTP (/metrics,
+// /status, the dashboard).
+//
+// # Lifecycle
+//
+// [Run] opens the data directory (a second process on the same folder is
+// refused), binds HTTP, the QUIC transport and gossip (a port in use is an
+// error naming the flag), then:
+//
+//   - without seeds and without a persisted spec it bootstraps: the spec
+//     comes from its flags, it bootstraps every shard's Raft group with
+//     itself as the only voter and proposes Init (θ from the spec's seed);
+//   - with seeds (--join, or the peers persisted by an earlier run) it
+//     joins, fetches the job spec from a member over the control channel
+//     (mesh.Channel{KindRPC, [ControlShard]}) and adopts it; a flag set
+//     explicitly (command line, DSSP_* environment or config file) that
+//     disagrees is a [*SpecConflictError]; a data directory holding another
+//     job's spec is refused.
+//
+// From then on a shard manager follows membership: every node runs a
+// replica of each shard whose placement (mesh.Place over the live members)
+// includes it, the leader of each shard reconciles the Raft configuration
+// toward the placement, and removes from the shard's clock table every
+// worker that membership declares failed or that leaves. A replica this
+// node no longer places is shut down once the leader has removed it.
+//
+// SIGTERM/SIGINT (ctx cancelled) stops the worker, removes it from every
+// shard it can reach, leaves the gossip mesh (peers see a leave, not a
+// failure) and shuts the replicas down. A node killed with SIGKILL restarts
+// with the same --data-dir: same id, same spec, Raft state recovered from
+// the WAL, seeds from the persisted peers.
+//
+// # Worker loop (DESIGN.md §3)
+//
+// One goroutine: compute the gradient of the next mini-batch on the local θ,
+// push each shard's slice to that shard's leader concurrently (one
+// shard.Client per shard), wait for every reply, replace θ with the slices
+// returned, repeat. NotLeader redirects and resends after a transport
+// error keep the same (worker, iter), so they are applied at most once.
+// --slowdown and --compute-delay stretch only the measured compute time of
+// this worker (sleeping after the gradient), never time spent waiting for
+// others; the stretched time is what the push reports as compute_ns.
+//
+// # Evaluation
+//
+// The live training member with the lowest node id evaluates its θ (fresh
+// from every shard after its last completed iteration) on the test set
+// every --eval-every and sends the result to every member over the control
+// channel, so every node's /status carries the mesh's accuracy. When that
+// node dies the next lowest takes over at its next tick.
+//
+// # Concurrency
+//
+// Run owns every goroutine it starts and waits for them before returning.
+// [Node.Status] is safe for concurrent use (HTTP handlers, the metrics
+// collector); it takes Node.mu for reading and never calls into Raft or
+// the network while holding it. Lock order: Node.mu before worker.mu.
 package node

@@ -1,0 +1,255 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"dsspmesh/cudaops"
+)
+
+// Config is everything one node process is started with. The job itself
+// (model, paradigm, shards...) is [JobSpec]; Config holds it so flags can
+// set it, but only a bootstrap node's spec is used as given: a joiner adopts
+// the mesh's spec and refuses explicitly set fields that disagree.
+type Config struct {
+	DataDir string // node id, job spec, Raft state; created if missing
+
+	// Host is the address this node binds and announces to peers. 0.0.0.0
+	// cannot be announced, so on a multi-host mesh set the host's own IP.
+	Host       string
+	GossipPort int // memberlist, TCP and UDP; what --join names
+	QUICPort   int // mesh transport (UDP): pushes and Raft
+	HTTPAddr   string
+
+	Join        []string      // gossip addresses of live nodes; empty = bootstrap
+	JoinTimeout time.Duration // how long seeds are retried before giving up
+
+	KeyFile  string // mesh key written by `dssp keygen`
+	Insecure bool   // run without a key: no gossip encryption, no mTLS
+
+	Train        bool          // run a worker (every node hosts shards)
+	Backend      string        // compute backend
+	Threads      int           // goroutines per mini-batch; 0 = GOMAXPROCS
+	DataPath     string        // dataset folder; "" finds MNIST in the module cache
+	Slowdown     float64       // multiplies this worker's measured compute time
+	ComputeDelay time.Duration // added to this worker's compute time per iteration
+
+	EvalEvery   time.Duration // evaluation cadence of the designated node
+	EvalSamples int           // test samples per evaluation; 0 = the whole test set
+
+	// Detection is memberlist's profile: "lan" (robust) or "fast"
+	// (sub-second failure detection on loopback, false alarms under load).
+	Detection    string
+	LeaveTimeout time.Duration // how long a graceful leave may take
+	LogLevel     string
+
+	Spec JobSpec
+}
+
+// DefaultConfig returns the settings of a single-host node on loopback.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:      "dssp-data",
+		Host:         "127.0.0.1",
+		GossipPort:   7946,
+		QUICPort:     7947,
+		HTTPAddr:     "127.0.0.1:7948",
+		JoinTimeout:  30 * time.Second,
+		Train:        true,
+		Backend:      "cpu",
+		Slowdown:     1,
+		EvalEvery:    5 * time.Second,
+		Detection:    "lan",
+		LeaveTimeout: 5 * time.Second,
+		LogLevel:     "info",
+		Spec:         DefaultJobSpec(),
+	}
+}
+
+// Validate names the first bad value.
+func (c Config) Validate() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("--data-dir must not be empty")
+	case net.ParseIP(c.Host) == nil:
+		return fmt.Errorf("--host %q is not an IP address", c.Host)
+	case net.ParseIP(c.Host).IsUnspecified():
+		return fmt.Errorf("--host %s cannot be announced to peers; give this host's own IP", c.Host)
+	case c.GossipPort < 0 || c.GossipPort > 65535:
+		return fmt.Errorf("--gossip-port %d outside 0..65535", c.GossipPort)
+	case c.QUICPort < 0 || c.QUICPort > 65535:
+		return fmt.Errorf("--quic-port %d outside 0..65535", c.QUICPort)
+	case c.JoinTimeout <= 0:
+		return fmt.Errorf("--join-timeout %v must be > 0", c.JoinTimeout)
+	case c.KeyFile == "" && !c.Insecure:
+		return errors.New("--key FILE is required (make one with `dssp keygen --out FILE`), or --insecure to run without one")
+	case c.KeyFile != "" && c.Insecure:
+		return errors.New("--key and --insecure are mutually exclusive")
+	case c.Threads < 0:
+		return fmt.Errorf("--threads %d must be >= 0", c.Threads)
+	case !(c.Slowdown >= 1):
+		return fmt.Errorf("--slowdown %g must be >= 1 (it stretches this worker's compute time)", c.Slowdown)
+	case c.ComputeDelay < 0:
+		return fmt.Errorf("--compute-delay %v must be >= 0", c.ComputeDelay)
+	case c.EvalEvery <= 0:
+		return fmt.Errorf("--eval-every %v must be > 0", c.EvalEvery)
+	case c.EvalSamples < 0:
+		return fmt.Errorf("--eval-samples %d must be >= 0", c.EvalSamples)
+	case c.Detection != "lan" && c.Detection != "fast":
+		return fmt.Errorf("--detection %q must be lan or fast", c.Detection)
+	case c.LeaveTimeout <= 0:
+		return fmt.Errorf("--leave-timeout %v must be > 0", c.LeaveTimeout)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return fmt.Errorf("--http-addr %q: %v", c.HTTPAddr, err)
+	}
+	for _, j := range c.Join {
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			return fmt.Errorf("--join %q is not host:port: %v", j, err)
+		}
+	}
+	if !contains(cudaops.BackendNames(), c.Backend) {
+		return fmt.Errorf("--backend %q unknown (known: %s)", c.Backend, strings.Join(cudaops.BackendNames(), ", "))
+	}
+	return c.Spec.Validate()
+}
+
+// GossipAddr is the address peers pass to --join.
+func (c Config) GossipAddr() string { return net.JoinHostPort(c.Host, strconv.Itoa(c.GossipPort)) }
+
+// QUICAddr is the mesh transport's address.
+func (c Config) QUICAddr() string { return net.JoinHostPort(c.Host, strconv.Itoa(c.QUICPort)) }
+
+// BindFlags registers every field on fs, with c's current values as
+// defaults. The job spec's flags are the ones listed in [SpecFlags].
+func (c *Config) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "folder for the node id, job spec and Raft state (created if missing; reuse it to recover after a crash)")
+	fs.StringVar(&c.Host, "host", c.Host, "IP this node binds and announces to peers (on a multi-host mesh: this host's own address)")
+	fs.IntVar(&c.GossipPort, "gossip-port", c.GossipPort, "memberlist port, TCP and UDP (what other nodes --join)")
+	fs.IntVar(&c.QUICPort, "quic-port", c.QUICPort, "mesh transport port, UDP (pushes and Raft, mutual TLS)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address for /metrics, /status and the dashboard at /")
+	fs.StringSliceVar(&c.Join, "join", c.Join, "gossip address host:port of any live node (repeatable); omit to bootstrap a new mesh")
+	fs.DurationVar(&c.JoinTimeout, "join-timeout", c.JoinTimeout, "give up when no seed answers for this long")
+	fs.StringVar(&c.KeyFile, "key", c.KeyFile, "mesh key file from `dssp keygen` (the same file on every node)")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "run without a mesh key: anyone who reaches the node can join, vote and push")
+	fs.BoolVar(&c.Train, "train", c.Train, "run a worker on this node (every node hosts shards either way)")
+	fs.StringVar(&c.Backend, "backend", c.Backend, "compute backend: "+strings.Join(cudaops.BackendNames(), ", "))
+	fs.IntVar(&c.Threads, "threads", c.Threads, "goroutines computing each mini-batch (0 = all CPUs)")
+	fs.StringVar(&c.DataPath, "data", c.DataPath, "dataset folder (default: MNIST from the GoMNIST module in the Go module cache)")
+	fs.Float64Var(&c.Slowdown, "slowdown", c.Slowdown, "stretch this worker's measured compute time by this factor, to emulate a slower GPU")
+	fs.DurationVar(&c.ComputeDelay, "compute-delay", c.ComputeDelay, "add this much to this worker's compute time per iteration")
+	fs.DurationVar(&c.EvalEvery, "eval-every", c.EvalEvery, "evaluate the global parameters this often (done by the live node with the lowest id)")
+	fs.IntVar(&c.EvalSamples, "eval-samples", c.EvalSamples, "test samples per evaluation (0 = the whole test set)")
+	fs.StringVar(&c.Detection, "detection", c.Detection, "failure detection profile: lan (robust, seconds) or fast (loopback tests, sub-second)")
+	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "how long a graceful leave on SIGTERM/SIGINT may take")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	c.Spec.BindFlags(fs)
+}
+
+// LoadSources fills every flag of fs that was not set on the command line,
+// first from the environment (DSSP_ and the flag name in upper case with
+// '-' as '_', e.g. DSSP_GOSSIP_PORT), then from the JSON config file at path
+// (an object keyed by flag name; "" for none). Flags set either way count as
+// explicitly set (fs.Changed), which is what a joiner checks against the
+// mesh's job spec.
+func LoadSources(fs *pflag.FlagSet, path string, environ []string) error {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "DSSP_") {
+			env[k] = v
+		}
+	}
+	file := map[string]json.RawMessage{}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("config file: %w", err)
+		}
+		if err := json.Unmarshal(b, &file); err != nil {
+			return fmt.Errorf("config file %s: not a JSON object of flag names: %v", path, err)
+		}
+		var unknown []string
+		for k := range file {
+			if fs.Lookup(k) == nil {
+				unknown = append(unknown, k)
+			}
+		}
+		if len(unknown) > 0 {
+			sort.Strings(unknown)
+			return fmt.Errorf("config file %s: unknown keys %s", path, strings.Join(unknown, ", "))
+		}
+	}
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed {
+			return
+		}
+		name := "DSSP_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := env[name]; ok {
+			if e := setFlag(fs, f, v); e != nil {
+				err = fmt.Errorf("environment %s=%q: %v", name, v, e)
+			}
+			return
+		}
+		raw, ok := file[f.Name]
+		if !ok {
+			return
+		}
+		v, e := jsonFlagValue(raw)
+		if e == nil {
+			e = setFlag(fs, f, v)
+		}
+		if e != nil {
+			err = fmt.Errorf("config file %s: %q: %v", path, f.Name, e)
+		}
+	})
+	return err
+}
+
+func setFlag(fs *pflag.FlagSet, f *pflag.Flag, v string) error { return fs.Set(f.Name, v) }
+
+// jsonFlagValue turns a JSON scalar or array of scalars into flag text.
+func jsonFlagValue(raw json.RawMessage) (string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var list []any
+	if json.Unmarshal(raw, &list) == nil {
+		parts := make([]string, len(list))
+		for i, v := range list {
+			parts[i] = fmt.Sprint(v)
+		}
+		return strings.Join(parts, ","), nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", err
+	}
+	switch v.(type) {
+	case float64, bool:
+		return strings.TrimSpace(string(raw)), nil
+	}
+	return "", fmt.Errorf("value %s is not a string, number, bool or list", raw)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

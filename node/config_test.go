@@ -1,0 +1,143 @@
+package node
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestConfigValidateNamesTheBadValue(t *testing.T) {
+	cases := []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.Host = "0.0.0.0" }, "--host 0.0.0.0"},
+		{func(c *Config) { c.Host = "nohost" }, `--host "nohost"`},
+		{func(c *Config) { c.GossipPort = 70000 }, "--gossip-port 70000"},
+		{func(c *Config) { c.KeyFile = "" }, "--key FILE is required"},
+		{func(c *Config) { c.Slowdown = 0.5 }, "--slowdown 0.5"},
+		{func(c *Config) { c.Join = []string{"nope"} }, `--join "nope"`},
+		{func(c *Config) { c.Detection = "slow" }, `--detection "slow"`},
+		{func(c *Config) { c.Backend = "tpu" }, `--backend "tpu"`},
+		{func(c *Config) { c.LogLevel = "loud" }, `--log-level "loud"`},
+		{func(c *Config) { c.Spec.Model = "resnet" }, `--model "resnet" unknown`},
+		{func(c *Config) { c.Spec.Paradigm = "fast" }, `--paradigm "fast" unknown`},
+		{func(c *Config) { c.Spec.Paradigm = "dssp"; c.Spec.RMax = -1 }, "--paradigm"},
+		{func(c *Config) { c.Spec.Optimizer = "sgd" }, "--momentum 0.9 needs --optimizer momentum"},
+		{func(c *Config) { c.Spec.Shards = 0 }, "--shards 0"},
+		{func(c *Config) { c.Spec.Replication = 9 }, "--replication 9"},
+		{func(c *Config) { c.Spec.BatchSize = -2 }, "--batch -2"},
+	}
+	for _, tc := range cases {
+		c := DefaultConfig()
+		c.KeyFile = "mesh.key"
+		if err := c.Validate(); err != nil {
+			t.Fatalf("default config: %v", err)
+		}
+		tc.change(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want error containing %q, got %v", tc.want, err)
+		}
+	}
+}
+
+func TestLoadSourcesPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "node.json")
+	os.WriteFile(file, []byte(`{"model": "lenet", "gossip-port": 9000, "quic-port": 9001, "join": ["10.0.0.1:7946", "10.0.0.2:7946"], "insecure": true}`), 0o600)
+	c := DefaultConfig()
+	fs := pflag.NewFlagSet("node", pflag.ContinueOnError)
+	c.BindFlags(fs)
+	if err := fs.Parse([]string{"--gossip-port", "8000"}); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"DSSP_QUIC_PORT=8001", "DSSP_PARADIGM=ssp", "PATH=/bin"}
+	if err := LoadSources(fs, file, env); err != nil {
+		t.Fatal(err)
+	}
+	if c.GossipPort != 8000 || c.QUICPort != 8001 || c.Spec.Model != "lenet" || c.Spec.Paradigm != "ssp" || !c.Insecure {
+		t.Fatalf("flag > env > file violated: %+v", c)
+	}
+	if len(c.Join) != 2 || c.Join[1] != "10.0.0.2:7946" {
+		t.Fatalf("join from file: %v", c.Join)
+	}
+	for _, name := range []string{"model", "paradigm", "gossip-port"} {
+		if !fs.Changed(name) {
+			t.Errorf("%s set from a source should count as explicit", name)
+		}
+	}
+	if fs.Changed("shards") {
+		t.Error("shards was never set")
+	}
+}
+
+func TestLoadSourcesRejectsUnknownKeysAndBadValues(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ body, want string }{
+		{`{"modle": "mlp"}`, "unknown keys modle"},
+		{`{"gossip-port": "high"}`, `"gossip-port"`},
+		{`[1,2]`, "not a JSON object"},
+	} {
+		file := filepath.Join(dir, "c.json")
+		os.WriteFile(file, []byte(tc.body), 0o600)
+		c := DefaultConfig()
+		fs := pflag.NewFlagSet("node", pflag.ContinueOnError)
+		c.BindFlags(fs)
+		err := LoadSources(fs, file, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: want %q, got %v", tc.body, tc.want, err)
+		}
+	}
+	c := DefaultConfig()
+	fs := pflag.NewFlagSet("node", pflag.ContinueOnError)
+	c.BindFlags(fs)
+	if err := LoadSources(fs, "", []string{"DSSP_SHARDS=many"}); err == nil || !strings.Contains(err.Error(), "DSSP_SHARDS") {
+		t.Errorf("bad env value: %v", err)
+	}
+}
+
+func TestSpecAdoptConflicts(t *testing.T) {
+	meshSpec := DefaultJobSpec()
+	mine := meshSpec
+	mine.Model, mine.Shards = "lenet", 8
+	explicit := map[string]bool{"model": true}
+	err := mine.CheckAdopt(meshSpec, func(f string) bool { return explicit[f] })
+	var ce *SpecConflictError
+	if !errors.As(err, &ce) || len(ce.Flags) != 1 || ce.Flags[0] != "--model lenet (mesh: mlp)" {
+		t.Fatalf("want one conflict on --model, got %v", err)
+	}
+	// A non-explicit difference (a default) is adopted silently, and an
+	// explicit flag equal to the mesh's value is fine.
+	explicit = map[string]bool{"paradigm": true}
+	if err := mine.CheckAdopt(meshSpec, func(f string) bool { return explicit[f] }); err != nil {
+		t.Fatalf("no conflict expected: %v", err)
+	}
+}
+
+func TestSpecRoundTripAndPolicy(t *testing.T) {
+	s := DefaultJobSpec()
+	b, err := MarshalSpec(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := UnmarshalSpec(b)
+	if err != nil || got != s {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	if _, err := UnmarshalSpec([]byte(`{"model":"mlp"}`)); err == nil {
+		t.Fatal("a spec missing fields must not validate")
+	}
+	for p, want := range map[string]string{"bsp": "bsp", "asp": "asp", "ssp": "ssp:3", "dssp": "dssp:3:12", "dssp-paper": "dssp-paper:3:12"} {
+		s.Paradigm = p
+		if s.PolicyText() != want {
+			t.Errorf("%s: %s", p, s.PolicyText())
+		}
+		if _, err := s.Policy(); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}

@@ -1,0 +1,191 @@
+package node
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"dsspmesh/mesh"
+)
+
+// DataDir is a node's folder: its id (kept for life, so a restarted node is
+// the same member, worker and Raft voter), the job spec it trains, the gossip
+// addresses of peers last seen (seeds for a restart without --join), and the
+// Raft state of its shards (raftstore.ShardDir). An exclusive lock keeps a
+// second process off the same folder.
+type DataDir struct {
+	Path string
+	ID   mesh.NodeID
+	lock *os.File
+}
+
+const (
+	idFile    = "node-id"
+	specFile  = "spec.json"
+	peersFile = "peers.json"
+	lockFile  = "LOCK"
+)
+
+// OpenDataDir creates path if needed, checks it is a writable folder, locks
+// it, and reads or creates the node id. Every error names the folder.
+func OpenDataDir(path string) (*DataDir, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", path, err)
+	}
+	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("data dir %s is not a directory", abs)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s cannot be created: %w", abs, unwrapPath(err))
+	}
+	probe, err := os.CreateTemp(abs, ".probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s is not writable: %w", abs, unwrapPath(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if _, err := os.ReadDir(abs); err != nil {
+		return nil, fmt.Errorf("data dir %s is not readable: %w", abs, unwrapPath(err))
+	}
+	lock, err := os.OpenFile(filepath.Join(abs, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s: lock: %w", abs, unwrapPath(err))
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("data dir %s is in use by another dssp node", abs)
+	}
+	d := &DataDir{Path: abs, lock: lock}
+	if d.ID, err = d.loadOrCreateID(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close releases the lock.
+func (d *DataDir) Close() error {
+	if d.lock == nil {
+		return nil
+	}
+	err := d.lock.Close()
+	d.lock = nil
+	return err
+}
+
+func (d *DataDir) loadOrCreateID() (mesh.NodeID, error) {
+	b, err := os.ReadFile(filepath.Join(d.Path, idFile))
+	if err == nil {
+		id := mesh.NodeID(strings.TrimSpace(string(b)))
+		if err := id.Validate(); err != nil {
+			return "", fmt.Errorf("data dir %s: %s holds a bad node id %q: %w", d.Path, idFile, id, err)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
+	}
+	var r [4]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", err
+	}
+	id := mesh.NodeID("node-" + hex.EncodeToString(r[:]))
+	if err := d.writeFile(idFile, []byte(string(id)+"\n")); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// Spec returns the persisted job spec; ok is false when there is none yet
+// (a node that never trained).
+func (d *DataDir) Spec() (spec JobSpec, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(d.Path, specFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return JobSpec{}, false, nil
+	}
+	if err != nil {
+		return JobSpec{}, false, fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
+	}
+	spec, err = UnmarshalSpec(b)
+	if err != nil {
+		return JobSpec{}, false, fmt.Errorf("data dir %s: %s: %w", d.Path, specFile, err)
+	}
+	return spec, true, nil
+}
+
+// SetSpec persists the job spec.
+func (d *DataDir) SetSpec(s JobSpec) error {
+	b, err := MarshalSpec(s)
+	if err != nil {
+		return err
+	}
+	return d.writeFile(specFile, b)
+}
+
+// Peers returns the gossip addresses last persisted (nil if none).
+func (d *DataDir) Peers() []string {
+	b, err := os.ReadFile(filepath.Join(d.Path, peersFile))
+	if err != nil {
+		return nil
+	}
+	var peers []string
+	if json.Unmarshal(b, &peers) != nil {
+		return nil
+	}
+	return peers
+}
+
+// SetPeers persists the gossip addresses of the other live members.
+func (d *DataDir) SetPeers(peers []string) error {
+	b, err := json.Marshal(peers)
+	if err != nil {
+		return err
+	}
+	return d.writeFile(peersFile, b)
+}
+
+// writeFile replaces name atomically: a crash leaves the old or the new
+// content, never a torn file.
+func (d *DataDir) writeFile(name string, b []byte) error {
+	tmp, err := os.CreateTemp(d.Path, "."+name+".*")
+	if err != nil {
+		return fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
+	}
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(d.Path, name))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("data dir %s: write %s: %w", d.Path, name, unwrapPath(err))
+	}
+	if dir, err := os.Open(d.Path); err == nil {
+		dir.Sync()
+		dir.Close()
+	}
+	return nil
+}
+
+// unwrapPath drops the *PathError wrapper, whose path the caller already
+// names, so messages stay on one line without repeating it.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

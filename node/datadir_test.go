@@ -1,0 +1,61 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDataDirKeepsIDSpecAndPeers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	d, err := OpenDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := d.ID
+	if _, ok, err := d.Spec(); ok || err != nil {
+		t.Fatalf("fresh dir has a spec: %v %v", ok, err)
+	}
+	spec := DefaultJobSpec()
+	spec.Paradigm = "ssp"
+	if err := d.SetSpec(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetPeers([]string{"127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenDataDir(dir); err == nil || !strings.Contains(err.Error(), "in use by another dssp node") {
+		t.Fatalf("second open of a locked dir: %v", err)
+	}
+	d.Close()
+	d2, err := OpenDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	got, ok, err := d2.Spec()
+	if d2.ID != id || !ok || err != nil || got != spec {
+		t.Fatalf("after reopen: id %s (want %s), spec %+v %v %v", d2.ID, id, got, ok, err)
+	}
+	if p := d2.Peers(); len(p) != 1 || p[0] != "127.0.0.1:1" {
+		t.Fatalf("peers: %v", p)
+	}
+}
+
+func TestDataDirErrorsNameTheFolder(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	if _, err := OpenDataDir(file); err == nil || !strings.Contains(err.Error(), file+" is not a directory") {
+		t.Fatalf("file as data dir: %v", err)
+	}
+	under := filepath.Join(file, "sub")
+	if _, err := OpenDataDir(under); err == nil || !strings.Contains(err.Error(), under) || strings.Count(err.Error(), "\n") > 0 {
+		t.Fatalf("data dir under a file: %v", err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, idFile), []byte("bad id!\n"), 0o600)
+	if _, err := OpenDataDir(dir); err == nil || !strings.Contains(err.Error(), "bad node id") {
+		t.Fatalf("corrupt id: %v", err)
+	}
+}

@@ -1,0 +1,26 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
+)
+
+// bindError names the flag and address of a socket that could not be bound,
+// saying plainly when the port is taken.
+func bindError(flag, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s: address already in use (another dssp node, or another program, holds the port)", flag, addr)
+	}
+	return fmt.Errorf("%s %s: %v", flag, addr, err)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", s)
+	}
+	return l, nil
+}

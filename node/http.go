@@ -1,0 +1,51 @@
+package node
+
+import (
+	_ "embed"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+//go:embed dashboard.html
+var dashboardHTML []byte
+
+// NewHTTPHandler serves the dashboard at /, the node's [Status] as JSON at
+// /status and Prometheus metrics at /metrics. status must be safe for
+// concurrent use.
+func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(dashboardHTML)
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(status())
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// listenHTTP binds addr before anything else starts, so a port in use is
+// reported at once and by name.
+func listenHTTP(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, bindError("--http-addr", addr, err)
+	}
+	return ln, nil
+}
+
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+}
+
+func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }

@@ -1,0 +1,116 @@
+package node
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+func sampleStatus() Status {
+	return Status{
+		Node: "node-a", Phase: "training", Policy: "dssp:3:12",
+		Members: []MemberStatus{{ID: "node-a"}, {ID: "node-b"}},
+		Shards: []ShardStatus{{ID: 0, Leader: "node-a", Term: 3, Local: "leader", Pushes: 42},
+			{ID: 1, Leader: "node-b", Term: 2, Local: "follower", Pushes: 40}},
+		Workers:   []WorkerStatus{{ID: "node-a", Clock: 12, Gap: 2, Grant: 1}, {ID: "node-b", Clock: 10, Waiting: true}},
+		Worker:    &LocalWorker{Iter: 12, Slowdown: 1},
+		Eval:      &EvalResult{Accuracy: 0.91, Loss: 0.3, Samples: 10000, At: time.Unix(100, 0), By: "node-a"},
+		Transport: TransportStatus{FrameErrors: 1, DialFailures: 2},
+	}
+}
+
+func TestHTTPServesStatusMetricsAndDashboard(t *testing.T) {
+	status := sampleStatus
+	m := NewMetrics(status)
+	m.Iterations.Add(12)
+	srv := httptest.NewServer(NewHTTPHandler(status, m))
+	defer srv.Close()
+
+	res, err := http.Get(srv.URL + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Status
+	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got.Node != "node-a" || len(got.Workers) != 2 || got.Eval.Accuracy != 0.91 || got.Shards[1].Leader != "node-b" {
+		t.Fatalf("/status: %+v", got)
+	}
+
+	res, err = http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	value := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		f, ok := fams[name]
+		if !ok {
+			t.Fatalf("metric %s missing", name)
+		}
+	next:
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+					continue next
+				}
+			}
+			if m.Gauge != nil {
+				return m.Gauge.GetValue()
+			}
+			return m.Counter.GetValue()
+		}
+		t.Fatalf("metric %s%v missing", name, labels)
+		return 0
+	}
+	checks := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"dssp_members", nil, 2},
+		{"dssp_worker_clock", map[string]string{"worker": "node-b"}, 10},
+		{"dssp_worker_gap", map[string]string{"worker": "node-a"}, 2},
+		{"dssp_worker_grant", map[string]string{"worker": "node-a"}, 1},
+		{"dssp_worker_waiting", map[string]string{"worker": "node-b"}, 1},
+		{"dssp_shard_leader", map[string]string{"shard": "0"}, 1},
+		{"dssp_shard_leader", map[string]string{"shard": "1"}, 0},
+		{"dssp_shard_term", map[string]string{"shard": "0"}, 3},
+		{"dssp_shard_pushes_applied", map[string]string{"shard": "1"}, 40},
+		{"dssp_transport_errors", map[string]string{"kind": "dial"}, 2},
+		{"dssp_eval_accuracy", nil, 0.91},
+		{"dssp_worker_iterations_total", nil, 12},
+	}
+	for _, c := range checks {
+		if v := value(c.name, c.labels); v != c.want {
+			t.Errorf("%s%v = %g, want %g", c.name, c.labels, v, c.want)
+		}
+	}
+
+	res, err = http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), `fetch("/status"`) || res.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("dashboard: %s", res.Header.Get("Content-Type"))
+	}
+	if res, _ := http.Get(srv.URL + "/nothing"); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown path: %d", res.StatusCode)
+	}
+}

@@ -1,0 +1,18 @@
+// Package launch is `dssp up`: it starts N real `dssp node` processes on
+// loopback (the running binary itself, so `go run ./cmd/dssp up` works on a
+// fresh clone), polls each node's /status, shows live progress, stops at a
+// target accuracy or a time limit, and writes a report (CSV and PNG plots).
+// With chaos on it kills a random non-bootstrap node with SIGKILL every
+// period, restarts it on the same data directory and ports, and measures
+// how long the survivors take to train again and the restarted node to
+// rejoin.
+//
+// # Contract
+//
+// [Run] blocks until the run ends (target, time limit, ctx cancelled or the
+// bootstrap node exiting) and always stops every child it started: SIGTERM,
+// then SIGKILL after a grace period. Children are the only processes it
+// signals. Each node's log is kept in its folder under the run directory.
+// Polling uses short HTTP timeouts; a node that does not answer shows as
+// down in the progress view and in the CSV, it does not stop the run.
+package launch

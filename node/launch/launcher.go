@@ -1,0 +1,324 @@
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"dsspmesh/mesh"
+	"dsspmesh/node"
+)
+
+// Config is one `dssp up` run.
+type Config struct {
+	Binary    string    // the dssp binary to start (os.Executable())
+	Nodes     int       // how many node processes
+	Dir       string    // run folder (data dirs, logs, key); "" = a temp folder removed at the end
+	ReportDir string    // where the CSV and plots go
+	Slowdown  []float64 // per-node --slowdown, cycled; nil = all 1
+	TargetAcc float64   // stop when the mesh's test accuracy reaches this (0 = never)
+	TimeLimit time.Duration
+	// Chaos, if positive, kills a random non-bootstrap node every Chaos and
+	// restarts it ChaosDown later on the same data dir and ports.
+	Chaos     time.Duration
+	ChaosDown time.Duration
+	Seed      uint64 // chaos victims
+	Poll      time.Duration
+	// NodeArgs go to every node; SpecArgs (the job) only to the bootstrap
+	// node, which is how a real mesh works: joiners adopt its spec.
+	NodeArgs []string
+	SpecArgs []string
+	Out      io.Writer // progress view
+}
+
+// DefaultConfig is four nodes until 97% test accuracy or 30 minutes.
+func DefaultConfig() Config {
+	return Config{Nodes: 4, ReportDir: "report", TargetAcc: 0.97, TimeLimit: 30 * time.Minute,
+		ChaosDown: 5 * time.Second, Seed: 1, Poll: time.Second}
+}
+
+// Validate names the first bad value.
+func (c Config) Validate() error {
+	switch {
+	case c.Binary == "":
+		return errors.New("up: no dssp binary to start")
+	case c.Nodes < 1 || c.Nodes > 64:
+		return fmt.Errorf("--nodes %d outside 1..64", c.Nodes)
+	case c.TargetAcc < 0 || c.TargetAcc > 1:
+		return fmt.Errorf("--target-acc %g outside [0,1]", c.TargetAcc)
+	case c.TimeLimit <= 0:
+		return fmt.Errorf("--time-limit %v must be > 0", c.TimeLimit)
+	case c.Chaos < 0:
+		return fmt.Errorf("--chaos %v must be >= 0", c.Chaos)
+	case c.Chaos > 0 && c.Nodes < 2:
+		return fmt.Errorf("--chaos needs --nodes >= 2 (the bootstrap node is never killed), got %d", c.Nodes)
+	case c.Chaos > 0 && (c.ChaosDown <= 0 || c.ChaosDown >= c.Chaos):
+		return fmt.Errorf("--chaos-down %v must be > 0 and shorter than --chaos %v", c.ChaosDown, c.Chaos)
+	case c.Poll <= 0:
+		return fmt.Errorf("--poll %v must be > 0", c.Poll)
+	case c.ReportDir == "":
+		return errors.New("--report must not be empty")
+	}
+	for _, s := range c.Slowdown {
+		if !(s >= 1) {
+			return fmt.Errorf("--slowdown %g must be >= 1", s)
+		}
+	}
+	return nil
+}
+
+// Proc is one child node process.
+type Proc struct {
+	Index   int
+	DataDir string
+	Gossip  string
+	QUIC    string
+	HTTP    string
+	LogPath string
+
+	args   []string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // why it exited, valid once exited is closed
+}
+
+// Alive reports whether the process is running.
+func (p *Proc) Alive() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Mesh is a set of node processes on loopback sharing one mesh key.
+type Mesh struct {
+	Binary string
+	Dir    string
+	Key    string
+	Procs  []*Proc
+	log    *slog.Logger
+}
+
+// NewMesh prepares n nodes under dir: a mesh key, a data folder and free
+// loopback ports for each. Nothing runs until Start.
+func NewMesh(binary, dir string, n int, log *slog.Logger) (*Mesh, error) {
+	m := &Mesh{Binary: binary, Dir: dir, Key: filepath.Join(dir, "mesh.key"), log: log}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("up: run folder %s: %w", dir, err)
+	}
+	if _, err := os.Stat(m.Key); errors.Is(err, os.ErrNotExist) {
+		if err := mesh.WriteKeyFile(m.Key); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < n; i++ {
+		ports, err := FreePorts(3)
+		if err != nil {
+			return nil, err
+		}
+		p := &Proc{
+			Index:   i,
+			DataDir: filepath.Join(dir, fmt.Sprintf("node%d", i)),
+			Gossip:  net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+			QUIC:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
+			HTTP:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2])),
+		}
+		p.LogPath = filepath.Join(dir, fmt.Sprintf("node%d.log", i))
+		p.args = []string{"node",
+			"--data-dir", p.DataDir, "--host", "127.0.0.1",
+			"--gossip-port", strconv.Itoa(ports[0]), "--quic-port", strconv.Itoa(ports[1]),
+			"--http-addr", p.HTTP, "--key", m.Key,
+		}
+		if i > 0 {
+			p.args = append(p.args, "--join", m.Procs[0].Gossip)
+		}
+		m.Procs = append(m.Procs, p)
+	}
+	return m, nil
+}
+
+// AddArgs appends flags to node i's command line (before it starts).
+func (m *Mesh) AddArgs(i int, args ...string) { m.Procs[i].args = append(m.Procs[i].args, args...) }
+
+// Start starts node i (again, after a kill: same data dir and ports). Its
+// output goes to its log file.
+func (m *Mesh) Start(i int) error {
+	p := m.Procs[i]
+	if p.Alive() {
+		return fmt.Errorf("up: node %d already running", i)
+	}
+	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("up: node %d log: %w", i, err)
+	}
+	cmd := exec.Command(m.Binary, p.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The children must not outlive the launcher, even if it is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("up: start node %d: %w", i, err)
+	}
+	p.cmd, p.exited = cmd, make(chan struct{})
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		close(p.exited)
+	}()
+	m.log.Debug("node started", "node", i, "pid", cmd.Process.Pid, "http", p.HTTP)
+	return nil
+}
+
+// Kill sends SIGKILL to node i and waits for it to exit.
+func (m *Mesh) Kill(i int) error {
+	p := m.Procs[i]
+	if !p.Alive() {
+		return fmt.Errorf("up: node %d is not running", i)
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	return nil
+}
+
+// Stop sends SIGTERM to every live node and SIGKILL to those still running
+// after grace.
+func (m *Mesh) Stop(grace time.Duration) {
+	var wg sync.WaitGroup
+	for _, p := range m.Procs {
+		if !p.Alive() {
+			continue
+		}
+		wg.Add(1)
+		go func(p *Proc) {
+			defer wg.Done()
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(grace):
+				p.cmd.Process.Signal(syscall.SIGKILL)
+				<-p.exited
+			}
+		}(p)
+	}
+	wg.Wait()
+}
+
+// Exited returns the exit error of a node that stopped, with the tail of its
+// log, or nil while it runs.
+func (m *Mesh) Exited(i int) error {
+	p := m.Procs[i]
+	if p.cmd == nil || p.Alive() {
+		return nil
+	}
+	return fmt.Errorf("node %d exited (%v): %s", i, p.err, LogTail(p.LogPath, 3))
+}
+
+// LogTail returns the last n lines of a log file, for error messages.
+func LogTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := splitLines(string(b))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	out := ""
+	for i, l := range lines {
+		if i > 0 {
+			out += " | "
+		}
+		out += l
+	}
+	return out
+}
+
+func splitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+var httpClient = &http.Client{Timeout: 2 * time.Second}
+
+// FetchStatus reads a node's /status.
+func FetchStatus(ctx context.Context, addr string) (node.Status, error) {
+	var s node.Status
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
+	if err != nil {
+		return s, err
+	}
+	res, err := httpClient.Do(req)
+	if err != nil {
+		return s, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return s, fmt.Errorf("GET http://%s/status: %s", addr, res.Status)
+	}
+	if err := json.NewDecoder(res.Body).Decode(&s); err != nil {
+		return s, fmt.Errorf("GET http://%s/status: %w", addr, err)
+	}
+	return s, nil
+}
+
+// FreePorts returns n distinct loopback ports that were free for both TCP
+// and UDP a moment ago (gossip needs both on one port).
+func FreePorts(n int) ([]int, error) {
+	var out []int
+	var held []io.Closer
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for tries := 0; len(out) < n && tries < 100; tries++ {
+		tl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("up: no free port: %w", err)
+		}
+		port := tl.Addr().(*net.TCPAddr).Port
+		ul, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			tl.Close()
+			continue
+		}
+		held = append(held, tl, ul)
+		out = append(out, port)
+	}
+	if len(out) < n {
+		return nil, errors.New("up: could not find free loopback ports")
+	}
+	return out, nil
+}
+
+func pick(r *rand.Rand, alive []int) int { return alive[r.IntN(len(alive))] }

@@ -1,0 +1,437 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"dsspmesh/node"
+)
+
+// Sample is one poll of one node.
+type Sample struct {
+	Elapsed time.Duration
+	Node    int
+	ID      string
+	Up      bool
+	Worker  node.LocalWorker
+}
+
+// EvalPoint is one evaluation of the global parameters.
+type EvalPoint struct {
+	Elapsed  time.Duration
+	Accuracy float64
+	Loss     float64
+	By       string
+}
+
+// ChaosEvent is one kill and restart.
+type ChaosEvent struct {
+	Node   int
+	ID     string
+	Killed time.Duration // since the start of the run
+	// Recovered is how long after the kill a survivor first showed every
+	// shard led by a live node and the victim gone from its clock table;
+	// Resumed how long until every survivor's worker completed an iteration
+	// after that. Rejoined is how long after the restart the victim's own
+	// worker completed an iteration. Zero while not (yet) observed.
+	Recovered time.Duration
+	Resumed   time.Duration
+	Restarted time.Duration
+	Rejoined  time.Duration
+
+	itersAtRecovery map[int]uint64
+	iterAtRestart   uint64
+	restartSeen     bool
+}
+
+// Result is what a run observed.
+type Result struct {
+	Elapsed   time.Duration
+	Reached   bool // the target accuracy was reached
+	Final     *EvalPoint
+	Samples   []Sample
+	Evals     []EvalPoint
+	Chaos     []ChaosEvent
+	ReportDir string
+}
+
+// Run starts the mesh, watches it until the target, the time limit or ctx,
+// stops it and writes the report.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "dssp-up-*")
+		if err != nil {
+			return nil, fmt.Errorf("up: temp folder: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	m, err := NewMesh(cfg.Binary, dir, cfg.Nodes, log)
+	if err != nil {
+		return nil, err
+	}
+	for i := range m.Procs {
+		if len(cfg.Slowdown) > 0 {
+			m.AddArgs(i, "--slowdown", strconv.FormatFloat(cfg.Slowdown[i%len(cfg.Slowdown)], 'g', -1, 64))
+		}
+		m.AddArgs(i, cfg.NodeArgs...)
+	}
+	m.AddArgs(0, cfg.SpecArgs...)
+	defer m.Stop(10 * time.Second)
+
+	out := cfg.Out
+	fmt.Fprintf(out, "starting %d dssp nodes on loopback in %s (logs: node*.log)\n", cfg.Nodes, dir)
+	if err := m.Start(0); err != nil {
+		return nil, err
+	}
+	// Joiners need the bootstrap node's gossip port open.
+	if err := waitUp(ctx, m, 0, 60*time.Second); err != nil {
+		return nil, err
+	}
+	for i := 1; i < cfg.Nodes; i++ {
+		if err := m.Start(i); err != nil {
+			return nil, err
+		}
+	}
+	w := &watcher{cfg: cfg, mesh: m, start: time.Now(), view: newView(out), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed))}
+	res, err := w.loop(ctx)
+	if err != nil {
+		return res, err
+	}
+	m.Stop(10 * time.Second)
+	if err := WriteReport(cfg.ReportDir, res); err != nil {
+		return res, err
+	}
+	res.ReportDir = cfg.ReportDir
+	return res, nil
+}
+
+func waitUp(ctx context.Context, m *Mesh, i int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if err := m.Exited(i); err != nil {
+			return err
+		}
+		if _, err := FetchStatus(ctx, m.Procs[i].HTTP); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("up: node %d did not answer on http://%s/status within %v; see %s", i, m.Procs[i].HTTP, limit, m.Procs[i].LogPath)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+type watcher struct {
+	cfg   Config
+	mesh  *Mesh
+	start time.Time
+	view  *view
+	rng   *rand.Rand
+	res   Result
+
+	nextChaos   time.Time
+	pendingBack []pendingRestart
+	lastEvalAt  time.Time
+}
+
+type pendingRestart struct {
+	node  int
+	at    time.Time
+	event int
+}
+
+func (w *watcher) loop(ctx context.Context) (*Result, error) {
+	tick := time.NewTicker(w.cfg.Poll)
+	defer tick.Stop()
+	if w.cfg.Chaos > 0 {
+		w.nextChaos = w.start.Add(w.cfg.Chaos)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			w.finish()
+			return &w.res, nil
+		case <-tick.C:
+		}
+		now := time.Now()
+		statuses := w.poll(ctx)
+		w.record(now, statuses)
+		w.chaos(now, statuses)
+		w.view.render(w, now, statuses)
+		if err := w.mesh.Exited(0); err != nil {
+			w.finish()
+			return &w.res, fmt.Errorf("up: the bootstrap %w", err)
+		}
+		if f := w.res.Final; f != nil && w.cfg.TargetAcc > 0 && f.Accuracy >= w.cfg.TargetAcc {
+			w.res.Reached = true
+			w.finish()
+			fmt.Fprintf(w.cfg.Out, "reached %.2f%% test accuracy (target %.2f%%) after %s\n",
+				100*f.Accuracy, 100*w.cfg.TargetAcc, f.Elapsed.Round(100*time.Millisecond))
+			return &w.res, nil
+		}
+		if now.Sub(w.start) >= w.cfg.TimeLimit {
+			w.finish()
+			fmt.Fprintf(w.cfg.Out, "time limit %v reached", w.cfg.TimeLimit)
+			if f := w.res.Final; f != nil {
+				fmt.Fprintf(w.cfg.Out, " at %.2f%% test accuracy", 100*f.Accuracy)
+			}
+			fmt.Fprintln(w.cfg.Out)
+			return &w.res, nil
+		}
+	}
+}
+
+func (w *watcher) finish() { w.res.Elapsed = time.Since(w.start) }
+
+func (w *watcher) poll(ctx context.Context) []*node.Status {
+	out := make([]*node.Status, len(w.mesh.Procs))
+	var wg sync.WaitGroup
+	for i, p := range w.mesh.Procs {
+		if !p.Alive() {
+			continue
+		}
+		wg.Add(1)
+		go func(i int, addr string) {
+			defer wg.Done()
+			if s, err := FetchStatus(ctx, addr); err == nil {
+				out[i] = &s
+			}
+		}(i, p.HTTP)
+	}
+	wg.Wait()
+	return out
+}
+
+func (w *watcher) record(now time.Time, st []*node.Status) {
+	el := now.Sub(w.start)
+	var latest *node.EvalResult
+	for i, s := range st {
+		smp := Sample{Elapsed: el, Node: i, Up: s != nil}
+		if s != nil {
+			smp.ID = s.Node
+			if s.Worker != nil {
+				smp.Worker = *s.Worker
+			}
+			if s.Eval != nil && (latest == nil || s.Eval.At.After(latest.At)) {
+				latest = s.Eval
+			}
+		}
+		w.res.Samples = append(w.res.Samples, smp)
+	}
+	if latest != nil && latest.At.After(w.lastEvalAt) {
+		w.lastEvalAt = latest.At
+		p := EvalPoint{Elapsed: latest.At.Sub(w.start), Accuracy: latest.Accuracy, Loss: latest.Loss, By: latest.By}
+		w.res.Evals = append(w.res.Evals, p)
+		w.res.Final = &p
+	}
+}
+
+// chaos kills and restarts nodes and measures recoveries.
+func (w *watcher) chaos(now time.Time, st []*node.Status) {
+	if w.cfg.Chaos <= 0 {
+		return
+	}
+	el := now.Sub(w.start)
+	for k := range w.res.Chaos {
+		w.observeRecovery(&w.res.Chaos[k], el, st)
+	}
+	var keep []pendingRestart
+	for _, p := range w.pendingBack {
+		if now.Before(p.at) {
+			keep = append(keep, p)
+			continue
+		}
+		if err := w.mesh.Start(p.node); err != nil {
+			fmt.Fprintf(w.cfg.Out, "chaos: restart node %d: %v\n", p.node, err)
+			continue
+		}
+		w.res.Chaos[p.event].Restarted = el
+	}
+	w.pendingBack = keep
+	if now.Before(w.nextChaos) {
+		return
+	}
+	w.nextChaos = now.Add(w.cfg.Chaos)
+	var alive []int
+	for i := 1; i < len(w.mesh.Procs); i++ {
+		if w.mesh.Procs[i].Alive() && st[i] != nil {
+			alive = append(alive, i)
+		}
+	}
+	if len(alive) == 0 {
+		return
+	}
+	victim := pick(w.rng, alive)
+	ev := ChaosEvent{Node: victim, ID: st[victim].Node, Killed: el}
+	if err := w.mesh.Kill(victim); err != nil {
+		return
+	}
+	w.res.Chaos = append(w.res.Chaos, ev)
+	w.pendingBack = append(w.pendingBack, pendingRestart{node: victim, at: now.Add(w.cfg.ChaosDown), event: len(w.res.Chaos) - 1})
+}
+
+func (w *watcher) observeRecovery(ev *ChaosEvent, el time.Duration, st []*node.Status) {
+	if ev.Recovered == 0 {
+		for i, s := range st {
+			if s == nil || i == ev.Node || !Recovered(s, ev.ID) {
+				continue
+			}
+			ev.Recovered = el - ev.Killed
+			ev.itersAtRecovery = map[int]uint64{}
+			for j, s2 := range st {
+				if s2 != nil && j != ev.Node && s2.Worker != nil {
+					ev.itersAtRecovery[j] = s2.Worker.Iter
+				}
+			}
+			break
+		}
+	} else if ev.Resumed == 0 {
+		all := true
+		for j, it := range ev.itersAtRecovery {
+			if st[j] == nil || st[j].Worker == nil || st[j].Worker.Iter <= it {
+				all = false
+			}
+		}
+		if all {
+			ev.Resumed = el - ev.Killed
+		}
+	}
+	if ev.Restarted > 0 && ev.Rejoined == 0 {
+		if s := st[ev.Node]; s != nil && s.Worker != nil && s.Phase == "training" {
+			if !ev.restartSeen {
+				ev.restartSeen, ev.iterAtRestart = true, s.Worker.Iter
+			} else if s.Worker.Iter > ev.iterAtRestart {
+				ev.Rejoined = el - ev.Restarted
+			}
+		}
+	}
+}
+
+// Recovered reports whether, in s, every shard has a live leader and the
+// worker dead is no longer in the clock table.
+func Recovered(s *node.Status, dead string) bool {
+	live := map[string]bool{}
+	for _, m := range s.Members {
+		live[m.ID] = true
+	}
+	if live[dead] || len(s.Shards) == 0 {
+		return false
+	}
+	for _, sh := range s.Shards {
+		if sh.Leader == "" || !live[sh.Leader] {
+			return false
+		}
+	}
+	for _, wk := range s.Workers {
+		if wk.ID == dead {
+			return false
+		}
+	}
+	return len(s.Workers) > 0
+}
+
+// view is the live progress display: redrawn in place on a terminal,
+// printed every few seconds otherwise.
+type view struct {
+	w     io.Writer
+	tty   bool
+	lines int
+	last  time.Time
+}
+
+func newView(w io.Writer) *view {
+	v := &view{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			v.tty = true
+		}
+	}
+	return v
+}
+
+func (v *view) render(wt *watcher, now time.Time, st []*node.Status) {
+	if !v.tty && now.Sub(v.last) < 5*time.Second {
+		return
+	}
+	v.last = now
+	var b strings.Builder
+	el := now.Sub(wt.start).Round(time.Second)
+	acc := "—"
+	if f := wt.res.Final; f != nil {
+		acc = fmt.Sprintf("%.2f%% (by %s)", 100*f.Accuracy, f.By)
+	}
+	fmt.Fprintf(&b, "%s  test accuracy %s  target %.2f%%\n", el, acc, 100*wt.cfg.TargetAcc)
+	var maxIter uint64 = 1
+	for _, s := range st {
+		if s != nil && s.Worker != nil && s.Worker.Iter > maxIter {
+			maxIter = s.Worker.Iter
+		}
+	}
+	for i, s := range st {
+		if s == nil {
+			fmt.Fprintf(&b, "  node%-2d %-14s down\n", i, "")
+			continue
+		}
+		if s.Worker == nil {
+			fmt.Fprintf(&b, "  node%-2d %-14s %s (not training)\n", i, s.Node, s.Phase)
+			continue
+		}
+		wk := s.Worker
+		const width = 24
+		filled := int(width * wk.Iter / maxIter)
+		wait := 0.0
+		if t := wk.ComputeSeconds + wk.WaitSeconds; t > 0 {
+			wait = 100 * wk.WaitSeconds / t
+		}
+		fmt.Fprintf(&b, "  node%-2d %-14s %s%s iter %6d  %6.1f it/s  wait %4.1f%%  loss %.3f  %s\n",
+			i, s.Node, strings.Repeat("█", filled), strings.Repeat("·", width-filled),
+			wk.Iter, wk.ItersPerSec, wait, wk.Loss, s.Phase)
+	}
+	for _, ev := range wt.res.Chaos {
+		fmt.Fprintf(&b, "  chaos: %s\n", ev.summary())
+	}
+	text := b.String()
+	if v.tty && v.lines > 0 {
+		fmt.Fprintf(v.w, "\x1b[%dA\x1b[J", v.lines)
+	}
+	v.lines = strings.Count(text, "\n")
+	fmt.Fprint(v.w, text)
+}
+
+func (ev ChaosEvent) summary() string {
+	d := func(x time.Duration) string {
+		if x == 0 {
+			return "—"
+		}
+		return x.Round(100 * time.Millisecond).String()
+	}
+	return fmt.Sprintf("killed node%d (%s) at %s: recovered after %s, survivors training after %s; restarted at %s, rejoined after %s",
+		ev.Node, ev.ID, d(ev.Killed), d(ev.Recovered), d(ev.Resumed), d(ev.Restarted), d(ev.Rejoined))
+}
+
+// Summary lists the chaos events, one per line.
+func (r *Result) Summary() []string {
+	var out []string
+	for _, ev := range r.Chaos {
+		out = append(out, ev.summary())
+	}
+	return slices.Clip(out)
+}

@@ -1,0 +1,108 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics is a node's Prometheus registry. Counters of the worker loop are
+// incremented where things happen; everything that describes state (clocks,
+// gaps, grants, leaders, terms, membership, transport errors, accuracy) is
+// read from [Status] at scrape time, so /metrics and /status never disagree.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Iterations prometheus.Counter
+	Samples    prometheus.Counter
+	ComputeSec prometheus.Counter
+	WaitSec    prometheus.Counter
+	Redirects  prometheus.Counter
+	Retries    prometheus.Counter
+	Evals      prometheus.Counter
+}
+
+// NewMetrics builds the registry; status is called on every scrape and must
+// be safe for concurrent use.
+func NewMetrics(status func() Status) *Metrics {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "dssp", Name: name, Help: help})
+	}
+	m := &Metrics{
+		Registry:   prometheus.NewRegistry(),
+		Iterations: counter("worker_iterations_total", "Iterations this node's worker completed (every shard released the push)."),
+		Samples:    counter("worker_samples_total", "Training samples behind this worker's completed iterations."),
+		ComputeSec: counter("worker_compute_seconds_total", "Seconds this worker spent computing gradients, slowdown included."),
+		WaitSec:    counter("worker_wait_seconds_total", "Seconds this worker spent between sending a push and the last shard's release."),
+		Redirects:  counter("worker_redirects_total", "Pushes redirected by a NotLeader answer."),
+		Retries:    counter("worker_push_retries_total", "Pushes resent after a transport error or timeout."),
+		Evals:      counter("evaluations_total", "Evaluations of the global parameters made by this node."),
+	}
+	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Redirects, m.Retries, m.Evals,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&statusCollector{status: status})
+	return m
+}
+
+var (
+	descMembers   = prometheus.NewDesc("dssp_members", "Live members in this node's membership view.", nil, nil)
+	descClock     = prometheus.NewDesc("dssp_worker_clock", "Worker clock (pushes applied) in the clock table of the lowest shard this node leads.", []string{"worker"}, nil)
+	descGap       = prometheus.NewDesc("dssp_worker_gap", "Worker clock minus the slowest live worker's.", []string{"worker"}, nil)
+	descGrant     = prometheus.NewDesc("dssp_worker_grant", "DSSP extra iterations still granted to the worker.", []string{"worker"}, nil)
+	descWaiting   = prometheus.NewDesc("dssp_worker_waiting", "1 while the worker's push is held by the gate.", []string{"worker"}, nil)
+	descLeader    = prometheus.NewDesc("dssp_shard_leader", "1 if this node leads the shard, 0 if it only hosts a replica.", []string{"shard", "leader"}, nil)
+	descTerm      = prometheus.NewDesc("dssp_shard_term", "Raft term of the shard's replica on this node.", []string{"shard"}, nil)
+	descApplied   = prometheus.NewDesc("dssp_shard_pushes_applied", "Pushes applied by the shard's replica on this node.", []string{"shard"}, nil)
+	descTransport = prometheus.NewDesc("dssp_transport_errors", "Mesh transport errors since start, by kind.", []string{"kind"}, nil)
+	descAccuracy  = prometheus.NewDesc("dssp_eval_accuracy", "Test accuracy of the latest evaluation of the global parameters.", []string{"by"}, nil)
+	descLoss      = prometheus.NewDesc("dssp_eval_loss", "Test loss of the latest evaluation of the global parameters.", []string{"by"}, nil)
+	descIter      = prometheus.NewDesc("dssp_local_worker_iteration", "Next iteration this node's worker will push.", nil, nil)
+)
+
+type statusCollector struct{ status func() Status }
+
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descMembers, descClock, descGap, descGrant, descWaiting, descLeader,
+		descTerm, descApplied, descTransport, descAccuracy, descLoss, descIter} {
+		ch <- d
+	}
+}
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.status()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(descMembers, float64(len(s.Members)))
+	for _, w := range s.Workers {
+		gauge(descClock, float64(w.Clock), w.ID)
+		gauge(descGap, float64(w.Gap), w.ID)
+		gauge(descGrant, float64(w.Grant), w.ID)
+		gauge(descWaiting, b2f(w.Waiting), w.ID)
+	}
+	for _, sh := range s.Shards {
+		if sh.Local == "" {
+			continue
+		}
+		id := itoa(sh.ID)
+		gauge(descLeader, b2f(sh.Local == "leader"), id, sh.Leader)
+		gauge(descTerm, float64(sh.Term), id)
+		gauge(descApplied, float64(sh.Pushes), id)
+	}
+	ch <- prometheus.MustNewConstMetric(descTransport, prometheus.CounterValue, float64(s.Transport.FrameErrors), "frame")
+	ch <- prometheus.MustNewConstMetric(descTransport, prometheus.CounterValue, float64(s.Transport.PreambleErrors), "preamble")
+	ch <- prometheus.MustNewConstMetric(descTransport, prometheus.CounterValue, float64(s.Transport.DialFailures), "dial")
+	if s.Eval != nil {
+		gauge(descAccuracy, s.Eval.Accuracy, s.Eval.By)
+		gauge(descLoss, s.Eval.Loss, s.Eval.By)
+	}
+	if s.Worker != nil {
+		gauge(descIter, float64(s.Worker.Iter))
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,215 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"dsspmesh/clock"
+	"dsspmesh/cudaops"
+	"dsspmesh/shard"
+)
+
+// JobSpec is the training job of one mesh. The bootstrap node sets it;
+// every joiner adopts it; it is persisted in each node's data directory so a
+// restarted node checks it is rejoining the same job.
+type JobSpec struct {
+	Model   string `json:"model"`
+	Dataset string `json:"dataset"`
+
+	// Paradigm is bsp, asp, ssp, dssp or dssp-paper; SLower is s (ssp) or
+	// s_L (dssp, dssp-paper) and RMax is r_max (dssp, dssp-paper).
+	Paradigm string `json:"paradigm"`
+	SLower   int64  `json:"s_lower"`
+	RMax     int64  `json:"r_max"`
+
+	// Optimizer is sgd (Momentum must be 0) or momentum.
+	Optimizer string  `json:"optimizer"`
+	LR        float64 `json:"lr"`
+	Momentum  float64 `json:"momentum"`
+	// The learning rate is LR·LRDecay^⌊samples/LRDecaySamples⌋ (constant
+	// when LRDecaySamples is 0), where
+	// samples counts every sample behind every applied push of the whole
+	// mesh, so the schedule is the same whatever the paradigm or the number
+	// of workers.
+	LRDecay        float64 `json:"lr_decay"`
+	LRDecaySamples int64   `json:"lr_decay_samples"`
+
+	BatchSize   int    `json:"batch_size"`
+	Shards      int    `json:"shards"`
+	Replication int    `json:"replication"`
+	Seed        uint64 `json:"seed"`
+}
+
+// DefaultJobSpec is the MLP on MNIST under bounded DSSP(3, 12), with the
+// single-node baseline's optimizer (dssp train).
+func DefaultJobSpec() JobSpec {
+	return JobSpec{
+		Model: "mlp", Dataset: "mnist",
+		Paradigm: "dssp", SLower: 3, RMax: 12,
+		Optimizer: "momentum", LR: 0.05, Momentum: 0.9,
+		LRDecay: 0.85, LRDecaySamples: 60000,
+		BatchSize: 64, Shards: 4, Replication: 3, Seed: 1,
+	}
+}
+
+// PolicyText is the paradigm in clock.ParsePolicy's text form.
+func (s JobSpec) PolicyText() string {
+	switch s.Paradigm {
+	case "ssp":
+		return fmt.Sprintf("ssp:%d", s.SLower)
+	case "dssp", "dssp-paper":
+		return fmt.Sprintf("%s:%d:%d", s.Paradigm, s.SLower, s.RMax)
+	}
+	return s.Paradigm
+}
+
+// Policy is the gate policy of every shard.
+func (s JobSpec) Policy() (clock.Policy, error) {
+	p, err := clock.ParsePolicy(s.PolicyText())
+	if err != nil {
+		return clock.Policy{}, fmt.Errorf("--paradigm %q: %w", s.Paradigm, err)
+	}
+	return p, nil
+}
+
+// ShardOptimizer is the update rule every shard applies to its range.
+func (s JobSpec) ShardOptimizer() shard.Optimizer {
+	o := shard.Optimizer{Kind: shard.Momentum, Momentum: s.Momentum,
+		Schedule: shard.Schedule{LR: s.LR, Gamma: s.LRDecay, StepSamples: s.LRDecaySamples}}
+	if s.Optimizer == "sgd" {
+		o.Kind = shard.SGD
+	}
+	return o
+}
+
+// Validate names the first bad value.
+func (s JobSpec) Validate() error {
+	if !contains(cudaops.ModelNames(), s.Model) {
+		return fmt.Errorf("--model %q unknown (known: %s)", s.Model, strings.Join(cudaops.ModelNames(), ", "))
+	}
+	if !contains(cudaops.DatasetNames(), s.Dataset) {
+		return fmt.Errorf("--dataset %q unknown (known: %s)", s.Dataset, strings.Join(cudaops.DatasetNames(), ", "))
+	}
+	switch s.Paradigm {
+	case "bsp", "asp", "ssp", "dssp", "dssp-paper":
+	default:
+		return fmt.Errorf("--paradigm %q unknown (known: bsp, asp, ssp, dssp, dssp-paper)", s.Paradigm)
+	}
+	if _, err := s.Policy(); err != nil {
+		return err
+	}
+	switch s.Optimizer {
+	case "sgd":
+		if s.Momentum != 0 {
+			return fmt.Errorf("--momentum %g needs --optimizer momentum", s.Momentum)
+		}
+	case "momentum":
+	default:
+		return fmt.Errorf("--optimizer %q unknown (known: sgd, momentum)", s.Optimizer)
+	}
+	switch {
+	case !(s.LR > 0):
+		return fmt.Errorf("--lr %g must be > 0", s.LR)
+	case !(s.Momentum >= 0 && s.Momentum < 1):
+		return fmt.Errorf("--momentum %g outside [0,1)", s.Momentum)
+	case !(s.LRDecay > 0 && s.LRDecay <= 1):
+		return fmt.Errorf("--lr-decay %g outside (0,1]", s.LRDecay)
+	case s.LRDecaySamples < 0:
+		return fmt.Errorf("--lr-decay-samples %d must be >= 0 (0: constant rate)", s.LRDecaySamples)
+	case s.BatchSize <= 0:
+		return fmt.Errorf("--batch %d must be > 0", s.BatchSize)
+	case s.Shards <= 0 || s.Shards > 1024:
+		return fmt.Errorf("--shards %d outside 1..1024", s.Shards)
+	case s.Replication <= 0 || s.Replication > 7:
+		return fmt.Errorf("--replication %d outside 1..7", s.Replication)
+	}
+	return nil
+}
+
+// specFlags ties each spec flag to its field, for binding and for telling
+// a joiner which of its flags disagree with the mesh.
+var specFlags = []struct {
+	name  string
+	value func(*JobSpec) string
+}{
+	{"model", func(s *JobSpec) string { return s.Model }},
+	{"dataset", func(s *JobSpec) string { return s.Dataset }},
+	{"paradigm", func(s *JobSpec) string { return s.Paradigm }},
+	{"s-lower", func(s *JobSpec) string { return strconv.FormatInt(s.SLower, 10) }},
+	{"r-max", func(s *JobSpec) string { return strconv.FormatInt(s.RMax, 10) }},
+	{"optimizer", func(s *JobSpec) string { return s.Optimizer }},
+	{"lr", func(s *JobSpec) string { return strconv.FormatFloat(s.LR, 'g', -1, 64) }},
+	{"momentum", func(s *JobSpec) string { return strconv.FormatFloat(s.Momentum, 'g', -1, 64) }},
+	{"lr-decay", func(s *JobSpec) string { return strconv.FormatFloat(s.LRDecay, 'g', -1, 64) }},
+	{"lr-decay-samples", func(s *JobSpec) string { return strconv.FormatInt(s.LRDecaySamples, 10) }},
+	{"batch", func(s *JobSpec) string { return strconv.Itoa(s.BatchSize) }},
+	{"shards", func(s *JobSpec) string { return strconv.Itoa(s.Shards) }},
+	{"replication", func(s *JobSpec) string { return strconv.Itoa(s.Replication) }},
+	{"seed", func(s *JobSpec) string { return strconv.FormatUint(s.Seed, 10) }},
+}
+
+// BindFlags registers the spec's flags on fs with s's values as defaults.
+func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&s.Model, "model", s.Model, "job: model, one of "+strings.Join(cudaops.ModelNames(), ", "))
+	fs.StringVar(&s.Dataset, "dataset", s.Dataset, "job: dataset, one of "+strings.Join(cudaops.DatasetNames(), ", "))
+	fs.StringVar(&s.Paradigm, "paradigm", s.Paradigm, "job: synchronization paradigm: bsp, asp, ssp, dssp (bounded by s_L+r_max) or dssp-paper (the paper's unbounded reading)")
+	fs.Int64Var(&s.SLower, "s-lower", s.SLower, "job: staleness s for ssp, lower bound s_L for dssp")
+	fs.Int64Var(&s.RMax, "r-max", s.RMax, "job: extra range r_max for dssp (s_U = s_L + r_max)")
+	fs.StringVar(&s.Optimizer, "optimizer", s.Optimizer, "job: sgd or momentum")
+	fs.Float64Var(&s.LR, "lr", s.LR, "job: initial learning rate")
+	fs.Float64Var(&s.Momentum, "momentum", s.Momentum, "job: momentum (optimizer momentum)")
+	fs.Float64Var(&s.LRDecay, "lr-decay", s.LRDecay, "job: multiply the learning rate by this every --lr-decay-samples samples applied mesh-wide")
+	fs.Int64Var(&s.LRDecaySamples, "lr-decay-samples", s.LRDecaySamples, "job: global samples between learning-rate decays")
+	fs.IntVar(&s.BatchSize, "batch", s.BatchSize, "job: mini-batch size per worker")
+	fs.IntVar(&s.Shards, "shards", s.Shards, "job: parameter shards (each its own Raft group)")
+	fs.IntVar(&s.Replication, "replication", s.Replication, "job: Raft voters per shard (fewer while the mesh is smaller)")
+	fs.Uint64Var(&s.Seed, "seed", s.Seed, "job: seed of parameter init and data order")
+}
+
+// SpecConflictError says which explicitly set flags disagree with the job
+// spec a joiner adopted from the mesh.
+type SpecConflictError struct {
+	Flags []string // "--model lenet (mesh: mlp)"
+}
+
+func (e *SpecConflictError) Error() string {
+	return "flags disagree with the mesh's job spec: " + strings.Join(e.Flags, ", ") +
+		"; drop them to adopt the mesh's job, or bootstrap a new mesh"
+}
+
+// CheckAdopt returns a *SpecConflictError if any flag for which explicit
+// returns true sets a value of s (the local flags) different from mesh.
+func (s JobSpec) CheckAdopt(mesh JobSpec, explicit func(flag string) bool) error {
+	var bad []string
+	for _, f := range specFlags {
+		if !explicit(f.name) {
+			continue
+		}
+		if mine, theirs := f.value(&s), f.value(&mesh); mine != theirs {
+			bad = append(bad, fmt.Sprintf("--%s %s (mesh: %s)", f.name, mine, theirs))
+		}
+	}
+	if bad != nil {
+		return &SpecConflictError{Flags: bad}
+	}
+	return nil
+}
+
+// MarshalSpec and UnmarshalSpec are the spec's persisted and wire form.
+func MarshalSpec(s JobSpec) ([]byte, error) { return json.MarshalIndent(s, "", "  ") }
+
+// UnmarshalSpec decodes and validates a spec from disk or a peer.
+func UnmarshalSpec(b []byte) (JobSpec, error) {
+	var s JobSpec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return JobSpec{}, fmt.Errorf("job spec: %w", err)
+	}
+	if err := s.Validate(); err != nil {
+		return JobSpec{}, fmt.Errorf("job spec: %w", err)
+	}
+	return s, nil
+}

@@ -1,0 +1,99 @@
+package node
+
+import "time"
+
+// Status is a node's view of the mesh, served as JSON at /status, rendered
+// by the dashboard and `dssp status`, polled by `dssp up`, and the source of
+// most Prometheus metrics (so the two never disagree).
+type Status struct {
+	Node    string    `json:"node"`
+	Gossip  string    `json:"gossip"`
+	QUIC    string    `json:"quic"`
+	Started time.Time `json:"started"`
+	Now     time.Time `json:"now"`
+	// Phase is joining, training, leaving or stopped.
+	Phase   string         `json:"phase"`
+	Spec    *JobSpec       `json:"spec,omitempty"`
+	Policy  string         `json:"policy,omitempty"`
+	Members []MemberStatus `json:"members"`
+	Shards  []ShardStatus  `json:"shards"`
+	// Workers are the clocks of every worker as seen by the shards this
+	// node leads (the lowest shard id it leads), or empty if it leads none.
+	Workers []WorkerStatus `json:"workers"`
+	// Worker is this node's own worker loop; nil when it does not train.
+	Worker *LocalWorker `json:"worker,omitempty"`
+	// Eval is the latest evaluation of the global parameters known to this
+	// node (made here or received from the evaluating node).
+	Eval *EvalResult `json:"eval,omitempty"`
+	// Evaluator is the node that evaluates now: the live training member
+	// with the lowest id.
+	Evaluator string          `json:"evaluator,omitempty"`
+	Transport TransportStatus `json:"transport"`
+}
+
+// MemberStatus is one live member.
+type MemberStatus struct {
+	ID      string `json:"id"`
+	Gossip  string `json:"gossip"`
+	QUIC    string `json:"quic"`
+	Trains  bool   `json:"trains"`
+	Backend string `json:"backend"`
+}
+
+// ShardStatus is one shard as this node sees it.
+type ShardStatus struct {
+	ID     uint32 `json:"id"`
+	Leader string `json:"leader"`
+	Term   uint64 `json:"term"`
+	// Placement is the replica set placement assigns from this node's
+	// membership view; Voters the Raft configuration (known where this
+	// node hosts a replica).
+	Placement []string `json:"placement"`
+	Voters    []string `json:"voters,omitempty"`
+	// Local is leader, follower, candidate or "" (no replica here).
+	Local   string `json:"local,omitempty"`
+	Applied uint64 `json:"applied,omitempty"`
+	Pushes  uint64 `json:"pushes,omitempty"` // pushes applied by this replica
+}
+
+// WorkerStatus is one worker's place in a shard's clock table.
+type WorkerStatus struct {
+	ID      string `json:"id"`
+	Clock   int64  `json:"clock"`
+	Gap     int64  `json:"gap"`   // clock minus the slowest live worker's
+	Grant   int64  `json:"grant"` // DSSP extra iterations still granted
+	Waiting bool   `json:"waiting"`
+}
+
+// LocalWorker is this node's worker loop.
+type LocalWorker struct {
+	Iter           uint64  `json:"iter"` // next iteration to push
+	Samples        uint64  `json:"samples"`
+	Loss           float64 `json:"loss"` // training loss of the last mini-batch
+	ComputeSeconds float64 `json:"compute_seconds"`
+	WaitSeconds    float64 `json:"wait_seconds"` // pushing and held by gates
+	Redirects      uint64  `json:"redirects"`
+	Retries        uint64  `json:"retries"`
+	ItersPerSec    float64 `json:"iters_per_sec"` // over the last few seconds
+	Slowdown       float64 `json:"slowdown"`
+	LastError      string  `json:"last_error,omitempty"`
+}
+
+// EvalResult is one evaluation of the global parameters.
+type EvalResult struct {
+	Accuracy float64   `json:"accuracy"`
+	Loss     float64   `json:"loss"`
+	Samples  int       `json:"samples"`
+	At       time.Time `json:"at"`
+	By       string    `json:"by"`
+	// Iter is the evaluator's own worker iteration when it evaluated.
+	Iter uint64 `json:"iter"`
+}
+
+// TransportStatus counts mesh transport events.
+type TransportStatus struct {
+	FrameErrors    uint64 `json:"frame_errors"`
+	PreambleErrors uint64 `json:"preamble_errors"`
+	DialFailures   uint64 `json:"dial_failures"`
+	Dials          uint64 `json:"dials"`
+}
