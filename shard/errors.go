@@ -24,13 +24,13 @@ var (
 type Reason uint8
 
 const (
-	ReasonBadLength     Reason = iota + 1 // gradient length differs from the shard's
-	ReasonNonFinite                       // NaN or ±Inf in the gradient
-	ReasonUnknownWorker                   // worker not in the clock table (never added, or removed)
-	ReasonFuture                          // iteration beyond the worker's clock
-	ReasonWaiting                         // next iteration pushed while the previous is held
-	ReasonNotInitialized                  // the shard has no Init entry yet
-	ReasonBadRequest                      // malformed fields (empty worker id, negative counts)
+	ReasonBadLength      Reason = iota + 1 // gradient length differs from the shard's
+	ReasonNonFinite                        // NaN or ±Inf in the gradient
+	ReasonUnknownWorker                    // worker not in the clock table (never added, or removed)
+	ReasonFuture                           // iteration beyond the worker's clock
+	ReasonWaiting                          // next iteration pushed while the previous is held
+	ReasonNotInitialized                   // the shard has no Init entry yet
+	ReasonBadRequest                       // malformed fields (empty worker id, negative counts)
 	numReasons
 )
 

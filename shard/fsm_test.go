@@ -175,7 +175,9 @@ func (memSink) ID() string    { return "mem" }
 func (memSink) Cancel() error { return nil }
 func (memSink) Close() error  { return nil }
 
-type nopCloser struct{ r interface{ Read([]byte) (int, error) } }
+type nopCloser struct {
+	r interface{ Read([]byte) (int, error) }
+}
 
 func (n nopCloser) Read(b []byte) (int, error) { return n.r.Read(b) }
 func (nopCloser) Close() error                 { return nil }

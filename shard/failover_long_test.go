@@ -1,0 +1,5 @@
+//go:build shardlong
+
+package shard
+
+func init() { failoverSeeds = 60 }
