@@ -29,6 +29,8 @@ type cluster struct {
 	trs  map[mesh.NodeID]*mesh.InmemTransport
 	reps map[mesh.NodeID]*Replica
 	logs map[mesh.NodeID]*appliedLog
+
+	clients int
 }
 
 // appliedLog records what one replica's FSM applied, in order.
@@ -217,7 +219,11 @@ func (c *cluster) client(w clock.WorkerID, ids []mesh.NodeID) *Client {
 	cfg := DefaultClientConfig(c.shard, w, func() []mesh.NodeID { return ids })
 	cfg.ReplyTimeout = 500 * time.Millisecond
 	cfg.Deadline = 20 * time.Second
-	tr, err := c.net.NewTransport(mesh.NodeID("wk-"+string(w)), "wk-"+string(w), mesh.DefaultFrameLimits())
+	c.mu.Lock()
+	c.clients++
+	addr := fmt.Sprintf("wk-%s-%d", w, c.clients)
+	c.mu.Unlock()
+	tr, err := c.net.NewTransport(mesh.NodeID("wk-"+string(w)), addr, mesh.DefaultFrameLimits())
 	if err != nil {
 		c.t.Fatal(err)
 	}

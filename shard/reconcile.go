@@ -1,0 +1,137 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"dsspmesh/mesh"
+)
+
+// Reconcile takes one step that moves the shard's raft configuration toward
+// desired (the placement's replica set): first it adds a missing replica —
+// as a non-voter, waits until that replica has applied everything the
+// leader had applied when it began, then promotes it to voter — and only
+// when none is missing it removes one replica that should go (itself
+// last; raft then hands leadership over). It returns done when the voters
+// equal desired. Leader only (*NotLeaderError otherwise); one call at a
+// time (ErrReconfigActive), and raft itself allows one change in flight.
+// Call it again after each step, and whenever membership changes.
+func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bool, err error) {
+	if !r.IsLeader() {
+		return false, r.notLeader()
+	}
+	if !r.reconfig.TryLock() {
+		return false, ErrReconfigActive
+	}
+	defer r.reconfig.Unlock()
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return false, fmt.Errorf("shard %d: read configuration: %w", r.cfg.Shard, err)
+	}
+	voters := map[mesh.NodeID]bool{}
+	members := map[mesh.NodeID]bool{}
+	for _, s := range f.Configuration().Servers {
+		members[mesh.NodeID(s.ID)] = true
+		voters[mesh.NodeID(s.ID)] = s.Suffrage == raft.Voter
+	}
+	for _, id := range desired {
+		if voters[id] {
+			continue
+		}
+		r.log.Info("adding replica", "peer", id)
+		if !members[id] {
+			if err := r.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(id), 0, r.cfg.ApplyTimeout).Error(); err != nil {
+				return false, fmt.Errorf("shard %d: add non-voter %s: %w", r.cfg.Shard, id, err)
+			}
+		}
+		if err := r.waitCaughtUp(ctx, id, r.fsm.AppliedIndex()); err != nil {
+			return false, err
+		}
+		if err := r.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(id), 0, r.cfg.ApplyTimeout).Error(); err != nil {
+			return false, fmt.Errorf("shard %d: promote %s: %w", r.cfg.Shard, id, err)
+		}
+		members[id], voters[id] = true, true
+		return sameSet(members, desired) && allVoters(voters, desired), nil
+	}
+	var extra []mesh.NodeID
+	for id := range members {
+		if !slices.Contains(desired, id) {
+			extra = append(extra, id)
+		}
+	}
+	if len(extra) == 0 {
+		return true, nil
+	}
+	slices.Sort(extra)
+	victim := extra[0]
+	if victim == r.cfg.ID && len(extra) > 1 {
+		victim = extra[1]
+	}
+	r.log.Info("removing replica", "peer", victim)
+	if err := r.raft.RemoveServer(raft.ServerID(victim), 0, r.cfg.ApplyTimeout).Error(); err != nil {
+		return false, fmt.Errorf("shard %d: remove %s: %w", r.cfg.Shard, victim, err)
+	}
+	return len(extra) == 1 && allVoters(voters, desired), nil
+}
+
+func sameSet(members map[mesh.NodeID]bool, desired []mesh.NodeID) bool {
+	return len(members) == len(desired) && !slices.ContainsFunc(desired, func(d mesh.NodeID) bool { return !members[d] })
+}
+
+func allVoters(voters map[mesh.NodeID]bool, desired []mesh.NodeID) bool {
+	return !slices.ContainsFunc(desired, func(d mesh.NodeID) bool { return !voters[d] })
+}
+
+// waitCaughtUp polls id's applied index over the RPC channel until it
+// reaches index.
+func (r *Replica) waitCaughtUp(ctx context.Context, id mesh.NodeID, index uint64) error {
+	var last error
+	for {
+		got, err := r.probe(ctx, id)
+		if err == nil && got >= index {
+			return nil
+		}
+		if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("applied index %d of %d", got, index)
+		}
+		t := time.NewTimer(r.cfg.HeartbeatTimeout)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("shard %d: %s did not catch up: %w (last: %v)", r.cfg.Shard, id, ctx.Err(), last)
+		}
+	}
+}
+
+func (r *Replica) probe(ctx context.Context, id mesh.NodeID) (uint64, error) {
+	if r.deps.Resolve == nil {
+		return 0, fmt.Errorf("shard %d: no resolver to probe %s", r.cfg.Shard, id)
+	}
+	addr, err := r.deps.Resolve(id)
+	if err != nil {
+		return 0, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, r.cfg.ApplyTimeout)
+	defer cancel()
+	s, err := r.deps.Transport.Dial(dctx, id, addr, mesh.Channel{Kind: mesh.KindRPC, Shard: r.cfg.Shard})
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	if err := s.SendFrame(request{Op: opStatus, Worker: "reconcile"}, nil); err != nil {
+		return 0, err
+	}
+	s.SetReadDeadline(time.Now().Add(r.cfg.ApplyTimeout))
+	var rep reply
+	if _, err := s.RecvFrame(&rep); err != nil {
+		return 0, err
+	}
+	return rep.Index, nil
+}
