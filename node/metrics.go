@@ -16,7 +16,6 @@ type Metrics struct {
 	Samples    prometheus.Counter
 	ComputeSec prometheus.Counter
 	WaitSec    prometheus.Counter
-	Redirects  prometheus.Counter
 	Retries    prometheus.Counter
 	Evals      prometheus.Counter
 }
@@ -33,11 +32,10 @@ func NewMetrics(status func() Status) *Metrics {
 		Samples:    counter("worker_samples_total", "Training samples behind this worker's completed iterations."),
 		ComputeSec: counter("worker_compute_seconds_total", "Seconds this worker spent computing gradients, slowdown included."),
 		WaitSec:    counter("worker_wait_seconds_total", "Seconds this worker spent between sending a push and the last shard's release."),
-		Redirects:  counter("worker_redirects_total", "Pushes redirected by a NotLeader answer."),
-		Retries:    counter("worker_push_retries_total", "Pushes resent after a transport error or timeout."),
+		Retries:    counter("worker_push_retries_total", "Push attempts beyond the first: NotLeader redirects and resends after a transport error or timeout."),
 		Evals:      counter("evaluations_total", "Evaluations of the global parameters made by this node."),
 	}
-	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Redirects, m.Retries, m.Evals,
+	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Retries, m.Evals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&statusCollector{status: status})
 	return m

@@ -72,7 +72,6 @@ type LocalWorker struct {
 	Loss           float64 `json:"loss"` // training loss of the last mini-batch
 	ComputeSeconds float64 `json:"compute_seconds"`
 	WaitSeconds    float64 `json:"wait_seconds"` // pushing and held by gates
-	Redirects      uint64  `json:"redirects"`
 	Retries        uint64  `json:"retries"`
 	ItersPerSec    float64 `json:"iters_per_sec"` // over the last few seconds
 	Slowdown       float64 `json:"slowdown"`

@@ -1,17 +1,61 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"dsspmesh/node"
+	// Registers the "cuda" backend in binaries built with -tags cuda.
+	_ "dsspmesh/cudaops/cuda"
 )
 
 func newNodeCmd() *cobra.Command {
-	return &cobra.Command{
+	cfg := node.DefaultConfig()
+	var configFile string
+	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "not built yet",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("node: not built yet")
+		Short: "Run one mesh node: it trains, hosts parameter shards, and joins by seed",
+		Long: `Run one dssp node. The first node of a mesh bootstraps it with the job given
+by its flags (model, paradigm, shards...); every other node is started with
+--join <gossip address of any live node> and adopts that job. Every node hosts
+replicas of the parameter shards placement assigns it and, unless --train=false,
+runs a worker.
+
+Every flag can also come from the environment (DSSP_ and the flag name in
+upper case with '-' as '_', e.g. DSSP_GOSSIP_PORT=7946) or from a JSON config
+file (--config, keys are flag names). The command line wins over the
+environment, which wins over the file.
+
+SIGTERM or SIGINT leaves the mesh gracefully. After a crash, restart with the
+same --data-dir: the node keeps its id, job and Raft state, and rejoins the
+peers it last saw.`,
+		Example: `  dssp keygen --out mesh.key
+  dssp node --key mesh.key --host 10.0.0.1 --data-dir /var/lib/dssp --paradigm dssp --s-lower 3 --r-max 12
+  dssp node --key mesh.key --host 10.0.0.2 --data-dir /var/lib/dssp --join 10.0.0.1:7946`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := node.LoadSources(cmd.Flags(), configFile, os.Environ()); err != nil {
+				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			level := new(slog.LevelVar)
+			level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel)))
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return node.Run(ctx, cfg, cmd.Flags().Changed, log)
 		},
 	}
+	cmd.Flags().StringVar(&configFile, "config", "", "JSON file of flag values, keyed by flag name")
+	cfg.BindFlags(cmd.Flags())
+	cmd.SetContext(context.Background())
+	return cmd
 }

@@ -1,17 +1,112 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"dsspmesh/node"
+	"dsspmesh/node/launch"
 )
 
 func newUpCmd() *cobra.Command {
-	return &cobra.Command{
+	cfg := launch.DefaultConfig()
+	spec := node.DefaultJobSpec()
+	var (
+		slowdown, detection string
+		threads             int
+		evalEvery           string
+	)
+	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Start a local mesh of real node processes on loopback and train MNIST",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("up: not built yet: the node (issue 6) does not exist; try 'dssp sim' meanwhile")
+		Short: "Start a local mesh of N real node processes, show progress, and write a report",
+		Long: `Start N real 'dssp node' processes of this binary on loopback (free ports, a
+generated mesh key, temporary data dirs unless --dir), show per-worker progress,
+stop when the mesh's test accuracy reaches --target-acc or after --time-limit,
+and write --report: workers.csv, accuracy.csv (and chaos.csv) and the plots
+accuracy.png and clocks.png. The job flags go to the first node, which
+bootstraps the mesh; the others join it by seed and adopt its job.
+
+--chaos K kills a random non-bootstrap node with SIGKILL every K, restarts it
+--chaos-down later on the same data dir, and reports how long the mesh took to
+recover and the node to rejoin.`,
+		Example: `  dssp up
+  dssp up --nodes 4 --paradigm dssp --s-lower 3 --r-max 12 --slowdown 1,1,1,3 --target-acc 0.97
+  dssp up --nodes 4 --chaos 30s --time-limit 5m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("up: cannot find this binary to start nodes: %w", err)
+			}
+			cfg.Binary = bin
+			cfg.Out = cmd.OutOrStdout()
+			if slowdown != "" {
+				for _, p := range strings.Split(slowdown, ",") {
+					v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+					if err != nil {
+						return fmt.Errorf("--slowdown: %q is not a number", p)
+					}
+					cfg.Slowdown = append(cfg.Slowdown, v)
+				}
+			}
+			if err := spec.Validate(); err != nil {
+				return err
+			}
+			// Only the flags the user set travel to the bootstrap node;
+			// the node's defaults are the same as ours.
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if isSpecFlag(f.Name) {
+					cfg.SpecArgs = append(cfg.SpecArgs, "--"+f.Name, f.Value.String())
+				}
+			})
+			cfg.NodeArgs = []string{"--detection", detection, "--threads", strconv.Itoa(threads), "--eval-every", evalEvery}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			res, err := launch.Run(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, line := range res.Summary() {
+				fmt.Fprintln(out, "chaos:", line)
+			}
+			fmt.Fprintf(out, "wall time %s; report in %s/ (workers.csv, accuracy.csv, accuracy.png, clocks.png)\n", res.Elapsed.Round(100*time.Millisecond), res.ReportDir)
+			if cfg.TargetAcc > 0 && !res.Reached {
+				return fmt.Errorf("up: target accuracy %.2f%% not reached", 100*cfg.TargetAcc)
+			}
+			return nil
 		},
 	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "node processes to start")
+	f.StringVar(&cfg.Dir, "dir", "", "run folder for data dirs, logs and the mesh key (default: a temporary folder, removed afterwards)")
+	f.StringVar(&cfg.ReportDir, "report", cfg.ReportDir, "folder for the CSV files and PNG plots")
+	f.StringVar(&slowdown, "slowdown", "", "per-node compute slowdown factors, cycled (1,1,1,3: the 4th node is 3x slower)")
+	f.Float64Var(&cfg.TargetAcc, "target-acc", cfg.TargetAcc, "stop when the mesh's test accuracy reaches this (0: run until --time-limit)")
+	f.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "stop after this long")
+	f.DurationVar(&cfg.Chaos, "chaos", 0, "kill a random non-bootstrap node with SIGKILL this often (0: never)")
+	f.DurationVar(&cfg.ChaosDown, "chaos-down", cfg.ChaosDown, "restart a killed node after this long")
+	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often each node's /status is polled")
+	f.StringVar(&detection, "detection", "lan", "nodes' failure detection: lan (robust) or fast (sub-second, false alarms under load)")
+	f.IntVar(&threads, "threads", 1, "compute goroutines per node (nodes share this machine's cores)")
+	f.StringVar(&evalEvery, "eval-every", "5s", "evaluation cadence")
+	spec.BindFlags(f)
+	return cmd
+}
+
+func isSpecFlag(name string) bool {
+	fs := pflag.NewFlagSet("spec", pflag.ContinueOnError)
+	s := node.DefaultJobSpec()
+	s.BindFlags(fs)
+	return fs.Lookup(name) != nil
 }

@@ -1,0 +1,289 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"dsspmesh/cudaops"
+	"dsspmesh/mesh"
+)
+
+// Node is one running dssp process. Build it with [Run].
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	id      mesh.NodeID
+	dir     *DataDir
+	tr      *mesh.QUICTransport
+	members mesh.Membership
+	metrics *Metrics
+	started time.Time
+	wg      sync.WaitGroup
+
+	model       *cudaops.Model
+	train, test cudaops.Dataset
+
+	shards *shardManager
+	worker *worker
+
+	mu    sync.RWMutex
+	spec  *JobSpec
+	phase string
+	eval  *EvalResult
+}
+
+// Run starts a node, serves until ctx ends (SIGTERM/SIGINT in the command)
+// and then leaves gracefully. explicit reports whether a flag was set by
+// the user (command line, environment or config file): only those may
+// conflict with the mesh's job spec.
+func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	dir, err := OpenDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	n := &Node{cfg: cfg, log: log.With("node", dir.ID), id: dir.ID, dir: dir, started: time.Now(), phase: "starting"}
+	n.metrics = NewMetrics(n.Status)
+
+	httpLn, err := listenHTTP(cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	defer httpLn.Close()
+	sec, err := n.security()
+	if err != nil {
+		return err
+	}
+	creds, err := sec.Node(n.id)
+	if err != nil {
+		return err
+	}
+	tr, err := mesh.NewQUICTransport(mesh.DefaultTransportConfig(cfg.QUICAddr()), creds, n.log)
+	if err != nil {
+		return bindError("--quic-port", cfg.QUICAddr(), unwrapOp(err))
+	}
+	n.tr = tr
+	defer tr.Close()
+	ctlLn, err := tr.Listen(controlChannel)
+	if err != nil {
+		return err
+	}
+	defer ctlLn.Close()
+
+	meta := mesh.Meta{ID: n.id, QUICAddr: tr.Addr(), Trains: cfg.Train, Backend: cfg.Backend, Proto: mesh.ProtocolVersion}
+	mcfg := mesh.DefaultMembershipConfig(meta, cfg.GossipAddr(), sec)
+	if cfg.Detection == "fast" {
+		mcfg.Detection = mesh.FastDetection()
+	}
+	members, err := mesh.NewMemberlist(mcfg, n.log)
+	if err != nil {
+		return bindError("--gossip-port", cfg.GossipAddr(), unwrapOp(err))
+	}
+	n.members = members
+	defer members.Shutdown()
+
+	srv := newHTTPServer(NewHTTPHandler(n.Status, n.metrics))
+	go srv.Serve(httpLn)
+	defer srv.Close()
+
+	ctlCtx, stopCtl := context.WithCancel(context.Background())
+	defer stopCtl()
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.serveControl(ctlCtx, ctlLn) }()
+
+	n.setPhase("joining")
+	fresh, err := n.joinAndAdoptSpec(ctx, explicit)
+	if err != nil {
+		return err
+	}
+	spec := *n.jobSpec()
+	n.log.Info("job", "spec", spec.PolicyText(), "model", spec.Model, "shards", spec.Shards, "replication", spec.Replication, "fresh", fresh)
+
+	if err := n.loadCompute(spec); err != nil {
+		return err
+	}
+	shards := newShardManager(n, spec)
+	n.mu.Lock()
+	n.shards = shards
+	n.mu.Unlock()
+	if err := shards.start(ctx, fresh); err != nil {
+		shards.shutdown()
+		return err
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.shards.run(runCtx) }()
+	if cfg.Train {
+		w, err := newWorker(n, spec)
+		if err != nil {
+			stop()
+			n.shards.shutdown()
+			return err
+		}
+		n.mu.Lock()
+		n.worker = w
+		n.mu.Unlock()
+		n.wg.Add(2)
+		go func() { defer n.wg.Done(); n.worker.run(runCtx) }()
+		go func() { defer n.wg.Done(); n.evalLoop(runCtx) }()
+	}
+	n.setPhase("training")
+	n.log.Info("node up", "gossip", cfg.GossipAddr(), "quic", tr.Addr(), "http", httpLn.Addr().String())
+
+	<-ctx.Done()
+	n.setPhase("leaving")
+	n.log.Info("leaving")
+	stop()
+	if n.worker != nil {
+		n.worker.leave(n.cfg.LeaveTimeout)
+	}
+	n.shards.handOff()
+	if err := members.Leave(n.cfg.LeaveTimeout); err != nil {
+		n.log.Warn("leave", "err", err)
+	}
+	n.shards.shutdown()
+	stopCtl()
+	ctlLn.Close()
+	tr.Close()
+	n.wg.Wait()
+	n.setPhase("stopped")
+	shutCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		n.log.Debug("http shutdown", "err", err)
+	}
+	return nil
+}
+
+func (n *Node) security() (*mesh.Security, error) {
+	if n.cfg.Insecure {
+		return mesh.InsecureSecurity(n.log), nil
+	}
+	key, err := mesh.LoadKeyFile(n.cfg.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--key: %w", err)
+	}
+	return mesh.NewSecurity(key)
+}
+
+// joinAndAdoptSpec joins the mesh (or bootstraps it) and settles the job
+// spec. fresh is true when this node bootstraps a new mesh.
+func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool) (fresh bool, err error) {
+	persisted, hasSpec, err := n.dir.Spec()
+	if err != nil {
+		return false, err
+	}
+	seeds, fromFlag := n.cfg.Join, true
+	if len(seeds) == 0 {
+		seeds, fromFlag = n.dir.Peers(), false
+	}
+	joined := false
+	if len(seeds) > 0 {
+		timeout := n.cfg.JoinTimeout
+		if !fromFlag {
+			timeout = min(timeout, 10*time.Second)
+		}
+		jctx, cancel := context.WithTimeout(ctx, timeout)
+		_, err := n.members.Join(jctx, seeds)
+		cancel()
+		switch {
+		case err == nil:
+			joined = true
+		case fromFlag:
+			return false, fmt.Errorf("--join %v: no seed answered within %v (is a node running there, with the same mesh key?)", seeds, timeout)
+		case !hasSpec:
+			return false, fmt.Errorf("no persisted peer answered and the data dir has no job spec: start with --join or a fresh --data-dir")
+		default:
+			n.log.Warn("no persisted peer answered; continuing alone", "peers", seeds)
+		}
+	}
+	if !joined {
+		spec := n.cfg.Spec
+		if hasSpec {
+			if err := n.cfg.Spec.CheckAdopt(persisted, explicit); err != nil {
+				return false, fmt.Errorf("data dir %s: %w", n.dir.Path, err)
+			}
+			spec = persisted
+		} else if err := n.dir.SetSpec(spec); err != nil {
+			return false, err
+		}
+		n.setSpec(spec)
+		return !hasSpec, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
+	meshSpec, err := n.fetchSpec(sctx)
+	cancel()
+	if err != nil {
+		return false, err
+	}
+	if err := n.cfg.Spec.CheckAdopt(meshSpec, explicit); err != nil {
+		return false, err
+	}
+	if hasSpec && persisted != meshSpec {
+		return false, fmt.Errorf("data dir %s holds another job's spec (%s %s) than the mesh's (%s %s); use a fresh --data-dir",
+			n.dir.Path, persisted.Model, persisted.PolicyText(), meshSpec.Model, meshSpec.PolicyText())
+	}
+	if err := n.dir.SetSpec(meshSpec); err != nil {
+		return false, err
+	}
+	n.setSpec(meshSpec)
+	return false, nil
+}
+
+func (n *Node) loadCompute(spec JobSpec) error {
+	be, err := cudaops.NewBackend(n.cfg.Backend)
+	if err != nil {
+		return err
+	}
+	if n.model, err = cudaops.NewModel(spec.Model, cudaops.ModelOptions{Backend: be, Workers: n.cfg.Threads}); err != nil {
+		return err
+	}
+	if !n.cfg.Train {
+		return nil
+	}
+	train, test, err := cudaops.LoadDataset(spec.Dataset, n.cfg.DataPath)
+	if err != nil {
+		return fmt.Errorf("dataset %s: %w", spec.Dataset, err)
+	}
+	n.train, n.test = train, test
+	if n.cfg.EvalSamples > 0 && n.cfg.EvalSamples < test.Len() {
+		n.test = test.Subset(n.cfg.EvalSamples)
+	}
+	return nil
+}
+
+func (n *Node) setPhase(p string) { n.mu.Lock(); n.phase = p; n.mu.Unlock() }
+func (n *Node) setSpec(s JobSpec) { n.mu.Lock(); n.spec = &s; n.mu.Unlock() }
+
+func (n *Node) jobSpec() *JobSpec {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.spec
+}
+
+func (n *Node) setEval(e EvalResult) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.eval == nil || e.At.After(n.eval.At) {
+		n.eval = &e
+	}
+}
+
+// unwrapOp drops a *net.OpError's wrapping so bind errors read as one
+// short line; errors.Is still sees the syscall error.
+func unwrapOp(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Err
+	}
+	return err
+}

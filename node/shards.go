@@ -1,0 +1,354 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"dsspmesh/clock"
+	"dsspmesh/mesh"
+	"dsspmesh/raftstore"
+	"dsspmesh/shard"
+)
+
+// shardManager runs this node's replicas and follows placement: it starts a
+// replica for every shard placed here (or with state on disk), has the
+// leader of each shard move the Raft configuration toward the placement one
+// change at a time (add before remove) and remove workers that left the
+// membership from the clock table, and shuts down replicas the leader has
+// removed.
+type shardManager struct {
+	n      *Node
+	spec   JobSpec
+	bounds [][2]int // flat-vector range of each shard
+
+	mu       sync.Mutex // guards replicas; never held across Raft calls
+	replicas map[uint32]*shard.Replica
+	peers    []string // gossip addresses last persisted
+}
+
+func newShardManager(n *Node, spec JobSpec) *shardManager {
+	return &shardManager{n: n, spec: spec, bounds: shardBounds(n.model.NumParams(), spec.Shards), replicas: map[uint32]*shard.Replica{}}
+}
+
+// shardBounds cuts total parameters into s contiguous ranges.
+func shardBounds(total, s int) [][2]int {
+	b := make([][2]int, s)
+	for i := range b {
+		b[i] = [2]int{i * total / s, (i + 1) * total / s}
+	}
+	return b
+}
+
+// start brings up the replicas with state on disk and those placed here;
+// on a fresh mesh it bootstraps every shard with this node as sole voter
+// and proposes Init with θ from the spec's seed.
+func (m *shardManager) start(ctx context.Context, fresh bool) error {
+	for s := range m.bounds {
+		id := uint32(s)
+		_, err := os.Stat(raftstore.ShardDir(m.n.dir.Path, id))
+		if fresh || err == nil || m.placedHere(id) {
+			if _, err := m.replica(id); err != nil {
+				return err
+			}
+		}
+	}
+	if !fresh {
+		return nil
+	}
+	theta := m.n.model.Init(m.spec.Seed)
+	for s, b := range m.bounds {
+		id := uint32(s)
+		rep, _ := m.replica(id)
+		if err := rep.Bootstrap([]mesh.NodeID{m.n.id}); err != nil {
+			return err
+		}
+		if err := waitLeader(ctx, rep, 30*time.Second); err != nil {
+			return err
+		}
+		spec := shard.Spec{Shard: id, Len: b[1] - b[0], Policy: m.spec.PolicyText(), Optimizer: m.spec.ShardOptimizer()}
+		if err := rep.Init(ctx, spec, theta[b[0]:b[1]]); err != nil {
+			return fmt.Errorf("shard %d: init: %w", id, err)
+		}
+	}
+	m.n.log.Info("bootstrapped shards", "shards", len(m.bounds))
+	return nil
+}
+
+func waitLeader(ctx context.Context, rep *shard.Replica, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for !rep.IsLeader() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no leader elected within %v", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// replica returns this node's replica of shard id, starting it if needed.
+func (m *shardManager) replica(id uint32) (*shard.Replica, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.replicas[id]; ok {
+		return r, nil
+	}
+	n := m.n
+	stores, err := raftstore.Open(n.dir.Path, id, raftstore.DefaultConfig(), n.log)
+	if err != nil {
+		return nil, err
+	}
+	resolve := raftstore.ResolveFromMembership(n.members)
+	rt, err := shard.NewMeshRaftTransport(n.tr, id, resolve, n.log)
+	if err != nil {
+		stores.Close()
+		return nil, err
+	}
+	rep, err := shard.NewReplica(shard.DefaultConfig(id, n.id), shard.Deps{
+		Transport: n.tr, Resolve: resolve, RaftTransport: rt, Stores: stores, Logger: n.log,
+	})
+	if err != nil {
+		rt.Close()
+		stores.Close()
+		return nil, err
+	}
+	m.replicas[id] = rep
+	return rep, nil
+}
+
+func (m *shardManager) local(id uint32) *shard.Replica {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.replicas[id]
+}
+
+func (m *shardManager) placement(id uint32) []mesh.NodeID {
+	return mesh.Place(id, mesh.LiveIDs(m.n.members.Members()), m.spec.Replication)
+}
+
+func (m *shardManager) placedHere(id uint32) bool {
+	return slices.Contains(m.placement(id), m.n.id)
+}
+
+// candidates is where a worker looks for shard id's leader: the replicas
+// placement names first, then every other live member (during a move the
+// Raft configuration lags placement).
+func (m *shardManager) candidates(id uint32) []mesh.NodeID {
+	out := m.placement(id)
+	for _, mem := range m.n.members.Members() {
+		if !slices.Contains(out, mem.ID) {
+			out = append(out, mem.ID)
+		}
+	}
+	return out
+}
+
+// run follows membership until ctx ends.
+func (m *shardManager) run(ctx context.Context) {
+	t := time.NewTicker(300 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.sync(ctx)
+	}
+}
+
+func (m *shardManager) sync(ctx context.Context) {
+	members := m.n.members.Members()
+	live := map[mesh.NodeID]bool{}
+	var peers []string
+	for _, mem := range members {
+		live[mem.ID] = true
+		if mem.ID != m.n.id {
+			peers = append(peers, mem.Addr)
+		}
+	}
+	if len(peers) > 0 && !slices.Equal(peers, m.peers) {
+		if err := m.n.dir.SetPeers(peers); err == nil {
+			m.peers = peers
+		}
+	}
+	ids := mesh.LiveIDs(members)
+	for s := range m.bounds {
+		id := uint32(s)
+		want := mesh.Place(id, ids, m.spec.Replication)
+		rep := m.local(id)
+		if rep == nil {
+			if slices.Contains(want, m.n.id) {
+				if _, err := m.replica(id); err != nil {
+					m.n.log.Warn("start replica", "shard", id, "err", err)
+				}
+			}
+			continue
+		}
+		if rep.IsLeader() {
+			m.removeGoneWorkers(ctx, rep, live)
+			m.reconcile(rep, want)
+			continue
+		}
+		if !slices.Contains(want, m.n.id) && !m.inConfig(rep) {
+			m.stopReplica(id)
+		}
+	}
+}
+
+// reconcile makes one Raft configuration change toward want: add the first
+// wanted server missing, else remove the first one not wanted. raft brings
+// an added voter up to date by replication (or a snapshot).
+//
+// shard's doc names a Replica.Reconcile for this; until it lands the node
+// drives raft's configuration API itself.
+func (m *shardManager) reconcile(rep *shard.Replica, want []mesh.NodeID) {
+	f := rep.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	var have []mesh.NodeID
+	for _, s := range f.Configuration().Servers {
+		have = append(have, mesh.NodeID(s.ID))
+	}
+	for _, id := range want {
+		if !slices.Contains(have, id) {
+			m.n.log.Info("adding voter", "shard", rep.Status().Shard, "peer", id)
+			if err := rep.Raft().AddVoter(raft.ServerID(id), raft.ServerAddress(id), 0, 10*time.Second).Error(); err != nil {
+				m.n.log.Warn("add voter", "peer", id, "err", err)
+			}
+			return
+		}
+	}
+	for _, id := range have {
+		if !slices.Contains(want, id) {
+			m.n.log.Info("removing voter", "shard", rep.Status().Shard, "peer", id)
+			if err := rep.Raft().RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+				m.n.log.Warn("remove voter", "peer", id, "err", err)
+			}
+			return
+		}
+	}
+}
+
+// removeGoneWorkers removes from the clock table every worker whose node is
+// no longer a live member, so it stops holding the others back.
+func (m *shardManager) removeGoneWorkers(ctx context.Context, rep *shard.Replica, live map[mesh.NodeID]bool) {
+	for _, w := range rep.FSM().Status().Workers {
+		if live[mesh.NodeID(w.ID)] {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := rep.RemoveWorker(rctx, w.ID)
+		cancel()
+		if err != nil {
+			m.n.log.Warn("remove dead worker", "worker", w.ID, "err", err)
+			return
+		}
+		m.n.log.Info("removed dead worker", "shard", rep.Status().Shard, "worker", w.ID)
+	}
+}
+
+func (m *shardManager) inConfig(rep *shard.Replica) bool {
+	f := rep.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return true
+	}
+	for _, s := range f.Configuration().Servers {
+		if mesh.NodeID(s.ID) == m.n.id {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *shardManager) stopReplica(id uint32) {
+	m.mu.Lock()
+	rep := m.replicas[id]
+	delete(m.replicas, id)
+	m.mu.Unlock()
+	if rep != nil {
+		m.n.log.Info("replica no longer placed here; stopped", "shard", id)
+		rep.Shutdown()
+	}
+}
+
+// handOff transfers leadership of the shards this node leads, so a
+// graceful leave does not wait out an election timeout.
+func (m *shardManager) handOff() {
+	for _, rep := range m.all() {
+		if rep.IsLeader() {
+			rep.Raft().LeadershipTransfer().Error()
+		}
+	}
+}
+
+func (m *shardManager) all() []*shard.Replica {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*shard.Replica, 0, len(m.replicas))
+	for _, r := range m.replicas {
+		out = append(out, r)
+	}
+	return out
+}
+
+func (m *shardManager) shutdown() {
+	m.mu.Lock()
+	reps := m.replicas
+	m.replicas = map[uint32]*shard.Replica{}
+	m.mu.Unlock()
+	var errs []error
+	for _, r := range reps {
+		errs = append(errs, r.Shutdown())
+	}
+	if err := errors.Join(errs...); err != nil {
+		m.n.log.Debug("replica shutdown", "err", err)
+	}
+}
+
+// status describes every shard from this node's view.
+func (m *shardManager) status() ([]ShardStatus, []WorkerStatus) {
+	var out []ShardStatus
+	var workers []WorkerStatus
+	for s := range m.bounds {
+		id := uint32(s)
+		st := ShardStatus{ID: id}
+		for _, p := range m.placement(id) {
+			st.Placement = append(st.Placement, string(p))
+		}
+		if rep := m.local(id); rep != nil {
+			rs := rep.Status()
+			st.Leader, st.Term, st.Applied, st.Pushes = string(rs.Leader), rs.Term, rs.AppliedIndex, rs.Pushes
+			st.Local = map[string]string{"Leader": "leader", "Follower": "follower", "Candidate": "candidate"}[rs.State]
+			if f := rep.Raft().GetConfiguration(); f.Error() == nil {
+				for _, srv := range f.Configuration().Servers {
+					st.Voters = append(st.Voters, string(srv.ID))
+				}
+			}
+			if st.Local == "leader" && workers == nil {
+				workers = workerStatuses(rs.Workers)
+			}
+		}
+		out = append(out, st)
+	}
+	return out, workers
+}
+
+func workerStatuses(ws []clock.WorkerInfo) []WorkerStatus {
+	out := make([]WorkerStatus, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, WorkerStatus{ID: string(w.ID), Clock: w.Clock, Gap: w.Gap, Grant: w.Grant, Waiting: w.Waiting})
+	}
+	return out
+}

@@ -1,0 +1,276 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"dsspmesh/clock"
+	"dsspmesh/cudaops"
+	"dsspmesh/mesh"
+	"dsspmesh/shard"
+)
+
+// worker is the loop of DESIGN.md §3 on this node.
+type worker struct {
+	n       *Node
+	spec    JobSpec
+	bounds  [][2]int
+	clients []*shard.Client
+	loader  *cudaops.Loader
+	x       []float32
+	labels  []int
+	grad    []float32
+	theta   []float32     // written only by the loop goroutine
+	iters   []int64       // next iteration per shard (shards may add us at different t_min)
+	done    chan struct{} // closed when run returns; clients are then free
+
+	mu       sync.Mutex // guards stats, snap, rate
+	stats    LocalWorker
+	snap     []float32 // θ after the last completed iteration, for evaluation
+	snapIter uint64
+	rate     []time.Time // completion times of recent iterations
+}
+
+func newWorker(n *Node, spec JobSpec) (*worker, error) {
+	// Each worker shuffles the whole training set with its own seed: the
+	// partition does not depend on how many workers there are, which
+	// changes as nodes join and die, and a restarted worker replays its
+	// own sequence.
+	h := fnv.New64a()
+	h.Write([]byte(n.id))
+	loader, err := cudaops.NewLoader(n.train, cudaops.LoaderConfig{Worker: 0, Workers: 1, BatchSize: spec.BatchSize, Seed: spec.Seed ^ h.Sum64()})
+	if err != nil {
+		return nil, err
+	}
+	w := &worker{n: n, spec: spec, bounds: n.shards.bounds, loader: loader,
+		x: make([]float32, spec.BatchSize*n.model.InputSize()), labels: make([]int, spec.BatchSize),
+		grad: make([]float32, n.model.NumParams()), theta: make([]float32, n.model.NumParams()),
+		iters: make([]int64, spec.Shards), done: make(chan struct{})}
+	w.stats.Slowdown = n.cfg.Slowdown
+	resolve := func(id mesh.NodeID) (string, error) {
+		for _, m := range n.members.Members() {
+			if m.ID == id {
+				return m.QUICAddr, nil
+			}
+		}
+		return "", mesh.ErrNoRoute
+	}
+	for s := range w.bounds {
+		id := uint32(s)
+		c, err := shard.NewClient(shard.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return n.shards.candidates(id) }),
+			n.tr, resolve, n.log)
+		if err != nil {
+			return nil, err
+		}
+		w.clients = append(w.clients, c)
+	}
+	return w, nil
+}
+
+// run trains until ctx ends.
+func (w *worker) run(ctx context.Context) {
+	defer close(w.done)
+	if err := w.join(ctx); err != nil {
+		return
+	}
+	for ctx.Err() == nil {
+		w.loader.Next(w.x, w.labels)
+		start := time.Now()
+		loss, err := w.n.model.Gradient(w.theta, w.x, w.labels, w.grad)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		compute := w.stretch(ctx, time.Since(start))
+		waitStart := time.Now()
+		if err := w.pushAll(ctx, int64(w.spec.BatchSize), compute.Nanoseconds(), w.grad); err != nil {
+			return
+		}
+		w.completed(loss, compute, time.Since(waitStart))
+	}
+}
+
+// stretch emulates a slower device: it sleeps so that this iteration's
+// compute time becomes measured·slowdown + delay. Only the measured compute
+// is stretched, never time spent waiting for others.
+func (w *worker) stretch(ctx context.Context, measured time.Duration) time.Duration {
+	target := time.Duration(float64(measured)*w.n.cfg.Slowdown) + w.n.cfg.ComputeDelay
+	if extra := target - measured; extra > 0 {
+		t := time.NewTimer(extra)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	return target
+}
+
+// join adds this worker to every shard and fetches θ. The fetch is a push
+// of a zero gradient: for a worker the shard already knew (a restart), it
+// resends the iteration before its clock, which the shard's dedupe
+// acknowledges without applying; for a new worker at clock 0 it is a real
+// iteration carrying no samples.
+func (w *worker) join(ctx context.Context) error {
+	zero := make([]float32, len(w.grad))
+	for s, c := range w.clients {
+		for {
+			start, err := c.AddWorker(ctx)
+			if err == nil {
+				w.iters[s] = start
+				if start > 0 {
+					w.iters[s] = start - 1
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			w.setErr(err)
+		}
+	}
+	return w.pushAll(ctx, 0, 0, zero)
+}
+
+// pushAll sends each shard its slice of grad at once and waits for every
+// reply, writing each returned slice into θ. A failed push is resent with
+// the same iteration until it succeeds or ctx ends; a worker the shard
+// dropped (declared dead by mistake) is added again.
+func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []float32) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(w.clients))
+	for s, c := range w.clients {
+		wg.Add(1)
+		go func(s int, c *shard.Client) {
+			defer wg.Done()
+			lo, hi := w.bounds[s][0], w.bounds[s][1]
+			for {
+				before := c.Retries
+				dst, err := c.Push(ctx, w.iters[s], samples, computeNs, grad[lo:hi], w.theta[lo:hi:hi])
+				w.addRetries(c.Retries - before)
+				if err == nil && len(dst) != hi-lo {
+					err = errors.New("shard returned a slice of the wrong length")
+				}
+				if err == nil {
+					w.iters[s]++
+					return
+				}
+				if ctx.Err() != nil {
+					errs[s] = ctx.Err()
+					return
+				}
+				w.setErr(err)
+				var rej *shard.RejectError
+				if errors.As(err, &rej) && rej.Reason == shard.ReasonUnknownWorker {
+					if start, err := c.AddWorker(ctx); err == nil && start > w.iters[s] {
+						w.iters[s] = start
+					}
+				} else if errors.As(err, &rej) {
+					errs[s] = err
+					return
+				}
+			}
+		}(s, c)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (w *worker) completed(loss float64, compute, wait time.Duration) {
+	now := time.Now()
+	w.n.metrics.Iterations.Inc()
+	w.n.metrics.Samples.Add(float64(w.spec.BatchSize))
+	w.n.metrics.ComputeSec.Add(compute.Seconds())
+	w.n.metrics.WaitSec.Add(wait.Seconds())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stats.Iter++
+	w.stats.Samples += uint64(w.spec.BatchSize)
+	w.stats.Loss = loss
+	w.stats.ComputeSeconds += compute.Seconds()
+	w.stats.WaitSeconds += wait.Seconds()
+	w.stats.LastError = ""
+	w.rate = append(w.rate, now)
+	for len(w.rate) > 2 && now.Sub(w.rate[0]) > 5*time.Second {
+		w.rate = w.rate[1:]
+	}
+	if len(w.rate) > 1 {
+		w.stats.ItersPerSec = float64(len(w.rate)-1) / now.Sub(w.rate[0]).Seconds()
+	}
+	if w.snap == nil {
+		w.snap = make([]float32, len(w.theta))
+	}
+	copy(w.snap, w.theta)
+	w.snapIter = w.stats.Iter
+}
+
+func (w *worker) addRetries(d uint64) {
+	if d == 0 {
+		return
+	}
+	w.n.metrics.Retries.Add(float64(d))
+	w.mu.Lock()
+	w.stats.Retries += d
+	w.mu.Unlock()
+}
+
+func (w *worker) setErr(err error) {
+	w.mu.Lock()
+	w.stats.LastError = err.Error()
+	w.mu.Unlock()
+	w.n.log.Debug("push", "err", err)
+}
+
+func (w *worker) fail(err error) {
+	w.setErr(err)
+	w.n.log.Error("worker stopped", "err", err)
+}
+
+// snapshot returns a copy of θ after the last completed iteration (nil
+// before the first) and the iteration count.
+func (w *worker) snapshot() ([]float32, uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.snap == nil {
+		return nil, 0
+	}
+	return append([]float32(nil), w.snap...), w.snapIter
+}
+
+func (w *worker) status() *LocalWorker {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.stats
+	if len(w.rate) > 0 && time.Since(w.rate[len(w.rate)-1]) > 5*time.Second {
+		s.ItersPerSec = 0
+	}
+	return &s
+}
+
+// leave waits for run to return (its ctx cancelled), then removes this
+// worker from every shard so it stops holding others back at once, rather
+// than after failure detection.
+func (w *worker) leave(limit time.Duration) {
+	<-w.done
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	defer func() {
+		for _, c := range w.clients {
+			c.Close()
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, c := range w.clients {
+		wg.Add(1)
+		go func(c *shard.Client) {
+			defer wg.Done()
+			if err := c.RemoveWorker(ctx); err != nil {
+				w.n.log.Debug("remove worker on leave", "err", err)
+			}
+		}(c)
+	}
+	wg.Wait()
+}
