@@ -1,0 +1,132 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"dsspmesh/node/launch"
+)
+
+// runFail runs the binary, expects a non-zero exit within the limit and
+// returns the last line of stderr, which must be the one-line error.
+func runFail(t *testing.T, limit time.Duration, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Binary(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("dssp %v: still running after %v", args, limit)
+	}
+	if err == nil {
+		t.Fatalf("dssp %v: exit 0, want an error", args)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "dssp: ") {
+		t.Fatalf("dssp %v: last stderr line is not the error: %q", args, stderr.String())
+	}
+	return last
+}
+
+func nodeArgs(t *testing.T, key string, ports []int, extra ...string) []string {
+	args := []string{"node", "--data-dir", filepath.Join(t.TempDir(), "data"), "--log-level", "error",
+		"--gossip-port", strconv.Itoa(ports[0]), "--quic-port", strconv.Itoa(ports[1]),
+		"--http-addr", "127.0.0.1:" + strconv.Itoa(ports[2])}
+	if key == "" {
+		args = append(args, "--insecure")
+	} else {
+		args = append(args, "--key", key)
+	}
+	return append(args, extra...)
+}
+
+func freePorts(t *testing.T) []int {
+	p, err := launch.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func keygen(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "mesh.key")
+	if out, err := exec.Command(Binary(t), "keygen", "--out", path).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v %s", err, out)
+	}
+	return path
+}
+
+func TestBadInputIsOneClearLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test; skipped with -short")
+	}
+	key := keygen(t)
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	os.WriteFile(file, nil, 0o600)
+
+	t.Run("unknown model", func(t *testing.T) {
+		got := runFail(t, 20*time.Second, nodeArgs(t, key, freePorts(t), "--model", "resnet")...)
+		if !strings.Contains(got, `--model "resnet" unknown`) {
+			t.Fatal(got)
+		}
+	})
+	t.Run("unknown paradigm", func(t *testing.T) {
+		got := runFail(t, 20*time.Second, nodeArgs(t, key, freePorts(t), "--paradigm", "fastest")...)
+		if !strings.Contains(got, `--paradigm "fastest" unknown`) {
+			t.Fatal(got)
+		}
+	})
+	t.Run("join a dead address", func(t *testing.T) {
+		dead := freePorts(t)[0]
+		got := runFail(t, 30*time.Second, nodeArgs(t, key, freePorts(t), "--join", "127.0.0.1:"+strconv.Itoa(dead), "--join-timeout", "2s")...)
+		if !strings.Contains(got, "no seed answered within 2s") {
+			t.Fatal(got)
+		}
+	})
+	t.Run("port in use", func(t *testing.T) {
+		ports := freePorts(t)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ports[2]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		got := runFail(t, 20*time.Second, nodeArgs(t, key, ports)...)
+		if !strings.Contains(got, "--http-addr 127.0.0.1:"+strconv.Itoa(ports[2])+": address already in use") {
+			t.Fatal(got)
+		}
+	})
+	t.Run("data dir is a file", func(t *testing.T) {
+		args := nodeArgs(t, key, freePorts(t))
+		args[2] = file
+		got := runFail(t, 20*time.Second, args...)
+		if !strings.Contains(got, file+" is not a directory") {
+			t.Fatal(got)
+		}
+	})
+	t.Run("no key", func(t *testing.T) {
+		args := nodeArgs(t, key, freePorts(t))
+		got := runFail(t, 20*time.Second, append(args[:len(args)-2], "--log-level", "error")...)
+		if !strings.Contains(got, "--key FILE is required") {
+			t.Fatal(got)
+		}
+	})
+	t.Run("wrong mesh key", func(t *testing.T) {
+		c := NewCluster(t, 1, []string{"--train=false", "--log-level", "error"}, nil)
+		c.Start(0)
+		got := runFail(t, 40*time.Second, nodeArgs(t, keygen(t), freePorts(t), "--join", c.Mesh.Procs[0].Gossip, "--join-timeout", "3s")...)
+		if !strings.Contains(got, "no seed answered") || !strings.Contains(got, "same mesh key") {
+			t.Fatal(got)
+		}
+	})
+}

@@ -1,0 +1,200 @@
+package test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"dsspmesh/node"
+)
+
+// TestMeshTrainsSurvivesKillAndRejoins is the product path end to end:
+// three real processes (bootstrap + two joiners by seed) train the MLP,
+// the node leading most shards is killed with SIGKILL, the survivors go on
+// and drop the dead worker, and the node restarted on its data dir rejoins
+// and trains.
+func TestMeshTrainsSurvivesKillAndRejoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test; skipped with -short")
+	}
+	c := NewCluster(t, 3,
+		[]string{"--threads", "1", "--eval-every", "1s", "--eval-samples", "2000", "--log-level", "warn"},
+		[]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"})
+	c.Start(0)
+	c.Start(1)
+	c.Start(2)
+
+	c.WaitFor("3 members and every worker past iteration 20", 90*time.Second, func() bool {
+		st := c.Statuses()
+		for _, s := range st {
+			if s == nil || len(s.Members) != 3 || s.Worker == nil || s.Worker.Iter < 20 {
+				return false
+			}
+		}
+		return true
+	})
+	first := Accuracy(c.Statuses())
+	if first == nil {
+		c.WaitFor("a first evaluation", 30*time.Second, func() bool { first = Accuracy(c.Statuses()); return first != nil })
+	}
+	c.WaitFor("accuracy to rise by 20 points", 120*time.Second, func() bool {
+		a := Accuracy(c.Statuses())
+		return a != nil && a.Accuracy > first.Accuracy+0.2
+	})
+	st := c.Statuses()
+	t.Logf("accuracy %.3f at iteration %d → %.3f at %d", first.Accuracy, first.Iter, Accuracy(st).Accuracy, Accuracy(st).Iter)
+	for _, s := range st {
+		if len(s.Spec.Model) == 0 || s.Policy != "dssp:3:12" {
+			t.Fatalf("%s did not adopt the job spec: %+v", s.Node, s.Spec)
+		}
+	}
+
+	t.Run("metrics", func(t *testing.T) { checkMetrics(t, c.Mesh.Procs[1].HTTP, 3) })
+	t.Run("dashboard", func(t *testing.T) { checkDashboard(t, c.Mesh.Procs[2].HTTP, st) })
+
+	// Kill the node leading most shards.
+	count := map[int]int{}
+	for _, i := range Leaders(st) {
+		count[i]++
+	}
+	victim := 0
+	for i, n := range count {
+		if n > count[victim] {
+			victim = i
+		}
+	}
+	deadID := st[victim].Node
+	survivors := []int{}
+	for i := range c.Mesh.Procs {
+		if i != victim {
+			survivors = append(survivors, i)
+		}
+	}
+	before := map[int]int64{}
+	for _, i := range survivors {
+		before[i] = c.Iter(i)
+	}
+	t.Logf("killing node%d (%s), leader of %d of %d shards", victim, deadID, count[victim], len(st[victim].Shards))
+	c.Kill(victim)
+	killed := time.Now()
+
+	// Recovered: every shard led by a survivor, the dead worker out of
+	// every leader's clock table. Then the survivors must advance beyond
+	// s_U = 15 iterations past where they were, which the gate would not
+	// allow while the dead worker still held them.
+	recovered := c.WaitFor("shards led by survivors and the dead worker removed", 60*time.Second, func() bool {
+		st := c.Statuses()
+		leaders := Leaders(st)
+		if len(leaders) != len(st[survivors[0]].Shards) {
+			return false
+		}
+		for _, i := range leaders {
+			if i == victim {
+				return false
+			}
+		}
+		for _, i := range survivors {
+			if st[i] == nil {
+				return false
+			}
+			for _, w := range st[i].Workers {
+				if w.ID == deadID {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	c.WaitFor("survivors 20 iterations further", 60*time.Second, func() bool {
+		for _, i := range survivors {
+			if c.Iter(i) < before[i]+20 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("after kill -9: recovered in %v, survivors 20 iterations further after %v", recovered.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+
+	c.Restart(victim)
+	restarted := time.Now()
+	c.WaitFor("the restarted node trains again and is back in the clock tables", 90*time.Second, func() bool {
+		s, err := c.Status(victim)
+		if err != nil || s.Node != deadID || s.Worker == nil || s.Worker.Iter < 10 {
+			return false
+		}
+		for _, x := range c.Statuses() {
+			for _, w := range x.Workers {
+				if w.ID == deadID {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	t.Logf("restarted node rejoined and did 10 iterations in %v", time.Since(restarted).Round(time.Millisecond))
+}
+
+func checkMetrics(t *testing.T, addr string, workers int) {
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(res.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	for _, name := range []string{"dssp_members", "dssp_worker_iterations_total", "dssp_worker_wait_seconds_total", "dssp_transport_errors", "dssp_shard_term"} {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+	if v := fams["dssp_members"].Metric[0].Gauge.GetValue(); v != float64(workers) {
+		t.Errorf("dssp_members = %g, want %d", v, workers)
+	}
+	if v := fams["dssp_worker_iterations_total"].Metric[0].Counter.GetValue(); v < 1 {
+		t.Errorf("dssp_worker_iterations_total = %g", v)
+	}
+}
+
+// checkDashboard loads the dashboard in headless Chromium and looks for
+// every worker's id in the rendered page.
+func checkDashboard(t *testing.T, addr string, st []*node.Status) {
+	bin := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed; CI must install it (apt-get install -y chromium)")
+		}
+		t.Skip("chromium not installed (apt-get install -y chromium); dashboard not checked")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--virtual-time-budget=5000", "--dump-dom", "http://"+addr+"/").Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	dom := string(out)
+	for _, s := range st {
+		if !strings.Contains(dom, s.Node) {
+			t.Errorf("dashboard does not show %s", s.Node)
+		}
+	}
+	if !strings.Contains(dom, "test accuracy") {
+		t.Error("dashboard shows no accuracy")
+	}
+}

@@ -1,0 +1,188 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"dsspmesh/node"
+	"dsspmesh/node/launch"
+)
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Binary builds cmd/dssp once per test process into a temporary folder and
+// returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dssp-bin-*")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "dssp")
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Dir(filepath.Dir(file))
+		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/dssp")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/dssp: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+// Cluster is a mesh of real dssp node processes on loopback, with the
+// verbs fault tests are written in: Start, Kill, Restart, Status, WaitFor.
+type Cluster struct {
+	t      testing.TB
+	Mesh   *launch.Mesh
+	killed map[int]bool // nodes killed on purpose and not restarted
+}
+
+// NewCluster prepares n nodes (node 0 bootstraps, the others join it by
+// seed) with args added to every node and spec to node 0. Every process is
+// stopped when the test ends; their logs are printed if it failed.
+func NewCluster(t testing.TB, n int, args, spec []string) *Cluster {
+	t.Helper()
+	m, err := launch.NewMesh(Binary(t), t.TempDir(), n, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Procs {
+		m.AddArgs(i, args...)
+	}
+	m.AddArgs(0, spec...)
+	c := &Cluster{t: t, Mesh: m, killed: map[int]bool{}}
+	t.Cleanup(func() {
+		m.Stop(10 * time.Second)
+		if t.Failed() {
+			for _, p := range m.Procs {
+				t.Logf("node%d log tail: %s", p.Index, launch.LogTail(p.LogPath, 15))
+			}
+		}
+	})
+	return c
+}
+
+// Start starts node i and waits until its /status answers.
+func (c *Cluster) Start(i int) {
+	c.t.Helper()
+	if err := c.Mesh.Start(i); err != nil {
+		c.t.Fatal(err)
+	}
+	c.WaitFor(fmt.Sprintf("node%d answers /status", i), 60*time.Second, func() bool {
+		_, err := c.Status(i)
+		return err == nil
+	})
+}
+
+// Kill sends SIGKILL to node i.
+func (c *Cluster) Kill(i int) {
+	c.t.Helper()
+	if err := c.Mesh.Kill(i); err != nil {
+		c.t.Fatal(err)
+	}
+	c.killed[i] = true
+}
+
+// Restart starts node i again on the same data dir and ports.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	delete(c.killed, i)
+	c.Start(i)
+}
+
+// Status reads node i's /status.
+func (c *Cluster) Status(i int) (node.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return launch.FetchStatus(ctx, c.Mesh.Procs[i].HTTP)
+}
+
+// Statuses reads every live node's /status (nil for a node that is down
+// or does not answer).
+func (c *Cluster) Statuses() []*node.Status {
+	out := make([]*node.Status, len(c.Mesh.Procs))
+	for i, p := range c.Mesh.Procs {
+		if !p.Alive() {
+			continue
+		}
+		if s, err := c.Status(i); err == nil {
+			out[i] = &s
+		}
+	}
+	return out
+}
+
+// WaitFor polls cond until it holds, failing the test after limit; it
+// returns how long it took. A node exiting on its own fails the test at
+// once.
+func (c *Cluster) WaitFor(what string, limit time.Duration, cond func() bool) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	for !cond() {
+		for i := range c.Mesh.Procs {
+			if err := c.Mesh.Exited(i); err != nil && !c.killed[i] {
+				c.t.Fatalf("waiting for %s: %v", what, err)
+			}
+		}
+		if time.Since(start) > limit {
+			c.t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// Iter is node i's worker iteration (-1 if it does not answer).
+func (c *Cluster) Iter(i int) int64 {
+	s, err := c.Status(i)
+	if err != nil || s.Worker == nil {
+		return -1
+	}
+	return int64(s.Worker.Iter)
+}
+
+// Leaders merges every node's view: shard id → the node index whose
+// replica says it leads.
+func Leaders(st []*node.Status) map[uint32]int {
+	out := map[uint32]int{}
+	for i, s := range st {
+		if s == nil {
+			continue
+		}
+		for _, sh := range s.Shards {
+			if sh.Local == "leader" {
+				out[sh.ID] = i
+			}
+		}
+	}
+	return out
+}
+
+// Accuracy is the latest evaluation any node reports (nil if none).
+func Accuracy(st []*node.Status) *node.EvalResult {
+	var best *node.EvalResult
+	for _, s := range st {
+		if s != nil && s.Eval != nil && (best == nil || s.Eval.At.After(best.At)) {
+			best = s.Eval
+		}
+	}
+	return best
+}
