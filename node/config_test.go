@@ -27,7 +27,7 @@ func TestConfigValidateNamesTheBadValue(t *testing.T) {
 		{func(c *Config) { c.Spec.Model = "resnet" }, `--model "resnet" unknown`},
 		{func(c *Config) { c.Spec.Paradigm = "fast" }, `--paradigm "fast" unknown`},
 		{func(c *Config) { c.Spec.Paradigm = "dssp"; c.Spec.RMax = -1 }, "--paradigm"},
-		{func(c *Config) { c.Spec.Optimizer = "sgd" }, "--momentum 0.9 needs --optimizer momentum"},
+		{func(c *Config) { c.Spec.Optimizer = "sgd" }, "--momentum 0.5 needs --optimizer momentum"},
 		{func(c *Config) { c.Spec.Shards = 0 }, "--shards 0"},
 		{func(c *Config) { c.Spec.Replication = 9 }, "--replication 9"},
 		{func(c *Config) { c.Spec.BatchSize = -2 }, "--batch -2"},

@@ -44,13 +44,15 @@ type JobSpec struct {
 	Seed        uint64 `json:"seed"`
 }
 
-// DefaultJobSpec is the MLP on MNIST under bounded DSSP(3, 12), with the
-// single-node baseline's optimizer (dssp train).
+// DefaultJobSpec is the MLP on MNIST under bounded DSSP(3, 12). Momentum is
+// 0.5, not the single-node baseline's 0.9: stale gradients from several
+// workers already act as momentum, and at 0.9 a 4-node mesh oscillated
+// between 30% and 45% test accuracy for a minute where 0.5 passed 92%.
 func DefaultJobSpec() JobSpec {
 	return JobSpec{
 		Model: "mlp", Dataset: "mnist",
 		Paradigm: "dssp", SLower: 3, RMax: 12,
-		Optimizer: "momentum", LR: 0.05, Momentum: 0.9,
+		Optimizer: "momentum", LR: 0.05, Momentum: 0.5,
 		LRDecay: 0.85, LRDecaySamples: 60000,
 		BatchSize: 64, Shards: 4, Replication: 3, Seed: 1,
 	}
