@@ -6,7 +6,7 @@
 //
 // [Membership] is our own small interface over gossip (join by seed
 // addresses, leave, the live member list, join/leave/update/failed events).
-// [NewMemberlist] implements it on hashicorp/memberlist; [InmemNetwork] gives
+// [NewMemberlist] implements it on hashicorp/memberlist; [InmemCluster] gives
 // an in-memory twin whose failures are injected by the test. Each member's
 // [Meta] (node id, QUIC address, trains?, backend, protocol version) travels
 // in memberlist's node metadata, encoded compactly (≤ [MaxMetaSize] bytes);
@@ -60,9 +60,10 @@
 // peer may or may not have received and acted on the request; callers resend
 // with the same idempotency key (the shard layer's (worker, iter)).
 //
-// [InmemTransport] implements the same interface in memory, with a [Faults]
-// hook that can drop, delay, duplicate or corrupt whole frames (each Write
-// of a raw stream counts as one frame) and partition nodes.
+// [InmemTransport] (from [InmemNetwork.NewTransport]) implements the same
+// interface in memory; the network's [FaultHook] can drop, delay, duplicate
+// or corrupt whole frames (each Write of a raw stream counts as one frame),
+// and [InmemNetwork.Partition] cuts nodes apart.
 //
 // # Placement
 //
@@ -71,7 +72,8 @@
 // the same membership view computes the same replica sets, and a join or
 // leave moves only the replicas that hash to the node concerned.
 //
-// Lock order: quicTransport.mu before peerConn state; InmemNetwork.mu before
-// any InmemTransport's mu. No lock is held while calling into quic-go,
-// memberlist or user callbacks.
+// Lock order: InmemCluster.mu before an eventQueue's mu; a listenerSet's mu
+// is taken alone; no other two locks are ever held together. No lock is held
+// while calling memberlist or a FaultHook, nor while quic-go dials or
+// accepts.
 package mesh
