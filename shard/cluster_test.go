@@ -161,10 +161,15 @@ func (c *cluster) boot(ids []mesh.NodeID, spec Spec, theta []float32) {
 	if err := c.replica(ids[0]).Bootstrap(ids); err != nil {
 		c.t.Fatal(err)
 	}
-	l := c.waitLeader("")
-	if err := l.Init(context.Background(), spec, theta); err != nil {
-		c.t.Fatal(err)
-	}
+	// Init is ambiguous when leadership moves under it: retry until a
+	// replica reports the shard initialised (a second Init is refused).
+	c.waitFor(10*time.Second, "the shard initialised", func() bool {
+		l := c.waitLeader("")
+		if err := l.Init(context.Background(), spec, theta); err != nil {
+			c.t.Logf("init on %s: %v", l.cfg.ID, err)
+		}
+		return l.FSM().Status().Initialized
+	})
 }
 
 // waitLeader waits for a live replica other than not to lead.

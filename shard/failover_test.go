@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -21,10 +22,11 @@ var failoverSeeds = 4
 func TestFailoverKillLeader(t *testing.T) {
 	var worst time.Duration
 	for seed := 1; seed <= failoverSeeds; seed++ {
-		stall := failoverRun(t, uint64(seed))
-		worst = max(worst, stall)
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			worst = max(worst, failoverRun(t, uint64(seed)))
+		})
 		if t.Failed() {
-			t.Fatalf("seed %d failed", seed)
+			t.FailNow()
 		}
 	}
 	t.Logf("%d seeds: worst time from leader kill to a new leader acking %s (election timeout 50ms)", failoverSeeds, worst)

@@ -22,12 +22,19 @@ func runWorkers(t *testing.T, c *cluster, ids []mesh.NodeID, workers []clock.Wor
 	var mu sync.Mutex
 	acked := map[pushKey]bool{}
 	var wg sync.WaitGroup
+	// Add every worker before any pushes, so all start at clock 0.
+	clients := make([]*Client, len(workers))
+	starts := make([]int64, len(workers))
 	for k, w := range workers {
-		cl := c.client(w, ids)
-		start, err := cl.AddWorker(context.Background())
+		clients[k] = c.client(w, ids)
+		start, err := clients[k].AddWorker(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
+		starts[k] = start
+	}
+	for k, w := range workers {
+		cl, start := clients[k], starts[k]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
