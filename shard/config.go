@@ -52,7 +52,7 @@ func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      20 * time.Millisecond,
-		SnapshotInterval:   5 * time.Second,
+		SnapshotInterval:   time.Second,
 		SnapshotThreshold:  256,
 		TrailingLogs:       64,
 		MaxAppendEntries:   16,

@@ -15,7 +15,8 @@ import (
 // gradients of 1 MiB through a 1-replica shard on raft-wal with the default
 // log bounds and reports the largest size of its data directory, sampled
 // every 100 pushes, against the bound (SnapshotThreshold + TrailingLogs) ×
-// entry + segment size + snapshots.
+// entry + segment size + snapshots; between snapshot checks the log also
+// grows by the push rate × up to 2 SnapshotInterval.
 func TestDiskBoundedUnderLargePushes(t *testing.T) {
 	pushes := 10000
 	if s := os.Getenv("SHARD_DISK_PUSHES"); s != "" {
@@ -54,7 +55,9 @@ func TestDiskBoundedUnderLargePushes(t *testing.T) {
 	bound := int64(def.SnapshotThreshold+def.TrailingLogs)*(4*n) + 16<<20 + 3*2*(4*n)
 	t.Logf("%d pushes of 1 MiB: data dir peak %.1f MiB, final %.1f MiB; expected bound ≈ %.1f MiB (log written %.0f MiB)",
 		pushes, float64(peak)/(1<<20), float64(final)/(1<<20), float64(bound)/(1<<20), float64(pushes))
-	if peak > 2*bound {
-		t.Errorf("disk use %d exceeds twice the expected bound %d", peak, bound)
+	// Between snapshot checks (every 1–2 SnapshotInterval) the log grows by
+	// the push rate times that time, on top of the bound.
+	if final > bound || peak > 3*bound {
+		t.Errorf("disk use final %d, peak %d against bound %d", final, peak, bound)
 	}
 }
