@@ -7,6 +7,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"dsspmesh/clock"
+	"dsspmesh/mesh"
 )
 
 // Entry layout in the raft log (integers big-endian):
@@ -151,7 +152,7 @@ func decodeEntry(b []byte) (entry, error) {
 	switch e.kind {
 	case entryInit:
 		var h initHeader
-		if err := msgpack.Unmarshal(hb, &h); err != nil {
+		if err := mesh.UnmarshalBounded(hb, &h); err != nil {
 			return bad("init header: %v", err)
 		}
 		if len(payload) != 4*h.Spec.Len {
@@ -160,7 +161,7 @@ func decodeEntry(b []byte) (entry, error) {
 		e.spec, e.theta = h.Spec, payload
 	case entryPush:
 		var h pushBatchHeader
-		if err := msgpack.Unmarshal(hb, &h); err != nil {
+		if err := mesh.UnmarshalBounded(hb, &h); err != nil {
 			return bad("push header: %v", err)
 		}
 		e.pushes = make([]Push, len(h.Pushes))
@@ -176,7 +177,7 @@ func decodeEntry(b []byte) (entry, error) {
 		}
 	case entryAddWorker, entryRemoveWorker:
 		var h workerHeader
-		if err := msgpack.Unmarshal(hb, &h); err != nil {
+		if err := mesh.UnmarshalBounded(hb, &h); err != nil {
 			return bad("worker header: %v", err)
 		}
 		if h.Worker == "" {

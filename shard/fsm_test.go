@@ -19,7 +19,7 @@ func testSpec(n int, policy string) Spec {
 func gradBytes(v []float32) []byte { return appendFloat32s(nil, v) }
 
 type fsmHarness struct {
-	t     *testing.T
+	t     testing.TB
 	f     *FSM
 	index uint64
 }
@@ -33,7 +33,7 @@ func (h *fsmHarness) apply(data []byte, err error) Applied {
 	return h.f.Apply(&raft.Log{Index: h.index, Type: raft.LogCommand, Data: data}).(Applied)
 }
 
-func newFSMHarness(t *testing.T, spec Spec, theta []float32) *fsmHarness {
+func newFSMHarness(t testing.TB, spec Spec, theta []float32) *fsmHarness {
 	h := &fsmHarness{t: t, f: NewFSM(spec.Shard, nil)}
 	if a := h.apply(encodeInit(spec, theta)); a.Err != nil {
 		t.Fatal(a.Err)

@@ -7,6 +7,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"dsspmesh/clock"
+	"dsspmesh/mesh"
 )
 
 // Snapshot layout (integers big-endian):
@@ -75,7 +76,7 @@ func (f *FSM) decodeLocked(b []byte) error {
 		return bad("header length %d", hl)
 	}
 	var h snapshotHeader
-	if err := msgpack.Unmarshal(b[pre:pre+int(hl)], &h); err != nil {
+	if err := mesh.UnmarshalBounded(b[pre:pre+int(hl)], &h); err != nil {
 		return bad("header: %v", err)
 	}
 	body := b[pre+int(hl):]
@@ -88,13 +89,17 @@ func (f *FSM) decodeLocked(b []byte) error {
 		if err := h.Spec.Validate(); err != nil {
 			return bad("%v", err)
 		}
-		n := h.Spec.Len
+		n, vectors := h.Spec.Len, 1
 		if h.Spec.Optimizer.Kind == Momentum {
-			velocity = make([]float32, n)
+			vectors = 2
+		}
+		// Check the size before allocating: Len comes from the snapshot.
+		if len(body) != 4*n*vectors {
+			return bad("%d parameter bytes for length %d", len(body), n)
 		}
 		theta = make([]float32, n)
-		if len(body) != 4*(len(theta)+len(velocity)) {
-			return bad("%d parameter bytes for length %d", len(body), n)
+		if vectors == 2 {
+			velocity = make([]float32, n)
 		}
 		_ = decodeFloats(theta, body[:4*n])
 		_ = decodeFloats(velocity, body[4*n:])
