@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -376,8 +377,11 @@ func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 func (fsmSnapshot) Release() {}
 
 func appendFloat32s(dst []byte, v []float32) []byte {
-	for _, x := range v {
-		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(x))
+	n := len(dst)
+	dst = slices.Grow(dst, 4*len(v))[:n+4*len(v)]
+	out := dst[n:]
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
 	}
 	return dst
 }
