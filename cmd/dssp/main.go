@@ -33,6 +33,7 @@ func newRootCmd() *cobra.Command {
 		newSimCmd(),
 		newTrainCmd(),
 		newKeygenCmd(),
+		newBenchCmd(),
 	)
 	return root
 }

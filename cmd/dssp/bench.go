@@ -1,0 +1,207 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"dsspmesh/node/bench"
+)
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmarks: paradigms on real local meshes, and the mesh's own costs",
+		Long: `bench paradigms  compares BSP, ASP, SSP, DSSP and dssp-paper on real local meshes
+bench mesh       measures the transport, Raft replication, the gate and the mesh's
+                 iteration throughput, each against a baseline in the same run
+
+See BENCHMARKS.md for a full run and how to read it.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newBenchParadigmsCmd(), newBenchMeshCmd())
+	return cmd
+}
+
+func newBenchParadigmsCmd() *cobra.Command {
+	cfg := bench.DefaultParadigmsConfig()
+	var (
+		paradigms, targets, hetero string
+		homogeneous                bool
+		verbose                    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "paradigms",
+		Short: "Time to target accuracy of each paradigm on real local meshes, homogeneous and heterogeneous",
+		Long: `Run, for each paradigm, a real local mesh of --workers 'dssp node' processes (as
+'dssp up' does) with the same job (model, data, batch, learning-rate schedule by
+global samples), once with every worker at full speed and once with
+--slowdown (which stretches only each worker's own compute time), --repeats
+times each, and report the median time to each of --targets, the final
+accuracy, the mesh's iterations/s and each worker's share of time spent waiting.
+A target not reached within --time-limit is reported as such.
+
+Writes into --out: report.md (tables), runs.csv, summary.csv,
+accuracy-homogeneous.png, accuracy-heterogeneous.png, and runs/ (each mesh's
+own report).
+
+The defaults are the full comparison (7 paradigms × 2 settings × 3 repeats,
+up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
+		Example: `  dssp bench paradigms
+  dssp bench paradigms --repeats 1 --time-limit 90s --targets 0.9,0.95,0.97
+  dssp bench paradigms --paradigms ssp:3,dssp:3:12 --slowdown 1,1,1,4 --homogeneous=false`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+			}
+			cfg.Binary = bin
+			cfg.Out = cmd.OutOrStdout()
+			cfg.Verbose = verbose
+			cfg.Variants = nil
+			for _, p := range strings.Split(paradigms, ",") {
+				cfg.Variants = append(cfg.Variants, bench.Variant(strings.TrimSpace(p)))
+			}
+			if cfg.Targets, err = bench.ParseFloats("targets", targets); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("ref-target") && len(cfg.Targets) > 0 && !contains(cfg.Targets, cfg.RefTarget) {
+				cfg.RefTarget = cfg.Targets[len(cfg.Targets)-1]
+			}
+			cfg.Settings = nil
+			if homogeneous {
+				cfg.Settings = append(cfg.Settings, bench.Setting{Name: "homogeneous"})
+			}
+			if hetero != "" {
+				s, err := bench.ParseFloats("slowdown", hetero)
+				if err != nil {
+					return err
+				}
+				cfg.Settings = append(cfg.Settings, bench.Setting{Name: "heterogeneous", Slowdown: s})
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			res, err := bench.RunParadigms(ctx, cfg, log)
+			if res != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "\n%s\nreport in %s/ (report.md, runs.csv, summary.csv, accuracy-*.png)\n", res.Markdown(), cfg.OutDir)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "node processes per mesh")
+	f.StringVar(&paradigms, "paradigms", joinVariants(cfg.Variants), "paradigms to compare: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX")
+	f.BoolVar(&homogeneous, "homogeneous", true, "run the homogeneous setting (--homogeneous=false: skip it)")
+	f.StringVar(&hetero, "slowdown", bench.FormatFloats(cfg.Settings[1].Slowdown), "per-worker compute slowdowns of the heterogeneous setting, cycled (empty: skip it)")
+	f.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs per paradigm and setting; the median is reported")
+	f.StringVar(&targets, "targets", bench.FormatFloats(cfg.Targets), "test accuracies to time; each mesh stops at the highest")
+	f.Float64Var(&cfg.RefTarget, "ref-target", cfg.RefTarget, "target of the ratio columns (default: 0.97, or the highest target if 0.97 is not one)")
+	f.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "longest run of one mesh")
+	f.DurationVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "evaluation cadence of the mesh (the resolution of the times)")
+	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often each node's /status is polled")
+	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute goroutines per node (the nodes share this machine's cores)")
+	f.StringSliceVar(&cfg.SpecArgs, "job-flag", nil, "extra job flag for every mesh, repeatable (e.g. --job-flag=--model=lenet)")
+	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "folder for the report")
+	f.BoolVar(&verbose, "verbose", false, "show every node's progress line, not only each mesh's headline")
+	return cmd
+}
+
+func joinVariants(v []bench.Variant) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func contains(v []float64, x float64) bool {
+	for _, y := range v {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func newBenchMeshCmd() *cobra.Command {
+	cfg := bench.DefaultMeshConfig()
+	var (
+		replicas string
+		noMesh   bool
+		out      string
+	)
+	cmd := &cobra.Command{
+		Use:   "mesh",
+		Short: "The mesh's own costs, each as a ratio against a baseline measured in the same run",
+		Long: `Measure, in one run, each against its baseline:
+  transport     push-sized round trips over the mesh's QUIC transport vs raw quic-go
+                with the same TLS certificates and windows (alternated);
+  replication   pushes/s and MiB/s through a Raft-replicated shard at each of
+                --replicas vs an unreplicated echo of the same payload over QUIC;
+  gate          ns per push of each paradigm's gate vs ASP's, and as a share of
+                one replicated push;
+  throughput    iterations/s of --workers real node processes through the mesh
+                vs as many goroutines training the same model on an in-process
+                parameter vector with no network.
+Writes --out/mesh.md.`,
+		Example: `  dssp bench mesh
+  dssp bench mesh --replicas 1,3,5 --payload 1048576 --no-process-mesh`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !noMesh {
+				bin, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+				}
+				cfg.Binary = bin
+			}
+			cfg.Replication.Replicas = nil
+			for _, p := range strings.Split(replicas, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(p))
+				if err != nil {
+					return fmt.Errorf("--replicas: %q is not a number", p)
+				}
+				cfg.Replication.Replicas = append(cfg.Replication.Replicas, n)
+			}
+			cfg.Out = cmd.OutOrStdout()
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			res, err := bench.RunMesh(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			if err := res.Write(out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "\n%s\nwritten to %s/mesh.md\n", res.Markdown(), out)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Payload, "payload", 0, "bytes per push for transport and replication (0: one shard's slice of the job's model)")
+	f.DurationVar(&cfg.Transport, "transport-time", cfg.Transport, "length of the transport measurement")
+	f.StringVar(&replicas, "replicas", "1,3", "replica counts to measure")
+	f.IntVar(&cfg.Replication.Workers, "push-workers", cfg.Replication.Workers, "concurrent pushing workers in the replication measurement")
+	f.DurationVar(&cfg.Replication.Duration, "replication-time", cfg.Replication.Duration, "length of each replication measurement")
+	f.BoolVar(&cfg.Disk, "disk", cfg.Disk, "replicas keep raft-wal stores on disk, as a node does (false: in memory)")
+	f.IntVar(&cfg.GatePushes, "gate-pushes", cfg.GatePushes, "pushes per gate policy")
+	f.IntVar(&cfg.GateWorkers, "gate-workers", cfg.GateWorkers, "simulated workers in the gate measurement")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers for the iteration-throughput comparison")
+	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute goroutines per worker")
+	f.DurationVar(&cfg.MeshTime, "mesh-time", cfg.MeshTime, "how long the process mesh trains (start-up excluded from the rate)")
+	f.DurationVar(&cfg.InprocTime, "inproc-time", cfg.InprocTime, "how long the in-process baseline trains")
+	f.BoolVar(&noMesh, "no-process-mesh", false, "skip the process mesh (the baseline still runs)")
+	f.StringVar(&cfg.DataDir, "data", "", "MNIST folder for the in-process baseline (default: found as the node finds it)")
+	f.StringVar(&out, "out", "bench-mesh", "folder for mesh.md")
+	cfg.Spec.BindFlags(f)
+	return cmd
+}

@@ -1,0 +1,36 @@
+// Package bench is `dssp bench`: the paper's comparison of synchronization
+// paradigms reproduced on real local meshes, and the mesh's own costs, each
+// measured against a baseline in the same run.
+//
+// # Paradigms
+//
+// [RunParadigms] starts, for every paradigm variant (BSP, ASP, SSP at each
+// s, bounded DSSP and dssp-paper) and every setting (homogeneous, and
+// heterogeneous through the nodes' --slowdown, which stretches only the
+// compute time each worker measures), a real mesh of `dssp node` processes
+// on loopback through node/launch, and watches it until the highest target
+// accuracy or the time limit. Every variant runs the same job spec (model,
+// data, batch, learning-rate schedule counted in global samples); only the
+// paradigm changes. Each cell is repeated and the median reported; a
+// target not reached within the limit counts as infinitely late, so a
+// median of "not reached" says so instead of hiding the run.
+//
+// # Mesh
+//
+// [RunMesh] measures, in one process and one run, each cost next to its
+// baseline: the QUIC transport against raw quic-go with the same TLS; pushes
+// through a Raft-replicated shard (1 and R replicas, over the QUIC
+// transport) against an unreplicated echo of the same payload on the same
+// transport; the gate's per-push cost against ASP's; and the iterations/s
+// of N worker processes through a real mesh against N goroutines training
+// the same model on an in-process parameter store with no network.
+//
+// # Contract
+//
+// Every measurement is bounded: meshes by a time limit, in-process loops by
+// a duration, and every network call by a context deadline. Progress goes to
+// the configured writer; logs to the *slog.Logger passed in. Nothing here
+// asserts a speed: figures are reported, ratios are computed against the
+// baseline measured in the same call. Results are plain structs so the
+// command renders them and benchmarks report them.
+package bench

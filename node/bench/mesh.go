@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"dsspmesh/cudaops"
+	"dsspmesh/node"
+)
+
+// MeshConfig is one `dssp bench mesh` run.
+type MeshConfig struct {
+	Binary string // the dssp binary for the process mesh; "" skips it
+	// Payload is the bytes per push for the transport and replication
+	// measurements; 0 means one shard's slice of the job's model (what a
+	// worker actually pushes to each shard).
+	Payload     int
+	Transport   time.Duration // length of the transport measurement
+	Replication ReplicationConfig
+	Disk        bool // replication on raft-wal stores in a temp folder, as a node keeps them
+	GatePushes  int
+	GateWorkers int
+	Policies    []string // gates to cost against ASP
+	Workers     int      // N for the iteration-throughput comparison
+	Threads     int
+	Spec        node.JobSpec
+	MeshTime    time.Duration // how long the process mesh trains
+	InprocTime  time.Duration
+	DataDir     string
+	Out         io.Writer
+}
+
+// DefaultMeshConfig measures everything in about two and a half minutes.
+func DefaultMeshConfig() MeshConfig {
+	spec := node.DefaultJobSpec()
+	spec.Paradigm = "asp"
+	return MeshConfig{
+		Transport: 8 * time.Second, Replication: DefaultReplicationConfig(), Disk: true,
+		GatePushes: 1_000_000, GateWorkers: 4,
+		Policies: []string{"bsp", "ssp:3", "dssp:3:12", "dssp-paper:3:12"},
+		Workers:  4, Threads: 1, Spec: spec, MeshTime: 60 * time.Second, InprocTime: 20 * time.Second,
+	}
+}
+
+// Validate names the first bad value.
+func (c MeshConfig) Validate() error {
+	switch {
+	case c.Payload < 0 || c.Payload%4 != 0:
+		return fmt.Errorf("--payload %d must be a multiple of 4 (0: one shard of the model)", c.Payload)
+	case c.Transport <= 0:
+		return fmt.Errorf("--transport-time %v must be > 0", c.Transport)
+	case c.GatePushes < 1:
+		return fmt.Errorf("--gate-pushes %d must be >= 1", c.GatePushes)
+	case c.GateWorkers < 1:
+		return fmt.Errorf("--gate-workers %d must be >= 1", c.GateWorkers)
+	case c.Workers < 1 || c.Workers > 64:
+		return fmt.Errorf("--workers %d outside 1..64", c.Workers)
+	case c.Threads < 0:
+		return fmt.Errorf("--threads %d must be >= 0", c.Threads)
+	case c.MeshTime < 10*time.Second:
+		return fmt.Errorf("--mesh-time %v must be >= 10s (start-up takes seconds)", c.MeshTime)
+	case c.InprocTime <= 0:
+		return fmt.Errorf("--inproc-time %v must be > 0", c.InprocTime)
+	}
+	r := c.Replication
+	r.Payload = max(c.Payload, 4)
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	return c.Spec.Validate()
+}
+
+// MeshResult is every measurement with its baseline.
+type MeshResult struct {
+	Config      MeshConfig
+	CPU         string
+	Cores       int
+	Transport   TransportResult
+	Replication ReplicationResult
+	Gate        []GateCost
+	Mesh        *MeshItersResult // nil when skipped
+	Inproc      InprocResult
+	Start       time.Time
+	Took        time.Duration
+}
+
+// RunMesh runs the measurements in turn, printing each as it completes.
+func RunMesh(ctx context.Context, cfg MeshConfig, log *slog.Logger) (*MeshResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	out := cfg.Out
+	if out == nil {
+		out = io.Discard
+	}
+	res := &MeshResult{Config: cfg, CPU: CPUModel(), Cores: runtime.NumCPU(), Start: time.Now()}
+	if cfg.Payload == 0 {
+		m, err := cudaops.NewModel(cfg.Spec.Model, cudaops.ModelOptions{})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Payload = (m.NumParams() + cfg.Spec.Shards - 1) / cfg.Spec.Shards * 4
+		res.Config.Payload = cfg.Payload
+	}
+	var err error
+	fmt.Fprintf(out, "transport: %d-byte round trips, mesh QUIC vs raw quic-go, %v...\n", cfg.Payload, cfg.Transport)
+	if res.Transport, err = MeasureTransport(ctx, cfg.Payload, cfg.Transport, log); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(out, "  raw %.1f MiB/s, mesh %.1f MiB/s, ratio %.2f\n", res.Transport.RawMiBs, res.Transport.MeshMiBs, res.Transport.Ratio)
+
+	rc := cfg.Replication
+	rc.Payload = cfg.Payload
+	if cfg.Disk {
+		dir, err := os.MkdirTemp("", "dssp-bench-raft-*")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(dir)
+		rc.Dir = dir
+	}
+	res.Replication.Config = rc
+	fmt.Fprintf(out, "replication: %d workers pushing %d bytes under ASP, unreplicated echo then %v replicas, %v each...\n",
+		rc.Workers, rc.Payload, rc.Replicas, rc.Duration)
+	if res.Replication, err = MeasureReplication(ctx, rc, log); err != nil {
+		return res, err
+	}
+	for _, r := range append([]PushRate{res.Replication.Baseline}, res.Replication.Rates...) {
+		fmt.Fprintf(out, "  %s: %.0f pushes/s, %.1f MiB/s\n", replicaName(r.Replicas), r.PushesPerSec, r.MiBs)
+	}
+
+	fmt.Fprintf(out, "gate: %d pushes of %d simulated workers (slowdown 1,1,2,4) per policy...\n", cfg.GatePushes, cfg.GateWorkers)
+	if res.Gate, err = MeasureGate(cfg.Policies, cfg.GateWorkers, cfg.GatePushes, []float64{1, 1, 2, 4}); err != nil {
+		return res, err
+	}
+	for _, g := range res.Gate {
+		fmt.Fprintf(out, "  %s: %.0f ns/push (x%.2f ASP)\n", g.Policy, g.NsPerOp, g.XASP)
+	}
+
+	fmt.Fprintf(out, "in-process baseline: %d workers training %s on a shared parameter vector, %v...\n", cfg.Workers, cfg.Spec.Model, cfg.InprocTime)
+	if res.Inproc, err = MeasureInproc(ctx, InprocConfig{Workers: cfg.Workers, Threads: cfg.Threads, Spec: cfg.Spec,
+		DataDir: cfg.DataDir, Duration: cfg.InprocTime, Warmup: 2 * time.Second}); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(out, "  %.1f iterations/s\n", res.Inproc.ItersPerSec)
+	if cfg.Binary != "" {
+		fmt.Fprintf(out, "mesh: %d node processes training %s under %s for %v...\n", cfg.Workers, cfg.Spec.Model, cfg.Spec.PolicyText(), cfg.MeshTime)
+		m, err := MeasureMeshIters(ctx, MeshItersConfig{Binary: cfg.Binary, Workers: cfg.Workers, Threads: cfg.Threads,
+			Spec: cfg.Spec, Duration: cfg.MeshTime, Out: &prefixWriter{w: out, prefix: "  "}}, log)
+		if err != nil {
+			return res, err
+		}
+		res.Mesh = &m
+		fmt.Fprintf(out, "  %.1f iterations/s, wait %s\n", m.ItersPerSec, fmtShares(m.Wait))
+	}
+	res.Took = time.Since(res.Start)
+	return res, ctx.Err()
+}
+
+func replicaName(n int) string {
+	switch n {
+	case 0:
+		return "unreplicated echo"
+	case 1:
+		return "1 replica"
+	}
+	return fmt.Sprintf("%d replicas", n)
+}
+
+// Markdown renders the tables, every figure next to its baseline.
+func (r *MeshResult) Markdown() string {
+	var b strings.Builder
+	cfg := r.Config
+	fmt.Fprintf(&b, "%s, %d cores; started %s, took %s. Payload %d bytes (%.0f KiB) per push.\n\n",
+		r.CPU, r.Cores, r.Start.Format(time.DateTime), r.Took.Round(time.Second), cfg.Payload, float64(cfg.Payload)/1024)
+
+	t := r.Transport
+	b.WriteString("#### Transport: push-sized round trips, one stream, alternated\n\n")
+	b.WriteString("| path | MiB/s | round trip | ratio to raw |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| raw quic-go, same TLS and windows (baseline) | %.1f | %s | 1.00 |\n", t.RawMiBs, t.RawRTT.Round(time.Microsecond))
+	fmt.Fprintf(&b, "| mesh.QUICTransport frames | %.1f | %s | %.2f |\n\n", t.MeshMiBs, t.MeshRTT.Round(time.Microsecond), t.Ratio)
+
+	rp := r.Replication
+	stores := "in-memory Raft stores"
+	if rp.Config.Dir != "" {
+		stores = "raft-wal stores on disk"
+	}
+	fmt.Fprintf(&b, "#### Replicated pushes: %d workers, ASP, over QUIC, %s\n\n", rp.Config.Workers, stores)
+	b.WriteString("| path | pushes/s | MiB/s | pushes per Raft entry | ratio to unreplicated |\n|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| unreplicated echo (baseline) | %.0f | %.1f | — | 1.00 |\n", rp.Baseline.PushesPerSec, rp.Baseline.MiBs)
+	for _, x := range rp.Rates {
+		fmt.Fprintf(&b, "| shard, %s | %.0f | %.1f | %.1f | %.2f |\n", replicaName(x.Replicas), x.PushesPerSec, x.MiBs, x.PushesPerEntr, x.Ratio)
+	}
+	b.WriteString("\n")
+
+	b.WriteString("#### Gate: cost per push (simulated time, 4 workers at 1,1,2,4)\n\n")
+	var slowest float64
+	for _, x := range rp.Rates {
+		if slowest == 0 || x.PushesPerSec < slowest {
+			slowest = x.PushesPerSec
+		}
+	}
+	b.WriteString("| policy | ns/push | ratio to ASP | share of one replicated push | held | controller runs |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, g := range r.Gate {
+		share := "—"
+		if slowest > 0 {
+			// One push's service time at the replicated shard: 1/pushes·s.
+			share = fmt.Sprintf("%.4f%%", 100*g.NsPerOp/(1e9/slowest))
+		}
+		base := ""
+		if g.Policy == "asp" {
+			base = " (baseline)"
+		}
+		fmt.Fprintf(&b, "| %s%s | %.0f | %.2f | %s | %d | %d |\n", g.Policy, base, g.NsPerOp, g.XASP, share, g.Held, g.Controls)
+	}
+	b.WriteString("\n")
+
+	fmt.Fprintf(&b, "#### Iteration throughput: %d workers, %s, batch %d\n\n", cfg.Workers, cfg.Spec.Model, cfg.Spec.BatchSize)
+	b.WriteString("| path | iterations/s (all workers) | wait share per worker | ratio to in-process |\n|---|---:|---|---:|\n")
+	fmt.Fprintf(&b, "| %d goroutines, shared in-process parameters, no network (baseline) | %.1f | — | 1.00 |\n", cfg.Workers, r.Inproc.ItersPerSec)
+	if r.Mesh != nil {
+		fmt.Fprintf(&b, "| %d `dssp node` processes, %s, %d shards × %d replicas | %.1f | %s | %.2f |\n", cfg.Workers, cfg.Spec.PolicyText(),
+			cfg.Spec.Shards, cfg.Spec.Replication, r.Mesh.ItersPerSec, fmtShares(r.Mesh.Wait), r.Mesh.ItersPerSec/r.Inproc.ItersPerSec)
+	} else {
+		b.WriteString("| process mesh | not run | | |\n")
+	}
+	return b.String()
+}
+
+// Write puts the markdown into dir/mesh.md.
+func (r *MeshResult) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "mesh.md"), []byte(r.Markdown()), 0o644)
+}
+
+// CPUModel is the "model name" of /proc/cpuinfo, or GOARCH where there is
+// none.
+func CPUModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return runtime.GOARCH
+}

@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"dsspmesh/node/launch"
+)
+
+// NotReached is the time to a target a run did not reach.
+const NotReached = time.Duration(math.MaxInt64)
+
+// RunSummary is what one mesh run measured.
+type RunSummary struct {
+	Setting string
+	Variant Variant
+	Repeat  int
+	Limit   time.Duration
+	// ToTarget[i] is the time from the start of training (every node
+	// started) to the first evaluation at or above Targets[i], or
+	// NotReached.
+	ToTarget []time.Duration
+	FinalAcc float64 // last evaluation (0 if none)
+	Elapsed  time.Duration
+	// ItersPerSec is the mesh's iterations per second (all workers
+	// together), from the first poll at which every worker had completed
+	// an iteration to the last poll, so start-up is not counted.
+	ItersPerSec float64
+	// Wait is each worker's share of its time spent pushing and held by
+	// the gates (the rest is compute, stretched by --slowdown), at the end.
+	Wait  []float64
+	Evals []launch.EvalPoint
+	Err   string
+}
+
+func (s *RunSummary) fill(r *launch.Result, targets []float64) {
+	s.Elapsed = r.Elapsed
+	s.Evals = r.Evals
+	s.ToTarget = TimesToTargets(r.Evals, targets)
+	if r.Final != nil {
+		s.FinalAcc = r.Final.Accuracy
+	}
+	s.ItersPerSec, s.Wait = rates(r.Samples)
+}
+
+// TimesToTargets returns, per target, the elapsed time of the first
+// evaluation at or above it, or NotReached.
+func TimesToTargets(evals []launch.EvalPoint, targets []float64) []time.Duration {
+	out := make([]time.Duration, len(targets))
+	for i, t := range targets {
+		out[i] = NotReached
+		for _, e := range evals {
+			if e.Accuracy >= t {
+				out[i] = e.Elapsed
+				break
+			}
+		}
+	}
+	return out
+}
+
+// rates computes the mesh's iterations/s and each node's final wait share
+// from launch's polls (one Sample per node per poll, in poll order).
+func rates(samples []launch.Sample) (float64, []float64) {
+	type poll struct {
+		at    time.Duration
+		iters uint64
+		all   bool // every node up with at least one iteration
+	}
+	var polls []poll
+	nodes := 0
+	for _, s := range samples {
+		nodes = max(nodes, s.Node+1)
+	}
+	last := make([]launch.Sample, nodes)
+	for i := 0; i < len(samples); {
+		p := poll{at: samples[i].Elapsed, all: true}
+		j := i
+		for ; j < len(samples) && samples[j].Elapsed == p.at; j++ {
+			s := samples[j]
+			p.iters += s.Worker.Iter
+			if !s.Up || s.Worker.Iter == 0 {
+				p.all = false
+			}
+			if s.Up {
+				last[s.Node] = s
+			}
+		}
+		polls = append(polls, p)
+		i = j
+	}
+	wait := make([]float64, nodes)
+	for n, s := range last {
+		if t := s.Worker.ComputeSeconds + s.Worker.WaitSeconds; t > 0 {
+			wait[n] = s.Worker.WaitSeconds / t
+		}
+	}
+	first := slices.IndexFunc(polls, func(p poll) bool { return p.all })
+	if first < 0 || first == len(polls)-1 {
+		return 0, wait
+	}
+	a, b := polls[first], polls[len(polls)-1]
+	return float64(b.iters-a.iters) / (b.at - a.at).Seconds(), wait
+}
+
+// Line is a one-line summary for the progress view.
+func (s RunSummary) Line(targets []float64) string {
+	var b strings.Builder
+	for i, t := range targets {
+		fmt.Fprintf(&b, "%.0f%%: %s  ", 100*t, fmtTime(s.ToTarget[i], s.Limit))
+	}
+	fmt.Fprintf(&b, "final %.2f%%  %.1f it/s  wait %s", 100*s.FinalAcc, s.ItersPerSec, fmtShares(s.Wait))
+	if s.Err != "" {
+		b.WriteString("  error: " + s.Err)
+	}
+	return b.String()
+}
+
+// Cell is the median of one (setting, variant) over its repeats.
+type Cell struct {
+	Setting     string
+	Variant     Variant
+	Runs        int
+	ToTarget    []time.Duration // median; NotReached if the median run did not reach it
+	ReachedBy   []int           // how many runs reached each target
+	FinalAcc    float64
+	ItersPerSec float64
+	Wait        []float64 // per worker, median over runs
+	Errors      int
+}
+
+// Cells groups runs by (setting, variant) in the order first seen and takes
+// medians. A run that did not reach a target counts as infinitely late, so
+// the median is "not reached" when at least half the runs missed it.
+func Cells(runs []RunSummary, targets int) []Cell {
+	var out []Cell
+	idx := map[[2]string]int{}
+	var groups [][]RunSummary
+	for _, r := range runs {
+		k := [2]string{r.Setting, string(r.Variant)}
+		i, ok := idx[k]
+		if !ok {
+			i = len(groups)
+			idx[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], r)
+	}
+	for _, g := range groups {
+		c := Cell{Setting: g[0].Setting, Variant: g[0].Variant, Runs: len(g),
+			ToTarget: make([]time.Duration, targets), ReachedBy: make([]int, targets)}
+		for t := range targets {
+			var ts []time.Duration
+			for _, r := range g {
+				d := NotReached
+				if t < len(r.ToTarget) {
+					d = r.ToTarget[t]
+				}
+				ts = append(ts, d)
+				if d != NotReached {
+					c.ReachedBy[t]++
+				}
+			}
+			c.ToTarget[t] = MedianDuration(ts)
+		}
+		var acc, ips []float64
+		workers := 0
+		for _, r := range g {
+			acc = append(acc, r.FinalAcc)
+			ips = append(ips, r.ItersPerSec)
+			workers = max(workers, len(r.Wait))
+			if r.Err != "" {
+				c.Errors++
+			}
+		}
+		c.FinalAcc, c.ItersPerSec = Median(acc), Median(ips)
+		c.Wait = make([]float64, workers)
+		for w := range workers {
+			var ws []float64
+			for _, r := range g {
+				if w < len(r.Wait) {
+					ws = append(ws, r.Wait[w])
+				}
+			}
+			c.Wait[w] = Median(ws)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Median of v (the mean of the two middle values for an even count); 0
+// for none.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// MedianDuration is Median for durations where NotReached is infinite: the
+// median of an even count is NotReached if either middle value is.
+func MedianDuration(v []time.Duration) time.Duration {
+	if len(v) == 0 {
+		return NotReached
+	}
+	s := slices.Sorted(slices.Values(v))
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	if s[m] == NotReached {
+		return NotReached
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+func fmtTime(d, limit time.Duration) string {
+	if d == NotReached {
+		return fmt.Sprintf("not reached in %s", limit.Round(time.Second))
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
+func fmtShares(v []float64) string {
+	s := make([]string, len(v))
+	for i, f := range v {
+		s[i] = fmt.Sprintf("%.0f%%", 100*f)
+	}
+	return strings.Join(s, " ")
+}
