@@ -35,6 +35,7 @@ func newBenchParadigmsCmd() *cobra.Command {
 		paradigms, targets, hetero string
 		homogeneous                bool
 		verbose                    bool
+		render                     string
 	)
 	cmd := &cobra.Command{
 		Use:   "paradigms",
@@ -55,12 +56,30 @@ The defaults are the full comparison (7 paradigms × 2 settings × 3 repeats,
 up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 		Example: `  dssp bench paradigms
   dssp bench paradigms --repeats 1 --time-limit 90s --targets 0.9,0.95,0.97
-  dssp bench paradigms --paradigms ssp:3,dssp:3:12 --slowdown 1,1,1,4 --homogeneous=false`,
+  dssp bench paradigms --paradigms ssp:3,dssp:3:12 --slowdown 1,1,1,4 --homogeneous=false
+  dssp bench paradigms --render bench-paradigms --ref-target 0.95`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+			}
+			if render != "" {
+				res, err := bench.LoadParadigms(render)
+				if err != nil {
+					return err
+				}
+				if cmd.Flags().Changed("ref-target") {
+					res.Config.RefTarget = cfg.RefTarget
+				}
+				if err := res.Config.Validate(); err != nil {
+					return err
+				}
+				if err := res.Write(render); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\nreport rewritten in %s/\n", res.Markdown(), render)
+				return nil
 			}
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
@@ -110,6 +129,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute goroutines per node (the nodes share this machine's cores)")
 	f.StringSliceVar(&cfg.SpecArgs, "job-flag", nil, "extra job flag for every mesh, repeatable (e.g. --job-flag=--model=lenet)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "folder for the report")
+	f.StringVar(&render, "render", "", "run nothing: rewrite the report of an earlier run from its folder (runs.csv, runs/*/accuracy.csv)")
 	f.BoolVar(&verbose, "verbose", false, "show every node's progress line, not only each mesh's headline")
 	return cmd
 }

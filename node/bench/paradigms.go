@@ -205,7 +205,7 @@ func runOne(ctx context.Context, cfg ParadigmsConfig, set Setting, v Variant, re
 	lc.TargetAcc = slices.Max(cfg.Targets)
 	lc.TimeLimit = cfg.TimeLimit
 	lc.Poll = cfg.Poll
-	lc.ReportDir = filepath.Join(cfg.OutDir, "runs", fmt.Sprintf("%s-%s-r%d", set.Name, strings.ReplaceAll(string(v), ":", "_"), rep))
+	lc.ReportDir = filepath.Join(cfg.OutDir, "runs", runDirName(set.Name, v, rep))
 	lc.NodeArgs = []string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()}
 	lc.SpecArgs = append(append([]string(nil), cfg.SpecArgs...), args...)
 	lc.Out = &prefixWriter{w: out, prefix: "[" + label + "] ", all: cfg.Verbose}

@@ -53,8 +53,12 @@ func (r *ParadigmsResult) Markdown() string {
 	var b strings.Builder
 	ref := slices.Index(cfg.Targets, cfg.RefTarget)
 	cells := Cells(r.Runs, len(cfg.Targets))
-	fmt.Fprintf(&b, "%d workers; %d repeat(s) per cell, median shown; each mesh stopped at %.0f%% or after %s; started %s, took %s.\n\n",
-		cfg.Workers, cfg.Repeats, 100*slices.Max(cfg.Targets), cfg.TimeLimit, r.Start.Format(time.DateTime), r.Took.Round(time.Second))
+	fmt.Fprintf(&b, "%d workers; %d repeat(s) per cell, median shown; each mesh stopped at %s or after %s",
+		cfg.Workers, cfg.Repeats, pct(slices.Max(cfg.Targets)), cfg.TimeLimit)
+	if !r.Start.IsZero() {
+		fmt.Fprintf(&b, "; started %s, took %s", r.Start.Format(time.DateTime), r.Took.Round(time.Second))
+	}
+	b.WriteString(".\n\n")
 	for _, set := range cfg.Settings {
 		var mine []Cell
 		for _, c := range cells {
@@ -87,6 +91,24 @@ func (r *ParadigmsResult) Markdown() string {
 				fmt.Fprintf(&b, " %s |", Ratio(c.ToTarget[ref], rc.ToTarget[ref], cfg.TimeLimit))
 			}
 			b.WriteString("\n")
+		}
+		if len(refs) > 0 && len(cfg.Targets) > 1 {
+			b.WriteString("\nTime to each target divided by the reference's (above 1: the reference was faster; \"> x\": not reached within the limit; —: the reference did not reach it):\n\n| paradigm |")
+			for _, rc := range refs {
+				for _, t := range cfg.Targets {
+					fmt.Fprintf(&b, " %s ÷ %s |", pct(t), rc.Variant)
+				}
+			}
+			b.WriteString("\n|---|" + strings.Repeat("---:|", len(refs)*len(cfg.Targets)) + "\n")
+			for _, c := range mine {
+				fmt.Fprintf(&b, "| %s |", c.Variant)
+				for _, rc := range refs {
+					for t := range cfg.Targets {
+						fmt.Fprintf(&b, " %s |", Ratio(c.ToTarget[t], rc.ToTarget[t], cfg.TimeLimit))
+					}
+				}
+				b.WriteString("\n")
+			}
 		}
 		for _, c := range mine {
 			if c.Errors > 0 {

@@ -145,3 +145,26 @@ func TestGateCostsEveryPolicy(t *testing.T) {
 		t.Errorf("dssp never ran its controller")
 	}
 }
+
+func TestLoadParadigmsRoundTrip(t *testing.T) {
+	cfg := DefaultParadigmsConfig()
+	cfg.Binary, cfg.Repeats, cfg.TimeLimit, cfg.OutDir = "dssp", 1, 90*time.Second, t.TempDir()
+	cfg.Variants = []Variant{"bsp", "dssp:3:12"}
+	s := time.Second
+	r := &ParadigmsResult{Config: cfg, Runs: []RunSummary{
+		{Setting: "homogeneous", Variant: "bsp", Repeat: 1, Limit: cfg.TimeLimit, ToTarget: []time.Duration{40 * s, NotReached, NotReached},
+			Wait: []float64{0.5, 0.6, 0.5, 0.5}, FinalAcc: 0.96, ItersPerSec: 12.5},
+		{Setting: "heterogeneous", Variant: "dssp:3:12", Repeat: 1, Limit: cfg.TimeLimit, ToTarget: []time.Duration{20 * s, 30 * s, NotReached},
+			Wait: []float64{0.1, 0.2, 0.3, 0.4}, FinalAcc: 0.965, ItersPerSec: 10},
+	}}
+	if err := r.Write(cfg.OutDir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadParadigms(cfg.OutDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.Markdown(), r.Markdown(); got != want {
+		t.Errorf("re-rendered report differs:\n%s\nwant:\n%s", got, want)
+	}
+}
