@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
@@ -50,6 +48,7 @@ func shardBounds(total, s int) [][2]int {
 // on a fresh mesh it bootstraps every shard with this node as sole voter
 // and proposes Init with θ from the spec's seed.
 func (m *shardManager) start(ctx context.Context, fresh bool) error {
+	fresh = fresh || shard.FaultActive(shard.FaultSplitBrain) // broken builds only
 	for s := range m.bounds {
 		id := uint32(s)
 		_, err := os.Stat(raftstore.ShardDir(m.n.dir.Path, id))
@@ -114,15 +113,16 @@ func (m *shardManager) replica(id uint32) (*shard.Replica, error) {
 		stores.Close()
 		return nil, err
 	}
-	rep, err := shard.NewReplica(shard.DefaultConfig(id, n.id), shard.Deps{
+	rep, err := shard.NewReplica(shard.DefaultConfig(id, n.id), n.hist.deps(id, shard.Deps{
 		Transport: n.tr, Resolve: resolve, RaftTransport: rt, Stores: stores, Logger: n.log,
-	})
+	}))
 	if err != nil {
 		rt.Close()
 		stores.Close()
 		return nil, err
 	}
 	m.replicas[id] = rep
+	n.hist.watch(id, rep)
 	return rep, nil
 }
 
@@ -197,7 +197,7 @@ func (m *shardManager) sync(ctx context.Context) {
 		}
 		if rep.IsLeader() {
 			m.removeGoneWorkers(ctx, rep, live)
-			m.reconcile(rep, want)
+			m.reconcile(ctx, rep, want)
 			continue
 		}
 		if !slices.Contains(want, m.n.id) && !m.inConfig(rep) {
@@ -206,40 +206,24 @@ func (m *shardManager) sync(ctx context.Context) {
 	}
 }
 
-// reconcile makes one Raft configuration change toward want: add the first
-// wanted server missing, else remove the first one not wanted. raft brings
-// an added voter up to date by replication (or a snapshot).
-//
-// shard's doc names a Replica.Reconcile for this; until it lands the node
-// drives raft's configuration API itself.
-func (m *shardManager) reconcile(rep *shard.Replica, want []mesh.NodeID) {
-	f := rep.Raft().GetConfiguration()
-	if f.Error() != nil {
-		return
-	}
-	var have []mesh.NodeID
-	for _, s := range f.Configuration().Servers {
-		have = append(have, mesh.NodeID(s.ID))
-	}
-	for _, id := range want {
-		if !slices.Contains(have, id) {
-			m.n.log.Info("adding voter", "shard", rep.Status().Shard, "peer", id)
-			if err := rep.Raft().AddVoter(raft.ServerID(id), raft.ServerAddress(id), 0, 10*time.Second).Error(); err != nil {
-				m.n.log.Warn("add voter", "peer", id, "err", err)
-			}
-			return
+// reconcile moves the shard's Raft configuration one step toward want in
+// the background: shard.Replica.Reconcile adds and catches up a new replica
+// before it removes an old one, and can block for the catch-up, which must
+// not stall the other shards' upkeep in sync. A call while one is still
+// running returns ErrReconfigActive at once.
+func (m *shardManager) reconcile(ctx context.Context, rep *shard.Replica, want []mesh.NodeID) {
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+		defer cancel()
+		if _, err := rep.Reconcile(ctx, want); err != nil && !errors.Is(err, shard.ErrReconfigActive) && !errors.Is(err, shard.ErrNotLeader) {
+			m.n.log.Warn("reconcile replicas", "shard", rep.Status().Shard, "want", want, "err", err)
 		}
-	}
-	for _, id := range have {
-		if !slices.Contains(want, id) {
-			m.n.log.Info("removing voter", "shard", rep.Status().Shard, "peer", id)
-			if err := rep.Raft().RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
-				m.n.log.Warn("remove voter", "peer", id, "err", err)
-			}
-			return
-		}
-	}
+	}()
 }
+
+// reconcileTimeout bounds one reconcile step, catch-up of a new replica
+// included.
+const reconcileTimeout = time.Minute
 
 // removeGoneWorkers removes from the clock table every worker whose node is
 // no longer a live member, so it stops holding the others back.
