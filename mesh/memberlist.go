@@ -78,8 +78,11 @@ func (f FailureDetection) validate() error {
 
 // MembershipConfig configures NewMemberlist.
 type MembershipConfig struct {
-	Meta      Meta   // this node; Meta.ID is its memberlist name
-	BindAddr  string // gossip host:port (UDP and TCP), e.g. "127.0.0.1:0"
+	Meta     Meta   // this node; Meta.ID is its memberlist name
+	BindAddr string // gossip host:port (UDP and TCP), e.g. "127.0.0.1:0"
+	// Advertise, if set, is the host:port peers are told to reach this node
+	// at instead of BindAddr (a proxy or NAT in front of it).
+	Advertise string
 	Detection FailureDetection
 	Backoff   JoinBackoff
 	// Security supplies the gossip key; InsecureSecurity gossips in clear.
@@ -146,6 +149,14 @@ func NewMemberlist(cfg MembershipConfig, logger *slog.Logger) (Membership, error
 	mc.Name = string(cfg.Meta.ID)
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = "", 0
+	if cfg.Advertise != "" {
+		ah, ap, err := net.SplitHostPort(cfg.Advertise)
+		if err != nil {
+			return nil, fmt.Errorf("mesh: MembershipConfig.Advertise %q: %w", cfg.Advertise, err)
+		}
+		mc.AdvertiseAddr = ah
+		mc.AdvertisePort, _ = strconv.Atoi(ap)
+	}
 	d := cfg.Detection
 	mc.ProbeInterval, mc.ProbeTimeout = d.ProbeInterval, d.ProbeTimeout
 	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = d.SuspicionMult, d.SuspicionMaxTimeoutMult

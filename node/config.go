@@ -52,6 +52,17 @@ type Config struct {
 	LeaveTimeout time.Duration // how long a graceful leave may take
 	LogLevel     string
 
+	// AdvertiseGossip and AdvertiseQUIC, if set, are the host:port peers
+	// are told to reach this node at instead of the bound ports: a NAT or a
+	// proxy in front of it (the fault-injection tests route every peer
+	// packet through one).
+	AdvertiseGossip string
+	AdvertiseQUIC   string
+	// HistoryDir, if set, is a debug folder where the node appends its
+	// pushes, applied entries and leadership changes for the fault
+	// checkers of test/ (history.go).
+	HistoryDir string
+
 	Spec JobSpec
 }
 
@@ -115,6 +126,11 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("--http-addr %q: %v", c.HTTPAddr, err)
 	}
+	for flag, a := range map[string]string{"--advertise-gossip": c.AdvertiseGossip, "--advertise-quic": c.AdvertiseQUIC} {
+		if _, _, err := net.SplitHostPort(a); a != "" && err != nil {
+			return fmt.Errorf("%s %q is not host:port: %v", flag, a, err)
+		}
+	}
 	for _, j := range c.Join {
 		if _, _, err := net.SplitHostPort(j); err != nil {
 			return fmt.Errorf("--join %q is not host:port: %v", j, err)
@@ -155,6 +171,9 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Detection, "detection", c.Detection, "failure detection profile: lan (robust, seconds) or fast (loopback tests, sub-second)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "how long a graceful leave on SIGTERM/SIGINT may take")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", c.AdvertiseGossip, "host:port peers use to reach this node's gossip (default: --host and --gossip-port), e.g. behind NAT")
+	fs.StringVar(&c.AdvertiseQUIC, "advertise-quic", c.AdvertiseQUIC, "host:port peers use to reach this node's mesh transport (default: --host and --quic-port)")
+	fs.StringVar(&c.HistoryDir, "history-dir", c.HistoryDir, "debug: append every push, applied entry and leadership change to files in this folder (for the fault-injection checkers)")
 	c.Spec.BindFlags(fs)
 }
 

@@ -31,6 +31,7 @@ type Node struct {
 
 	shards *shardManager
 	worker *worker
+	hist   *history // nil unless --history-dir
 
 	mu    sync.RWMutex
 	spec  *JobSpec
@@ -53,6 +54,10 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	defer dir.Close()
 	n := &Node{cfg: cfg, log: log.With("node", dir.ID), id: dir.ID, dir: dir, started: time.Now(), phase: "starting"}
 	n.metrics = NewMetrics(n.Status)
+	if n.hist, err = openHistory(cfg.HistoryDir, n.id); err != nil {
+		return err
+	}
+	defer n.hist.Close()
 
 	httpLn, err := listenHTTP(cfg.HTTPAddr)
 	if err != nil {
@@ -80,7 +85,11 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	defer ctlLn.Close()
 
 	meta := mesh.Meta{ID: n.id, QUICAddr: tr.Addr(), Trains: cfg.Train, Backend: cfg.Backend, Proto: mesh.ProtocolVersion}
+	if cfg.AdvertiseQUIC != "" {
+		meta.QUICAddr = cfg.AdvertiseQUIC
+	}
 	mcfg := mesh.DefaultMembershipConfig(meta, cfg.GossipAddr(), sec)
+	mcfg.Advertise = cfg.AdvertiseGossip
 	if cfg.Detection == "fast" {
 		mcfg.Detection = mesh.FastDetection()
 	}
@@ -122,6 +131,8 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	runCtx, stop := context.WithCancel(context.Background())
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.shards.run(runCtx) }()
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.reconnect(runCtx) }()
 	if cfg.Train {
 		w, err := newWorker(n, spec)
 		if err != nil {

@@ -149,11 +149,13 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 			lo, hi := w.bounds[s][0], w.bounds[s][1]
 			for {
 				before := c.Retries
+				w.n.hist.push("invoke", s, w.n.id, w.iters[s], samples, nil)
 				dst, err := c.Push(ctx, w.iters[s], samples, computeNs, grad[lo:hi], w.theta[lo:hi:hi])
 				w.addRetries(c.Retries - before)
 				if err == nil && len(dst) != hi-lo {
 					err = errors.New("shard returned a slice of the wrong length")
 				}
+				w.n.hist.pushDone(s, w.n.id, w.iters[s], samples, err)
 				if err == nil {
 					w.iters[s]++
 					return

@@ -21,6 +21,9 @@ type FSM struct {
 	shard    uint32
 	observer func(Applied)
 	notify   chan struct{}
+	// hashEvery > 0 puts the state hash in every Applied whose index is a
+	// multiple of it (Deps.HashEvery); set before raft starts.
+	hashEvery uint64
 
 	mu          sync.RWMutex
 	initialized bool
@@ -50,6 +53,9 @@ type Applied struct {
 	// Released are the workers a RemoveWorker released.
 	Released []clock.Release
 	Err      error
+	// StateHash is StateHash() after this entry, set only at the indices
+	// Deps.HashEvery asks for (zero otherwise).
+	StateHash [32]byte
 }
 
 // PushResult is what Apply did with one push of a batch.
@@ -115,6 +121,11 @@ func (f *FSM) Apply(l *raft.Log) any {
 		}
 	}
 	if f.observer != nil {
+		if f.hashEvery > 0 && l.Index%f.hashEvery == 0 {
+			if b, err := f.encodeLocked(); err == nil {
+				out.StateHash = sha256.Sum256(b)
+			}
+		}
 		f.observer(out)
 	}
 	return out
@@ -158,6 +169,9 @@ func (f *FSM) applyPushes(ps []Push) []PushResult {
 			continue
 		}
 		out, err := f.gate.Push(p.Worker, p.Iter, p.RecvNanos)
+		if dup := (*clock.DuplicatePushError)(nil); errors.As(err, &dup) && faultOn(FaultSkipDedupe) {
+			err, out.Released = nil, true // broken build only: applied again
+		}
 		if err != nil {
 			var dup *clock.DuplicatePushError
 			if errors.As(err, &dup) {
@@ -169,6 +183,12 @@ func (f *FSM) applyPushes(ps []Push) []PushResult {
 			continue
 		}
 		r.Applied, r.Outcome = true, out
+		if faultOn(FaultSkipStaleness) {
+			r.Outcome.Released = true // broken build only: the gate's hold ignored
+		}
+		if faultOn(FaultDiverge) && faultCoin(16) {
+			clear(f.grad) // broken build only: this replica drops the gradient
+		}
 		// The gradient was decoded into f.grad by check.
 		if accepted == 0 {
 			copy(f.sum, f.grad)
@@ -269,7 +289,7 @@ func (f *FSM) replyFor(w clock.WorkerID, iter int64, dst []byte) (replyState, []
 		return replyUnknown, dst
 	case c <= iter:
 		return replyPending, dst
-	case c == iter+1 && f.gate.IsWaiting(w):
+	case c == iter+1 && f.gate.IsWaiting(w) && !faultOn(FaultSkipStaleness):
 		return replyHeld, dst
 	}
 	return replyOK, appendFloat32s(dst, f.theta)

@@ -33,6 +33,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Observer, if set, sees every applied entry (see NewFSM).
 	Observer func(Applied)
+	// HashEvery > 0 adds the state hash to the Applied of every entry whose
+	// index is a multiple of it, so replicas can be compared after the fact.
+	HashEvery uint64
 }
 
 // Replica is this node's member of one shard's raft group and, while it
@@ -99,6 +102,7 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 		return nil, fmt.Errorf("shard %d: raft config: %w", cfg.Shard, err)
 	}
 	fsm := NewFSM(cfg.Shard, d.Observer)
+	fsm.hashEvery = d.HashEvery
 	ln, err := d.Transport.Listen(mesh.Channel{Kind: mesh.KindRPC, Shard: cfg.Shard})
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: listen: %w", cfg.Shard, err)

@@ -1,0 +1,214 @@
+package node
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"dsspmesh/mesh"
+	"dsspmesh/shard"
+)
+
+// history is the debug record behind --history-dir: one JSON object per
+// line in DIR/<node id>.jsonl, appended with one write(2) each so what was
+// written survives kill -9 (it is in the page cache) and a torn record can
+// only be the last line. The fault checkers of test/ read these files after
+// the run. A restarted node appends to the same file after a "start" record.
+//
+// Records ([HistoryRecord.Kind]):
+//
+//	start                  the process started (Pid)
+//	invoke, ok, fail       a push by this node's worker: Shard, Worker, Iter, Samples (fail: Err)
+//	apply                  an entry applied by this node's replica of Shard: Index, Entry and, for
+//	                       pushes, Pushes; for add/remove-worker, Worker, Clock and Released; Hash
+//	                       at the indices HistoryHashEvery divides
+//	leader                 this node's replica of Shard became leader in Term
+//
+// A nil *history records nothing, so callers need no checks.
+type history struct {
+	mu     sync.Mutex
+	f      *os.File
+	id     mesh.NodeID
+	closed chan struct{} // ends the leadership watchers
+}
+
+// HistoryHashEvery is how often (in raft indices) applied records carry the
+// state hash.
+const HistoryHashEvery = 16
+
+// HistoryRecord is one line of a history file.
+type HistoryRecord struct {
+	Kind  string `json:"k"`
+	Nanos int64  `json:"t"` // wall clock, Unix ns (one host: comparable across nodes)
+	Node  string `json:"node"`
+	Pid   int    `json:"pid,omitempty"`
+
+	Shard   uint32 `json:"s"`
+	Worker  string `json:"w,omitempty"`
+	Iter    int64  `json:"i"`
+	Samples int64  `json:"n,omitempty"`
+	Err     string `json:"err,omitempty"`
+
+	Index    uint64           `json:"x,omitempty"`
+	Entry    string           `json:"e,omitempty"`
+	Pushes   []HistoryPush    `json:"p,omitempty"`
+	Clock    int64            `json:"c,omitempty"`
+	Released []HistoryRelease `json:"rel,omitempty"`
+	Hash     string           `json:"h,omitempty"`
+	Term     uint64           `json:"term,omitempty"`
+}
+
+// HistoryPush is what one push of an applied entry did.
+type HistoryPush struct {
+	Worker    string           `json:"w"`
+	Iter      int64            `json:"i"`
+	RecvNanos int64            `json:"rt"`
+	Applied   bool             `json:"a,omitempty"`
+	Duplicate bool             `json:"d,omitempty"`
+	Released  bool             `json:"r,omitempty"` // the gate let it through at once
+	Gap       int64            `json:"g,omitempty"`
+	Others    []HistoryRelease `json:"o,omitempty"` // held pushes this one released
+	Rejected  string           `json:"rej,omitempty"`
+}
+
+// HistoryRelease names a held push released.
+type HistoryRelease struct {
+	Worker string `json:"w"`
+	Iter   int64  `json:"i"`
+}
+
+func openHistory(dir string, id mesh.NodeID) (*history, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("--history-dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, string(id)+".jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--history-dir: %w", err)
+	}
+	h := &history{f: f, id: id, closed: make(chan struct{})}
+	h.write(HistoryRecord{Kind: "start", Pid: os.Getpid()})
+	return h, nil
+}
+
+func (h *history) Close() error {
+	if h == nil {
+		return nil
+	}
+	close(h.closed)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.f.Close()
+}
+
+func (h *history) write(r HistoryRecord) {
+	r.Nanos, r.Node = time.Now().UnixNano(), string(h.id)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.f.Write(append(b, '\n')) // best effort: a debug record never stops training
+}
+
+// push records one step of a worker push: invoke before it is sent, ok or
+// fail (err) when Client.Push returns.
+func (h *history) push(kind string, s int, w mesh.NodeID, iter, samples int64, err error) {
+	if h == nil {
+		return
+	}
+	r := HistoryRecord{Kind: kind, Shard: uint32(s), Worker: string(w), Iter: iter, Samples: samples}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	h.write(r)
+}
+
+// deps adds the applied-entry observer and state hashes to d.
+func (h *history) deps(id uint32, d shard.Deps) shard.Deps {
+	if h == nil {
+		return d
+	}
+	d.HashEvery = HistoryHashEvery
+	d.Observer = func(a shard.Applied) { h.applied(id, a) }
+	return d
+}
+
+// applied runs under the FSM's lock (shard.NewFSM's contract): it only
+// formats and writes.
+func (h *history) applied(id uint32, a shard.Applied) {
+	r := HistoryRecord{Kind: "apply", Shard: id, Index: a.Index, Entry: a.Kind, Worker: string(a.Worker), Clock: a.StartClock}
+	if a.StateHash != ([32]byte{}) {
+		r.Hash = hex.EncodeToString(a.StateHash[:])
+	}
+	for _, rel := range a.Released {
+		r.Released = append(r.Released, HistoryRelease{Worker: string(rel.Worker), Iter: rel.Iter})
+	}
+	if a.Err != nil {
+		r.Err = a.Err.Error()
+	}
+	for _, p := range a.Pushes {
+		hp := HistoryPush{Worker: string(p.Worker), Iter: p.Iter, RecvNanos: p.RecvNanos, Applied: p.Applied,
+			Duplicate: p.Duplicate, Released: p.Outcome.Released, Gap: p.Outcome.Gap}
+		for _, o := range p.Outcome.Others {
+			hp.Others = append(hp.Others, HistoryRelease{Worker: string(o.Worker), Iter: o.Iter})
+		}
+		if p.Err != nil {
+			hp.Rejected = p.Err.Error()
+		}
+		r.Pushes = append(r.Pushes, hp)
+	}
+	h.write(r)
+}
+
+// watch records every term in which rep becomes leader. The term is read
+// after the state change and kept only if leadership held across the read,
+// so a record never names a term this replica did not lead.
+func (h *history) watch(id uint32, rep *shard.Replica) {
+	if h == nil {
+		return
+	}
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		st, ok := o.Data.(raft.RaftState)
+		return ok && st == raft.Leader
+	})
+	r := rep.Raft()
+	r.RegisterObserver(obs)
+	go func() {
+		defer r.DeregisterObserver(obs)
+		for {
+			select {
+			case <-ch:
+			case <-h.closed:
+				return
+			}
+			t1 := r.CurrentTerm()
+			if r.State() == raft.Leader && r.CurrentTerm() == t1 {
+				h.write(HistoryRecord{Kind: "leader", Shard: id, Term: t1})
+			}
+		}
+	}()
+	// A replica restarted as the only voter may lead before the observer
+	// is registered.
+	if t := r.CurrentTerm(); r.State() == raft.Leader && r.CurrentTerm() == t {
+		h.write(HistoryRecord{Kind: "leader", Shard: id, Term: t})
+	}
+}
+
+func (h *history) pushDone(s int, w mesh.NodeID, iter, samples int64, err error) {
+	if err != nil {
+		h.push("fail", s, w, iter, samples, err)
+	} else {
+		h.push("ok", s, w, iter, samples, nil)
+	}
+}
