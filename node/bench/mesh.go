@@ -89,6 +89,9 @@ type MeshResult struct {
 	Inproc      InprocResult
 	Start       time.Time
 	Took        time.Duration
+	// LoadStart and LoadEnd are the machine's 1-minute load average
+	// before and after (0 where unknown).
+	LoadStart, LoadEnd float64
 }
 
 // RunMesh runs the measurements in turn, printing each as it completes.
@@ -100,7 +103,7 @@ func RunMesh(ctx context.Context, cfg MeshConfig, log *slog.Logger) (*MeshResult
 	if out == nil {
 		out = io.Discard
 	}
-	res := &MeshResult{Config: cfg, CPU: CPUModel(), Cores: runtime.NumCPU(), Start: time.Now()}
+	res := &MeshResult{Config: cfg, CPU: CPUModel(), Cores: runtime.NumCPU(), Start: time.Now(), LoadStart: LoadAverage()}
 	if cfg.Payload == 0 {
 		m, err := cudaops.NewModel(cfg.Spec.Model, cudaops.ModelOptions{})
 		if err != nil {
@@ -161,6 +164,7 @@ func RunMesh(ctx context.Context, cfg MeshConfig, log *slog.Logger) (*MeshResult
 		fmt.Fprintf(out, "  %.1f iterations/s, wait %s\n", m.ItersPerSec, fmtShares(m.Wait))
 	}
 	res.Took = time.Since(res.Start)
+	res.LoadEnd = LoadAverage()
 	return res, ctx.Err()
 }
 
@@ -178,8 +182,8 @@ func replicaName(n int) string {
 func (r *MeshResult) Markdown() string {
 	var b strings.Builder
 	cfg := r.Config
-	fmt.Fprintf(&b, "%s, %d cores; started %s, took %s. Payload %d bytes (%.0f KiB) per push.\n\n",
-		r.CPU, r.Cores, r.Start.Format(time.DateTime), r.Took.Round(time.Second), cfg.Payload, float64(cfg.Payload)/1024)
+	fmt.Fprintf(&b, "%s, %d cores; started %s, took %s; 1-minute load average %.1f before, %.1f after. Payload %d bytes (%.0f KiB) per push.\n\n",
+		r.CPU, r.Cores, r.Start.Format(time.DateTime), r.Took.Round(time.Second), r.LoadStart, r.LoadEnd, cfg.Payload, float64(cfg.Payload)/1024)
 
 	t := r.Transport
 	b.WriteString("#### Transport: push-sized round trips, one stream, alternated\n\n")

@@ -63,6 +63,9 @@ func LoadParadigms(dir string) (*ParadigmsResult, error) {
 			Limit: secs(num(row, "limit_s")), FinalAcc: num(row, "final_acc"), Elapsed: secs(num(row, "elapsed_s")),
 			ItersPerSec: num(row, "iters_per_sec"), Err: row[col("error")]}
 		r.Repeat, _ = strconv.Atoi(row[col("repeat")])
+		if c := col("load1"); c >= 0 { // absent from reports written before it was recorded
+			r.Load, _ = strconv.ParseFloat(row[c], 64)
+		}
 		for _, c := range targetCols {
 			d := NotReached
 			if row[c] != "" {

@@ -47,7 +47,9 @@ func (r *ParadigmsResult) Write(dir string) error {
 
 // Markdown renders one table per setting, medians over repeats, with the
 // time to RefTarget of every variant divided by that of dssp and of
-// dssp-paper (above 1: DSSP was faster).
+// dssp-paper (above 1: DSSP was faster), and the machine's load average
+// at the end of each run (its median), since a shared machine's load moves
+// every figure.
 func (r *ParadigmsResult) Markdown() string {
 	cfg := r.Config
 	var b strings.Builder
@@ -72,13 +74,13 @@ func (r *ParadigmsResult) Markdown() string {
 		for _, t := range cfg.Targets {
 			fmt.Fprintf(&b, " time to %s |", pct(t))
 		}
-		b.WriteString(" final acc | iters/s (mesh) | wait share per worker |")
+		b.WriteString(" final acc | iters/s (mesh) | wait share per worker | load |")
 		for _, rc := range refs {
 			fmt.Fprintf(&b, " t%s ÷ t(%s) |", pct(cfg.RefTarget), rc.Variant)
 		}
 		b.WriteString("\n|---|")
 		b.WriteString(strings.Repeat("---:|", len(cfg.Targets)+2))
-		b.WriteString("---|")
+		b.WriteString("---|---:|")
 		b.WriteString(strings.Repeat("---:|", len(refs)))
 		b.WriteString("\n")
 		for _, c := range mine {
@@ -86,7 +88,7 @@ func (r *ParadigmsResult) Markdown() string {
 			for t := range cfg.Targets {
 				fmt.Fprintf(&b, " %s |", cellTime(c, t, cfg.TimeLimit))
 			}
-			fmt.Fprintf(&b, " %.2f%% | %.1f | %s |", 100*c.FinalAcc, c.ItersPerSec, fmtShares(c.Wait))
+			fmt.Fprintf(&b, " %.2f%% | %.1f | %s | %s |", 100*c.FinalAcc, c.ItersPerSec, fmtShares(c.Wait), fmtLoad(c.Load))
 			for _, rc := range refs {
 				fmt.Fprintf(&b, " %s |", Ratio(c.ToTarget[ref], rc.ToTarget[ref], cfg.TimeLimit))
 			}
@@ -154,6 +156,13 @@ func cellTime(c Cell, t int, limit time.Duration) string {
 	return s
 }
 
+func fmtLoad(l float64) string {
+	if l == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", l)
+}
+
 func pct(f float64) string { return strconv.FormatFloat(100*f, 'g', -1, 64) + "%" }
 
 func secsOrEmpty(d time.Duration) string {
@@ -178,7 +187,7 @@ func (r *ParadigmsResult) runRows() [][]string {
 	for w := range workers {
 		head = append(head, fmt.Sprintf("wait_share_node%d", w))
 	}
-	head = append(head, "error")
+	head = append(head, "load1", "error")
 	rows := [][]string{head}
 	for _, run := range r.Runs {
 		row := []string{run.Setting, slow[run.Setting], string(run.Variant), strconv.Itoa(run.Repeat)}
@@ -198,7 +207,7 @@ func (r *ParadigmsResult) runRows() [][]string {
 			}
 			row = append(row, v)
 		}
-		rows = append(rows, append(row, run.Err))
+		rows = append(rows, append(row, fmt.Sprintf("%.2f", run.Load), run.Err))
 	}
 	return rows
 }
@@ -210,7 +219,7 @@ func (r *ParadigmsResult) cellRows() [][]string {
 		f := strconv.FormatFloat(t, 'g', -1, 64)
 		head = append(head, "median_time_to_"+f+"_s", "reached_"+f)
 	}
-	head = append(head, "median_final_acc", "median_iters_per_sec", "median_wait_share_per_worker")
+	head = append(head, "median_final_acc", "median_iters_per_sec", "median_wait_share_per_worker", "median_load1")
 	rows := [][]string{head}
 	for _, c := range Cells(r.Runs, len(cfg.Targets)) {
 		row := []string{c.Setting, string(c.Variant), strconv.Itoa(c.Runs)}
@@ -221,7 +230,7 @@ func (r *ParadigmsResult) cellRows() [][]string {
 		for _, w := range c.Wait {
 			ws = append(ws, fmt.Sprintf("%.3f", w))
 		}
-		rows = append(rows, append(row, fmt.Sprintf("%.4f", c.FinalAcc), fmt.Sprintf("%.2f", c.ItersPerSec), strings.Join(ws, " ")))
+		rows = append(rows, append(row, fmt.Sprintf("%.4f", c.FinalAcc), fmt.Sprintf("%.2f", c.ItersPerSec), strings.Join(ws, " "), fmt.Sprintf("%.2f", c.Load)))
 	}
 	return rows
 }

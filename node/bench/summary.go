@@ -3,7 +3,9 @@ package bench
 import (
 	"fmt"
 	"math"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +35,11 @@ type RunSummary struct {
 	// the gates (the rest is compute, stretched by --slowdown), at the end.
 	Wait  []float64
 	Evals []launch.EvalPoint
-	Err   string
+	// Load is the machine's 1-minute load average when the run ended (0
+	// where /proc/loadavg is missing): on a shared machine it says how
+	// much of a slow run was other people's work.
+	Load float64
+	Err  string
 }
 
 func (s *RunSummary) fill(r *launch.Result, targets []float64) {
@@ -44,6 +50,18 @@ func (s *RunSummary) fill(r *launch.Result, targets []float64) {
 		s.FinalAcc = r.Final.Accuracy
 	}
 	s.ItersPerSec, s.Wait = rates(r.Samples)
+	s.Load = LoadAverage()
+}
+
+// LoadAverage is the 1-minute load average from /proc/loadavg, or 0.
+func LoadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, _ := strconv.ParseFloat(f, 64)
+	return v
 }
 
 // TimesToTargets returns, per target, the elapsed time of the first
@@ -112,7 +130,7 @@ func (s RunSummary) Line(targets []float64) string {
 	for i, t := range targets {
 		fmt.Fprintf(&b, "%.0f%%: %s  ", 100*t, fmtTime(s.ToTarget[i], s.Limit))
 	}
-	fmt.Fprintf(&b, "final %.2f%%  %.1f it/s  wait %s", 100*s.FinalAcc, s.ItersPerSec, fmtShares(s.Wait))
+	fmt.Fprintf(&b, "final %.2f%%  %.1f it/s  wait %s  load %.1f", 100*s.FinalAcc, s.ItersPerSec, fmtShares(s.Wait), s.Load)
 	if s.Err != "" {
 		b.WriteString("  error: " + s.Err)
 	}
@@ -129,6 +147,7 @@ type Cell struct {
 	FinalAcc    float64
 	ItersPerSec float64
 	Wait        []float64 // per worker, median over runs
+	Load        float64   // median 1-minute load average at the runs' ends
 	Errors      int
 }
 
@@ -166,17 +185,18 @@ func Cells(runs []RunSummary, targets int) []Cell {
 			}
 			c.ToTarget[t] = MedianDuration(ts)
 		}
-		var acc, ips []float64
+		var acc, ips, load []float64
 		workers := 0
 		for _, r := range g {
 			acc = append(acc, r.FinalAcc)
 			ips = append(ips, r.ItersPerSec)
+			load = append(load, r.Load)
 			workers = max(workers, len(r.Wait))
 			if r.Err != "" {
 				c.Errors++
 			}
 		}
-		c.FinalAcc, c.ItersPerSec = Median(acc), Median(ips)
+		c.FinalAcc, c.ItersPerSec, c.Load = Median(acc), Median(ips), Median(load)
 		c.Wait = make([]float64, workers)
 		for w := range workers {
 			var ws []float64
