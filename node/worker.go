@@ -167,7 +167,11 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 				w.setErr(err)
 				var rej *shard.RejectError
 				if errors.As(err, &rej) && rej.Reason == shard.ReasonUnknownWorker {
-					if start, err := c.AddWorker(ctx); err == nil && start > w.iters[s] {
+					// Re-added at the shard's t_min, which may be behind
+					// this worker's own iteration (it was ahead when it was
+					// declared dead): the shard expects start next, and
+					// anything else is refused as from the future.
+					if start, err := c.AddWorker(ctx); err == nil {
 						w.iters[s] = start
 					}
 				} else if errors.As(err, &rej) {
