@@ -22,11 +22,18 @@ type Config struct {
 	SegmentSize int
 	// RetainSnapshots is how many snapshots are kept on disk; at least 1.
 	RetainSnapshots int
+	// LogCache is how many of the newest log entries are kept in memory in
+	// front of the WAL (raft.NewLogCache); 0 disables it. Without it raft
+	// reads every entry back from disk once per follower it replicates to
+	// and once more on each follower to apply it (a pread and a decoding
+	// copy of megabytes, on the path of every push). It pins about
+	// LogCache × entry size of memory per shard.
+	LogCache int
 }
 
 // DefaultConfig returns the settings the node uses.
 func DefaultConfig() Config {
-	return Config{SegmentSize: 16 << 20, RetainSnapshots: 2}
+	return Config{SegmentSize: 16 << 20, RetainSnapshots: 2, LogCache: 32}
 }
 
 // Validate reports the first bad field, naming its value.
@@ -36,6 +43,9 @@ func (c Config) Validate() error {
 	}
 	if c.RetainSnapshots < 1 {
 		return fmt.Errorf("raftstore: RetainSnapshots (%d) must be at least 1", c.RetainSnapshots)
+	}
+	if c.LogCache < 0 {
+		return fmt.Errorf("raftstore: LogCache (%d) must not be negative", c.LogCache)
 	}
 	return nil
 }
@@ -96,7 +106,13 @@ func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Store
 			fmt.Errorf("raftstore: shard %d: open snapshots in %s: %w", shard, snapDir, err),
 			closer.Close())
 	}
-	return &Stores{Log: w, Stable: w, Snapshots: snaps, closer: closer}, nil
+	var log raft.LogStore = w
+	if cfg.LogCache > 0 {
+		if log, err = raft.NewLogCache(cfg.LogCache, w); err != nil {
+			return nil, errors.Join(fmt.Errorf("raftstore: shard %d: log cache: %w", shard, err), closer.Close())
+		}
+	}
+	return &Stores{Log: log, Stable: w, Snapshots: snaps, closer: closer}, nil
 }
 
 // NewInmem returns in-memory stores with the same contract, for tests.
