@@ -51,6 +51,10 @@ type Config struct {
 	Detection    string
 	LeaveTimeout time.Duration // how long a graceful leave may take
 	LogLevel     string
+	// Pprof serves net/http/pprof under /debug/pprof/ on the HTTP port, and
+	// samples blocking and mutex contention for it (a debug aid: it costs a
+	// little on every channel operation and lock).
+	Pprof bool
 
 	// AdvertiseGossip and AdvertiseQUIC, if set, are the host:port peers
 	// are told to reach this node at instead of the bound ports: a NAT or a
@@ -174,6 +178,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", c.AdvertiseGossip, "host:port peers use to reach this node's gossip (default: --host and --gossip-port), e.g. behind NAT")
 	fs.StringVar(&c.AdvertiseQUIC, "advertise-quic", c.AdvertiseQUIC, "host:port peers use to reach this node's mesh transport (default: --host and --quic-port)")
 	fs.StringVar(&c.HistoryDir, "history-dir", c.HistoryDir, "debug: append every push, applied entry and leadership change to files in this folder (for the fault-injection checkers)")
+	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "debug: serve /debug/pprof/ (CPU, heap, block and mutex profiles) on the HTTP port")
 	c.Spec.BindFlags(fs)
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -31,6 +33,21 @@ func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
 		enc.Encode(status())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// withPprof adds net/http/pprof's handlers to h under /debug/pprof/ and
+// turns on block and mutex sampling, off by default in the runtime.
+func withPprof(h http.Handler) http.Handler {
+	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+	runtime.SetMutexProfileFraction(100)
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }
 

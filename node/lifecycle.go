@@ -100,7 +100,11 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	n.members = members
 	defer members.Shutdown()
 
-	srv := newHTTPServer(NewHTTPHandler(n.Status, n.metrics))
+	h := NewHTTPHandler(n.Status, n.metrics)
+	if cfg.Pprof {
+		h = withPprof(h)
+	}
+	srv := newHTTPServer(h)
 	go srv.Serve(httpLn)
 	defer srv.Close()
 
