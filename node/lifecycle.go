@@ -234,6 +234,12 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 		n.setSpec(spec)
 		return !hasSpec, nil
 	}
+	if hasSpec {
+		// Serve the persisted spec while asking for the mesh's: when the
+		// whole mesh restarts at once every node is joining, and if none
+		// answered before it had adopted a spec, none ever would.
+		n.setSpec(persisted)
+	}
 	sctx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
 	meshSpec, err := n.fetchSpec(sctx)
 	cancel()
