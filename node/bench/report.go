@@ -156,6 +156,14 @@ func cellTime(c Cell, t int, limit time.Duration) string {
 	return s
 }
 
+// csvLoad leaves the load empty where it was not recorded.
+func csvLoad(l float64) string {
+	if l == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", l)
+}
+
 func fmtLoad(l float64) string {
 	if l == 0 {
 		return "—"
@@ -207,7 +215,7 @@ func (r *ParadigmsResult) runRows() [][]string {
 			}
 			row = append(row, v)
 		}
-		rows = append(rows, append(row, fmt.Sprintf("%.2f", run.Load), run.Err))
+		rows = append(rows, append(row, csvLoad(run.Load), run.Err))
 	}
 	return rows
 }
@@ -230,7 +238,7 @@ func (r *ParadigmsResult) cellRows() [][]string {
 		for _, w := range c.Wait {
 			ws = append(ws, fmt.Sprintf("%.3f", w))
 		}
-		rows = append(rows, append(row, fmt.Sprintf("%.4f", c.FinalAcc), fmt.Sprintf("%.2f", c.ItersPerSec), strings.Join(ws, " "), fmt.Sprintf("%.2f", c.Load)))
+		rows = append(rows, append(row, fmt.Sprintf("%.4f", c.FinalAcc), fmt.Sprintf("%.2f", c.ItersPerSec), strings.Join(ws, " "), csvLoad(c.Load)))
 	}
 	return rows
 }
@@ -263,6 +271,9 @@ func (r *ParadigmsResult) plot(path string, set Setting) error {
 			}
 			ln.Color = plotutil.Color(i)
 			ln.Width = vg.Points(1.5)
+			if strings.HasPrefix(string(v), "dssp") {
+				ln.Width = vg.Points(2.5) // the subject of the comparison
+			}
 			ln.Dashes = plotutil.Dashes(i / 7)
 			p.Add(ln)
 			if first {
@@ -283,9 +294,10 @@ func (r *ParadigmsResult) plot(path string, set Setting) error {
 		ln.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
 		p.Add(ln)
 	}
+	// Bottom right, inside the axes: the curves are high up there.
 	p.Legend.Top, p.Legend.Left = false, false
-	p.Legend.XOffs = -vg.Points(5)
-	p.Legend.YOffs = -vg.Points(60)
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(10), vg.Points(10)
+	p.Legend.ThumbnailWidth = vg.Points(25)
 	if err := p.Save(9*vg.Inch, 5.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("bench: %s: %w", path, err)
 	}
