@@ -125,6 +125,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 	f.Float64Var(&cfg.RefTarget, "ref-target", cfg.RefTarget, "target of the ratio columns (default: 0.97, or the highest target if 0.97 is not one)")
 	f.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "longest run of one mesh")
 	f.DurationVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "evaluation cadence of the mesh (the resolution of the times)")
+	f.IntVar(&cfg.EvalSamples, "eval-samples", 0, "test samples per evaluation (0: the whole test set); the evaluating node also trains, so evaluation slows it")
 	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often each node's /status is polled")
 	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute goroutines per node (the nodes share this machine's cores)")
 	f.StringSliceVar(&cfg.SpecArgs, "job-flag", nil, "extra job flag for every mesh, repeatable (e.g. --job-flag=--model=lenet)")

@@ -69,12 +69,16 @@ type ParadigmsConfig struct {
 	// over that of dssp and dssp-paper); it must be one of Targets.
 	RefTarget float64
 	EvalEvery time.Duration // the evaluating node's cadence
-	Poll      time.Duration
-	Threads   int      // compute goroutines per node
-	SpecArgs  []string // extra job flags for every mesh (e.g. --model lenet)
-	OutDir    string   // report.md, runs.csv, summary.csv, PNG plots, runs/
-	Out       io.Writer
-	Verbose   bool // forward each mesh's full progress view
+	// EvalSamples is the test samples per evaluation (0: the whole set).
+	// The evaluator is a training node, so evaluation slows its worker;
+	// fewer samples make that straggler milder and the accuracy coarser.
+	EvalSamples int
+	Poll        time.Duration
+	Threads     int      // compute goroutines per node
+	SpecArgs    []string // extra job flags for every mesh (e.g. --model lenet)
+	OutDir      string   // report.md, runs.csv, summary.csv, PNG plots, runs/
+	Out         io.Writer
+	Verbose     bool // forward each mesh's full progress view
 }
 
 // DefaultVariants are the paradigms of the paper's comparison.
@@ -112,6 +116,8 @@ func (c ParadigmsConfig) Validate() error {
 		return fmt.Errorf("--time-limit %v must be > 0", c.TimeLimit)
 	case c.EvalEvery <= 0:
 		return fmt.Errorf("--eval-every %v must be > 0", c.EvalEvery)
+	case c.EvalSamples < 0:
+		return fmt.Errorf("--eval-samples %d must be >= 0 (0: the whole test set)", c.EvalSamples)
 	case c.Poll <= 0:
 		return fmt.Errorf("--poll %v must be > 0", c.Poll)
 	case c.Threads < 0:
@@ -207,6 +213,9 @@ func runOne(ctx context.Context, cfg ParadigmsConfig, set Setting, v Variant, re
 	lc.Poll = cfg.Poll
 	lc.ReportDir = filepath.Join(cfg.OutDir, "runs", runDirName(set.Name, v, rep))
 	lc.NodeArgs = []string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()}
+	if cfg.EvalSamples > 0 {
+		lc.NodeArgs = append(lc.NodeArgs, "--eval-samples", strconv.Itoa(cfg.EvalSamples))
+	}
 	lc.SpecArgs = append(append([]string(nil), cfg.SpecArgs...), args...)
 	lc.Out = &prefixWriter{w: out, prefix: "[" + label + "] ", all: cfg.Verbose}
 	r, err := launch.Run(ctx, lc, log)
