@@ -2,11 +2,23 @@
 // loopback: the end-to-end test of the node (bootstrap, join by seed,
 // training, kill -9 of the busiest shard leader, restart), bad input at the
 // command line, and the HTTP surface (/metrics, /status, the dashboard in
-// headless Chromium).
+// headless Chromium); and the fault-injection suite (docs/reliability.md):
+// real nodes killed, paused, partitioned and restarted while they train,
+// with checkers run over the history the nodes write.
 //
 // harness.go is the shared rig: [Binary] builds cmd/dssp once per test
 // process, [Cluster] starts, kills and restarts node processes and reads
 // their /status, and WaitFor polls a condition under a deadline (the only
 // waiting these tests do). Every process a test starts is stopped when it
 // ends.
+//
+// The fault suite adds: proxy.go ([FaultNet]: per-node UDP/TCP proxies on
+// loopback that cut, drop, duplicate and delay peer traffic), faultcluster.go
+// ([FaultCluster]: the verbs Kill, Restart, Stop, Cont, Terminate,
+// Partition, Heal on nodes that write --history-dir), checkers.go (the
+// history and every checker), scenarios.go (one method per fault, each
+// leaving the mesh healthy) and figures.go (what each fault cost). The fast
+// tier is TestFaults; the long randomized tier is TestChaos behind the chaos
+// build tag; TestCheckersCatchBrokenBuilds (faultinject tag) shows each
+// checker failing on a deliberately broken build.
 package test

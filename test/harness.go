@@ -17,42 +17,46 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
+	buildMu    sync.Mutex
+	buildPaths = map[string]string{} // build tags → binary
 )
 
 // Binary builds cmd/dssp once per test process into a temporary folder and
 // returns its path.
-func Binary(t testing.TB) string {
+func Binary(t testing.TB) string { return BinaryTags(t, "") }
+
+// BinaryTags is Binary built with -tags tags (e.g. "faultinject"), once per
+// set of tags.
+func BinaryTags(t testing.TB, tags string) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dssp-bin-*")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildPath = filepath.Join(dir, "dssp")
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Dir(filepath.Dir(file))
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/dssp")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/dssp: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := buildPaths[tags]; ok {
+		return p
 	}
-	return buildPath
+	dir, err := os.MkdirTemp("", "dssp-bin-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "dssp")
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	cmd := exec.Command("go", "build", "-tags", tags, "-o", path, "./cmd/dssp")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags %q ./cmd/dssp: %v\n%s", tags, err, out)
+	}
+	buildPaths[tags] = path
+	return path
 }
 
 // Cluster is a mesh of real dssp node processes on loopback, with the
 // verbs fault tests are written in: Start, Kill, Restart, Status, WaitFor.
 type Cluster struct {
-	t      testing.TB
-	Mesh   *launch.Mesh
-	killed map[int]bool // nodes killed on purpose and not restarted
+	t        testing.TB
+	describe func() string // the mesh's state for a failure message; "" by default
+	Mesh     *launch.Mesh
+	killed   map[int]bool // nodes killed on purpose and not restarted
 }
 
 // NewCluster prepares n nodes (node 0 bootstraps, the others join it by
@@ -60,7 +64,12 @@ type Cluster struct {
 // stopped when the test ends; their logs are printed if it failed.
 func NewCluster(t testing.TB, n int, args, spec []string) *Cluster {
 	t.Helper()
-	m, err := launch.NewMesh(Binary(t), t.TempDir(), n, slog.New(slog.DiscardHandler))
+	return newCluster(t, Binary(t), n, args, spec)
+}
+
+func newCluster(t testing.TB, bin string, n int, args, spec []string) *Cluster {
+	t.Helper()
+	m, err := launch.NewMesh(bin, t.TempDir(), n, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +77,7 @@ func NewCluster(t testing.TB, n int, args, spec []string) *Cluster {
 		m.AddArgs(i, args...)
 	}
 	m.AddArgs(0, spec...)
-	c := &Cluster{t: t, Mesh: m, killed: map[int]bool{}}
+	c := &Cluster{t: t, Mesh: m, killed: map[int]bool{}, describe: func() string { return "" }}
 	t.Cleanup(func() {
 		m.Stop(10 * time.Second)
 		if t.Failed() {
@@ -143,7 +152,7 @@ func (c *Cluster) WaitFor(what string, limit time.Duration, cond func() bool) ti
 			}
 		}
 		if time.Since(start) > limit {
-			c.t.Fatalf("%s: not within %v", what, limit)
+			c.t.Fatalf("%s: not within %v%s", what, limit, c.describe())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

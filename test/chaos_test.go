@@ -1,0 +1,105 @@
+//go:build chaos
+
+package test
+
+import (
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestChaos is the long tier: random faults, one after another, on the
+// fault mesh for DSSP_CHAOS_DURATION (default 30m), seeded by
+// DSSP_CHAOS_SEED (default 1). Every fault must leave the mesh healthy and
+// every checker must pass at the end; the checkers also run every
+// DSSP_CHAOS_CHECK_EVERY (default 5m) so a long run reports early.
+//
+//	go test -tags chaos ./test -run TestChaos -timeout 60m -v
+func TestChaos(t *testing.T) {
+	dur := envDuration(t, "DSSP_CHAOS_DURATION", 30*time.Minute)
+	every := envDuration(t, "DSSP_CHAOS_CHECK_EVERY", 5*time.Minute)
+	seed := uint64(1)
+	if v := os.Getenv("DSSP_CHAOS_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("DSSP_CHAOS_SEED=%q: %v", v, err)
+		}
+	}
+	const limit = 4 * time.Minute
+	rng := rand.New(rand.NewPCG(seed, 99))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
+
+	c := faultMesh(t, "", seed)
+	c.WaitHealthy("warm-up", 10, limit)
+	start, lastCheck := time.Now(), time.Now()
+	var events []Event
+	// DSSP_CHAOS_FAULTS=none runs the same mesh for the same time without
+	// faults: the baseline for the accuracy figures.
+	baseline := os.Getenv("DSSP_CHAOS_FAULTS") == "none"
+	for time.Since(start) < dur {
+		if baseline {
+			c.holdUntil(time.Now().Add(min(every, dur-time.Since(start))))
+			if a := Accuracy(c.Statuses()); a != nil {
+				t.Logf("%6.0fs: fault-free, accuracy %.3f", time.Since(start).Seconds(), a.Accuracy)
+			}
+			continue
+		}
+		kind := rng.IntN(100)
+		t.Logf("%6.0fs: fault %d", time.Since(start).Seconds(), len(events))
+		switch {
+		case kind < 15:
+			events = append(events, c.KillLeader(limit))
+		case kind < 27:
+			events = append(events, c.KillWorker(limit))
+		case kind < 37:
+			events = append(events, c.KillRestart(limit))
+		case kind < 50:
+			events = append(events, c.PauseLeader(between(time.Second, 8*time.Second), limit))
+		case kind < 63:
+			v := c.all()[rng.IntN(len(c.all()))]
+			events = append(events, c.PartitionMinority(v, between(5*time.Second, 30*time.Second), limit))
+		case kind < 75:
+			events = append(events, c.PartitionLeaderFollower(between(5*time.Second, 30*time.Second), limit))
+		case kind < 85:
+			events = append(events, c.Lossy(between(10*time.Second, 30*time.Second), limit))
+		case kind < 89:
+			events = append(events, c.WrongKeyJoin(limit))
+		case kind < 94:
+			events = append(events, c.RollingRestart(limit)...)
+		default:
+			events = append(events, c.KillAll(limit))
+		}
+		t.Logf("%6.0fs: %s %v: detect %v elect %v recover %v", time.Since(start).Seconds(), events[len(events)-1].Kind,
+			events[len(events)-1].Victims, events[len(events)-1].Detect, events[len(events)-1].Elect, events[len(events)-1].Recover)
+		// A quiet spell, so consecutive faults are told apart in the figures.
+		c.holdUntil(time.Now().Add(between(3*time.Second, 10*time.Second)))
+		if time.Since(lastCheck) > every {
+			lastCheck = time.Now()
+			acc := 0.0
+			if a := Accuracy(c.Statuses()); a != nil {
+				acc = a.Accuracy
+			}
+			t.Logf("%6.0fs: accuracy %.3f; checkers so far: %s", time.Since(start).Seconds(), acc, c.Check())
+		}
+	}
+	c.WaitHealthy("the end", 3, limit)
+	t.Logf("%d faults in %v", len(events), time.Since(start).Round(time.Second))
+	if len(events) == 0 && !baseline {
+		t.Fatal("no fault injected")
+	}
+	report(t, c, events)
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}

@@ -1,0 +1,424 @@
+package test
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"dsspmesh/clock"
+	"dsspmesh/node"
+)
+
+// History is everything the nodes of one run wrote under --history-dir
+// (node/history.go has the record format).
+type History struct {
+	Records []node.HistoryRecord
+}
+
+// ReadHistory reads every node's file in dir. A torn last line (the node
+// was killed mid-write) is skipped. The nodes may still be running, and
+// the files are read one after the other: a record is kept only if it is
+// older than a second before the reading began, so that everything it
+// depends on (an application recorded before the acknowledgement it
+// allowed, in another node's file) was on disk before any file was read.
+func ReadHistory(dir string) (*History, error) {
+	cutoff := time.Now().Add(-time.Second).UnixNano()
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	h := &History{}
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			var r node.HistoryRecord
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Nanos <= cutoff {
+				h.Records = append(h.Records, r)
+			}
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	sort.SliceStable(h.Records, func(i, j int) bool { return h.Records[i].Nanos < h.Records[j].Nanos })
+	return h, nil
+}
+
+// Report is what the checkers found. Every count named as a violation must
+// be zero in a correct system; Violations holds the first few examples.
+type Report struct {
+	Acked          int // acknowledged pushes carrying samples
+	Lost           int // violation: acknowledged and never applied
+	AppliedTwice   int // violation: applied at two indices in one membership of the worker
+	ClockBack      int // violation: a push applied below its worker's clock
+	GapOver        int // violation: acknowledged with gap > s_U, or acknowledged while held
+	MaxGap         int64
+	SU             int64 // -1: unbounded policy
+	TwoLeaders     int   // violation: more than one node led a (shard, term)
+	Terms          int   // (shard, term) pairs with a leader record
+	HashMismatch   int   // violation: replicas differ in state at one index
+	HashCompared   int   // (shard, index) checkpoints seen on ≥ 2 replicas
+	Disagree       int   // violation: replicas recorded different outcomes at one index
+	ReplayMismatch int   // violation: the gate replayed from the log decides otherwise
+	Replayed       int   // pushes replayed
+	Duplicates     int   // resends answered by dedupe (not a violation)
+	Violations     []string
+}
+
+// OK reports whether no checker found a violation.
+func (r *Report) OK() bool {
+	return r.Lost+r.AppliedTwice+r.ClockBack+r.GapOver+r.TwoLeaders+r.HashMismatch+r.Disagree+r.ReplayMismatch == 0
+}
+
+func (r *Report) String() string {
+	return fmt.Sprintf("acked %d, lost %d, applied twice %d, clock back %d, gap>s_U %d (max gap %d, s_U %d), "+
+		"two leaders %d of %d terms, hash mismatches %d of %d checkpoints, replica disagreements %d, "+
+		"replay mismatches %d of %d pushes, dedupe answers %d",
+		r.Acked, r.Lost, r.AppliedTwice, r.ClockBack, r.GapOver, r.MaxGap, r.SU, r.TwoLeaders, r.Terms,
+		r.HashMismatch, r.HashCompared, r.Disagree, r.ReplayMismatch, r.Replayed, r.Duplicates)
+}
+
+func (r *Report) violate(format string, args ...any) {
+	if len(r.Violations) < 20 {
+		r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+	}
+}
+
+type pushKey struct {
+	shard  uint32
+	worker string
+	iter   int64
+}
+
+// Check runs every checker over the history of a run of policy (e.g.
+// "dssp:3:12").
+func (h *History) Check(policy string) (*Report, error) {
+	pol, err := clock.ParsePolicy(policy)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{SU: -1}
+	if pol.Bounded() {
+		rep.SU = pol.SU()
+	}
+	logs := h.mergedLogs(rep)
+	h.checkLeaders(rep)
+	h.checkHashes(rep)
+	releases := map[pushKey][]release{} // every release of a push, in log order
+	applies := map[pushKey][]int64{}    // times an application of the push was first recorded
+	for s, entries := range logs {
+		replayShard(rep, pol, s, entries, releases, applies, h.applyTimes(s))
+	}
+	h.checkAcks(rep, releases, applies)
+	return rep, nil
+}
+
+// mergedLogs returns each shard's applied entries by index, one record per
+// index (replicas that applied it must agree; a replica restored from a
+// snapshot has none for the indices before it).
+func (h *History) mergedLogs(rep *Report) map[uint32][]node.HistoryRecord {
+	byIndex := map[uint32]map[uint64]node.HistoryRecord{}
+	for _, r := range h.Records {
+		if r.Kind != "apply" {
+			continue
+		}
+		m := byIndex[r.Shard]
+		if m == nil {
+			m = map[uint64]node.HistoryRecord{}
+			byIndex[r.Shard] = m
+		}
+		if prev, ok := m[r.Index]; ok {
+			if a, b := outcomeText(prev), outcomeText(r); a != b {
+				rep.Disagree++
+				rep.violate("shard %d index %d: %s applied %s, %s applied %s", r.Shard, r.Index, prev.Node, a, r.Node, b)
+			}
+			continue
+		}
+		m[r.Index] = r
+	}
+	out := map[uint32][]node.HistoryRecord{}
+	for s, m := range byIndex {
+		for _, r := range m {
+			out[s] = append(out[s], r)
+		}
+		slices.SortFunc(out[s], func(a, b node.HistoryRecord) int { return int(a.Index) - int(b.Index) })
+	}
+	return out
+}
+
+// applyTimes is, per (shard, index), the earliest time any replica
+// recorded applying it.
+func (h *History) applyTimes(s uint32) map[uint64]int64 {
+	out := map[uint64]int64{}
+	for _, r := range h.Records {
+		if r.Kind == "apply" && r.Shard == s {
+			if t, ok := out[r.Index]; !ok || r.Nanos < t {
+				out[r.Index] = r.Nanos
+			}
+		}
+	}
+	return out
+}
+
+func outcomeText(r node.HistoryRecord) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %d %v", r.Entry, r.Worker, r.Clock, r.Released)
+	for _, p := range r.Pushes {
+		fmt.Fprintf(&b, " [%s %d a%v d%v r%v g%d o%v %v]", p.Worker, p.Iter, p.Applied, p.Duplicate, p.Released, p.Gap, p.Others, p.Rejected != "")
+	}
+	return b.String()
+}
+
+type release struct {
+	index uint64
+	gap   int64
+	nanos int64
+}
+
+// replayShard walks one shard's log: it rebuilds the clock table to check
+// that clocks never go back, that no push is applied twice while its
+// worker stays in the table, and the gap of every release; and it replays
+// the gate from the log and compares each decision.
+func replayShard(rep *Report, pol clock.Policy, s uint32, entries []node.HistoryRecord,
+	releases map[pushKey][]release, applies map[pushKey][]int64, times map[uint64]int64) {
+	clocks := map[string]int64{}
+	epoch := map[string]int{}
+	applied := map[pushKey]int{} // epoch of the last application
+	var gate *clock.Gate
+	gap := func(w string) int64 {
+		lo := int64(-1)
+		for _, c := range clocks {
+			if lo < 0 || c < lo {
+				lo = c
+			}
+		}
+		return clocks[w] - lo
+	}
+	released := func(w string, iter int64, x uint64) {
+		g := gap(w)
+		k := pushKey{s, w, iter}
+		releases[k] = append(releases[k], release{index: x, gap: g, nanos: times[x]})
+	}
+	for _, e := range entries {
+		switch e.Entry {
+		case "init":
+			if e.Err == "" {
+				gate, _ = clock.NewGate(pol)
+			}
+		case "add-worker":
+			if e.Err != "" {
+				continue
+			}
+			if c, ok := clocks[e.Worker]; ok {
+				if e.Clock != c {
+					rep.ClockBack++
+					rep.violate("shard %d index %d: add-worker %s moved its clock %d → %d", s, e.Index, e.Worker, c, e.Clock)
+				}
+			} else {
+				epoch[e.Worker]++
+			}
+			clocks[e.Worker] = e.Clock
+			if gate != nil {
+				if _, present := gate.Clock(clock.WorkerID(e.Worker)); !present {
+					c, err := gate.AddWorker(clock.WorkerID(e.Worker))
+					if err != nil || c != e.Clock {
+						rep.ReplayMismatch++
+						rep.violate("shard %d index %d: replayed add-worker %s at %d (%v), log says %d", s, e.Index, e.Worker, c, err, e.Clock)
+					}
+				}
+			}
+		case "remove-worker":
+			if e.Err != "" {
+				continue
+			}
+			delete(clocks, e.Worker)
+			for _, r := range e.Released {
+				released(r.Worker, r.Iter, e.Index)
+			}
+			if gate != nil {
+				if _, present := gate.Clock(clock.WorkerID(e.Worker)); present {
+					rel, _ := gate.RemoveWorker(clock.WorkerID(e.Worker))
+					if !sameReleases(rel, e.Released) {
+						rep.ReplayMismatch++
+						rep.violate("shard %d index %d: replayed removal of %s released %v, log says %v", s, e.Index, e.Worker, rel, e.Released)
+					}
+				}
+			}
+		case "push":
+			for _, p := range e.Pushes {
+				k := pushKey{s, p.Worker, p.Iter}
+				if p.Duplicate {
+					rep.Duplicates++
+				}
+				if p.Applied {
+					if c, ok := clocks[p.Worker]; ok && p.Iter < c {
+						rep.ClockBack++
+						rep.violate("shard %d index %d: %s iter %d applied below its clock %d", s, e.Index, p.Worker, p.Iter, c)
+					}
+					if ep, ok := applied[k]; ok && ep == epoch[p.Worker] {
+						rep.AppliedTwice++
+						rep.violate("shard %d index %d: %s iter %d applied again", s, e.Index, p.Worker, p.Iter)
+					}
+					applied[k] = epoch[p.Worker]
+					applies[k] = append(applies[k], times[e.Index])
+					clocks[p.Worker] = max(clocks[p.Worker], p.Iter+1)
+				}
+				if gate != nil && p.Rejected == "" {
+					rep.Replayed++
+					out, err := gate.Push(clock.WorkerID(p.Worker), p.Iter, p.RecvNanos)
+					var de *clock.DuplicatePushError
+					dup := errors.As(err, &de)
+					if (err == nil) != p.Applied || dup != p.Duplicate || out.Released != p.Released || out.Gap != p.Gap || !sameReleases(out.Others, p.Others) {
+						rep.ReplayMismatch++
+						rep.violate("shard %d index %d: replayed push %s/%d: released %v gap %d others %v err %v; log: applied %v released %v gap %d others %v",
+							s, e.Index, p.Worker, p.Iter, out.Released, out.Gap, out.Others, err, p.Applied, p.Released, p.Gap, p.Others)
+					}
+				}
+			}
+			// Releases are judged after the whole entry, as the gate's
+			// Outcome.Gap is.
+			for _, p := range e.Pushes {
+				if p.Applied && p.Released {
+					released(p.Worker, p.Iter, e.Index)
+				}
+				for _, o := range p.Others {
+					released(o.Worker, o.Iter, e.Index)
+				}
+			}
+		}
+	}
+}
+
+func sameReleases(a []clock.Release, b []node.HistoryRelease) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if string(a[i].Worker) != b[i].Worker || a[i].Iter != b[i].Iter {
+			return false
+		}
+	}
+	return true
+}
+
+// checkAcks matches every acknowledged push (with samples: the zero-sample
+// fetch a worker makes on joining is answered by dedupe and names an
+// iteration it may never have pushed) to its application and release.
+func (h *History) checkAcks(rep *Report, releases map[pushKey][]release, applies map[pushKey][]int64) {
+	lastOK := map[pushKey]int64{}
+	firstInvoke := map[pushKey]int64{}
+	for _, r := range h.Records {
+		if r.Samples == 0 {
+			continue
+		}
+		k := pushKey{r.Shard, r.Worker, r.Iter}
+		switch r.Kind {
+		case "invoke":
+			if t, ok := firstInvoke[k]; !ok || t < lastOK[k] {
+				firstInvoke[k] = r.Nanos
+			}
+		case "ok":
+			rep.Acked++
+			from := firstInvoke[k]
+			lastOK[k] = r.Nanos
+			found := false
+			for _, t := range applies[k] {
+				if t >= from && t <= r.Nanos {
+					found = true
+				}
+			}
+			if !found {
+				rep.Lost++
+				rep.violate("shard %d: %s iter %d acknowledged at %d, applied at %v", r.Shard, r.Worker, r.Iter, r.Nanos, applies[k])
+				continue
+			}
+			var rel *release
+			for i, x := range releases[k] {
+				if x.nanos >= from && x.nanos <= r.Nanos {
+					rel = &releases[k][i]
+				}
+			}
+			switch {
+			case rel == nil:
+				rep.GapOver++
+				rep.violate("shard %d: %s iter %d acknowledged but never released by the gate", r.Shard, r.Worker, r.Iter)
+			case rep.SU >= 0 && rel.gap > rep.SU:
+				rep.GapOver++
+				rep.violate("shard %d: %s iter %d acknowledged with gap %d > s_U %d", r.Shard, r.Worker, r.Iter, rel.gap, rep.SU)
+			}
+			if rel != nil {
+				rep.MaxGap = max(rep.MaxGap, rel.gap)
+			}
+		}
+	}
+}
+
+func (h *History) checkLeaders(rep *Report) {
+	type st struct {
+		shard uint32
+		term  uint64
+	}
+	leaders := map[st]map[string]bool{}
+	for _, r := range h.Records {
+		if r.Kind != "leader" {
+			continue
+		}
+		k := st{r.Shard, r.Term}
+		if leaders[k] == nil {
+			leaders[k] = map[string]bool{}
+		}
+		leaders[k][r.Node] = true
+	}
+	rep.Terms = len(leaders)
+	for k, nodes := range leaders {
+		if len(nodes) > 1 {
+			rep.TwoLeaders++
+			rep.violate("shard %d term %d led by %v", k.shard, k.term, nodes)
+		}
+	}
+}
+
+func (h *History) checkHashes(rep *Report) {
+	type at struct {
+		shard uint32
+		index uint64
+	}
+	hashes := map[at]map[string]string{}
+	for _, r := range h.Records {
+		if r.Kind != "apply" || r.Hash == "" {
+			continue
+		}
+		k := at{r.Shard, r.Index}
+		if hashes[k] == nil {
+			hashes[k] = map[string]string{}
+		}
+		hashes[k][r.Node] = r.Hash
+	}
+	for k, byNode := range hashes {
+		if len(byNode) < 2 {
+			continue
+		}
+		rep.HashCompared++
+		distinct := map[string]bool{}
+		for _, v := range byNode {
+			distinct[v] = true
+		}
+		if len(distinct) > 1 {
+			rep.HashMismatch++
+			rep.violate("shard %d index %d: replicas hold different states %v", k.shard, k.index, byNode)
+		}
+	}
+}

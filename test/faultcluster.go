@@ -1,0 +1,334 @@
+package test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"dsspmesh/node"
+)
+
+// FaultCluster is a Cluster whose peer traffic runs through a [FaultNet]
+// and whose nodes write their history (--history-dir) for the checkers. Its
+// verbs are the fault vocabulary: Kill, Restart, Stop, Cont, Partition,
+// Heal, Lossy; Check runs every checker over the history.
+type FaultCluster struct {
+	*Cluster
+	Net         *FaultNet
+	HistoryDir  string
+	Policy      string
+	IDs         []string // node ids, known once each node answered /status
+	stopped     map[int]bool
+	replicaOnly []int
+}
+
+// FaultOptions configures NewFaultCluster.
+type FaultOptions struct {
+	Nodes  int
+	Args   []string // every node
+	Spec   []string // the bootstrap node's job flags
+	Policy string   // the job's policy text, for the checkers (e.g. "dssp:3:12")
+	Tags   string   // build tags of the binary ("faultinject" for broken builds)
+	Seed   uint64   // network randomness
+	// ReplicaOnly nodes run with --train=false: they host shards only.
+	ReplicaOnly []int
+}
+
+// NewFaultCluster prepares the nodes and their proxies; nothing runs until
+// Start. At the end of the test every node is killed (no graceful leave:
+// the history is already on disk) and the proxies closed.
+func NewFaultCluster(t testing.TB, o FaultOptions) *FaultCluster {
+	t.Helper()
+	c := &FaultCluster{Cluster: newCluster(t, BinaryTags(t, o.Tags), o.Nodes, o.Args, o.Spec),
+		Net: NewFaultNet(o.Seed), HistoryDir: filepath.Join(t.TempDir(), "history"), Policy: o.Policy,
+		IDs: make([]string, o.Nodes), stopped: map[int]bool{}, replicaOnly: o.ReplicaOnly}
+	c.describe = c.Describe
+	for _, i := range o.ReplicaOnly {
+		c.Mesh.AddArgs(i, "--train=false")
+	}
+	var gossip0 string
+	for i, p := range c.Mesh.Procs {
+		c.Net.Own(port(p.Gossip), i)
+		c.Net.Own(port(p.QUIC), i)
+		q, err := c.Net.ProxyUDP(i, p.QUIC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := c.gossipProxy(i, p.Gossip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			gossip0 = g
+		}
+		c.Mesh.AddArgs(i, "--advertise-gossip", g, "--advertise-quic", q, "--history-dir", c.HistoryDir)
+		if i > 0 {
+			c.Mesh.AddArgs(i, "--join", gossip0)
+		}
+	}
+	t.Cleanup(func() {
+		for i, p := range c.Mesh.Procs {
+			if c.stopped[i] {
+				c.Mesh.Signal(i, syscall.SIGCONT)
+			}
+			if p.Alive() {
+				c.Mesh.Kill(i)
+			}
+		}
+		c.Net.Close()
+		if t.Failed() {
+			c.keep()
+		}
+	})
+	return c
+}
+
+// gossipProxy starts the UDP and TCP proxies of a node's gossip on one
+// port (memberlist advertises one host:port for both).
+func (c *FaultCluster) gossipProxy(i int, target string) (string, error) {
+	var last error
+	for range 10 {
+		addr, err := c.Net.ProxyUDP(i, target)
+		if err != nil {
+			return "", err
+		}
+		if last = c.Net.ProxyTCP(i, addr, target); last == nil {
+			return addr, nil
+		}
+	}
+	return "", last
+}
+
+func port(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// Start starts node i, waits for /status and learns its id.
+func (c *FaultCluster) Start(i int) {
+	c.t.Helper()
+	c.Cluster.Start(i)
+	s, err := c.Status(i)
+	if err == nil {
+		c.IDs[i] = s.Node
+	}
+}
+
+// StartAll starts every node at once (a whole-mesh restart: each finds the
+// others through its persisted peers) and waits until all answer.
+func (c *FaultCluster) StartAll(nodes ...int) {
+	c.t.Helper()
+	for _, i := range nodes {
+		delete(c.killed, i)
+		if err := c.Mesh.Start(i); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	for _, i := range nodes {
+		c.WaitFor(fmt.Sprintf("node%d answers /status", i), 60*time.Second, func() bool {
+			_, err := c.Status(i)
+			return err == nil
+		})
+	}
+}
+
+// Stop pauses node i with SIGSTOP; Cont resumes it.
+func (c *FaultCluster) Stop(i int) {
+	c.t.Helper()
+	if err := c.Mesh.Signal(i, syscall.SIGSTOP); err != nil {
+		c.t.Fatal(err)
+	}
+	c.stopped[i] = true
+}
+
+// Cont resumes node i after Stop.
+func (c *FaultCluster) Cont(i int) {
+	c.t.Helper()
+	if err := c.Mesh.Signal(i, syscall.SIGCONT); err != nil {
+		c.t.Fatal(err)
+	}
+	delete(c.stopped, i)
+}
+
+// Terminate sends SIGTERM (a graceful leave) and waits for node i to exit.
+func (c *FaultCluster) Terminate(i int) {
+	c.t.Helper()
+	c.killed[i] = true
+	if err := c.Mesh.Signal(i, syscall.SIGTERM); err != nil {
+		c.t.Fatal(err)
+	}
+	c.WaitFor(fmt.Sprintf("node%d to leave", i), 30*time.Second, func() bool { return !c.Mesh.Procs[i].Alive() })
+}
+
+// Partition cuts the mesh into groups of node indices; Heal rejoins them.
+func (c *FaultCluster) Partition(groups ...[]int) { c.Net.Partition(groups...) }
+
+// Heal removes the partition.
+func (c *FaultCluster) Heal() { c.Net.Heal() }
+
+// Live is the indices of nodes running and not paused.
+func (c *FaultCluster) Live() []int {
+	var out []int
+	for i, p := range c.Mesh.Procs {
+		if p.Alive() && !c.stopped[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// LeaderCounts is, per node index, how many shards it leads (from every
+// live node's view).
+func (c *FaultCluster) LeaderCounts() map[int]int {
+	out := map[int]int{}
+	for _, i := range Leaders(c.Statuses()) {
+		out[i]++
+	}
+	return out
+}
+
+// Check reads the history and runs every checker.
+func (c *FaultCluster) Check() *Report {
+	c.t.Helper()
+	h, err := ReadHistory(c.HistoryDir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	rep, err := h.Check(c.Policy)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return rep
+}
+
+// Iters is the worker iteration of each node in nodes (-1 where it does
+// not answer).
+func (c *FaultCluster) Iters(nodes []int) map[int]int64 {
+	out := map[int]int64{}
+	for _, i := range nodes {
+		out[i] = c.Iter(i)
+	}
+	return out
+}
+
+// WaitProgress waits until every node in nodes is n iterations past where
+// it was at the call and returns how long it took.
+func (c *FaultCluster) WaitProgress(what string, nodes []int, n int64, limit time.Duration) time.Duration {
+	c.t.Helper()
+	base := c.Iters(nodes)
+	return c.WaitFor(what, limit, func() bool {
+		for _, i := range nodes {
+			if c.Iter(i) < base[i]+n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// WaitMembers waits until every node in nodes sees exactly the members
+// want (node indices) and returns how long it took.
+func (c *FaultCluster) WaitMembers(what string, nodes, want []int, limit time.Duration) time.Duration {
+	c.t.Helper()
+	ids := make([]string, 0, len(want))
+	for _, i := range want {
+		ids = append(ids, c.IDs[i])
+	}
+	slices.Sort(ids)
+	return c.WaitFor(what, limit, func() bool {
+		for _, i := range nodes {
+			s, err := c.Status(i)
+			if err != nil || len(s.Members) != len(ids) {
+				return false
+			}
+			for k, m := range s.Members {
+				if m.ID != ids[k] {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// WaitLeaders waits until, in the views of nodes, every shard has a leader
+// among allowed, and returns how long it took.
+func (c *FaultCluster) WaitLeaders(what string, nodes, allowed []int, limit time.Duration) time.Duration {
+	c.t.Helper()
+	return c.WaitFor(what, limit, func() bool {
+		st := make([]*node.Status, len(c.Mesh.Procs))
+		shards := 0
+		for _, i := range nodes {
+			s, err := c.Status(i)
+			if err != nil {
+				return false
+			}
+			st[i] = &s
+			shards = len(s.Shards)
+		}
+		leaders := Leaders(st)
+		if len(leaders) != shards {
+			return false
+		}
+		for _, i := range leaders {
+			if !slices.Contains(allowed, i) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Describe is every node's view in one line each, for failure messages.
+func (c *FaultCluster) Describe() string {
+	var b strings.Builder
+	for i := range c.Mesh.Procs {
+		s, err := c.Status(i)
+		if err != nil {
+			fmt.Fprintf(&b, "\n  node%d: %v (alive %v, paused %v)", i, err, c.Mesh.Procs[i].Alive(), c.stopped[i])
+			continue
+		}
+		fmt.Fprintf(&b, "\n  node%d %s: %d members, shards", i, s.Node, len(s.Members))
+		for _, sh := range s.Shards {
+			fmt.Fprintf(&b, " %d:%s/t%d/%s/v%d", sh.ID, short(sh.Leader), sh.Term, sh.Local, len(sh.Voters))
+		}
+		if s.Worker != nil {
+			fmt.Fprintf(&b, "; iter %d err %q", s.Worker.Iter, s.Worker.LastError)
+		}
+		fmt.Fprintf(&b, "; clocks")
+		for _, w := range s.Workers {
+			fmt.Fprintf(&b, " %s=%d(w%v)", short(w.ID), w.Clock, w.Waiting)
+		}
+	}
+	return b.String()
+}
+
+func short(id string) string {
+	if len(id) > 9 {
+		return id[5:9]
+	}
+	return id
+}
+
+// keep copies the nodes' logs and history out of the test's temporary
+// folders (removed when the test ends) so a failure can be studied.
+func (c *FaultCluster) keep() {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("dssp-%s-%d", strings.ReplaceAll(c.t.Name(), "/", "_"), time.Now().Unix()))
+	if err := os.CopyFS(filepath.Join(dir, "history"), os.DirFS(c.HistoryDir)); err != nil {
+		c.t.Logf("keep history: %v", err)
+	}
+	for _, p := range c.Mesh.Procs {
+		if b, err := os.ReadFile(p.LogPath); err == nil {
+			os.WriteFile(filepath.Join(dir, filepath.Base(p.LogPath)), b, 0o644)
+		}
+	}
+	c.t.Logf("logs and history kept in %s", dir)
+}

@@ -1,0 +1,379 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"dsspmesh/mesh"
+	"dsspmesh/node/launch"
+)
+
+// The scenarios below each start from a healthy mesh (every node up, in
+// everyone's membership, every shard led, every worker training), inject
+// one fault, measure, lift it and wait until the mesh is healthy again.
+// Limits are generous: CI machines are small and shared.
+
+// Trainers are the nodes that run a worker.
+func (c *FaultCluster) Trainers() []int {
+	var out []int
+	for i := range c.Mesh.Procs {
+		if !slices.Contains(c.replicaOnly, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (c *FaultCluster) all() []int {
+	out := make([]int, len(c.Mesh.Procs))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func without(nodes []int, drop ...int) []int {
+	var out []int
+	for _, i := range nodes {
+		if !slices.Contains(drop, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// WaitHealthy waits until every node is up, sees every other, every shard
+// is led, and every worker advanced by n iterations.
+func (c *FaultCluster) WaitHealthy(what string, n int64, limit time.Duration) time.Duration {
+	c.t.Helper()
+	all := c.all()
+	prog := c.progressed(c.Trainers(), n)
+	return c.WaitFor(what+": mesh healthy", limit, func() bool {
+		for _, i := range all {
+			if !c.membersAre(i, all) {
+				return false
+			}
+		}
+		return c.ledBy(all, all) && prog()
+	})
+}
+
+// mostLeading is the node leading the most shards (ties: the lowest index).
+func (c *FaultCluster) mostLeading() int {
+	counts := c.LeaderCounts()
+	best := -1
+	for i := range c.Mesh.Procs {
+		if best < 0 || counts[i] > counts[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// idleTrainer is a worker node that leads no shard (ties: the highest
+// index), or -1.
+func (c *FaultCluster) idleTrainer() int {
+	counts := c.LeaderCounts()
+	for _, i := range slices.Backward(c.Trainers()) {
+		if counts[i] == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// afterDeath measures detection, election and recovery after victims died
+// or were cut off.
+func (c *FaultCluster) afterDeath(e *Event, survivors []int, limit time.Duration) {
+	c.t.Helper()
+	conds := map[string]func() bool{
+		"detect": func() bool {
+			for _, i := range survivors {
+				if !c.membersAre(i, survivors) {
+					return false
+				}
+			}
+			return true
+		},
+		"elect":   func() bool { return c.ledBy(survivors, survivors) },
+		"recover": c.progressed(intersect(c.Trainers(), survivors), 5),
+	}
+	got := c.measure(e.Kind+": survivors detect, elect and train on", limit, conds)
+	e.Detect, e.Elect, e.Recover = got["detect"], got["elect"], got["recover"]
+}
+
+func intersect(a, b []int) []int {
+	var out []int
+	for _, i := range a {
+		if slices.Contains(b, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// KillLeader kills the node leading most shards with SIGKILL, waits for the
+// survivors to take over, and restarts it on its data dir.
+func (c *FaultCluster) KillLeader(limit time.Duration) Event {
+	c.t.Helper()
+	v := c.mostLeading()
+	e := Event{Kind: "kill leader", Victims: []int{v}, At: time.Now()}
+	c.Kill(v)
+	c.afterDeath(&e, without(c.all(), v), limit)
+	e.End = time.Now()
+	c.Restart(v)
+	c.WaitHealthy(e.Kind, 3, limit)
+	return e
+}
+
+// KillWorker kills a worker node that leads no shard and restarts it after
+// the survivors moved on.
+func (c *FaultCluster) KillWorker(limit time.Duration) Event {
+	c.t.Helper()
+	v := c.idleTrainer()
+	if v < 0 {
+		v = c.Trainers()[len(c.Trainers())-1]
+	}
+	e := Event{Kind: "kill worker", Victims: []int{v}, At: time.Now()}
+	c.Kill(v)
+	c.afterDeath(&e, without(c.all(), v), limit)
+	e.End = time.Now()
+	c.Restart(v)
+	c.WaitHealthy(e.Kind, 3, limit)
+	return e
+}
+
+// KillRestart kills a follower and restarts it at once, before the mesh
+// declares it dead: it must recover from its WAL and catch up.
+func (c *FaultCluster) KillRestart(limit time.Duration) Event {
+	c.t.Helper()
+	v := c.idleTrainer()
+	if v < 0 {
+		v = len(c.Mesh.Procs) - 1
+	}
+	e := Event{Kind: "kill+restart follower", Victims: []int{v}, At: time.Now()}
+	c.Kill(v)
+	c.Restart(v)
+	e.End = time.Now()
+	e.Recover = c.WaitHealthy(e.Kind, 5, limit) + e.End.Sub(e.At)
+	return e
+}
+
+// KillAll kills every node, restarts them all, and checks that training
+// resumes from the replicated state: every shard's clocks continue past
+// where they were and accuracy is not lost.
+func (c *FaultCluster) KillAll(limit time.Duration) Event {
+	c.t.Helper()
+	all := c.all()
+	maxClock := int64(0)
+	for _, s := range c.Statuses() {
+		for _, w := range s.Workers {
+			maxClock = max(maxClock, w.Clock)
+		}
+	}
+	accBefore := Accuracy(c.Statuses())
+	e := Event{Kind: "kill all + restart", Victims: all, At: time.Now()}
+	for _, i := range all {
+		c.Kill(i)
+	}
+	c.StartAll(all...)
+	e.End = time.Now()
+	e.Recover = c.WaitHealthy(e.Kind, 5, limit) + e.End.Sub(e.At)
+	resumed := int64(0)
+	for _, s := range c.Statuses() {
+		for _, w := range s.Workers {
+			resumed = max(resumed, w.Clock)
+		}
+	}
+	if resumed <= maxClock {
+		c.t.Errorf("kill all: clocks at %d after the restart, %d before: training did not resume from the replicated state", resumed, maxClock)
+	}
+	if accBefore != nil {
+		var after float64
+		c.WaitFor("an evaluation after the restart", limit, func() bool {
+			a := Accuracy(c.Statuses())
+			if a != nil && a.At.After(e.End) {
+				after = a.Accuracy
+				return true
+			}
+			return false
+		})
+		c.t.Logf("kill all: accuracy %.3f before, %.3f after the restart; max clock %d → %d", accBefore.Accuracy, after, maxClock, resumed)
+		if after < accBefore.Accuracy-0.15 {
+			c.t.Errorf("kill all: accuracy fell from %.3f to %.3f: parameters not recovered", accBefore.Accuracy, after)
+		}
+	}
+	return e
+}
+
+// PartitionMinority cuts one node off for d, then heals.
+func (c *FaultCluster) PartitionMinority(v int, d, limit time.Duration) Event {
+	c.t.Helper()
+	rest := without(c.all(), v)
+	e := Event{Kind: "partition minority", Victims: []int{v}, At: time.Now()}
+	c.Partition(rest, []int{v})
+	c.afterDeath(&e, rest, max(limit, d))
+	c.holdUntil(e.At.Add(d))
+	c.Heal()
+	e.End = time.Now()
+	c.WaitHealthy(e.Kind+" healed", 3, limit)
+	return e
+}
+
+// PartitionLeaderFollower puts the node leading most shards and one node
+// replicating one of them on the minority side for d, then heals. The
+// majority side elects leaders for the shards whose quorum it holds; the
+// leader keeps the shards for which it and its follower are a quorum.
+func (c *FaultCluster) PartitionLeaderFollower(d, limit time.Duration) Event {
+	c.t.Helper()
+	l := c.mostLeading()
+	f := -1
+	st, _ := c.Status(l)
+	for _, sh := range st.Shards {
+		if sh.Local != "leader" {
+			continue
+		}
+		for _, id := range sh.Voters {
+			if k := slices.Index(c.IDs, id); k >= 0 && k != l && f < 0 {
+				f = k
+			}
+		}
+	}
+	if f < 0 {
+		f = without(c.all(), l)[0]
+	}
+	minority := []int{l, f}
+	rest := without(c.all(), minority...)
+	e := Event{Kind: "partition leader+follower", Victims: minority, At: time.Now()}
+	c.Partition(rest, minority)
+	got := c.measure(e.Kind+": majority detects the minority", max(limit, d), map[string]func() bool{
+		"detect": func() bool {
+			for _, i := range rest {
+				if !c.membersAre(i, rest) {
+					return false
+				}
+			}
+			return true
+		},
+	})
+	e.Detect = got["detect"]
+	c.holdUntil(e.At.Add(d))
+	c.Heal()
+	e.End = time.Now()
+	e.Recover = c.WaitHealthy(e.Kind+" healed", 3, limit) + e.End.Sub(e.At)
+	return e
+}
+
+// PauseLeader stops the node leading most shards with SIGSTOP for d (past
+// the election timeout), then resumes it.
+func (c *FaultCluster) PauseLeader(d, limit time.Duration) Event {
+	c.t.Helper()
+	l := c.mostLeading()
+	rest := without(c.all(), l)
+	e := Event{Kind: "SIGSTOP leader", Victims: []int{l}, At: time.Now()}
+	c.Stop(l)
+	got := c.measure(e.Kind+": others elect", max(limit, d), map[string]func() bool{
+		"elect": func() bool { return c.ledBy(rest, rest) },
+	})
+	e.Elect = got["elect"]
+	c.holdUntil(e.At.Add(d))
+	c.Cont(l)
+	e.End = time.Now()
+	e.Recover = c.WaitHealthy(e.Kind+" resumed", 3, limit) + e.End.Sub(e.At)
+	return e
+}
+
+// Lossy drops 5% of datagrams, duplicates 2% and delays every one by 1–5
+// ms for d; the mesh must keep training through it.
+func (c *FaultCluster) Lossy(d, limit time.Duration) Event {
+	c.t.Helper()
+	e := Event{Kind: "lossy network", At: time.Now()}
+	c.Net.Lossy(0.05, 0.02, time.Millisecond, 4*time.Millisecond)
+	got := c.measure(e.Kind+": training goes on", max(limit, d), map[string]func() bool{
+		"recover": c.progressed(c.Trainers(), 3),
+	})
+	e.Recover = got["recover"]
+	c.holdUntil(e.At.Add(d))
+	c.Net.Lossy(0, 0, 0, 0)
+	e.End = time.Now()
+	c.WaitHealthy(e.Kind+" over", 3, limit)
+	return e
+}
+
+// RollingRestart restarts every node in turn with SIGTERM (a graceful
+// leave), waiting for a healthy mesh between two.
+func (c *FaultCluster) RollingRestart(limit time.Duration) []Event {
+	c.t.Helper()
+	var out []Event
+	for _, i := range c.all() {
+		e := Event{Kind: "rolling restart", Victims: []int{i}, At: time.Now()}
+		c.Terminate(i)
+		c.Restart(i)
+		e.End = time.Now()
+		e.Recover = c.WaitHealthy(fmt.Sprintf("rolling restart of node%d", i), 3, limit) + e.End.Sub(e.At)
+		out = append(out, e)
+	}
+	return out
+}
+
+// WrongKeyJoin starts a node holding another mesh key that tries to join
+// through node 0's proxy: it must give up with an error, and the mesh must
+// neither list it nor stop training.
+func (c *FaultCluster) WrongKeyJoin(limit time.Duration) Event {
+	c.t.Helper()
+	e := Event{Kind: "wrong-key join", At: time.Now()}
+	dir := c.t.TempDir()
+	key := filepath.Join(dir, "other.key")
+	if err := mesh.WriteKeyFile(key); err != nil {
+		c.t.Fatal(err)
+	}
+	ports, err := launch.FreePorts(3)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	seed, _ := c.Status(0)
+	gossip0 := ""
+	for _, m := range seed.Members {
+		if m.ID == c.IDs[0] {
+			gossip0 = m.Gossip
+		}
+	}
+	prog := c.progressed(c.Trainers(), 3)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.Mesh.Binary, "node", "--data-dir", filepath.Join(dir, "data"), "--key", key,
+		"--gossip-port", strconv.Itoa(ports[0]), "--quic-port", strconv.Itoa(ports[1]), "--http-addr", "127.0.0.1:"+strconv.Itoa(ports[2]),
+		"--join", gossip0, "--join-timeout", "5s", "--log-level", "error")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if ctx.Err() != nil || err == nil {
+		c.t.Fatalf("wrong-key node: want an error exit, got %v after %v: %s", err, time.Since(e.At), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "no seed answered") {
+		c.t.Errorf("wrong-key node's error does not say why: %q", stderr.String())
+	}
+	e.End = time.Now()
+	for _, i := range c.all() {
+		if !c.membersAre(i, c.all()) {
+			c.t.Errorf("node%d's membership changed after a wrong-key join attempt", i)
+		}
+	}
+	e.Recover = c.WaitFor("training goes on after the wrong-key join", limit, prog) + e.End.Sub(e.At)
+	return e
+}
+
+// holdUntil keeps a fault in place until t. This is the fault's duration,
+// not synchronisation: nothing waits on it to become true.
+func (c *FaultCluster) holdUntil(t time.Time) {
+	if d := time.Until(t); d > 0 {
+		time.Sleep(d)
+	}
+}
