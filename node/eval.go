@@ -36,7 +36,7 @@ func (n *Node) evalLoop(ctx context.Context) {
 		if theta == nil {
 			continue
 		}
-		ev, err := n.model.Evaluate(theta, n.test)
+		ev, err := n.evalModel.Evaluate(theta, n.test)
 		if err != nil {
 			n.log.Warn("evaluate", "err", err)
 			continue

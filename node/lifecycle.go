@@ -27,6 +27,7 @@ type Node struct {
 	wg      sync.WaitGroup
 
 	model       *cudaops.Model
+	evalModel   *cudaops.Model
 	train, test cudaops.Dataset
 
 	shards *shardManager
@@ -270,6 +271,12 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	}
 	if !n.cfg.Train {
 		return nil
+	}
+	// Evaluation gets its own model: a Model runs one call at a time, so
+	// sharing the worker's would stall its gradients for a whole pass over
+	// the test set, and one thread keeps it from taking every core.
+	if n.evalModel, err = cudaops.NewModel(spec.Model, cudaops.ModelOptions{Backend: be, Workers: 1}); err != nil {
+		return err
 	}
 	train, test, err := cudaops.LoadDataset(spec.Dataset, n.cfg.DataPath)
 	if err != nil {
