@@ -46,6 +46,7 @@ type Replica struct {
 	log    *slog.Logger
 	fsm    *FSM
 	raft   *raft.Raft
+	guard  *guardedTransport // nil unless raft runs over a NetworkTransport
 	ln     mesh.Listener
 	svc    *service
 	ctx    context.Context
@@ -107,13 +108,18 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: listen: %w", cfg.Shard, err)
 	}
-	r, err := raft.NewRaft(rc, fsm, d.Stores.Log, d.Stores.Stable, d.Stores.Snapshots, d.RaftTransport)
+	trans, guard := d.RaftTransport, (*guardedTransport)(nil)
+	if nt, ok := trans.(*raft.NetworkTransport); ok {
+		guard = &guardedTransport{NetworkTransport: nt}
+		trans = guard
+	}
+	r, err := raft.NewRaft(rc, fsm, d.Stores.Log, d.Stores.Stable, d.Stores.Snapshots, trans)
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("shard %d: start raft: %w", cfg.Shard, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel}
+	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, guard: guard, ln: ln, ctx: ctx, cancel: cancel}
 	rep.svc = newService(rep)
 	rep.svc.start()
 	return rep, nil
@@ -257,6 +263,9 @@ func (r *Replica) Shutdown() error {
 		r.ln.Close()
 		r.svc.stop()
 		errs := []error{r.raft.Shutdown().Error()}
+		if r.guard != nil {
+			r.guard.quiesce()
+		}
 		if c, ok := r.deps.RaftTransport.(io.Closer); ok {
 			errs = append(errs, c.Close())
 		}
