@@ -32,6 +32,8 @@ func TestChaos(t *testing.T) {
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
 
 	c := faultMesh(t, "", seed)
+	crashes := c.ReplaceCrashed()
+	stalls := c.RecoverStalls()
 	c.WaitHealthy("warm-up", 10, limit)
 	start, lastCheck := time.Now(), time.Now()
 	var events []Event
@@ -90,6 +92,12 @@ func TestChaos(t *testing.T) {
 		t.Fatal("no fault injected")
 	}
 	report(t, c, events)
+	for _, st := range *stalls {
+		t.Errorf("stalled at %s: %s", st.At.Format(time.TimeOnly), st.Msg)
+	}
+	for _, cr := range *crashes {
+		t.Errorf("node%d (%s) crashed at %s: %s", cr.Node, cr.ID, cr.At.Format(time.TimeOnly), cr.Err)
+	}
 }
 
 func envDuration(t *testing.T, name string, def time.Duration) time.Duration {

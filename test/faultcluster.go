@@ -112,6 +112,16 @@ func port(addr string) int {
 	return n
 }
 
+// refreshIDs learns the id of every node that answers (a replaced node
+// has a new one).
+func (c *FaultCluster) refreshIDs() {
+	for i := range c.Mesh.Procs {
+		if s, err := c.Status(i); err == nil {
+			c.IDs[i] = s.Node
+		}
+	}
+}
+
 // Start starts node i, waits for /status and learns its id.
 func (c *FaultCluster) Start(i int) {
 	c.t.Helper()
@@ -331,4 +341,78 @@ func (c *FaultCluster) keep() {
 		}
 	}
 	c.t.Logf("logs and history kept in %s", dir)
+}
+
+// Crash is a node that exited on its own during a scenario.
+type Crash struct {
+	Node int
+	ID   string
+	At   time.Time
+	Err  string
+}
+
+// ReplaceCrashed makes WaitFor replace a node that exits on its own
+// instead of failing at once: the crash is recorded (the caller fails the
+// test with them at the end), the node's log is kept, and the node starts
+// again on a fresh data dir (a new identity: its old one may be what made
+// it crash). Long runs use it to report every crash rather than the first.
+func (c *FaultCluster) ReplaceCrashed() *[]Crash {
+	var crashes []Crash
+	c.crashed = func(i int, err error) bool {
+		p := c.Mesh.Procs[i]
+		crashes = append(crashes, Crash{Node: i, ID: c.IDs[i], At: time.Now(), Err: err.Error()})
+		c.t.Logf("CRASH node%d (%s): %v", i, c.IDs[i], err)
+		keep := filepath.Join(os.TempDir(), fmt.Sprintf("dssp-crash-%s-node%d-%d", strings.ReplaceAll(c.t.Name(), "/", "_"), i, time.Now().Unix()))
+		os.MkdirAll(keep, 0o755)
+		if b, err := os.ReadFile(p.LogPath); err == nil {
+			os.WriteFile(filepath.Join(keep, "node.log"), b, 0o644)
+		}
+		os.Rename(p.DataDir, filepath.Join(keep, "data"))
+		if err := c.Mesh.Start(i); err != nil {
+			c.t.Fatalf("restart node%d after its crash: %v", i, err)
+		}
+		c.t.Logf("node%d's log and data dir kept in %s; restarted on a fresh data dir", i, keep)
+		return true
+	}
+	return &crashes
+}
+
+// Stall is a wait that ran out of time during a scenario: the mesh did not
+// recover from a fault within the limit.
+type Stall struct {
+	At  time.Time
+	Msg string
+}
+
+// RecoverStalls makes a WaitFor that runs out of time record the stall
+// (the caller fails the test with them at the end), keep the logs, and
+// unstick the mesh by killing and restarting every node, instead of
+// failing at once. A stall while unsticking fails the test.
+func (c *FaultCluster) RecoverStalls() *[]Stall {
+	var stalls []Stall
+	busy := false
+	c.stalled = func(msg string) bool {
+		if busy {
+			return false
+		}
+		busy = true
+		defer func() { busy = false }()
+		stalls = append(stalls, Stall{At: time.Now(), Msg: msg})
+		c.t.Logf("STALL: %s", msg)
+		c.keep()
+		c.Heal()
+		c.Net.Lossy(0, 0, 0, 0)
+		for i := range c.Mesh.Procs {
+			if c.stopped[i] {
+				c.Cont(i)
+			}
+			if c.Mesh.Procs[i].Alive() {
+				c.Kill(i)
+			}
+		}
+		c.StartAll(c.all()...)
+		c.WaitHealthy("after a stall, every node restarted", 3, 4*time.Minute)
+		return true
+	}
+	return &stalls
 }

@@ -91,12 +91,17 @@ func (c *FaultCluster) ledBy(nodes, allowed []int) bool {
 func (c *FaultCluster) progressed(nodes []int, n int64) func() bool {
 	base := c.Iters(nodes)
 	return func() bool {
+		done := true
 		for _, i := range nodes {
-			if c.Iter(i) < base[i]+n {
-				return false
+			it := c.Iter(i)
+			if it >= 0 && it < base[i] {
+				base[i] = it // the node restarted: its count began again
+			}
+			if it < base[i]+n {
+				done = false
 			}
 		}
-		return true
+		return done
 	}
 }
 

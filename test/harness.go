@@ -55,8 +55,14 @@ func BinaryTags(t testing.TB, tags string) string {
 type Cluster struct {
 	t        testing.TB
 	describe func() string // the mesh's state for a failure message; "" by default
-	Mesh     *launch.Mesh
-	killed   map[int]bool // nodes killed on purpose and not restarted
+	// crashed, if set, handles a node that exited on its own while WaitFor
+	// polls (true: handled, keep waiting); otherwise the test fails.
+	crashed func(i int, err error) bool
+	// stalled, if set, handles a WaitFor that ran out of time (true:
+	// handled, WaitFor returns); otherwise the test fails.
+	stalled func(msg string) bool
+	Mesh    *launch.Mesh
+	killed  map[int]bool // nodes killed on purpose and not restarted
 }
 
 // NewCluster prepares n nodes (node 0 bootstraps, the others join it by
@@ -148,11 +154,17 @@ func (c *Cluster) WaitFor(what string, limit time.Duration, cond func() bool) ti
 	for !cond() {
 		for i := range c.Mesh.Procs {
 			if err := c.Mesh.Exited(i); err != nil && !c.killed[i] {
-				c.t.Fatalf("waiting for %s: %v", what, err)
+				if c.crashed == nil || !c.crashed(i, err) {
+					c.t.Fatalf("waiting for %s: %v", what, err)
+				}
 			}
 		}
 		if time.Since(start) > limit {
-			c.t.Fatalf("%s: not within %v%s", what, limit, c.describe())
+			msg := fmt.Sprintf("%s: not within %v%s", what, limit, c.describe())
+			if c.stalled == nil || !c.stalled(msg) {
+				c.t.Fatal(msg)
+			}
+			return time.Since(start)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

@@ -56,6 +56,7 @@ func (c *FaultCluster) WaitHealthy(what string, n int64, limit time.Duration) ti
 	all := c.all()
 	prog := c.progressed(c.Trainers(), n)
 	return c.WaitFor(what+": mesh healthy", limit, func() bool {
+		c.refreshIDs()
 		for _, i := range all {
 			if !c.membersAre(i, all) {
 				return false
