@@ -92,12 +92,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal("no fault injected")
 	}
 	report(t, c, events)
-	for _, st := range *stalls {
-		t.Errorf("stalled at %s: %s", st.At.Format(time.TimeOnly), st.Msg)
-	}
-	for _, cr := range *crashes {
-		t.Errorf("node%d (%s) crashed at %s: %s", cr.Node, cr.ID, cr.At.Format(time.TimeOnly), cr.Err)
-	}
+	failures(t, *crashes, *stalls)
 }
 
 func envDuration(t *testing.T, name string, def time.Duration) time.Duration {

@@ -34,6 +34,9 @@ func TestFaults(t *testing.T) {
 	}
 	const limit = 3 * time.Minute
 	c := faultMesh(t, "", 1)
+	// A crash or a stall fails the test at the end, after every scenario
+	// ran, so one run reports them all with the figures.
+	crashes, stalls := c.ReplaceCrashed(), c.RecoverStalls()
 	c.WaitHealthy("warm-up", 10, limit)
 
 	steps := []struct {
@@ -66,6 +69,16 @@ func TestFaults(t *testing.T) {
 	c.WaitHealthy("the end", 3, limit)
 
 	report(t, c, events)
+	failures(t, *crashes, *stalls)
+}
+
+func failures(t *testing.T, crashes []Crash, stalls []Stall) {
+	for _, st := range stalls {
+		t.Errorf("stalled at %s: %s", st.At.Format(time.TimeOnly), st.Msg)
+	}
+	for _, cr := range crashes {
+		t.Errorf("node%d (%s) crashed at %s: %s", cr.Node, cr.ID, cr.At.Format(time.TimeOnly), cr.Err)
+	}
 }
 
 // report runs the checkers and prints the figures; any violation fails t.

@@ -360,7 +360,14 @@ func (c *FaultCluster) ReplaceCrashed() *[]Crash {
 	var crashes []Crash
 	c.crashed = func(i int, err error) bool {
 		p := c.Mesh.Procs[i]
-		crashes = append(crashes, Crash{Node: i, ID: c.IDs[i], At: time.Now(), Err: err.Error()})
+		why := err.Error()
+		if b, rerr := os.ReadFile(p.LogPath); rerr == nil {
+			// A panic's message is above its stack, not in the tail.
+			if k := strings.LastIndex(string(b), "\npanic: "); k >= 0 {
+				why, _, _ = strings.Cut(string(b[k+1:]), "\n")
+			}
+		}
+		crashes = append(crashes, Crash{Node: i, ID: c.IDs[i], At: time.Now(), Err: why})
 		c.t.Logf("CRASH node%d (%s): %v", i, c.IDs[i], err)
 		keep := filepath.Join(os.TempDir(), fmt.Sprintf("dssp-crash-%s-node%d-%d", strings.ReplaceAll(c.t.Name(), "/", "_"), i, time.Now().Unix()))
 		os.MkdirAll(keep, 0o755)
