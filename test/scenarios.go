@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
 
@@ -175,7 +176,7 @@ func (c *FaultCluster) KillAll(limit time.Duration) Event {
 	all := c.all()
 	maxClock := int64(0)
 	for _, s := range c.Statuses() {
-		for _, w := range s.Workers {
+		for _, w := range workersOf(s) {
 			maxClock = max(maxClock, w.Clock)
 		}
 	}
@@ -189,7 +190,7 @@ func (c *FaultCluster) KillAll(limit time.Duration) Event {
 	e.Recover = c.WaitHealthy(e.Kind, 5, limit) + e.End.Sub(e.At)
 	resumed := int64(0)
 	for _, s := range c.Statuses() {
-		for _, w := range s.Workers {
+		for _, w := range workersOf(s) {
 			resumed = max(resumed, w.Clock)
 		}
 	}
@@ -377,4 +378,12 @@ func (c *FaultCluster) holdUntil(t time.Time) {
 	if d := time.Until(t); d > 0 {
 		time.Sleep(d)
 	}
+}
+
+// workersOf is s's clock table; nil for a node that did not answer.
+func workersOf(s *node.Status) []node.WorkerStatus {
+	if s == nil {
+		return nil
+	}
+	return s.Workers
 }
