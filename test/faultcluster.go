@@ -27,6 +27,7 @@ type FaultCluster struct {
 	IDs         []string // node ids, known once each node answered /status
 	stopped     map[int]bool
 	replicaOnly []int
+	rejoins     bool // node 0 was given --join after a replacement
 }
 
 // FaultOptions configures NewFaultCluster.
@@ -375,6 +376,14 @@ func (c *FaultCluster) ReplaceCrashed() *[]Crash {
 			os.WriteFile(filepath.Join(keep, "node.log"), b, 0o644)
 		}
 		os.Rename(p.DataDir, filepath.Join(keep, "data"))
+		if i == 0 && !c.rejoins {
+			// Node 0 bootstrapped the mesh and starts without --join; on
+			// a fresh data dir it must join the others instead.
+			c.rejoins = true
+			for _, m := range c.peerGossip(0) {
+				c.Mesh.AddArgs(0, "--join", m)
+			}
+		}
 		if err := c.Mesh.Start(i); err != nil {
 			c.t.Fatalf("restart node%d after its crash: %v", i, err)
 		}
@@ -422,4 +431,23 @@ func (c *FaultCluster) RecoverStalls() *[]Stall {
 		return true
 	}
 	return &stalls
+}
+
+// peerGossip is the advertised gossip address of every node but i, as the
+// live nodes report them.
+func (c *FaultCluster) peerGossip(i int) []string {
+	var out []string
+	for k := range c.Mesh.Procs {
+		if k == i {
+			continue
+		}
+		if s, err := c.Status(k); err == nil {
+			for _, m := range s.Members {
+				if m.ID == s.Node {
+					out = append(out, m.Gossip)
+				}
+			}
+		}
+	}
+	return out
 }
