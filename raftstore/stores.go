@@ -92,7 +92,7 @@ func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Store
 	// raft-wal v0.4.0's Close leaves its meta database open (and its file
 	// lock held, so a reopen in the same process blocks): we own and close it.
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(walDir, wal.WithSegmentSize(cfg.SegmentSize), wal.WithLogger(hl), wal.WithMetaStore(meta))
+	w, err := wal.Open(walDir, wal.WithSegmentSize(cfg.SegmentSize), wal.WithLogger(hl), wal.WithMetaStore(meta), wal.WithSegmentFiler(newSealFixFiler(walDir)))
 	if err != nil {
 		return nil, errors.Join(
 			fmt.Errorf("raftstore: shard %d: open WAL in %s: %w", shard, walDir, err),

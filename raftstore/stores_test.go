@@ -167,3 +167,52 @@ func TestConfigValidateNamesValue(t *testing.T) {
 		t.Fatalf("DefaultConfig invalid: %v", err)
 	}
 }
+
+// raft truncates a follower's conflicting log suffix after a leader change.
+// raft-wal v0.4.0 then marks the tail segment sealed without writing its
+// index block (hashicorp/raft-wal#31), and after a restart every read of
+// that segment failed, so raft.NewRaft panicked and the node never came
+// back. The stores must survive it.
+func TestDiskStoresSurviveTailTruncationAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, 5, DefaultConfig(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := func(from, to, term uint64) {
+		t.Helper()
+		var logs []*raft.Log
+		for i := from; i <= to; i++ {
+			logs = append(logs, &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: []byte{byte(i), byte(term)}})
+		}
+		if err := s.Log.StoreLogs(logs); err != nil {
+			t.Fatalf("StoreLogs(%d..%d): %v", from, to, err)
+		}
+	}
+	store(1, 100, 1)
+	if err := s.Log.DeleteRange(51, 100); err != nil {
+		t.Fatalf("tail truncation: %v", err)
+	}
+	store(51, 60, 2)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(dir, 5, DefaultConfig(), testLogger(t))
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	if last, _ := s.Log.LastIndex(); last != 60 {
+		t.Fatalf("LastIndex after reopen = %d, want 60", last)
+	}
+	for _, c := range []struct{ index, term uint64 }{{1, 1}, {30, 1}, {50, 1}, {51, 2}, {60, 2}} {
+		var got raft.Log
+		if err := s.Log.GetLog(c.index, &got); err != nil {
+			t.Fatalf("GetLog(%d) after reopen: %v", c.index, err)
+		}
+		if got.Term != c.term || got.Data[0] != byte(c.index) {
+			t.Fatalf("GetLog(%d) = term %d data %v, want term %d", c.index, got.Term, got.Data, c.term)
+		}
+	}
+}
