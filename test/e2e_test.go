@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,9 +45,12 @@ func TestMeshTrainsSurvivesKillAndRejoins(t *testing.T) {
 	if first == nil {
 		c.WaitFor("a first evaluation", 30*time.Second, func() bool { first = Accuracy(c.Statuses()); return first != nil })
 	}
-	c.WaitFor("accuracy to rise by 20 points", 120*time.Second, func() bool {
+	// A fixed rise (say 20 points) is out of reach when the first evaluation
+	// already lands high; halving the error is reachable from anywhere.
+	want := first.Accuracy + (1-first.Accuracy)/2
+	c.WaitFor(fmt.Sprintf("accuracy to rise from %.3f to %.3f", first.Accuracy, want), 180*time.Second, func() bool {
 		a := Accuracy(c.Statuses())
-		return a != nil && a.Accuracy > first.Accuracy+0.2
+		return a != nil && a.Accuracy >= want
 	})
 	st := c.Statuses()
 	t.Logf("accuracy %.3f at iteration %d → %.3f at %d", first.Accuracy, first.Iter, Accuracy(st).Accuracy, Accuracy(st).Iter)
