@@ -292,7 +292,11 @@ func FetchStatus(ctx context.Context, addr string) (node.Status, error) {
 }
 
 // FreePorts returns n distinct loopback ports that were free for both TCP
-// and UDP a moment ago (gossip needs both on one port).
+// and UDP a moment ago (gossip needs both on one port). They are drawn
+// below Linux's default ephemeral range (32768–60999): a port the kernel
+// hands out for port 0 can be taken again as the local port of any outgoing
+// connection before the node binds it, which made busy test runs fail with
+// "address already in use".
 func FreePorts(n int) ([]int, error) {
 	var out []int
 	var held []io.Closer
@@ -301,12 +305,12 @@ func FreePorts(n int) ([]int, error) {
 			c.Close()
 		}
 	}()
-	for tries := 0; len(out) < n && tries < 100; tries++ {
-		tl, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(out) < n && tries < 1000; tries++ {
+		port := freePortLow + rand.IntN(freePortHigh-freePortLow)
+		tl, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return nil, fmt.Errorf("up: no free port: %w", err)
+			continue
 		}
-		port := tl.Addr().(*net.TCPAddr).Port
 		ul, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			tl.Close()
@@ -316,9 +320,11 @@ func FreePorts(n int) ([]int, error) {
 		out = append(out, port)
 	}
 	if len(out) < n {
-		return nil, errors.New("up: could not find free loopback ports")
+		return nil, fmt.Errorf("up: could not find %d free loopback ports in [%d, %d)", n, freePortLow, freePortHigh)
 	}
 	return out, nil
 }
+
+const freePortLow, freePortHigh = 20000, 32000
 
 func pick(r *rand.Rand, alive []int) int { return alive[r.IntN(len(alive))] }
