@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"dsspmesh/node"
 )
 
 // FaultCluster is a Cluster whose peer traffic runs through a [FaultNet]
@@ -274,28 +272,7 @@ func (c *FaultCluster) WaitMembers(what string, nodes, want []int, limit time.Du
 // among allowed, and returns how long it took.
 func (c *FaultCluster) WaitLeaders(what string, nodes, allowed []int, limit time.Duration) time.Duration {
 	c.t.Helper()
-	return c.WaitFor(what, limit, func() bool {
-		st := make([]*node.Status, len(c.Mesh.Procs))
-		shards := 0
-		for _, i := range nodes {
-			s, err := c.Status(i)
-			if err != nil {
-				return false
-			}
-			st[i] = &s
-			shards = len(s.Shards)
-		}
-		leaders := Leaders(st)
-		if len(leaders) != shards {
-			return false
-		}
-		for _, i := range leaders {
-			if !slices.Contains(allowed, i) {
-				return false
-			}
-		}
-		return true
-	})
+	return c.WaitFor(what, limit, func() bool { return c.ledBy(nodes, allowed) })
 }
 
 // Describe is every node's view in one line each, for failure messages.

@@ -125,14 +125,7 @@ func intersect(a, b []int) []int {
 // survivors to take over, and restarts it on its data dir.
 func (c *FaultCluster) KillLeader(limit time.Duration) Event {
 	c.t.Helper()
-	v := c.mostLeading()
-	e := Event{Kind: "kill leader", Victims: []int{v}, At: time.Now()}
-	c.Kill(v)
-	c.afterDeath(&e, without(c.all(), v), limit)
-	e.End = time.Now()
-	c.Restart(v)
-	c.WaitHealthy(e.Kind, 3, limit)
-	return e
+	return c.killThenRestart("kill leader", c.mostLeading(), limit)
 }
 
 // KillWorker kills a worker node that leads no shard and restarts it after
@@ -143,7 +136,14 @@ func (c *FaultCluster) KillWorker(limit time.Duration) Event {
 	if v < 0 {
 		v = c.Trainers()[len(c.Trainers())-1]
 	}
-	e := Event{Kind: "kill worker", Victims: []int{v}, At: time.Now()}
+	return c.killThenRestart("kill worker", v, limit)
+}
+
+// killThenRestart kills v, waits for the survivors to take over and move
+// on, and restarts v on its data dir.
+func (c *FaultCluster) killThenRestart(kind string, v int, limit time.Duration) Event {
+	c.t.Helper()
+	e := Event{Kind: kind, Victims: []int{v}, At: time.Now()}
 	c.Kill(v)
 	c.afterDeath(&e, without(c.all(), v), limit)
 	e.End = time.Now()
