@@ -1,9 +1,6 @@
 package test
 
 import (
-	"os"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 )
@@ -19,57 +16,6 @@ func faultMesh(t *testing.T, tags string, seed uint64) *FaultCluster {
 		c.Start(i)
 	}
 	return c
-}
-
-// TestFaults is the fast tier of the fault-injection suite: one mesh of real
-// processes goes through every fault in turn — kill -9 of a shard leader,
-// of a worker, of a follower restarted at once; SIGSTOP of a leader past
-// the election timeout; a minority partition; the leader and a follower
-// cut off together; a lossy network; a node with the wrong key trying to
-// join; a rolling restart; every node killed and restarted — and must be
-// healthy after each. Then every checker runs over the nodes' history.
-func TestFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test; skipped with -short")
-	}
-	const limit = 3 * time.Minute
-	c := faultMesh(t, "", 1)
-	// A crash or a stall fails the test at the end, after every scenario
-	// ran, so one run reports them all with the figures.
-	crashes, stalls := c.ReplaceCrashed(), c.RecoverStalls()
-	c.WaitHealthy("warm-up", 10, limit)
-
-	steps := []struct {
-		name string
-		run  func() []Event
-	}{
-		{"kill-leader", func() []Event { return []Event{c.KillLeader(limit)} }},
-		{"kill-worker", func() []Event { return []Event{c.KillWorker(limit)} }},
-		{"kill-restart", func() []Event { return []Event{c.KillRestart(limit)} }},
-		{"pause-leader", func() []Event { return []Event{c.PauseLeader(3*time.Second, limit)} }},
-		{"partition-minority", func() []Event { return []Event{c.PartitionMinority(c.idleTrainer(), 8*time.Second, limit)} }},
-		{"partition-leader-follower", func() []Event { return []Event{c.PartitionLeaderFollower(8*time.Second, limit)} }},
-		{"lossy", func() []Event { return []Event{c.Lossy(8*time.Second, limit)} }},
-		{"wrong-key", func() []Event { return []Event{c.WrongKeyJoin(limit)} }},
-		{"rolling-restart", func() []Event { return c.RollingRestart(limit) }},
-		{"kill-all", func() []Event { return []Event{c.KillAll(limit)} }},
-	}
-	// DSSP_FAULT_STEPS=a,b runs only the steps named (for debugging one).
-	only := os.Getenv("DSSP_FAULT_STEPS")
-	var events []Event
-	for _, s := range steps {
-		if only != "" && !slices.Contains(strings.Split(only, ","), s.name) {
-			continue
-		}
-		for _, e := range s.run() {
-			t.Logf("%s %v: detect %v, elect %v, recover %v", e.Kind, e.Victims, e.Detect, e.Elect, e.Recover)
-			events = append(events, e)
-		}
-	}
-	c.WaitHealthy("the end", 3, limit)
-
-	report(t, c, events)
-	failures(t, *crashes, *stalls)
 }
 
 func failures(t *testing.T, crashes []Crash, stalls []Stall) {
