@@ -1,5 +1,6 @@
 // Package raftstore provides what hashicorp/raft needs from dssp for each
-// parameter shard: a log store and a stable store (raft-wal on disk), a
+// parameter shard: a log store and a stable store (one bbolt database on disk,
+// through hashicorp/raft-boltdb), a
 // snapshot store (raft's file snapshot store), an in-memory twin of all
 // three for tests, an hclog bridge so raft logs through the node's
 // *slog.Logger, and a raft.StreamLayer over the mesh's QUIC Raft streams.
@@ -8,7 +9,7 @@
 //
 // Each shard owns one folder under the node's data directory:
 //
-//	<data>/shards/<shard id>/wal/        raft-wal segments and its meta database
+//	<data>/shards/<shard id>/raft.db     the log and the stable store (bbolt)
 //	<data>/shards/<shard id>/snapshots/  raft file snapshots (the newest Retain kept)
 //
 // # Contract
@@ -17,6 +18,19 @@
 // concurrent use hashicorp/raft makes of them. [Stores.Close] must be
 // called only after the raft.Raft that uses them has shut down; it is
 // idempotent. An error from Open names the folder and what went wrong
-// (missing permission, a corrupt WAL). Log entries up to raft-wal's 64 MiB
-// record limit are accepted; larger ones fail StoreLogs.
+// (missing permission, a corrupt database, the file lock held by another
+// process past Config.OpenTimeout, a data dir from the older raft-wal
+// layout). Log entries up to bbolt's value limit (2 GiB) are accepted.
+//
+// # Why bbolt and not raft-wal
+//
+// Until December 2026 the log was raft-wal v0.4.0 (the only version the
+// module proxy serves). A model test (TestLogStoreMatchesModelAcrossTruncationsAndRestarts) that drives a store
+// through the appends, compactions, conflicting-suffix truncations,
+// restarts and crash images of a faulty follower's life found it
+// unusable: after a restart that raced a segment rotation every append
+// failed with "segment is sealed"; a tail truncation could start the new
+// segment at index 1 ("non-monotonic append"); and a truncated segment
+// could not be read after a restart (hashicorp/raft-wal#31). The bbolt
+// store passes the same test.
 package raftstore

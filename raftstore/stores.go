@@ -8,44 +8,44 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 )
 
 // Config tunes the on-disk stores of one shard.
 type Config struct {
-	// SegmentSize is the size in bytes at which raft-wal starts a new
-	// segment file. Smaller segments let truncation after a snapshot free
-	// space sooner when entries are large (pushes of megabytes).
-	SegmentSize int
 	// RetainSnapshots is how many snapshots are kept on disk; at least 1.
 	RetainSnapshots int
 	// LogCache is how many of the newest log entries are kept in memory in
-	// front of the WAL (raft.NewLogCache); 0 disables it. Without it raft
-	// reads every entry back from disk once per follower it replicates to
-	// and once more on each follower to apply it (a pread and a decoding
+	// front of the log store (raft.NewLogCache); 0 disables it. Without it
+	// raft reads every entry back from disk once per follower it replicates
+	// to and once more on each follower to apply it (a read and a decoding
 	// copy of megabytes, on the path of every push). It pins about
 	// LogCache × entry size of memory per shard.
 	LogCache int
+	// OpenTimeout bounds the wait for the log database's file lock, held
+	// while another process (or a replica not yet closed) has it open.
+	OpenTimeout time.Duration
 }
 
 // DefaultConfig returns the settings the node uses.
 func DefaultConfig() Config {
-	return Config{SegmentSize: 16 << 20, RetainSnapshots: 2, LogCache: 32}
+	return Config{RetainSnapshots: 2, LogCache: 32, OpenTimeout: 5 * time.Second}
 }
 
 // Validate reports the first bad field, naming its value.
 func (c Config) Validate() error {
-	if c.SegmentSize < 1<<20 || c.SegmentSize > 1<<30 {
-		return fmt.Errorf("raftstore: SegmentSize (%d) must be between 1 MiB and 1 GiB", c.SegmentSize)
-	}
 	if c.RetainSnapshots < 1 {
 		return fmt.Errorf("raftstore: RetainSnapshots (%d) must be at least 1", c.RetainSnapshots)
 	}
 	if c.LogCache < 0 {
 		return fmt.Errorf("raftstore: LogCache (%d) must not be negative", c.LogCache)
+	}
+	if c.OpenTimeout <= 0 {
+		return fmt.Errorf("raftstore: OpenTimeout (%v) must be positive", c.OpenTimeout)
 	}
 	return nil
 }
@@ -75,59 +75,59 @@ func ShardDir(dataDir string, shard uint32) string {
 }
 
 // Open opens (creating if needed) the disk stores of one shard under
-// dataDir. A WAL left by a crash is recovered by raft-wal.
+// dataDir. Every log append and stable-store write is fsynced before it
+// returns; a database left by a crash is recovered by bbolt on open.
 func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Stores, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	dir := ShardDir(dataDir, shard)
-	walDir := filepath.Join(dir, "wal")
-	snapDir := filepath.Join(dir, "snapshots")
-	for _, d := range []string{walDir, snapDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("raftstore: shard %d: create %s: %w", shard, d, err)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftstore: shard %d: create %s: %w", shard, dir, err)
+	}
+	// Data dirs of dssp before this store kept a raft-wal log in wal/; its
+	// entries cannot be read here, and starting empty beside it would look
+	// like a replica that lost its log.
+	if _, err := os.Stat(filepath.Join(dir, "wal")); err == nil {
+		return nil, fmt.Errorf("raftstore: shard %d: %s holds a raft-wal log from an older dssp, which this version cannot read; remove the data dir to start the node afresh", shard, dir)
+	}
+	path := filepath.Join(dir, "raft.db")
+	db, err := raftboltdb.New(raftboltdb.Options{
+		Path: path,
+		BoltOptions: &bbolt.Options{
+			Timeout: cfg.OpenTimeout,
+			// The freelist is rebuilt on open instead of written on every
+			// commit, and kept as a map: raft deletes a prefix of large
+			// entries after each snapshot, which leaves many free pages.
+			NoFreelistSync: true,
+			FreelistType:   bbolt.FreelistMapType,
+		},
+	})
+	if err != nil {
+		if errors.Is(err, bbolt.ErrTimeout) {
+			err = fmt.Errorf("%w: another process holds it open (waited %v)", err, cfg.OpenTimeout)
 		}
+		return nil, fmt.Errorf("raftstore: shard %d: open log %s: %w", shard, path, err)
 	}
 	hl := HCLogger(logger.With("shard", shard), "raftstore")
-	// raft-wal v0.4.0's Close leaves its meta database open (and its file
-	// lock held, so a reopen in the same process blocks): we own and close it.
-	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(walDir, wal.WithSegmentSize(cfg.SegmentSize), wal.WithLogger(hl), wal.WithMetaStore(meta), wal.WithSegmentFiler(newSealFixFiler(walDir)))
-	if err != nil {
-		return nil, errors.Join(
-			fmt.Errorf("raftstore: shard %d: open WAL in %s: %w", shard, walDir, err),
-			meta.Close())
-	}
-	closer := closeAll{w, meta}
-	// raft's file snapshot store nests its own "snapshots" folder under base.
+	// raft's file snapshot store nests its own "snapshots" folder under dir.
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, cfg.RetainSnapshots, hl)
 	if err != nil {
 		return nil, errors.Join(
-			fmt.Errorf("raftstore: shard %d: open snapshots in %s: %w", shard, snapDir, err),
-			closer.Close())
+			fmt.Errorf("raftstore: shard %d: open snapshots in %s: %w", shard, filepath.Join(dir, "snapshots"), err),
+			db.Close())
 	}
-	var log raft.LogStore = w
+	var log raft.LogStore = db
 	if cfg.LogCache > 0 {
-		if log, err = raft.NewLogCache(cfg.LogCache, w); err != nil {
-			return nil, errors.Join(fmt.Errorf("raftstore: shard %d: log cache: %w", shard, err), closer.Close())
+		if log, err = raft.NewLogCache(cfg.LogCache, db); err != nil {
+			return nil, errors.Join(fmt.Errorf("raftstore: shard %d: log cache: %w", shard, err), db.Close())
 		}
 	}
-	return &Stores{Log: log, Stable: w, Snapshots: snaps, closer: closer}, nil
+	return &Stores{Log: log, Stable: db, Snapshots: snaps, closer: db}, nil
 }
 
 // NewInmem returns in-memory stores with the same contract, for tests.
 func NewInmem() *Stores {
 	m := raft.NewInmemStore()
 	return &Stores{Log: m, Stable: m, Snapshots: raft.NewInmemSnapshotStore()}
-}
-
-// closeAll closes each in order and joins their errors.
-type closeAll []io.Closer
-
-func (cs closeAll) Close() error {
-	var errs []error
-	for _, c := range cs {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -54,8 +55,8 @@ func exerciseStores(t *testing.T, s *Stores) {
 	if first, _ = s.Log.FirstIndex(); first != 61 {
 		t.Fatalf("FirstIndex after truncation = %d, want 61", first)
 	}
-	// raft never reads below FirstIndex; raft-wal may still serve such
-	// entries from a live segment, so only the reported range is checked.
+	// raft never reads below FirstIndex, so only the reported range is
+	// checked.
 
 	if err := s.Stable.SetUint64([]byte("CurrentTerm"), 7); err != nil {
 		t.Fatalf("SetUint64: %v", err)
@@ -133,8 +134,8 @@ func TestDiskStoresSurviveReopen(t *testing.T) {
 	}
 	defer s.Close()
 	checkPersisted(t, s)
-	if _, err := os.Stat(filepath.Join(ShardDir(dir, 3), "wal")); err != nil {
-		t.Fatalf("wal folder not where documented: %v", err)
+	if _, err := os.Stat(filepath.Join(ShardDir(dir, 3), "raft.db")); err != nil {
+		t.Fatalf("log database not where documented: %v", err)
 	}
 }
 
@@ -152,14 +153,15 @@ func TestOpenNamesUnusableFolder(t *testing.T) {
 
 func TestConfigValidateNamesValue(t *testing.T) {
 	for _, c := range []Config{
-		{SegmentSize: 10, RetainSnapshots: 1},
-		{SegmentSize: 16 << 20, RetainSnapshots: 0},
+		{RetainSnapshots: 0, OpenTimeout: time.Second},
+		{RetainSnapshots: 1, LogCache: -1, OpenTimeout: time.Second},
+		{RetainSnapshots: 1, OpenTimeout: 0},
 	} {
 		err := c.Validate()
 		if err == nil {
 			t.Fatalf("Validate(%+v) = nil, want an error", c)
 		}
-		if !strings.Contains(err.Error(), "(10)") && !strings.Contains(err.Error(), "(0)") {
+		if !strings.Contains(err.Error(), "(0)") && !strings.Contains(err.Error(), "(-1)") && !strings.Contains(err.Error(), "(0s)") {
 			t.Fatalf("Validate(%+v) = %q, want the bad value named", c, err)
 		}
 	}
@@ -169,10 +171,10 @@ func TestConfigValidateNamesValue(t *testing.T) {
 }
 
 // raft truncates a follower's conflicting log suffix after a leader change.
-// raft-wal v0.4.0 then marks the tail segment sealed without writing its
-// index block (hashicorp/raft-wal#31), and after a restart every read of
-// that segment failed, so raft.NewRaft panicked and the node never came
-// back. The stores must survive it.
+// The raft-wal store this package used before then marked its tail segment
+// sealed without an index (hashicorp/raft-wal#31), and after a restart
+// raft.NewRaft panicked reading it, so the node never came back. The
+// stores must survive it.
 func TestDiskStoresSurviveTailTruncationAndRestart(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir, 5, DefaultConfig(), testLogger(t))
@@ -214,5 +216,31 @@ func TestDiskStoresSurviveTailTruncationAndRestart(t *testing.T) {
 		if got.Term != c.term || got.Data[0] != byte(c.index) {
 			t.Fatalf("GetLog(%d) = term %d data %v, want term %d", c.index, got.Term, got.Data, c.term)
 		}
+	}
+}
+
+func TestOpenRefusesOldRaftWALDataDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ShardDir(dir, 2), "wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir, 2, DefaultConfig(), testLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "raft-wal") || !strings.Contains(err.Error(), ShardDir(dir, 2)) {
+		t.Fatalf("Open over a raft-wal dir: err = %v, want one naming raft-wal and the folder", err)
+	}
+}
+
+func TestOpenTimesOutOnHeldLock(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, 4, DefaultConfig(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cfg := DefaultConfig()
+	cfg.OpenTimeout = 50 * time.Millisecond
+	_, err = Open(dir, 4, cfg, testLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "shard 4") || !strings.Contains(err.Error(), "holds it open") {
+		t.Fatalf("second Open: err = %v, want a timeout naming shard 4", err)
 	}
 }

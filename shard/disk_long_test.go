@@ -12,10 +12,10 @@ import (
 )
 
 // TestDiskBoundedUnderLargePushes pushes SHARD_DISK_PUSHES (default 10000)
-// gradients of 1 MiB through a 1-replica shard on raft-wal with the default
+// gradients of 1 MiB through a 1-replica shard on the disk stores with the default
 // log bounds and reports the largest size of its data directory, sampled
 // every 100 pushes, against the bound (SnapshotThreshold + TrailingLogs) ×
-// entry + segment size + snapshots; between snapshot checks the log also
+// entry + snapshots (bbolt reuses freed pages but never shrinks its file); between snapshot checks the log also
 // grows by the push rate × up to 2 SnapshotInterval.
 func TestDiskBoundedUnderLargePushes(t *testing.T) {
 	pushes := 10000
@@ -52,12 +52,13 @@ func TestDiskBoundedUnderLargePushes(t *testing.T) {
 		}
 	}
 	final := dirSize(t, dirs["n1"])
-	bound := int64(def.SnapshotThreshold+def.TrailingLogs)*(4*n) + 16<<20 + 3*2*(4*n)
+	bound := int64(def.SnapshotThreshold+def.TrailingLogs)*(4*n) + 3*2*(4*n)
 	t.Logf("%d pushes of 1 MiB: data dir peak %.1f MiB, final %.1f MiB; expected bound ≈ %.1f MiB (log written %.0f MiB)",
 		pushes, float64(peak)/(1<<20), float64(final)/(1<<20), float64(bound)/(1<<20), float64(pushes))
 	// Between snapshot checks (every 1–2 SnapshotInterval) the log grows by
-	// the push rate times that time, on top of the bound.
-	if final > bound || peak > 3*bound {
+	// the push rate times that time, on top of the bound; bbolt keeps its
+	// file at the peak and reuses the pages.
+	if peak > 3*bound {
 		t.Errorf("disk use final %d, peak %d against bound %d", final, peak, bound)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"dsspmesh/raftstore"
 )
 
-// diskCluster is a cluster whose replicas keep raft-wal stores under dirs.
+// diskCluster is a cluster whose replicas keep raftstore's disk stores under dirs.
 func diskCluster(t testing.TB, shard uint32, snapshotThreshold, trailing uint64) (*cluster, map[mesh.NodeID]string) {
 	c := newCluster(t, shard)
 	dirs := map[mesh.NodeID]string{}

@@ -49,8 +49,8 @@ func (s Spec) Validate() error {
 	return s.Optimizer.Validate()
 }
 
-// maxShardLen bounds one shard at 1 GiB of float32 (raft-wal's record
-// limit is far below; a shard that large must be cut further).
+// maxShardLen bounds one shard at 1 GiB of float32, half of bbolt's value
+// limit for the log entry that carries a push of it.
 const maxShardLen = 1 << 28
 
 // Push is one worker's gradient for one shard and iteration, as it sits in

@@ -213,7 +213,7 @@ Writes --out/mesh.md.`,
 	f.StringVar(&replicas, "replicas", "1,3", "replica counts to measure")
 	f.IntVar(&cfg.Replication.Workers, "push-workers", cfg.Replication.Workers, "concurrent pushing workers in the replication measurement")
 	f.DurationVar(&cfg.Replication.Duration, "replication-time", cfg.Replication.Duration, "length of each replication measurement")
-	f.BoolVar(&cfg.Disk, "disk", cfg.Disk, "replicas keep raft-wal stores on disk, as a node does (false: in memory)")
+	f.BoolVar(&cfg.Disk, "disk", cfg.Disk, "replicas keep their Raft log on disk (bbolt), as a node does (false: in memory)")
 	f.IntVar(&cfg.GatePushes, "gate-pushes", cfg.GatePushes, "pushes per gate policy")
 	f.IntVar(&cfg.GateWorkers, "gate-workers", cfg.GateWorkers, "simulated workers in the gate measurement")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers for the iteration-throughput comparison")

@@ -24,7 +24,7 @@ type MeshConfig struct {
 	Payload     int
 	Transport   time.Duration // length of the transport measurement
 	Replication ReplicationConfig
-	Disk        bool // replication on raft-wal stores in a temp folder, as a node keeps them
+	Disk        bool // replication on raftstore's disk stores in a temp folder, as a node keeps them
 	GatePushes  int
 	GateWorkers int
 	Policies    []string // gates to cost against ASP
@@ -194,7 +194,7 @@ func (r *MeshResult) Markdown() string {
 	rp := r.Replication
 	stores := "in-memory Raft stores"
 	if rp.Config.Dir != "" {
-		stores = "raft-wal stores on disk"
+		stores = "bbolt stores on disk"
 	}
 	fmt.Fprintf(&b, "#### Replicated pushes: %d workers, ASP, over QUIC, %s\n\n", rp.Config.Workers, stores)
 	b.WriteString("| path | pushes/s | MiB/s | pushes per Raft entry | ratio to unreplicated |\n|---|---:|---:|---:|---:|\n")

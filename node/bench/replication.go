@@ -27,7 +27,7 @@ type ReplicationConfig struct {
 	Workers  int
 	Payload  int // bytes of gradient per push (a multiple of 4)
 	Duration time.Duration
-	// Dir, if set, holds raft-wal stores on disk as a node keeps them;
+	// Dir, if set, holds raftstore's disk stores as a node keeps them;
 	// empty means raftstore's in-memory stores.
 	Dir string
 }
