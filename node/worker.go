@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"sync"
 	"time"
@@ -74,6 +75,9 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
 	if err := w.join(ctx); err != nil {
+		if ctx.Err() == nil {
+			w.fail(fmt.Errorf("join: %w", err))
+		}
 		return
 	}
 	for ctx.Err() == nil {
@@ -87,6 +91,12 @@ func (w *worker) run(ctx context.Context) {
 		compute := w.stretch(ctx, time.Since(start))
 		waitStart := time.Now()
 		if err := w.pushAll(ctx, int64(w.spec.BatchSize), compute.Nanoseconds(), w.grad); err != nil {
+			// A rejection the worker cannot repair (the shards refused
+			// this gradient for good): stopping loudly beats a worker that
+			// silently holds every other one at the staleness bound.
+			if ctx.Err() == nil {
+				w.fail(err)
+			}
 			return
 		}
 		w.completed(loss, compute, time.Since(waitStart))
