@@ -1,21 +1,49 @@
 package raftstore
 
 import (
+	"context"
+	"io"
 	"log/slog"
 
 	"github.com/hashicorp/go-hclog"
 )
 
-// HCLogger adapts logger for the hashicorp libraries (raft, raft-wal), which
-// log through hclog. hclog formats each line itself ("[WARN]  raft: ...");
-// the line reaches slog at Info with hclog's level inside its text, and
-// anything below Info from those libraries is dropped.
+// HCLogger adapts logger for the hashicorp libraries (raft, raft-boltdb),
+// which log through hclog. Each record reaches slog at its own level
+// (hclog's Trace as slog.LevelDebug-4), so a node at --log-level warn still
+// shows raft's warnings and errors; the message is "<name>: <msg>" with
+// hclog's key/value arguments as slog attributes.
 func HCLogger(logger *slog.Logger, name string) hclog.Logger {
-	std := slog.NewLogLogger(logger.Handler(), slog.LevelInfo)
-	return hclog.FromStandardLogger(std, &hclog.LoggerOptions{
-		Name:            name,
-		Level:           hclog.Info,
-		DisableTime:     true,
-		IncludeLocation: false,
-	})
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: name, Level: hclog.Off, Output: io.Discard})
+	l.RegisterSink(slogSink{logger})
+	return l
+}
+
+type slogSink struct{ l *slog.Logger }
+
+func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any) {
+	lv := slogLevel(level)
+	ctx := context.Background()
+	if !s.l.Enabled(ctx, lv) {
+		return
+	}
+	if name != "" {
+		msg = name + ": " + msg
+	}
+	s.l.Log(ctx, lv, msg, args...)
+}
+
+func slogLevel(l hclog.Level) slog.Level {
+	switch l {
+	case hclog.Trace:
+		return slog.LevelDebug - 4
+	case hclog.Debug:
+		return slog.LevelDebug
+	case hclog.Warn:
+		return slog.LevelWarn
+	case hclog.Error:
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
 }

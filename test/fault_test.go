@@ -1,16 +1,26 @@
 package test
 
 import (
+	"os"
 	"testing"
 	"time"
 )
+
+// faultLogLevel is the nodes' log level in the fault tests: warn, or
+// DSSP_FAULT_LOG_LEVEL (info shows raft's elections, for debugging).
+func faultLogLevel() string {
+	if l := os.Getenv("DSSP_FAULT_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
+}
 
 // faultMesh is the mesh every fault scenario runs on: three trainers and a
 // replica-only node (so a shard can lose a replica and keep a quorum of
 // three), the MLP under DSSP with s_L = 3, r_max = 12 (s_U = 15).
 func faultMesh(t *testing.T, tags string, seed uint64) *FaultCluster {
 	c := NewFaultCluster(t, FaultOptions{Nodes: 4, ReplicaOnly: []int{3}, Policy: "dssp:3:12", Tags: tags, Seed: seed,
-		Args: []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", "warn"},
+		Args: []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", faultLogLevel(), "--pprof"},
 		Spec: []string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"}})
 	for i := range c.Mesh.Procs {
 		c.Start(i)

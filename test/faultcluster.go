@@ -2,7 +2,9 @@ package test
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -313,12 +315,19 @@ func (c *FaultCluster) keep() {
 	if err := os.CopyFS(filepath.Join(dir, "history"), os.DirFS(c.HistoryDir)); err != nil {
 		c.t.Logf("keep history: %v", err)
 	}
-	for _, p := range c.Mesh.Procs {
+	for i, p := range c.Mesh.Procs {
 		if b, err := os.ReadFile(p.LogPath); err == nil {
 			os.WriteFile(filepath.Join(dir, filepath.Base(p.LogPath)), b, 0o644)
 		}
+		// Where a node is stuck, its goroutines say on what (the fault
+		// mesh serves pprof).
+		if p.Alive() && !c.stopped[i] {
+			if b, err := httpGet(fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=2", p.HTTP), 10*time.Second); err == nil {
+				os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d-goroutines.txt", i)), b, 0o644)
+			}
+		}
 	}
-	c.t.Logf("logs and history kept in %s", dir)
+	c.t.Logf("logs, goroutines and history kept in %s", dir)
 }
 
 // Crash is a node that exited on its own during a scenario.
@@ -427,4 +436,17 @@ func (c *FaultCluster) peerGossip(i int) []string {
 		}
 	}
 	return out
+}
+
+func httpGet(url string, timeout time.Duration) ([]byte, error) {
+	cl := http.Client{Timeout: timeout}
+	resp, err := cl.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
 }
