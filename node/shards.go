@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
@@ -317,7 +319,9 @@ func (m *shardManager) status() ([]ShardStatus, []WorkerStatus) {
 			st.Local = map[string]string{"Leader": "leader", "Follower": "follower", "Candidate": "candidate"}[rs.State]
 			if f := rep.Raft().GetConfiguration(); f.Error() == nil {
 				for _, srv := range f.Configuration().Servers {
-					st.Voters = append(st.Voters, string(srv.ID))
+					if srv.Suffrage == raft.Voter {
+						st.Voters = append(st.Voters, string(srv.ID))
+					}
 				}
 			}
 			if st.Local == "leader" && workers == nil {

@@ -86,6 +86,26 @@ func (c *FaultCluster) ledBy(nodes, allowed []int) bool {
 	return true
 }
 
+// fullyReplicated reports whether every shard's leader among nodes has
+// at least want voters.
+func (c *FaultCluster) fullyReplicated(nodes []int, want int) bool {
+	full := map[uint32]bool{}
+	shards := 0
+	for _, i := range nodes {
+		s, err := c.Status(i)
+		if err != nil {
+			return false
+		}
+		shards = len(s.Shards)
+		for _, sh := range s.Shards {
+			if sh.Local == "leader" && len(sh.Voters) >= want {
+				full[sh.ID] = true
+			}
+		}
+	}
+	return shards > 0 && len(full) == shards
+}
+
 // progressed returns a condition: every node in nodes is n iterations past
 // where it was when progressed was called.
 func (c *FaultCluster) progressed(nodes []int, n int64) func() bool {

@@ -120,6 +120,9 @@ func (c *Cluster) Kill(i int) {
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
 	delete(c.killed, i)
+	if c.Mesh.Procs[i].Alive() {
+		return // a stall recovery restarted every node meanwhile
+	}
 	c.Start(i)
 }
 
