@@ -206,6 +206,36 @@ func (g *Gate) AddWorker(w WorkerID) (int64, error) {
 	return g.floor, nil
 }
 
+// AdvanceWorker moves w's clock forward to c, as if w had pushed the
+// iterations in between with nothing in them: a worker re-added to one
+// shard at that shard's t_min, above where its other shards have it, is
+// advanced there so that its clock is the same on every shard (otherwise
+// two workers each ahead on one shard and behind on another can hold each
+// other for good). A held push of w is dropped. It returns w's clock
+// (unchanged if already at or past c) and the workers released because
+// t_min rose, ordered by (Iter, Worker).
+func (g *Gate) AdvanceWorker(w WorkerID, c int64) (int64, []Release, error) {
+	cur, ok := g.table.Clock(w)
+	if !ok {
+		return 0, nil, &UnknownWorkerError{Worker: w}
+	}
+	if c <= cur {
+		return cur, nil, nil
+	}
+	if g.workers[w].waiting {
+		g.unwait(w, cur)
+	}
+	if err := g.table.Remove(w); err != nil {
+		return 0, nil, err
+	}
+	if err := g.table.Add(w, c); err != nil {
+		return 0, nil, err
+	}
+	g.workers[w] = &worker{}
+	g.floor = g.table.Min()
+	return c, g.sweep(), nil
+}
+
 // RemoveWorker removes w (declared dead, or leaving). A push of w that was
 // held is dropped, not released. It returns the other workers released
 // because t_min rose, ordered by (Iter, Worker).

@@ -257,3 +257,38 @@ func TestReceiptTimeRegressionIsClamped(t *testing.T) {
 		t.Fatalf("times %+v, want (100, 100)", info.Times)
 	}
 }
+
+func TestAdvanceWorkerReleasesAndNeverMovesBack(t *testing.T) {
+	g := newGate(t, "ssp:1", "a", "b")
+	push(t, g, "a", 1, RuleWithin) // a: 1, b: 0
+	push(t, g, "a", 2, RuleWait)   // a: 2, gap 2 > 1: held
+	if c, rel, err := g.AdvanceWorker("b", 0); err != nil || c != 0 || rel != nil {
+		t.Fatalf("advance b to its own clock: %d %v %v", c, rel, err)
+	}
+	c, rel, err := g.AdvanceWorker("b", 3) // t_min rises to 2: a's hold is released
+	if err != nil || c != 3 || !slices.Equal(rel, []Release{{"a", 1}}) {
+		t.Fatalf("advance b to 3: clock %d released %v err %v, want 3, a's iteration 1", c, rel, err)
+	}
+	if c, rel, err := g.AdvanceWorker("b", 2); err != nil || c != 3 || rel != nil {
+		t.Fatalf("advance b back to 2: clock %d %v %v, want it left at 3", c, rel, err)
+	}
+	if _, _, err := g.AdvanceWorker("zed", 5); err == nil {
+		t.Fatal("advancing an unknown worker succeeded")
+	}
+	// b's advanced clock is its next iteration; anything else is refused.
+	if _, err := g.Push("b", 2, 3); err == nil {
+		t.Fatal("b pushed an iteration it skipped")
+	}
+	push(t, g, "b", 4, RuleWait) // b: 4 against a: 2 is beyond ssp:1
+}
+
+func TestAdvanceWorkerDropsOwnHold(t *testing.T) {
+	g := newGate(t, "bsp", "a", "b")
+	push(t, g, "a", 1, RuleWait)
+	if _, rel, err := g.AdvanceWorker("a", 5); err != nil || rel != nil {
+		t.Fatalf("advance a: %v %v", rel, err)
+	}
+	if st, _ := g.Worker("a"); st.Waiting {
+		t.Fatal("a still waits after its hold was dropped")
+	}
+}

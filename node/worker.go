@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ type worker struct {
 	labels  []int
 	grad    []float32
 	theta   []float32     // written only by the loop goroutine
-	iters   []int64       // next iteration per shard (shards may add us at different t_min)
+	iters   []int64       // next iteration per shard; align keeps them equal
 	done    chan struct{} // closed when run returns; clients are then free
 
 	mu       sync.Mutex // guards stats, snap, rate
@@ -99,6 +100,11 @@ func (w *worker) run(ctx context.Context) {
 			}
 			return
 		}
+		if slices.Min(w.iters) != slices.Max(w.iters) {
+			if err := w.align(ctx, false); err != nil {
+				return
+			}
+		}
 		w.completed(loss, compute, time.Since(waitStart))
 	}
 }
@@ -119,30 +125,59 @@ func (w *worker) stretch(ctx context.Context, measured time.Duration) time.Durat
 	return target
 }
 
-// join adds this worker to every shard and fetches θ. The fetch is a push
-// of a zero gradient: for a worker the shard already knew (a restart), it
-// resends the iteration before its clock, which the shard's dedupe
+// join adds this worker to every shard at one clock, the highest any shard
+// gives it, and fetches θ. The fetch is a push of a zero gradient: at a
+// clock above 0 it resends the iteration before, which the shard's dedupe
 // acknowledges without applying; for a new worker at clock 0 it is a real
 // iteration carrying no samples.
 func (w *worker) join(ctx context.Context) error {
-	zero := make([]float32, len(w.grad))
-	for s, c := range w.clients {
-		for {
-			start, err := c.AddWorker(ctx)
-			if err == nil {
-				w.iters[s] = start
-				if start > 0 {
-					w.iters[s] = start - 1
-				}
-				break
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			w.setErr(err)
+	for s := range w.clients {
+		w.iters[s] = 0
+	}
+	if err := w.align(ctx, true); err != nil {
+		return err
+	}
+	for s, it := range w.iters {
+		if it > 0 {
+			w.iters[s] = it - 1
 		}
 	}
-	return w.pushAll(ctx, 0, 0, zero)
+	return w.pushAll(ctx, 0, 0, make([]float32, len(w.grad)))
+}
+
+// align makes this worker's clock the same on every shard: it adds the
+// worker where it is missing and advances it where it is behind, to the
+// highest clock any shard has it at. A worker re-added to one shard at
+// that shard's t_min (declared dead by mistake) may otherwise run ahead on
+// some shards and behind on others, and two such workers can hold each
+// other at the staleness bound for good, each waiting on one shard for
+// the other while stuck in its own push to another.
+func (w *worker) align(ctx context.Context, every bool) error {
+	for {
+		target := slices.Max(w.iters)
+		moved := false
+		for s, c := range w.clients {
+			if !every && w.iters[s] == target {
+				continue
+			}
+			for {
+				clk, err := c.AddWorker(ctx, target)
+				if err == nil {
+					w.iters[s] = clk
+					break
+				}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				w.setErr(err)
+			}
+			moved = moved || w.iters[s] != target
+		}
+		if !moved {
+			return nil
+		}
+		every = false
+	}
 }
 
 // pushAll sends each shard its slice of grad at once and waits for every
@@ -177,12 +212,12 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 				w.setErr(err)
 				var rej *shard.RejectError
 				if errors.As(err, &rej) && rej.Reason == shard.ReasonUnknownWorker {
-					// Re-added at the shard's t_min, which may be behind
-					// this worker's own iteration (it was ahead when it was
-					// declared dead): the shard expects start next, and
-					// anything else is refused as from the future.
-					if start, err := c.AddWorker(ctx); err == nil {
-						w.iters[s] = start
+					// Declared dead by mistake: re-added at no less than
+					// this iteration, or at the shard's t_min if that is
+					// higher — then align, after this push, moves the other
+					// shards up to it.
+					if clk, err := c.AddWorker(ctx, w.iters[s]); err == nil {
+						w.iters[s] = clk
 					}
 				} else if errors.As(err, &rej) {
 					errs[s] = err

@@ -105,7 +105,7 @@ func benchShard(b *testing.B, replicas, size int) {
 	var clients []*Client
 	for w := range 4 {
 		cl := c.client(clock.WorkerID(fmt.Sprint("w", w)), ids)
-		if _, err := cl.AddWorker(context.Background()); err != nil {
+		if _, err := cl.AddWorker(context.Background(), 0); err != nil {
 			b.Fatal(err)
 		}
 		clients = append(clients, cl)

@@ -101,9 +101,10 @@ func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad,
 }
 
 // AddWorker adds this worker to the shard's clock table and returns its
-// start clock (the iteration of its first push); idempotent.
-func (c *Client) AddWorker(ctx context.Context) (int64, error) {
-	rep, _, err := c.call(ctx, request{Op: opAddWorker, Worker: c.cfg.Worker}, nil)
+// clock (the iteration of its next push), at least from (its clock on
+// the other shards); idempotent.
+func (c *Client) AddWorker(ctx context.Context, from int64) (int64, error) {
+	rep, _, err := c.call(ctx, request{Op: opAddWorker, Worker: c.cfg.Worker, Iter: from}, nil)
 	return rep.Clock, err
 }
 

@@ -35,7 +35,7 @@ func TestDiskBoundedUnderLargePushes(t *testing.T) {
 	spec := Spec{Shard: 10, Len: n, Policy: "asp", Optimizer: DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	cl := c.client("w", ids)
-	if _, err := cl.AddWorker(context.Background()); err != nil {
+	if _, err := cl.AddWorker(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	grad := make([]float32, n)

@@ -83,6 +83,10 @@ type pushBatchHeader struct {
 
 type workerHeader struct {
 	Worker clock.WorkerID `msgpack:"w"`
+	// From (AddWorker only) is the clock the worker has on its other
+	// shards: the shard places it at no less, and advances it there if it
+	// is present below.
+	From int64 `msgpack:"f,omitempty"`
 }
 
 // entry is a decoded log entry; payload slices alias the log's bytes.
@@ -92,6 +96,7 @@ type entry struct {
 	theta  []byte
 	pushes []Push
 	worker clock.WorkerID
+	from   int64
 }
 
 func appendEntry(kind entryKind, header any, payloadLen int) ([]byte, error) {
@@ -130,8 +135,8 @@ func encodePushes(ps []Push) ([]byte, error) {
 	return b, nil
 }
 
-func encodeWorker(kind entryKind, w clock.WorkerID) ([]byte, error) {
-	return appendEntry(kind, workerHeader{Worker: w}, 0)
+func encodeWorker(kind entryKind, w clock.WorkerID, from int64) ([]byte, error) {
+	return appendEntry(kind, workerHeader{Worker: w, From: from}, 0)
 }
 
 // decodeEntry parses b; it never panics and never allocates more than the
@@ -183,7 +188,10 @@ func decodeEntry(b []byte) (entry, error) {
 		if h.Worker == "" {
 			return bad("empty worker id")
 		}
-		e.worker = h.Worker
+		if h.From < 0 {
+			return bad("negative start clock %d", h.From)
+		}
+		e.worker, e.from = h.Worker, h.From
 	default:
 		return bad("unknown kind %d", b[0])
 	}

@@ -50,7 +50,8 @@ type Applied struct {
 	Worker clock.WorkerID
 	// StartClock is the clock an AddWorker placed the worker at.
 	StartClock int64
-	// Released are the workers a RemoveWorker released.
+	// Released are the workers a RemoveWorker, or an AddWorker that
+	// advanced a present worker, released.
 	Released []clock.Release
 	Err      error
 	// StateHash is StateHash() after this entry, set only at the indices
@@ -114,7 +115,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 			out.Kind, out.Pushes = "push", f.applyPushes(e.pushes)
 		case entryAddWorker:
 			out.Kind, out.Worker = "add-worker", e.worker
-			out.StartClock, out.Err = f.applyAddWorker(e.worker)
+			out.StartClock, out.Released, out.Err = f.applyAddWorker(e.worker, e.from)
 		case entryRemoveWorker:
 			out.Kind, out.Worker = "remove-worker", e.worker
 			out.Released, out.Err = f.applyRemoveWorker(e.worker)
@@ -242,16 +243,21 @@ func gateReason(err error) Reason {
 	return ReasonBadRequest
 }
 
-// applyAddWorker adds w at t_min; adding a present worker is a no-op that
-// returns its clock, so a resent AddWorker is harmless.
-func (f *FSM) applyAddWorker(w clock.WorkerID) (int64, error) {
+// applyAddWorker places w at max(t_min, from): a new worker joins at the
+// slowest's clock unless its other shards already have it further; a
+// present worker below from is advanced there (clock.Gate.AdvanceWorker),
+// so a worker's clock is the same on every shard. A resent AddWorker is
+// harmless: it never moves a clock back.
+func (f *FSM) applyAddWorker(w clock.WorkerID, from int64) (int64, []clock.Release, error) {
 	if !f.initialized {
-		return 0, fmt.Errorf("shard %d: add worker %q: %w", f.shard, w, ErrNotInitialized)
+		return 0, nil, fmt.Errorf("shard %d: add worker %q: %w", f.shard, w, ErrNotInitialized)
 	}
-	if c, ok := f.gate.Clock(w); ok {
-		return c, nil
+	if _, ok := f.gate.Clock(w); !ok {
+		if _, err := f.gate.AddWorker(w); err != nil {
+			return 0, nil, err
+		}
 	}
-	return f.gate.AddWorker(w)
+	return f.gate.AdvanceWorker(w, from)
 }
 
 // applyRemoveWorker removes w; removing an absent worker is a no-op.

@@ -43,7 +43,7 @@ func newFSMHarness(t testing.TB, spec Spec, theta []float32) *fsmHarness {
 
 func TestFSMRejectsBadPushesWithoutEffect(t *testing.T) {
 	h := newFSMHarness(t, testSpec(4, "ssp:1"), []float32{1, 2, 3, 4})
-	if a := h.apply(encodeWorker(entryAddWorker, "a")); a.Err != nil || a.StartClock != 0 {
+	if a := h.apply(encodeWorker(entryAddWorker, "a", 0)); a.Err != nil || a.StartClock != 0 {
 		t.Fatalf("add: %+v", a)
 	}
 	before := h.f.StateHash()
@@ -98,7 +98,7 @@ func TestFSMRejectsBadPushesWithoutEffect(t *testing.T) {
 func TestFSMDedupeAndSerialReplay(t *testing.T) {
 	h := newFSMHarness(t, testSpec(3, "dssp:1:2"), []float32{0, 0, 0})
 	for _, w := range []clock.WorkerID{"a", "b"} {
-		h.apply(encodeWorker(entryAddWorker, w))
+		h.apply(encodeWorker(entryAddWorker, w, 0))
 	}
 	p0 := Push{Worker: "a", Iter: 0, RecvNanos: 10, Samples: 8, Grad: gradBytes([]float32{1, 2, 3})}
 	a := h.apply(encodePushes([]Push{p0}))
@@ -127,7 +127,7 @@ func TestFSMSnapshotRestoreIsIdentical(t *testing.T) {
 	h := newFSMHarness(t, testSpec(16, "dssp:2:4"), make([]float32, 16))
 	ws := []clock.WorkerID{"a", "b", "c"}
 	for _, w := range ws {
-		h.apply(encodeWorker(entryAddWorker, w))
+		h.apply(encodeWorker(entryAddWorker, w, 0))
 	}
 	iters := map[clock.WorkerID]int64{}
 	now := int64(0)
@@ -181,3 +181,40 @@ type nopCloser struct {
 
 func (n nopCloser) Read(b []byte) (int, error) { return n.r.Read(b) }
 func (nopCloser) Close() error                 { return nil }
+
+// A worker's clock must be the same on every shard: AddWorker with the
+// clock it has elsewhere advances it where it is behind (releasing those
+// it held back), places a newcomer at no less, and never moves it back.
+func TestFSMAddWorkerFromAlignsClock(t *testing.T) {
+	h := newFSMHarness(t, testSpec(2, "ssp:1"), []float32{0, 0})
+	for _, w := range []clock.WorkerID{"a", "b"} {
+		h.apply(encodeWorker(entryAddWorker, w, 0))
+	}
+	grad := gradBytes([]float32{1, 1})
+	for i := range int64(3) { // a: 0, 1 within; 2 held (gap 2 > 1)
+		h.apply(encodePushes([]Push{{Worker: "a", Iter: i, Samples: 1, Grad: grad}}))
+	}
+	a := h.apply(encodeWorker(entryAddWorker, "b", 2))
+	if a.Err != nil || a.StartClock != 2 || len(a.Released) != 1 || a.Released[0].Worker != "a" {
+		t.Fatalf("advance b to 2: %+v, want clock 2 and a released", a)
+	}
+	if a := h.apply(encodeWorker(entryAddWorker, "b", 1)); a.Err != nil || a.StartClock != 2 || len(a.Released) != 0 {
+		t.Fatalf("resent add of b from 1: %+v, want clock 2 unchanged", a)
+	}
+	if a := h.apply(encodeWorker(entryAddWorker, "c", 7)); a.Err != nil || a.StartClock != 7 {
+		t.Fatalf("new worker from 7: %+v, want clock 7", a)
+	}
+	if a := h.apply(encodeWorker(entryAddWorker, "d", 0)); a.Err != nil || a.StartClock != 2 {
+		t.Fatalf("new worker from 0: %+v, want t_min 2", a)
+	}
+	if _, err := decodeEntry(mustBytes(appendEntry(entryAddWorker, workerHeader{Worker: "e", From: -1}, 0))); err == nil {
+		t.Fatal("an AddWorker entry from a negative clock decoded")
+	}
+}
+
+func mustBytes(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

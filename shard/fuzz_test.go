@@ -26,8 +26,8 @@ func FuzzDecodeEntry(f *testing.F) {
 		{Worker: "a", Iter: 4, RecvNanos: 99, Samples: 64, ComputeNs: 7, Grad: gradBytes([]float32{1, 2, 3})},
 		{Worker: "b", Iter: 2, Grad: gradBytes([]float32{4, 5, 6})},
 	}))
-	seed(encodeWorker(entryAddWorker, "w-1"))
-	seed(encodeWorker(entryRemoveWorker, "w-1"))
+	seed(encodeWorker(entryAddWorker, "w-1", 0))
+	seed(encodeWorker(entryRemoveWorker, "w-1", 0))
 	f.Add([]byte{byte(entryPush), 0, 0, 0, 7, 0x81, 0xa1, 'p', 0xdd, 0xff, 0xff, 0xff})
 	f.Add([]byte{byte(entryPush), 0, 0, 0, 5, 0xdd, 0xff, 0xff, 0xff, 0xff})
 
@@ -50,7 +50,7 @@ func FuzzDecodeEntry(f *testing.F) {
 func FuzzRestore(f *testing.F) {
 	h := newFSMHarness(f, testSpec(4, "dssp:1:3"), []float32{1, 2, 3, 4})
 	for _, w := range []clock.WorkerID{"a", "b"} {
-		h.apply(encodeWorker(entryAddWorker, w))
+		h.apply(encodeWorker(entryAddWorker, w, 0))
 	}
 	h.apply(encodePushes([]Push{{Worker: "a", Iter: 0, RecvNanos: 10, Samples: 2, Grad: gradBytes([]float32{1, 1, 1, 1})}}))
 	snap, err := h.f.Snapshot()

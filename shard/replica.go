@@ -158,10 +158,14 @@ func (r *Replica) Init(ctx context.Context, spec Spec, theta []float32) error {
 	return a.Err
 }
 
-// AddWorker adds w at t_min (leader only) and returns its start clock: the
-// iteration of its first push. Adding a present worker returns its clock.
-func (r *Replica) AddWorker(ctx context.Context, w clock.WorkerID) (int64, error) {
-	b, err := encodeWorker(entryAddWorker, w)
+// AddWorker adds w at max(t_min, from) (leader only) and returns its
+// clock: the iteration of its next push. A present worker below from is
+// advanced to from; one at or past it keeps its clock.
+func (r *Replica) AddWorker(ctx context.Context, w clock.WorkerID, from int64) (int64, error) {
+	if from < 0 {
+		return 0, fmt.Errorf("shard %d: add worker %q from clock %d: negative", r.cfg.Shard, w, from)
+	}
+	b, err := encodeWorker(entryAddWorker, w, from)
 	if err != nil {
 		return 0, err
 	}
@@ -175,7 +179,7 @@ func (r *Replica) AddWorker(ctx context.Context, w clock.WorkerID) (int64, error
 // RemoveWorker removes w (leader only): declared dead or leaving. Its held
 // push is answered with a rejection; workers it held back are released.
 func (r *Replica) RemoveWorker(ctx context.Context, w clock.WorkerID) error {
-	b, err := encodeWorker(entryRemoveWorker, w)
+	b, err := encodeWorker(entryRemoveWorker, w, 0)
 	if err != nil {
 		return err
 	}

@@ -404,7 +404,7 @@ func (s *service) handleMembership(c *workerConn, req request) {
 	var clk int64
 	var err error
 	if req.Op == opAddWorker {
-		clk, err = s.r.AddWorker(s.r.ctx, req.Worker)
+		clk, err = s.r.AddWorker(s.r.ctx, req.Worker, max(req.Iter, 0))
 	} else {
 		err = s.r.RemoveWorker(s.r.ctx, req.Worker)
 	}

@@ -27,7 +27,7 @@ func runWorkers(t *testing.T, c *cluster, ids []mesh.NodeID, workers []clock.Wor
 	starts := make([]int64, len(workers))
 	for k, w := range workers {
 		clients[k] = c.client(w, ids)
-		start, err := clients[k].AddWorker(context.Background())
+		start, err := clients[k].AddWorker(context.Background(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,14 +126,14 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 	spec := Spec{Shard: 4, Len: n, Policy: "bsp", Optimizer: DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	dead := c.client("dead", ids)
-	if _, err := dead.AddWorker(context.Background()); err != nil {
+	if _, err := dead.AddWorker(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	released := make(chan clock.WorkerID, 2)
 	for _, w := range []clock.WorkerID{"a", "b"} {
 		cl := c.client(w, ids)
-		if _, err := cl.AddWorker(context.Background()); err != nil {
+		if _, err := cl.AddWorker(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
@@ -184,7 +184,7 @@ func TestRejectedOverTheWire(t *testing.T) {
 	}
 	order = append(order, leader.cfg.ID)
 	cl := c.client("w", order)
-	if _, err := cl.AddWorker(context.Background()); err != nil {
+	if _, err := cl.AddWorker(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	before := leader.FSM().Params(nil)

@@ -12,7 +12,7 @@ type op uint8
 
 const (
 	opPush         op = iota + 1 // gradient in, parameters out
-	opAddWorker                  // reply Clock: the worker's start clock
+	opAddWorker                  // Iter: the worker's clock elsewhere; reply Clock: its clock here
 	opRemoveWorker               //
 	opStatus                     // reply Index: the replica's applied index
 )

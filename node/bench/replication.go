@@ -254,7 +254,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 			return PushRate{}, err
 		}
 		defer c.Close()
-		if _, err := c.AddWorker(ctx); err != nil {
+		if _, err := c.AddWorker(ctx, 0); err != nil {
 			return PushRate{}, fmt.Errorf("add worker: %w", err)
 		}
 		clients = append(clients, c)
