@@ -410,12 +410,13 @@ func (s *service) handleMembership(c *workerConn, req request) {
 	}
 	var nl *NotLeaderError
 	switch {
+	// Replies echo Iter (an AddWorker's from): the client matches on it.
 	case errors.As(err, &nl):
 		s.cnt.notLeader.Add(1)
-		c.send(reply{Op: req.Op, Worker: req.Worker, Status: statusNotLeader, Leader: string(nl.Leader)}, nil)
+		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusNotLeader, Leader: string(nl.Leader)}, nil)
 	case err != nil:
-		c.send(reply{Op: req.Op, Worker: req.Worker, Status: statusError, Detail: err.Error()}, nil)
+		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusError, Detail: err.Error()}, nil)
 	default:
-		c.send(reply{Op: req.Op, Worker: req.Worker, Status: statusOK, Clock: clk}, nil)
+		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusOK, Clock: clk}, nil)
 	}
 }

@@ -220,6 +220,16 @@ func TestRejectedOverTheWire(t *testing.T) {
 	if nl == 0 {
 		t.Fatal("no follower redirected the client")
 	}
+	// Over the wire too, AddWorker aligns: from a higher clock it
+	// advances the worker there (w is at 1 after its push).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if clk, err := cl.AddWorker(ctx, 4); err != nil || clk != 4 {
+		t.Fatalf("AddWorker from 4: clock %d, %v; want 4", clk, err)
+	}
+	if _, err := cl.Push(ctx, 4, 1, 1, gradFor("w", 4, n), nil); err != nil {
+		t.Fatalf("push at the advanced clock: %v", err)
+	}
 }
 
 func posInf() float64 { return 1 / zero() }
