@@ -18,7 +18,7 @@
 // Partition, Heal on nodes that write --history-dir), checkers.go (the
 // history and every checker), scenarios.go (one method per fault, each
 // leaving the mesh healthy) and figures.go (what each fault cost). The fast
-// tier is TestFaults (behind the faults build tag); the long randomized tier is TestChaos behind the chaos
+// tier is TestFaults (in CI); the long randomized tier is TestChaos behind the chaos
 // build tag; TestCheckersCatchBrokenBuilds (faultinject tag) shows each
 // checker failing on a deliberately broken build.
 package test
