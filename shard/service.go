@@ -193,8 +193,9 @@ func (s *service) handlePush(c *workerConn, req request, grad []byte) {
 		return
 	}
 	// A resend of a push already applied is answered from the state,
-	// without a new entry: applied locally means committed.
-	if !s.settle(c, req) {
+	// without a new entry: applied locally means committed. (The broken
+	// skip-dedupe build proposes it again, for the FSM to apply twice.)
+	if !faultOn(FaultSkipDedupe) && !s.settle(c, req) {
 		return
 	}
 	if faultOn(FaultAckUncommitted) && req.Samples > 0 && req.Iter%10 == 5 {
