@@ -228,7 +228,7 @@ func (c *cluster) client(w clock.WorkerID, ids []mesh.NodeID) *Client {
 	c.clients++
 	addr := fmt.Sprintf("wk-%s-%d", w, c.clients)
 	c.mu.Unlock()
-	tr, err := c.net.NewTransport(mesh.NodeID("wk-"+string(w)), addr, mesh.DefaultFrameLimits())
+	tr, err := c.net.NewTransport(mesh.NodeID(w), addr, mesh.DefaultFrameLimits())
 	if err != nil {
 		c.t.Fatal(err)
 	}

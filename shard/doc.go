@@ -47,6 +47,24 @@
 // counted, and leaves the shard unchanged. Bad frames from a peer close that
 // stream only.
 //
+// # Every peer acts only as itself; parameters stay finite
+//
+// A push, add-worker or remove-worker request must name as its worker the
+// node the stream's TLS certificate authenticates (mesh.Stream.Peer), or it
+// is refused with [ReasonNotPeer]. Before proposing a push the leader
+// refuses a gradient holding NaN or ±Inf ([ReasonNonFinite]) and, when
+// Spec.OutlierFactor is set, one whose norm exceeds that factor times the
+// median of the shard's recent norms ([ReasonOutlier]); it counts both per
+// worker ([ServiceStats].Refused, with the streak that marks a worker
+// that keeps sending them). The FSM checks again, deterministically, so a
+// replica never applies a non-finite entry whoever wrote it: a NaN/Inf
+// gradient, and a push whose optimizer step would make a parameter or
+// velocity non-finite ([ReasonNonFiniteStep], computed with the step's own
+// float32 arithmetic), are refused alike on every replica; Init and
+// snapshots with non-finite parameters are refused. Restore reads at most
+// the snapshot its header describes plus one byte, and refuses a longer
+// one.
+//
 // # Held replies
 //
 // While a push is held the leader sends a Held frame on the worker's stream

@@ -36,7 +36,18 @@ type Spec struct {
 	Len       int       `msgpack:"len"`    // float32 parameters in the slice
 	Policy    string    `msgpack:"policy"` // clock.ParsePolicy text, e.g. "dssp:3:12"
 	Optimizer Optimizer `msgpack:"opt"`
+	// OutlierFactor > 0 makes the leader refuse a push whose gradient norm
+	// exceeds OutlierFactor × the median norm of the shard's recent pushes
+	// (a flaky accelerator); 0 turns the check off.
+	OutlierFactor float64 `msgpack:"of,omitempty"`
 }
+
+// Outlier factor range: below 2 a healthy job's spread of norms would be
+// refused; above 1e6 the check could never fire on float32 gradients.
+const (
+	MinOutlierFactor = 2
+	MaxOutlierFactor = 1e6
+)
 
 // Validate names the first bad value.
 func (s Spec) Validate() error {
@@ -45,6 +56,9 @@ func (s Spec) Validate() error {
 	}
 	if _, err := clock.ParsePolicy(s.Policy); err != nil {
 		return fmt.Errorf("shard: Spec.Policy: %w", err)
+	}
+	if f := s.OutlierFactor; f != 0 && !(f >= MinOutlierFactor && f <= MaxOutlierFactor) {
+		return fmt.Errorf("shard: Spec.OutlierFactor %g must be 0 (off) or in [%g, %g]", f, float64(MinOutlierFactor), float64(MaxOutlierFactor))
 	}
 	return s.Optimizer.Validate()
 }

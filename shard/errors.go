@@ -31,13 +31,17 @@ const (
 	ReasonWaiting                          // next iteration pushed while the previous is held
 	ReasonNotInitialized                   // the shard has no Init entry yet
 	ReasonBadRequest                       // malformed fields (empty worker id, negative counts)
+	ReasonNotPeer                          // the request names a worker other than the authenticated peer
+	ReasonOutlier                          // gradient norm far above the shard's recent median (Spec.OutlierFactor)
+	ReasonNonFiniteStep                    // the optimizer step would make a parameter NaN or ±Inf
 	numReasons
 )
 
 var reasonNames = [...]string{
 	ReasonBadLength: "bad-length", ReasonNonFinite: "non-finite", ReasonUnknownWorker: "unknown-worker",
 	ReasonFuture: "future-iteration", ReasonWaiting: "worker-waiting", ReasonNotInitialized: "not-initialized",
-	ReasonBadRequest: "bad-request",
+	ReasonBadRequest: "bad-request", ReasonNotPeer: "not-the-peer", ReasonOutlier: "norm-outlier",
+	ReasonNonFiniteStep: "non-finite-step",
 }
 
 func (r Reason) String() string {

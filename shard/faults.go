@@ -25,6 +25,10 @@ const (
 	// FaultSplitBrain: a joining node bootstraps every shard's Raft group
 	// on its own (checked by node). Caught as two leaders in one term.
 	FaultSplitBrain Fault = "split-brain"
+	// FaultSkipNonFinite: neither the leader nor the FSM refuses a NaN or
+	// ±Inf gradient or a step that makes a parameter non-finite. Caught by
+	// the parameters-finite checker once a worker sends NaN.
+	FaultSkipNonFinite Fault = "skip-non-finite"
 )
 
 // FaultActive reports whether f is switched on (always false unless built

@@ -38,8 +38,10 @@ type FSM struct {
 	rejected    [numReasons]uint64
 	lastIndex   uint64
 
-	// scratch buffers reused across Applies; not part of the state.
-	sum, grad []float32
+	// scratch buffers reused across Applies; not part of the state. cand
+	// is the sum with the push being examined added; it becomes sum when
+	// the push is applied.
+	sum, cand, grad []float32
 }
 
 // Applied reports one applied entry to an observer (tests, metrics).
@@ -57,6 +59,10 @@ type Applied struct {
 	// StateHash is StateHash() after this entry, set only at the indices
 	// Deps.HashEvery asks for (zero otherwise).
 	StateHash [32]byte
+	// NonFinite counts the NaN or ±Inf parameters (and velocities) after
+	// this entry, at the same indices as StateHash; always 0 unless a
+	// broken build let one in.
+	NonFinite int
 }
 
 // PushResult is what Apply did with one push of a batch.
@@ -126,6 +132,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 			if b, err := f.encodeLocked(); err == nil {
 				out.StateHash = sha256.Sum256(b)
 			}
+			out.NonFinite = countNonFinite(f.theta) + countNonFinite(f.velocity)
 		}
 		f.observer(out)
 	}
@@ -148,6 +155,9 @@ func (f *FSM) applyInit(e entry) error {
 	if err := decodeFloats(theta, e.theta); err != nil {
 		return err
 	}
+	if i := firstNonFinite(theta); i >= 0 {
+		return fmt.Errorf("shard %d: %w: initial parameter %d is %v", f.shard, ErrBadEntry, i, theta[i])
+	}
 	f.initialized, f.spec, f.opt, f.gate, f.theta = true, e.spec, e.spec.Optimizer, g, theta
 	if f.opt.Kind == Momentum {
 		f.velocity = make([]float32, e.spec.Len)
@@ -158,15 +168,24 @@ func (f *FSM) applyInit(e entry) error {
 func (f *FSM) applyPushes(ps []Push) []PushResult {
 	res := make([]PushResult, len(ps))
 	if f.initialized && len(f.sum) != f.spec.Len {
-		f.sum, f.grad = make([]float32, f.spec.Len), make([]float32, f.spec.Len)
+		f.sum, f.cand, f.grad = make([]float32, f.spec.Len), make([]float32, f.spec.Len), make([]float32, f.spec.Len)
 	}
 	accepted := 0
 	var samples int64
+	lr := f.opt.Schedule.Rate(f.samples) // one step per entry, at the rate before it
 	for i, p := range ps {
 		r := &res[i]
 		r.Worker, r.Iter, r.RecvNanos, r.Samples = p.Worker, p.Iter, p.RecvNanos, p.Samples
 		if reason, detail := f.check(p); reason != 0 {
 			r.Err = f.reject(p, reason, detail)
+			continue
+		}
+		// The step with this gradient added must leave every parameter
+		// finite. The check runs before the gate sees the push, so a
+		// refused push changes nothing; it is pure arithmetic on the
+		// replicated state, so every replica decides alike.
+		if j := f.sumAndCheck(accepted == 0, lr); j >= 0 && !faultOn(FaultSkipNonFinite) {
+			r.Err = f.reject(p, ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
 			continue
 		}
 		out, err := f.gate.Push(p.Worker, p.Iter, p.RecvNanos)
@@ -187,26 +206,39 @@ func (f *FSM) applyPushes(ps []Push) []PushResult {
 		if faultOn(FaultSkipStaleness) {
 			r.Outcome.Released = true // broken build only: the gate's hold ignored
 		}
-		if faultOn(FaultDiverge) && faultCoin(16) {
-			clear(f.grad) // broken build only: this replica drops the gradient
-		}
-		// The gradient was decoded into f.grad by check.
-		if accepted == 0 {
-			copy(f.sum, f.grad)
-		} else {
-			for j, g := range f.grad {
-				f.sum[j] += g
+		switch {
+		case faultOn(FaultDiverge) && faultCoin(16):
+			// broken build only: this replica drops the gradient
+			if accepted == 0 {
+				clear(f.sum)
 			}
+		default:
+			f.sum, f.cand = f.cand, f.sum // the checked sum becomes the sum
 		}
 		accepted++
 		samples += p.Samples
 	}
 	if accepted > 0 {
-		f.opt.step(f.theta, f.velocity, f.sum, f.opt.Schedule.Rate(f.samples))
+		f.opt.step(f.theta, f.velocity, f.sum, lr)
 		f.samples += samples
 		f.pushes += uint64(accepted)
 	}
 	return res
+}
+
+// sumAndCheck writes the entry's gradient sum with f.grad added (f.grad
+// alone when first) into f.cand, and returns the first parameter that a
+// step with it would make non-finite (or whose velocity would be), or −1.
+// It repeats step's arithmetic exactly, float32 rounding included.
+func (f *FSM) sumAndCheck(first bool, lr float64) int {
+	if first {
+		copy(f.cand, f.grad)
+	} else {
+		for j, g := range f.grad {
+			f.cand[j] = f.sum[j] + g
+		}
+	}
+	return f.opt.firstNonFinite(f.theta, f.velocity, f.cand, lr)
 }
 
 // check validates p against the shard and decodes its gradient into f.grad.
@@ -219,7 +251,7 @@ func (f *FSM) check(p Push) (Reason, string) {
 	case len(p.Grad) != 4*f.spec.Len:
 		return ReasonBadLength, fmt.Sprintf("%d bytes, want %d", len(p.Grad), 4*f.spec.Len)
 	}
-	if i := decodeFinite(f.grad, p.Grad); i >= 0 {
+	if i := decodeFinite(f.grad, p.Grad); i >= 0 && !faultOn(FaultSkipNonFinite) {
 		return ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])
 	}
 	return 0, ""
@@ -375,10 +407,12 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	return fsmSnapshot(b), nil
 }
 
-// Restore replaces the state with a snapshot's.
+// Restore replaces the state with a snapshot's. It reads no more than
+// the snapshot's own header says it holds, plus one byte to refuse a longer
+// one (see readSnapshot).
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	b, err := io.ReadAll(rc)
+	b, err := readSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("shard %d: read snapshot: %w", f.shard, err)
 	}
@@ -436,9 +470,30 @@ func decodeFinite(dst []float32, b []byte) int {
 	return bad
 }
 
-// shardLen is the parameter count, 0 before Init.
-func (f *FSM) shardLen() int {
+// firstNonFinite returns the index of the first NaN or ±Inf in v, or −1.
+func firstNonFinite(v []float32) int {
+	for i, x := range v {
+		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
+			return i
+		}
+	}
+	return -1
+}
+
+func countNonFinite(v []float32) int {
+	n := 0
+	for _, x := range v {
+		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
+			n++
+		}
+	}
+	return n
+}
+
+// pushLimits are what the leader checks a push against before proposing
+// it: the shard's length (0 before Init) and Spec.OutlierFactor.
+func (f *FSM) pushLimits() (n int, outlierFactor float64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.spec.Len
+	return f.spec.Len, f.spec.OutlierFactor
 }

@@ -92,3 +92,28 @@ func (o Optimizer) step(theta, velocity, g []float32, lr float64) {
 		theta[i] -= float32(lr32 * v)
 	}
 }
+
+// firstNonFinite returns the first index i at which step(theta, velocity,
+// g, lr) would write a NaN or ±Inf into theta or velocity, or −1. It
+// repeats step's arithmetic, so the answer is exact and the same on every
+// replica.
+func (o Optimizer) firstNonFinite(theta, velocity, g []float32, lr float64) int {
+	lr32 := float32(lr)
+	bad := func(x float32) bool { return math.Float32bits(x)&0x7f800000 == 0x7f800000 }
+	if o.Kind == SGD {
+		for i, gi := range g {
+			if bad(theta[i] - float32(lr32*gi)) {
+				return i
+			}
+		}
+		return -1
+	}
+	mu := float32(o.Momentum)
+	for i, gi := range g {
+		v := float32(mu*velocity[i]) + gi
+		if bad(v) || bad(theta[i]-float32(lr32*v)) {
+			return i
+		}
+	}
+	return -1
+}

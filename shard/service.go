@@ -2,6 +2,7 @@ package shard
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,7 @@ type service struct {
 	conns   map[*workerConn]struct{}
 	held    map[heldKey]struct{}
 
+	hyg *hygiene
 	cnt serviceCounters
 }
 
@@ -39,6 +41,9 @@ type ServiceStats struct {
 	Acked            uint64 // OK replies to pushes
 	StreamsAccepted  uint64
 	StreamErrorsRecv uint64 // streams closed on a receive error (bad frames included)
+	// Refused counts, per worker, the gradients this replica refused as
+	// its leader before proposing them (NaN/Inf, norm outliers).
+	Refused map[clock.WorkerID]WorkerRefusals
 }
 
 type serviceCounters struct {
@@ -84,6 +89,7 @@ func newService(r *Replica) *service {
 		flight: make(chan flight, r.cfg.MaxInflightBatches),
 		conns:  map[*workerConn]struct{}{},
 		held:   map[heldKey]struct{}{},
+		hyg:    newHygiene(),
 	}
 }
 
@@ -110,7 +116,7 @@ func (s *service) stats() ServiceStats {
 	c := &s.cnt
 	return ServiceStats{Requests: c.requests.Load(), Batches: c.batches.Load(), ProposedPushes: c.proposed.Load(),
 		Rejected: c.rejected.Load(), NotLeader: c.notLeader.Load(), Held: c.held.Load(), Acked: c.acked.Load(),
-		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load()}
+		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats()}
 }
 
 func (s *service) heldCount() int {
@@ -164,6 +170,13 @@ func (s *service) serve(c *workerConn) {
 			return
 		}
 		s.cnt.requests.Add(1)
+		// Every peer acts only as itself: a worker's requests name the
+		// node its TLS certificate authenticates, so no key holder can
+		// push, join or leave under another id.
+		if (req.Op == opPush || req.Op == opAddWorker || req.Op == opRemoveWorker) && req.Worker != clock.WorkerID(c.s.Peer()) {
+			s.reject(c, req, ReasonNotPeer, fmt.Sprintf("request names worker %q but the stream is authenticated as %q", req.Worker, c.s.Peer()))
+			continue
+		}
 		switch req.Op {
 		case opPush:
 			s.handlePush(c, req, payload)
@@ -188,8 +201,13 @@ func (s *service) handlePush(c *workerConn, req request, grad []byte) {
 		s.reject(c, req, ReasonBadRequest, "empty worker or negative field")
 		return
 	}
-	if n := s.r.fsm.shardLen(); n > 0 && len(grad) != 4*n {
-		s.reject(c, req, ReasonBadLength, "gradient length differs from the shard's")
+	n, factor := s.r.fsm.pushLimits()
+	if n > 0 && len(grad) != 4*n {
+		s.reject(c, req, ReasonBadLength, fmt.Sprintf("%d gradient bytes, the shard has %d parameters", len(grad), n))
+		return
+	}
+	if reason, detail := s.hyg.check(req.Worker, grad, req.Samples, factor); reason != 0 && !faultOn(FaultSkipNonFinite) {
+		s.reject(c, req, reason, detail)
 		return
 	}
 	// A resend of a push already applied is answered from the state,

@@ -2,7 +2,10 @@ package shard
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -80,8 +83,9 @@ func (f *FSM) decodeLocked(b []byte) error {
 		return bad("header: %v", err)
 	}
 	body := b[pre+int(hl):]
-	if len(h.Rejected) != int(numReasons)-1 {
-		return bad("%d rejection counters", len(h.Rejected))
+	// Older builds knew fewer reasons; their counters come first.
+	if len(h.Rejected) > int(numReasons)-1 {
+		return bad("%d rejection counters, this build knows %d", len(h.Rejected), int(numReasons)-1)
 	}
 	var theta, velocity []float32
 	var gate *clock.Gate
@@ -103,6 +107,9 @@ func (f *FSM) decodeLocked(b []byte) error {
 		}
 		_ = decodeFloats(theta, body[:4*n])
 		_ = decodeFloats(velocity, body[4*n:])
+		if i := max(firstNonFinite(theta), firstNonFinite(velocity)); i >= 0 {
+			return bad("parameter %d is not finite", i)
+		}
 		gate = &clock.Gate{}
 		if err := gate.UnmarshalBinary(h.Gate); err != nil {
 			return bad("gate: %v", err)
@@ -113,7 +120,85 @@ func (f *FSM) decodeLocked(b []byte) error {
 	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
 	f.theta, f.velocity, f.gate = theta, velocity, gate
 	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
+	f.rejected = [numReasons]uint64{}
 	copy(f.rejected[1:], h.Rejected)
-	f.sum, f.grad = nil, nil
+	f.sum, f.cand, f.grad = nil, nil, nil
 	return nil
+}
+
+// maxSnapshotHeader bounds the msgpack header of a snapshot: the gate's
+// table of a few thousand workers is far below it.
+const maxSnapshotHeader = 64 << 20
+
+// snapshotChunk bounds how far the buffer runs ahead of the bytes read.
+const snapshotChunk = 16 << 20
+
+// readSnapshot reads one snapshot from r and returns its bytes. It reads
+// the prefix and the header (at most maxSnapshotHeader), computes from the
+// header the exact length of the body a valid snapshot has, reads that
+// much, growing its buffer only as bytes arrive, and then refuses the
+// snapshot if r has even one byte more. So a reader that never ends, or
+// a header that lies about its size, costs at most the largest valid
+// snapshot (bounded by maxShardLen) plus snapshotChunk.
+func readSnapshot(r io.Reader) ([]byte, error) {
+	bad := func(format string, args ...any) ([]byte, error) {
+		return nil, fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
+	}
+	pre := len(snapshotMagic) + 5
+	b := make([]byte, pre, pre+4096)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return bad("prefix: %v", err)
+	}
+	if string(b[:len(snapshotMagic)]) != snapshotMagic {
+		return bad("not a shard snapshot")
+	}
+	hl := binary.BigEndian.Uint32(b[len(snapshotMagic)+1:])
+	if hl > maxSnapshotHeader {
+		return bad("header length %d exceeds %d", hl, maxSnapshotHeader)
+	}
+	b, err := readGrowing(r, b, int(hl))
+	if err != nil {
+		return bad("header: %v", err)
+	}
+	var h snapshotHeader
+	if err := mesh.UnmarshalBounded(b[pre:], &h); err != nil {
+		return bad("header: %v", err)
+	}
+	body := 0
+	if h.Initialized {
+		if err := h.Spec.Validate(); err != nil {
+			return bad("%v", err)
+		}
+		body = 4 * h.Spec.Len
+		if h.Spec.Optimizer.Kind == Momentum {
+			body *= 2
+		}
+	}
+	if b, err = readGrowing(r, b, body); err != nil {
+		return bad("parameters: %v", err)
+	}
+	var one [1]byte
+	if n, _ := io.ReadFull(r, one[:]); n > 0 {
+		return bad("longer than the %d bytes its header describes", len(b))
+	}
+	return b, nil
+}
+
+// readGrowing appends exactly n bytes from r to b, growing b by at most
+// snapshotChunk ahead of what arrived.
+func readGrowing(r io.Reader, b []byte, n int) ([]byte, error) {
+	for n > 0 {
+		step := min(n, snapshotChunk)
+		b = slices.Grow(b, step)
+		got, err := io.ReadFull(r, b[len(b):len(b)+step])
+		b = b[:len(b)+got]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		n -= step
+	}
+	return b, nil
 }

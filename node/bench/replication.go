@@ -153,7 +153,7 @@ func measureEcho(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig,
 }
 
 // measureShard boots an n-replica shard on n QUIC transports, adds the
-// workers through one client transport, and pushes.
+// workers, each through its own client transport, and pushes.
 func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig, n int, log *slog.Logger) (PushRate, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration+60*time.Second)
 	defer cancel()
@@ -236,11 +236,6 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 	if err != nil {
 		return PushRate{}, err
 	}
-	cli, err := newQUIC(sec, "workers", tcfg, log)
-	if err != nil {
-		return PushRate{}, err
-	}
-	trs = append(trs, cli)
 	grad := make([]float32, floats)
 	for i := range grad {
 		grad[i] = 1e-6
@@ -248,7 +243,15 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 	var clients []*shard.Client
 	params := make([][]float32, cfg.Workers)
 	for w := range cfg.Workers {
-		c, err := shard.NewClient(shard.DefaultClientConfig(shardID, clock.WorkerID(fmt.Sprintf("w%d", w)), func() []mesh.NodeID { return ids }),
+		// One transport (one identity) per worker: a shard refuses a push
+		// that names a worker other than the authenticated peer.
+		id := mesh.NodeID(fmt.Sprintf("w%d", w))
+		cli, err := newQUIC(sec, id, tcfg, log)
+		if err != nil {
+			return PushRate{}, err
+		}
+		trs = append(trs, cli)
+		c, err := shard.NewClient(shard.DefaultClientConfig(shardID, clock.WorkerID(id), func() []mesh.NodeID { return ids }),
 			cli, resolve, log)
 		if err != nil {
 			return PushRate{}, err

@@ -1,0 +1,222 @@
+package shard
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"testing"
+
+	"dsspmesh/mesh"
+)
+
+// TestNaNPushRefusedAndParamsFiniteOnEveryReplica: the leader refuses a
+// NaN push and a push whose step would overflow; an entry carrying NaN that
+// reaches the log anyway (written by hand, as a leader of a broken build
+// would) is refused by every replica's FSM alike. Afterwards every replica
+// holds the same, finite parameters.
+func TestNaNPushRefusedAndParamsFiniteOnEveryReplica(t *testing.T) {
+	const n = 16
+	c := newCluster(t, 5)
+	ids := nodeIDs(3)
+	spec := Spec{Shard: 5, Len: n, Policy: "ssp:2", Optimizer: Optimizer{Kind: SGD, Schedule: Schedule{LR: 1e30, Gamma: 1}}}
+	c.boot(ids, spec, make([]float32, n))
+	cl := c.client("w1", ids)
+	if _, err := cl.AddWorker(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	wantReject := func(err error, want Reason) {
+		t.Helper()
+		var rej *RejectError
+		if !errors.As(err, &rej) || rej.Reason != want {
+			t.Fatalf("got %v, want a %s rejection", err, want)
+		}
+		t.Logf("refused as expected: %v", err)
+	}
+	nan := make([]float32, n)
+	nan[3] = float32(math.NaN())
+	_, err := cl.Push(context.Background(), 0, 8, 1, nan, nil)
+	wantReject(err, ReasonNonFinite)
+	// Finite, but 1e30 × 1e10 overflows float32.
+	huge := make([]float32, n)
+	huge[7] = 1e10
+	_, err = cl.Push(context.Background(), 0, 8, 1, huge, nil)
+	wantReject(err, ReasonNonFiniteStep)
+
+	// Straight into the log: every FSM refuses it.
+	leader := c.waitLeader("")
+	data, err := encodePushes([]Push{{Worker: "w1", Iter: 0, Samples: 8, Grad: gradBytes(nan)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := leader.propose(context.Background(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantReject(a.Pushes[0].Err, ReasonNonFinite)
+
+	good := make([]float32, n)
+	good[0] = 1e-31
+	p, err := cl.Push(context.Background(), 0, 8, 1, good, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(float64(p[0])+0.1) > 1e-6 {
+		t.Fatalf("parameter 0 after a good push: %v", p[0])
+	}
+	c.waitSame()
+	for id, r := range c.live() {
+		if i := firstNonFinite(r.FSM().Params(nil)); i >= 0 {
+			t.Errorf("%s: parameter %d is not finite", id, i)
+		}
+		st := r.FSM().Status()
+		if st.Rejected["non-finite"] != 1 || st.Rejected["non-finite-step"] != 1 || st.Pushes != 1 {
+			t.Errorf("%s: rejected %v, pushes %d; want one of each refusal in the FSM and one push", id, st.Rejected, st.Pushes)
+		}
+	}
+	if r := leader.Status().Service.Refused["w1"]; r.NonFinite != 1 || r.Streak != 0 {
+		t.Errorf("leader's refusals for w1: %+v", r)
+	}
+}
+
+// TestPushAsAnotherPeerRefused: a peer authenticated as "mallory" may not
+// push, join or leave under the id of "w1"; w1 itself may.
+func TestPushAsAnotherPeerRefused(t *testing.T) {
+	const n = 4
+	c := newCluster(t, 6)
+	ids := nodeIDs(3)
+	spec := testSpec(n, "ssp:2")
+	spec.Shard = 6
+	c.boot(ids, spec, make([]float32, n))
+	honest := c.client("w1", ids)
+	if _, err := honest.AddWorker(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.net.NewTransport("mallory", "mallory-addr", mesh.DefaultFrameLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	cfg := DefaultClientConfig(6, "w1", func() []mesh.NodeID { return ids })
+	forger, err := NewClient(cfg, tr, c.resolve, c.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { forger.Close() })
+	for name, call := range map[string]func() error{
+		"push":          func() error { _, err := forger.Push(context.Background(), 0, 1, 1, make([]float32, n), nil); return err },
+		"add-worker":    func() error { _, err := forger.AddWorker(context.Background(), 0); return err },
+		"remove-worker": func() error { return forger.RemoveWorker(context.Background()) },
+	} {
+		err := call()
+		var rej *RejectError
+		if !errors.As(err, &rej) || rej.Reason != ReasonNotPeer {
+			t.Fatalf("%s as w1 from mallory: got %v, want a not-the-peer rejection", name, err)
+		}
+		t.Logf("%s refused: %v", name, err)
+	}
+	st := c.waitLeader("").FSM().Status()
+	if len(st.Workers) != 1 || st.Workers[0].ID != "w1" || st.Pushes != 0 {
+		t.Fatalf("forged requests changed the shard: %+v", st)
+	}
+	if _, err := honest.Push(context.Background(), 0, 1, 1, make([]float32, n), nil); err != nil {
+		t.Fatalf("w1's own push: %v", err)
+	}
+}
+
+// countingReader is an endless stream of zeros that counts what it gave.
+type countingReader struct{ n int64 }
+
+func (r *countingReader) Read(b []byte) (int, error) {
+	clear(b)
+	r.n += int64(len(b))
+	return len(b), nil
+}
+
+// TestRestoreRefusesOverlongSnapshot: a snapshot followed by more bytes
+// than its header describes, or whose header claims an absurd length, is
+// refused having read at most the valid snapshot plus one byte — never
+// the rest of an endless reader.
+func TestRestoreRefusesOverlongSnapshot(t *testing.T) {
+	h := newFSMHarness(t, testSpec(1024, "ssp:1"), make([]float32, 1024))
+	sink := memSink{&bytes.Buffer{}}
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	valid := sink.Bytes()
+	endless := &countingReader{}
+	f := NewFSM(1, nil)
+	err = f.Restore(nopCloser{io.MultiReader(bytes.NewReader(valid), endless)})
+	if !errors.Is(err, ErrBadSnapshot) {
+		t.Fatalf("over-long snapshot: got %v, want ErrBadSnapshot", err)
+	}
+	if endless.n > snapshotChunk {
+		t.Fatalf("read %d bytes past a %d-byte snapshot", endless.n, len(valid))
+	}
+	t.Logf("refused after reading %d bytes past the valid %d: %v", endless.n, len(valid), err)
+	if f.Status().Initialized {
+		t.Fatal("a refused snapshot changed the state")
+	}
+
+	// A header length beyond any valid snapshot's: refused after the prefix.
+	lie := append([]byte(nil), valid[:len(snapshotMagic)+1]...)
+	lie = append(lie, 0xff, 0xff, 0xff, 0xff)
+	endless = &countingReader{}
+	err = f.Restore(nopCloser{io.MultiReader(bytes.NewReader(lie), endless)})
+	if !errors.Is(err, ErrBadSnapshot) || endless.n != 0 {
+		t.Fatalf("lying header: got %v after %d more bytes", err, endless.n)
+	}
+	t.Logf("lying header refused: %v", err)
+
+	// The valid snapshot alone restores.
+	if err := f.Restore(nopCloser{bytes.NewReader(valid)}); err != nil {
+		t.Fatal(err)
+	}
+	if f.StateHash() != h.f.StateHash() {
+		t.Fatal("restored state differs")
+	}
+}
+
+// TestHygieneRefusesOutliersAndCountsStreaks: with a factor of 10, a
+// gradient 100× the median norm is refused once the window has its first
+// pushes; three in a row make a repeat offender; an accepted push resets
+// the streak.
+func TestHygieneRefusesOutliersAndCountsStreaks(t *testing.T) {
+	h := newHygiene()
+	grad := func(scale float32) []byte {
+		v := make([]float32, 8)
+		for i := range v {
+			v[i] = scale * float32(i+1)
+		}
+		return gradBytes(v)
+	}
+	for i := range minNormSamples {
+		if r, d := h.check("a", grad(1+float32(i%3)/10), 1, 10); r != 0 {
+			t.Fatalf("push %d refused: %s %s", i, r, d)
+		}
+	}
+	for range RepeatOffender {
+		if r, d := h.check("b", grad(100), 1, 10); r != ReasonOutlier {
+			t.Fatalf("outlier: got %s %q", r, d)
+		}
+	}
+	if r, _ := h.check("b", grad(1), 0, 10); r != 0 {
+		t.Fatal("a zero-sample push is never an outlier")
+	}
+	if got := h.stats()["b"]; got.Outliers != RepeatOffender || got.Streak != 0 {
+		t.Fatalf("b: %+v", got)
+	}
+	nan := make([]float32, 8)
+	nan[2] = float32(math.Inf(1))
+	if r, _ := h.check("c", gradBytes(nan), 1, 0); r != ReasonNonFinite {
+		t.Fatal("Inf accepted with the outlier check off")
+	}
+	if got := h.stats()["c"]; got.NonFinite != 1 || got.Streak != 1 {
+		t.Fatalf("c: %+v", got)
+	}
+}
