@@ -105,7 +105,10 @@ func TestPushAsAnotherPeerRefused(t *testing.T) {
 	}
 	t.Cleanup(func() { forger.Close() })
 	for name, call := range map[string]func() error{
-		"push":          func() error { _, err := forger.Push(context.Background(), 0, 1, 1, make([]float32, n), nil); return err },
+		"push": func() error {
+			_, err := forger.Push(context.Background(), 0, 1, 1, make([]float32, n), nil)
+			return err
+		},
 		"add-worker":    func() error { _, err := forger.AddWorker(context.Background(), 0); return err },
 		"remove-worker": func() error { return forger.RemoveWorker(context.Background()) },
 	} {
