@@ -70,7 +70,15 @@ func NewMeshRaftTransport(tr mesh.Transport, shard uint32, resolve raftstore.Res
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  raftstore.HCLogger(logger.With("shard", shard), "raft-net"),
+		// Pipelined replication can deadlock in raft v1.7.2: when a
+		// follower answers Success=false the pipeline's decoder exits,
+		// the sender parks on one more AppendEntries and the pipeline
+		// is never closed, so that follower gets no entry again and
+		// Shutdown waits forever (a graceful leave then hangs). One RPC
+		// in flight takes raft's synchronous path, which has no such
+		// hand-off; entries are still batched per RPC.
+		MaxRPCsInFlight: 1,
+		Logger:          raftstore.HCLogger(logger.With("shard", shard), "raft-net"),
 	}), nil
 }
 
