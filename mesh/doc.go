@@ -5,7 +5,11 @@
 // # Membership
 //
 // [Membership] is our own small interface over gossip (join by seed
-// addresses, leave, the live member list, join/leave/update/failed events).
+// addresses, leave, the live member list, join/leave/update/failed events,
+// and suspect and rejected events for the operator's record: memberlist
+// reports a suspicion only in the log line of the node whose probe went
+// unanswered, so only that node emits EventSuspect; EventRejected is a peer
+// whose metadata does not decode or names another id).
 // [NewMemberlist] implements it on hashicorp/memberlist; [InmemCluster] gives
 // an in-memory twin whose failures are injected by the test. Each member's
 // [Meta] (node id, QUIC address, trains?, backend, protocol version) travels

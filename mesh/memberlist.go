@@ -166,7 +166,7 @@ func NewMemberlist(cfg MembershipConfig, logger *slog.Logger) (Membership, error
 	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	mc.Delegate = (*metaDelegate)(m)
 	mc.Events = (*eventDelegate)(m)
-	mc.Logger = log.New(&slogWriter{log: m.log.With("component", "memberlist")}, "", 0)
+	mc.Logger = log.New(&slogWriter{log: m.log.With("component", "memberlist"), suspect: m.suspected}, "", 0)
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -276,6 +276,9 @@ func (d *eventDelegate) emit(t EventType, n *memberlist.Node) {
 	mem, err := (*memberlistMembership)(d).member(n)
 	if err != nil {
 		d.log.Warn("ignoring member with bad metadata", "peer", n.Name, "event", t.String(), "err", err)
+		if t == EventJoin {
+			d.events.push(Event{Type: EventRejected, Member: Member{Meta: Meta{ID: NodeID(n.Name)}, Addr: n.Address()}})
+		}
 		return
 	}
 	d.events.push(Event{Type: t, Member: mem})
@@ -291,8 +294,20 @@ func (d *eventDelegate) NotifyLeave(n *memberlist.Node) {
 	}
 }
 
-// slogWriter bridges memberlist's "[LEVEL] memberlist: message" lines to slog.
-type slogWriter struct{ log *slog.Logger }
+// suspected queues EventSuspect for the node named. memberlist reports a
+// suspicion through no delegate (and leaves Node.State unset), only in the
+// log line of the node whose probe went unanswered, so only that node
+// emits the event; the Member carries the id alone.
+func (m *memberlistMembership) suspected(name string) {
+	m.events.push(Event{Type: EventSuspect, Member: Member{Meta: Meta{ID: NodeID(name)}}})
+}
+
+// slogWriter bridges memberlist's "[LEVEL] memberlist: message" lines to
+// slog, and hands suspect, if set, the name in a failed probe's line.
+type slogWriter struct {
+	log     *slog.Logger
+	suspect func(name string)
+}
 
 func (w *slogWriter) Write(p []byte) (int, error) {
 	line := string(bytes.TrimSpace(p))
@@ -304,6 +319,11 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
+	if rest, ok := strings.CutPrefix(line, "Suspect "); ok && w.suspect != nil {
+		if name, _, ok := strings.Cut(rest, " has failed"); ok {
+			w.suspect(name)
+		}
+	}
 	w.log.Log(context.Background(), level, line)
 	return len(p), nil
 }

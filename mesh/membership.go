@@ -17,10 +17,12 @@ type Member struct {
 type EventType uint8
 
 const (
-	EventJoin   EventType = iota + 1 // a node joined, or came back
-	EventLeave                       // a node left gracefully
-	EventFailed                      // a node stopped answering and was declared dead
-	EventUpdate                      // a node changed its metadata
+	EventJoin     EventType = iota + 1 // a node joined, or came back
+	EventLeave                         // a node left gracefully
+	EventFailed                        // a node stopped answering and was declared dead
+	EventUpdate                        // a node changed its metadata
+	EventSuspect                       // gossip suspects a node; it may refute it or be declared failed
+	EventRejected                      // a peer was refused: its metadata is malformed or names another id
 )
 
 func (e EventType) String() string {
@@ -33,6 +35,10 @@ func (e EventType) String() string {
 		return "failed"
 	case EventUpdate:
 		return "update"
+	case EventSuspect:
+		return "suspect"
+	case EventRejected:
+		return "rejected"
 	}
 	return fmt.Sprintf("event(%d)", uint8(e))
 }

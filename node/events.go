@@ -1,0 +1,154 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"dsspmesh/mesh"
+)
+
+// Event kinds in [Status].Events.
+const (
+	EventJoin     = "join"     // a member joined or came back
+	EventLeave    = "leave"    // a member left gracefully
+	EventFailed   = "failed"   // a member stopped answering and was declared dead
+	EventSuspect  = "suspect"  // gossip suspects a member (it may refute it)
+	EventLeader   = "leader"   // a shard has a new leader or term
+	EventRejected = "rejected" // a shard refused this node's push, or gossip refused a peer
+)
+
+// Event is one thing that happened to the mesh, as this node saw it.
+type Event struct {
+	At   time.Time `json:"at"`
+	Kind string    `json:"kind"`
+	// Node is the member concerned: who joined, left, failed or is
+	// suspected; the new leader; the worker whose push was rejected.
+	Node   string  `json:"node,omitempty"`
+	Shard  *uint32 `json:"shard,omitempty"`
+	Term   uint64  `json:"term,omitempty"`
+	Detail string  `json:"detail,omitempty"`
+}
+
+// eventLogSize bounds the events a node keeps.
+const eventLogSize = 256
+
+// eventLog is a bounded ring of events, oldest dropped first; safe for
+// concurrent use. now is injected so tests control timestamps.
+type eventLog struct {
+	mu   sync.Mutex
+	now  func() time.Time
+	buf  []Event
+	next int // where the next event goes once buf is full
+}
+
+func newEventLog(now func() time.Time) *eventLog {
+	return &eventLog{now: now, buf: make([]Event, 0, eventLogSize)}
+}
+
+// add records e, stamped now unless e.At is set.
+func (l *eventLog) add(e Event) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e.At.IsZero() {
+		e.At = l.now()
+	}
+	if len(l.buf) < cap(l.buf) {
+		l.buf = append(l.buf, e)
+		return
+	}
+	l.buf[l.next] = e
+	l.next = (l.next + 1) % len(l.buf)
+}
+
+// list returns the events oldest first; the caller owns the slice.
+func (l *eventLog) list() []Event {
+	if l == nil {
+		return []Event{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Event, 0, len(l.buf))
+	out = append(out, l.buf[l.next:]...)
+	return append(out, l.buf[:l.next]...)
+}
+
+// followMembership records membership events until events is closed or ctx
+// ends. Metadata updates are not events an operator needs.
+func (l *eventLog) followMembership(ctx context.Context, events <-chan mesh.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if kind := memberEventKind(ev.Type); kind != "" {
+				l.add(Event{Kind: kind, Node: string(ev.Member.ID), Detail: ev.Member.Addr})
+			}
+		}
+	}
+}
+
+func memberEventKind(t mesh.EventType) string {
+	switch t {
+	case mesh.EventJoin:
+		return EventJoin
+	case mesh.EventLeave:
+		return EventLeave
+	case mesh.EventFailed:
+		return EventFailed
+	case mesh.EventSuspect:
+		return EventSuspect
+	case mesh.EventRejected:
+		return EventRejected
+	}
+	return ""
+}
+
+// leaderWatch turns successive views of every shard's (leader, term) into
+// leader events. The first sighting of a shard is not an event: at start
+// every shard would report one.
+type leaderWatch struct {
+	seen map[uint32]ShardStatus
+}
+
+func (w *leaderWatch) observe(l *eventLog, shards []ShardStatus) {
+	if w.seen == nil {
+		w.seen = map[uint32]ShardStatus{}
+	}
+	for _, sh := range shards {
+		if sh.Leader == "" {
+			continue
+		}
+		prev, ok := w.seen[sh.ID]
+		if ok && prev.Leader == sh.Leader && prev.Term >= sh.Term {
+			continue
+		}
+		if ok && prev.Term > sh.Term {
+			continue // an older answer than one already seen
+		}
+		w.seen[sh.ID] = sh
+		if !ok {
+			continue
+		}
+		id := sh.ID
+		detail := fmt.Sprintf("shard %d: %s → %s", id, dashIfEmpty(prev.Leader), sh.Leader)
+		if sh.From != "" {
+			detail += " (seen via " + sh.From + ")"
+		}
+		l.add(Event{Kind: EventLeader, Node: sh.Leader, Shard: &id, Term: sh.Term, Detail: detail})
+	}
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
