@@ -23,6 +23,7 @@ var controlChannel = mesh.Channel{Kind: mesh.KindRPC, Shard: ControlShard}
 //
 //	op "spec": reply Spec = the JSON job spec ("" if the node has none yet)
 //	op "eval": request Eval = a JSON EvalResult; reply empty
+//	op "view": reply payload = the JSON peerView of the answering node
 type controlMsg struct {
 	Op   string `msgpack:"op"`
 	Spec []byte `msgpack:"spec,omitempty"`
@@ -49,6 +50,7 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 					return
 				}
 				var rep controlMsg
+				var payload []byte
 				switch req.Op {
 				case "spec":
 					if spec := n.jobSpec(); spec != nil {
@@ -61,11 +63,13 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 					} else {
 						n.setEval(e)
 					}
+				case "view":
+					payload, _ = json.Marshal(n.localView())
 				default:
 					rep.Err = fmt.Sprintf("unknown op %q", req.Op)
 				}
 				s.SetWriteDeadline(time.Now().Add(10 * time.Second))
-				if err := s.SendFrame(rep, nil); err != nil {
+				if err := s.SendFrame(rep, payload); err != nil {
 					return
 				}
 			}
@@ -74,25 +78,32 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 }
 
 func (n *Node) controlCall(ctx context.Context, m mesh.Member, req controlMsg) (controlMsg, error) {
+	rep, _, err := n.controlCallPayload(ctx, m, req)
+	return rep, err
+}
+
+// controlCallPayload is controlCall for ops whose answer is a payload.
+func (n *Node) controlCallPayload(ctx context.Context, m mesh.Member, req controlMsg) (controlMsg, []byte, error) {
 	s, err := n.tr.Dial(ctx, m.ID, m.QUICAddr, controlChannel)
 	if err != nil {
-		return controlMsg{}, err
+		return controlMsg{}, nil, err
 	}
 	defer s.Close()
 	if d, ok := ctx.Deadline(); ok {
 		s.SetDeadline(d)
 	}
 	if err := s.SendFrame(req, nil); err != nil {
-		return controlMsg{}, err
+		return controlMsg{}, nil, err
 	}
 	var rep controlMsg
-	if _, err := s.RecvFrame(&rep); err != nil {
-		return controlMsg{}, err
+	payload, err := s.RecvFrame(&rep)
+	if err != nil {
+		return controlMsg{}, nil, err
 	}
 	if rep.Err != "" {
-		return rep, errors.New(rep.Err)
+		return rep, nil, errors.New(rep.Err)
 	}
-	return rep, nil
+	return rep, payload, nil
 }
 
 // fetchSpec asks the other members for the job spec until one has it.

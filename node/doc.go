@@ -52,6 +52,23 @@
 // channel, so every node's /status carries the mesh's accuracy. When that
 // node dies the next lowest takes over at its next tick.
 //
+// # The mesh from any node
+//
+// Every second a node asks each other live member for its view (control op
+// "view", one call per member, each bounded by a second): the shards it
+// hosts (leader, term, voters), the clock table of the lowest shard it
+// leads, and its worker loop. [Node.Status] merges the answers into what the
+// node knows itself, so /status on any node describes every shard and every
+// worker; what came from a peer names it and carries its age (a member that
+// stops answering keeps its last answer, ageing, until membership drops it).
+// Status itself never waits on the network.
+//
+// The same loop compares every shard's (leader, term) with its last sighting
+// and records a leader event when it changes. Membership events (join,
+// suspect, failed, leave, rejected peer) and pushes this node's worker sees
+// rejected join them in a bounded in-memory record (the last 256, with
+// timestamps) served in /status.
+//
 // # Concurrency
 //
 // Run owns every goroutine it starts and waits for them before returning.

@@ -52,7 +52,7 @@ func (n *Node) evalLoop(ctx context.Context) {
 // Status is this node's view of the mesh; safe for concurrent use.
 func (n *Node) Status() Status {
 	s := Status{Node: string(n.id), Gossip: n.cfg.GossipAddr(), QUIC: n.cfg.QUICAddr(), Started: n.started, Now: time.Now(),
-		Members: []MemberStatus{}, Shards: []ShardStatus{}, Workers: []WorkerStatus{}}
+		Members: []MemberStatus{}, Shards: []ShardStatus{}, Workers: []WorkerStatus{}, Trainers: []TrainerStatus{}}
 	n.mu.RLock()
 	s.Phase = n.phase
 	if n.spec != nil {
@@ -63,6 +63,7 @@ func (n *Node) Status() Status {
 		e := *n.eval
 		s.Eval = &e
 	}
+	s.EvalHistory = append([]EvalResult{}, n.evals...)
 	shards, w := n.shards, n.worker
 	n.mu.RUnlock()
 	if n.members != nil {
@@ -80,6 +81,8 @@ func (n *Node) Status() Status {
 	if w != nil {
 		s.Worker = w.status()
 	}
+	n.view.fill(&s)
+	s.Events = n.events.list()
 	if n.tr != nil {
 		ts := n.tr.Stats()
 		s.Transport = TransportStatus{FrameErrors: ts.FrameErrors, PreambleErrors: ts.PreambleErrors, DialFailures: ts.DialFailures, Dials: ts.Dials}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,12 +34,18 @@ type Node struct {
 	shards *shardManager
 	worker *worker
 	hist   *history // nil unless --history-dir
+	events *eventLog
+	view   meshView
 
 	mu    sync.RWMutex
 	spec  *JobSpec
 	phase string
 	eval  *EvalResult
+	evals []EvalResult // the last evalHistorySize evaluations, oldest first
 }
+
+// evalHistorySize bounds the evaluations kept for the dashboard's charts.
+const evalHistorySize = 360
 
 // Run starts a node, serves until ctx ends (SIGTERM/SIGINT in the command)
 // and then leaves gracefully. explicit reports whether a flag was set by
@@ -53,7 +60,8 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 		return err
 	}
 	defer dir.Close()
-	n := &Node{cfg: cfg, log: log.With("node", dir.ID), id: dir.ID, dir: dir, started: time.Now(), phase: "starting"}
+	n := &Node{cfg: cfg, log: log.With("node", dir.ID), id: dir.ID, dir: dir, started: time.Now(), phase: "starting",
+		events: newEventLog(time.Now)}
 	n.metrics = NewMetrics(n.Status)
 	if n.hist, err = openHistory(cfg.HistoryDir, n.id); err != nil {
 		return err
@@ -113,6 +121,8 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	defer stopCtl()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.serveControl(ctlCtx, ctlLn) }()
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.events.followMembership(ctlCtx, members.Events()) }()
 
 	n.setPhase("joining")
 	fresh, err := n.joinAndAdoptSpec(ctx, explicit)
@@ -138,6 +148,8 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	go func() { defer n.wg.Done(); n.shards.run(runCtx) }()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.reconnect(runCtx) }()
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
 	if cfg.Train {
 		w, err := newWorker(n, spec)
 		if err != nil {
@@ -303,6 +315,10 @@ func (n *Node) setEval(e EvalResult) {
 	defer n.mu.Unlock()
 	if n.eval == nil || e.At.After(n.eval.At) {
 		n.eval = &e
+		n.evals = append(n.evals, e)
+		if len(n.evals) > evalHistorySize {
+			n.evals = slices.Delete(n.evals, 0, len(n.evals)-evalHistorySize)
+		}
 	}
 }
 

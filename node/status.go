@@ -16,10 +16,27 @@ type Status struct {
 	Spec    *JobSpec       `json:"spec,omitempty"`
 	Policy  string         `json:"policy,omitempty"`
 	Members []MemberStatus `json:"members"`
-	Shards  []ShardStatus  `json:"shards"`
-	// Workers are the clocks of every worker as seen by the shards this
-	// node leads (the lowest shard id it leads), or empty if it leads none.
-	Workers []WorkerStatus `json:"workers"`
+	// Shards lists every shard of the job. Those this node hosts are
+	// described by its own replica; the others by the freshest answer of a
+	// member that hosts one (From, AgeSeconds), so any node shows the whole
+	// mesh.
+	Shards []ShardStatus `json:"shards"`
+	// Workers are the clocks of every worker in the clock table of the
+	// lowest shard this node leads or, when it leads none, as the freshest
+	// answer of a shard leader gave them (WorkersFrom, WorkersAgeSeconds).
+	Workers           []WorkerStatus `json:"workers"`
+	WorkersFrom       string         `json:"workers_from,omitempty"`
+	WorkersAgeSeconds float64        `json:"workers_age_seconds,omitempty"`
+	// Trainers is every training member's worker loop: this node's, and
+	// the others' as they last answered.
+	Trainers []TrainerStatus `json:"trainers"`
+	// Events are what happened to the mesh as this node saw it (joins,
+	// failures, suspicions, leaves, leader changes, rejections), oldest
+	// first; the last 256 are kept.
+	Events []Event `json:"events"`
+	// EvalHistory is the evaluations this node has seen, oldest first
+	// (the last 360 are kept): the dashboard's accuracy and loss charts.
+	EvalHistory []EvalResult `json:"eval_history"`
 	// Worker is this node's own worker loop; nil when it does not train.
 	Worker *LocalWorker `json:"worker,omitempty"`
 	// Eval is the latest evaluation of the global parameters known to this
@@ -53,7 +70,24 @@ type ShardStatus struct {
 	// Local is leader, follower, candidate or "" (no replica here).
 	Local   string `json:"local,omitempty"`
 	Applied uint64 `json:"applied,omitempty"`
-	Pushes  uint64 `json:"pushes,omitempty"` // pushes applied by this replica
+	Pushes  uint64 `json:"pushes,omitempty"` // pushes applied by the replica described
+	// From names the member whose replica described a shard not hosted
+	// here, AgeSeconds how old its answer is; both empty for a local replica.
+	From       string  `json:"from,omitempty"`
+	AgeSeconds float64 `json:"age_seconds,omitempty"`
+}
+
+// TrainerStatus is one member's worker loop, from its own answer.
+type TrainerStatus struct {
+	ID             string  `json:"id"`
+	Iter           uint64  `json:"iter"`
+	ItersPerSec    float64 `json:"iters_per_sec"`
+	Loss           float64 `json:"loss"`
+	ComputeSeconds float64 `json:"compute_seconds"`
+	WaitSeconds    float64 `json:"wait_seconds"`
+	// WaitShare is wait / (compute + wait) since the worker started.
+	WaitShare  float64 `json:"wait_share"`
+	AgeSeconds float64 `json:"age_seconds,omitempty"`
 }
 
 // WorkerStatus is one worker's place in a shard's clock table.

@@ -211,6 +211,10 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 				}
 				w.setErr(err)
 				var rej *shard.RejectError
+				if errors.As(err, &rej) {
+					id := uint32(s)
+					w.n.events.add(Event{Kind: EventRejected, Node: string(w.n.id), Shard: &id, Detail: rej.Error()})
+				}
 				if errors.As(err, &rej) && rej.Reason == shard.ReasonUnknownWorker {
 					// Declared dead by mistake: re-added at no less than
 					// this iteration, or at the shard's t_min if that is

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -14,10 +15,14 @@ import (
 
 func newStatusCmd() *cobra.Command {
 	var addr string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:     "status --node HOST:PORT",
-		Short:   "Print a node's view of the mesh: members, shards, worker clocks, accuracy",
-		Example: "  dssp status --node 127.0.0.1:7948",
+		Use:   "status --node HOST:PORT",
+		Short: "Print the mesh as any node sees it: members, every shard's leader, worker clocks, accuracy, events",
+		Long: `Print the mesh as the node at --node sees it. Any node describes every shard:
+those it hosts from its own replica, the others from the freshest answer of a
+member that hosts one (the VIA column names it, AGE says how old the answer is).`,
+		Example: "  dssp status --node 127.0.0.1:7948\n  dssp status --node 127.0.0.1:7948 --json | jq '.shards[] | {id, leader, term}'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
@@ -27,6 +32,11 @@ func newStatusCmd() *cobra.Command {
 				return fmt.Errorf("status: %w", err)
 			}
 			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(s)
+			}
 			fmt.Fprintf(out, "node %s (%s)  policy %s  gossip %s  quic %s  evaluator %s\n", s.Node, s.Phase, s.Policy, s.Gossip, s.QUIC, s.Evaluator)
 			if s.Eval != nil {
 				fmt.Fprintf(out, "test accuracy %.2f%%  loss %.4f  (%d samples, by %s, %s ago)\n",
@@ -37,22 +47,41 @@ func newStatusCmd() *cobra.Command {
 			for _, m := range s.Members {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", m.ID, m.Gossip, m.QUIC, m.Trains, m.Backend)
 			}
-			fmt.Fprintln(tw, "\nSHARD\tLEADER\tTERM\tPLACEMENT\tHERE\tPUSHES")
+			fmt.Fprintln(tw, "\nSHARD\tLEADER\tTERM\tVOTERS\tHERE\tVIA\tAGE\tPUSHES")
 			for _, sh := range s.Shards {
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\n", sh.ID, dash(sh.Leader), sh.Term, strings.Join(sh.Placement, ","), dash(sh.Local), sh.Pushes)
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n", sh.ID, dash(sh.Leader), sh.Term, dash(strings.Join(sh.Voters, ",")),
+					dash(sh.Local), dash(sh.From), age(sh.From, sh.AgeSeconds), sh.Pushes)
 			}
-			fmt.Fprintln(tw, "\nWORKER\tCLOCK\tGAP\tGRANT\tWAITING")
+			fmt.Fprintf(tw, "\nWORKER\tCLOCK\tGAP\tGRANT\tWAITING\t(via %s, %s)\n", dash(s.WorkersFrom), age(s.WorkersFrom, s.WorkersAgeSeconds))
 			for _, w := range s.Workers {
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\n", w.ID, w.Clock, w.Gap, w.Grant, w.Waiting)
 			}
 			if w := s.Worker; w != nil {
 				fmt.Fprintf(tw, "\nTHIS WORKER\titer %d\t%.2f it/s\tcompute %.1fs\twait %.1fs\tretries %d\n", w.Iter, w.ItersPerSec, w.ComputeSeconds, w.WaitSeconds, w.Retries)
 			}
+			fmt.Fprintln(tw, "\nTRAINER\tITER\tIT/S\tWAIT SHARE\tLOSS\tAGE")
+			for _, t := range s.Trainers {
+				fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.4f\t%s\n", t.ID, t.Iter, t.ItersPerSec, 100*t.WaitShare, t.Loss, age("x", t.AgeSeconds))
+			}
+			const recent = 15
+			fmt.Fprintf(tw, "\nEVENT (last %d)\tKIND\tNODE\tDETAIL\n", recent)
+			for _, e := range s.Events[max(0, len(s.Events)-recent):] {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.Local().Format("15:04:05.000"), e.Kind, dash(e.Node), e.Detail)
+			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().StringVar(&addr, "node", "127.0.0.1:7948", "HTTP address of any node (its --http-addr)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the node's /status JSON as is")
 	return cmd
+}
+
+// age is how old a peer's answer is; "-" for what this node knows itself.
+func age(from string, seconds float64) string {
+	if from == "" {
+		return "-"
+	}
+	return (time.Duration(seconds * float64(time.Second))).Round(100 * time.Millisecond).String()
 }
 
 func dash(s string) string {
