@@ -1,0 +1,371 @@
+package modelfile
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nlpodyssey/safetensors"
+
+	"dsspmesh/cudaops"
+)
+
+// Format is the "format" metadata value of files dssp writes.
+const Format = "dssp/1"
+
+// MaxFileBytes bounds a model file read into memory (ReadFile, and the
+// HTTP download of dssp export): far above any registered model.
+const MaxFileBytes = 1 << 31
+
+// Meta is what a model file says about its parameters.
+type Meta struct {
+	Model   string // registry name (cudaops.NewModel)
+	Dataset string // what it was trained on
+	// Source is how the parameters were taken: "export" (a read of every
+	// shard), "evaluation" (the read the mesh's evaluator evaluated),
+	// "checkpoint" (one of those, saved periodically) or "train" (dssp
+	// train).
+	Source string
+	// Clock is the training clock: for a mesh snapshot the lowest t_min
+	// over its shards (every live worker's iterations below it are applied
+	// in every slice); for dssp train the optimizer steps taken.
+	Clock int64
+	// Shards are the per-shard clocks of a mesh snapshot, by shard id.
+	Shards []ShardClock
+	// Samples is the training samples behind the parameters (for a mesh
+	// snapshot the lowest count over the shards).
+	Samples int64
+	TakenAt time.Time
+	Eval    *Eval  // nil when the parameters were not evaluated
+	Job     string // the job as JSON (the mesh's job spec, or the train flags)
+	// Layers are the tensors' names and shapes in the model's flat order;
+	// filled from the layout on write.
+	Layers []Layer
+}
+
+// ShardClock is one shard's part of a mesh snapshot.
+type ShardClock struct {
+	Shard   uint32 `json:"shard"`
+	Leader  string `json:"leader"` // the replica that answered the read
+	Min     int64  `json:"t_min"`  // the slowest worker's clock
+	Max     int64  `json:"t_max"`  // the fastest worker's clock
+	Index   uint64 `json:"applied_index"`
+	Samples int64  `json:"samples"`
+}
+
+// Eval is an evaluation of the parameters on a test set.
+type Eval struct {
+	Accuracy float64
+	Loss     float64
+	Samples  int // test samples evaluated
+}
+
+// Layer is one tensor's name and shape.
+type Layer struct {
+	Name  string `json:"name"`
+	Shape []int  `json:"shape"`
+}
+
+// Metadata keys.
+const (
+	keyFormat, keyModel, keyDataset, keySource = "format", "model", "dataset", "source"
+	keyClock, keyShards, keySamples, keyTakenAt = "clock", "shards", "samples", "taken_at"
+	keyAccuracy, keyLoss, keyEvalSamples        = "accuracy", "loss", "eval_samples"
+	keyJob, keyLayers                           = "job", "layers"
+)
+
+func (m Meta) strings() map[string]string {
+	out := map[string]string{keyFormat: Format, keyModel: m.Model, keySource: m.Source, keyClock: strconv.FormatInt(m.Clock, 10)}
+	put := func(k, v string) {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	put(keyDataset, m.Dataset)
+	put(keyJob, m.Job)
+	if m.Samples != 0 {
+		out[keySamples] = strconv.FormatInt(m.Samples, 10)
+	}
+	if !m.TakenAt.IsZero() {
+		out[keyTakenAt] = m.TakenAt.UTC().Format(time.RFC3339Nano)
+	}
+	if e := m.Eval; e != nil {
+		out[keyAccuracy] = strconv.FormatFloat(e.Accuracy, 'g', -1, 64)
+		out[keyLoss] = strconv.FormatFloat(e.Loss, 'g', -1, 64)
+		out[keyEvalSamples] = strconv.Itoa(e.Samples)
+	}
+	if len(m.Shards) > 0 {
+		b, _ := json.Marshal(m.Shards) // plain structs: cannot fail
+		out[keyShards] = string(b)
+	}
+	if len(m.Layers) > 0 {
+		b, _ := json.Marshal(m.Layers)
+		out[keyLayers] = string(b)
+	}
+	return out
+}
+
+// parseMeta reads the keys dssp writes; a key that is absent leaves its
+// field zero, one that is malformed is an error naming it.
+func parseMeta(s map[string]string) (Meta, error) {
+	m := Meta{Model: s[keyModel], Dataset: s[keyDataset], Source: s[keySource], Job: s[keyJob]}
+	bad := func(k string, err error) (Meta, error) {
+		return Meta{}, fmt.Errorf("modelfile: metadata %q = %q: %w", k, s[k], err)
+	}
+	var err error
+	if v, ok := s[keyClock]; ok {
+		if m.Clock, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return bad(keyClock, err)
+		}
+	}
+	if v, ok := s[keySamples]; ok {
+		if m.Samples, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return bad(keySamples, err)
+		}
+	}
+	if v, ok := s[keyTakenAt]; ok {
+		if m.TakenAt, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return bad(keyTakenAt, err)
+		}
+	}
+	if v, ok := s[keyAccuracy]; ok {
+		e := &Eval{}
+		if e.Accuracy, err = strconv.ParseFloat(v, 64); err != nil {
+			return bad(keyAccuracy, err)
+		}
+		if e.Loss, err = strconv.ParseFloat(s[keyLoss], 64); err != nil {
+			return bad(keyLoss, err)
+		}
+		if e.Samples, err = strconv.Atoi(s[keyEvalSamples]); err != nil {
+			return bad(keyEvalSamples, err)
+		}
+		m.Eval = e
+	}
+	if v, ok := s[keyShards]; ok {
+		if err := json.Unmarshal([]byte(v), &m.Shards); err != nil {
+			return bad(keyShards, err)
+		}
+	}
+	if v, ok := s[keyLayers]; ok {
+		if err := json.Unmarshal([]byte(v), &m.Layers); err != nil {
+			return bad(keyLayers, err)
+		}
+	}
+	return m, nil
+}
+
+// Encode writes theta, cut into the tensors of layout, and meta as
+// safetensors to w.
+func Encode(w io.Writer, layout cudaops.Layout, theta []float32, meta Meta) error {
+	if len(theta) != layout.Total() {
+		return fmt.Errorf("modelfile: %d parameters for a layout of %d", len(theta), layout.Total())
+	}
+	meta.Layers = nil
+	views := make(map[string]safetensors.TensorView, len(layout))
+	for _, r := range layout {
+		shape := make([]uint64, len(r.Shape))
+		for i, d := range r.Shape {
+			shape[i] = uint64(d)
+		}
+		v, err := safetensors.NewTensorView(safetensors.F32, shape, float32Bytes(theta[r.Offset:r.End()]))
+		if err != nil {
+			return fmt.Errorf("modelfile: tensor %s: %w", r.Name, err)
+		}
+		views[r.Name] = v
+		meta.Layers = append(meta.Layers, Layer{Name: r.Name, Shape: slices.Clone(r.Shape)})
+	}
+	return safetensors.SerializeToWriter(views, meta.strings(), w)
+}
+
+func float32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// WriteFile writes the file at path atomically (see the package doc).
+func WriteFile(path string, layout cudaops.Layout, theta []float32, meta Meta) error {
+	var buf bytes.Buffer
+	if err := Encode(&buf, layout, theta, meta); err != nil {
+		return err
+	}
+	return writeAtomic(path, buf.Bytes())
+}
+
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("modelfile: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("modelfile: write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("modelfile: sync %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("modelfile: close %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("modelfile: %w", err)
+	}
+	done = true
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// File is a decoded model file.
+type File struct {
+	Meta Meta
+	// Raw is the header's whole __metadata__, keys dssp does not know
+	// included.
+	Raw map[string]string
+	st  safetensors.SafeTensors
+}
+
+// TensorInfo describes one tensor of a file.
+type TensorInfo struct {
+	Name  string
+	DType string
+	Shape []int
+}
+
+// ErrFormat is wrapped by every error about a malformed file.
+var ErrFormat = errors.New("not a valid safetensors file")
+
+// Decode parses and validates a whole file held in b; the File refers to b.
+func Decode(b []byte) (*File, error) {
+	st, err := safetensors.Deserialize(b)
+	if err != nil {
+		return nil, fmt.Errorf("modelfile: %w: %w", ErrFormat, err)
+	}
+	_, md, _ := safetensors.ReadMetadata(b) // cannot fail: Deserialize read it
+	raw := md.Metadata()
+	if raw == nil {
+		raw = map[string]string{}
+	}
+	meta, err := parseMeta(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &File{Meta: meta, Raw: raw, st: st}, nil
+}
+
+// ReadFile reads and decodes the file at path.
+func ReadFile(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("modelfile: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("modelfile: read %s: %w", path, err)
+	}
+	if len(b) > MaxFileBytes {
+		return nil, fmt.Errorf("modelfile: %s is larger than %d bytes", path, MaxFileBytes)
+	}
+	mf, err := Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return mf, nil
+}
+
+// Tensors lists the file's tensors in buffer order.
+func (f *File) Tensors() []TensorInfo {
+	var out []TensorInfo
+	for _, t := range f.st.Tensors() {
+		info := TensorInfo{Name: t.Name, DType: t.TensorView.DType().String()}
+		for _, d := range t.TensorView.Shape() {
+			info.Shape = append(info.Shape, int(d))
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Params returns the flat parameter vector for layout, checking that the
+// file holds exactly layout's tensors, each F32 with the layout's shape; an
+// error names the first tensor that differs.
+func (f *File) Params(layout cudaops.Layout) ([]float32, error) {
+	theta := make([]float32, layout.Total())
+	for _, r := range layout {
+		t, ok := f.st.Tensor(r.Name)
+		if !ok {
+			return nil, fmt.Errorf("modelfile: tensor %s %v missing from the file", r.Name, r.Shape)
+		}
+		if t.DType() != safetensors.F32 {
+			return nil, fmt.Errorf("modelfile: tensor %s is %s, want F32", r.Name, t.DType())
+		}
+		shape := make([]int, len(t.Shape()))
+		for i, d := range t.Shape() {
+			shape[i] = int(d)
+		}
+		if !slices.Equal(shape, r.Shape) {
+			return nil, fmt.Errorf("modelfile: tensor %s has shape %v, the model's is %v", r.Name, shape, r.Shape)
+		}
+		data := t.Data()
+		for i := range r.Size() {
+			theta[r.Offset+i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+	}
+	if f.st.Len() != len(layout) {
+		for _, name := range f.st.Names() {
+			if !slices.ContainsFunc(layout, func(r cudaops.Range) bool { return r.Name == name }) {
+				return nil, fmt.Errorf("modelfile: tensor %s in the file is not in the model", name)
+			}
+		}
+	}
+	return theta, nil
+}
+
+// LoadParams reads the file at path and returns its parameters for model,
+// refusing a file that names another model or whose tensors differ from
+// model's layout (the error names the tensor).
+func LoadParams(path string, model *cudaops.Model) ([]float32, *File, error) {
+	f, err := ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.Meta.Model != "" && f.Meta.Model != model.Name() {
+		return nil, nil, fmt.Errorf("%s holds model %s, not %s", path, f.Meta.Model, model.Name())
+	}
+	theta, err := f.Params(model.Layout())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return theta, f, nil
+}
+
+// Finite reports whether every value of theta is finite.
+func Finite(theta []float32) bool {
+	for _, v := range theta {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return false
+		}
+	}
+	return true
+}
