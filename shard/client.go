@@ -63,6 +63,7 @@ type Client struct {
 	leader  mesh.NodeID
 	next    int
 	buf     []byte
+	reads   int64 // numbers read requests, so a late reply is not taken for a newer one's
 
 	// Retries counts attempts beyond the first, for metrics and tests.
 	Retries uint64

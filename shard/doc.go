@@ -17,6 +17,8 @@
 //   - [Replica]: one node's member of the shard's raft group plus the push
 //     service on mesh.Channel{KindRPC, shard}.
 //   - [Client]: a worker's push-and-pull to one shard.
+//   - [Replica.Read] and [Client.Read]: a linearizable read of the shard's
+//     parameters and clocks (see Reads).
 //   - [Replica.Reconcile]: moves the raft configuration toward a desired
 //     replica set, one change at a time, adding before removing.
 //
@@ -64,6 +66,17 @@
 // snapshots with non-finite parameters are refused. Restore reads at most
 // the snapshot its header describes plus one byte, and refuses a longer
 // one.
+//
+// # Reads
+//
+// A read (op read on the shard's RPC channel, [Client.Read]) is answered
+// only by the leader, after a Raft barrier: the barrier commits through a
+// quorum, so a deposed leader cannot answer, and it returns once every
+// earlier entry is applied, so the slice holds every push acknowledged
+// before the read began. The reply carries the slice with t_min, t_max,
+// the applied index and the samples applied. A read changes nothing (the
+// barrier is not an FSM entry) and is retried freely; a shard without Init
+// yet answers it with a rejection (ErrNotInitialized at the client).
 //
 // # Held replies
 //

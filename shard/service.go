@@ -183,6 +183,9 @@ func (s *service) serve(c *workerConn) {
 		case opAddWorker, opRemoveWorker:
 			s.r.wg.Add(1)
 			go func() { defer s.r.wg.Done(); s.handleMembership(c, req) }()
+		case opRead:
+			s.r.wg.Add(1)
+			go func() { defer s.r.wg.Done(); s.handleRead(c, req) }()
 		case opStatus:
 			c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusOK, Index: s.r.fsm.AppliedIndex()}, nil)
 		default:

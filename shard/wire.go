@@ -4,7 +4,7 @@ import "dsspmesh/clock"
 
 // RPC frames on mesh.Channel{KindRPC, shard}: a msgpack header (below) and a
 // raw payload of little-endian float32 — the gradient in a push request,
-// the parameter slice in an OK reply to a push, empty otherwise. A worker
+// the parameter slice in an OK reply to a push or a read, empty otherwise. A worker
 // keeps one stream per shard replica and may send a request before the
 // previous reply; replies name (Op, Worker, Iter) and a push may get Held
 // frames before its final reply.
@@ -15,6 +15,7 @@ const (
 	opAddWorker                  // Iter: the worker's clock elsewhere; reply Clock: its clock here
 	opRemoveWorker               //
 	opStatus                     // reply Index: the replica's applied index
+	opRead                       // a linearizable read (Replica.Read): reply Clock t_min, Max, Index, Samples, the slice as payload
 )
 
 type request struct {
@@ -45,4 +46,7 @@ type reply struct {
 	Detail string         `msgpack:"d,omitempty"`
 	Clock  int64          `msgpack:"c,omitempty"`
 	Index  uint64         `msgpack:"x,omitempty"`
+	// Max and Samples answer an opRead: t_max and the samples applied.
+	Max     int64 `msgpack:"m,omitempty"`
+	Samples int64 `msgpack:"n,omitempty"`
 }
