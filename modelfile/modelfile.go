@@ -77,7 +77,7 @@ type Layer struct {
 
 // Metadata keys.
 const (
-	keyFormat, keyModel, keyDataset, keySource = "format", "model", "dataset", "source"
+	keyFormat, keyModel, keyDataset, keySource  = "format", "model", "dataset", "source"
 	keyClock, keyShards, keySamples, keyTakenAt = "clock", "shards", "samples", "taken_at"
 	keyAccuracy, keyLoss, keyEvalSamples        = "accuracy", "loss", "eval_samples"
 	keyJob, keyLayers                           = "job", "layers"
