@@ -33,8 +33,10 @@ type Config struct {
 	Join        []string      // gossip addresses of live nodes; empty = bootstrap
 	JoinTimeout time.Duration // how long seeds are retried before giving up
 
-	KeyFile  string // mesh key written by `dssp keygen`
+	KeyFile  string // mesh key written by dssp keygen
 	Insecure bool   // run without a key: no gossip encryption, no mTLS
+	// InsecurePublic allows Insecure on a non-loopback --host.
+	InsecurePublic bool
 
 	Train        bool          // run a worker (every node hosts shards)
 	Backend      string        // compute backend
@@ -66,6 +68,10 @@ type Config struct {
 	// pushes, applied entries and leadership changes for the fault
 	// checkers of test/ (history.go).
 	HistoryDir string
+	// FaultNaNEvery > 0 (a hidden test flag) makes this worker's gradient
+	// NaN on every FaultNaNEvery-th push: a flaky accelerator for the
+	// fault suite's gradient-hygiene scenario.
+	FaultNaNEvery int
 
 	Spec JobSpec
 }
@@ -103,32 +109,43 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--gossip-port %d outside 0..65535", c.GossipPort)
 	case c.QUICPort < 0 || c.QUICPort > 65535:
 		return fmt.Errorf("--quic-port %d outside 0..65535", c.QUICPort)
-	case c.JoinTimeout <= 0:
-		return fmt.Errorf("--join-timeout %v must be > 0", c.JoinTimeout)
 	case c.KeyFile == "" && !c.Insecure:
-		return errors.New("--key FILE is required (make one with `dssp keygen --out FILE`), or --insecure to run without one")
+		return errors.New("--key FILE is required (make one with: dssp keygen --out FILE), or --insecure to run without one")
 	case c.KeyFile != "" && c.Insecure:
 		return errors.New("--key and --insecure are mutually exclusive")
-	case c.Threads < 0:
-		return fmt.Errorf("--threads %d must be >= 0", c.Threads)
-	case !(c.Slowdown >= 1):
-		return fmt.Errorf("--slowdown %g must be >= 1 (it stretches this worker's compute time)", c.Slowdown)
-	case c.ComputeDelay < 0:
-		return fmt.Errorf("--compute-delay %v must be >= 0", c.ComputeDelay)
-	case c.EvalEvery <= 0:
-		return fmt.Errorf("--eval-every %v must be > 0", c.EvalEvery)
+	case c.Insecure && !c.InsecurePublic && !isLoopback(c.Host):
+		return fmt.Errorf("--insecure with --host %s: without a key anyone who reaches this address can join, vote and push; use a key (dssp keygen), a loopback --host, or --insecure-public to accept that", c.Host)
+	case c.InsecurePublic && !c.Insecure:
+		return errors.New("--insecure-public only makes sense with --insecure")
+	case c.Threads < 0 || c.Threads > 4096:
+		return fmt.Errorf("--threads %d: must be in [0, 4096]", c.Threads)
 	case c.EvalSamples < 0:
-		return fmt.Errorf("--eval-samples %d must be >= 0", c.EvalSamples)
+		return fmt.Errorf("--eval-samples %d: must be >= 0", c.EvalSamples)
 	case c.Detection != "lan" && c.Detection != "fast":
 		return fmt.Errorf("--detection %q must be lan or fast", c.Detection)
-	case c.LeaveTimeout <= 0:
-		return fmt.Errorf("--leave-timeout %v must be > 0", c.LeaveTimeout)
+	case c.FaultNaNEvery < 0:
+		return fmt.Errorf("--fault-nan-every %d: must be >= 0", c.FaultNaNEvery)
 	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
+	for _, err := range []error{
+		CheckSlowdown(c.Slowdown),
+		CheckDuration("compute-delay", c.ComputeDelay, 0, MaxComputeDelay),
+		CheckDuration("join-timeout", c.JoinTimeout, time.Millisecond, MaxTimeout),
+		CheckDuration("eval-every", c.EvalEvery, MinEvalEvery, MaxTimeout),
+		CheckDuration("leave-timeout", c.LeaveTimeout, time.Millisecond, MaxTimeout),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return err
 	}
-	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+	httpHost, _, err := net.SplitHostPort(c.HTTPAddr)
+	if err != nil {
 		return fmt.Errorf("--http-addr %q: %v", c.HTTPAddr, err)
+	}
+	if c.Pprof && !isLoopback(httpHost) {
+		return fmt.Errorf("--pprof with --http-addr %s: pprof is unauthenticated and only served on a loopback address (127.0.0.1, ::1, localhost)", c.HTTPAddr)
 	}
 	for flag, a := range map[string]string{"--advertise-gossip": c.AdvertiseGossip, "--advertise-quic": c.AdvertiseQUIC} {
 		if _, _, err := net.SplitHostPort(a); a != "" && err != nil {
@@ -162,15 +179,16 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address for /metrics, /status and the dashboard at /")
 	fs.StringSliceVar(&c.Join, "join", c.Join, "gossip address host:port of any live node (repeatable); omit to bootstrap a new mesh")
 	fs.DurationVar(&c.JoinTimeout, "join-timeout", c.JoinTimeout, "give up when no seed answers for this long")
-	fs.StringVar(&c.KeyFile, "key", c.KeyFile, "mesh key file from `dssp keygen` (the same file on every node)")
-	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "run without a mesh key: anyone who reaches the node can join, vote and push")
+	fs.StringVar(&c.KeyFile, "key", c.KeyFile, "mesh key file made by 'dssp keygen' (the same file on every node)")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "run without a mesh key: anyone who reaches the node can join, vote and push (loopback --host only, unless --insecure-public)")
+	fs.BoolVar(&c.InsecurePublic, "insecure-public", c.InsecurePublic, "allow --insecure on a non-loopback --host (anyone on the network can join, vote and push)")
 	fs.BoolVar(&c.Train, "train", c.Train, "run a worker on this node (every node hosts shards either way)")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "compute backend: "+strings.Join(cudaops.BackendNames(), ", "))
 	fs.IntVar(&c.Threads, "threads", c.Threads, "goroutines computing each mini-batch (0 = all CPUs)")
 	fs.StringVar(&c.DataPath, "data", c.DataPath, "dataset folder (default: MNIST from the GoMNIST module in the Go module cache)")
-	fs.Float64Var(&c.Slowdown, "slowdown", c.Slowdown, "stretch this worker's measured compute time by this factor, to emulate a slower GPU")
-	fs.DurationVar(&c.ComputeDelay, "compute-delay", c.ComputeDelay, "add this much to this worker's compute time per iteration")
-	fs.DurationVar(&c.EvalEvery, "eval-every", c.EvalEvery, "evaluate the global parameters this often (done by the live node with the lowest id)")
+	fs.Float64Var(&c.Slowdown, "slowdown", c.Slowdown, "stretch this worker's measured compute time by this factor, to emulate a slower GPU (1 to 1000)")
+	fs.DurationVar(&c.ComputeDelay, "compute-delay", c.ComputeDelay, "add this much to this worker's compute time per iteration (0 to 1h)")
+	fs.DurationVar(&c.EvalEvery, "eval-every", c.EvalEvery, "evaluate the global parameters this often (done by the live node with the lowest id; 100ms to 24h)")
 	fs.IntVar(&c.EvalSamples, "eval-samples", c.EvalSamples, "test samples per evaluation (0 = the whole test set)")
 	fs.StringVar(&c.Detection, "detection", c.Detection, "failure detection profile: lan (robust, seconds) or fast (loopback tests, sub-second)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "how long a graceful leave on SIGTERM/SIGINT may take")
@@ -178,7 +196,9 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", c.AdvertiseGossip, "host:port peers use to reach this node's gossip (default: --host and --gossip-port), e.g. behind NAT")
 	fs.StringVar(&c.AdvertiseQUIC, "advertise-quic", c.AdvertiseQUIC, "host:port peers use to reach this node's mesh transport (default: --host and --quic-port)")
 	fs.StringVar(&c.HistoryDir, "history-dir", c.HistoryDir, "debug: append every push, applied entry and leadership change to files in this folder (for the fault-injection checkers)")
-	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "debug: serve /debug/pprof/ (CPU, heap, block and mutex profiles) on the HTTP port")
+	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "debug: serve /debug/pprof/ (CPU, heap, block and mutex profiles) on the HTTP port (loopback --http-addr only)")
+	fs.IntVar(&c.FaultNaNEvery, "fault-nan-every", 0, "test only: make every Nth gradient of this worker NaN")
+	_ = fs.MarkHidden("fault-nan-every")
 	c.Spec.BindFlags(fs)
 }
 
@@ -267,6 +287,16 @@ func jsonFlagValue(raw json.RawMessage) (string, error) {
 		return strings.TrimSpace(string(raw)), nil
 	}
 	return "", fmt.Errorf("value %s is not a string, number, bool or list", raw)
+}
+
+// isLoopback reports whether host (an IP or "localhost") is a loopback
+// address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func contains(list []string, s string) bool {

@@ -3,8 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"syscall"
 )
 
@@ -15,12 +13,4 @@ func bindError(flag, addr string, err error) error {
 		return fmt.Errorf("%s %s: address already in use (another dssp node, or another program, holds the port)", flag, addr)
 	}
 	return fmt.Errorf("%s %s: %v", flag, addr, err)
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
-		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", s)
-	}
-	return l, nil
 }

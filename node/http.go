@@ -62,7 +62,10 @@ func listenHTTP(addr string) (net.Listener, error) {
 }
 
 func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	// IdleTimeout closes kept-alive connections nobody uses; ReadTimeout
+	// bounds a slow request body. No WriteTimeout: a pprof CPU profile
+	// streams for its whole duration.
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
 }
 
 func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }

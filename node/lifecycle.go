@@ -55,6 +55,12 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// The key is read and checked before anything is written to disk: a
+	// bad key leaves no data dir or node id behind.
+	sec, err := loadSecurity(cfg, log)
+	if err != nil {
+		return err
+	}
 	dir, err := OpenDataDir(cfg.DataDir)
 	if err != nil {
 		return err
@@ -73,10 +79,6 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 		return err
 	}
 	defer httpLn.Close()
-	sec, err := n.security()
-	if err != nil {
-		return err
-	}
 	creds, err := sec.Node(n.id)
 	if err != nil {
 		return err
@@ -192,11 +194,11 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	return nil
 }
 
-func (n *Node) security() (*mesh.Security, error) {
-	if n.cfg.Insecure {
-		return mesh.InsecureSecurity(n.log), nil
+func loadSecurity(cfg Config, log *slog.Logger) (*mesh.Security, error) {
+	if cfg.Insecure {
+		return mesh.InsecureSecurity(log), nil
 	}
-	key, err := mesh.LoadKeyFile(n.cfg.KeyFile)
+	key, err := mesh.LoadKeyFile(cfg.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("--key: %w", err)
 	}

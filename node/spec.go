@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -42,6 +43,10 @@ type JobSpec struct {
 	Shards      int    `json:"shards"`
 	Replication int    `json:"replication"`
 	Seed        uint64 `json:"seed"`
+	// OutlierFactor > 0 makes each shard's leader refuse a gradient whose
+	// norm exceeds this factor times the median of its recent pushes (see
+	// shard.Spec.OutlierFactor); 0 = off.
+	OutlierFactor float64 `json:"outlier_factor,omitempty"`
 }
 
 // DefaultJobSpec is the MLP on MNIST under bounded DSSP(3, 12). Momentum is
@@ -113,21 +118,36 @@ func (s JobSpec) Validate() error {
 	default:
 		return fmt.Errorf("--optimizer %q unknown (known: sgd, momentum)", s.Optimizer)
 	}
+	for _, err := range []error{
+		CheckFloat("lr", s.LR, 0, MaxLR, true),
+		CheckFloat("lr-decay", s.LRDecay, 0, 1, true),
+		checkOutlierFactor(s.OutlierFactor),
+	} {
+		if err != nil {
+			return err
+		}
+	}
 	switch {
-	case !(s.LR > 0):
-		return fmt.Errorf("--lr %g must be > 0", s.LR)
-	case !(s.Momentum >= 0 && s.Momentum < 1):
-		return fmt.Errorf("--momentum %g outside [0,1)", s.Momentum)
-	case !(s.LRDecay > 0 && s.LRDecay <= 1):
-		return fmt.Errorf("--lr-decay %g outside (0,1]", s.LRDecay)
+	case math.IsNaN(s.Momentum) || s.Momentum < 0 || s.Momentum >= 1:
+		return fmt.Errorf("--momentum %v: must be a finite number in [0, 1)", s.Momentum)
 	case s.LRDecaySamples < 0:
 		return fmt.Errorf("--lr-decay-samples %d must be >= 0 (0: constant rate)", s.LRDecaySamples)
-	case s.BatchSize <= 0:
-		return fmt.Errorf("--batch %d must be > 0", s.BatchSize)
+	case s.BatchSize <= 0 || s.BatchSize > 1<<16:
+		return fmt.Errorf("--batch %d: must be in [1, 65536]", s.BatchSize)
 	case s.Shards <= 0 || s.Shards > 1024:
 		return fmt.Errorf("--shards %d outside 1..1024", s.Shards)
 	case s.Replication <= 0 || s.Replication > 7:
 		return fmt.Errorf("--replication %d outside 1..7", s.Replication)
+	}
+	return nil
+}
+
+func checkOutlierFactor(f float64) error {
+	if f == 0 {
+		return nil
+	}
+	if err := CheckFloat("outlier-factor", f, shard.MinOutlierFactor, shard.MaxOutlierFactor, false); err != nil {
+		return fmt.Errorf("%w, or 0 (off)", err)
 	}
 	return nil
 }
@@ -152,6 +172,7 @@ var specFlags = []struct {
 	{"shards", func(s *JobSpec) string { return strconv.Itoa(s.Shards) }},
 	{"replication", func(s *JobSpec) string { return strconv.Itoa(s.Replication) }},
 	{"seed", func(s *JobSpec) string { return strconv.FormatUint(s.Seed, 10) }},
+	{"outlier-factor", func(s *JobSpec) string { return strconv.FormatFloat(s.OutlierFactor, 'g', -1, 64) }},
 }
 
 // BindFlags registers the spec's flags on fs with s's values as defaults.
@@ -162,7 +183,7 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&s.SLower, "s-lower", s.SLower, "job: staleness s for ssp, lower bound s_L for dssp")
 	fs.Int64Var(&s.RMax, "r-max", s.RMax, "job: extra range r_max for dssp (s_U = s_L + r_max)")
 	fs.StringVar(&s.Optimizer, "optimizer", s.Optimizer, "job: sgd or momentum")
-	fs.Float64Var(&s.LR, "lr", s.LR, "job: initial learning rate")
+	fs.Float64Var(&s.LR, "lr", s.LR, "job: initial learning rate, in (0, 100]")
 	fs.Float64Var(&s.Momentum, "momentum", s.Momentum, "job: momentum (optimizer momentum)")
 	fs.Float64Var(&s.LRDecay, "lr-decay", s.LRDecay, "job: multiply the learning rate by this every --lr-decay-samples samples applied mesh-wide")
 	fs.Int64Var(&s.LRDecaySamples, "lr-decay-samples", s.LRDecaySamples, "job: global samples between learning-rate decays")
@@ -170,6 +191,7 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.Shards, "shards", s.Shards, "job: parameter shards (each its own Raft group)")
 	fs.IntVar(&s.Replication, "replication", s.Replication, "job: Raft voters per shard (fewer while the mesh is smaller)")
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "job: seed of parameter init and data order")
+	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = off, else 2 to 1e6)")
 }
 
 // SpecConflictError says which explicitly set flags disagree with the job

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"dsspmesh/node"
 	"dsspmesh/node/bench"
 )
 
@@ -88,7 +89,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 			for _, p := range strings.Split(paradigms, ",") {
 				cfg.Variants = append(cfg.Variants, bench.Variant(strings.TrimSpace(p)))
 			}
-			if cfg.Targets, err = bench.ParseFloats("targets", targets); err != nil {
+			if cfg.Targets, err = node.ParseFloats("targets", targets); err != nil {
 				return err
 			}
 			if !cmd.Flags().Changed("ref-target") && len(cfg.Targets) > 0 && !contains(cfg.Targets, cfg.RefTarget) {
@@ -99,7 +100,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 				cfg.Settings = append(cfg.Settings, bench.Setting{Name: "homogeneous"})
 			}
 			if hetero != "" {
-				s, err := bench.ParseFloats("slowdown", hetero)
+				s, err := node.ParseFloats("slowdown", hetero)
 				if err != nil {
 					return err
 				}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -46,8 +45,10 @@ peers it last saw.`,
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			level := new(slog.LevelVar)
-			level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel)))
+			level, err := node.ParseLogLevel(cfg.LogLevel)
+			if err != nil {
+				return err
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()

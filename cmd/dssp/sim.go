@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/clock/sim"
+	"dsspmesh/node"
 )
 
 func newSimCmd() *cobra.Command {
@@ -92,15 +92,13 @@ them. Every paradigm sees the same compute-time draws (same --seed).`,
 }
 
 func parseSpeeds(s string) ([]float64, error) {
-	var out []float64
-	for _, part := range strings.Split(s, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
-		if err != nil || !(v > 0) {
-			return nil, fmt.Errorf("--speeds: %q is not a positive number", part)
+	out, err := node.ParseFloats("speeds", s)
+	for _, v := range out {
+		if err == nil && !(v > 0) {
+			err = fmt.Errorf("--speeds: %v is not a positive number", v)
 		}
-		out = append(out, v)
 	}
-	return out, nil
+	return out, err
 }
 
 func parseParadigms(s string) ([]clock.Policy, error) {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -50,12 +49,8 @@ recover and the node to rejoin.`,
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
 			if slowdown != "" {
-				for _, p := range strings.Split(slowdown, ",") {
-					v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-					if err != nil {
-						return fmt.Errorf("--slowdown: %q is not a number", p)
-					}
-					cfg.Slowdown = append(cfg.Slowdown, v)
+				if cfg.Slowdown, err = node.ParseFloats("slowdown", slowdown); err != nil {
+					return err
 				}
 			}
 			if err := spec.Validate(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"dsspmesh/clock"
+	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
 
@@ -145,8 +146,8 @@ func (c ParadigmsConfig) Validate() error {
 	}
 	for _, s := range c.Settings {
 		for _, f := range s.Slowdown {
-			if !(f >= 1) {
-				return fmt.Errorf("--slowdown %g must be >= 1", f)
+			if err := node.CheckSlowdown(f); err != nil {
+				return err
 			}
 		}
 	}
@@ -264,17 +265,4 @@ func FormatFloats(v []float64) string {
 		s[i] = strconv.FormatFloat(f, 'g', -1, 64)
 	}
 	return strings.Join(s, ",")
-}
-
-// ParseFloats reads 1,1,2,4 (flag values); name is the flag, for the error.
-func ParseFloats(name, text string) ([]float64, error) {
-	var out []float64
-	for _, p := range strings.Split(text, ",") {
-		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-		if err != nil {
-			return nil, fmt.Errorf("--%s: %q is not a number", name, p)
-		}
-		out = append(out, f)
-	}
-	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
 
@@ -87,7 +88,7 @@ func LoadParadigms(dir string) (*ParadigmsResult, error) {
 		if !slices.ContainsFunc(cfg.Settings, func(s Setting) bool { return s.Name == r.Setting }) {
 			s := Setting{Name: r.Setting}
 			if sd := row[col("slowdown")]; sd != "" {
-				if s.Slowdown, err = ParseFloats("slowdown", sd); err != nil {
+				if s.Slowdown, err = node.ParseFloats("slowdown", sd); err != nil {
 					return nil, err
 				}
 			}

@@ -73,8 +73,8 @@ func (c Config) Validate() error {
 		return errors.New("--report must not be empty")
 	}
 	for _, s := range c.Slowdown {
-		if !(s >= 1) {
-			return fmt.Errorf("--slowdown %g must be >= 1", s)
+		if err := node.CheckSlowdown(s); err != nil {
+			return err
 		}
 	}
 	return nil
