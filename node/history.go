@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"dsspmesh/mesh"
 	"dsspmesh/shard"
 )
@@ -32,10 +30,9 @@ import (
 //
 // A nil *history records nothing, so callers need no checks.
 type history struct {
-	mu     sync.Mutex
-	f      *os.File
-	id     mesh.NodeID
-	closed chan struct{} // ends the leadership watchers
+	mu sync.Mutex
+	f  *os.File
+	id mesh.NodeID
 }
 
 // HistoryHashEvery is how often (in raft indices) applied records carry the
@@ -94,7 +91,7 @@ func openHistory(dir string, id mesh.NodeID) (*history, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--history-dir: %w", err)
 	}
-	h := &history{f: f, id: id, closed: make(chan struct{})}
+	h := &history{f: f, id: id}
 	h.write(HistoryRecord{Kind: "start", Pid: os.Getpid()})
 	return h, nil
 }
@@ -103,7 +100,6 @@ func (h *history) Close() error {
 	if h == nil {
 		return nil
 	}
-	close(h.closed)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.f.Close()
@@ -140,6 +136,7 @@ func (h *history) deps(id uint32, d shard.Deps) shard.Deps {
 	}
 	d.HashEvery = HistoryHashEvery
 	d.Observer = func(a shard.Applied) { h.applied(id, a) }
+	d.OnLeader = func(term uint64) { h.write(HistoryRecord{Kind: "leader", Shard: id, Term: term}) }
 	return d
 }
 
@@ -168,41 +165,6 @@ func (h *history) applied(id uint32, a shard.Applied) {
 		r.Pushes = append(r.Pushes, hp)
 	}
 	h.write(r)
-}
-
-// watch records every term in which rep becomes leader. The term is read
-// after the state change and kept only if leadership held across the read,
-// so a record never names a term this replica did not lead.
-func (h *history) watch(id uint32, rep *shard.Replica) {
-	if h == nil {
-		return
-	}
-	ch := make(chan raft.Observation, 16)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		st, ok := o.Data.(raft.RaftState)
-		return ok && st == raft.Leader
-	})
-	r := rep.Raft()
-	r.RegisterObserver(obs)
-	go func() {
-		defer r.DeregisterObserver(obs)
-		for {
-			select {
-			case <-ch:
-			case <-h.closed:
-				return
-			}
-			t1 := r.CurrentTerm()
-			if r.State() == raft.Leader && r.CurrentTerm() == t1 {
-				h.write(HistoryRecord{Kind: "leader", Shard: id, Term: t1})
-			}
-		}
-	}()
-	// A replica restarted as the only voter may lead before the observer
-	// is registered.
-	if t := r.CurrentTerm(); r.State() == raft.Leader && r.CurrentTerm() == t {
-		h.write(HistoryRecord{Kind: "leader", Shard: id, Term: t})
-	}
 }
 
 func (h *history) pushDone(s int, w mesh.NodeID, iter, samples int64, err error) {

@@ -9,9 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"dsspmesh/clock"
+	"dsspmesh/internal/faults"
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
 	"dsspmesh/shard"
@@ -50,7 +49,7 @@ func shardBounds(total, s int) [][2]int {
 // on a fresh mesh it bootstraps every shard with this node as sole voter
 // and proposes Init with θ from the spec's seed.
 func (m *shardManager) start(ctx context.Context, fresh bool) error {
-	fresh = fresh || shard.FaultActive(shard.FaultSplitBrain) // broken builds only
+	fresh = fresh || faults.On(faults.SplitBrain) // broken builds only
 	for s := range m.bounds {
 		id := uint32(s)
 		_, err := os.Stat(raftstore.ShardDir(m.n.dir.Path, id))
@@ -82,16 +81,16 @@ func (m *shardManager) start(ctx context.Context, fresh bool) error {
 	return nil
 }
 
+// waitLeader waits until rep leads its shard, woken by its leadership
+// changes.
 func waitLeader(ctx context.Context, rep *shard.Replica, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for !rep.IsLeader() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no leader elected within %v", limit)
-		}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for changed := rep.LeaderChanged(); !rep.IsLeader(); changed = rep.LeaderChanged() {
 		select {
+		case <-changed:
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+			return fmt.Errorf("no leader elected within %v: %w", limit, ctx.Err())
 		}
 	}
 	return nil
@@ -109,8 +108,8 @@ func (m *shardManager) replica(id uint32) (*shard.Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	resolve := raftstore.ResolveFromMembership(n.members)
-	rt, err := shard.NewMeshRaftTransport(n.tr, id, resolve, n.log)
+	resolve := mesh.ResolveFromMembership(n.members)
+	rt, err := raftstore.NewMeshTransport(n.tr, id, resolve, n.log)
 	if err != nil {
 		stores.Close()
 		return nil, err
@@ -124,7 +123,6 @@ func (m *shardManager) replica(id uint32) (*shard.Replica, error) {
 		return nil, err
 	}
 	m.replicas[id] = rep
-	n.hist.watch(id, rep)
 	return rep, nil
 }
 
@@ -245,17 +243,11 @@ func (m *shardManager) removeGoneWorkers(ctx context.Context, rep *shard.Replica
 	}
 }
 
+// inConfig reports whether this node is in rep's raft configuration; a
+// replica that cannot read it is presumed in, so it is not stopped early.
 func (m *shardManager) inConfig(rep *shard.Replica) bool {
-	f := rep.Raft().GetConfiguration()
-	if f.Error() != nil {
-		return true
-	}
-	for _, s := range f.Configuration().Servers {
-		if mesh.NodeID(s.ID) == m.n.id {
-			return true
-		}
-	}
-	return false
+	c, err := rep.Configuration()
+	return err != nil || c.Has(m.n.id)
 }
 
 func (m *shardManager) stopReplica(id uint32) {
@@ -274,7 +266,9 @@ func (m *shardManager) stopReplica(id uint32) {
 func (m *shardManager) handOff() {
 	for _, rep := range m.all() {
 		if rep.IsLeader() {
-			rep.Raft().LeadershipTransfer().Error()
+			if err := rep.TransferLeadership(); err != nil {
+				m.n.log.Debug("hand off", "err", err)
+			}
 		}
 	}
 }
@@ -317,11 +311,9 @@ func (m *shardManager) status() ([]ShardStatus, []WorkerStatus) {
 			rs := rep.Status()
 			st.Leader, st.Term, st.Applied, st.Pushes = string(rs.Leader), rs.Term, rs.AppliedIndex, rs.Pushes
 			st.Local = map[string]string{"Leader": "leader", "Follower": "follower", "Candidate": "candidate"}[rs.State]
-			if f := rep.Raft().GetConfiguration(); f.Error() == nil {
-				for _, srv := range f.Configuration().Servers {
-					if srv.Suffrage == raft.Voter {
-						st.Voters = append(st.Voters, string(srv.ID))
-					}
+			if c, err := rep.Configuration(); err == nil {
+				for _, v := range c.Voters {
+					st.Voters = append(st.Voters, string(v))
 				}
 			}
 			if st.Local == "leader" && workers == nil {

@@ -3,7 +3,10 @@
 // through hashicorp/raft-boltdb), a
 // snapshot store (raft's file snapshot store), an in-memory twin of all
 // three for tests, an hclog bridge so raft logs through the node's
-// *slog.Logger, and a raft.StreamLayer over the mesh's QUIC Raft streams.
+// *slog.Logger, a raft.StreamLayer over the mesh's QUIC Raft streams and
+// the raft transport built on it ([NewMeshTransport]), whose
+// [GuardedTransport.Quiesce] lets a replica close its stores only after
+// no heartbeat can still write to them.
 //
 // # Layout on disk
 //

@@ -12,21 +12,6 @@ import (
 	"dsspmesh/mesh"
 )
 
-// Resolver maps a raft server address (a node id) to the node's QUIC address.
-type Resolver func(id mesh.NodeID) (addr string, err error)
-
-// ResolveFromMembership resolves node ids through the live membership view.
-func ResolveFromMembership(m mesh.Membership) Resolver {
-	return func(id mesh.NodeID) (string, error) {
-		for _, mem := range m.Members() {
-			if mem.ID == id {
-				return mem.QUICAddr, nil
-			}
-		}
-		return "", fmt.Errorf("raftstore: node %q is not a live member: %w", id, mesh.ErrNoRoute)
-	}
-}
-
 // StreamLayer is a raft.StreamLayer for one shard's raft group over the mesh
 // transport: raft server addresses are node ids, each Dial opens a
 // mesh.KindRaft stream for the shard (authenticated like every mesh stream:
@@ -41,13 +26,13 @@ type StreamLayer struct {
 	tr      mesh.Transport
 	ch      mesh.Channel
 	ln      mesh.Listener
-	resolve Resolver
+	resolve mesh.Resolver
 	ctx     context.Context
 	cancel  context.CancelFunc
 }
 
 // NewStreamLayer listens for shard's raft streams on tr.
-func NewStreamLayer(tr mesh.Transport, shard uint32, resolve Resolver) (*StreamLayer, error) {
+func NewStreamLayer(tr mesh.Transport, shard uint32, resolve mesh.Resolver) (*StreamLayer, error) {
 	if resolve == nil {
 		return nil, errors.New("raftstore: NewStreamLayer needs a resolver")
 	}

@@ -9,7 +9,6 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
-	"dsspmesh/raftstore"
 )
 
 // ClientConfig configures a worker's client for one shard.
@@ -57,7 +56,7 @@ func (c ClientConfig) Validate() error {
 type Client struct {
 	cfg     ClientConfig
 	tr      mesh.Transport
-	resolve raftstore.Resolver
+	resolve mesh.Resolver
 	log     *slog.Logger
 	streams map[mesh.NodeID]mesh.Stream
 	leader  mesh.NodeID
@@ -70,7 +69,7 @@ type Client struct {
 }
 
 // NewClient returns a client; streams are opened on first use and reused.
-func NewClient(cfg ClientConfig, tr mesh.Transport, resolve raftstore.Resolver, logger *slog.Logger) (*Client, error) {
+func NewClient(cfg ClientConfig, tr mesh.Transport, resolve mesh.Resolver, logger *slog.Logger) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -35,8 +35,17 @@ type cluster struct {
 
 // appliedLog records what one replica's FSM applied, in order.
 type appliedLog struct {
-	mu  sync.Mutex
-	all []Applied
+	mu    sync.Mutex
+	all   []Applied
+	terms []uint64 // terms this replica reported leading (Deps.OnLeader)
+}
+
+func (l *appliedLog) led(term uint64) { l.mu.Lock(); l.terms = append(l.terms, term); l.mu.Unlock() }
+
+func (l *appliedLog) ledTerms() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uint64(nil), l.terms...)
 }
 
 func (l *appliedLog) add(a Applied) { l.mu.Lock(); l.all = append(l.all, a); l.mu.Unlock() }
@@ -47,15 +56,28 @@ func (l *appliedLog) snapshot() []Applied {
 	return append([]Applied(nil), l.all...)
 }
 
-type tbWriter struct{ t testing.TB }
+// tbWriter logs through t until the test's cleanups have run: raft's
+// network transport logs from connection goroutines that its Shutdown
+// does not wait for, and testing panics on a Log after the test ends.
+type tbWriter struct {
+	t    testing.TB
+	mu   sync.Mutex
+	done bool
+}
 
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+func (w *tbWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
 }
 
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w := &tbWriter{t: t}
+	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 func fastConfig(shard uint32, id mesh.NodeID) Config {
@@ -105,13 +127,13 @@ func (c *cluster) start(id mesh.NodeID) *Replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	rt, err := NewMeshRaftTransport(tr, c.shard, c.resolve, c.logger.With("node", id))
+	rt, err := raftstore.NewMeshTransport(tr, c.shard, c.resolve, c.logger.With("node", id))
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	l := &appliedLog{}
 	r, err := NewReplica(c.cfg(id), Deps{Transport: tr, Resolve: c.resolve, RaftTransport: rt, Stores: c.stores(id),
-		Clock: SystemClock{}, Logger: c.logger.With("node", id), Observer: l.add})
+		Clock: SystemClock{}, Logger: c.logger.With("node", id), Observer: l.add, OnLeader: l.led})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -18,6 +18,10 @@ func diskCluster(t testing.TB, shard uint32, snapshotThreshold, trailing uint64)
 	c.stores = func(id mesh.NodeID) *raftstore.Stores {
 		if dirs[id] == "" {
 			dirs[id] = t.TempDir()
+			// Cleanups run last first: stop the replica before its
+			// folder is removed, or a snapshot it still writes races
+			// the removal.
+			t.Cleanup(func() { c.kill(id) })
 		}
 		s, err := raftstore.Open(dirs[id], shard, raftstore.DefaultConfig(), c.logger)
 		if err != nil {
@@ -79,6 +83,6 @@ func TestRestartFromDiskCatchesUp(t *testing.T) {
 	}
 	first, _ := leader.deps.Stores.Log.FirstIndex()
 	t.Logf("leader's log now starts at %d; restarted replica's last snapshot index %s",
-		first, r.Raft().Stats()["last_snapshot_index"])
+		first, r.raft.Stats()["last_snapshot_index"])
 	t.Logf("restarted %s (stopped at index %d) caught up to %x", victim, before, hash[:6])
 }

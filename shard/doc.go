@@ -15,7 +15,11 @@
 //     everything (snapshot.go); [FSM.StateHash] is a SHA-256 of that
 //     encoding, equal on replicas that applied the same entries.
 //   - [Replica]: one node's member of the shard's raft group plus the push
-//     service on mesh.Channel{KindRPC, shard}.
+//     service on mesh.Channel{KindRPC, shard}. It answers what a node asks
+//     of the group without exposing raft: [Replica.Configuration] (voters
+//     and non-voters), [Replica.TransferLeadership], and leadership changes
+//     through [Replica.LeaderChanged] and Deps.OnLeader. Its raft transport
+//     is raftstore.NewMeshTransport on a node, raft's in-memory one in tests.
 //   - [Client]: a worker's push-and-pull to one shard.
 //   - [Replica.Read] and [Client.Read]: a linearizable read of the shard's
 //     parameters and clocks (see Reads).
@@ -95,8 +99,9 @@
 // builder) take the FSM's RWMutex for reading. A Replica runs: an accept
 // loop, one reader goroutine per worker stream, one proposer that batches
 // queued pushes into entries, one completer that waits on futures in order,
-// and one evaluator that re-examines held replies after each Apply and on
-// leadership changes. Sends on a stream are serialised by that stream's
+// one evaluator that re-examines held replies after each Apply and on
+// leadership changes, and one leadership watcher that calls Deps.OnLeader
+// and then wakes LeaderChanged waiters. Sends on a stream are serialised by that stream's
 // mutex. Replica methods are safe for concurrent use; a Client is not (one
 // per shard per worker; a worker pushes to all shards concurrently with one
 // Client each).

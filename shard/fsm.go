@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
+	"dsspmesh/internal/faults"
 )
 
 // FSM is the replicated state of one shard. See the package doc for the
@@ -184,12 +185,12 @@ func (f *FSM) applyPushes(ps []Push) []PushResult {
 		// finite. The check runs before the gate sees the push, so a
 		// refused push changes nothing; it is pure arithmetic on the
 		// replicated state, so every replica decides alike.
-		if j := f.sumAndCheck(accepted == 0, lr); j >= 0 && !faultOn(FaultSkipNonFinite) {
+		if j := f.sumAndCheck(accepted == 0, lr); j >= 0 && !faults.On(faults.SkipNonFinite) {
 			r.Err = f.reject(p, ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
 			continue
 		}
 		out, err := f.gate.Push(p.Worker, p.Iter, p.RecvNanos)
-		if dup := (*clock.DuplicatePushError)(nil); errors.As(err, &dup) && faultOn(FaultSkipDedupe) {
+		if dup := (*clock.DuplicatePushError)(nil); errors.As(err, &dup) && faults.On(faults.SkipDedupe) {
 			err, out.Released = nil, true // broken build only: applied again
 		}
 		if err != nil {
@@ -203,11 +204,11 @@ func (f *FSM) applyPushes(ps []Push) []PushResult {
 			continue
 		}
 		r.Applied, r.Outcome = true, out
-		if faultOn(FaultSkipStaleness) {
+		if faults.On(faults.SkipStaleness) {
 			r.Outcome.Released = true // broken build only: the gate's hold ignored
 		}
 		switch {
-		case faultOn(FaultDiverge) && faultCoin(16):
+		case faults.On(faults.Diverge) && faults.Coin(16):
 			// broken build only: this replica drops the gradient
 			if accepted == 0 {
 				clear(f.sum)
@@ -251,7 +252,7 @@ func (f *FSM) check(p Push) (Reason, string) {
 	case len(p.Grad) != 4*f.spec.Len:
 		return ReasonBadLength, fmt.Sprintf("%d bytes, want %d", len(p.Grad), 4*f.spec.Len)
 	}
-	if i := decodeFinite(f.grad, p.Grad); i >= 0 && !faultOn(FaultSkipNonFinite) {
+	if i := decodeFinite(f.grad, p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
 		return ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])
 	}
 	return 0, ""
@@ -327,7 +328,7 @@ func (f *FSM) replyFor(w clock.WorkerID, iter int64, dst []byte) (replyState, []
 		return replyUnknown, dst
 	case c <= iter:
 		return replyPending, dst
-	case c == iter+1 && f.gate.IsWaiting(w) && !faultOn(FaultSkipStaleness):
+	case c == iter+1 && f.gate.IsWaiting(w) && !faults.On(faults.SkipStaleness):
 		return replyHeld, dst
 	}
 	return replyOK, appendFloat32s(dst, f.theta)

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
 )
@@ -64,16 +62,10 @@ func TestReconcileReplacesLeader(t *testing.T) {
 }
 
 func configVoters(t *testing.T, r *Replica) []mesh.NodeID {
-	f := r.Raft().GetConfiguration()
-	if err := f.Error(); err != nil {
+	c, err := r.Configuration()
+	if err != nil {
 		t.Fatal(err)
 	}
-	var out []mesh.NodeID
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			out = append(out, mesh.NodeID(s.ID))
-		}
-	}
-	slices.Sort(out)
-	return out
+	slices.Sort(c.Voters)
+	return c.Voters
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -22,9 +21,11 @@ type Deps struct {
 	// Channel{KindRPC, Shard}) and the catch-up probes of Reconcile.
 	Transport mesh.Transport
 	// Resolve maps node ids to transport addresses (for Reconcile's probes).
-	Resolve raftstore.Resolver
+	Resolve mesh.Resolver
 	// RaftTransport carries raft's RPCs; the replica closes it on Shutdown.
-	// On a node: NewMeshRaftTransport. In tests: raft.NewInmemTransport.
+	// On a node: raftstore.NewMeshTransport. In tests:
+	// raft.NewInmemTransport. One with a Quiesce method (raftstore's) is
+	// quiesced after raft shuts down and before the stores close.
 	RaftTransport raft.Transport
 	// Stores are the shard's log, stable and snapshot stores; the replica
 	// closes them on Shutdown.
@@ -33,6 +34,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Observer, if set, sees every applied entry (see NewFSM).
 	Observer func(Applied)
+	// OnLeader, if set, is called each time this replica becomes leader,
+	// once per term, with the term it leads. It runs on the replica's
+	// leadership watcher, one call at a time, and must not block.
+	OnLeader func(term uint64)
 	// HashEvery > 0 adds the state hash to the Applied of every entry whose
 	// index is a multiple of it, so replicas can be compared after the fact.
 	HashEvery uint64
@@ -46,7 +51,6 @@ type Replica struct {
 	log    *slog.Logger
 	fsm    *FSM
 	raft   *raft.Raft
-	guard  *guardedTransport // nil unless raft runs over a NetworkTransport
 	ln     mesh.Listener
 	svc    *service
 	ctx    context.Context
@@ -54,32 +58,10 @@ type Replica struct {
 	wg     sync.WaitGroup
 
 	reconfig sync.Mutex
+	lead     leadership
 
 	closeOnce sync.Once
 	closeErr  error
-}
-
-// NewMeshRaftTransport builds raft's transport for shard over the mesh's
-// Raft streams.
-func NewMeshRaftTransport(tr mesh.Transport, shard uint32, resolve raftstore.Resolver, logger *slog.Logger) (*raft.NetworkTransport, error) {
-	layer, err := raftstore.NewStreamLayer(tr, shard, resolve)
-	if err != nil {
-		return nil, err
-	}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  layer,
-		MaxPool: 3,
-		Timeout: 10 * time.Second,
-		// Pipelined replication can deadlock in raft v1.7.2: when a
-		// follower answers Success=false the pipeline's decoder exits,
-		// the sender parks on one more AppendEntries and the pipeline
-		// is never closed, so that follower gets no entry again and
-		// Shutdown waits forever (a graceful leave then hangs). One RPC
-		// in flight takes raft's synchronous path, which has no such
-		// hand-off; entries are still batched per RPC.
-		MaxRPCsInFlight: 1,
-		Logger:          raftstore.HCLogger(logger.With("shard", shard), "raft-net"),
-	}), nil
 }
 
 // NewReplica starts the replica: raft (recovering from Stores if they hold
@@ -116,18 +98,15 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: listen: %w", cfg.Shard, err)
 	}
-	trans, guard := d.RaftTransport, (*guardedTransport)(nil)
-	if nt, ok := trans.(*raft.NetworkTransport); ok {
-		guard = &guardedTransport{NetworkTransport: nt}
-		trans = guard
-	}
-	r, err := raft.NewRaft(rc, fsm, d.Stores.Log, d.Stores.Stable, d.Stores.Snapshots, trans)
+	r, err := raft.NewRaft(rc, fsm, d.Stores.Log, d.Stores.Stable, d.Stores.Snapshots, d.RaftTransport)
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("shard %d: start raft: %w", cfg.Shard, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, guard: guard, ln: ln, ctx: ctx, cancel: cancel}
+	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel}
+	rep.lead.changed = make(chan struct{})
+	rep.watchLeadership()
 	rep.svc = newService(rep)
 	rep.svc.start()
 	return rep, nil
@@ -240,9 +219,6 @@ func (r *Replica) Leader() mesh.NodeID {
 	return mesh.NodeID(id)
 }
 
-// Raft exposes the raft instance for observation (stats, configuration).
-func (r *Replica) Raft() *raft.Raft { return r.raft }
-
 // FSM exposes the state machine for reads (Status, StateHash, Params).
 func (r *Replica) FSM() *FSM { return r.fsm }
 
@@ -275,8 +251,8 @@ func (r *Replica) Shutdown() error {
 		r.ln.Close()
 		r.svc.stop()
 		errs := []error{r.raft.Shutdown().Error()}
-		if r.guard != nil {
-			r.guard.quiesce()
+		if q, ok := r.deps.RaftTransport.(interface{ Quiesce() }); ok {
+			q.Quiesce()
 		}
 		if c, ok := r.deps.RaftTransport.(io.Closer); ok {
 			errs = append(errs, c.Close())

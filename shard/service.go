@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
+	"dsspmesh/internal/faults"
 	"dsspmesh/mesh"
 )
 
@@ -209,17 +210,17 @@ func (s *service) handlePush(c *workerConn, req request, grad []byte) {
 		s.reject(c, req, ReasonBadLength, fmt.Sprintf("%d gradient bytes, the shard has %d parameters", len(grad), n))
 		return
 	}
-	if reason, detail := s.hyg.check(req.Worker, grad, req.Samples, factor); reason != 0 && !faultOn(FaultSkipNonFinite) {
+	if reason, detail := s.hyg.check(req.Worker, grad, req.Samples, factor); reason != 0 && !faults.On(faults.SkipNonFinite) {
 		s.reject(c, req, reason, detail)
 		return
 	}
 	// A resend of a push already applied is answered from the state,
 	// without a new entry: applied locally means committed. (The broken
 	// skip-dedupe build proposes it again, for the FSM to apply twice.)
-	if !faultOn(FaultSkipDedupe) && !s.settle(c, req) {
+	if !faults.On(faults.SkipDedupe) && !s.settle(c, req) {
 		return
 	}
-	if faultOn(FaultAckUncommitted) && req.Samples > 0 && req.Iter%10 == 5 {
+	if faults.On(faults.AckUncommitted) && req.Samples > 0 && req.Iter%10 == 5 {
 		s.ok(c, req, appendFloat32s(nil, s.r.fsm.Params(nil))) // broken build only: never proposed
 		return
 	}

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/shard"
+	"dsspmesh/internal/faults"
 )
 
 // TestCheckersCatchBrokenBuilds proves every checker can fail: each subtest
 // runs a mesh of dssp binaries built with -tags faultinject and one
-// deliberate bug switched on through DSSP_FAULTS (shard/faults.go), and
+// deliberate bug switched on through DSSP_FAULTS (internal/faults), and
 // waits until the checker meant to catch it reports a violation.
 //
 //	go test -tags faultinject ./test -run TestCheckersCatchBrokenBuilds -v
@@ -21,24 +21,24 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 	}
 	dssp := []string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"}
 	cases := []struct {
-		fault  shard.Fault
+		fault  faults.Fault
 		spec   []string
 		policy string
 		slow   bool // node 2 computes 10× slower, so the gate holds the others
 		kick   func(c *FaultCluster)
 		caught func(r *Report) bool
 	}{
-		{fault: shard.FaultAckUncommitted, spec: dssp, policy: "dssp:3:12",
+		{fault: faults.AckUncommitted, spec: dssp, policy: "dssp:3:12",
 			caught: func(r *Report) bool { return r.Lost > 0 }},
-		{fault: shard.FaultSkipDedupe, spec: dssp, policy: "dssp:3:12",
+		{fault: faults.SkipDedupe, spec: dssp, policy: "dssp:3:12",
 			// A restarted worker's first push resends an applied iteration.
 			kick:   func(c *FaultCluster) { c.Kill(1); c.Restart(1) },
 			caught: func(r *Report) bool { return r.AppliedTwice > 0 && r.ClockBack > 0 }},
-		{fault: shard.FaultSkipStaleness, spec: []string{"--model", "mlp", "--paradigm", "ssp", "--s-lower", "1"}, policy: "ssp:1", slow: true,
+		{fault: faults.SkipStaleness, spec: []string{"--model", "mlp", "--paradigm", "ssp", "--s-lower", "1"}, policy: "ssp:1", slow: true,
 			caught: func(r *Report) bool { return r.GapOver > 0 && r.ReplayMismatch > 0 }},
-		{fault: shard.FaultDiverge, spec: dssp, policy: "dssp:3:12",
+		{fault: faults.Diverge, spec: dssp, policy: "dssp:3:12",
 			caught: func(r *Report) bool { return r.HashMismatch > 0 }},
-		{fault: shard.FaultSplitBrain, spec: dssp, policy: "dssp:3:12",
+		{fault: faults.SplitBrain, spec: dssp, policy: "dssp:3:12",
 			caught: func(r *Report) bool { return r.TwoLeaders > 0 }},
 	}
 	for _, tc := range cases {

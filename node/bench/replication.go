@@ -202,7 +202,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 				return PushRate{}, err
 			}
 		}
-		rt, err := shard.NewMeshRaftTransport(tr, shardID, resolve, log)
+		rt, err := raftstore.NewMeshTransport(tr, shardID, resolve, log)
 		if err != nil {
 			return PushRate{}, err
 		}

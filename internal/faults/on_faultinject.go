@@ -1,6 +1,6 @@
 //go:build faultinject
 
-package shard
+package faults
 
 import (
 	"math/rand/v2"
@@ -20,8 +20,9 @@ var active = func() map[Fault]bool {
 	return m
 }()
 
-func faultOn(f Fault) bool { return active[f] }
+// On reports whether f is switched on.
+func On(f Fault) bool { return active[f] }
 
-// faultCoin is true once in n calls on average, differently on every
-// replica: the non-determinism FaultDiverge needs.
-func faultCoin(n int) bool { return rand.IntN(n) == 0 }
+// Coin is true once in n calls on average, differently on every replica:
+// the non-determinism Diverge needs.
+func Coin(n int) bool { return rand.IntN(n) == 0 }

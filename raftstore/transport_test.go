@@ -1,4 +1,4 @@
-package shard
+package raftstore
 
 import (
 	"errors"
@@ -11,14 +11,14 @@ import (
 )
 
 // The mesh's raft transport must never pipeline: raft v1.7.2's pipeline
-// deadlocks after a follower rejects an append (see NewMeshRaftTransport).
+// deadlocks after a follower rejects an append (see NewMeshTransport).
 func TestMeshRaftTransportDoesNotPipeline(t *testing.T) {
 	tr, err := mesh.NewInmemNetwork().NewTransport("a", "a", mesh.DefaultFrameLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	rt, err := NewMeshRaftTransport(tr, 1, func(id mesh.NodeID) (string, error) { return string(id), nil }, slog.New(slog.DiscardHandler))
+	rt, err := NewMeshTransport(tr, 1, func(id mesh.NodeID) (string, error) { return string(id), nil }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,28 @@
+package faults
+
+// Fault names one deliberate bug.
+type Fault string
+
+const (
+	// AckUncommitted: the leader acknowledges some fresh pushes
+	// (iter ≡ 5 mod 10) without ever proposing them — an OK before commit
+	// that no replica applies. Caught as acknowledged pushes lost.
+	AckUncommitted Fault = "ack-uncommitted"
+	// SkipDedupe: a resent push already applied is applied again.
+	// Caught as a push applied twice and a clock going back.
+	SkipDedupe Fault = "skip-dedupe"
+	// SkipStaleness: the gate's hold is ignored — the FSM records a
+	// held push as released and the leader acknowledges it. Caught as an
+	// OK with gap > s_U and a gate replay that disagrees.
+	SkipStaleness Fault = "skip-staleness"
+	// Diverge: each replica drops one gradient in 16 at random, so
+	// replicas applying the same entries diverge. Caught by the state hashes.
+	Diverge Fault = "diverge"
+	// SplitBrain: a joining node bootstraps every shard's Raft group on
+	// its own (honoured by node). Caught as two leaders in one term.
+	SplitBrain Fault = "split-brain"
+	// SkipNonFinite: neither the leader nor the FSM refuses a NaN or ±Inf
+	// gradient or a step that makes a parameter non-finite. Caught by the
+	// parameters-finite checker once a worker sends NaN.
+	SkipNonFinite Fault = "skip-non-finite"
+)

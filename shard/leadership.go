@@ -1,0 +1,128 @@
+package shard
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"dsspmesh/mesh"
+)
+
+// Configuration is a shard's raft configuration as one replica knows it:
+// the latest one in its log, committed or not.
+type Configuration struct {
+	Voters    []mesh.NodeID
+	Nonvoters []mesh.NodeID // being caught up before promotion
+}
+
+// Has reports whether id is in the configuration, voting or not.
+func (c Configuration) Has(id mesh.NodeID) bool {
+	for _, l := range [][]mesh.NodeID{c.Voters, c.Nonvoters} {
+		for _, x := range l {
+			if x == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Configuration returns the shard's raft configuration as this replica
+// knows it. It waits for raft's main loop, so it fails once the replica is
+// shut down.
+func (r *Replica) Configuration() (Configuration, error) {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return Configuration{}, fmt.Errorf("shard %d: read configuration: %w", r.cfg.Shard, err)
+	}
+	var c Configuration
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c.Voters = append(c.Voters, mesh.NodeID(s.ID))
+		} else {
+			c.Nonvoters = append(c.Nonvoters, mesh.NodeID(s.ID))
+		}
+	}
+	return c, nil
+}
+
+// TransferLeadership hands leadership to the most up-to-date other voter
+// and waits for the outcome (leader only). A graceful leave calls it so
+// the shard does not wait out an election timeout.
+func (r *Replica) TransferLeadership() error {
+	if err := r.raft.LeadershipTransfer().Error(); err != nil {
+		return fmt.Errorf("shard %d: leadership transfer: %w", r.cfg.Shard, err)
+	}
+	return nil
+}
+
+// LeaderChanged returns a channel that is closed at the next change of
+// this replica's raft state or of the leader it knows. Read the state
+// after taking the channel, so a change between the two is not missed:
+//
+//	for ch := rep.LeaderChanged(); !rep.IsLeader(); ch = rep.LeaderChanged() {
+//		<-ch
+//	}
+func (r *Replica) LeaderChanged() <-chan struct{} {
+	r.lead.mu.Lock()
+	defer r.lead.mu.Unlock()
+	return r.lead.changed
+}
+
+// leadership fans raft's state and leader observations out to
+// LeaderChanged waiters and Deps.OnLeader.
+type leadership struct {
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced at every observation; guarded by mu
+	reported uint64        // highest term given to OnLeader; watcher goroutine only
+}
+
+// watchLeadership runs until the replica shuts down. It is started before
+// raft can have elected anyone it has not seen: the observer is registered
+// first and the state read after, so a replica that led at once (the only
+// voter, restarted) is reported too.
+func (r *Replica) watchLeadership() {
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.RaftState, raft.LeaderObservation:
+			return true
+		}
+		return false
+	})
+	r.raft.RegisterObserver(obs)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.raft.DeregisterObserver(obs)
+		r.leaderSeen()
+		for {
+			select {
+			case <-ch:
+			case <-r.ctx.Done():
+				return
+			}
+			r.leaderSeen()
+		}
+	}()
+}
+
+// leaderSeen reports the term to Deps.OnLeader once if this replica leads,
+// then wakes LeaderChanged waiters (so a waiter that sees it lead knows
+// the report is made). The term is read after the state and kept only if
+// leadership held across the read, so a report never names a term this
+// replica did not lead.
+func (r *Replica) leaderSeen() {
+	if r.deps.OnLeader != nil {
+		t := r.raft.CurrentTerm()
+		if r.raft.State() == raft.Leader && r.raft.CurrentTerm() == t && t > r.lead.reported {
+			r.lead.reported = t
+			r.deps.OnLeader(t)
+		}
+	}
+	r.lead.mu.Lock()
+	close(r.lead.changed)
+	r.lead.changed = make(chan struct{})
+	r.lead.mu.Unlock()
+}
