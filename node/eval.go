@@ -36,7 +36,9 @@ func (n *Node) evalLoop(ctx context.Context) {
 		if theta == nil {
 			continue
 		}
+		start := time.Now()
 		ev, err := n.evalModel.Evaluate(theta, n.test)
+		n.metrics.EvalSeconds.Observe(time.Since(start).Seconds())
 		if err != nil {
 			n.log.Warn("evaluate", "err", err)
 			continue

@@ -1,10 +1,13 @@
 package node
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -90,9 +93,9 @@ func TestHTTPServesStatusMetricsAndDashboard(t *testing.T) {
 		{"dssp_shard_leader", map[string]string{"shard": "0"}, 1},
 		{"dssp_shard_leader", map[string]string{"shard": "1"}, 0},
 		{"dssp_shard_term", map[string]string{"shard": "0"}, 3},
-		{"dssp_shard_pushes_applied", map[string]string{"shard": "1"}, 40},
-		{"dssp_transport_errors", map[string]string{"kind": "dial"}, 2},
-		{"dssp_eval_accuracy", nil, 0.91},
+		{"dssp_shard_pushes_applied_total", map[string]string{"shard": "1"}, 40},
+		{"dssp_transport_errors_total", map[string]string{"kind": "dial"}, 2},
+		{"dssp_eval_accuracy_ratio", nil, 0.91},
 		{"dssp_worker_iterations_total", nil, 12},
 	}
 	for _, c := range checks {
@@ -112,5 +115,42 @@ func TestHTTPServesStatusMetricsAndDashboard(t *testing.T) {
 	}
 	if res, _ := http.Get(srv.URL + "/nothing"); res.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown path: %d", res.StatusCode)
+	}
+}
+
+// TestMetricsPassPromtool feeds /metrics to `promtool check metrics`
+// (Debian's prometheus package), which enforces Prometheus's naming
+// conventions. CI installs it, so there the test never skips.
+func TestMetricsPassPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("promtool is not installed; CI must install it (apt-get install -y prometheus)")
+		}
+		t.Skip("promtool not installed (apt-get install -y prometheus); metric names not checked")
+	}
+	m := NewMetrics(sampleStatus)
+	m.Iterations.Add(3)
+	m.PushSeconds.Observe(0.02)
+	m.GateHoldSeconds.Observe(0.01)
+	m.RaftApplySeconds.Observe(0.003)
+	m.EvalSeconds.Observe(1.5)
+	srv := httptest.NewServer(NewHTTPHandler(sampleStatus, m))
+	defer srv.Close()
+	res, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+	for _, h := range []string{"dssp_worker_push_duration_seconds", "dssp_worker_gate_hold_seconds", "dssp_shard_raft_apply_seconds", "dssp_eval_duration_seconds"} {
+		if !strings.Contains(string(body), "# TYPE "+h+" histogram") {
+			t.Errorf("%s is not a histogram", h)
+		}
 	}
 }

@@ -5,10 +5,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Metrics is a node's Prometheus registry. Counters of the worker loop are
-// incremented where things happen; everything that describes state (clocks,
-// gaps, grants, leaders, terms, membership, transport errors, accuracy) is
-// read from [Status] at scrape time, so /metrics and /status never disagree.
+// Metrics is a node's Prometheus registry, named by Prometheus's
+// conventions (counters end in _total, units in the name, base units:
+// seconds, ratios in [0,1]). Counters and histograms of the worker loop and
+// the shard leaders are updated where things happen; everything that
+// describes state (clocks, gaps, grants, leaders, terms, membership,
+// transport errors, accuracy) is read from [Status] at scrape time, so
+// /metrics and /status never disagree.
 type Metrics struct {
 	Registry *prometheus.Registry
 
@@ -18,13 +21,24 @@ type Metrics struct {
 	WaitSec    prometheus.Counter
 	Retries    prometheus.Counter
 	Evals      prometheus.Counter
+
+	PushSeconds      prometheus.Histogram // one push, send to release, gate hold included
+	GateHoldSeconds  prometheus.Histogram // pushes the gate held: first Held frame to release
+	RaftApplySeconds prometheus.Histogram // on this node's leaders: raft.Apply of a push batch to its application
+	EvalSeconds      prometheus.Histogram // one evaluation of the global parameters
 }
+
+// latencyBuckets span 0.5 ms to 16 s, doubling.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
 
 // NewMetrics builds the registry; status is called on every scrape and must
 // be safe for concurrent use.
 func NewMetrics(status func() Status) *Metrics {
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "dssp", Name: name, Help: help})
+	}
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dssp", Name: name, Help: help, Buckets: buckets})
 	}
 	m := &Metrics{
 		Registry:   prometheus.NewRegistry(),
@@ -34,8 +48,18 @@ func NewMetrics(status func() Status) *Metrics {
 		WaitSec:    counter("worker_wait_seconds_total", "Seconds this worker spent between sending a push and the last shard's release."),
 		Retries:    counter("worker_push_retries_total", "Push attempts beyond the first: NotLeader redirects and resends after a transport error or timeout."),
 		Evals:      counter("evaluations_total", "Evaluations of the global parameters made by this node."),
+
+		PushSeconds: histogram("worker_push_duration_seconds",
+			"Round trip of one push of this node's worker to a shard's leader, from the first send to the release (resends and gate hold included).", latencyBuckets),
+		GateHoldSeconds: histogram("worker_gate_hold_seconds",
+			"Time the gate held a push of this node's worker, from the leader's first Held frame to the release; only held pushes are observed.", latencyBuckets),
+		RaftApplySeconds: histogram("shard_raft_apply_seconds",
+			"On the shards this node leads: time from proposing a batch of pushes to Raft to its application (quorum commit and FSM).", latencyBuckets),
+		EvalSeconds: histogram("eval_duration_seconds",
+			"Time one evaluation of the global parameters on the test set took on this node.", prometheus.ExponentialBuckets(0.01, 2, 12)),
 	}
 	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Retries, m.Evals,
+		m.PushSeconds, m.GateHoldSeconds, m.RaftApplySeconds, m.EvalSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&statusCollector{status: status})
 	return m
@@ -49,9 +73,10 @@ var (
 	descWaiting   = prometheus.NewDesc("dssp_worker_waiting", "1 while the worker's push is held by the gate.", []string{"worker"}, nil)
 	descLeader    = prometheus.NewDesc("dssp_shard_leader", "1 if this node leads the shard, 0 if it only hosts a replica.", []string{"shard", "leader"}, nil)
 	descTerm      = prometheus.NewDesc("dssp_shard_term", "Raft term of the shard's replica on this node.", []string{"shard"}, nil)
-	descApplied   = prometheus.NewDesc("dssp_shard_pushes_applied", "Pushes applied by the shard's replica on this node.", []string{"shard"}, nil)
-	descTransport = prometheus.NewDesc("dssp_transport_errors", "Mesh transport errors since start, by kind.", []string{"kind"}, nil)
-	descAccuracy  = prometheus.NewDesc("dssp_eval_accuracy", "Test accuracy of the latest evaluation of the global parameters.", []string{"by"}, nil)
+	descApplied   = prometheus.NewDesc("dssp_shard_pushes_applied_total", "Pushes applied by the shard's replica on this node (restarts with the replica).", []string{"shard"}, nil)
+	descTransport = prometheus.NewDesc("dssp_transport_errors_total", "Mesh transport errors since start, by kind.", []string{"kind"}, nil)
+	descDials     = prometheus.NewDesc("dssp_transport_dials_total", "Mesh transport connections this node dialled since start.", nil, nil)
+	descAccuracy  = prometheus.NewDesc("dssp_eval_accuracy_ratio", "Test accuracy (0 to 1) of the latest evaluation of the global parameters.", []string{"by"}, nil)
 	descLoss      = prometheus.NewDesc("dssp_eval_loss", "Test loss of the latest evaluation of the global parameters.", []string{"by"}, nil)
 	descIter      = prometheus.NewDesc("dssp_local_worker_iteration", "Next iteration this node's worker will push.", nil, nil)
 )
@@ -60,7 +85,7 @@ type statusCollector struct{ status func() Status }
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMembers, descClock, descGap, descGrant, descWaiting, descLeader,
-		descTerm, descApplied, descTransport, descAccuracy, descLoss, descIter} {
+		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descIter} {
 		ch <- d
 	}
 }
@@ -84,11 +109,12 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		id := itoa(sh.ID)
 		gauge(descLeader, b2f(sh.Local == "leader"), id, sh.Leader)
 		gauge(descTerm, float64(sh.Term), id)
-		gauge(descApplied, float64(sh.Pushes), id)
+		ch <- prometheus.MustNewConstMetric(descApplied, prometheus.CounterValue, float64(sh.Pushes), id)
 	}
 	ch <- prometheus.MustNewConstMetric(descTransport, prometheus.CounterValue, float64(s.Transport.FrameErrors), "frame")
 	ch <- prometheus.MustNewConstMetric(descTransport, prometheus.CounterValue, float64(s.Transport.PreambleErrors), "preamble")
 	ch <- prometheus.MustNewConstMetric(descTransport, prometheus.CounterValue, float64(s.Transport.DialFailures), "dial")
+	ch <- prometheus.MustNewConstMetric(descDials, prometheus.CounterValue, float64(s.Transport.Dials))
 	if s.Eval != nil {
 		gauge(descAccuracy, s.Eval.Accuracy, s.Eval.By)
 		gauge(descLoss, s.Eval.Loss, s.Eval.By)

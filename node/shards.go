@@ -116,6 +116,7 @@ func (m *shardManager) replica(id uint32) (*shard.Replica, error) {
 	}
 	rep, err := shard.NewReplica(shard.DefaultConfig(id, n.id), n.hist.deps(id, shard.Deps{
 		Transport: n.tr, Resolve: resolve, RaftTransport: rt, Stores: stores, Logger: n.log,
+		ApplyTime: func(d time.Duration) { n.metrics.RaftApplySeconds.Observe(d.Seconds()) },
 	}))
 	if err != nil {
 		rt.Close()

@@ -192,16 +192,21 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 		go func(s int, c *shard.Client) {
 			defer wg.Done()
 			lo, hi := w.bounds[s][0], w.bounds[s][1]
+			start := time.Now()
 			for {
-				before := c.Retries
+				before, heldBefore := c.Retries, c.Held
 				w.n.hist.push("invoke", s, w.n.id, w.iters[s], samples, nil)
 				dst, err := c.Push(ctx, w.iters[s], samples, computeNs, grad[lo:hi], w.theta[lo:hi:hi])
 				w.addRetries(c.Retries - before)
+				if held := c.Held - heldBefore; held > 0 {
+					w.n.metrics.GateHoldSeconds.Observe(held.Seconds())
+				}
 				if err == nil && len(dst) != hi-lo {
 					err = errors.New("shard returned a slice of the wrong length")
 				}
 				w.n.hist.pushDone(s, w.n.id, w.iters[s], samples, err)
 				if err == nil {
+					w.n.metrics.PushSeconds.Observe(time.Since(start).Seconds())
 					w.iters[s]++
 					return
 				}

@@ -66,6 +66,9 @@ type Client struct {
 
 	// Retries counts attempts beyond the first, for metrics and tests.
 	Retries uint64
+	// Held adds up how long the gate held this client's pushes: from the
+	// leader's first Held frame to the final reply, per attempt.
+	Held time.Duration
 }
 
 // NewClient returns a client; streams are opened on first use and reused.
@@ -206,6 +209,12 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req request, paylo
 	if err := s.SendFrame(req, payload); err != nil {
 		return fail(err)
 	}
+	var heldSince time.Time
+	defer func() {
+		if !heldSince.IsZero() {
+			c.Held += time.Since(heldSince)
+		}
+	}()
 	for {
 		dl := time.Now().Add(c.cfg.ReplyTimeout)
 		if d, ok := ctx.Deadline(); ok && d.Before(dl) {
@@ -217,7 +226,13 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req request, paylo
 		if err != nil {
 			return fail(err)
 		}
-		if rep.Op != req.Op || rep.Worker != req.Worker || rep.Iter != req.Iter || rep.Status == statusHeld {
+		if rep.Op != req.Op || rep.Worker != req.Worker || rep.Iter != req.Iter {
+			continue
+		}
+		if rep.Status == statusHeld {
+			if heldSince.IsZero() {
+				heldSince = time.Now()
+			}
 			continue
 		}
 		return rep, pl, nil

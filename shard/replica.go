@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -38,6 +39,10 @@ type Deps struct {
 	// once per term, with the term it leads. It runs on the replica's
 	// leadership watcher, one call at a time, and must not block.
 	OnLeader func(term uint64)
+	// ApplyTime, if set, is called by the leader's push service with the
+	// time each batch of pushes took from raft.Apply to its application
+	// (quorum commit and FSM); it must not block.
+	ApplyTime func(time.Duration)
 	// HashEvery > 0 adds the state hash to the Applied of every entry whose
 	// index is a multiple of it, so replicas can be compared after the fact.
 	HashEvery uint64

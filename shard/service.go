@@ -74,6 +74,7 @@ type pending struct {
 type flight struct {
 	f     raft.ApplyFuture
 	batch []*pending
+	start time.Time
 }
 
 type heldKey struct {
@@ -312,7 +313,7 @@ func (s *service) proposer() {
 		}
 		s.cnt.batches.Add(1)
 		s.cnt.proposed.Add(uint64(len(batch)))
-		s.flight <- flight{f: s.r.raft.Apply(data, s.r.cfg.ApplyTimeout), batch: batch}
+		s.flight <- flight{start: time.Now(), f: s.r.raft.Apply(data, s.r.cfg.ApplyTimeout), batch: batch}
 	}
 }
 
@@ -326,6 +327,9 @@ func (s *service) completer() {
 			return
 		}
 		err := fl.f.Error()
+		if err == nil && s.r.deps.ApplyTime != nil {
+			s.r.deps.ApplyTime(time.Since(fl.start))
+		}
 		<-s.slots
 		if err != nil {
 			// Ambiguous: the entry may still commit. The worker resends.

@@ -131,8 +131,10 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	released := make(chan clock.WorkerID, 2)
+	var clients []*Client
 	for _, w := range []clock.WorkerID{"a", "b"} {
 		cl := c.client(w, ids)
+		clients = append(clients, cl)
 		if _, err := cl.AddWorker(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}
@@ -159,10 +161,18 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 	if len(released) != 2 {
 		t.Fatalf("%d workers released", len(released))
 	}
+	for _, cl := range clients {
+		if cl.Held <= 0 {
+			t.Errorf("client %s: Held = %v after a held push", cl.cfg.Worker, cl.Held)
+		}
+	}
 	_, err := dead.Push(context.Background(), 0, 1, 1, gradFor("dead", 0, n), nil)
 	var rej *RejectError
 	if !errors.As(err, &rej) || rej.Reason != ReasonUnknownWorker {
 		t.Fatalf("push of removed worker: %v", err)
+	}
+	if dead.Held != 0 {
+		t.Errorf("a push never held counted %v held", dead.Held)
 	}
 }
 

@@ -156,7 +156,7 @@ func checkMetrics(t *testing.T, addr string, workers int) {
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
 	}
-	for _, name := range []string{"dssp_members", "dssp_worker_iterations_total", "dssp_worker_wait_seconds_total", "dssp_transport_errors", "dssp_shard_term"} {
+	for _, name := range []string{"dssp_members", "dssp_worker_iterations_total", "dssp_worker_wait_seconds_total", "dssp_transport_errors_total", "dssp_worker_push_duration_seconds", "dssp_shard_raft_apply_seconds", "dssp_shard_term"} {
 		if _, ok := fams[name]; !ok {
 			t.Errorf("metric %s missing", name)
 		}
