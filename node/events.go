@@ -54,6 +54,9 @@ func (l *eventLog) add(e Event) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if e.Kind == EventLeader && l.hasLeader(*e.Shard, e.Term) {
+		return // the replica's own report and a later sighting of it
+	}
 	if e.At.IsZero() {
 		e.At = l.now()
 	}
@@ -63,6 +66,16 @@ func (l *eventLog) add(e Event) {
 	}
 	l.buf[l.next] = e
 	l.next = (l.next + 1) % len(l.buf)
+}
+
+// hasLeader reports whether a leader event for shard in term is kept.
+func (l *eventLog) hasLeader(shard uint32, term uint64) bool {
+	for _, e := range l.buf {
+		if e.Kind == EventLeader && *e.Shard == shard && e.Term == term {
+			return true
+		}
+	}
+	return false
 }
 
 // list returns the events oldest first; the caller owns the slice.
@@ -112,7 +125,9 @@ func memberEventKind(t mesh.EventType) string {
 }
 
 // leaderWatch turns successive views of every shard's (leader, term) into
-// leader events. The first sighting of a shard is not an event: at start
+// leader events: the shards this node does not host, and a change its own
+// replica's report (Deps.OnLeader, recorded at once) already covers is not
+// recorded twice. The first sighting of a shard is not an event: at start
 // every shard would report one.
 type leaderWatch struct {
 	seen map[uint32]ShardStatus

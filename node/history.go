@@ -129,14 +129,21 @@ func (h *history) push(kind string, s int, w mesh.NodeID, iter, samples int64, e
 	h.write(r)
 }
 
-// deps adds the applied-entry observer and state hashes to d.
+// deps adds the applied-entry observer, state hashes and leader records to
+// d, keeping d's own OnLeader.
 func (h *history) deps(id uint32, d shard.Deps) shard.Deps {
 	if h == nil {
 		return d
 	}
 	d.HashEvery = HistoryHashEvery
 	d.Observer = func(a shard.Applied) { h.applied(id, a) }
-	d.OnLeader = func(term uint64) { h.write(HistoryRecord{Kind: "leader", Shard: id, Term: term}) }
+	also := d.OnLeader
+	d.OnLeader = func(term uint64) {
+		h.write(HistoryRecord{Kind: "leader", Shard: id, Term: term})
+		if also != nil {
+			also(term)
+		}
+	}
 	return d
 }
 

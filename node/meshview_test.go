@@ -113,4 +113,12 @@ func TestLeaderWatchRecordsChangesNotFirstSightings(t *testing.T) {
 		got[0].Detail != "shard 0: a → c (seen via c)" || got[1].Term != 3 {
 		t.Fatalf("events: %+v", got)
 	}
+	// This node's replica reports its own leadership first; the sighting
+	// of the same term that follows is not a second event.
+	zero := uint32(0)
+	l.add(Event{Kind: EventLeader, Node: "me", Shard: &zero, Term: 4})
+	w.observe(l, []ShardStatus{{ID: 0, Leader: "me", Term: 4, Local: "leader"}})
+	if got := l.list(); len(got) != 3 || got[2].Node != "me" {
+		t.Fatalf("events after the replica's own report: %+v", got)
+	}
 }

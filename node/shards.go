@@ -117,6 +117,9 @@ func (m *shardManager) replica(id uint32) (*shard.Replica, error) {
 	rep, err := shard.NewReplica(shard.DefaultConfig(id, n.id), n.hist.deps(id, shard.Deps{
 		Transport: n.tr, Resolve: resolve, RaftTransport: rt, Stores: stores, Logger: n.log,
 		ApplyTime: func(d time.Duration) { n.metrics.RaftApplySeconds.Observe(d.Seconds()) },
+		OnLeader: func(term uint64) {
+			n.events.add(Event{Kind: EventLeader, Node: string(n.id), Shard: &id, Term: term, Detail: fmt.Sprintf("shard %d: this node leads", id)})
+		},
 	}))
 	if err != nil {
 		rt.Close()

@@ -1,8 +1,10 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -150,11 +152,24 @@ func checkMetrics(t *testing.T, addr string, workers int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(res.Body)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
+	}
+	// A live node's scrape (every metric populated) passes promtool's
+	// conventions check too; node's unit test fails in CI without it.
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		cmd := exec.Command(promtool, "check", "metrics")
+		cmd.Stdin = bytes.NewReader(body)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool check metrics: %v\n%s", err, out)
+		}
 	}
 	for _, name := range []string{"dssp_members", "dssp_worker_iterations_total", "dssp_worker_wait_seconds_total", "dssp_transport_errors_total", "dssp_worker_push_duration_seconds", "dssp_shard_raft_apply_seconds", "dssp_shard_term"} {
 		if _, ok := fams[name]; !ok {
