@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Rule says which rule of DESIGN.md §4 decided a push.
+// Rule says which rule of docs/design.md#the-gate-rules decided a push.
 type Rule uint8
 
 const (
@@ -301,8 +301,8 @@ func (g *Gate) Push(w WorkerID, iter int64, recvNanos int64) (Outcome, error) {
 	return out, nil
 }
 
-// decide applies rules 1–4 of DESIGN.md §4 (or Algorithm 1 for dssp-paper)
-// to the pusher, whose clock is now tp.
+// decide applies rules 1–4 of docs/design.md#the-gate-rules (or
+// Algorithm 1 for dssp-paper) to the pusher, whose clock is now tp.
 func (g *Gate) decide(w WorkerID, st *worker, tp int64, out *Outcome) {
 	if g.pol.Paradigm == ASP {
 		out.Released, out.Rule = true, RuleAsync

@@ -6,9 +6,9 @@ import (
 	"slices"
 )
 
-// refGate is a naive reference of DESIGN.md §4, written for clarity, not
-// speed: every decision scans every worker. The real Gate is checked
-// against it on random push sequences.
+// refGate is a naive reference of docs/design.md#the-gate-rules, written
+// for clarity, not speed: every decision scans every worker. The real Gate
+// is checked against it on random push sequences.
 type refGate struct {
 	pol     Policy
 	floor   int64

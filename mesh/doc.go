@@ -21,10 +21,11 @@
 // # Security
 //
 // One 32-byte mesh key ([LoadKeyFile], [WriteKeyFile]) secures everything
-// (DESIGN.md §6). HKDF-SHA256 derives from it the memberlist gossip key and
-// the seed of a deterministic ed25519 mesh CA: every holder of the key derives
-// byte-identical CA certificates. Each node generates its own key pair at
-// start and a certificate for its [NodeID] signed by that CA ([Security.Node]).
+// (docs/design.md#mesh-and-security). HKDF-SHA256 derives from it the
+// memberlist gossip key and the seed of a deterministic ed25519 mesh CA:
+// every holder of the key derives byte-identical CA certificates. Each node
+// generates its own key pair at start and a certificate for its [NodeID]
+// signed by that CA ([Security.Node]).
 // QUIC runs mutual TLS 1.3 with ALPN [ALPN]; both sides verify the peer's
 // chain against the mesh CA, the dialler checks that the certificate names the
 // node id it meant to reach, and the acceptor takes the certificate's id as the

@@ -15,7 +15,7 @@ import (
 	"dsspmesh/shard"
 )
 
-// worker is the loop of DESIGN.md §3 on this node.
+// worker is the loop of docs/design.md#one-iteration-end-to-end on this node.
 type worker struct {
 	n       *Node
 	spec    JobSpec
