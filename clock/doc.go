@@ -11,8 +11,8 @@
 //     optionally suffixed ":wait" or ":abs" for the DSSP objective).
 //   - [Gate]: the decision logic of one shard leader: on every applied push it
 //     says whether the pusher is released now and which waiting workers this
-//     push released. The exact rules are DESIGN.md §4; divergences from the
-//     DSSP paper are in docs/divergence.md.
+//     push released. The exact rules are docs/design.md#the-gate-rules;
+//     divergences from the DSSP paper are in docs/divergence.md.
 //   - [SyncController]: the paper's Algorithm 2 as a pure function.
 //
 // # Contract
@@ -45,6 +45,14 @@
 // Receipt times need not be monotone across leaders: a push received
 // earlier than the worker's previous push is recorded at the previous
 // push's time, so push intervals are never negative.
+//
+// # Workers
+//
+// [Gate.AddWorker] places a worker at t_min with no timestamps and no
+// grant. [Gate.AdvanceWorker] only moves a clock forward (the iterations
+// skipped count as empty; a held push of the worker is dropped).
+// [Gate.RemoveWorker] drops the worker and its held push without releasing
+// it. Both return the waiting workers that the rise of t_min released.
 //
 // # Cost
 //

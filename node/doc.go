@@ -30,10 +30,11 @@
 // SIGTERM/SIGINT (ctx cancelled) stops the worker, removes it from every
 // shard it can reach, leaves the gossip mesh (peers see a leave, not a
 // failure) and shuts the replicas down. A node killed with SIGKILL restarts
-// with the same --data-dir: same id, same spec, Raft state recovered from
-// the WAL, seeds from the persisted peers.
+// with the same --data-dir: same id, same spec, each shard's Raft state
+// recovered from its bbolt log and snapshots (raftstore), seeds from the
+// persisted peers.
 //
-// # Worker loop (DESIGN.md §3)
+// # Worker loop (docs/design.md#one-iteration-end-to-end)
 //
 // One goroutine: compute the gradient of the next mini-batch on the local θ,
 // push each shard's slice to that shard's leader concurrently (one

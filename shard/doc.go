@@ -5,10 +5,10 @@
 //
 // # What it owns
 //
-//   - [FSM]: the raft.FSM of DESIGN.md §5. Entries ([Entry] kinds Init,
-//     Push — a batch of pushes —, AddWorker, RemoveWorker) are a tag byte, a
-//     msgpack header and raw little-endian float32 bytes (entry.go has the
-//     layout). Apply is deterministic: the receipt time of every push is in
+//   - [FSM]: the raft.FSM of docs/design.md#shards-and-raft. Entries (kinds
+//     Init, Push — a batch of pushes —, AddWorker, RemoveWorker) are a tag
+//     byte, a msgpack header and raw little-endian float32 bytes (entry.go
+//     has the layout). Apply is deterministic: the receipt time of every push is in
 //     the entry, gradients of one entry are summed into one optimizer step
 //     whose learning rate is a function of the global samples applied before
 //     it ([Schedule]), and the FSM never reads the clock. Snapshots encode
@@ -86,8 +86,9 @@
 //
 // While a push is held the leader sends a Held frame on the worker's stream
 // every Config.HeldKeepAlive, so a client can tell a slow gate from a dead
-// leader by a read deadline. When the replica loses leadership every held
-// request is answered NotLeader so its worker moves to the new leader.
+// leader by a read deadline. At the first keep-alive after the replica
+// lost leadership every held request is answered NotLeader instead, so its
+// worker moves to the new leader.
 // When a worker is removed its own held push is answered with a
 // [*RejectError] of [ReasonUnknownWorker]; the pushes of others it was
 // holding back are released.
@@ -99,12 +100,13 @@
 // builder) take the FSM's RWMutex for reading. A Replica runs: an accept
 // loop, one reader goroutine per worker stream, one proposer that batches
 // queued pushes into entries, one completer that waits on futures in order,
-// one evaluator that re-examines held replies after each Apply and on
-// leadership changes, and one leadership watcher that calls Deps.OnLeader
-// and then wakes LeaderChanged waiters. Sends on a stream are serialised by that stream's
-// mutex. Replica methods are safe for concurrent use; a Client is not (one
-// per shard per worker; a worker pushes to all shards concurrently with one
-// Client each).
+// one evaluator that re-examines held replies after each Apply and sends
+// the keep-alives, one leadership watcher that calls Deps.OnLeader and then
+// wakes LeaderChanged waiters, and one goroutine per add- or remove-worker
+// request while its entry is proposed. Sends on a stream are serialised by
+// that stream's mutex. Replica methods are safe for concurrent use; a
+// Client is not (one per shard per worker; a worker pushes to all shards
+// concurrently with one Client each).
 //
 // Lock order: service.mu → workerConn.sendMu; service.mu → FSM.mu.
 // FSM.Apply never takes a service lock: it signals the evaluator through a
@@ -114,6 +116,8 @@
 // caller (it is the dst given, or freshly allocated). Entry payloads
 // decoded by the FSM are not retained.
 //
-// Time: receipt times come from the injected [WallClock]; tests use
-// [FakeClock]. raft's own timers are real.
+// Time: receipt times, the only time that enters the replicated state, come
+// from the injected [WallClock] (Deps.Clock). Everything else runs on real
+// time: raft's timers, the client's backoff and read deadlines, the
+// keep-alive ticker.
 package shard

@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// WallClock is the time source for receipt times and client backoff.
+// WallClock is the time source of the receipt times a leader stamps on
+// pushes.
 type WallClock interface {
 	Now() time.Time
 }
