@@ -1,0 +1,337 @@
+package dsspmesh_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+const module = "dsspmesh"
+
+// mayImport is the layering of docs/design.md#dependency-direction: the
+// packages of this module each package may import directly (module-relative
+// paths; "" is the module root). What a package may reach transitively is
+// the closure of this table. A package missing from it fails the test, so a
+// new package is placed in the layering when it is added.
+var mayImport = map[string][]string{
+	"":             nil,
+	"clock":        nil,
+	"clock/sim":    {"clock"},
+	"cudaops":      nil,
+	"cudaops/cuda": {"cudaops"},
+	"mesh":         nil,
+	"raftstore":    {"mesh"},
+	"shard":        {"clock", "mesh", "raftstore"},
+	"node":         {"clock", "cudaops", "mesh", "raftstore", "shard"},
+	"node/launch":  {"node", "mesh"},
+	"node/bench":   {"node/launch", "node", "shard", "raftstore", "mesh", "cudaops", "clock"},
+	"cmd/dssp":     {"node/bench", "node/launch", "node", "clock/sim", "cudaops/cuda", "cudaops", "mesh", "clock"},
+	"test":         {"node/launch", "node", "mesh", "clock"},
+}
+
+// forbidden lists, per package, the outside packages (path prefixes) it
+// must not depend on, directly or not, in any build. "std" stands for every
+// package outside the standard library.
+var forbidden = map[string][]string{
+	"clock":     {"std"},
+	"clock/sim": {"std"},
+	// memberlist, quic-go and msgpack only: Raft sits above the mesh.
+	"mesh": {"github.com/hashicorp/raft"},
+}
+
+// defaultBuildForbidden may not be reached by any package without build
+// tags: gorgonia.org/cu exits the process at init on a host without a GPU.
+var defaultBuildForbidden = []string{"gorgonia.org/cu"}
+
+// cgoAllowed are the only packages that may have cgo files (in any build).
+var cgoAllowed = []string{"cudaops", "cudaops/cuda"}
+
+// tagSets are the builds checked. Those marked optional need modules a
+// default build never downloads (gorgonia.org/cu, netlib); when go list
+// cannot load them the set is reported and skipped, not failed.
+var tagSets = []struct {
+	tags     string
+	optional bool
+}{
+	{"", false},
+	{"faultinject", false},
+	{"chaos", false},
+	{"shardlong", false},
+	{"cuda openblas", true},
+}
+
+type listed struct {
+	ImportPath   string
+	Deps         []string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+	CgoFiles     []string
+	Error        *struct{ Err string }
+	DepsErrors   []*struct{ Err string }
+}
+
+// goList runs go list over the whole module with tags.
+func goList(t *testing.T, tags string) ([]listed, error) {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not in PATH")
+	}
+	cmd := exec.Command(goTool, "list", "-e", "-tags", tags,
+		"-json=ImportPath,Deps,Imports,TestImports,XTestImports,CgoFiles,Error,DepsErrors", "./...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, errors.New(err.Error() + ": " + stderr.String())
+	}
+	var pkgs []listed
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listed
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list -tags %q: %v", tags, err)
+		}
+		if p.Error != nil {
+			return nil, errors.New(p.ImportPath + ": " + p.Error.Err)
+		}
+		for _, e := range p.DepsErrors {
+			return nil, errors.New(p.ImportPath + ": " + e.Err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs, nil
+}
+
+// rel is p relative to the module ("" for the root), ok false outside it.
+func rel(p string) (string, bool) {
+	if p == module {
+		return "", true
+	}
+	r, ok := strings.CutPrefix(p, module+"/")
+	return r, ok
+}
+
+func isStd(p string) bool {
+	first, _, _ := strings.Cut(p, "/")
+	return !strings.Contains(first, ".")
+}
+
+// closure is every module package pkg may reach through mayImport.
+func closure(pkg string) map[string]bool {
+	seen := map[string]bool{}
+	var visit func(string)
+	visit = func(p string) {
+		for _, q := range mayImport[p] {
+			if !seen[q] {
+				seen[q] = true
+				visit(q)
+			}
+		}
+	}
+	visit(pkg)
+	return seen
+}
+
+func TestDependencyDirection(t *testing.T) {
+	for _, ts := range tagSets {
+		pkgs, err := goList(t, ts.tags)
+		if err != nil {
+			if ts.optional {
+				t.Logf("tags %q not checked: %v", ts.tags, err)
+				continue
+			}
+			t.Fatalf("go list -tags %q: %v", ts.tags, err)
+		}
+		for _, p := range pkgs {
+			pkg, ok := rel(p.ImportPath)
+			if !ok {
+				continue
+			}
+			if _, ok := mayImport[pkg]; !ok {
+				t.Errorf("%s is not in the layering table of repo_test.go: add it there and to docs/design.md#dependency-direction", p.ImportPath)
+				continue
+			}
+			allowed := closure(pkg)
+			check := func(what string, deps []string) {
+				for _, d := range deps {
+					dr, internal := rel(d)
+					switch {
+					case internal && dr != pkg && !allowed[dr]:
+						t.Errorf("tags %q: %s %s %s, which its layer may not reach (may import: %v)", ts.tags, p.ImportPath, what, d, mayImport[pkg])
+					case !internal && slices.Contains(forbidden[pkg], "std") && !isStd(d):
+						t.Errorf("tags %q: %s %s %s; it may use the standard library only", ts.tags, p.ImportPath, what, d)
+					case !internal:
+						for _, f := range forbidden[pkg] {
+							if d == f || strings.HasPrefix(d, f+"/") {
+								t.Errorf("tags %q: %s %s %s, which it must not", ts.tags, p.ImportPath, what, d)
+							}
+						}
+					}
+					if ts.tags == "" && slices.ContainsFunc(defaultBuildForbidden, func(f string) bool { return d == f || strings.HasPrefix(d, f+"/") }) {
+						t.Errorf("the default build of %s depends on %s", p.ImportPath, d)
+					}
+				}
+			}
+			check("depends on", p.Deps)
+			check("imports in its tests", p.TestImports)
+			check("imports in its external tests", p.XTestImports)
+			if len(p.CgoFiles) > 0 && !slices.Contains(cgoAllowed, pkg) {
+				t.Errorf("tags %q: %s uses cgo (%v); only %v may", ts.tags, p.ImportPath, p.CgoFiles, cgoAllowed)
+			}
+		}
+	}
+}
+
+// TestDesignNamesEveryPackage keeps the package map of docs/design.md in
+// step with the layering table (and so with the packages that exist).
+func TestDesignNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pkg := range mayImport {
+		if pkg != "" && !bytes.Contains(doc, []byte("`"+pkg+"/`")) {
+			t.Errorf("docs/design.md does not name package `%s/`", pkg)
+		}
+	}
+}
+
+// outside are texts that point at files outside the repository (the design
+// brief the project started from lived beside it). Built by concatenation
+// so this file does not match itself.
+var outside = []string{".." + "/shared", "shared" + "/DESIGN", "DESIGN" + ".md"}
+
+var (
+	mdLink  = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	docRef  = regexp.MustCompile(`\b((?:docs/)?[\w./-]+\.md)(#[\w-]+)?`)
+	heading = regexp.MustCompile(`(?m)^#{1,6}\s+(.+?)\s*#*\s*$`)
+	fence   = regexp.MustCompile("(?ms)^```.*?^```")
+)
+
+// repoFiles are the .go and .md files of the repository, relative to its
+// root (this package's folder), hidden folders and ignored outputs skipped.
+func repoFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "report" || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".go") || strings.HasSuffix(p, ".md") {
+			files = append(files, filepath.ToSlash(p))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// anchors are the GitHub anchors of a Markdown file's headings.
+func anchors(md []byte) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range heading.FindAllSubmatch(fence.ReplaceAll(md, nil), -1) {
+		var b strings.Builder
+		for _, r := range strings.ToLower(string(m[1])) {
+			switch {
+			case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
+				b.WriteRune(r)
+			case r == ' ':
+				b.WriteByte('-')
+			}
+		}
+		a := b.String()
+		for i := 1; out[a]; i++ {
+			a = b.String() + "-" + string(rune('0'+i))
+		}
+		out[a] = true
+	}
+	return out
+}
+
+// TestDocsReferOnlyInsideTheRepository: no file names a place outside the
+// repository; every relative Markdown link resolves to a file in it; every
+// "docs/….md#anchor" a comment or doc names exists with that heading.
+func TestDocsReferOnlyInsideTheRepository(t *testing.T) {
+	files := repoFiles(t)
+	texts := map[string][]byte{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[f] = b
+	}
+	anchorsOf := map[string]map[string]bool{}
+	// A Markdown link is relative to its file; a path named in text or a
+	// comment ("docs/design.md#packages") is relative to the repository.
+	checkRef := func(from string, line int, ref string, link bool) {
+		file, anchor, _ := strings.Cut(ref, "#")
+		switch {
+		case file == "":
+			file = from
+		case link:
+			file = path.Join(path.Dir(from), file)
+		}
+		if strings.HasPrefix(file, "../") || path.IsAbs(file) {
+			t.Errorf("%s:%d: %q points outside the repository", from, line, ref)
+			return
+		}
+		if _, err := os.Stat(file); err != nil {
+			t.Errorf("%s:%d: %q: no file %s in the repository", from, line, ref, file)
+			return
+		}
+		if anchor == "" || !strings.HasSuffix(file, ".md") {
+			return
+		}
+		if anchorsOf[file] == nil {
+			anchorsOf[file] = anchors(texts[file])
+		}
+		if !anchorsOf[file][anchor] {
+			t.Errorf("%s:%d: %q: %s has no heading with anchor #%s", from, line, ref, file, anchor)
+		}
+	}
+	for _, f := range files {
+		for i, line := range strings.Split(string(texts[f]), "\n") {
+			for _, o := range outside {
+				if strings.Contains(line, o) {
+					t.Errorf("%s:%d: refers to a file outside the repository (%q): %s", f, i+1, o, strings.TrimSpace(line))
+				}
+			}
+			if strings.HasSuffix(f, ".md") {
+				for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+					if ref := m[1]; !strings.Contains(ref, "://") && !strings.HasPrefix(ref, "mailto:") {
+						checkRef(f, i+1, ref, true)
+					}
+				}
+			}
+			for _, m := range docRef.FindAllStringSubmatch(line, -1) {
+				if strings.HasPrefix(m[1], "docs/") && !strings.Contains(line, "]("+m[1]) {
+					checkRef(f, i+1, m[1]+m[2], false)
+				}
+			}
+		}
+	}
+}
