@@ -355,3 +355,91 @@ func TestDocsReferOnlyInsideTheRepository(t *testing.T) {
 		}
 	}
 }
+
+// TestGoModMarksDirectDependencies: a module this module's packages (or
+// their tests, in any build checked) import is required without
+// "// indirect", and every other requirement is marked indirect — what go
+// mod tidy writes, checked without the network.
+func TestGoModMarksDirectDependencies(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not in PATH")
+	}
+	out, err := exec.Command(goTool, "mod", "edit", "-json").Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json: %v", err)
+	}
+	var mod struct {
+		Require []struct {
+			Path     string
+			Indirect bool
+		}
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		t.Fatal(err)
+	}
+	direct := map[string]bool{}
+	for _, ts := range tagSets {
+		cmd := exec.Command(goTool, "list", "-e", "-deps", "-test", "-tags", ts.tags, "-json=ImportPath,Module,Imports,Error", "./...")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -tags %q: %v: %s", ts.tags, err, stderr.String())
+		}
+		type pkg struct {
+			ImportPath string
+			Module     *struct{ Path string }
+			Imports    []string
+			Error      *struct{ Err string }
+		}
+		var pkgs []pkg
+		moduleOf := map[string]string{}
+		var failed error
+		dec := json.NewDecoder(bytes.NewReader(out))
+		for {
+			var p pkg
+			if err := dec.Decode(&p); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if p.Error != nil && failed == nil {
+				failed = errors.New(p.ImportPath + ": " + p.Error.Err)
+			}
+			if p.Module != nil {
+				moduleOf[p.ImportPath] = p.Module.Path
+			}
+			pkgs = append(pkgs, p)
+		}
+		if failed != nil {
+			if ts.optional {
+				t.Logf("tags %q not checked: %v", ts.tags, failed)
+				continue
+			}
+			t.Fatalf("go list -tags %q: %v", ts.tags, failed)
+		}
+		for _, p := range pkgs {
+			if p.Module == nil || p.Module.Path != module {
+				continue
+			}
+			for _, imp := range p.Imports {
+				if m := moduleOf[imp]; m != "" && m != module {
+					direct[m] = true
+				}
+			}
+		}
+	}
+	for _, r := range mod.Require {
+		switch {
+		case direct[r.Path] && r.Indirect:
+			t.Errorf("go.mod marks %s indirect, but this module imports it (go mod tidy)", r.Path)
+		case !direct[r.Path] && !r.Indirect:
+			t.Errorf("go.mod requires %s as a direct dependency, but no package of this module imports it (go mod tidy)", r.Path)
+		}
+		delete(direct, r.Path)
+	}
+	for m := range direct {
+		t.Errorf("this module imports %s, which go.mod does not require (go mod tidy)", m)
+	}
+}
