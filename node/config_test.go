@@ -2,10 +2,12 @@ package node
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -31,6 +33,22 @@ func TestConfigValidateNamesTheBadValue(t *testing.T) {
 		{func(c *Config) { c.Spec.Shards = 0 }, "--shards 0"},
 		{func(c *Config) { c.Spec.Replication = 9 }, "--replication 9"},
 		{func(c *Config) { c.Spec.BatchSize = -2 }, "--batch -2"},
+		{func(c *Config) { c.Slowdown = math.Inf(1) }, "--slowdown +Inf: must be a finite number in [1, 1000]"},
+		{func(c *Config) { c.Slowdown = 1e12 }, "--slowdown 1e+12: must be a finite number in [1, 1000]"},
+		{func(c *Config) { c.Slowdown = math.NaN() }, "--slowdown NaN"},
+		{func(c *Config) { c.ComputeDelay = 1e6 * time.Hour }, "--compute-delay 1000000h0m0s: must be in [0s, 1h0m0s]"},
+		{func(c *Config) { c.ComputeDelay = -time.Second }, "--compute-delay -1s"},
+		{func(c *Config) { c.EvalEvery = time.Nanosecond }, "--eval-every 1ns"},
+		{func(c *Config) { c.Spec.LR = math.Inf(1) }, "--lr +Inf: must be a finite number in (0, 100]"},
+		{func(c *Config) { c.Spec.LR = 1e30 }, "--lr 1e+30"},
+		{func(c *Config) { c.Spec.LR = 0 }, "--lr 0"},
+		{func(c *Config) { c.Spec.Momentum = math.NaN() }, "--momentum NaN"},
+		{func(c *Config) { c.Spec.LRDecay = math.Inf(-1) }, "--lr-decay -Inf"},
+		{func(c *Config) { c.Spec.OutlierFactor = 1.5 }, "--outlier-factor 1.5: must be a finite number in [2, 1e+06], or 0 (off)"},
+		{func(c *Config) { c.KeyFile = ""; c.Insecure = true; c.Host = "10.0.0.1" }, "--insecure with --host 10.0.0.1"},
+		{func(c *Config) { c.InsecurePublic = true }, "--insecure-public only makes sense with --insecure"},
+		{func(c *Config) { c.Pprof = true; c.HTTPAddr = "0.0.0.0:7948" }, "--pprof with --http-addr 0.0.0.0:7948"},
+		{func(c *Config) { c.Pprof = true; c.HTTPAddr = ":7948" }, "--pprof with --http-addr :7948"},
 	}
 	for _, tc := range cases {
 		c := DefaultConfig()
@@ -138,6 +156,36 @@ func TestSpecRoundTripAndPolicy(t *testing.T) {
 		}
 		if _, err := s.Policy(); err != nil {
 			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+func TestConfigAcceptsTheEdgesOfEachRange(t *testing.T) {
+	for _, change := range []func(*Config){
+		func(c *Config) { c.Slowdown = MaxSlowdown },
+		func(c *Config) { c.ComputeDelay = MaxComputeDelay },
+		func(c *Config) { c.Spec.LR = MaxLR },
+		func(c *Config) { c.Spec.OutlierFactor = 2 },
+		func(c *Config) { c.KeyFile = ""; c.Insecure = true; c.Host = "10.0.0.1"; c.InsecurePublic = true },
+		func(c *Config) { c.Pprof = true; c.HTTPAddr = "localhost:7948" },
+		func(c *Config) { c.Pprof = true; c.HTTPAddr = "[::1]:7948" },
+	} {
+		c := DefaultConfig()
+		c.KeyFile = "mesh.key"
+		change(&c)
+		if err := c.Validate(); err != nil {
+			t.Errorf("valid config refused: %v", err)
+		}
+	}
+}
+
+func TestParseFloatsRefusesNonFinite(t *testing.T) {
+	if got, err := ParseFloats("slowdown", "1, 1,2,4"); err != nil || len(got) != 4 || got[3] != 4 {
+		t.Fatalf("1,1,2,4: %v %v", got, err)
+	}
+	for _, bad := range []string{"1,inf", "NaN", "1,,2", "x"} {
+		if _, err := ParseFloats("slowdown", bad); err == nil || !strings.Contains(err.Error(), "--slowdown") {
+			t.Errorf("%q: %v", bad, err)
 		}
 	}
 }

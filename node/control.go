@@ -60,11 +60,14 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 					var e EvalResult
 					if err := json.Unmarshal(req.Eval, &e); err != nil {
 						rep.Err = "bad eval"
+					} else if e.By != string(s.Peer()) {
+						// Every peer acts only as itself.
+						rep.Err = fmt.Sprintf("eval by %q sent by %q", e.By, s.Peer())
 					} else {
 						n.setEval(e)
 					}
 				case "view":
-					payload, _ = json.Marshal(n.localView())
+					payload, _ = marshalFinite(n.localView())
 				default:
 					rep.Err = fmt.Sprintf("unknown op %q", req.Op)
 				}
@@ -143,7 +146,7 @@ func (n *Node) fetchSpec(ctx context.Context) (JobSpec, error) {
 // broadcastEval sends e to every other member, best effort: a member that
 // misses one gets the next.
 func (n *Node) broadcastEval(ctx context.Context, e EvalResult) {
-	b, err := json.Marshal(e)
+	b, err := marshalFinite(e)
 	if err != nil {
 		return
 	}

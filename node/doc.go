@@ -51,7 +51,30 @@
 // from every shard after its last completed iteration) on the test set
 // every --eval-every and sends the result to every member over the control
 // channel, so every node's /status carries the mesh's accuracy. When that
-// node dies the next lowest takes over at its next tick.
+// node dies the next lowest takes over at its next tick. Evaluations are
+// ordered by EvalResult.Seq — the samples the shards had applied when they
+// sent the parameters evaluated, Raft-replicated and so agreed by the mesh
+// — never by wall-clock time alone: a peer with a fast clock cannot freeze
+// the evaluation shown. An evaluation is accepted only from the node it
+// names (the control stream's authenticated peer).
+//
+// # Bad gradients and a diverging job
+//
+// A gradient the shards refuse (NaN/Inf, a norm outlier under
+// --outlier-factor, a step that would make a parameter non-finite) is
+// logged, counted (LocalWorker.Refused, worker_gradients_refused_total) and
+// replaced: the worker computes another and sends the same iteration to the
+// shards that refused it; after 20 refusals in a row it stops with the
+// reason. Shard leaders count refusals per worker (Status.Refusals, with
+// the repeat offenders, and dssp_shard_gradients_refused_total). A non-finite
+// loss at evaluation marks the evaluation Diverged; every node that
+// receives it stops its worker with a message saying so (LocalWorker.Stopped)
+// rather than train on garbage. The shards keep their last parameters,
+// which the FSM guarantees finite.
+//
+// /status is encoded before it is written: NaN and ±Inf become null, and an
+// encoding failure is a 500, never an empty 200. --insecure is shown in
+// /status (insecure), /metrics (dssp_insecure) and the dashboard.
 //
 // # The mesh from any node
 //

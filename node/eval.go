@@ -2,6 +2,9 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"slices"
 	"time"
 )
 
@@ -32,7 +35,7 @@ func (n *Node) evalLoop(ctx context.Context) {
 		if n.evaluator() != string(n.id) {
 			continue
 		}
-		theta, iter := n.worker.snapshot()
+		theta, iter, seq := n.worker.snapshot()
 		if theta == nil {
 			continue
 		}
@@ -43,12 +46,48 @@ func (n *Node) evalLoop(ctx context.Context) {
 			n.log.Warn("evaluate", "err", err)
 			continue
 		}
-		e := EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: time.Now(), By: string(n.id), Iter: iter}
+		e := EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: time.Now(), By: string(n.id), Iter: iter, Seq: seq,
+			Diverged: !finite(ev.Loss) || !finite(ev.Accuracy)}
 		n.metrics.Evals.Inc()
 		n.setEval(e)
 		n.broadcastEval(ctx, e)
-		n.log.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "iter", iter)
+		n.log.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "iter", iter, "seq", seq)
 	}
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// setEval keeps e if it is newer than the evaluation held: a larger Seq
+// (the mesh's own order of parameter states), or the same Seq evaluated
+// later. Wall-clock time alone never wins, so a peer with a fast clock
+// cannot freeze the evaluation shown. A diverged evaluation stops this
+// node's worker.
+func (n *Node) setEval(e EvalResult) {
+	n.mu.Lock()
+	newer := n.eval == nil || e.Seq > n.eval.Seq || e.Seq == n.eval.Seq && e.At.After(n.eval.At)
+	if newer {
+		n.eval = &e
+		n.evals = append(n.evals, e)
+		if len(n.evals) > evalHistorySize {
+			n.evals = slices.Delete(n.evals, 0, len(n.evals)-evalHistorySize)
+		}
+	}
+	w := n.worker
+	n.mu.Unlock()
+	if e.Diverged && w != nil {
+		n.diverged(w, e)
+	}
+}
+
+// diverged stops the worker: a non-finite loss at evaluation means the job
+// diverged, and training on garbage only wastes the mesh. The shards keep
+// their parameters, which the FSM guarantees finite (the last good state;
+// a checkpoint of them, where the node writes checkpoints, is the one to
+// restart from); the operator restarts the job with a smaller --lr.
+func (n *Node) diverged(w *worker, e EvalResult) {
+	reason := fmt.Sprintf("the job diverged: evaluation by %s at sequence %d (its iteration %d) gave loss %v, accuracy %v; "+
+		"workers stop rather than train on garbage — restart the job with a smaller --lr", e.By, e.Seq, e.Iter, e.Loss, e.Accuracy)
+	w.stop(reason)
 }
 
 // Status is this node's view of the mesh; safe for concurrent use.
@@ -74,7 +113,9 @@ func (n *Node) Status() Status {
 		}
 		s.Evaluator = n.evaluator()
 	}
+	s.Insecure = n.cfg.Insecure
 	if shards != nil {
+		s.Refusals = shards.refusals()
 		s.Shards, s.Workers = shards.status()
 		if s.Workers == nil {
 			s.Workers = []WorkerStatus{}

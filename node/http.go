@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"net"
@@ -26,11 +27,22 @@ func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
 		w.Write(dashboardHTML)
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		// Encoded before anything is written: a failure is a 500 with the
+		// reason, never a 200 with an empty or truncated body. Non-finite
+		// numbers (a diverging job) are null.
+		b, err := marshalFinite(status())
+		var out bytes.Buffer
+		if err == nil {
+			err = json.Indent(&out, b, "", "  ")
+		}
+		if err != nil {
+			http.Error(w, "encode status: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(status())
+		out.WriteByte('\n')
+		w.Write(out.Bytes())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	return mux

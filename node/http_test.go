@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +154,69 @@ func TestMetricsPassPromtool(t *testing.T) {
 		if !strings.Contains(string(body), "# TYPE "+h+" histogram") {
 			t.Errorf("%s is not a histogram", h)
 		}
+	}
+}
+
+// TestStatusWithNonFiniteValuesIsValidJSON: a diverging job's NaN and ±Inf
+// are null in /status, which stays a 200 with a valid body.
+func TestStatusWithNonFiniteValuesIsValidJSON(t *testing.T) {
+	status := func() Status {
+		s := sampleStatus()
+		s.Worker.Loss = math.NaN()
+		s.Worker.ItersPerSec = math.Inf(1)
+		s.Eval.Loss = math.Inf(-1)
+		s.Eval.Diverged = true
+		s.Trainers = []TrainerStatus{{ID: "node-b", Loss: math.NaN()}}
+		return s
+	}
+	srv := httptest.NewServer(NewHTTPHandler(status, NewMetrics(status)))
+	defer srv.Close()
+	res, err := http.Get(srv.URL + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !json.Valid(body) {
+		t.Fatalf("status %d, valid JSON %v: %s", res.StatusCode, json.Valid(body), body)
+	}
+	var raw map[string]any
+	json.Unmarshal(body, &raw)
+	w, e := raw["worker"].(map[string]any), raw["eval"].(map[string]any)
+	if w["loss"] != nil || w["iters_per_sec"] != nil || e["loss"] != nil || e["diverged"] != true || w["iter"] != 12.0 || e["accuracy"] != 0.91 {
+		t.Fatalf("worker %v, eval %v", w, e)
+	}
+	var got Status
+	if err := json.Unmarshal(body, &got); err != nil || got.Node != "node-a" || got.Worker.Iter != 12 {
+		t.Fatalf("decode: %v %+v", err, got)
+	}
+	t.Logf("worker: %v", w)
+	res, err = http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %d", res.StatusCode)
+	}
+}
+
+func TestMarshalFiniteMatchesEncodingJSON(t *testing.T) {
+	s := sampleStatus()
+	want, _ := json.Marshal(s)
+	s.Worker.Loss = math.NaN()
+	got, err := marshalFinite(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b map[string]any
+	json.Unmarshal(want, &a)
+	json.Unmarshal(got, &b)
+	a["worker"].(map[string]any)["loss"] = nil
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("fallback encoding differs:\n%s\n%s", want, got)
+	}
+	if _, err := marshalFinite(make(chan int)); err == nil {
+		t.Fatal("a channel encoded")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -310,18 +309,6 @@ func (n *Node) jobSpec() *JobSpec {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return n.spec
-}
-
-func (n *Node) setEval(e EvalResult) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.eval == nil || e.At.After(n.eval.At) {
-		n.eval = &e
-		n.evals = append(n.evals, e)
-		if len(n.evals) > evalHistorySize {
-			n.evals = slices.Delete(n.evals, 0, len(n.evals)-evalHistorySize)
-		}
-	}
 }
 
 // unwrapOp drops a *net.OpError's wrapping so bind errors read as one

@@ -26,6 +26,7 @@ type Metrics struct {
 	GateHoldSeconds  prometheus.Histogram // pushes the gate held: first Held frame to release
 	RaftApplySeconds prometheus.Histogram // on this node's leaders: raft.Apply of a push batch to its application
 	EvalSeconds      prometheus.Histogram // one evaluation of the global parameters
+	Refused          prometheus.Counter
 }
 
 // latencyBuckets span 0.5 ms to 16 s, doubling.
@@ -55,10 +56,11 @@ func NewMetrics(status func() Status) *Metrics {
 			"Time the gate held a push of this node's worker, from the leader's first Held frame to the release; only held pushes are observed.", latencyBuckets),
 		RaftApplySeconds: histogram("shard_raft_apply_seconds",
 			"On the shards this node leads: time from proposing a batch of pushes to Raft to its application (quorum commit and FSM).", latencyBuckets),
+		Refused: counter("worker_gradients_refused_total", "Gradients of this worker a shard refused (NaN/Inf, norm outlier, non-finite step); each was recomputed."),
 		EvalSeconds: histogram("eval_duration_seconds",
 			"Time one evaluation of the global parameters on the test set took on this node.", prometheus.ExponentialBuckets(0.01, 2, 12)),
 	}
-	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Retries, m.Evals,
+	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Retries, m.Evals, m.Refused,
 		m.PushSeconds, m.GateHoldSeconds, m.RaftApplySeconds, m.EvalSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&statusCollector{status: status})
@@ -78,6 +80,9 @@ var (
 	descDials     = prometheus.NewDesc("dssp_transport_dials_total", "Mesh transport connections this node dialled since start.", nil, nil)
 	descAccuracy  = prometheus.NewDesc("dssp_eval_accuracy_ratio", "Test accuracy (0 to 1) of the latest evaluation of the global parameters.", []string{"by"}, nil)
 	descLoss      = prometheus.NewDesc("dssp_eval_loss", "Test loss of the latest evaluation of the global parameters.", []string{"by"}, nil)
+	descInsecure  = prometheus.NewDesc("dssp_insecure", "1 when this node runs without a mesh key (--insecure): no encryption, no authentication.", nil, nil)
+	descRefused   = prometheus.NewDesc("dssp_shard_gradients_refused_total", "Gradients the shard leaders on this node refused, per worker and reason (non-finite, outlier).", []string{"worker", "reason"}, nil)
+	descOffender  = prometheus.NewDesc("dssp_worker_repeat_offender", "1 while the worker keeps sending gradients the shard leaders here refuse.", []string{"worker"}, nil)
 	descIter      = prometheus.NewDesc("dssp_local_worker_iteration", "Next iteration this node's worker will push.", nil, nil)
 )
 
@@ -85,7 +90,7 @@ type statusCollector struct{ status func() Status }
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMembers, descClock, descGap, descGrant, descWaiting, descLeader,
-		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descIter} {
+		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descIter, descInsecure, descRefused, descOffender} {
 		ch <- d
 	}
 }
@@ -121,6 +126,12 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.Worker != nil {
 		gauge(descIter, float64(s.Worker.Iter))
+	}
+	gauge(descInsecure, b2f(s.Insecure))
+	for _, r := range s.Refusals {
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.NonFinite), r.Worker, "non-finite")
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.Outliers), r.Worker, "outlier")
+		gauge(descOffender, b2f(r.RepeatOffender), r.Worker)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -327,6 +328,35 @@ func (m *shardManager) status() ([]ShardStatus, []WorkerStatus) {
 		out = append(out, st)
 	}
 	return out, workers
+}
+
+// refusals sums, per worker, the gradients refused by the shard leaders on
+// this node (each leader counts its own; a new leader starts at zero).
+func (m *shardManager) refusals() []RefusalStatus {
+	byWorker := map[string]*RefusalStatus{}
+	for s := range m.bounds {
+		rep := m.local(uint32(s))
+		if rep == nil {
+			continue
+		}
+		for w, r := range rep.Status().Service.Refused {
+			out := byWorker[string(w)]
+			if out == nil {
+				out = &RefusalStatus{Worker: string(w)}
+				byWorker[string(w)] = out
+			}
+			out.NonFinite += r.NonFinite
+			out.Outliers += r.Outliers
+			out.Streak = max(out.Streak, r.Streak)
+			out.RepeatOffender = out.Streak >= shard.RepeatOffender
+		}
+	}
+	out := make([]RefusalStatus, 0, len(byWorker))
+	for _, r := range byWorker {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b RefusalStatus) int { return strings.Compare(a.Worker, b.Worker) })
+	return out
 }
 
 func workerStatuses(ws []clock.WorkerInfo) []WorkerStatus {

@@ -46,6 +46,25 @@ type Status struct {
 	// with the lowest id.
 	Evaluator string          `json:"evaluator,omitempty"`
 	Transport TransportStatus `json:"transport"`
+	// Insecure is true when this node runs without a mesh key (--insecure):
+	// no gossip encryption, no mutual TLS; anyone who reaches it can join,
+	// vote and push.
+	Insecure bool `json:"insecure"`
+	// Refusals are the gradients the shard leaders on this node refused
+	// (NaN/Inf, norm outliers), per worker, summed over the shards it
+	// leads; RepeatOffender marks a worker that keeps sending them.
+	Refusals []RefusalStatus `json:"refusals,omitempty"`
+}
+
+// RefusalStatus counts one worker's refused gradients.
+type RefusalStatus struct {
+	Worker    string `json:"worker"`
+	NonFinite uint64 `json:"non_finite"`
+	Outliers  uint64 `json:"outliers"`
+	// Streak is the longest run of refusals without an accepted push on
+	// any one shard led here; RepeatOffender is Streak ≥ shard.RepeatOffender.
+	Streak         uint64 `json:"streak"`
+	RepeatOffender bool   `json:"repeat_offender"`
 }
 
 // MemberStatus is one live member.
@@ -110,6 +129,12 @@ type LocalWorker struct {
 	ItersPerSec    float64 `json:"iters_per_sec"` // over the last few seconds
 	Slowdown       float64 `json:"slowdown"`
 	LastError      string  `json:"last_error,omitempty"`
+	// Refused counts this worker's gradients a shard refused (NaN/Inf, norm
+	// outlier, non-finite step); each was recomputed and sent again.
+	Refused uint64 `json:"refused"`
+	// Stopped says why the worker loop stopped for good ("" while it runs):
+	// a diverging job, a rejection it cannot repair.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // EvalResult is one evaluation of the global parameters.
@@ -121,6 +146,14 @@ type EvalResult struct {
 	By       string    `json:"by"`
 	// Iter is the evaluator's own worker iteration when it evaluated.
 	Iter uint64 `json:"iter"`
+	// Seq orders evaluations mesh-wide: the samples the shards had applied
+	// (summed over shards, Raft-replicated state) when they sent the
+	// parameters evaluated. Newer parameters have a larger Seq whichever
+	// node evaluated them and whatever its clock says.
+	Seq uint64 `json:"seq"`
+	// Diverged: the loss was NaN or ±Inf (Loss then reads null); every
+	// worker stops on receiving it.
+	Diverged bool `json:"diverged,omitempty"`
 }
 
 // TransportStatus counts mesh transport events.

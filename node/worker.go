@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -33,7 +34,10 @@ type worker struct {
 	stats    LocalWorker
 	snap     []float32 // θ after the last completed iteration, for evaluation
 	snapIter uint64
-	rate     []time.Time // completion times of recent iterations
+	snapSeq  uint64             // Σ shards' Progress of snap: its place in the mesh's history
+	halt     context.CancelFunc // ends run's loop (stop)
+	pushes   uint64             // gradients computed, for --fault-nan-every
+	rate     []time.Time        // completion times of recent iterations
 }
 
 func newWorker(n *Node, spec JobSpec) (*worker, error) {
@@ -72,15 +76,27 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 	return w, nil
 }
 
-// run trains until ctx ends.
+// maxRefusedInARow is how many iterations in a row the shards may refuse
+// this worker's gradient (NaN/Inf, outlier, non-finite step) before it
+// stops: one bad gradient now and then is a flaky device, recomputed and
+// sent again; an unbroken run of them is a broken one or a diverging job.
+const maxRefusedInARow = 20
+
+// run trains until ctx ends or the worker is halted (a diverging job).
 func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
+	ctx, halt := context.WithCancel(ctx)
+	defer halt()
+	w.mu.Lock()
+	w.halt = halt
+	w.mu.Unlock()
 	if err := w.join(ctx); err != nil {
 		if ctx.Err() == nil {
 			w.fail(fmt.Errorf("join: %w", err))
 		}
 		return
 	}
+	inARow := 0
 	for ctx.Err() == nil {
 		w.loader.Next(w.x, w.labels)
 		start := time.Now()
@@ -89,23 +105,92 @@ func (w *worker) run(ctx context.Context) {
 			w.fail(err)
 			return
 		}
+		w.pushes++
+		if every := w.n.cfg.FaultNaNEvery; every > 0 && w.pushes%uint64(every) == 0 {
+			for i := range w.grad {
+				w.grad[i] = float32(math.NaN()) // test fault: a flaky accelerator
+			}
+		}
 		compute := w.stretch(ctx, time.Since(start))
 		waitStart := time.Now()
 		if err := w.pushAll(ctx, int64(w.spec.BatchSize), compute.Nanoseconds(), w.grad); err != nil {
-			// A rejection the worker cannot repair (the shards refused
-			// this gradient for good): stopping loudly beats a worker that
-			// silently holds every other one at the staleness bound.
-			if ctx.Err() == nil {
-				w.fail(err)
+			if ctx.Err() != nil {
+				return
 			}
+			if refusedGradient(err) {
+				// Nothing was applied where it was refused: compute a
+				// fresh gradient and send the same iteration again to the
+				// shards that refused it (pushAll skips the others).
+				inARow++
+				w.refused(err)
+				if inARow < maxRefusedInARow {
+					continue
+				}
+				err = fmt.Errorf("%d gradients in a row refused (a broken device or a diverging job): %w", inARow, err)
+			}
+			// A rejection the worker cannot repair: stopping loudly beats
+			// a worker that silently holds every other one at the
+			// staleness bound.
+			w.fail(err)
 			return
 		}
+		inARow = 0
 		if slices.Min(w.iters) != slices.Max(w.iters) {
 			if err := w.align(ctx, false); err != nil {
 				return
 			}
 		}
 		w.completed(loss, compute, time.Since(waitStart))
+	}
+}
+
+// refusedGradient reports whether every error in err (a pushAll join) is a
+// shard refusing the gradient itself: NaN/Inf, a norm outlier, or a step
+// that would make a parameter non-finite.
+func refusedGradient(err error) bool {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var rej *shard.RejectError
+		if !errors.As(e, &rej) {
+			return false
+		}
+		switch rej.Reason {
+		case shard.ReasonNonFinite, shard.ReasonOutlier, shard.ReasonNonFiniteStep:
+		default:
+			return false
+		}
+	}
+	return len(errs) > 0
+}
+
+// refused counts and logs a gradient the shards refused.
+func (w *worker) refused(err error) {
+	w.n.metrics.Refused.Inc()
+	w.mu.Lock()
+	w.stats.Refused++
+	w.stats.LastError = err.Error()
+	w.mu.Unlock()
+	w.n.log.Warn("gradient refused; computing another for the same iteration", "err", err)
+}
+
+// stop halts the worker loop for good with reason, shown on /status; the
+// node keeps serving its shards.
+func (w *worker) stop(reason string) {
+	w.mu.Lock()
+	halt, already := w.halt, w.stats.Stopped != ""
+	if !already {
+		w.stats.Stopped = reason
+	}
+	w.mu.Unlock()
+	if already {
+		return
+	}
+	w.n.log.Error("worker stopped", "reason", reason)
+	if halt != nil {
+		halt()
 	}
 }
 
@@ -187,7 +272,11 @@ func (w *worker) align(ctx context.Context, every bool) error {
 func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []float32) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(w.clients))
+	low := slices.Min(w.iters)
 	for s, c := range w.clients {
+		if w.iters[s] > low {
+			continue // took this iteration already; another shard refused it
+		}
 		wg.Add(1)
 		go func(s int, c *shard.Client) {
 			defer wg.Done()
@@ -265,6 +354,10 @@ func (w *worker) completed(loss float64, compute, wait time.Duration) {
 	}
 	copy(w.snap, w.theta)
 	w.snapIter = w.stats.Iter
+	w.snapSeq = 0
+	for _, c := range w.clients {
+		w.snapSeq += uint64(max(c.Progress, 0))
+	}
 }
 
 func (w *worker) addRetries(d uint64) {
@@ -290,14 +383,15 @@ func (w *worker) fail(err error) {
 }
 
 // snapshot returns a copy of θ after the last completed iteration (nil
-// before the first) and the iteration count.
-func (w *worker) snapshot() ([]float32, uint64) {
+// before the first), the iteration count and the mesh-wide sequence of θ
+// (the samples the shards had applied when they sent it, summed).
+func (w *worker) snapshot() ([]float32, uint64, uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.snap == nil {
-		return nil, 0
+		return nil, 0, 0
 	}
-	return append([]float32(nil), w.snap...), w.snapIter
+	return append([]float32(nil), w.snap...), w.snapIter, w.snapSeq
 }
 
 func (w *worker) status() *LocalWorker {

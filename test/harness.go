@@ -200,11 +200,12 @@ func Leaders(st []*node.Status) map[uint32]int {
 	return out
 }
 
-// Accuracy is the latest evaluation any node reports (nil if none).
+// Accuracy is the latest evaluation any node reports, by the mesh's
+// sequence (nil if none).
 func Accuracy(st []*node.Status) *node.EvalResult {
 	var best *node.EvalResult
 	for _, s := range st {
-		if s != nil && s.Eval != nil && (best == nil || s.Eval.At.After(best.At)) {
+		if s != nil && s.Eval != nil && (best == nil || s.Eval.Seq > best.Seq || s.Eval.Seq == best.Seq && s.Eval.At.After(best.At)) {
 			best = s.Eval
 		}
 	}
