@@ -241,6 +241,10 @@ var (
 	docRef  = regexp.MustCompile(`\b((?:docs/)?[\w./-]+\.md)(#[\w-]+)?`)
 	heading = regexp.MustCompile(`(?m)^#{1,6}\s+(.+?)\s*#*\s*$`)
 	fence   = regexp.MustCompile("(?ms)^```.*?^```")
+	// repoPath is a file path named in text ("shard/fsm.go"), tickedDir a
+	// folder named in Markdown code ("`clock/sim/`").
+	repoPath  = regexp.MustCompile(`(?:^|[^\w./-])([a-z][\w-]*/[\w./-]*\.(?:go|md))\b`)
+	tickedDir = regexp.MustCompile("`([a-z][\\w-]*/(?:[\\w.-]+/)*)`")
 )
 
 // repoFiles are the .go and .md files of the repository, relative to its
@@ -293,7 +297,9 @@ func anchors(md []byte) map[string]bool {
 
 // TestDocsReferOnlyInsideTheRepository: no file names a place outside the
 // repository; every relative Markdown link resolves to a file in it; every
-// "docs/….md#anchor" a comment or doc names exists with that heading.
+// "docs/….md#anchor" a comment or doc names exists with that heading; and
+// every path into the module's folders that a doc or comment names (a file
+// moved or deleted since) exists.
 func TestDocsReferOnlyInsideTheRepository(t *testing.T) {
 	files := repoFiles(t)
 	texts := map[string][]byte{}
@@ -333,8 +339,33 @@ func TestDocsReferOnlyInsideTheRepository(t *testing.T) {
 			t.Errorf("%s:%d: %q: %s has no heading with anchor #%s", from, line, ref, file, anchor)
 		}
 	}
+	// A path into one of the module's top-level folders must exist.
+	tops := map[string]bool{"docs": true}
+	for pkg := range mayImport {
+		if pkg != "" {
+			top, _, _ := strings.Cut(pkg, "/")
+			tops[top] = true
+		}
+	}
+	checkPath := func(from string, line int, p string) {
+		top, _, _ := strings.Cut(p, "/")
+		if !tops[top] {
+			return
+		}
+		if _, err := os.Stat(strings.TrimSuffix(p, "/")); err != nil {
+			t.Errorf("%s:%d: names %s, which is not in the repository", from, line, p)
+		}
+	}
 	for _, f := range files {
 		for i, line := range strings.Split(string(texts[f]), "\n") {
+			for _, m := range repoPath.FindAllStringSubmatch(line, -1) {
+				checkPath(f, i+1, m[1])
+			}
+			if strings.HasSuffix(f, ".md") {
+				for _, m := range tickedDir.FindAllStringSubmatch(line, -1) {
+					checkPath(f, i+1, m[1])
+				}
+			}
 			for _, o := range outside {
 				if strings.Contains(line, o) {
 					t.Errorf("%s:%d: refers to a file outside the repository (%q): %s", f, i+1, o, strings.TrimSpace(line))
