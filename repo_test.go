@@ -81,6 +81,7 @@ var tagSets = []struct {
 
 type listed struct {
 	ImportPath   string
+	Module       *struct{ Path string }
 	Deps         []string
 	Imports      []string
 	TestImports  []string
@@ -90,15 +91,23 @@ type listed struct {
 	DepsErrors   []*struct{ Err string }
 }
 
-// goList runs go list over the whole module with tags.
-func goList(t *testing.T, tags string) ([]listed, error) {
+// goTool is the go command, or a skip where there is none.
+func goTool(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
+	g, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go tool not in PATH")
 	}
-	cmd := exec.Command(goTool, "list", "-e", "-tags", tags,
-		"-json=ImportPath,Deps,Imports,TestImports,XTestImports,CgoFiles,Error,DepsErrors", "./...")
+	return g
+}
+
+// goList runs go list -e with tags and flags (such as -deps, -test) over
+// the whole module. The error is the first package go list could not load.
+func goList(t *testing.T, tags string, flags ...string) ([]listed, error) {
+	t.Helper()
+	args := append([]string{"list", "-e", "-tags", tags,
+		"-json=ImportPath,Module,Deps,Imports,TestImports,XTestImports,CgoFiles,Error,DepsErrors"}, flags...)
+	cmd := exec.Command(goTool(t), append(args, "./...")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -106,6 +115,7 @@ func goList(t *testing.T, tags string) ([]listed, error) {
 		return nil, errors.New(err.Error() + ": " + stderr.String())
 	}
 	var pkgs []listed
+	var failed error
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p listed
@@ -114,15 +124,17 @@ func goList(t *testing.T, tags string) ([]listed, error) {
 		} else if err != nil {
 			t.Fatalf("go list -tags %q: %v", tags, err)
 		}
-		if p.Error != nil {
-			return nil, errors.New(p.ImportPath + ": " + p.Error.Err)
+		if p.Error != nil && failed == nil {
+			failed = errors.New(p.ImportPath + ": " + p.Error.Err)
 		}
 		for _, e := range p.DepsErrors {
-			return nil, errors.New(p.ImportPath + ": " + e.Err)
+			if failed == nil {
+				failed = errors.New(p.ImportPath + ": " + e.Err)
+			}
 		}
 		pkgs = append(pkgs, p)
 	}
-	return pkgs, nil
+	return pkgs, failed
 }
 
 // rel is p relative to the module ("" for the root), ok false outside it.
@@ -392,11 +404,7 @@ func TestDocsReferOnlyInsideTheRepository(t *testing.T) {
 // "// indirect", and every other requirement is marked indirect — what go
 // mod tidy writes, checked without the network.
 func TestGoModMarksDirectDependencies(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go tool not in PATH")
-	}
-	out, err := exec.Command(goTool, "mod", "edit", "-json").Output()
+	out, err := exec.Command(goTool(t), "mod", "edit", "-json").Output()
 	if err != nil {
 		t.Fatalf("go mod edit -json: %v", err)
 	}
@@ -411,44 +419,19 @@ func TestGoModMarksDirectDependencies(t *testing.T) {
 	}
 	direct := map[string]bool{}
 	for _, ts := range tagSets {
-		cmd := exec.Command(goTool, "list", "-e", "-deps", "-test", "-tags", ts.tags, "-json=ImportPath,Module,Imports,Error", "./...")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
+		pkgs, err := goList(t, ts.tags, "-deps", "-test")
 		if err != nil {
-			t.Fatalf("go list -tags %q: %v: %s", ts.tags, err, stderr.String())
+			if ts.optional {
+				t.Logf("tags %q not checked: %v", ts.tags, err)
+				continue
+			}
+			t.Fatalf("go list -tags %q: %v", ts.tags, err)
 		}
-		type pkg struct {
-			ImportPath string
-			Module     *struct{ Path string }
-			Imports    []string
-			Error      *struct{ Err string }
-		}
-		var pkgs []pkg
 		moduleOf := map[string]string{}
-		var failed error
-		dec := json.NewDecoder(bytes.NewReader(out))
-		for {
-			var p pkg
-			if err := dec.Decode(&p); err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if p.Error != nil && failed == nil {
-				failed = errors.New(p.ImportPath + ": " + p.Error.Err)
-			}
+		for _, p := range pkgs {
 			if p.Module != nil {
 				moduleOf[p.ImportPath] = p.Module.Path
 			}
-			pkgs = append(pkgs, p)
-		}
-		if failed != nil {
-			if ts.optional {
-				t.Logf("tags %q not checked: %v", ts.tags, failed)
-				continue
-			}
-			t.Fatalf("go list -tags %q: %v", ts.tags, failed)
 		}
 		for _, p := range pkgs {
 			if p.Module == nil || p.Module.Path != module {
