@@ -8,14 +8,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"dsspmesh/node"
 )
 
 // TestMeshTrainsSurvivesKillAndRejoins is the product path end to end:
@@ -63,7 +62,6 @@ func TestMeshTrainsSurvivesKillAndRejoins(t *testing.T) {
 	}
 
 	t.Run("metrics", func(t *testing.T) { checkMetrics(t, c.Mesh.Procs[1].HTTP, 3) })
-	t.Run("dashboard", func(t *testing.T) { checkDashboard(t, c.Mesh.Procs[2].HTTP, st) })
 
 	// Kill the node leading most shards.
 	count := map[int]int{}
@@ -127,6 +125,13 @@ func TestMeshTrainsSurvivesKillAndRejoins(t *testing.T) {
 		return true
 	})
 	t.Logf("after kill -9: recovered in %v, survivors 20 iterations further after %v", recovered.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+	t.Run("dashboard", func(t *testing.T) {
+		var alive []string
+		for _, i := range survivors {
+			alive = append(alive, st[i].Node)
+		}
+		checkDashboard(t, c.Mesh.Procs[survivors[0]].HTTP, alive, deadID)
+	})
 
 	c.Restart(victim)
 	restarted := time.Now()
@@ -184,9 +189,12 @@ func checkMetrics(t *testing.T, addr string, workers int) {
 	}
 }
 
-// checkDashboard loads the dashboard in headless Chromium and looks for
-// every worker's id in the rendered page.
-func checkDashboard(t *testing.T, addr string, st []*node.Status) {
+// checkDashboard loads the dashboard of a survivor in headless Chromium,
+// after node dead was killed, and checks what it drew: every chart has
+// data (accuracy and loss from the evaluations, iterations/s and wait
+// share of the live workers, gap and grant bars), the live workers are
+// named, and the timeline marks dead as failed.
+func checkDashboard(t *testing.T, addr string, alive []string, dead string) {
 	bin := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -208,12 +216,25 @@ func checkDashboard(t *testing.T, addr string, st []*node.Status) {
 		t.Fatalf("chromium: %v", err)
 	}
 	dom := string(out)
-	for _, s := range st {
-		if !strings.Contains(dom, s.Node) {
-			t.Errorf("dashboard does not show %s", s.Node)
+	for _, id := range alive {
+		if !strings.Contains(dom, id) {
+			t.Errorf("dashboard does not show %s", id)
 		}
 	}
 	if !strings.Contains(dom, "test accuracy") {
 		t.Error("dashboard shows no accuracy")
 	}
+	for _, chart := range []string{"chart-accuracy", "chart-loss", "chart-rate", "chart-wait"} {
+		svg := regexp.MustCompile(`<svg id="` + chart + `"[^>]*data-points="(\d+)"[^>]*>.*?</svg>`).FindStringSubmatch(dom)
+		if svg == nil || svg[1] == "0" || !strings.Contains(svg[0], `class="series"`) {
+			t.Errorf("chart %s drew no line", chart)
+		}
+	}
+	if !regexp.MustCompile(`<svg id="chart-gap".*?<rect class="bar gap"`).MatchString(dom) {
+		t.Error("the gap and grant chart drew no bars")
+	}
+	if !regexp.MustCompile(`<svg id="timeline".*?<g class="event failed" data-node="` + regexp.QuoteMeta(dead) + `"`).MatchString(dom) {
+		t.Errorf("the event timeline does not mark %s failed", dead)
+	}
+	t.Logf("dashboard of %s: %d bytes of DOM, every chart drawn, %s marked failed in the timeline", addr, len(dom), dead)
 }
