@@ -25,7 +25,7 @@ import (
 //	invoke, ok, fail       a push by this node's worker: Shard, Worker, Iter, Samples (fail: Err)
 //	apply                  an entry applied by this node's replica of Shard: Index, Entry and, for
 //	                       pushes, Pushes; for add/remove-worker, Worker, Clock and Released; Hash
-//	                       at the indices HistoryHashEvery divides
+//	                       and NonFinite (parameters NaN or ±Inf) at the indices HistoryHashEvery divides
 //	leader                 this node's replica of Shard became leader in Term
 //
 // A nil *history records nothing, so callers need no checks.
@@ -58,7 +58,9 @@ type HistoryRecord struct {
 	Clock    int64            `json:"c,omitempty"`
 	Released []HistoryRelease `json:"rel,omitempty"`
 	Hash     string           `json:"h,omitempty"`
-	Term     uint64           `json:"term,omitempty"`
+	// NonFinite (with Hash) counts the NaN or ±Inf parameters after the entry.
+	NonFinite int    `json:"nf,omitempty"`
+	Term      uint64 `json:"term,omitempty"`
 }
 
 // HistoryPush is what one push of an applied entry did.
@@ -153,6 +155,7 @@ func (h *history) applied(id uint32, a shard.Applied) {
 	r := HistoryRecord{Kind: "apply", Shard: id, Index: a.Index, Entry: a.Kind, Worker: string(a.Worker), Clock: a.StartClock}
 	if a.StateHash != ([32]byte{}) {
 		r.Hash = hex.EncodeToString(a.StateHash[:])
+		r.NonFinite = a.NonFinite
 	}
 	for _, rel := range a.Released {
 		r.Released = append(r.Released, HistoryRelease{Worker: string(rel.Worker), Iter: rel.Iter})

@@ -31,7 +31,7 @@ func TestChaos(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
 
-	c := faultMesh(t, "", seed)
+	c := faultMesh(t, "", seed, 0)
 	crashes := c.ReplaceCrashed()
 	stalls := c.RecoverStalls()
 	c.WaitHealthy("warm-up", 10, limit)

@@ -71,6 +71,8 @@ type Report struct {
 	Terms          int   // (shard, term) pairs with a leader record
 	HashMismatch   int   // violation: replicas differ in state at one index
 	HashCompared   int   // (shard, index) checkpoints seen on ≥ 2 replicas
+	NonFinite      int   // violation: a replica held a NaN or ±Inf parameter at a checkpoint
+	FiniteChecked  int   // replica checkpoints whose parameters were checked
 	Disagree       int   // violation: replicas recorded different outcomes at one index
 	ReplayMismatch int   // violation: the gate replayed from the log decides otherwise
 	Replayed       int   // pushes replayed
@@ -80,15 +82,15 @@ type Report struct {
 
 // OK reports whether no checker found a violation.
 func (r *Report) OK() bool {
-	return r.Lost+r.AppliedTwice+r.ClockBack+r.GapOver+r.TwoLeaders+r.HashMismatch+r.Disagree+r.ReplayMismatch == 0
+	return r.Lost+r.AppliedTwice+r.ClockBack+r.GapOver+r.TwoLeaders+r.HashMismatch+r.Disagree+r.ReplayMismatch+r.NonFinite == 0
 }
 
 func (r *Report) String() string {
 	return fmt.Sprintf("acked %d, lost %d, applied twice %d, clock back %d, gap>s_U %d (max gap %d, s_U %d), "+
 		"two leaders %d of %d terms, hash mismatches %d of %d checkpoints, replica disagreements %d, "+
-		"replay mismatches %d of %d pushes, dedupe answers %d",
+		"replay mismatches %d of %d pushes, dedupe answers %d, non-finite parameters at %d of %d replica checkpoints",
 		r.Acked, r.Lost, r.AppliedTwice, r.ClockBack, r.GapOver, r.MaxGap, r.SU, r.TwoLeaders, r.Terms,
-		r.HashMismatch, r.HashCompared, r.Disagree, r.ReplayMismatch, r.Replayed, r.Duplicates)
+		r.HashMismatch, r.HashCompared, r.Disagree, r.ReplayMismatch, r.Replayed, r.Duplicates, r.NonFinite, r.FiniteChecked)
 }
 
 func (r *Report) violate(format string, args ...any) {
@@ -117,6 +119,7 @@ func (h *History) Check(policy string) (*Report, error) {
 	logs := h.mergedLogs(rep)
 	h.checkLeaders(rep)
 	h.checkHashes(rep)
+	h.checkFinite(rep)
 	releases := map[pushKey][]release{} // every release of a push, in log order
 	applies := map[pushKey][]int64{}    // times an application of the push was first recorded
 	for s, entries := range logs {
@@ -395,6 +398,23 @@ func (h *History) checkLeaders(rep *Report) {
 		if len(nodes) > 1 {
 			rep.TwoLeaders++
 			rep.violate("shard %d term %d led by %v", k.shard, k.term, nodes)
+		}
+	}
+}
+
+// checkFinite is the "parameters finite" checker: at every state-hash
+// checkpoint each replica also counted its NaN or ±Inf parameters, and
+// that count must be zero — a bad gradient must never reach a replica's
+// state, whoever sent it.
+func (h *History) checkFinite(rep *Report) {
+	for _, r := range h.Records {
+		if r.Kind != "apply" || r.Hash == "" {
+			continue
+		}
+		rep.FiniteChecked++
+		if r.NonFinite > 0 {
+			rep.NonFinite++
+			rep.violate("shard %d index %d on %s: %d parameters NaN or ±Inf", r.Shard, r.Index, r.Node, r.NonFinite)
 		}
 	}
 }

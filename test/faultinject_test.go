@@ -25,6 +25,7 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 		spec   []string
 		policy string
 		slow   bool // node 2 computes 10× slower, so the gate holds the others
+		nan    bool // node 1's every 10th gradient is NaN (--fault-nan-every 10)
 		kick   func(c *FaultCluster)
 		caught func(r *Report) bool
 	}{
@@ -40,6 +41,8 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 			caught: func(r *Report) bool { return r.HashMismatch > 0 }},
 		{fault: faults.SplitBrain, spec: dssp, policy: "dssp:3:12",
 			caught: func(r *Report) bool { return r.TwoLeaders > 0 }},
+		{fault: faults.SkipNonFinite, spec: dssp, policy: "dssp:3:12", nan: true,
+			caught: func(r *Report) bool { return r.NonFinite > 0 }},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.fault), func(t *testing.T) {
@@ -49,6 +52,9 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 				Spec: tc.spec})
 			if tc.slow {
 				c.Mesh.AddArgs(2, "--slowdown", "10", "--compute-delay", "100ms")
+			}
+			if tc.nan {
+				c.Mesh.AddArgs(1, "--fault-nan-every", "10")
 			}
 			for i := range c.Mesh.Procs {
 				c.Start(i)

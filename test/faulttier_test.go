@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -14,7 +15,11 @@ import (
 // the election timeout; a minority partition; the leader and a follower
 // cut off together; a lossy network; a node with the wrong key trying to
 // join; a rolling restart; every node killed and restarted — and must be
-// healthy after each. Then every checker runs over the nodes' history.
+// healthy after each. Throughout, one trainer has a flaky accelerator: every
+// 10th gradient it computes is NaN. The shards refuse each (the worker
+// recomputes it), so the "parameters finite" checker passes and the mesh
+// still reaches its target accuracy. Then every checker runs over the
+// nodes' history.
 //
 // It runs in CI (about 2–5 minutes on 2 cores). Run it alone:
 // go test ./test -run TestFaults -v (DSSP_FAULT_STEPS=a,b for some steps,
@@ -24,7 +29,7 @@ func TestFaults(t *testing.T) {
 		t.Skip("multi-process test; skipped with -short")
 	}
 	const limit = 3 * time.Minute
-	c := faultMesh(t, "", 1)
+	c := faultMesh(t, "", 1, 10)
 	// A crash or a stall fails the test at the end, after every scenario
 	// ran, so one run reports them all with the figures.
 	crashes, stalls := c.ReplaceCrashed(), c.RecoverStalls()
@@ -58,6 +63,15 @@ func TestFaults(t *testing.T) {
 		}
 	}
 	c.WaitHealthy("the end", 3, limit)
+	c.WaitFor(fmt.Sprintf("accuracy %.2f", targetAccuracy), limit, func() bool {
+		a := Accuracy(c.Statuses())
+		return a != nil && a.Accuracy >= targetAccuracy
+	})
+	if st := c.Statuses()[nanNode]; st == nil || st.Worker == nil || st.Worker.Refused == 0 || st.Worker.Stopped != "" {
+		t.Errorf("node%d's NaN gradients were not refused and recomputed: %+v", nanNode, st)
+	} else {
+		t.Logf("node%d: %d NaN gradients refused and recomputed in this process's life (iteration %d)", nanNode, st.Worker.Refused, st.Worker.Iter)
+	}
 
 	report(t, c, events)
 	failures(t, *crashes, *stalls)
