@@ -200,10 +200,12 @@ func WriteFile(path string, layout cudaops.Layout, theta []float32, meta Meta) e
 	if err := Encode(&buf, layout, theta, meta); err != nil {
 		return err
 	}
-	return writeAtomic(path, buf.Bytes())
+	return WriteAtomic(path, buf.Bytes())
 }
 
-func writeAtomic(path string, data []byte) error {
+// WriteAtomic writes data at path through a synced temporary file in the
+// same folder renamed over it, then syncs the folder.
+func WriteAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {

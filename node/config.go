@@ -48,6 +48,13 @@ type Config struct {
 	EvalEvery   time.Duration // evaluation cadence of the designated node
 	EvalSamples int           // test samples per evaluation; 0 = the whole test set
 
+	// CheckpointDir, if set, is where this node saves the snapshot it
+	// evaluated, at most every CheckpointEvery, while it is the evaluator;
+	// the newest CheckpointKeep files are kept.
+	CheckpointDir   string
+	CheckpointEvery time.Duration
+	CheckpointKeep  int
+
 	// Detection is memberlist's profile: "lan" (robust) or "fast"
 	// (sub-second failure detection on loopback, false alarms under load).
 	Detection    string
@@ -79,20 +86,22 @@ type Config struct {
 // DefaultConfig returns the settings of a single-host node on loopback.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:      "dssp-data",
-		Host:         "127.0.0.1",
-		GossipPort:   7946,
-		QUICPort:     7947,
-		HTTPAddr:     "127.0.0.1:7948",
-		JoinTimeout:  30 * time.Second,
-		Train:        true,
-		Backend:      "cpu",
-		Slowdown:     1,
-		EvalEvery:    5 * time.Second,
-		Detection:    "lan",
-		LeaveTimeout: 5 * time.Second,
-		LogLevel:     "info",
-		Spec:         DefaultJobSpec(),
+		DataDir:         "dssp-data",
+		Host:            "127.0.0.1",
+		GossipPort:      7946,
+		QUICPort:        7947,
+		HTTPAddr:        "127.0.0.1:7948",
+		JoinTimeout:     30 * time.Second,
+		Train:           true,
+		Backend:         "cpu",
+		Slowdown:        1,
+		EvalEvery:       5 * time.Second,
+		Detection:       "lan",
+		CheckpointEvery: 5 * time.Minute,
+		CheckpointKeep:  3,
+		LeaveTimeout:    5 * time.Second,
+		LogLevel:        "info",
+		Spec:            DefaultJobSpec(),
 	}
 }
 
@@ -121,6 +130,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--threads %d: must be in [0, 4096]", c.Threads)
 	case c.EvalSamples < 0:
 		return fmt.Errorf("--eval-samples %d: must be >= 0", c.EvalSamples)
+	case c.CheckpointDir != "" && c.CheckpointEvery <= 0:
+		return fmt.Errorf("--checkpoint-every %v: must be > 0", c.CheckpointEvery)
+	case c.CheckpointDir != "" && c.CheckpointKeep < 1:
+		return fmt.Errorf("--checkpoint-keep %d: must be >= 1", c.CheckpointKeep)
 	case c.Detection != "lan" && c.Detection != "fast":
 		return fmt.Errorf("--detection %q must be lan or fast", c.Detection)
 	case c.FaultNaNEvery < 0:
@@ -190,6 +203,9 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ComputeDelay, "compute-delay", c.ComputeDelay, "add this much to this worker's compute time per iteration (0 to 1h)")
 	fs.DurationVar(&c.EvalEvery, "eval-every", c.EvalEvery, "evaluate the global parameters this often (done by the live node with the lowest id; 100ms to 24h)")
 	fs.IntVar(&c.EvalSamples, "eval-samples", c.EvalSamples, "test samples per evaluation (0 = the whole test set)")
+	fs.StringVar(&c.CheckpointDir, "checkpoint-dir", c.CheckpointDir, "save the evaluated model as safetensors in this folder while this node is the evaluator (set it on every training node)")
+	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "at most one checkpoint per this long (the first evaluation after it has passed)")
+	fs.IntVar(&c.CheckpointKeep, "checkpoint-keep", c.CheckpointKeep, "checkpoints kept in --checkpoint-dir (older ones are deleted)")
 	fs.StringVar(&c.Detection, "detection", c.Detection, "failure detection profile: lan (robust, seconds) or fast (loopback tests, sub-second)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "how long a graceful leave on SIGTERM/SIGINT may take")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")

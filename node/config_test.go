@@ -49,6 +49,8 @@ func TestConfigValidateNamesTheBadValue(t *testing.T) {
 		{func(c *Config) { c.InsecurePublic = true }, "--insecure-public only makes sense with --insecure"},
 		{func(c *Config) { c.Pprof = true; c.HTTPAddr = "0.0.0.0:7948" }, "--pprof with --http-addr 0.0.0.0:7948"},
 		{func(c *Config) { c.Pprof = true; c.HTTPAddr = ":7948" }, "--pprof with --http-addr :7948"},
+		{func(c *Config) { c.CheckpointDir = "ckpt"; c.CheckpointEvery = 0 }, "--checkpoint-every 0s"},
+		{func(c *Config) { c.CheckpointDir = "ckpt"; c.CheckpointKeep = 0 }, "--checkpoint-keep 0"},
 	}
 	for _, tc := range cases {
 		c := DefaultConfig()

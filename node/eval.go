@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"dsspmesh/modelfile"
 )
 
 // evaluator is the live training member with the lowest node id: every
@@ -20,9 +22,11 @@ func (n *Node) evaluator() string {
 	return ""
 }
 
-// evalLoop evaluates this worker's θ (fresh from every shard after its last
-// completed iteration) every EvalEvery while this node is the evaluator,
-// and sends the result to every member.
+// evalLoop evaluates the global parameters every EvalEvery while this node
+// is the evaluator: a snapshot read from every shard's leader (readModel),
+// the same a `dssp export` gives. It keeps that snapshot for
+// GET /model.safetensors?evaluated, saves it as a checkpoint when one is
+// due, and sends the result to every member.
 func (n *Node) evalLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.EvalEvery)
 	defer t.Stop()
@@ -35,25 +39,41 @@ func (n *Node) evalLoop(ctx context.Context) {
 		if n.evaluator() != string(n.id) {
 			continue
 		}
-		theta, iter, seq := n.worker.snapshot()
-		if theta == nil {
+		rctx, cancel := context.WithTimeout(ctx, evalReadTimeout)
+		snap, err := n.readModel(rctx, "evaluation")
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Warn("evaluation skipped", "err", err)
+			}
 			continue
 		}
 		start := time.Now()
-		ev, err := n.evalModel.Evaluate(theta, n.test)
+		ev, err := n.evalModel.Evaluate(snap.theta, n.test)
 		n.metrics.EvalSeconds.Observe(time.Since(start).Seconds())
 		if err != nil {
 			n.log.Warn("evaluate", "err", err)
 			continue
 		}
-		e := EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: time.Now(), By: string(n.id), Iter: iter, Seq: seq,
+		snap.meta.Eval = &modelfile.Eval{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples}
+		n.setEvaluated(snap)
+		n.ckpt.maybeSave(n, snap)
+		var seq uint64
+		for _, sc := range snap.meta.Shards {
+			seq += uint64(max(sc.Samples, 0))
+		}
+		e := EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: time.Now(), By: string(n.id), Iter: uint64(snap.meta.Clock), Seq: seq,
 			Diverged: !finite(ev.Loss) || !finite(ev.Accuracy)}
 		n.metrics.Evals.Inc()
 		n.setEval(e)
 		n.broadcastEval(ctx, e)
-		n.log.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "iter", iter, "seq", seq)
+		n.log.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "clock", snap.meta.Clock, "seq", seq)
 	}
 }
+
+// evalReadTimeout bounds the read of the parameters for one evaluation;
+// while shards elect leaders the evaluation is skipped, not queued.
+const evalReadTimeout = 10 * time.Second
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 

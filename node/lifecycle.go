@@ -36,11 +36,16 @@ type Node struct {
 	events *eventLog
 	view   meshView
 
-	mu    sync.RWMutex
-	spec  *JobSpec
-	phase string
-	eval  *EvalResult
-	evals []EvalResult // the last evalHistorySize evaluations, oldest first
+	initTheta []float32 // θ from --init-from for a fresh mesh; nil: from the seed
+	reader    modelReader
+	ckpt      *checkpointer // nil unless --checkpoint-dir
+
+	mu        sync.RWMutex
+	evaluated *modelSnapshot // the snapshot this node last evaluated
+	spec      *JobSpec
+	phase     string
+	eval      *EvalResult
+	evals     []EvalResult // the last evalHistorySize evaluations, oldest first
 }
 
 // evalHistorySize bounds the evaluations kept for the dashboard's charts.
@@ -52,6 +57,10 @@ const evalHistorySize = 360
 // conflict with the mesh's job spec.
 func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	initTheta, err := loadInitFrom(cfg.Spec)
+	if err != nil {
 		return err
 	}
 	// The key is read and checked before anything is written to disk: a
@@ -66,8 +75,11 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	}
 	defer dir.Close()
 	n := &Node{cfg: cfg, log: log.With("node", dir.ID), id: dir.ID, dir: dir, started: time.Now(), phase: "starting",
-		events: newEventLog(time.Now)}
+		events: newEventLog(time.Now), initTheta: initTheta}
 	n.metrics = NewMetrics(n.Status)
+	if n.ckpt, err = openCheckpointer(cfg); err != nil {
+		return err
+	}
 	if n.hist, err = openHistory(cfg.HistoryDir, n.id); err != nil {
 		return err
 	}
@@ -110,7 +122,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	n.members = members
 	defer members.Shutdown()
 
-	h := NewHTTPHandler(n.Status, n.metrics)
+	h := withModel(NewHTTPHandler(n.Status, n.metrics), n.serveModel)
 	if cfg.Pprof {
 		h = withPprof(h)
 	}

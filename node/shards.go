@@ -48,7 +48,7 @@ func shardBounds(total, s int) [][2]int {
 
 // start brings up the replicas with state on disk and those placed here;
 // on a fresh mesh it bootstraps every shard with this node as sole voter
-// and proposes Init with θ from the spec's seed.
+// and proposes Init with θ from --init-from, or else from the spec's seed.
 func (m *shardManager) start(ctx context.Context, fresh bool) error {
 	fresh = fresh || faults.On(faults.SplitBrain) // broken builds only
 	for s := range m.bounds {
@@ -63,7 +63,10 @@ func (m *shardManager) start(ctx context.Context, fresh bool) error {
 	if !fresh {
 		return nil
 	}
-	theta := m.n.model.Init(m.spec.Seed)
+	theta := m.n.initTheta
+	if theta == nil {
+		theta = m.n.model.Init(m.spec.Seed)
+	}
 	for s, b := range m.bounds {
 		id := uint32(s)
 		rep, _ := m.replica(id)

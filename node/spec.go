@@ -47,6 +47,12 @@ type JobSpec struct {
 	// norm exceeds this factor times the median of its recent pushes (see
 	// shard.Spec.OutlierFactor); 0 = off.
 	OutlierFactor float64 `json:"outlier_factor,omitempty"`
+
+	// InitFrom is a safetensors file (dssp export, a checkpoint, dssp
+	// train --out) whose parameters the bootstrap node proposes as the
+	// shards' Init instead of θ from Seed; its tensors must match Model's.
+	// Only the bootstrap node reads it.
+	InitFrom string `json:"init_from,omitempty"`
 }
 
 // DefaultJobSpec is the MLP on MNIST under bounded DSSP(3, 12). Momentum is
@@ -173,6 +179,7 @@ var specFlags = []struct {
 	{"replication", func(s *JobSpec) string { return strconv.Itoa(s.Replication) }},
 	{"seed", func(s *JobSpec) string { return strconv.FormatUint(s.Seed, 10) }},
 	{"outlier-factor", func(s *JobSpec) string { return strconv.FormatFloat(s.OutlierFactor, 'g', -1, 64) }},
+	{"init-from", func(s *JobSpec) string { return s.InitFrom }},
 }
 
 // BindFlags registers the spec's flags on fs with s's values as defaults.
@@ -192,6 +199,7 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.Replication, "replication", s.Replication, "job: Raft voters per shard (fewer while the mesh is smaller)")
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "job: seed of parameter init and data order")
 	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = off, else 2 to 1e6)")
+	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
 }
 
 // SpecConflictError says which explicitly set flags disagree with the job

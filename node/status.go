@@ -144,7 +144,8 @@ type EvalResult struct {
 	Samples  int       `json:"samples"`
 	At       time.Time `json:"at"`
 	By       string    `json:"by"`
-	// Iter is the evaluator's own worker iteration when it evaluated.
+	// Iter is the training clock of the parameters evaluated: the lowest
+	// t_min over the shards read (see "Model snapshots" in the package doc).
 	Iter uint64 `json:"iter"`
 	// Seq orders evaluations mesh-wide: the samples the shards had applied
 	// (summed over shards, Raft-replicated state) when they sent the

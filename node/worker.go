@@ -30,14 +30,11 @@ type worker struct {
 	iters   []int64       // next iteration per shard; align keeps them equal
 	done    chan struct{} // closed when run returns; clients are then free
 
-	mu       sync.Mutex // guards stats, snap, rate
-	stats    LocalWorker
-	snap     []float32 // θ after the last completed iteration, for evaluation
-	snapIter uint64
-	snapSeq  uint64             // Σ shards' Progress of snap: its place in the mesh's history
-	halt     context.CancelFunc // ends run's loop (stop)
-	pushes   uint64             // gradients computed, for --fault-nan-every
-	rate     []time.Time        // completion times of recent iterations
+	mu     sync.Mutex // guards stats, rate
+	stats  LocalWorker
+	halt   context.CancelFunc // ends run's loop (stop)
+	pushes uint64             // gradients computed, for --fault-nan-every
+	rate   []time.Time        // completion times of recent iterations
 }
 
 func newWorker(n *Node, spec JobSpec) (*worker, error) {
@@ -349,15 +346,6 @@ func (w *worker) completed(loss float64, compute, wait time.Duration) {
 	if len(w.rate) > 1 {
 		w.stats.ItersPerSec = float64(len(w.rate)-1) / now.Sub(w.rate[0]).Seconds()
 	}
-	if w.snap == nil {
-		w.snap = make([]float32, len(w.theta))
-	}
-	copy(w.snap, w.theta)
-	w.snapIter = w.stats.Iter
-	w.snapSeq = 0
-	for _, c := range w.clients {
-		w.snapSeq += uint64(max(c.Progress, 0))
-	}
 }
 
 func (w *worker) addRetries(d uint64) {
@@ -380,18 +368,6 @@ func (w *worker) setErr(err error) {
 func (w *worker) fail(err error) {
 	w.setErr(err)
 	w.n.log.Error("worker stopped", "err", err)
-}
-
-// snapshot returns a copy of θ after the last completed iteration (nil
-// before the first), the iteration count and the mesh-wide sequence of θ
-// (the samples the shards had applied when they sent it, summed).
-func (w *worker) snapshot() ([]float32, uint64, uint64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.snap == nil {
-		return nil, 0, 0
-	}
-	return append([]float32(nil), w.snap...), w.snapIter, w.snapSeq
 }
 
 func (w *worker) status() *LocalWorker {

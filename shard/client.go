@@ -69,9 +69,6 @@ type Client struct {
 	// Held adds up how long the gate held this client's pushes: from the
 	// leader's first Held frame to the final reply, per attempt.
 	Held time.Duration
-	// Progress is the global samples the shard had applied when it sent
-	// the parameters of the last successful Push (0 from older builds).
-	Progress int64
 }
 
 // NewClient returns a client; streams are opened on first use and reused.
@@ -92,11 +89,10 @@ func NewClient(cfg ClientConfig, tr mesh.Transport, resolve mesh.Resolver, logge
 // the caller resends the same iter later. A *RejectError is final.
 func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad, dst []float32) ([]float32, error) {
 	c.buf = appendFloat32s(c.buf[:0], grad)
-	rep, params, err := c.call(ctx, request{Op: opPush, Worker: c.cfg.Worker, Iter: iter, Samples: samples, ComputeNs: computeNs}, c.buf)
+	_, params, err := c.call(ctx, request{Op: opPush, Worker: c.cfg.Worker, Iter: iter, Samples: samples, ComputeNs: computeNs}, c.buf)
 	if err != nil {
 		return nil, err
 	}
-	c.Progress = rep.Samples
 	if cap(dst) < len(params)/4 {
 		dst = make([]float32, len(params)/4)
 	}

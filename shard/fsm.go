@@ -315,25 +315,23 @@ const (
 )
 
 // replyFor decides the reply to (w, iter) from the applied state, and when
-// it is OK appends the parameters to dst as little-endian float32 and
-// returns the global samples applied (the parameters' progress, the same on
-// every replica at the same index).
-func (f *FSM) replyFor(w clock.WorkerID, iter int64, dst []byte) (replyState, []byte, int64) {
+// it is OK appends the parameters to dst as little-endian float32.
+func (f *FSM) replyFor(w clock.WorkerID, iter int64, dst []byte) (replyState, []byte) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if !f.initialized {
-		return replyPending, dst, 0
+		return replyPending, dst
 	}
 	c, ok := f.gate.Clock(w)
 	switch {
 	case !ok:
-		return replyUnknown, dst, 0
+		return replyUnknown, dst
 	case c <= iter:
-		return replyPending, dst, 0
+		return replyPending, dst
 	case c == iter+1 && f.gate.IsWaiting(w) && !faults.On(faults.SkipStaleness):
-		return replyHeld, dst, 0
+		return replyHeld, dst
 	}
-	return replyOK, appendFloat32s(dst, f.theta), f.samples
+	return replyOK, appendFloat32s(dst, f.theta)
 }
 
 // Params copies the parameter slice into dst (grown if short) and returns it.

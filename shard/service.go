@@ -222,7 +222,7 @@ func (s *service) handlePush(c *workerConn, req request, grad []byte) {
 		return
 	}
 	if faults.On(faults.AckUncommitted) && req.Samples > 0 && req.Iter%10 == 5 {
-		s.ok(c, req, appendFloat32s(nil, s.r.fsm.Params(nil)), 0) // broken build only: never proposed
+		s.ok(c, req, appendFloat32s(nil, s.r.fsm.Params(nil))) // broken build only: never proposed
 		return
 	}
 	select {
@@ -235,7 +235,7 @@ func (s *service) handlePush(c *workerConn, req request, grad []byte) {
 // the push is not applied yet.
 func (s *service) settle(c *workerConn, req request) bool {
 	s.mu.Lock()
-	st, params, samples := s.r.fsm.replyFor(req.Worker, req.Iter, nil)
+	st, params := s.r.fsm.replyFor(req.Worker, req.Iter, nil)
 	k := heldKey{c: c, w: req.Worker, iter: req.Iter}
 	_, already := s.held[k]
 	if st == replyHeld && !s.stopped {
@@ -246,7 +246,7 @@ func (s *service) settle(c *workerConn, req request) bool {
 	case replyPending:
 		return true
 	case replyOK:
-		s.ok(c, req, params, samples)
+		s.ok(c, req, params)
 	case replyHeld:
 		if !already {
 			s.cnt.held.Add(1)
@@ -258,9 +258,9 @@ func (s *service) settle(c *workerConn, req request) bool {
 	return false
 }
 
-func (s *service) ok(c *workerConn, req request, params []byte, samples int64) {
+func (s *service) ok(c *workerConn, req request, params []byte) {
 	s.cnt.acked.Add(1)
-	c.send(reply{Op: opPush, Worker: req.Worker, Iter: req.Iter, Status: statusOK, Samples: samples}, params)
+	c.send(reply{Op: opPush, Worker: req.Worker, Iter: req.Iter, Status: statusOK}, params)
 }
 
 func (s *service) reject(c *workerConn, req request, reason Reason, detail string) {
@@ -379,18 +379,17 @@ func (s *service) evaluator() {
 
 func (s *service) reevaluate() {
 	type out struct {
-		k       heldKey
-		st      replyState
-		params  []byte
-		samples int64
+		k      heldKey
+		st     replyState
+		params []byte
 	}
 	var outs []out
 	s.mu.Lock()
 	for k := range s.held {
-		st, params, samples := s.r.fsm.replyFor(k.w, k.iter, nil)
+		st, params := s.r.fsm.replyFor(k.w, k.iter, nil)
 		if st != replyHeld {
 			delete(s.held, k)
-			outs = append(outs, out{k, st, params, samples})
+			outs = append(outs, out{k, st, params})
 		}
 	}
 	s.mu.Unlock()
@@ -398,7 +397,7 @@ func (s *service) reevaluate() {
 		req := request{Op: opPush, Worker: o.k.w, Iter: o.k.iter}
 		switch o.st {
 		case replyOK:
-			s.ok(o.k.c, req, o.params, o.samples)
+			s.ok(o.k.c, req, o.params)
 		case replyUnknown:
 			s.reject(o.k.c, req, ReasonUnknownWorker, "worker removed while its push was held")
 		default:

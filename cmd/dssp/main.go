@@ -32,6 +32,8 @@ func newRootCmd() *cobra.Command {
 		newStatusCmd(),
 		newSimCmd(),
 		newTrainCmd(),
+		newExportCmd(),
+		newEvalCmd(),
 		newKeygenCmd(),
 		newBenchCmd(),
 	)

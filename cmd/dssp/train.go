@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"dsspmesh/cudaops"
+	"dsspmesh/modelfile"
 	// Registers the "cuda" backend in binaries built with -tags cuda; empty
 	// otherwise.
 	_ "dsspmesh/cudaops/cuda"
@@ -20,13 +22,15 @@ func newTrainCmd() *cobra.Command {
 		model, dataset, dataDir, backend string
 		lr, momentum, weightDecay        float64
 		workers, limit                   int
+		out                              string
 	)
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "Train one model in this process and report test accuracy (the single-node baseline)",
 		Example: "  dssp train --model mlp --epochs 10\n" +
 			"  dssp train --model lenet --epochs 8 --data ./mnist\n" +
-			"  dssp train --model alexnet-small --dataset cifar10 --data ./cifar-10-batches-bin",
+			"  dssp train --model alexnet-small --dataset cifar10 --data ./cifar-10-batches-bin\n" +
+			"  dssp train --model mlp --epochs 2 --out model.safetensors && dssp eval --model model.safetensors",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.SGD = cudaops.SGD{LR: float32(lr), Momentum: float32(momentum), WeightDecay: float32(weightDecay)}
@@ -54,13 +58,13 @@ func newTrainCmd() *cobra.Command {
 			if limit > 0 {
 				train = train.Subset(limit)
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "model %s (%d params) on %s: %d train, %d test samples; backend %s; batch %d, lr %.4g, momentum %.4g, lr decay %.4g/epoch\n",
+			stdout := cmd.OutOrStdout()
+			fmt.Fprintf(stdout, "model %s (%d params) on %s: %d train, %d test samples; backend %s; batch %d, lr %.4g, momentum %.4g, lr decay %.4g/epoch\n",
 				model, m.NumParams(), dataset, train.Len(), test.Len(), be.Name(), cfg.BatchSize, lr, momentum, cfg.LRDecay)
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			res, err := cudaops.Train(cmd.Context(), m, train, test, cfg, log, func(p cudaops.Progress) {
 				if p.EpochDone {
-					fmt.Fprintf(out, "epoch %d/%d  train loss %.4f  test acc %.4f  test loss %.4f  train time %s\n",
+					fmt.Fprintf(stdout, "epoch %d/%d  train loss %.4f  test acc %.4f  test loss %.4f  train time %s\n",
 						p.Epoch+1, cfg.Epochs, p.TrainLoss, p.Test.Accuracy, p.Test.Loss, p.Elapsed.Round(time.Millisecond))
 					return
 				}
@@ -72,9 +76,21 @@ func newTrainCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "final: %s test accuracy %.4f (%d/%d) after %d epochs, %s training (%.0f samples/s)\n",
+			fmt.Fprintf(stdout, "final: %s test accuracy %.4f (%d/%d) after %d epochs, %s training (%.0f samples/s)\n",
 				model, res.Test.Accuracy, res.Test.Correct, res.Test.Samples, res.Epochs, res.Elapsed.Round(time.Millisecond),
 				float64(res.Samples)/res.Elapsed.Seconds())
+			if out == "" {
+				return nil
+			}
+			job, _ := json.Marshal(map[string]any{"model": model, "dataset": dataset, "epochs": cfg.Epochs, "batch": cfg.BatchSize,
+				"lr": lr, "momentum": momentum, "weight_decay": weightDecay, "lr_decay": cfg.LRDecay, "seed": cfg.Seed, "limit": limit})
+			meta := modelfile.Meta{Model: model, Dataset: dataset, Source: "train", Clock: int64(res.Samples / cfg.BatchSize),
+				Samples: int64(res.Samples), TakenAt: time.Now(), Job: string(job),
+				Eval: &modelfile.Eval{Accuracy: res.Test.Accuracy, Loss: res.Test.Loss, Samples: res.Test.Samples}}
+			if err := modelfile.WriteFile(out, m.Layout(), res.Params, meta); err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
+			fmt.Fprintf(stdout, "wrote %s (clock %d: optimizer steps)\n", out, meta.Clock)
 			return nil
 		},
 	}
@@ -92,6 +108,7 @@ func newTrainCmd() *cobra.Command {
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for initialisation and data order")
 	f.IntVar(&workers, "threads", 0, "goroutines splitting each mini-batch (0 = GOMAXPROCS)")
 	f.IntVar(&limit, "limit", 0, "train on only the first N training samples (0 = all)")
+	f.StringVar(&out, "out", "", "save the trained parameters to this safetensors file (with the model, dataset, steps and test accuracy in its metadata)")
 	f.IntVar(&cfg.ProgressEvery, "progress-every", cfg.ProgressEvery, "steps between progress lines on stderr (0 = per epoch only)")
 	return cmd
 }

@@ -30,8 +30,9 @@ func newUpCmd() *cobra.Command {
 		Long: `Start N real 'dssp node' processes of this binary on loopback (free ports, a
 generated mesh key, temporary data dirs unless --dir), show per-worker progress,
 stop when the mesh's test accuracy reaches --target-acc or after --time-limit,
-and write --report: workers.csv, accuracy.csv (and chaos.csv) and the plots
-accuracy.png and clocks.png. The job flags go to the first node, which
+and write --report: workers.csv, accuracy.csv (and chaos.csv), the plots
+accuracy.png and clocks.png, and model.safetensors: the parameters behind
+the last accuracy the mesh reported (dssp eval --model reproduces it). The job flags go to the first node, which
 bootstraps the mesh; the others join it by seed and adopt its job.
 
 --chaos K kills a random non-bootstrap node with SIGKILL every K, restarts it
@@ -75,7 +76,16 @@ recover and the node to rejoin.`,
 			for _, line := range res.Summary() {
 				fmt.Fprintln(out, "chaos:", line)
 			}
-			fmt.Fprintf(out, "wall time %s; report in %s/ (workers.csv, accuracy.csv, accuracy.png, clocks.png)\n", res.Elapsed.Round(100*time.Millisecond), res.ReportDir)
+			fmt.Fprintf(out, "wall time %s; report in %s/ (workers.csv, accuracy.csv, accuracy.png, clocks.png, model.safetensors)\n", res.Elapsed.Round(100*time.Millisecond), res.ReportDir)
+			if mm := res.ModelMeta; mm != nil {
+				fmt.Fprintf(out, "model %s: %s at clock %d (%s)", res.Model, mm.Model, mm.Clock, mm.Source)
+				if mm.Eval != nil {
+					fmt.Fprintf(out, ", test accuracy %.2f%% on %d samples as the mesh reported it", 100*mm.Eval.Accuracy, mm.Eval.Samples)
+				}
+				fmt.Fprintf(out, "; check it with: dssp eval --model %s\n", res.Model)
+			} else {
+				fmt.Fprintln(out, "model: no node answered; no model.safetensors written")
+			}
 			if cfg.TargetAcc > 0 && !res.Reached {
 				return fmt.Errorf("up: target accuracy %.2f%% not reached", 100*cfg.TargetAcc)
 			}

@@ -1,7 +1,9 @@
 // Package launch is `dssp up`: it starts N real `dssp node` processes on
 // loopback (the running binary itself, so `go run ./cmd/dssp up` works on a
 // fresh clone), polls each node's /status, shows live progress, stops at a
-// target accuracy or a time limit, and writes a report (CSV and PNG plots).
+// target accuracy or a time limit, and writes a report (CSV and PNG plots,
+// and model.safetensors: the snapshot behind the last evaluation, fetched
+// from the evaluating node before the mesh stops, see FetchModel).
 // With chaos on it kills a random non-bootstrap node with SIGKILL every
 // period, restarts it on the same data directory and ports, and measures
 // how long the survivors take to train again and the restarted node to

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"dsspmesh/modelfile"
 	"dsspmesh/node"
 )
 
@@ -62,6 +64,10 @@ type Result struct {
 	Evals     []EvalPoint
 	Chaos     []ChaosEvent
 	ReportDir string
+	// Model is the path of the model file written with the report ("" if
+	// none could be fetched), ModelMeta what it says.
+	Model     string
+	ModelMeta *modelfile.Meta
 }
 
 // Run starts the mesh, watches it until the target, the time limit or ctx,
@@ -111,12 +117,54 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
+	model, meta := w.finalModel()
 	m.Stop(10 * time.Second)
 	if err := WriteReport(cfg.ReportDir, res); err != nil {
 		return res, err
 	}
 	res.ReportDir = cfg.ReportDir
+	if model != nil {
+		path := filepath.Join(cfg.ReportDir, "model.safetensors")
+		if err := modelfile.WriteAtomic(path, model); err != nil {
+			return res, fmt.Errorf("up: %w", err)
+		}
+		res.Model, res.ModelMeta = path, meta
+	}
 	return res, nil
+}
+
+// finalModel fetches the model to keep while the mesh still runs: the
+// snapshot behind the last evaluation the mesh reported, from the node
+// that made it, so `dssp eval` on the file reproduces that accuracy; a
+// fresh export from any node if that fails. It returns nil when no node
+// answers.
+func (w *watcher) finalModel() ([]byte, *modelfile.Meta) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := w.poll(ctx)
+	if f := w.res.Final; f != nil {
+		for i, s := range st {
+			if s == nil || s.Node != f.By {
+				continue
+			}
+			b, file, err := FetchModel(ctx, w.mesh.Procs[i].HTTP, true, 0)
+			if err == nil {
+				return b, &file.Meta
+			}
+			fmt.Fprintf(w.cfg.Out, "model: the evaluated snapshot from node%d: %v; exporting a fresh one\n", i, err)
+		}
+	}
+	for i, s := range st {
+		if s == nil {
+			continue
+		}
+		b, file, err := FetchModel(ctx, w.mesh.Procs[i].HTTP, false, 30*time.Second)
+		if err == nil {
+			return b, &file.Meta
+		}
+		fmt.Fprintf(w.cfg.Out, "model: export from node%d: %v\n", i, err)
+	}
+	return nil, nil
 }
 
 func waitUp(ctx context.Context, m *Mesh, i int, limit time.Duration) error {

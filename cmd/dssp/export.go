@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"dsspmesh/modelfile"
+	"dsspmesh/node/launch"
+)
+
+func newExportCmd() *cobra.Command {
+	var (
+		addr, out string
+		evaluated bool
+		timeout   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "export --node HOST:PORT --out FILE",
+		Short: "Save the mesh's parameters as a safetensors file (a snapshot read from every shard's leader)",
+		Long: `Ask a node (its --http-addr) for a snapshot of the mesh's parameters and save
+it as safetensors: one F32 tensor per layer parameter (fc1.weight, fc1.bias,
+…) with its real shape, and in the metadata the model, dataset, layer shapes
+and the training clock.
+
+Consistent means, per shard: the node reads every shard from its current
+leader after a Raft barrier, so each shard's slice holds every push that
+shard acknowledged before the read began. The shards are independent Raft
+groups and training goes on, so the slices are not one global cut; the file
+states each shard's t_min, t_max and applied index, and the mesh clock (the
+lowest t_min: every live worker's iterations below it are in every slice).
+
+--evaluated fetches instead the snapshot the node last evaluated (only the
+evaluating node has one), with that accuracy in its metadata. The file is
+written atomically; nothing is written on error.`,
+		Example: "  dssp export --node 127.0.0.1:7948 --out model.safetensors\n" +
+			"  dssp eval --model model.safetensors",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout %v must be > 0", timeout)
+			}
+			// The node's read is bounded by timeout; the download gets a
+			// little longer on top.
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout+10*time.Second)
+			defer cancel()
+			b, f, err := launch.FetchModel(ctx, addr, evaluated, timeout)
+			if err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
+			if err := modelfile.WriteAtomic(out, b); err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s\n", out, describeModel(f))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "node", "127.0.0.1:7948", "HTTP address of any node (its --http-addr)")
+	f.StringVar(&out, "out", "model.safetensors", "file to write")
+	f.BoolVar(&evaluated, "evaluated", false, "the snapshot the node last evaluated (ask the evaluating node) instead of a fresh one")
+	f.DurationVar(&timeout, "timeout", 30*time.Second, "give up when the shards cannot be read within this long")
+	return cmd
+}
+
+// describeModel is one line about a model file: tensors, clocks, accuracy.
+func describeModel(f *modelfile.File) string {
+	m := f.Meta
+	n := 0
+	for _, t := range f.Tensors() {
+		size := 1
+		for _, d := range t.Shape {
+			size *= d
+		}
+		n += size
+	}
+	s := fmt.Sprintf("%s, %d parameters in %d tensors, %s, clock %d", m.Model, n, len(f.Tensors()), m.Source, m.Clock)
+	if len(m.Shards) > 0 {
+		s += " (shards t_min..t_max:"
+		for _, sc := range m.Shards {
+			s += fmt.Sprintf(" %d:%d..%d", sc.Shard, sc.Min, sc.Max)
+		}
+		s += ")"
+	}
+	if !m.TakenAt.IsZero() {
+		s += ", taken " + m.TakenAt.UTC().Format(time.RFC3339)
+	}
+	if e := m.Eval; e != nil {
+		s += fmt.Sprintf(", test accuracy %.2f%% (loss %.4f, %d samples)", 100*e.Accuracy, e.Loss, e.Samples)
+	}
+	return s
+}

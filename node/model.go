@@ -1,0 +1,219 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"dsspmesh/clock"
+	"dsspmesh/cudaops"
+	"dsspmesh/mesh"
+	"dsspmesh/modelfile"
+	"dsspmesh/shard"
+)
+
+// modelSnapshot is the mesh's parameters read from every shard's leader
+// (see "Model snapshots" in the package doc).
+type modelSnapshot struct {
+	theta []float32
+	meta  modelfile.Meta
+}
+
+// modelReader reads every shard through one shard.Client each; clients
+// are not safe for concurrent use, so one read runs at a time.
+type modelReader struct {
+	mu      sync.Mutex
+	clients []*shard.Client
+}
+
+// readModel reads every shard's slice from its leader concurrently (each a
+// linearizable read, shard.Client.Read) and assembles the flat vector.
+func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, error) {
+	n.mu.RLock()
+	shards, spec := n.shards, n.spec
+	n.mu.RUnlock()
+	if shards == nil || spec == nil {
+		return nil, errors.New("the node has not joined the mesh's shards yet")
+	}
+	r := &n.reader
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.clients == nil {
+		resolve := mesh.ResolveFromMembership(n.members)
+		for s := range shards.bounds {
+			id := uint32(s)
+			c, err := shard.NewClient(shard.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return shards.candidates(id) }),
+				n.tr, resolve, n.log)
+			if err != nil {
+				return nil, err
+			}
+			r.clients = append(r.clients, c)
+		}
+	}
+	got := make([]shard.Slice, len(r.clients))
+	errs := make([]error, len(r.clients))
+	var wg sync.WaitGroup
+	for i, c := range r.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = c.Read(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("read the model: %w", err)
+	}
+	snap := &modelSnapshot{theta: make([]float32, n.model.NumParams())}
+	job, _ := json.Marshal(spec)
+	snap.meta = modelfile.Meta{Model: spec.Model, Dataset: spec.Dataset, Source: source, TakenAt: time.Now(), Job: string(job)}
+	for i, sl := range got {
+		b := shards.bounds[i]
+		if len(sl.Params) != b[1]-b[0] {
+			return nil, fmt.Errorf("read the model: shard %d returned %d parameters, want %d", i, len(sl.Params), b[1]-b[0])
+		}
+		copy(snap.theta[b[0]:b[1]], sl.Params)
+		snap.meta.Shards = append(snap.meta.Shards, modelfile.ShardClock{Shard: sl.Shard, Leader: string(sl.Leader),
+			Min: sl.Min, Max: sl.Max, Index: sl.Index, Samples: sl.Samples})
+		if i == 0 || sl.Min < snap.meta.Clock {
+			snap.meta.Clock = sl.Min
+		}
+		if i == 0 || sl.Samples < snap.meta.Samples {
+			snap.meta.Samples = sl.Samples
+		}
+	}
+	return snap, nil
+}
+
+// encode is the snapshot as a safetensors file.
+func (s *modelSnapshot) encode(layout cudaops.Layout) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := modelfile.Encode(&buf, layout, s.theta, s.meta); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func (n *Node) setEvaluated(s *modelSnapshot) { n.mu.Lock(); n.evaluated = s; n.mu.Unlock() }
+
+func (n *Node) lastEvaluated() *modelSnapshot {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.evaluated
+}
+
+// Export timeouts: the default of GET /model.safetensors and the most a
+// caller may ask for with ?timeout=.
+const (
+	exportTimeout    = 30 * time.Second
+	maxExportTimeout = 5 * time.Minute
+)
+
+// serveModel answers GET /model.safetensors: a fresh snapshot read from
+// every shard's leader, or with ?evaluated the snapshot this node last
+// evaluated (404 where it has none).
+func (n *Node) serveModel(w http.ResponseWriter, r *http.Request) {
+	var snap *modelSnapshot
+	if r.URL.Query().Has("evaluated") {
+		if snap = n.lastEvaluated(); snap == nil {
+			http.Error(w, fmt.Sprintf("node %s has evaluated no model (the evaluator is %q); ask it, or drop ?evaluated for a fresh snapshot", n.id, n.evaluator()), http.StatusNotFound)
+			return
+		}
+	} else {
+		timeout := exportTimeout
+		if v := r.URL.Query().Get("timeout"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				http.Error(w, fmt.Sprintf("timeout %q is not a positive duration", v), http.StatusBadRequest)
+				return
+			}
+			timeout = min(d, maxExportTimeout)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		var err error
+		if snap, err = n.readModel(ctx, "export"); err != nil {
+			http.Error(w, fmt.Sprintf("node %s: %v", n.id, err), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	b, err := snap.encode(n.model.Layout())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(b)
+}
+
+// withModel adds GET /model.safetensors to h.
+func withModel(h http.Handler, serve http.HandlerFunc) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("GET /model.safetensors", serve)
+	return mux
+}
+
+// loadInitFrom reads the parameters of --init-from for spec's model,
+// before anything is written to disk: a missing file, another model or a
+// tensor whose shape differs is an error naming it.
+func loadInitFrom(spec JobSpec) ([]float32, error) {
+	if spec.InitFrom == "" {
+		return nil, nil
+	}
+	m, err := cudaops.NewModel(spec.Model, cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		return nil, err
+	}
+	theta, _, err := modelfile.LoadParams(spec.InitFrom, m)
+	if err != nil {
+		return nil, fmt.Errorf("--init-from: %w", err)
+	}
+	if !modelfile.Finite(theta) {
+		return nil, fmt.Errorf("--init-from %s: parameters are not finite", spec.InitFrom)
+	}
+	return theta, nil
+}
+
+// checkpointer saves the evaluated snapshot every Config.CheckpointEvery
+// on the evaluating node.
+type checkpointer struct {
+	every time.Duration
+	dir   *modelfile.Checkpoints
+	last  time.Time
+}
+
+func openCheckpointer(cfg Config) (*checkpointer, error) {
+	if cfg.CheckpointDir == "" {
+		return nil, nil
+	}
+	dir, err := modelfile.OpenCheckpoints(cfg.CheckpointDir, cfg.CheckpointKeep)
+	if err != nil {
+		return nil, fmt.Errorf("--checkpoint-dir: %w", err)
+	}
+	return &checkpointer{every: cfg.CheckpointEvery, dir: dir, last: time.Now()}, nil
+}
+
+// maybeSave saves snap when a period has passed since the last save.
+func (c *checkpointer) maybeSave(n *Node, snap *modelSnapshot) {
+	if c == nil || time.Since(c.last) < c.every {
+		return
+	}
+	meta := snap.meta
+	meta.Source = "checkpoint"
+	path, err := c.dir.Save(n.model.Layout(), snap.theta, meta)
+	if err != nil {
+		n.log.Warn("checkpoint not written", "clock", meta.Clock, "err", err)
+		return
+	}
+	c.last = time.Now()
+	n.log.Info("checkpoint", "path", path, "clock", meta.Clock)
+}

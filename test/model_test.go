@@ -1,0 +1,189 @@
+package test
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"dsspmesh/cudaops"
+	"dsspmesh/modelfile"
+	"dsspmesh/modelfile/modelfiletest"
+	"dsspmesh/node"
+)
+
+// TestModelOutAndIn is the model's way out of the mesh and back in, on
+// real processes: two nodes train the MLP with checkpoints on; the
+// evaluator's snapshot (dssp export --evaluated) evaluated by dssp eval
+// gives the accuracy the mesh reported for it; a fresh export from the
+// other node states every shard's clocks and is read by the numpy-only
+// reader; the evaluator's checkpoint folder keeps at most --checkpoint-keep
+// files; and a new mesh bootstrapped with --init-from that export serves
+// exactly its parameters.
+func TestModelOutAndIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test; skipped with -short")
+	}
+	bin := Binary(t)
+	tmp := t.TempDir()
+	const evalSamples = 2000
+	c := NewCluster(t, 2,
+		[]string{"--threads", "1", "--eval-every", "1s", "--eval-samples", strconv.Itoa(evalSamples), "--log-level", "warn",
+			"--checkpoint-every", "1s", "--checkpoint-keep", "2"},
+		[]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"})
+	for i := range c.Mesh.Procs {
+		c.Mesh.AddArgs(i, "--checkpoint-dir", filepath.Join(tmp, fmt.Sprintf("ckpt%d", i)))
+	}
+	c.Start(0)
+	c.Start(1)
+
+	var evaluator int
+	c.WaitFor("an evaluation above 60%", 120*time.Second, func() bool {
+		st := c.Statuses()
+		a := Accuracy(st)
+		if a == nil || a.Accuracy < 0.6 {
+			return false
+		}
+		for i, s := range st {
+			if s != nil && s.Node == a.By {
+				evaluator = i
+				return true
+			}
+		}
+		return false
+	})
+	other := 1 - evaluator
+
+	// The evaluated snapshot reproduces the accuracy the mesh reported.
+	evaluated := filepath.Join(tmp, "evaluated.safetensors")
+	runDssp(t, bin, "export", "--node", c.Mesh.Procs[evaluator].HTTP, "--evaluated", "--out", evaluated)
+	ef, err := modelfile.ReadFile(evaluated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ef.Meta.Source != "evaluation" || ef.Meta.Eval == nil || ef.Meta.Eval.Samples != evalSamples {
+		t.Fatalf("evaluated snapshot's metadata %+v", ef.Meta)
+	}
+	st, err := c.Status(evaluator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reported *node.EvalResult
+	for i := range st.EvalHistory {
+		e := &st.EvalHistory[i]
+		if e.Iter == uint64(ef.Meta.Clock) && e.Accuracy == ef.Meta.Eval.Accuracy {
+			reported = e
+		}
+	}
+	if reported == nil {
+		t.Fatalf("no evaluation the mesh reported matches the snapshot (clock %d, accuracy %.4f): %+v", ef.Meta.Clock, ef.Meta.Eval.Accuracy, st.EvalHistory)
+	}
+	out := runDssp(t, bin, "eval", "--model", evaluated, "--eval-samples", strconv.Itoa(evalSamples), "--threads", "1")
+	m := regexp.MustCompile(`test accuracy [0-9.]+% \((\d+)/(\d+) `).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("dssp eval printed no accuracy:\n%s", out)
+	}
+	correct, _ := strconv.Atoi(m[1])
+	total, _ := strconv.Atoi(m[2])
+	got := float64(correct) / float64(total)
+	t.Logf("mesh reported %.4f at clock %d; dssp eval on the exported file: %.4f (%d/%d)", reported.Accuracy, reported.Iter, got, correct, total)
+	if total != evalSamples || math.Abs(got-reported.Accuracy) > 0.001 {
+		t.Fatalf("dssp eval: %.4f on %d samples, the mesh reported %.4f on %d", got, total, reported.Accuracy, evalSamples)
+	}
+
+	// A fresh export from the node that does not evaluate.
+	fresh := filepath.Join(tmp, "fresh.safetensors")
+	runDssp(t, bin, "export", "--node", c.Mesh.Procs[other].HTTP, "--out", fresh)
+	ff, err := modelfile.ReadFile(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := ff.Meta
+	if meta.Source != "export" || meta.Model != "mlp" || meta.Eval != nil || len(meta.Shards) != node.DefaultJobSpec().Shards || meta.Clock < ef.Meta.Clock {
+		t.Fatalf("fresh export's metadata %+v (evaluated snapshot at clock %d)", meta, ef.Meta.Clock)
+	}
+	for _, sc := range meta.Shards {
+		if sc.Leader == "" || sc.Min < meta.Clock || sc.Max < sc.Min || sc.Index == 0 {
+			t.Fatalf("shard clocks %+v, mesh clock %d", sc, meta.Clock)
+		}
+	}
+	mlp, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theta, err := ff.Params(mlp.Layout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("numpy", func(t *testing.T) {
+		modelfiletest.CheckWithNumpy(t, fresh, mlp.Layout(), theta, map[string]string{
+			"format": modelfile.Format, "model": "mlp", "dataset": "mnist", "source": "export", "clock": strconv.FormatInt(meta.Clock, 10)})
+	})
+
+	// Checkpoints: written by the evaluator only, at most --checkpoint-keep.
+	ckpt := filepath.Join(tmp, fmt.Sprintf("ckpt%d", evaluator))
+	var files []string
+	c.WaitFor("two checkpoints", 30*time.Second, func() bool {
+		files, _ = filepath.Glob(filepath.Join(ckpt, "ckpt-*.safetensors"))
+		return len(files) >= 2
+	})
+	c.WaitFor("a later checkpoint", 30*time.Second, func() bool {
+		now, _ := filepath.Glob(filepath.Join(ckpt, "ckpt-*.safetensors"))
+		return len(now) > 0 && now[len(now)-1] != files[len(files)-1]
+	})
+	files, _ = filepath.Glob(filepath.Join(ckpt, "ckpt-*.safetensors"))
+	if len(files) > 2 {
+		t.Fatalf("%d checkpoints kept with --checkpoint-keep 2: %v", len(files), files)
+	}
+	cf, err := modelfile.ReadFile(files[len(files)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Meta.Source != "checkpoint" || cf.Meta.Eval == nil {
+		t.Fatalf("checkpoint metadata %+v", cf.Meta)
+	}
+	if others, _ := filepath.Glob(filepath.Join(tmp, fmt.Sprintf("ckpt%d", other), "ckpt-*")); len(others) != 0 {
+		t.Fatalf("the node that does not evaluate wrote checkpoints: %v", others)
+	}
+
+	// A new mesh started from the export holds exactly its parameters.
+	fromFile := NewCluster(t, 1, []string{"--train=false", "--log-level", "warn"},
+		[]string{"--model", "mlp", "--init-from", fresh})
+	fromFile.Start(0)
+	back := filepath.Join(tmp, "back.safetensors")
+	runDssp(t, bin, "export", "--node", fromFile.Mesh.Procs[0].HTTP, "--out", back)
+	bf, err := modelfile.ReadFile(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backTheta, err := bf.Params(mlp.Layout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range theta {
+		if math.Float32bits(backTheta[i]) != math.Float32bits(theta[i]) {
+			t.Fatalf("mesh started --init-from the export: parameter %d is %v, the file's %v", i, backTheta[i], theta[i])
+		}
+	}
+	if bf.Meta.Clock != 0 {
+		t.Fatalf("a fresh mesh's clock is %d", bf.Meta.Clock)
+	}
+}
+
+// runDssp runs the dssp binary and returns its output, failing t on an error.
+func runDssp(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("dssp %v: %v\n%s", args, err, out)
+	}
+	t.Logf("dssp %v:\n%s", args, out)
+	return string(out)
+}
