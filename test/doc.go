@@ -1,7 +1,8 @@
 // Package test holds multi-process tests that run real dssp binaries on
 // loopback: the end-to-end test of the node (bootstrap, join by seed,
-// training, kill -9 of the busiest shard leader, restart), bad input at the
-// command line, and the HTTP surface (/metrics, /status, the dashboard in
+// training, kill -9 of the busiest shard leader, restart), the model's way
+// out and back in (dssp export, dssp eval, checkpoints, --init-from, the
+// numpy-only reader), bad input at the command line, and the HTTP surface (/metrics, /status, the dashboard in
 // headless Chromium); and the fault-injection suite (docs/reliability.md):
 // real nodes killed, paused, partitioned and restarted while they train,
 // with checkers run over the history the nodes write.
