@@ -218,6 +218,10 @@ func WriteAtomic(path string, data []byte) error {
 			os.Remove(tmp.Name())
 		}
 	}()
+	// CreateTemp's 0600 would make a model readable by its writer only.
+	if err := tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("modelfile: %w", err)
+	}
 	if _, err := tmp.Write(data); err != nil {
 		return fmt.Errorf("modelfile: write %s: %w", path, err)
 	}
