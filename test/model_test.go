@@ -3,11 +3,13 @@ package test
 import (
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,4 +188,69 @@ func runDssp(t *testing.T, bin string, args ...string) string {
 	}
 	t.Logf("dssp %v:\n%s", args, out)
 	return string(out)
+}
+
+// TestModelBadInputIsOneClearLine: the model commands fail fast with one
+// line naming the problem, write nothing, and never hang.
+func TestModelBadInputIsOneClearLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test; skipped with -short")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.safetensors")
+
+	t.Run("export from no node", func(t *testing.T) {
+		port := freePorts(t)[0]
+		got := runFail(t, 20*time.Second, "export", "--node", "127.0.0.1:"+strconv.Itoa(port), "--timeout", "1s", "--out", out)
+		if !strings.Contains(got, "export:") || !strings.Contains(got, "connection refused") {
+			t.Fatalf("got %q", got)
+		}
+	})
+	t.Run("export from a node that never answers", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		got := runFail(t, 30*time.Second, "export", "--node", ln.Addr().String(), "--timeout", "1s", "--out", out)
+		if !strings.Contains(got, "context deadline exceeded") {
+			t.Fatalf("got %q", got)
+		}
+	})
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a failed export left %s (%v)", out, err)
+	}
+
+	t.Run("eval of a missing file", func(t *testing.T) {
+		got := runFail(t, 20*time.Second, "eval", "--model", filepath.Join(dir, "missing.safetensors"))
+		if !strings.Contains(got, "--model") || !strings.Contains(got, "missing.safetensors") {
+			t.Fatalf("got %q", got)
+		}
+	})
+	t.Run("eval of a file that is not safetensors", func(t *testing.T) {
+		junk := filepath.Join(dir, "junk.safetensors")
+		os.WriteFile(junk, []byte("\x10\x00\x00\x00\x00\x00\x00\x00{not json}      "), 0o644)
+		got := runFail(t, 20*time.Second, "eval", "--model", junk)
+		if !strings.Contains(got, "not a valid safetensors file") {
+			t.Fatalf("got %q", got)
+		}
+	})
+	t.Run("init from another model", func(t *testing.T) {
+		lenet, err := cudaops.NewModel("lenet", cudaops.ModelOptions{Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "lenet.safetensors")
+		if err := modelfile.WriteFile(path, lenet.Layout(), lenet.Init(1), modelfile.Meta{Model: "lenet"}); err != nil {
+			t.Fatal(err)
+		}
+		args := nodeArgs(t, keygen(t), freePorts(t), "--model", "mlp", "--init-from", path)
+		got := runFail(t, 20*time.Second, args...)
+		if !strings.Contains(got, "--init-from") || !strings.Contains(got, "holds model lenet, not mlp") {
+			t.Fatalf("got %q", got)
+		}
+		if _, err := os.Stat(args[2]); !os.IsNotExist(err) {
+			t.Fatalf("a refused --init-from left the data dir %s (%v)", args[2], err)
+		}
+	})
 }
