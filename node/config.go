@@ -190,7 +190,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.GossipPort, "gossip-port", c.GossipPort, "memberlist port, TCP and UDP (what other nodes --join)")
 	fs.IntVar(&c.QUICPort, "quic-port", c.QUICPort, "mesh transport port, UDP (pushes and Raft, mutual TLS)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address for /metrics, /status and the dashboard at /")
-	fs.StringSliceVar(&c.Join, "join", c.Join, "gossip address host:port of any live node (repeatable); omit to bootstrap a new mesh")
+	fs.StringSliceVar(&c.Join, "join", c.Join, "gossip address host:port of any live node (repeatable); a host name is resolved to every address it names and this node's own are skipped, so all nodes may share one name (a headless Service); omit, or name only this node, to bootstrap a new mesh")
 	fs.DurationVar(&c.JoinTimeout, "join-timeout", c.JoinTimeout, "give up when no seed answers for this long")
 	fs.StringVar(&c.KeyFile, "key", c.KeyFile, "mesh key file made by 'dssp keygen' (the same file on every node)")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "run without a mesh key: anyone who reaches the node can join, vote and push (loopback --host only, unless --insecure-public)")

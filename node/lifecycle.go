@@ -223,7 +223,11 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 	if err != nil {
 		return false, err
 	}
-	seeds, fromFlag := n.cfg.Join, true
+	seeds, onlySelf := resolveSeeds(ctx, n.cfg.Join, n.cfg.isSelf, net.DefaultResolver.LookupHost)
+	fromFlag := true
+	if onlySelf {
+		n.log.Info("--join names only this node: starting as the mesh's first node", "join", n.cfg.Join)
+	}
 	if len(seeds) == 0 {
 		seeds, fromFlag = n.dir.Peers(), false
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os/exec"
 	"slices"
 	"testing"
@@ -12,7 +13,8 @@ import (
 	"dsspmesh/node"
 )
 
-// TestAnyNodeShowsEveryShard runs five nodes that do not train, with
+// TestAnyNodeShowsEveryShard runs five nodes that do not train, joined by
+// the host name localhost, with
 // replication 3, so some node hosts no replica of some shard k: `dssp status
 // --json` on that node must still name k's leader (learnt from a member
 // that hosts it), and when that leader is killed the node records the
@@ -24,7 +26,12 @@ func TestAnyNodeShowsEveryShard(t *testing.T) {
 	const nodes, shards, replication = 5, 4, 3
 	c := NewCluster(t, nodes, []string{"--train=false", "--log-level", "warn"},
 		[]string{"--shards", fmt.Sprint(shards), "--replication", fmt.Sprint(replication)})
+	// Every node is given the same --join by host name, as the pods of a
+	// Kubernetes StatefulSet are: node 0 finds only itself there and
+	// starts the mesh, the others resolve it and join.
+	_, port, _ := net.SplitHostPort(c.Mesh.Procs[0].Gossip)
 	for i := range nodes {
+		c.Mesh.SetJoin(i, "localhost:"+port)
 		c.Start(i)
 	}
 
@@ -49,7 +56,7 @@ func TestAnyNodeShowsEveryShard(t *testing.T) {
 						continue
 					}
 					got = statusCommand(t, c, i, "--json")
-					if g := got.Shards[sh]; g.Local == "" && g.Leader == s.Node && g.Term == s.Shards[sh].Term {
+					if g := got.Shards[sh]; g.Local == "" && g.Leader == s.Node && g.Term == s.Shards[sh].Term && slices.Equal(g.Voters, s.Shards[sh].Voters) {
 						outsider, k, leaderIdx = i, sh, l
 						return true
 					}

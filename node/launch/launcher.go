@@ -155,6 +155,22 @@ func NewMesh(binary, dir string, n int, log *slog.Logger) (*Mesh, error) {
 	return m, nil
 }
 
+// SetJoin replaces node i's --join seeds (before it starts).
+func (m *Mesh) SetJoin(i int, seeds ...string) {
+	var args []string
+	for j := 0; j < len(m.Procs[i].args); j++ {
+		if m.Procs[i].args[j] == "--join" {
+			j++
+			continue
+		}
+		args = append(args, m.Procs[i].args[j])
+	}
+	for _, s := range seeds {
+		args = append(args, "--join", s)
+	}
+	m.Procs[i].args = args
+}
+
 // AddArgs appends flags to node i's command line (before it starts).
 func (m *Mesh) AddArgs(i int, args ...string) { m.Procs[i].args = append(m.Procs[i].args, args...) }
 
