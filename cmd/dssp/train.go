@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,9 +102,9 @@ func newTrainCmd() *cobra.Command {
 	f.StringVar(&backend, "backend", "cpu", fmt.Sprintf("compute backend, one of %v", cudaops.BackendNames()))
 	f.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
 	f.IntVar(&cfg.BatchSize, "batch", cfg.BatchSize, "mini-batch size")
-	f.Float64Var(&lr, "lr", float64(cfg.SGD.LR), "learning rate")
-	f.Float64Var(&momentum, "momentum", float64(cfg.SGD.Momentum), "SGD momentum in [0,1)")
-	f.Float64Var(&weightDecay, "weight-decay", float64(cfg.SGD.WeightDecay), "L2 weight decay")
+	f.Float64Var(&lr, "lr", asWritten(cfg.SGD.LR), "learning rate")
+	f.Float64Var(&momentum, "momentum", asWritten(cfg.SGD.Momentum), "SGD momentum in [0,1)")
+	f.Float64Var(&weightDecay, "weight-decay", asWritten(cfg.SGD.WeightDecay), "L2 weight decay")
 	f.Float64Var(&cfg.LRDecay, "lr-decay", cfg.LRDecay, "learning-rate multiplier applied after each epoch, in (0,1]")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for initialisation and data order")
 	f.IntVar(&workers, "threads", 0, "goroutines splitting each mini-batch (0 = GOMAXPROCS)")
@@ -111,4 +112,12 @@ func newTrainCmd() *cobra.Command {
 	f.StringVar(&out, "out", "", "save the trained parameters to this safetensors file (with the model, dataset, steps and test accuracy in its metadata)")
 	f.IntVar(&cfg.ProgressEvery, "progress-every", cfg.ProgressEvery, "steps between progress lines on stderr (0 = per epoch only)")
 	return cmd
+}
+
+// asWritten is the float64 with the same shortest decimal as v, so a
+// float32 default such as 0.05 shows as 0.05 in --help, not as the
+// float32's exact value 0.05000000074505806.
+func asWritten(v float32) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(v), 'g', -1, 32), 64)
+	return f
 }
