@@ -18,7 +18,8 @@ import (
 var dashboardHTML []byte
 
 // NewHTTPHandler serves the dashboard at /, the node's [Status] as JSON at
-// /status and Prometheus metrics at /metrics. status must be safe for
+// /status (with ?ready, a 503 until the node's phase is training: a
+// readiness probe) and Prometheus metrics at /metrics. status must be safe for
 // concurrent use.
 func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
 	mux := http.NewServeMux()
@@ -30,7 +31,8 @@ func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
 		// Encoded before anything is written: a failure is a 500 with the
 		// reason, never a 200 with an empty or truncated body. Non-finite
 		// numbers (a diverging job) are null.
-		b, err := marshalFinite(status())
+		st := status()
+		b, err := marshalFinite(st)
 		var out bytes.Buffer
 		if err == nil {
 			err = json.Indent(&out, b, "", "  ")
@@ -42,6 +44,11 @@ func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		out.WriteByte('\n')
+		if r.URL.Query().Has("ready") && st.Phase != "training" {
+			// A readiness probe (/status?ready): ready once joined, the
+			// spec adopted and the replicas up.
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
 		w.Write(out.Bytes())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))

@@ -115,6 +115,17 @@ func TestHTTPServesStatusMetricsAndDashboard(t *testing.T) {
 	if !strings.Contains(string(body), `fetch("/status"`) || res.Header.Get("Content-Type") != "text/html; charset=utf-8" {
 		t.Fatalf("dashboard: %s", res.Header.Get("Content-Type"))
 	}
+	if res, _ := http.Get(srv.URL + "/status?ready"); res.StatusCode != http.StatusOK {
+		t.Fatalf("/status?ready of a training node: %d", res.StatusCode)
+	}
+	joining := httptest.NewServer(NewHTTPHandler(func() Status { s := sampleStatus(); s.Phase = "joining"; return s }, m))
+	defer joining.Close()
+	if res, _ := http.Get(joining.URL + "/status?ready"); res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/status?ready of a joining node: %d, want 503", res.StatusCode)
+	}
+	if res, _ := http.Get(joining.URL + "/status"); res.StatusCode != http.StatusOK {
+		t.Fatalf("/status of a joining node: %d", res.StatusCode)
+	}
 	if res, _ := http.Get(srv.URL + "/nothing"); res.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown path: %d", res.StatusCode)
 	}
