@@ -35,12 +35,14 @@ var mayImport = map[string][]string{
 	"modelfile":               {"cudaops"},
 	"modelfile/modelfiletest": {"modelfile", "cudaops"},
 	"raftstore":               {"mesh"},
-	"shard":                   {"clock", "mesh", "raftstore", "internal/faults"},
-	"node":                    {"clock", "cudaops", "modelfile", "mesh", "raftstore", "shard", "internal/faults"},
+	"shardapi":                {"clock", "mesh"},
+	"shard":                   {"clock", "mesh", "raftstore", "shardapi", "internal/faults"},
+	"node":                    {"clock", "cudaops", "modelfile", "mesh", "shardapi", "internal/faults"},
+	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
 	"node/launch":             {"node", "mesh"},
-	"node/bench":              {"node/launch", "node", "shard", "raftstore", "mesh", "modelfile", "cudaops", "clock"},
-	"cmd/dssp": {"node/bench", "node/launch", "node", "shard", "raftstore", "mesh", "modelfile", "clock/sim",
-		"cudaops/cuda", "cudaops", "clock", "internal/faults"},
+	"node/bench":              {"node/launch", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile", "cudaops", "clock"},
+	"cmd/dssp": {"node/bench", "node/launch", "node/assemble", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile",
+		"clock/sim", "cudaops/cuda", "cudaops", "clock", "internal/faults"},
 	"test": {"node/launch", "node", "mesh", "modelfile", "clock", "internal/faults"},
 }
 
@@ -56,6 +58,9 @@ var forbidden = map[string][]string{
 	"clock/sim": {"std"},
 	// memberlist, quic-go and msgpack only: Raft sits above the mesh.
 	"mesh": {"github.com/hashicorp/raft"},
+	// A node is assembled from interfaces; raft is node/assemble's to wire.
+	"node":     {"github.com/hashicorp/raft"},
+	"shardapi": {"github.com/hashicorp/raft"},
 }
 
 // defaultBuildForbidden may not be reached by any package without build

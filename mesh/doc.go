@@ -45,7 +45,7 @@
 // and re-established on the next Dial once broken.
 //
 // Frames are a fixed 8-byte length prefix, a msgpack header and raw payload
-// bytes (tensors as little-endian float32, see [PutFloat32s]); the layout is
+// bytes (tensors as little-endian float32, see [AppendFloat32s]); the layout is
 // written in frame.go. Every length a peer sends is checked against
 // [FrameLimits] before anything is allocated, and the header's msgpack is
 // structurally validated (every declared length must fit in the bytes that

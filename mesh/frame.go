@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -232,13 +233,16 @@ func validateMsgpack(b []byte, maxDepth int) error {
 	return nil
 }
 
-// PutFloat32s writes v into dst as little-endian float32 and returns the
-// bytes written (4·len(v)); dst must be at least that long.
-func PutFloat32s(dst []byte, v []float32) int {
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
+// AppendFloat32s appends v to dst as little-endian float32 (4·len(v)
+// bytes): the layout of every tensor payload.
+func AppendFloat32s(dst []byte, v []float32) []byte {
+	n := len(dst)
+	dst = slices.Grow(dst, 4*len(v))[:n+4*len(v)]
+	out := dst[n:]
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
 	}
-	return 4 * len(v)
+	return dst
 }
 
 // Float32s decodes little-endian float32 bytes into dst, which must hold

@@ -39,8 +39,7 @@ func rawFrame(header []byte, payloadLen uint32, payload []byte) []byte {
 func TestFrameRoundTrip(t *testing.T) {
 	want := pushHeader{Type: "push", Worker: "n1", Iter: 7, Samples: 32, Tags: []string{"a"}}
 	floats := []float32{1, -2.5, 3.25}
-	payload := make([]byte, 12)
-	PutFloat32s(payload, floats)
+	payload := AppendFloat32s(nil, floats)
 	var buf bytes.Buffer
 	buf.Write(encodeFrame(t, want, payload))
 	buf.Write(encodeFrame(t, want, nil))

@@ -6,9 +6,14 @@
 //
 // # Lifecycle
 //
-// [Run] opens the data directory (a second process on the same folder is
-// refused), binds HTTP, the QUIC transport and gossip (a port in use is an
-// error naming the flag), then:
+// A node is assembled from [Deps]: its data directory, a mesh.Transport, a
+// mesh.Membership, the [Replicas] that open its shard replicas, an optional
+// HTTP listener and an optional [Observer]. The dssp command builds them
+// with node/assemble (QUIC, memberlist, raft over bbolt; a second process
+// on the same data directory is refused, a port in use is an error naming
+// the flag); tests build them over mesh's in-memory transport and
+// membership. node itself never depends on raft. [Run] owns its Deps and
+// closes them before it returns. It then:
 //
 //   - without seeds and without a persisted spec it bootstraps: the spec
 //     comes from its flags, it bootstraps every shard's Raft group with
@@ -38,12 +43,16 @@
 //
 // One goroutine: compute the gradient of the next mini-batch on the local θ,
 // push each shard's slice to that shard's leader concurrently (one
-// shard.Client per shard), wait for every reply, replace θ with the slices
+// shardapi.Client per shard), wait for every reply, replace θ with the slices
 // returned, repeat. NotLeader redirects and resends after a transport
 // error keep the same (worker, iter), so they are applied at most once.
 // --slowdown and --compute-delay stretch only the measured compute time of
 // this worker (sleeping after the gradient), never time spent waiting for
 // others; the stretched time is what the push reports as compute_ns.
+// Each push is reported to the [Observer] before it is sent and when it
+// returns, and each replica reports its applied entries and led terms
+// through [ReplicaHooks]; with --history-dir the observer is a [History],
+// otherwise one that records nothing.
 //
 // # Evaluation
 //

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
-	"dsspmesh/shard"
+	"dsspmesh/shardapi"
 )
 
-// history is the debug record behind --history-dir: one JSON object per
+// History is the debug record behind --history-dir, an [Observer]: one JSON object per
 // line in DIR/<node id>.jsonl, appended with one write(2) each so what was
 // written survives kill -9 (it is in the page cache) and a torn record can
 // only be the last line. The fault checkers of test/ read these files after
@@ -28,8 +28,8 @@ import (
 //	                       and NonFinite (parameters NaN or ±Inf) at the indices HistoryHashEvery divides
 //	leader                 this node's replica of Shard became leader in Term
 //
-// A nil *history records nothing, so callers need no checks.
-type history struct {
+// Open it with [OpenHistory] and pass it as Deps.Observer.
+type History struct {
 	mu sync.Mutex
 	f  *os.File
 	id mesh.NodeID
@@ -82,32 +82,29 @@ type HistoryRelease struct {
 	Iter   int64  `json:"i"`
 }
 
-func openHistory(dir string, id mesh.NodeID) (*history, error) {
-	if dir == "" {
-		return nil, nil
-	}
+// OpenHistory appends to dir/<id>.jsonl, creating dir if needed, after a
+// start record.
+func OpenHistory(dir string, id mesh.NodeID) (*History, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("--history-dir: %w", err)
+		return nil, fmt.Errorf("history: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, string(id)+".jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("--history-dir: %w", err)
+		return nil, fmt.Errorf("history: %w", err)
 	}
-	h := &history{f: f, id: id}
+	h := &History{f: f, id: id}
 	h.write(HistoryRecord{Kind: "start", Pid: os.Getpid()})
 	return h, nil
 }
 
-func (h *history) Close() error {
-	if h == nil {
-		return nil
-	}
+// Close closes the file; Run calls it after the replicas have stopped.
+func (h *History) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.f.Close()
 }
 
-func (h *history) write(r HistoryRecord) {
+func (h *History) write(r HistoryRecord) {
 	r.Nanos, r.Node = time.Now().UnixNano(), string(h.id)
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -118,40 +115,31 @@ func (h *history) write(r HistoryRecord) {
 	h.f.Write(append(b, '\n')) // best effort: a debug record never stops training
 }
 
-// push records one step of a worker push: invoke before it is sent, ok or
-// fail (err) when Client.Push returns.
-func (h *history) push(kind string, s int, w mesh.NodeID, iter, samples int64, err error) {
-	if h == nil {
-		return
-	}
-	r := HistoryRecord{Kind: kind, Shard: uint32(s), Worker: string(w), Iter: iter, Samples: samples}
+// PushSent records an invoke before the push is sent.
+func (h *History) PushSent(shard uint32, w mesh.NodeID, iter, samples int64) {
+	h.write(HistoryRecord{Kind: "invoke", Shard: shard, Worker: string(w), Iter: iter, Samples: samples})
+}
+
+// PushDone records ok, or fail with err, when the push returns.
+func (h *History) PushDone(shard uint32, w mesh.NodeID, iter, samples int64, err error) {
+	r := HistoryRecord{Kind: "ok", Shard: shard, Worker: string(w), Iter: iter, Samples: samples}
 	if err != nil {
-		r.Err = err.Error()
+		r.Kind, r.Err = "fail", err.Error()
 	}
 	h.write(r)
 }
 
-// deps adds the applied-entry observer, state hashes and leader records to
-// d, keeping d's own OnLeader.
-func (h *history) deps(id uint32, d shard.Deps) shard.Deps {
-	if h == nil {
-		return d
-	}
-	d.HashEvery = HistoryHashEvery
-	d.Observer = func(a shard.Applied) { h.applied(id, a) }
-	also := d.OnLeader
-	d.OnLeader = func(term uint64) {
-		h.write(HistoryRecord{Kind: "leader", Shard: id, Term: term})
-		if also != nil {
-			also(term)
-		}
-	}
-	return d
+// Leading records a term this node's replica of shard leads.
+func (h *History) Leading(shard uint32, term uint64) {
+	h.write(HistoryRecord{Kind: "leader", Shard: shard, Term: term})
 }
 
-// applied runs under the FSM's lock (shard.NewFSM's contract): it only
-// formats and writes.
-func (h *history) applied(id uint32, a shard.Applied) {
+// StateHashEvery is HistoryHashEvery.
+func (h *History) StateHashEvery() uint64 { return HistoryHashEvery }
+
+// Applied records an applied entry. It runs under the FSM's lock
+// (shard.NewFSM's contract): it only formats and writes.
+func (h *History) Applied(id uint32, a shardapi.Applied) {
 	r := HistoryRecord{Kind: "apply", Shard: id, Index: a.Index, Entry: a.Kind, Worker: string(a.Worker), Clock: a.StartClock}
 	if a.StateHash != ([32]byte{}) {
 		r.Hash = hex.EncodeToString(a.StateHash[:])
@@ -175,12 +163,4 @@ func (h *history) applied(id uint32, a shard.Applied) {
 		r.Pushes = append(r.Pushes, hp)
 	}
 	h.write(r)
-}
-
-func (h *history) pushDone(s int, w mesh.NodeID, iter, samples int64, err error) {
-	if err != nil {
-		h.push("fail", s, w, iter, samples, err)
-	} else {
-		h.push("ok", s, w, iter, samples, nil)
-	}
 }

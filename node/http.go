@@ -4,7 +4,6 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"runtime"
@@ -68,16 +67,6 @@ func withPprof(h http.Handler) http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
-}
-
-// listenHTTP binds addr before anything else starts, so a port in use is
-// reported at once and by name.
-func listenHTTP(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, bindError("--http-addr", addr, err)
-	}
-	return ln, nil
 }
 
 func newHTTPServer(h http.Handler) *http.Server {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,15 +17,17 @@ import (
 
 // Node is one running dssp process. Build it with [Run].
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	id      mesh.NodeID
-	dir     *DataDir
-	tr      *mesh.QUICTransport
-	members mesh.Membership
-	metrics *Metrics
-	started time.Time
-	wg      sync.WaitGroup
+	cfg      Config
+	log      *slog.Logger
+	id       mesh.NodeID
+	dir      *DataDir
+	tr       mesh.Transport
+	members  mesh.Membership
+	replicas Replicas
+	obs      Observer // never nil
+	metrics  *Metrics
+	started  time.Time
+	wg       sync.WaitGroup
 
 	model       *cudaops.Model
 	evalModel   *cudaops.Model
@@ -32,7 +35,6 @@ type Node struct {
 
 	shards *shardManager
 	worker *worker
-	hist   *history // nil unless --history-dir
 	events *eventLog
 	view   meshView
 
@@ -51,11 +53,24 @@ type Node struct {
 // evalHistorySize bounds the evaluations kept for the dashboard's charts.
 const evalHistorySize = 360
 
-// Run starts a node, serves until ctx ends (SIGTERM/SIGINT in the command)
-// and then leaves gracefully. explicit reports whether a flag was set by
-// the user (command line, environment or config file): only those may
-// conflict with the mesh's job spec.
-func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *slog.Logger) error {
+// Run starts a node on d, serves until ctx ends (SIGTERM/SIGINT in the
+// command) and then leaves gracefully. explicit reports whether a flag was
+// set by the user (command line, environment or config file): only those
+// may conflict with the mesh's job spec. Run owns d (see [Deps]).
+func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Deps) error {
+	defer d.Dir.Close()
+	defer d.Membership.Shutdown()
+	defer d.Transport.Close()
+	if d.HTTP != nil {
+		defer d.HTTP.Close()
+	}
+	obs := d.Observer
+	if obs == nil {
+		obs = noObserver{}
+	}
+	if c, ok := obs.(io.Closer); ok {
+		defer c.Close() // after the replicas: every return path shuts them down first
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -63,79 +78,35 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 	if err != nil {
 		return err
 	}
-	// The key is read and checked before anything is written to disk: a
-	// bad key leaves no data dir or node id behind.
-	sec, err := loadSecurity(cfg, log)
-	if err != nil {
-		return err
-	}
-	dir, err := OpenDataDir(cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	n := &Node{cfg: cfg, log: log.With("node", dir.ID), id: dir.ID, dir: dir, started: time.Now(), phase: "starting",
-		events: newEventLog(time.Now), initTheta: initTheta}
+	n := &Node{cfg: cfg, log: d.Logger.With("node", d.Dir.ID), id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
+		replicas: d.Replicas, obs: obs, started: time.Now(), phase: "starting", events: newEventLog(time.Now), initTheta: initTheta}
 	n.metrics = NewMetrics(n.Status)
 	if n.ckpt, err = openCheckpointer(cfg); err != nil {
 		return err
 	}
-	if n.hist, err = openHistory(cfg.HistoryDir, n.id); err != nil {
-		return err
-	}
-	defer n.hist.Close()
-
-	httpLn, err := listenHTTP(cfg.HTTPAddr)
-	if err != nil {
-		return err
-	}
-	defer httpLn.Close()
-	creds, err := sec.Node(n.id)
-	if err != nil {
-		return err
-	}
-	tr, err := mesh.NewQUICTransport(mesh.DefaultTransportConfig(cfg.QUICAddr()), creds, n.log)
-	if err != nil {
-		return bindError("--quic-port", cfg.QUICAddr(), unwrapOp(err))
-	}
-	n.tr = tr
-	defer tr.Close()
-	ctlLn, err := tr.Listen(controlChannel)
+	ctlLn, err := n.tr.Listen(controlChannel)
 	if err != nil {
 		return err
 	}
 	defer ctlLn.Close()
 
-	meta := mesh.Meta{ID: n.id, QUICAddr: tr.Addr(), Trains: cfg.Train, Backend: cfg.Backend, Proto: mesh.ProtocolVersion}
-	if cfg.AdvertiseQUIC != "" {
-		meta.QUICAddr = cfg.AdvertiseQUIC
+	var srv *http.Server
+	if d.HTTP != nil {
+		h := withModel(NewHTTPHandler(n.Status, n.metrics), n.serveModel)
+		if cfg.Pprof {
+			h = withPprof(h)
+		}
+		srv = newHTTPServer(h)
+		go srv.Serve(d.HTTP)
+		defer srv.Close()
 	}
-	mcfg := mesh.DefaultMembershipConfig(meta, cfg.GossipAddr(), sec)
-	mcfg.Advertise = cfg.AdvertiseGossip
-	if cfg.Detection == "fast" {
-		mcfg.Detection = mesh.FastDetection()
-	}
-	members, err := mesh.NewMemberlist(mcfg, n.log)
-	if err != nil {
-		return bindError("--gossip-port", cfg.GossipAddr(), unwrapOp(err))
-	}
-	n.members = members
-	defer members.Shutdown()
-
-	h := withModel(NewHTTPHandler(n.Status, n.metrics), n.serveModel)
-	if cfg.Pprof {
-		h = withPprof(h)
-	}
-	srv := newHTTPServer(h)
-	go srv.Serve(httpLn)
-	defer srv.Close()
 
 	ctlCtx, stopCtl := context.WithCancel(context.Background())
 	defer stopCtl()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.serveControl(ctlCtx, ctlLn) }()
 	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.events.followMembership(ctlCtx, members.Events()) }()
+	go func() { defer n.wg.Done(); n.events.followMembership(ctlCtx, n.members.Events()) }()
 
 	n.setPhase("joining")
 	fresh, err := n.joinAndAdoptSpec(ctx, explicit)
@@ -178,7 +149,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 		go func() { defer n.wg.Done(); n.evalLoop(runCtx) }()
 	}
 	n.setPhase("training")
-	n.log.Info("node up", "gossip", cfg.GossipAddr(), "quic", tr.Addr(), "http", httpLn.Addr().String())
+	n.log.Info("node up", "gossip", n.members.LocalNode().Addr, "quic", n.tr.Addr())
 
 	<-ctx.Done()
 	n.setPhase("leaving")
@@ -188,32 +159,23 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, log *
 		n.worker.leave(n.cfg.LeaveTimeout)
 	}
 	n.shards.handOff()
-	if err := members.Leave(n.cfg.LeaveTimeout); err != nil {
+	if err := n.members.Leave(n.cfg.LeaveTimeout); err != nil {
 		n.log.Warn("leave", "err", err)
 	}
 	n.shards.shutdown()
 	stopCtl()
 	ctlLn.Close()
-	tr.Close()
+	n.tr.Close()
 	n.wg.Wait()
 	n.setPhase("stopped")
-	shutCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		n.log.Debug("http shutdown", "err", err)
+	if srv != nil {
+		shutCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Debug("http shutdown", "err", err)
+		}
 	}
 	return nil
-}
-
-func loadSecurity(cfg Config, log *slog.Logger) (*mesh.Security, error) {
-	if cfg.Insecure {
-		return mesh.InsecureSecurity(log), nil
-	}
-	key, err := mesh.LoadKeyFile(cfg.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--key: %w", err)
-	}
-	return mesh.NewSecurity(key)
 }
 
 // joinAndAdoptSpec joins the mesh (or bootstraps it) and settles the job
@@ -325,14 +287,4 @@ func (n *Node) jobSpec() *JobSpec {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return n.spec
-}
-
-// unwrapOp drops a *net.OpError's wrapping so bind errors read as one
-// short line; errors.Is still sees the syscall error.
-func unwrapOp(err error) error {
-	var op *net.OpError
-	if errors.As(err, &op) {
-		return op.Err
-	}
-	return err
 }

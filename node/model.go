@@ -15,7 +15,7 @@ import (
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
 	"dsspmesh/modelfile"
-	"dsspmesh/shard"
+	"dsspmesh/shardapi"
 )
 
 // modelSnapshot is the mesh's parameters read from every shard's leader
@@ -25,15 +25,15 @@ type modelSnapshot struct {
 	meta  modelfile.Meta
 }
 
-// modelReader reads every shard through one shard.Client each; clients
+// modelReader reads every shard through one shardapi.Client each; clients
 // are not safe for concurrent use, so one read runs at a time.
 type modelReader struct {
 	mu      sync.Mutex
-	clients []*shard.Client
+	clients []*shardapi.Client
 }
 
 // readModel reads every shard's slice from its leader concurrently (each a
-// linearizable read, shard.Client.Read) and assembles the flat vector.
+// linearizable read, shardapi.Client.Read) and assembles the flat vector.
 func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, error) {
 	n.mu.RLock()
 	shards, spec := n.shards, n.spec
@@ -48,7 +48,7 @@ func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, er
 		resolve := mesh.ResolveFromMembership(n.members)
 		for s := range shards.bounds {
 			id := uint32(s)
-			c, err := shard.NewClient(shard.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return shards.candidates(id) }),
+			c, err := shardapi.NewClient(shardapi.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return shards.candidates(id) }),
 				n.tr, resolve, n.log)
 			if err != nil {
 				return nil, err
@@ -56,7 +56,7 @@ func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, er
 			r.clients = append(r.clients, c)
 		}
 	}
-	got := make([]shard.Slice, len(r.clients))
+	got := make([]shardapi.Slice, len(r.clients))
 	errs := make([]error, len(r.clients))
 	var wg sync.WaitGroup
 	for i, c := range r.clients {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -13,8 +12,7 @@ import (
 	"dsspmesh/clock"
 	"dsspmesh/internal/faults"
 	"dsspmesh/mesh"
-	"dsspmesh/raftstore"
-	"dsspmesh/shard"
+	"dsspmesh/shardapi"
 )
 
 // shardManager runs this node's replicas and follows placement: it starts a
@@ -29,12 +27,12 @@ type shardManager struct {
 	bounds [][2]int // flat-vector range of each shard
 
 	mu       sync.Mutex // guards replicas; never held across Raft calls
-	replicas map[uint32]*shard.Replica
+	replicas map[uint32]Replica
 	peers    []string // gossip addresses last persisted
 }
 
 func newShardManager(n *Node, spec JobSpec) *shardManager {
-	return &shardManager{n: n, spec: spec, bounds: shardBounds(n.model.NumParams(), spec.Shards), replicas: map[uint32]*shard.Replica{}}
+	return &shardManager{n: n, spec: spec, bounds: shardBounds(n.model.NumParams(), spec.Shards), replicas: map[uint32]Replica{}}
 }
 
 // shardBounds cuts total parameters into s contiguous ranges.
@@ -53,8 +51,7 @@ func (m *shardManager) start(ctx context.Context, fresh bool) error {
 	fresh = fresh || faults.On(faults.SplitBrain) // broken builds only
 	for s := range m.bounds {
 		id := uint32(s)
-		_, err := os.Stat(raftstore.ShardDir(m.n.dir.Path, id))
-		if fresh || err == nil || m.placedHere(id) {
+		if fresh || m.n.replicas.HasState(id) || m.placedHere(id) {
 			if _, err := m.replica(id); err != nil {
 				return err
 			}
@@ -76,7 +73,7 @@ func (m *shardManager) start(ctx context.Context, fresh bool) error {
 		if err := waitLeader(ctx, rep, 30*time.Second); err != nil {
 			return err
 		}
-		spec := shard.Spec{Shard: id, Len: b[1] - b[0], Policy: m.spec.PolicyText(), Optimizer: m.spec.ShardOptimizer(), OutlierFactor: m.spec.OutlierFactor}
+		spec := shardapi.Spec{Shard: id, Len: b[1] - b[0], Policy: m.spec.PolicyText(), Optimizer: m.spec.ShardOptimizer(), OutlierFactor: m.spec.OutlierFactor}
 		if err := rep.Init(ctx, spec, theta[b[0]:b[1]]); err != nil {
 			return fmt.Errorf("shard %d: init: %w", id, err)
 		}
@@ -87,7 +84,7 @@ func (m *shardManager) start(ctx context.Context, fresh bool) error {
 
 // waitLeader waits until rep leads its shard, woken by its leadership
 // changes.
-func waitLeader(ctx context.Context, rep *shard.Replica, limit time.Duration) error {
+func waitLeader(ctx context.Context, rep Replica, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for changed := rep.LeaderChanged(); !rep.IsLeader(); changed = rep.LeaderChanged() {
@@ -101,40 +98,30 @@ func waitLeader(ctx context.Context, rep *shard.Replica, limit time.Duration) er
 }
 
 // replica returns this node's replica of shard id, starting it if needed.
-func (m *shardManager) replica(id uint32) (*shard.Replica, error) {
+func (m *shardManager) replica(id uint32) (Replica, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r, ok := m.replicas[id]; ok {
 		return r, nil
 	}
 	n := m.n
-	stores, err := raftstore.Open(n.dir.Path, id, raftstore.DefaultConfig(), n.log)
-	if err != nil {
-		return nil, err
-	}
-	resolve := mesh.ResolveFromMembership(n.members)
-	rt, err := raftstore.NewMeshTransport(n.tr, id, resolve, n.log)
-	if err != nil {
-		stores.Close()
-		return nil, err
-	}
-	rep, err := shard.NewReplica(shard.DefaultConfig(id, n.id), n.hist.deps(id, shard.Deps{
-		Transport: n.tr, Resolve: resolve, RaftTransport: rt, Stores: stores, Logger: n.log,
-		ApplyTime: func(d time.Duration) { n.metrics.RaftApplySeconds.Observe(d.Seconds()) },
-		OnLeader: func(term uint64) {
+	rep, err := n.replicas.Open(id, ReplicaHooks{
+		Applied:        func(a shardapi.Applied) { n.obs.Applied(id, a) },
+		StateHashEvery: n.obs.StateHashEvery(),
+		Leading: func(term uint64) {
+			n.obs.Leading(id, term)
 			n.events.add(Event{Kind: EventLeader, Node: string(n.id), Shard: &id, Term: term, Detail: fmt.Sprintf("shard %d: this node leads", id)})
 		},
-	}))
+		ApplyTime: func(d time.Duration) { n.metrics.RaftApplySeconds.Observe(d.Seconds()) },
+	})
 	if err != nil {
-		rt.Close()
-		stores.Close()
-		return nil, err
+		return nil, fmt.Errorf("shard %d: %w", id, err)
 	}
 	m.replicas[id] = rep
 	return rep, nil
 }
 
-func (m *shardManager) local(id uint32) *shard.Replica {
+func (m *shardManager) local(id uint32) Replica {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.replicas[id]
@@ -215,15 +202,15 @@ func (m *shardManager) sync(ctx context.Context) {
 }
 
 // reconcile moves the shard's Raft configuration one step toward want in
-// the background: shard.Replica.Reconcile adds and catches up a new replica
+// the background: Replica.Reconcile adds and catches up a new replica
 // before it removes an old one, and can block for the catch-up, which must
 // not stall the other shards' upkeep in sync. A call while one is still
 // running returns ErrReconfigActive at once.
-func (m *shardManager) reconcile(ctx context.Context, rep *shard.Replica, want []mesh.NodeID) {
+func (m *shardManager) reconcile(ctx context.Context, rep Replica, want []mesh.NodeID) {
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 		defer cancel()
-		if _, err := rep.Reconcile(ctx, want); err != nil && !errors.Is(err, shard.ErrReconfigActive) && !errors.Is(err, shard.ErrNotLeader) {
+		if _, err := rep.Reconcile(ctx, want); err != nil && !errors.Is(err, shardapi.ErrReconfigActive) && !errors.Is(err, shardapi.ErrNotLeader) {
 			m.n.log.Warn("reconcile replicas", "shard", rep.Status().Shard, "want", want, "err", err)
 		}
 	}()
@@ -235,8 +222,8 @@ const reconcileTimeout = time.Minute
 
 // removeGoneWorkers removes from the clock table every worker whose node is
 // no longer a live member, so it stops holding the others back.
-func (m *shardManager) removeGoneWorkers(ctx context.Context, rep *shard.Replica, live map[mesh.NodeID]bool) {
-	for _, w := range rep.FSM().Status().Workers {
+func (m *shardManager) removeGoneWorkers(ctx context.Context, rep Replica, live map[mesh.NodeID]bool) {
+	for _, w := range rep.Status().Workers {
 		if live[mesh.NodeID(w.ID)] {
 			continue
 		}
@@ -253,7 +240,7 @@ func (m *shardManager) removeGoneWorkers(ctx context.Context, rep *shard.Replica
 
 // inConfig reports whether this node is in rep's raft configuration; a
 // replica that cannot read it is presumed in, so it is not stopped early.
-func (m *shardManager) inConfig(rep *shard.Replica) bool {
+func (m *shardManager) inConfig(rep Replica) bool {
 	c, err := rep.Configuration()
 	return err != nil || c.Has(m.n.id)
 }
@@ -281,10 +268,10 @@ func (m *shardManager) handOff() {
 	}
 }
 
-func (m *shardManager) all() []*shard.Replica {
+func (m *shardManager) all() []Replica {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]*shard.Replica, 0, len(m.replicas))
+	out := make([]Replica, 0, len(m.replicas))
 	for _, r := range m.replicas {
 		out = append(out, r)
 	}
@@ -294,7 +281,7 @@ func (m *shardManager) all() []*shard.Replica {
 func (m *shardManager) shutdown() {
 	m.mu.Lock()
 	reps := m.replicas
-	m.replicas = map[uint32]*shard.Replica{}
+	m.replicas = map[uint32]Replica{}
 	m.mu.Unlock()
 	var errs []error
 	for _, r := range reps {
@@ -351,7 +338,7 @@ func (m *shardManager) refusals() []RefusalStatus {
 			out.NonFinite += r.NonFinite
 			out.Outliers += r.Outliers
 			out.Streak = max(out.Streak, r.Streak)
-			out.RepeatOffender = out.Streak >= shard.RepeatOffender
+			out.RepeatOffender = out.Streak >= shardapi.RepeatOffender
 		}
 	}
 	out := make([]RefusalStatus, 0, len(byWorker))

@@ -11,7 +11,7 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/cudaops"
-	"dsspmesh/shard"
+	"dsspmesh/shardapi"
 )
 
 // JobSpec is the training job of one mesh. The bootstrap node sets it;
@@ -45,7 +45,7 @@ type JobSpec struct {
 	Seed        uint64 `json:"seed"`
 	// OutlierFactor > 0 makes each shard's leader refuse a gradient whose
 	// norm exceeds this factor times the median of its recent pushes (see
-	// shard.Spec.OutlierFactor); 0 = off.
+	// shardapi.Spec.OutlierFactor); 0 = off.
 	OutlierFactor float64 `json:"outlier_factor,omitempty"`
 
 	// InitFrom is a safetensors file (dssp export, a checkpoint, dssp
@@ -90,11 +90,11 @@ func (s JobSpec) Policy() (clock.Policy, error) {
 }
 
 // ShardOptimizer is the update rule every shard applies to its range.
-func (s JobSpec) ShardOptimizer() shard.Optimizer {
-	o := shard.Optimizer{Kind: shard.Momentum, Momentum: s.Momentum,
-		Schedule: shard.Schedule{LR: s.LR, Gamma: s.LRDecay, StepSamples: s.LRDecaySamples}}
+func (s JobSpec) ShardOptimizer() shardapi.Optimizer {
+	o := shardapi.Optimizer{Kind: shardapi.Momentum, Momentum: s.Momentum,
+		Schedule: shardapi.Schedule{LR: s.LR, Gamma: s.LRDecay, StepSamples: s.LRDecaySamples}}
 	if s.Optimizer == "sgd" {
-		o.Kind = shard.SGD
+		o.Kind = shardapi.SGD
 	}
 	return o
 }
@@ -152,7 +152,7 @@ func checkOutlierFactor(f float64) error {
 	if f == 0 {
 		return nil
 	}
-	if err := CheckFloat("outlier-factor", f, shard.MinOutlierFactor, shard.MaxOutlierFactor, false); err != nil {
+	if err := CheckFloat("outlier-factor", f, shardapi.MinOutlierFactor, shardapi.MaxOutlierFactor, false); err != nil {
 		return fmt.Errorf("%w, or 0 (off)", err)
 	}
 	return nil

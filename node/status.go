@@ -62,7 +62,7 @@ type RefusalStatus struct {
 	NonFinite uint64 `json:"non_finite"`
 	Outliers  uint64 `json:"outliers"`
 	// Streak is the longest run of refusals without an accepted push on
-	// any one shard led here; RepeatOffender is Streak ≥ shard.RepeatOffender.
+	// any one shard led here; RepeatOffender is Streak ≥ shardapi.RepeatOffender.
 	Streak         uint64 `json:"streak"`
 	RepeatOffender bool   `json:"repeat_offender"`
 }

@@ -13,7 +13,7 @@ import (
 	"dsspmesh/clock"
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
-	"dsspmesh/shard"
+	"dsspmesh/shardapi"
 )
 
 // worker is the loop of docs/design.md#one-iteration-end-to-end on this node.
@@ -21,7 +21,7 @@ type worker struct {
 	n       *Node
 	spec    JobSpec
 	bounds  [][2]int
-	clients []*shard.Client
+	clients []*shardapi.Client
 	loader  *cudaops.Loader
 	x       []float32
 	labels  []int
@@ -53,17 +53,10 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 		grad: make([]float32, n.model.NumParams()), theta: make([]float32, n.model.NumParams()),
 		iters: make([]int64, spec.Shards), done: make(chan struct{})}
 	w.stats.Slowdown = n.cfg.Slowdown
-	resolve := func(id mesh.NodeID) (string, error) {
-		for _, m := range n.members.Members() {
-			if m.ID == id {
-				return m.QUICAddr, nil
-			}
-		}
-		return "", mesh.ErrNoRoute
-	}
+	resolve := mesh.ResolveFromMembership(n.members)
 	for s := range w.bounds {
 		id := uint32(s)
-		c, err := shard.NewClient(shard.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return n.shards.candidates(id) }),
+		c, err := shardapi.NewClient(shardapi.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return n.shards.candidates(id) }),
 			n.tr, resolve, n.log)
 		if err != nil {
 			return nil, err
@@ -150,12 +143,12 @@ func refusedGradient(err error) bool {
 		errs = j.Unwrap()
 	}
 	for _, e := range errs {
-		var rej *shard.RejectError
+		var rej *shardapi.RejectError
 		if !errors.As(e, &rej) {
 			return false
 		}
 		switch rej.Reason {
-		case shard.ReasonNonFinite, shard.ReasonOutlier, shard.ReasonNonFiniteStep:
+		case shardapi.ReasonNonFinite, shardapi.ReasonOutlier, shardapi.ReasonNonFiniteStep:
 		default:
 			return false
 		}
@@ -275,13 +268,13 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 			continue // took this iteration already; another shard refused it
 		}
 		wg.Add(1)
-		go func(s int, c *shard.Client) {
+		go func(s int, c *shardapi.Client) {
 			defer wg.Done()
 			lo, hi := w.bounds[s][0], w.bounds[s][1]
 			start := time.Now()
 			for {
 				before, heldBefore := c.Retries, c.Held
-				w.n.hist.push("invoke", s, w.n.id, w.iters[s], samples, nil)
+				w.n.obs.PushSent(uint32(s), w.n.id, w.iters[s], samples)
 				dst, err := c.Push(ctx, w.iters[s], samples, computeNs, grad[lo:hi], w.theta[lo:hi:hi])
 				w.addRetries(c.Retries - before)
 				if held := c.Held - heldBefore; held > 0 {
@@ -290,7 +283,7 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 				if err == nil && len(dst) != hi-lo {
 					err = errors.New("shard returned a slice of the wrong length")
 				}
-				w.n.hist.pushDone(s, w.n.id, w.iters[s], samples, err)
+				w.n.obs.PushDone(uint32(s), w.n.id, w.iters[s], samples, err)
 				if err == nil {
 					w.n.metrics.PushSeconds.Observe(time.Since(start).Seconds())
 					w.iters[s]++
@@ -301,12 +294,12 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 					return
 				}
 				w.setErr(err)
-				var rej *shard.RejectError
+				var rej *shardapi.RejectError
 				if errors.As(err, &rej) {
 					id := uint32(s)
 					w.n.events.add(Event{Kind: EventRejected, Node: string(w.n.id), Shard: &id, Detail: rej.Error()})
 				}
-				if errors.As(err, &rej) && rej.Reason == shard.ReasonUnknownWorker {
+				if errors.As(err, &rej) && rej.Reason == shardapi.ReasonUnknownWorker {
 					// Declared dead by mistake: re-added at no less than
 					// this iteration, or at the shard's t_min if that is
 					// higher — then align, after this push, moves the other
@@ -395,7 +388,7 @@ func (w *worker) leave(limit time.Duration) {
 	var wg sync.WaitGroup
 	for _, c := range w.clients {
 		wg.Add(1)
-		go func(c *shard.Client) {
+		go func(c *shardapi.Client) {
 			defer wg.Done()
 			if err := c.RemoveWorker(ctx); err != nil {
 				w.n.log.Debug("remove worker on leave", "err", err)

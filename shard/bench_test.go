@@ -9,6 +9,7 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 // rawRate holds the push-and-pull rate (bytes/s each way) of the bare
@@ -96,13 +97,13 @@ func benchShard(b *testing.B, replicas, size int) {
 	c := newCluster(b, 9)
 	c.logger = testLogger(b)
 	ids := nodeIDs(replicas)
-	spec := Spec{Shard: 9, Len: n, Policy: "asp", Optimizer: DefaultOptimizer()}
+	spec := Spec{Shard: 9, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	grad := make([]float32, n)
 	for i := range grad {
 		grad[i] = 1e-6
 	}
-	var clients []*Client
+	var clients []*shardapi.Client
 	for w := range 4 {
 		cl := c.client(clock.WorkerID(fmt.Sprint("w", w)), ids)
 		if _, err := cl.AddWorker(context.Background(), 0); err != nil {

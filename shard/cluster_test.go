@@ -12,6 +12,7 @@ import (
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
+	"dsspmesh/shardapi"
 )
 
 // cluster is an in-process shard over mesh's in-memory transport: each
@@ -241,9 +242,9 @@ func (c *cluster) waitSame() [32]byte {
 	return h
 }
 
-func (c *cluster) client(w clock.WorkerID, ids []mesh.NodeID) *Client {
+func (c *cluster) client(w clock.WorkerID, ids []mesh.NodeID) *shardapi.Client {
 	c.t.Helper()
-	cfg := DefaultClientConfig(c.shard, w, func() []mesh.NodeID { return ids })
+	cfg := shardapi.DefaultClientConfig(c.shard, w, func() []mesh.NodeID { return ids })
 	cfg.ReplyTimeout = 500 * time.Millisecond
 	cfg.Deadline = 20 * time.Second
 	c.mu.Lock()
@@ -254,7 +255,7 @@ func (c *cluster) client(w clock.WorkerID, ids []mesh.NodeID) *Client {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cl, err := NewClient(cfg, tr, c.resolve, c.logger.With("worker", w))
+	cl, err := shardapi.NewClient(cfg, tr, c.resolve, c.logger.With("worker", w))
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 // TestDiskBoundedUnderLargePushes pushes SHARD_DISK_PUSHES (default 10000)
@@ -32,7 +33,7 @@ func TestDiskBoundedUnderLargePushes(t *testing.T) {
 		return x
 	}
 	ids := nodeIDs(1)
-	spec := Spec{Shard: 10, Len: n, Policy: "asp", Optimizer: DefaultOptimizer()}
+	spec := Spec{Shard: 10, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	cl := c.client("w", ids)
 	if _, err := cl.AddWorker(context.Background(), 0); err != nil {

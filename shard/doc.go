@@ -20,8 +20,10 @@
 //     and non-voters), [Replica.TransferLeadership], and leadership changes
 //     through [Replica.LeaderChanged] and Deps.OnLeader. Its raft transport
 //     is raftstore.NewMeshTransport on a node, raft's in-memory one in tests.
-//   - [Client]: a worker's push-and-pull to one shard.
-//   - [Replica.Read] and [Client.Read]: a linearizable read of the shard's
+//   - [shardapi.Client]: a worker's push-and-pull to one shard (in
+//     package shardapi with the RPC protocol, errors, [Spec] and the
+//     reports, so that node can use them without raft).
+//   - [Replica.Read] and [shardapi.Client.Read]: a linearizable read of the shard's
 //     parameters and clocks (see Reads).
 //   - [Replica.Reconcile]: moves the raft configuration toward a desired
 //     replica set, one change at a time, adding before removing.
@@ -43,7 +45,7 @@
 //
 // Ambiguity: a push whose reply was lost (stream broke, leader died,
 // NotLeader after proposing, timeout) may or may not have been applied. The
-// [Client] resends the same (worker, iter) to whichever replica leads; the
+// [shardapi.Client] resends the same (worker, iter) to whichever replica leads; the
 // dedupe makes that safe. Rejections are not ambiguous: a push refused with
 // a [*RejectError] changed nothing and resending it is pointless.
 //
@@ -73,7 +75,7 @@
 //
 // # Reads
 //
-// A read (op read on the shard's RPC channel, [Client.Read]) is answered
+// A read (op read on the shard's RPC channel, [shardapi.Client.Read]) is answered
 // only by the leader, after a Raft barrier: the barrier commits through a
 // quorum, so a deposed leader cannot answer, and it returns once every
 // earlier entry is applied, so the slice holds every push acknowledged
@@ -112,7 +114,7 @@
 // FSM.Apply never takes a service lock: it signals the evaluator through a
 // one-slot channel.
 //
-// Slices: a parameter slice returned by [Client.Push] is owned by the
+// Slices: a parameter slice returned by [shardapi.Client.Push] is owned by the
 // caller (it is the dst given, or freshly allocated). Entry payloads
 // decoded by the FSM are not retained.
 //

@@ -30,43 +30,6 @@ const (
 
 const entryPrefix = 5
 
-// Spec describes a shard; it is fixed by the Init entry.
-type Spec struct {
-	Shard     uint32    `msgpack:"shard"`
-	Len       int       `msgpack:"len"`    // float32 parameters in the slice
-	Policy    string    `msgpack:"policy"` // clock.ParsePolicy text, e.g. "dssp:3:12"
-	Optimizer Optimizer `msgpack:"opt"`
-	// OutlierFactor > 0 makes the leader refuse a push whose gradient norm
-	// exceeds OutlierFactor × the median norm of the shard's recent pushes
-	// (a flaky accelerator); 0 turns the check off.
-	OutlierFactor float64 `msgpack:"of,omitempty"`
-}
-
-// Outlier factor range: below 2 a healthy job's spread of norms would be
-// refused; above 1e6 the check could never fire on float32 gradients.
-const (
-	MinOutlierFactor = 2
-	MaxOutlierFactor = 1e6
-)
-
-// Validate names the first bad value.
-func (s Spec) Validate() error {
-	if s.Len <= 0 || s.Len > maxShardLen {
-		return fmt.Errorf("shard: Spec.Len %d must be in [1, %d]", s.Len, maxShardLen)
-	}
-	if _, err := clock.ParsePolicy(s.Policy); err != nil {
-		return fmt.Errorf("shard: Spec.Policy: %w", err)
-	}
-	if f := s.OutlierFactor; f != 0 && !(f >= MinOutlierFactor && f <= MaxOutlierFactor) {
-		return fmt.Errorf("shard: Spec.OutlierFactor %g must be 0 (off) or in [%g, %g]", f, float64(MinOutlierFactor), float64(MaxOutlierFactor))
-	}
-	return s.Optimizer.Validate()
-}
-
-// maxShardLen bounds one shard at 1 GiB of float32, half of bbolt's value
-// limit for the log entry that carries a push of it.
-const maxShardLen = 1 << 28
-
 // Push is one worker's gradient for one shard and iteration, as it sits in
 // a log entry. Grad holds raw little-endian float32 bytes.
 type Push struct {
@@ -129,7 +92,7 @@ func encodeInit(spec Spec, theta []float32) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return appendFloat32s(b, theta), nil
+	return mesh.AppendFloat32s(b, theta), nil
 }
 
 func encodePushes(ps []Push) ([]byte, error) {

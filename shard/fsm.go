@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
 	"dsspmesh/internal/faults"
+	"dsspmesh/mesh"
 )
 
 // FSM is the replicated state of one shard. See the package doc for the
@@ -43,41 +43,6 @@ type FSM struct {
 	// is the sum with the push being examined added; it becomes sum when
 	// the push is applied.
 	sum, cand, grad []float32
-}
-
-// Applied reports one applied entry to an observer (tests, metrics).
-type Applied struct {
-	Index  uint64
-	Kind   string // "init", "push", "add-worker", "remove-worker", "rejected"
-	Pushes []PushResult
-	Worker clock.WorkerID
-	// StartClock is the clock an AddWorker placed the worker at.
-	StartClock int64
-	// Released are the workers a RemoveWorker, or an AddWorker that
-	// advanced a present worker, released.
-	Released []clock.Release
-	Err      error
-	// StateHash is StateHash() after this entry, set only at the indices
-	// Deps.HashEvery asks for (zero otherwise).
-	StateHash [32]byte
-	// NonFinite counts the NaN or ±Inf parameters (and velocities) after
-	// this entry, at the same indices as StateHash; always 0 unless a
-	// broken build let one in.
-	NonFinite int
-}
-
-// PushResult is what Apply did with one push of a batch.
-type PushResult struct {
-	Worker    clock.WorkerID
-	Iter      int64
-	RecvNanos int64
-	Samples   int64
-	// Applied: the gradient went into the parameters; Outcome is the gate's.
-	Applied bool
-	// Duplicate: (Worker, Iter) was applied before; nothing changed.
-	Duplicate bool
-	Outcome   clock.Outcome
-	Err       error // a *RejectError, nothing changed
 }
 
 // NewFSM returns an uninitialised FSM for shard. observer, if not nil, is
@@ -220,7 +185,7 @@ func (f *FSM) applyPushes(ps []Push) []PushResult {
 		samples += p.Samples
 	}
 	if accepted > 0 {
-		f.opt.step(f.theta, f.velocity, f.sum, lr)
+		step(f.opt, f.theta, f.velocity, f.sum, lr)
 		f.samples += samples
 		f.pushes += uint64(accepted)
 	}
@@ -239,7 +204,7 @@ func (f *FSM) sumAndCheck(first bool, lr float64) int {
 			f.cand[j] = f.sum[j] + g
 		}
 	}
-	return f.opt.firstNonFinite(f.theta, f.velocity, f.cand, lr)
+	return firstNonFiniteStep(f.opt, f.theta, f.velocity, f.cand, lr)
 }
 
 // check validates p against the shard and decodes its gradient into f.grad.
@@ -331,7 +296,7 @@ func (f *FSM) replyFor(w clock.WorkerID, iter int64, dst []byte) (replyState, []
 	case c == iter+1 && f.gate.IsWaiting(w) && !faults.On(faults.SkipStaleness):
 		return replyHeld, dst
 	}
-	return replyOK, appendFloat32s(dst, f.theta)
+	return replyOK, mesh.AppendFloat32s(dst, f.theta)
 }
 
 // Params copies the parameter slice into dst (grown if short) and returns it.
@@ -340,21 +305,6 @@ func (f *FSM) Params(dst []float32) []float32 {
 	defer f.mu.RUnlock()
 	dst = append(dst[:0], f.theta...)
 	return dst
-}
-
-// Status is a read-only view for metrics and /status.
-type Status struct {
-	Shard        uint32
-	Initialized  bool
-	Spec         Spec
-	AppliedIndex uint64
-	Samples      int64
-	Pushes       uint64
-	Duplicates   uint64
-	Rejected     map[string]uint64
-	Min, Max     int64
-	Workers      []clock.WorkerInfo
-	Gate         clock.Stats
 }
 
 // Status returns the current view.
@@ -436,16 +386,6 @@ func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (fsmSnapshot) Release() {}
-
-func appendFloat32s(dst []byte, v []float32) []byte {
-	n := len(dst)
-	dst = slices.Grow(dst, 4*len(v))[:n+4*len(v)]
-	out := dst[n:]
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
-	}
-	return dst
-}
 
 func decodeFloats(dst []float32, b []byte) error {
 	if len(b) != 4*len(dst) {

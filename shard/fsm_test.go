@@ -10,13 +10,15 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
+	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 func testSpec(n int, policy string) Spec {
-	return Spec{Shard: 1, Len: n, Policy: policy, Optimizer: DefaultOptimizer()}
+	return Spec{Shard: 1, Len: n, Policy: policy, Optimizer: shardapi.DefaultOptimizer()}
 }
 
-func gradBytes(v []float32) []byte { return appendFloat32s(nil, v) }
+func gradBytes(v []float32) []byte { return mesh.AppendFloat32s(nil, v) }
 
 type fsmHarness struct {
 	t     testing.TB

@@ -30,19 +30,6 @@ const (
 	minNormSamples = 16
 )
 
-// RepeatOffender is the streak of consecutive refused pushes after which a
-// worker is reported as one that keeps sending bad gradients.
-const RepeatOffender = 3
-
-// WorkerRefusals counts the gradients the leader refused from one worker.
-type WorkerRefusals struct {
-	NonFinite uint64 // pushes with NaN or ±Inf
-	Outliers  uint64 // pushes whose norm was an outlier
-	// Streak is the number of refusals since the worker's last accepted
-	// push; ≥ RepeatOffender means it keeps sending them.
-	Streak uint64
-}
-
 func newHygiene() *hygiene { return &hygiene{workers: map[clock.WorkerID]*WorkerRefusals{}} }
 
 // check returns ReasonNonFinite or ReasonOutlier with a detail, or 0 if the

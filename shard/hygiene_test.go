@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 // TestNaNPushRefusedAndParamsFiniteOnEveryReplica: the leader refuses a
@@ -98,8 +99,8 @@ func TestPushAsAnotherPeerRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	cfg := DefaultClientConfig(6, "w1", func() []mesh.NodeID { return ids })
-	forger, err := NewClient(cfg, tr, c.resolve, c.logger)
+	cfg := shardapi.DefaultClientConfig(6, "w1", func() []mesh.NodeID { return ids })
+	forger, err := shardapi.NewClient(cfg, tr, c.resolve, c.logger)
 	if err != nil {
 		t.Fatal(err)
 	}

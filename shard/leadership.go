@@ -9,25 +9,6 @@ import (
 	"dsspmesh/mesh"
 )
 
-// Configuration is a shard's raft configuration as one replica knows it:
-// the latest one in its log, committed or not.
-type Configuration struct {
-	Voters    []mesh.NodeID
-	Nonvoters []mesh.NodeID // being caught up before promotion
-}
-
-// Has reports whether id is in the configuration, voting or not.
-func (c Configuration) Has(id mesh.NodeID) bool {
-	for _, l := range [][]mesh.NodeID{c.Voters, c.Nonvoters} {
-		for _, x := range l {
-			if x == id {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // Configuration returns the shard's raft configuration as this replica
 // knows it. It waits for raft's main loop, so it fails once the replica is
 // shut down.

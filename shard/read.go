@@ -9,18 +9,6 @@ import (
 	"dsspmesh/mesh"
 )
 
-// Slice is a linearizable read of one shard: its parameter slice and clocks
-// as of a Raft barrier on its leader, so every push committed before the
-// read began is in it.
-type Slice struct {
-	Shard    uint32
-	Leader   mesh.NodeID // the replica that answered
-	Params   []float32
-	Min, Max int64  // t_min and t_max of the shard's clock table
-	Index    uint64 // the applied index the slice is at
-	Samples  int64  // samples applied to the shard
-}
-
 // Read returns the shard's state after a barrier (leader only): the
 // barrier commits through a quorum, so a deposed leader cannot answer
 // with stale parameters, and waits until every earlier entry is applied.
@@ -72,28 +60,6 @@ func (s *service) handleRead(c *workerConn, req request) {
 		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusError, Detail: err.Error()}, nil)
 	default:
 		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusOK,
-			Clock: sl.Min, Max: sl.Max, Index: sl.Index, Samples: sl.Samples}, appendFloat32s(nil, sl.Params))
+			Clock: sl.Min, Max: sl.Max, Index: sl.Index, Samples: sl.Samples}, mesh.AppendFloat32s(nil, sl.Params))
 	}
-}
-
-// Read asks the shard's leader for a linearizable read of its parameters
-// and clocks ([Replica.Read]), following NotLeader redirects and retrying
-// other replicas until ctx (or Config.Deadline) ends (an error wrapping
-// ErrDeadline). A read changes nothing, so retrying is always safe. A shard
-// without its Init entry yet gives an error wrapping ErrNotInitialized.
-func (c *Client) Read(ctx context.Context) (Slice, error) {
-	c.reads++
-	rep, params, err := c.call(ctx, request{Op: opRead, Worker: c.cfg.Worker, Iter: c.reads}, nil)
-	if errors.Is(err, ErrRejected) {
-		return Slice{}, fmt.Errorf("shard %d: read: %w", c.cfg.Shard, ErrNotInitialized)
-	}
-	if err != nil {
-		return Slice{}, err
-	}
-	sl := Slice{Shard: c.cfg.Shard, Leader: c.leader, Params: make([]float32, len(params)/4),
-		Min: rep.Clock, Max: rep.Max, Index: rep.Index, Samples: rep.Samples}
-	if err := mesh.Float32s(sl.Params, params); err != nil {
-		return Slice{}, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
-	}
-	return sl, nil
 }

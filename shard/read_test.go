@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 // TestReadIsLinearizable: a read through any replica returns the leader's
@@ -16,7 +17,7 @@ func TestReadIsLinearizable(t *testing.T) {
 	const n = 16
 	c := newCluster(t, 6)
 	ids := nodeIDs(3)
-	spec := Spec{Shard: 6, Len: n, Policy: "ssp:3", Optimizer: DefaultOptimizer()}
+	spec := Spec{Shard: 6, Len: n, Policy: "ssp:3", Optimizer: shardapi.DefaultOptimizer()}
 
 	early := c.client("reader-early", ids[:1])
 	c.start(ids[0])

@@ -227,18 +227,6 @@ func (r *Replica) Leader() mesh.NodeID {
 // FSM exposes the state machine for reads (Status, StateHash, Params).
 func (r *Replica) FSM() *FSM { return r.fsm }
 
-// ReplicaStatus is Status plus raft's view.
-type ReplicaStatus struct {
-	Status
-	ID        mesh.NodeID
-	State     string // raft state: Leader, Follower, Candidate, Shutdown
-	Term      uint64
-	Leader    mesh.NodeID
-	Held      int // replies held by the gate on this replica
-	Service   ServiceStats
-	LastIndex uint64 // raft's last log index
-}
-
 // Status returns the replica's view for metrics and /status.
 func (r *Replica) Status() ReplicaStatus {
 	_, leader := r.raft.LeaderWithID()

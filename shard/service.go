@@ -31,22 +31,6 @@ type service struct {
 	cnt serviceCounters
 }
 
-// ServiceStats count what the push service did since start.
-type ServiceStats struct {
-	Requests         uint64 // frames received
-	Batches          uint64 // push entries proposed
-	ProposedPushes   uint64 // pushes in them
-	Rejected         uint64 // pushes answered with a rejection (here or by the FSM)
-	NotLeader        uint64 // requests answered NotLeader
-	Held             uint64 // pushes the gate held at least once
-	Acked            uint64 // OK replies to pushes
-	StreamsAccepted  uint64
-	StreamErrorsRecv uint64 // streams closed on a receive error (bad frames included)
-	// Refused counts, per worker, the gradients this replica refused as
-	// its leader before proposing them (NaN/Inf, norm outliers).
-	Refused map[clock.WorkerID]WorkerRefusals
-}
-
 type serviceCounters struct {
 	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors atomic.Uint64
 }
@@ -222,7 +206,7 @@ func (s *service) handlePush(c *workerConn, req request, grad []byte) {
 		return
 	}
 	if faults.On(faults.AckUncommitted) && req.Samples > 0 && req.Iter%10 == 5 {
-		s.ok(c, req, appendFloat32s(nil, s.r.fsm.Params(nil))) // broken build only: never proposed
+		s.ok(c, req, mesh.AppendFloat32s(nil, s.r.fsm.Params(nil))) // broken build only: never proposed
 		return
 	}
 	select {

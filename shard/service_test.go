@@ -11,6 +11,7 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 // runWorkers runs each worker from its start clock up to iteration iters−1
@@ -23,7 +24,7 @@ func runWorkers(t *testing.T, c *cluster, ids []mesh.NodeID, workers []clock.Wor
 	acked := map[pushKey]bool{}
 	var wg sync.WaitGroup
 	// Add every worker before any pushes, so all start at clock 0.
-	clients := make([]*Client, len(workers))
+	clients := make([]*shardapi.Client, len(workers))
 	starts := make([]int64, len(workers))
 	for k, w := range workers {
 		clients[k] = c.client(w, ids)
@@ -67,7 +68,7 @@ func TestClusterMatchesGateAndSerialReplay(t *testing.T) {
 	const n = 64
 	c := newCluster(t, 3)
 	ids := nodeIDs(3)
-	spec := Spec{Shard: 3, Len: n, Policy: "dssp:1:3", Optimizer: DefaultOptimizer()}
+	spec := Spec{Shard: 3, Len: n, Policy: "dssp:1:3", Optimizer: shardapi.DefaultOptimizer()}
 	theta0 := gradFor("init", 0, n)
 	c.boot(ids, spec, theta0)
 	workers := []clock.WorkerID{"w1", "w2", "w3", "w4"}
@@ -123,7 +124,7 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 	const n = 8
 	c := newCluster(t, 4)
 	ids := nodeIDs(1)
-	spec := Spec{Shard: 4, Len: n, Policy: "bsp", Optimizer: DefaultOptimizer()}
+	spec := Spec{Shard: 4, Len: n, Policy: "bsp", Optimizer: shardapi.DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	dead := c.client("dead", ids)
 	if _, err := dead.AddWorker(context.Background(), 0); err != nil {
@@ -131,7 +132,7 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	released := make(chan clock.WorkerID, 2)
-	var clients []*Client
+	var clients []*shardapi.Client
 	for _, w := range []clock.WorkerID{"a", "b"} {
 		cl := c.client(w, ids)
 		clients = append(clients, cl)
@@ -161,9 +162,9 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 	if len(released) != 2 {
 		t.Fatalf("%d workers released", len(released))
 	}
-	for _, cl := range clients {
+	for i, cl := range clients {
 		if cl.Held <= 0 {
-			t.Errorf("client %s: Held = %v after a held push", cl.cfg.Worker, cl.Held)
+			t.Errorf("client %d: Held = %v after a held push", i, cl.Held)
 		}
 	}
 	_, err := dead.Push(context.Background(), 0, 1, 1, gradFor("dead", 0, n), nil)
@@ -182,7 +183,7 @@ func TestRejectedOverTheWire(t *testing.T) {
 	const n = 8
 	c := newCluster(t, 5)
 	ids := nodeIDs(3)
-	spec := Spec{Shard: 5, Len: n, Policy: "ssp:2", Optimizer: DefaultOptimizer()}
+	spec := Spec{Shard: 5, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	leader := c.waitLeader("")
 	// Order the replicas so the client tries a follower first.

@@ -58,8 +58,8 @@ func (f *FSM) encodeLocked() ([]byte, error) {
 	b = append(b, snapshotVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(hb)))
 	b = append(b, hb...)
-	b = appendFloat32s(b, f.theta)
-	return appendFloat32s(b, f.velocity), nil
+	b = mesh.AppendFloat32s(b, f.theta)
+	return mesh.AppendFloat32s(b, f.velocity), nil
 }
 
 // decodeLocked replaces the state with b's; on error nothing changed.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"dsspmesh/node"
+	"dsspmesh/node/assemble"
 	// Registers the "cuda" backend in binaries built with -tags cuda.
 	_ "dsspmesh/cudaops/cuda"
 )
@@ -50,9 +51,13 @@ peers it last saw.`,
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			deps, err := assemble.Node(cfg, log)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			return node.Run(ctx, cfg, cmd.Flags().Changed, log)
+			return node.Run(ctx, cfg, cmd.Flags().Changed, deps)
 		},
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "JSON file of flag values, keyed by flag name")

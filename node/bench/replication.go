@@ -14,6 +14,7 @@ import (
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
 	"dsspmesh/shard"
+	"dsspmesh/shardapi"
 )
 
 // ReplicationConfig is the replicated-push measurement: Workers concurrent
@@ -217,7 +218,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 		return PushRate{}, err
 	}
 	floats := cfg.Payload / 4
-	spec := shard.Spec{Shard: shardID, Len: floats, Policy: "asp", Optimizer: shard.DefaultOptimizer()}
+	spec := shard.Spec{Shard: shardID, Len: floats, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
 	// Init is ambiguous while leadership settles: retry on whichever
 	// replica leads until one reports the shard initialised.
 	leader, err := waitFor(ctx, 30*time.Second, "the shard initialised", func() (*shard.Replica, bool) {
@@ -240,7 +241,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 	for i := range grad {
 		grad[i] = 1e-6
 	}
-	var clients []*shard.Client
+	var clients []*shardapi.Client
 	params := make([][]float32, cfg.Workers)
 	for w := range cfg.Workers {
 		// One transport (one identity) per worker: a shard refuses a push
@@ -251,7 +252,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 			return PushRate{}, err
 		}
 		trs = append(trs, cli)
-		c, err := shard.NewClient(shard.DefaultClientConfig(shardID, clock.WorkerID(id), func() []mesh.NodeID { return ids }),
+		c, err := shardapi.NewClient(shardapi.DefaultClientConfig(shardID, clock.WorkerID(id), func() []mesh.NodeID { return ids }),
 			cli, resolve, log)
 		if err != nil {
 			return PushRate{}, err

@@ -1,4 +1,4 @@
-package shard
+package shardapi
 
 import (
 	"errors"
@@ -8,9 +8,8 @@ import (
 	"dsspmesh/mesh"
 )
 
-// Sentinel errors of the shard package.
+// Sentinel errors of a shard.
 var (
-	ErrClosed         = errors.New("shard: closed")
 	ErrNotInitialized = errors.New("shard: not initialised")
 	ErrBadEntry       = errors.New("shard: bad log entry")
 	ErrBadSnapshot    = errors.New("shard: bad snapshot")
@@ -34,7 +33,7 @@ const (
 	ReasonNotPeer                          // the request names a worker other than the authenticated peer
 	ReasonOutlier                          // gradient norm far above the shard's recent median (Spec.OutlierFactor)
 	ReasonNonFiniteStep                    // the optimizer step would make a parameter NaN or ±Inf
-	numReasons
+	NumReasons                             // one past the last reason
 )
 
 var reasonNames = [...]string{
@@ -45,7 +44,7 @@ var reasonNames = [...]string{
 }
 
 func (r Reason) String() string {
-	if r > 0 && r < numReasons {
+	if r > 0 && r < NumReasons {
 		return reasonNames[r]
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))

@@ -1,4 +1,4 @@
-package shard
+package shardapi
 
 import (
 	"context"
@@ -88,8 +88,8 @@ func NewClient(cfg ClientConfig, tr mesh.Transport, resolve mesh.Resolver, logge
 // wrapping ErrDeadline: then the push may or may not have been applied, and
 // the caller resends the same iter later. A *RejectError is final.
 func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad, dst []float32) ([]float32, error) {
-	c.buf = appendFloat32s(c.buf[:0], grad)
-	_, params, err := c.call(ctx, request{Op: opPush, Worker: c.cfg.Worker, Iter: iter, Samples: samples, ComputeNs: computeNs}, c.buf)
+	c.buf = mesh.AppendFloat32s(c.buf[:0], grad)
+	_, params, err := c.call(ctx, Request{Op: OpPush, Worker: c.cfg.Worker, Iter: iter, Samples: samples, ComputeNs: computeNs}, c.buf)
 	if err != nil {
 		return nil, err
 	}
@@ -107,13 +107,13 @@ func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad,
 // clock (the iteration of its next push), at least from (its clock on
 // the other shards); idempotent.
 func (c *Client) AddWorker(ctx context.Context, from int64) (int64, error) {
-	rep, _, err := c.call(ctx, request{Op: opAddWorker, Worker: c.cfg.Worker, Iter: from}, nil)
+	rep, _, err := c.call(ctx, Request{Op: OpAddWorker, Worker: c.cfg.Worker, Iter: from}, nil)
 	return rep.Clock, err
 }
 
 // RemoveWorker removes this worker (it leaves); idempotent.
 func (c *Client) RemoveWorker(ctx context.Context) error {
-	_, _, err := c.call(ctx, request{Op: opRemoveWorker, Worker: c.cfg.Worker}, nil)
+	_, _, err := c.call(ctx, Request{Op: OpRemoveWorker, Worker: c.cfg.Worker}, nil)
 	return err
 }
 
@@ -126,7 +126,7 @@ func (c *Client) Close() error {
 	return nil
 }
 
-func (c *Client) call(ctx context.Context, req request, payload []byte) (reply, []byte, error) {
+func (c *Client) call(ctx context.Context, req Request, payload []byte) (Reply, []byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.Deadline)
@@ -148,12 +148,12 @@ func (c *Client) call(ctx context.Context, req request, payload []byte) (reply, 
 			case err != nil:
 				last = err
 				c.leader = ""
-			case rep.Status == statusOK:
+			case rep.Status == ReplyOK:
 				c.leader = target
 				return rep, pl, nil
-			case rep.Status == statusRejected:
+			case rep.Status == ReplyRejected:
 				return rep, nil, &RejectError{Shard: c.cfg.Shard, Worker: req.Worker, Iter: req.Iter, Reason: rep.Reason, Detail: rep.Detail}
-			case rep.Status == statusNotLeader:
+			case rep.Status == ReplyNotLeader:
 				last = &NotLeaderError{Shard: c.cfg.Shard, Leader: mesh.NodeID(rep.Leader)}
 				c.leader = mesh.NodeID(rep.Leader)
 				if c.leader == target {
@@ -175,7 +175,7 @@ func (c *Client) call(ctx context.Context, req request, payload []byte) (reply, 
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return reply{}, nil, fmt.Errorf("shard %d: (%q, %d): %w: %w (last: %v)", c.cfg.Shard, req.Worker, req.Iter, ErrDeadline, ctx.Err(), last)
+			return Reply{}, nil, fmt.Errorf("shard %d: (%q, %d): %w: %w (last: %v)", c.cfg.Shard, req.Worker, req.Iter, ErrDeadline, ctx.Err(), last)
 		}
 		backoff = min(2*backoff, c.cfg.MaxBackoff)
 	}
@@ -196,15 +196,15 @@ func (c *Client) pick() mesh.NodeID {
 
 // try sends req to target on its stream and waits for the final reply,
 // skipping Held frames and replies to earlier requests.
-func (c *Client) try(ctx context.Context, target mesh.NodeID, req request, payload []byte) (reply, []byte, error) {
+func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, payload []byte) (Reply, []byte, error) {
 	s, err := c.stream(ctx, target)
 	if err != nil {
-		return reply{}, nil, err
+		return Reply{}, nil, err
 	}
-	fail := func(err error) (reply, []byte, error) {
+	fail := func(err error) (Reply, []byte, error) {
 		s.Close()
 		delete(c.streams, target)
-		return reply{}, nil, fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
+		return Reply{}, nil, fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
 	}
 	if err := s.SendFrame(req, payload); err != nil {
 		return fail(err)
@@ -221,7 +221,7 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req request, paylo
 			dl = d
 		}
 		s.SetReadDeadline(dl)
-		var rep reply
+		var rep Reply
 		pl, err := s.RecvFrame(&rep)
 		if err != nil {
 			return fail(err)
@@ -229,7 +229,7 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req request, paylo
 		if rep.Op != req.Op || rep.Worker != req.Worker || rep.Iter != req.Iter {
 			continue
 		}
-		if rep.Status == statusHeld {
+		if rep.Status == ReplyHeld {
 			if heldSince.IsZero() {
 				heldSince = time.Now()
 			}
@@ -255,4 +255,26 @@ func (c *Client) stream(ctx context.Context, target mesh.NodeID) (mesh.Stream, e
 	}
 	c.streams[target] = s
 	return s, nil
+}
+
+// Read asks the shard's leader for a linearizable read of its parameters
+// and clocks ([Replica.Read]), following NotLeader redirects and retrying
+// other replicas until ctx (or Config.Deadline) ends (an error wrapping
+// ErrDeadline). A read changes nothing, so retrying is always safe. A shard
+// without its Init entry yet gives an error wrapping ErrNotInitialized.
+func (c *Client) Read(ctx context.Context) (Slice, error) {
+	c.reads++
+	rep, params, err := c.call(ctx, Request{Op: OpRead, Worker: c.cfg.Worker, Iter: c.reads}, nil)
+	if errors.Is(err, ErrRejected) {
+		return Slice{}, fmt.Errorf("shard %d: read: %w", c.cfg.Shard, ErrNotInitialized)
+	}
+	if err != nil {
+		return Slice{}, err
+	}
+	sl := Slice{Shard: c.cfg.Shard, Leader: c.leader, Params: make([]float32, len(params)/4),
+		Min: rep.Clock, Max: rep.Max, Index: rep.Index, Samples: rep.Samples}
+	if err := mesh.Float32s(sl.Params, params); err != nil {
+		return Slice{}, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
+	}
+	return sl, nil
 }

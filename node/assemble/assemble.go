@@ -1,0 +1,109 @@
+package assemble
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"syscall"
+
+	"dsspmesh/mesh"
+	"dsspmesh/node"
+)
+
+// Node opens the edges node.Run needs for cfg. The key is read and
+// checked before anything is written to disk, so a bad key leaves no data
+// dir or node id behind.
+func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
+	if err := cfg.Validate(); err != nil {
+		return node.Deps{}, err
+	}
+	sec, err := security(cfg, log)
+	if err != nil {
+		return node.Deps{}, err
+	}
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	dir, err := node.OpenDataDir(cfg.DataDir)
+	if err != nil {
+		return node.Deps{}, err
+	}
+	closers = append(closers, dir.Close)
+	log = log.With("node", dir.ID)
+	d = node.Deps{Dir: dir, Logger: log}
+	if cfg.HistoryDir != "" {
+		h, err := node.OpenHistory(cfg.HistoryDir, dir.ID)
+		if err != nil {
+			return node.Deps{}, fmt.Errorf("--history-dir %s: %w", cfg.HistoryDir, err)
+		}
+		closers = append(closers, h.Close)
+		d.Observer = h
+	}
+	if d.HTTP, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return node.Deps{}, bindError("--http-addr", cfg.HTTPAddr, err)
+	}
+	closers = append(closers, d.HTTP.Close)
+	creds, err := sec.Node(dir.ID)
+	if err != nil {
+		return node.Deps{}, err
+	}
+	tr, err := mesh.NewQUICTransport(mesh.DefaultTransportConfig(cfg.QUICAddr()), creds, log)
+	if err != nil {
+		return node.Deps{}, bindError("--quic-port", cfg.QUICAddr(), unwrapOp(err))
+	}
+	closers = append(closers, tr.Close)
+	d.Transport = tr
+
+	meta := mesh.Meta{ID: dir.ID, QUICAddr: tr.Addr(), Trains: cfg.Train, Backend: cfg.Backend, Proto: mesh.ProtocolVersion}
+	if cfg.AdvertiseQUIC != "" {
+		meta.QUICAddr = cfg.AdvertiseQUIC
+	}
+	mcfg := mesh.DefaultMembershipConfig(meta, cfg.GossipAddr(), sec)
+	mcfg.Advertise = cfg.AdvertiseGossip
+	if cfg.Detection == "fast" {
+		mcfg.Detection = mesh.FastDetection()
+	}
+	members, err := mesh.NewMemberlist(mcfg, log)
+	if err != nil {
+		return node.Deps{}, bindError("--gossip-port", cfg.GossipAddr(), unwrapOp(err))
+	}
+	d.Membership = members
+	d.Replicas = &RaftReplicas{DataDir: dir.Path, Transport: tr, Resolve: mesh.ResolveFromMembership(members), Logger: log}
+	return d, nil
+}
+
+func security(cfg node.Config, log *slog.Logger) (*mesh.Security, error) {
+	if cfg.Insecure {
+		return mesh.InsecureSecurity(log), nil
+	}
+	key, err := mesh.LoadKeyFile(cfg.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--key: %w", err)
+	}
+	return mesh.NewSecurity(key)
+}
+
+// bindError names the flag and address of a socket that could not be bound,
+// saying plainly when the port is taken.
+func bindError(flag, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s: address already in use (another dssp node, or another program, holds the port)", flag, addr)
+	}
+	return fmt.Errorf("%s %s: %v", flag, addr, err)
+}
+
+// unwrapOp drops a *net.OpError's wrapping so bind errors read as one
+// short line; errors.Is still sees the syscall error.
+func unwrapOp(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Err
+	}
+	return err
+}

@@ -1,0 +1,60 @@
+package assemble
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"dsspmesh/mesh"
+	"dsspmesh/node"
+	"dsspmesh/raftstore"
+	"dsspmesh/shard"
+)
+
+// RaftReplicas opens shard.Replicas whose raft state lives in raftstore's
+// bbolt stores under DataDir and whose raft and worker RPCs travel over
+// Transport.
+type RaftReplicas struct {
+	DataDir   string
+	Transport mesh.Transport
+	Resolve   mesh.Resolver
+	Logger    *slog.Logger
+	// Config, if set, gives each replica's timing (tests shorten raft's);
+	// nil means shard.DefaultConfig.
+	Config func(shard uint32, id mesh.NodeID) shard.Config
+}
+
+var _ node.Replicas = (*RaftReplicas)(nil)
+
+// HasState reports whether shard id has a folder of raft state.
+func (r *RaftReplicas) HasState(id uint32) bool {
+	_, err := os.Stat(raftstore.ShardDir(r.DataDir, id))
+	return err == nil
+}
+
+// Open starts this node's replica of shard id, reporting through hooks.
+func (r *RaftReplicas) Open(id uint32, hooks node.ReplicaHooks) (node.Replica, error) {
+	stores, err := raftstore.Open(r.DataDir, id, raftstore.DefaultConfig(), r.Logger)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := raftstore.NewMeshTransport(r.Transport, id, r.Resolve, r.Logger)
+	if err != nil {
+		stores.Close()
+		return nil, err
+	}
+	cfg := shard.DefaultConfig(id, r.Transport.LocalID())
+	if r.Config != nil {
+		cfg = r.Config(id, r.Transport.LocalID())
+	}
+	rep, err := shard.NewReplica(cfg, shard.Deps{
+		Transport: r.Transport, Resolve: r.Resolve, RaftTransport: rt, Stores: stores, Logger: r.Logger,
+		Observer: hooks.Applied, HashEvery: hooks.StateHashEvery, OnLeader: hooks.Leading, ApplyTime: hooks.ApplyTime,
+	})
+	if err != nil {
+		rt.Close()
+		stores.Close()
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	return rep, nil
+}

@@ -1,0 +1,21 @@
+// Package shardapi is what talks to a parameter shard without raft: the
+// worker's [Client], the RPC protocol a replica serves on
+// mesh.Channel{KindRPC, shard} (wire.go), the errors and rejection
+// [Reason]s, the shard's [Spec] and [Optimizer], and the reports a replica
+// gives ([Status], [ReplicaStatus], [Applied], [Slice], [Configuration]).
+// Package shard implements the replica on raft and uses these types under
+// the same names; package node uses them through this package so that it
+// does not depend on raft.
+//
+// # Client
+//
+// A [Client] pushes one worker's gradients to one shard and returns the
+// fresh parameters. It resends the same (worker, iter) after a transport
+// error or a NotLeader redirect, to whichever replica leads: the shard's
+// dedupe makes that safe. A [*RejectError] is final and changed nothing.
+// Errors other than rejections and ctx's are ambiguous until a later
+// resend settles them. A Client is not safe for concurrent use (one per
+// shard per worker); a parameter slice it returns is owned by the caller.
+//
+// The types here carry no goroutines or locks; values are copies.
+package shardapi

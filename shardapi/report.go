@@ -1,0 +1,128 @@
+package shardapi
+
+import (
+	"dsspmesh/clock"
+	"dsspmesh/mesh"
+)
+
+// Applied reports one applied entry to an observer (tests, metrics).
+type Applied struct {
+	Index  uint64
+	Kind   string // "init", "push", "add-worker", "remove-worker", "rejected"
+	Pushes []PushResult
+	Worker clock.WorkerID
+	// StartClock is the clock an AddWorker placed the worker at.
+	StartClock int64
+	// Released are the workers a RemoveWorker, or an AddWorker that
+	// advanced a present worker, released.
+	Released []clock.Release
+	Err      error
+	// StateHash is StateHash() after this entry, set only at the indices
+	// Deps.HashEvery asks for (zero otherwise).
+	StateHash [32]byte
+	// NonFinite counts the NaN or ±Inf parameters (and velocities) after
+	// this entry, at the same indices as StateHash; always 0 unless a
+	// broken build let one in.
+	NonFinite int
+}
+
+// PushResult is what Apply did with one push of a batch.
+type PushResult struct {
+	Worker    clock.WorkerID
+	Iter      int64
+	RecvNanos int64
+	Samples   int64
+	// Applied: the gradient went into the parameters; Outcome is the gate's.
+	Applied bool
+	// Duplicate: (Worker, Iter) was applied before; nothing changed.
+	Duplicate bool
+	Outcome   clock.Outcome
+	Err       error // a *RejectError, nothing changed
+}
+
+// Status is a read-only view for metrics and /status.
+type Status struct {
+	Shard        uint32
+	Initialized  bool
+	Spec         Spec
+	AppliedIndex uint64
+	Samples      int64
+	Pushes       uint64
+	Duplicates   uint64
+	Rejected     map[string]uint64
+	Min, Max     int64
+	Workers      []clock.WorkerInfo
+	Gate         clock.Stats
+}
+
+// ReplicaStatus is Status plus raft's view.
+type ReplicaStatus struct {
+	Status
+	ID        mesh.NodeID
+	State     string // raft state: Leader, Follower, Candidate, Shutdown
+	Term      uint64
+	Leader    mesh.NodeID
+	Held      int // replies held by the gate on this replica
+	Service   ServiceStats
+	LastIndex uint64 // raft's last log index
+}
+
+// ServiceStats count what the push service did since start.
+type ServiceStats struct {
+	Requests         uint64 // frames received
+	Batches          uint64 // push entries proposed
+	ProposedPushes   uint64 // pushes in them
+	Rejected         uint64 // pushes answered with a rejection (here or by the FSM)
+	NotLeader        uint64 // requests answered NotLeader
+	Held             uint64 // pushes the gate held at least once
+	Acked            uint64 // OK replies to pushes
+	StreamsAccepted  uint64
+	StreamErrorsRecv uint64 // streams closed on a receive error (bad frames included)
+	// Refused counts, per worker, the gradients this replica refused as
+	// its leader before proposing them (NaN/Inf, norm outliers).
+	Refused map[clock.WorkerID]WorkerRefusals
+}
+
+// RepeatOffender is the streak of consecutive refused pushes after which a
+// worker is reported as one that keeps sending bad gradients.
+const RepeatOffender = 3
+
+// WorkerRefusals counts the gradients the leader refused from one worker.
+type WorkerRefusals struct {
+	NonFinite uint64 // pushes with NaN or ±Inf
+	Outliers  uint64 // pushes whose norm was an outlier
+	// Streak is the number of refusals since the worker's last accepted
+	// push; ≥ RepeatOffender means it keeps sending them.
+	Streak uint64
+}
+
+// Slice is a linearizable read of one shard: its parameter slice and clocks
+// as of a Raft barrier on its leader, so every push committed before the
+// read began is in it.
+type Slice struct {
+	Shard    uint32
+	Leader   mesh.NodeID // the replica that answered
+	Params   []float32
+	Min, Max int64  // t_min and t_max of the shard's clock table
+	Index    uint64 // the applied index the slice is at
+	Samples  int64  // samples applied to the shard
+}
+
+// Configuration is a shard's raft configuration as one replica knows it:
+// the latest one in its log, committed or not.
+type Configuration struct {
+	Voters    []mesh.NodeID
+	Nonvoters []mesh.NodeID // being caught up before promotion
+}
+
+// Has reports whether id is in the configuration, voting or not.
+func (c Configuration) Has(id mesh.NodeID) bool {
+	for _, l := range [][]mesh.NodeID{c.Voters, c.Nonvoters} {
+		for _, x := range l {
+			if x == id {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,58 @@
+package shardapi
+
+import "dsspmesh/clock"
+
+// Op is what a request asks of a shard replica.
+//
+// The RPC protocol of a replica: frames on mesh.Channel{KindRPC, shard},
+// a msgpack header ([Request] or [Reply]) and a raw payload of
+// little-endian float32 — the gradient in a push request, the parameter
+// slice in an OK reply to a push or a read, empty otherwise. A worker keeps
+// one stream per shard replica and may send a request before the previous
+// reply; replies name (Op, Worker, Iter) and a push may get Held frames
+// before its final reply.
+type Op uint8
+
+const (
+	OpPush         Op = iota + 1 // gradient in, parameters out
+	OpAddWorker                  // Iter: the worker's clock elsewhere; reply Clock: its clock here
+	OpRemoveWorker               //
+	OpStatus                     // reply Index: the replica's applied index
+	OpRead                       // a linearizable read (Replica.Read): reply Clock t_min, Max, Index, Samples, the slice as payload
+)
+
+// Request is the header of a request frame.
+type Request struct {
+	Op        Op             `msgpack:"op"`
+	Worker    clock.WorkerID `msgpack:"w"`
+	Iter      int64          `msgpack:"i"`
+	Samples   int64          `msgpack:"s"`
+	ComputeNs int64          `msgpack:"c"`
+}
+
+// ReplyStatus says whether a reply is final and how it ended.
+type ReplyStatus uint8
+
+const (
+	ReplyOK        ReplyStatus = iota + 1 // final: done (parameters for a push)
+	ReplyHeld                             // not final: the gate holds the push
+	ReplyNotLeader                        // final: try Leader
+	ReplyRejected                         // final: Reason, Detail; nothing changed
+	ReplyError                            // final, ambiguous: resend
+)
+
+// Reply is the header of a reply frame.
+type Reply struct {
+	Op     Op             `msgpack:"op"`
+	Worker clock.WorkerID `msgpack:"w"`
+	Iter   int64          `msgpack:"i"`
+	Status ReplyStatus    `msgpack:"st"`
+	Leader string         `msgpack:"l,omitempty"`
+	Reason Reason         `msgpack:"r,omitempty"`
+	Detail string         `msgpack:"d,omitempty"`
+	Clock  int64          `msgpack:"c,omitempty"`
+	Index  uint64         `msgpack:"x,omitempty"`
+	// Max and Samples answer an OpRead: t_max and the samples applied.
+	Max     int64 `msgpack:"m,omitempty"`
+	Samples int64 `msgpack:"n,omitempty"`
+}
