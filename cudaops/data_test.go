@@ -254,6 +254,39 @@ func TestTrainSynthetic(t *testing.T) {
 	}
 }
 
+// TestTrainFromInit: TrainConfig.Init is where training starts (a run
+// resumed from the first one's parameters starts at its accuracy), and an
+// Init of another length is refused.
+func TestTrainFromInit(t *testing.T) {
+	cfg := DefaultSyntheticConfig()
+	cfg.Samples = 512
+	ds, err := NewSynthetic(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, _ := NewSynthetic(SyntheticConfig{Samples: 256, Shape: cfg.Shape, Classes: 10, Noise: 1, Seed: cfg.Seed})
+	m, _ := NewModel("mlp", ModelOptions{Workers: 1})
+	tc := DefaultTrainConfig()
+	tc.Epochs = 1
+	first, err := Train(context.Background(), m, ds, test, tc, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.Init = first.Params
+	tc.SGD.LR = 1e-9 // the second run barely moves: it must start where the first ended
+	second, err := Train(context.Background(), m, ds, test, tc, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Test.Accuracy != first.Test.Accuracy {
+		t.Fatalf("resumed at accuracy %.4f, the first run ended at %.4f", second.Test.Accuracy, first.Test.Accuracy)
+	}
+	tc.Init = first.Params[1:]
+	if _, err := Train(context.Background(), m, ds, test, tc, nil, nil); err == nil || !strings.Contains(err.Error(), "TrainConfig.Init") {
+		t.Fatalf("short Init: %v", err)
+	}
+}
+
 // TestTrainMNISTSubset trains the MLP on 10000 MNIST images for one epoch:
 // accuracy must rise far above the 10% of chance. Full-accuracy runs are
 // `dssp train`.

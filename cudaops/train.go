@@ -17,6 +17,9 @@ type TrainConfig struct {
 	// LRDecay multiplies the learning rate after every epoch (1 = constant).
 	LRDecay float64
 	Seed    uint64 // parameter init and data order
+	// Init, if set, is the starting parameters (copied; length
+	// Model.NumParams) instead of Model.Init(Seed).
+	Init []float32
 	// ProgressEvery is how many steps pass between progress callbacks
 	// (0 = once per epoch only).
 	ProgressEvery int
@@ -79,6 +82,12 @@ func Train(ctx context.Context, m *Model, train, test Dataset, cfg TrainConfig, 
 		return TrainResult{}, err
 	}
 	params := m.Init(cfg.Seed)
+	if cfg.Init != nil {
+		if len(cfg.Init) != len(params) {
+			return TrainResult{}, fmt.Errorf("cudaops: TrainConfig.Init has %d parameters, model %s has %d", len(cfg.Init), m.Name(), len(params))
+		}
+		copy(params, cfg.Init)
+	}
 	grad := make([]float32, len(params))
 	velocity := make([]float32, len(params))
 	x := make([]float32, cfg.BatchSize*m.InputSize())

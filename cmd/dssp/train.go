@@ -23,7 +23,7 @@ func newTrainCmd() *cobra.Command {
 		model, dataset, dataDir, backend string
 		lr, momentum, weightDecay        float64
 		workers, limit                   int
-		out                              string
+		out, initFrom                    string
 	)
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -51,6 +51,11 @@ func newTrainCmd() *cobra.Command {
 			}
 			if dataset == "" {
 				dataset = cudaops.DefaultDataset(model)
+			}
+			if initFrom != "" {
+				if cfg.Init, _, err = modelfile.LoadParams(initFrom, m); err != nil {
+					return fmt.Errorf("--init-from: %w", err)
+				}
 			}
 			train, test, err := cudaops.LoadDataset(dataset, dataDir)
 			if err != nil {
@@ -84,7 +89,7 @@ func newTrainCmd() *cobra.Command {
 				return nil
 			}
 			job, _ := json.Marshal(map[string]any{"model": model, "dataset": dataset, "epochs": cfg.Epochs, "batch": cfg.BatchSize,
-				"lr": lr, "momentum": momentum, "weight_decay": weightDecay, "lr_decay": cfg.LRDecay, "seed": cfg.Seed, "limit": limit})
+				"lr": lr, "momentum": momentum, "weight_decay": weightDecay, "lr_decay": cfg.LRDecay, "seed": cfg.Seed, "limit": limit, "init_from": initFrom})
 			meta := modelfile.Meta{Model: model, Dataset: dataset, Source: "train", Clock: int64(res.Samples / cfg.BatchSize),
 				Samples: int64(res.Samples), TakenAt: time.Now(), Job: string(job),
 				Eval: &modelfile.Eval{Accuracy: res.Test.Accuracy, Loss: res.Test.Loss, Samples: res.Test.Samples}}
@@ -109,6 +114,7 @@ func newTrainCmd() *cobra.Command {
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for initialisation and data order")
 	f.IntVar(&workers, "threads", 0, "goroutines splitting each mini-batch (0 = GOMAXPROCS)")
 	f.IntVar(&limit, "limit", 0, "train on only the first N training samples (0 = all)")
+	f.StringVar(&initFrom, "init-from", "", "start from the parameters in this safetensors file (dssp export, a checkpoint, --out) instead of a random init")
 	f.StringVar(&out, "out", "", "save the trained parameters to this safetensors file (with the model, dataset, steps and test accuracy in its metadata)")
 	f.IntVar(&cfg.ProgressEvery, "progress-every", cfg.ProgressEvery, "steps between progress lines on stderr (0 = per epoch only)")
 	return cmd
