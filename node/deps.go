@@ -33,6 +33,10 @@ type Deps struct {
 	// replicas apply and every term they lead (the debug history).
 	Observer Observer
 	Logger   *slog.Logger
+	// InitParams are the parameters of Config.Spec.InitFrom (LoadInitFrom),
+	// read before the data dir was opened; Run reads the file itself when
+	// they are nil and InitFrom is set.
+	InitParams []float32
 }
 
 // Replicas opens this node's replicas of the job's shards (on a node:

@@ -121,8 +121,9 @@
 // dies the next one continues in its own folder.
 //
 // --init-from FILE (a job flag) makes a bootstrapping node propose the
-// file's parameters as every shard's Init; the file is read and checked
-// against the model's layout before anything is written to disk.
+// file's parameters as every shard's Init; the assembler reads the file
+// and checks it against the model's layout before anything is written to
+// disk (LoadInitFrom, Deps.InitParams).
 //
 // # The mesh from any node
 //

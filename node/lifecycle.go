@@ -39,7 +39,7 @@ type Node struct {
 	view   meshView
 
 	initTheta []float32 // θ from --init-from for a fresh mesh; nil: from the seed
-	reader    modelReader
+	reader    *modelReader
 	ckpt      *checkpointer // nil unless --checkpoint-dir
 
 	mu        sync.RWMutex
@@ -74,12 +74,15 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	initTheta, err := loadInitFrom(cfg.Spec)
-	if err != nil {
-		return err
+	var err error
+	initTheta := d.InitParams
+	if initTheta == nil {
+		if initTheta, err = LoadInitFrom(cfg.Spec); err != nil {
+			return err
+		}
 	}
 	n := &Node{cfg: cfg, log: d.Logger.With("node", d.Dir.ID), id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
-		replicas: d.Replicas, obs: obs, started: time.Now(), phase: "starting", events: newEventLog(time.Now), initTheta: initTheta}
+		replicas: d.Replicas, obs: obs, started: time.Now(), phase: "starting", events: newEventLog(time.Now), initTheta: initTheta, reader: newModelReader()}
 	n.metrics = NewMetrics(n.Status)
 	if n.ckpt, err = openCheckpointer(cfg); err != nil {
 		return err

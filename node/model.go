@@ -26,11 +26,15 @@ type modelSnapshot struct {
 }
 
 // modelReader reads every shard through one shardapi.Client each; clients
-// are not safe for concurrent use, so one read runs at a time.
+// are not safe for concurrent use, so one read runs at a time: turn holds
+// the token of the read in progress (a channel, so waiting for it obeys
+// the caller's deadline).
 type modelReader struct {
-	mu      sync.Mutex
-	clients []*shardapi.Client
+	turn    chan struct{}
+	clients []*shardapi.Client // guarded by turn
 }
+
+func newModelReader() *modelReader { return &modelReader{turn: make(chan struct{}, 1)} }
 
 // readModel reads every shard's slice from its leader concurrently (each a
 // linearizable read, shardapi.Client.Read) and assembles the flat vector.
@@ -41,9 +45,13 @@ func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, er
 	if shards == nil || spec == nil {
 		return nil, errors.New("the node has not joined the mesh's shards yet")
 	}
-	r := &n.reader
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r := n.reader
+	select {
+	case r.turn <- struct{}{}:
+		defer func() { <-r.turn }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("read the model: another read still runs: %w", ctx.Err())
+	}
 	if r.clients == nil {
 		resolve := mesh.ResolveFromMembership(n.members)
 		for s := range shards.bounds {
@@ -162,10 +170,12 @@ func withModel(h http.Handler, serve http.HandlerFunc) http.Handler {
 	return mux
 }
 
-// loadInitFrom reads the parameters of --init-from for spec's model,
-// before anything is written to disk: a missing file, another model or a
-// tensor whose shape differs is an error naming it.
-func loadInitFrom(spec JobSpec) ([]float32, error) {
+// LoadInitFrom reads the parameters of --init-from (spec.InitFrom) for
+// spec's model; nil when it is not set. A missing file, another model, a
+// tensor whose shape differs or a non-finite value is an error naming it.
+// The assembler calls it before anything is written to disk and passes
+// the result as Deps.InitParams.
+func LoadInitFrom(spec JobSpec) ([]float32, error) {
 	if spec.InitFrom == "" {
 		return nil, nil
 	}

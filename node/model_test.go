@@ -25,7 +25,7 @@ func TestInitFromChecksTheFile(t *testing.T) {
 	}
 	spec := DefaultJobSpec()
 	spec.InitFrom = good
-	got, err := loadInitFrom(spec)
+	got, err := LoadInitFrom(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,16 +41,16 @@ func TestInitFromChecksTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec.InitFrom = bad
-	if _, err := loadInitFrom(spec); err == nil || !strings.Contains(err.Error(), "--init-from") || !strings.Contains(err.Error(), "fc2.weight has shape [256 128]") {
+	if _, err := LoadInitFrom(spec); err == nil || !strings.Contains(err.Error(), "--init-from") || !strings.Contains(err.Error(), "fc2.weight has shape [256 128]") {
 		t.Fatalf("transposed fc2.weight: %v", err)
 	}
 
 	spec.Model, spec.InitFrom = "lenet", good
-	if _, err := loadInitFrom(spec); err == nil || !strings.Contains(err.Error(), "holds model mlp, not lenet") {
+	if _, err := LoadInitFrom(spec); err == nil || !strings.Contains(err.Error(), "holds model mlp, not lenet") {
 		t.Fatalf("mlp file for a lenet job: %v", err)
 	}
 	spec.InitFrom = filepath.Join(dir, "missing.safetensors")
-	if _, err := loadInitFrom(spec); err == nil || !strings.Contains(err.Error(), "missing.safetensors") {
+	if _, err := LoadInitFrom(spec); err == nil || !strings.Contains(err.Error(), "missing.safetensors") {
 		t.Fatalf("missing file: %v", err)
 	}
 }

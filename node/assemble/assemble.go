@@ -11,14 +11,18 @@ import (
 	"dsspmesh/node"
 )
 
-// Node opens the edges node.Run needs for cfg. The key is read and
-// checked before anything is written to disk, so a bad key leaves no data
-// dir or node id behind.
+// Node opens the edges node.Run needs for cfg. The key and the
+// --init-from file are read and checked before anything is written to
+// disk, so a bad key or model file leaves no data dir or node id behind.
 func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	if err := cfg.Validate(); err != nil {
 		return node.Deps{}, err
 	}
 	sec, err := security(cfg, log)
+	if err != nil {
+		return node.Deps{}, err
+	}
+	initParams, err := node.LoadInitFrom(cfg.Spec)
 	if err != nil {
 		return node.Deps{}, err
 	}
@@ -36,7 +40,7 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	}
 	closers = append(closers, dir.Close)
 	log = log.With("node", dir.ID)
-	d = node.Deps{Dir: dir, Logger: log}
+	d = node.Deps{Dir: dir, Logger: log, InitParams: initParams}
 	if cfg.HistoryDir != "" {
 		h, err := node.OpenHistory(cfg.HistoryDir, dir.ID)
 		if err != nil {
