@@ -134,6 +134,9 @@ func (n *Node) Status() Status {
 		s.Evaluator = n.evaluator()
 	}
 	s.Insecure = n.cfg.Insecure
+	if n.ckpt != nil {
+		s.Checkpoint, _ = n.ckpt.dir.Latest()
+	}
 	if shards != nil {
 		s.Refusals = shards.refusals()
 		s.Shards, s.Workers = shards.status()

@@ -44,8 +44,11 @@ type Status struct {
 	Eval *EvalResult `json:"eval,omitempty"`
 	// Evaluator is the node that evaluates now: the live training member
 	// with the lowest id.
-	Evaluator string          `json:"evaluator,omitempty"`
-	Transport TransportStatus `json:"transport"`
+	Evaluator string `json:"evaluator,omitempty"`
+	// Checkpoint is the newest model file in this node's --checkpoint-dir
+	// (written while it evaluates; see "Model snapshots" in the package doc).
+	Checkpoint string          `json:"checkpoint,omitempty"`
+	Transport  TransportStatus `json:"transport"`
 	// Insecure is true when this node runs without a mesh key (--insecure):
 	// no gossip encryption, no mutual TLS; anyone who reaches it can join,
 	// vote and push.

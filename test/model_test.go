@@ -149,6 +149,9 @@ func TestModelOutAndIn(t *testing.T) {
 	if cf.Meta.Source != "checkpoint" || cf.Meta.Eval == nil {
 		t.Fatalf("checkpoint metadata %+v", cf.Meta)
 	}
+	if st, err := c.Status(evaluator); err != nil || filepath.Dir(st.Checkpoint) != ckpt {
+		t.Fatalf("the evaluator's /status names checkpoint %q, want one in %s (%v)", st.Checkpoint, ckpt, err)
+	}
 	if others, _ := filepath.Glob(filepath.Join(tmp, fmt.Sprintf("ckpt%d", other), "ckpt-*")); len(others) != 0 {
 		t.Fatalf("the node that does not evaluate wrote checkpoints: %v", others)
 	}

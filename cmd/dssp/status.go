@@ -42,6 +42,9 @@ member that hosts one (the VIA column names it, AGE says how old the answer is).
 				fmt.Fprintf(out, "test accuracy %.2f%%  loss %.4f  (%d samples, by %s, %s ago)\n",
 					100*s.Eval.Accuracy, s.Eval.Loss, s.Eval.Samples, s.Eval.By, s.Now.Sub(s.Eval.At).Round(time.Second))
 			}
+			if s.Checkpoint != "" {
+				fmt.Fprintf(out, "newest checkpoint here: %s\n", s.Checkpoint)
+			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "\nMEMBER\tGOSSIP\tQUIC\tTRAINS\tBACKEND")
 			for _, m := range s.Members {
