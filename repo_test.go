@@ -50,6 +50,11 @@ var mayImport = map[string][]string{
 // them, no package's build may.
 var testSupport = []string{"modelfile/modelfiletest"}
 
+// xtestAssembles lets a package's external tests (package x_test) import
+// the package that assembles it from real parts, and so that package's
+// layer: node's in-process test runs node.Run on node/assemble's replicas.
+var xtestAssembles = map[string]string{"node": "node/assemble"}
+
 // forbidden lists, per package, the outside packages (path prefixes) it
 // must not depend on, directly or not, in any build. "std" stands for every
 // package outside the standard library.
@@ -226,6 +231,12 @@ func TestDependencyDirection(t *testing.T) {
 				allowed[sp] = true
 			}
 			check("imports in its tests", p.TestImports)
+			if a, ok := xtestAssembles[pkg]; ok {
+				allowed[a] = true
+				for q := range closure(a) {
+					allowed[q] = true
+				}
+			}
 			check("imports in its external tests", p.XTestImports)
 			if len(p.CgoFiles) > 0 && !slices.Contains(cgoAllowed, pkg) {
 				t.Errorf("tags %q: %s uses cgo (%v); only %v may", ts.tags, p.ImportPath, p.CgoFiles, cgoAllowed)
