@@ -122,3 +122,17 @@ func TestLeaderWatchRecordsChangesNotFirstSightings(t *testing.T) {
 		t.Fatalf("events after the replica's own report: %+v", got)
 	}
 }
+
+func TestMetricsExportOnlyTheClockTableThisNodeHolds(t *testing.T) {
+	s := sampleStatus()
+	s.WorkersFrom, s.WorkersAgeSeconds = "node-b", 1
+	fams, err := NewMetrics(func() Status { return s }).Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == "dssp_worker_clock" {
+			t.Fatalf("a clock table described by %s is exported here", s.WorkersFrom)
+		}
+	}
+}

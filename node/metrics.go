@@ -101,7 +101,12 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(descMembers, float64(len(s.Members)))
+	// Only a clock table this node holds: one a peer described is that
+	// peer's to export.
 	for _, w := range s.Workers {
+		if s.WorkersFrom != "" {
+			break
+		}
 		gauge(descClock, float64(w.Clock), w.ID)
 		gauge(descGap, float64(w.Gap), w.ID)
 		gauge(descGrant, float64(w.Grant), w.ID)
