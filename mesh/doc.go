@@ -52,7 +52,11 @@
 // remain, nesting is bounded) before it is decoded, so no input can make the
 // decoder allocate more than a small multiple of the header size. A bad frame
 // closes the stream, increments [Stats].FrameErrors and returns an error
-// wrapping [ErrBadFrame]; the node stays up.
+// wrapping [ErrBadFrame]; the node stays up. A service that knows the size
+// of its frames lowers the payload limit of one stream with
+// [Stream.SetMaxPayload] (a shard: its own gradient size). One
+// authenticated peer may hold at most TransportConfig.MaxConnsPerPeer
+// connections to a node; more are closed at once ([Stats].ConnsRefused).
 //
 // Concurrency: Transport, Listener and Membership methods are safe for
 // concurrent use. A Stream allows one concurrent sender and one concurrent

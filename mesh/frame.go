@@ -108,6 +108,14 @@ func readFrame(r io.Reader, header any, lim FrameLimits) ([]byte, error) {
 	return payload, nil
 }
 
+// limitPayload is lim with MaxPayload lowered to n when 0 < n < it.
+func limitPayload(lim FrameLimits, n int) FrameLimits {
+	if n > 0 && n < lim.MaxPayload {
+		lim.MaxPayload = n
+	}
+	return lim
+}
+
 func truncated(part string, err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return &FrameError{Reason: "truncated " + part}

@@ -190,6 +190,9 @@ type inmemStream struct {
 	peer  NodeID
 	ch    Channel
 	r, w  *pipe
+	// maxPayload (SetMaxPayload) is read and written by the receiving
+	// goroutine only.
+	maxPayload int
 }
 
 type inmemAddr string
@@ -255,7 +258,7 @@ func (s *inmemStream) SendFrame(header any, payload []byte) error {
 }
 
 func (s *inmemStream) RecvFrame(header any) ([]byte, error) {
-	p, err := readFrame(s, header, s.t.frames)
+	p, err := readFrame(s, header, limitPayload(s.t.frames, s.maxPayload))
 	if fe, ok := errors.AsType[*FrameError](err); ok {
 		fe.Peer = s.peer
 		s.t.cnt.frameErrors.Add(1)
@@ -263,6 +266,8 @@ func (s *inmemStream) RecvFrame(header any) ([]byte, error) {
 	}
 	return p, err
 }
+
+func (s *inmemStream) SetMaxPayload(n int) { s.maxPayload = n }
 
 // pipe is one direction of an in-memory stream: an unbounded queue of
 // frames, each readable from its arrival time on.

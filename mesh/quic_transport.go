@@ -42,7 +42,8 @@ type QUICTransport struct {
 
 	mu     sync.Mutex
 	peers  map[NodeID]*quic.Conn // the connection Dial reuses, either direction
-	all    map[*quic.Conn]struct{}
+	all    map[*quic.Conn]NodeID
+	count  map[NodeID]int // connections per peer, for MaxConnsPerPeer
 	closed bool
 }
 
@@ -76,7 +77,8 @@ func NewQUICTransport(cfg TransportConfig, creds *NodeCredentials, log *slog.Log
 		qt:    &quic.Transport{Conn: udp},
 		lis:   newListenerSet(cfg.AcceptBacklog),
 		peers: make(map[NodeID]*quic.Conn),
-		all:   make(map[*quic.Conn]struct{}),
+		all:   make(map[*quic.Conn]NodeID),
+		count: make(map[NodeID]int),
 	}
 	t.ln, err = t.qt.Listen(creds.ServerTLS(), t.qconf)
 	if err != nil {
@@ -178,7 +180,10 @@ func (t *QUICTransport) track(c *quic.Conn, peer NodeID, prefer bool) bool {
 		return false
 	}
 	t.wg.Add(1)
-	t.all[c] = struct{}{}
+	if _, ok := t.all[c]; !ok {
+		t.count[peer]++
+	}
+	t.all[c] = peer
 	if old := t.peers[peer]; prefer || old == nil || old.Context().Err() != nil {
 		t.peers[peer] = c
 	}
@@ -191,7 +196,12 @@ func (t *QUICTransport) forget(peer NodeID, c *quic.Conn) {
 	if t.peers[peer] == c {
 		delete(t.peers, peer)
 	}
-	delete(t.all, c)
+	if _, ok := t.all[c]; ok {
+		delete(t.all, c)
+		if t.count[peer]--; t.count[peer] <= 0 {
+			delete(t.count, peer)
+		}
+	}
 }
 
 func (t *QUICTransport) acceptConns() {
@@ -209,11 +219,24 @@ func (t *QUICTransport) acceptConns() {
 			c.CloseWithError(codeClosing, "bad identity")
 			continue
 		}
+		if t.full(peer) {
+			t.cnt.connsRefused.Add(1)
+			t.log.Warn("refusing connection: too many from this peer", "peer", string(peer), "limit", t.cfg.MaxConnsPerPeer)
+			c.CloseWithError(codeClosing, "too many connections")
+			continue
+		}
 		if !t.track(c, peer, false) {
 			return
 		}
 		go t.serveConn(c, peer)
 	}
+}
+
+// full reports whether peer already holds MaxConnsPerPeer live connections.
+func (t *QUICTransport) full(peer NodeID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.count[peer] >= t.cfg.MaxConnsPerPeer
 }
 
 // serveConn accepts the streams peer opens on c until c ends.
@@ -292,7 +315,12 @@ type quicStream struct {
 	ch   Channel
 	t    *QUICTransport
 	wbuf []byte
+	// maxPayload (SetMaxPayload) is read and written by the receiving
+	// goroutine only.
+	maxPayload int
 }
+
+func (s *quicStream) SetMaxPayload(n int) { s.maxPayload = n }
 
 func (s *quicStream) Peer() NodeID         { return s.peer }
 func (s *quicStream) Channel() Channel     { return s.ch }
@@ -321,7 +349,7 @@ func (s *quicStream) SendFrame(header any, payload []byte) error {
 }
 
 func (s *quicStream) RecvFrame(header any) ([]byte, error) {
-	p, err := readFrame(s.Stream, header, s.t.cfg.Frames)
+	p, err := readFrame(s.Stream, header, limitPayload(s.t.cfg.Frames, s.maxPayload))
 	if fe, ok := errors.AsType[*FrameError](err); ok {
 		fe.Peer = s.peer
 		s.t.cnt.frameErrors.Add(1)

@@ -122,6 +122,12 @@ type Stream interface {
 	// closes the stream, is counted in Stats.FrameErrors and returns a
 	// *FrameError.
 	RecvFrame(header any) ([]byte, error)
+	// SetMaxPayload lowers the largest payload RecvFrame accepts on this
+	// stream below the transport's FrameLimits.MaxPayload (n ≤ 0 or above
+	// it: the transport's limit), so a service that knows its frames'
+	// size (a shard: 4 bytes per parameter) refuses a larger one before
+	// reading it. Call it before RecvFrame, from the receiving goroutine.
+	SetMaxPayload(n int)
 }
 
 // Stats counts transport events since start.
@@ -133,10 +139,11 @@ type Stats struct {
 	Dials           uint64 // new connections dialled
 	StreamsOpened   uint64
 	StreamsAccepted uint64
+	ConnsRefused    uint64 // connections beyond MaxConnsPerPeer from one peer
 }
 
 type counters struct {
-	frameErrors, preambleErrors, unrouted, dialFailures, dials, opened, accepted atomic.Uint64
+	frameErrors, preambleErrors, unrouted, dialFailures, dials, opened, accepted, connsRefused atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -148,6 +155,7 @@ func (c *counters) snapshot() Stats {
 		Dials:           c.dials.Load(),
 		StreamsOpened:   c.opened.Load(),
 		StreamsAccepted: c.accepted.Load(),
+		ConnsRefused:    c.connsRefused.Load(),
 	}
 }
 
@@ -165,6 +173,11 @@ type TransportConfig struct {
 	// MaxStreamsPerPeer bounds concurrent streams a peer may open on one
 	// connection. Default 1024.
 	MaxStreamsPerPeer int
+	// MaxConnsPerPeer bounds the connections one authenticated peer may
+	// hold to this node at once (a node needs one; a reconnect overlaps
+	// the old one briefly); further ones are closed at once and counted
+	// in Stats.ConnsRefused. Default 8.
+	MaxConnsPerPeer int
 	// AcceptBacklog is how many accepted streams a listener queues before
 	// new ones are refused. Default 128.
 	AcceptBacklog int
@@ -182,6 +195,7 @@ func DefaultTransportConfig(addr string) TransportConfig {
 		HandshakeTimeout:  5 * time.Second,
 		IdleTimeout:       15 * time.Second,
 		MaxStreamsPerPeer: 1024,
+		MaxConnsPerPeer:   8,
 		AcceptBacklog:     128,
 		StreamWindow:      16 << 20,
 		ConnWindow:        64 << 20,
@@ -202,6 +216,9 @@ func (c TransportConfig) Validate() error {
 	}
 	if c.MaxStreamsPerPeer < 1 || c.MaxStreamsPerPeer > 1<<20 {
 		return fmt.Errorf("mesh: TransportConfig.MaxStreamsPerPeer %d must be in [1, 1048576]", c.MaxStreamsPerPeer)
+	}
+	if c.MaxConnsPerPeer < 1 || c.MaxConnsPerPeer > 1024 {
+		return fmt.Errorf("mesh: TransportConfig.MaxConnsPerPeer %d must be in [1, 1024]", c.MaxConnsPerPeer)
 	}
 	if c.AcceptBacklog < 1 {
 		return fmt.Errorf("mesh: TransportConfig.AcceptBacklog %d must be positive", c.AcceptBacklog)

@@ -62,6 +62,10 @@ type ReplicaHooks struct {
 	// ApplyTime sees, on the leader, how long each batch of pushes took
 	// from proposal to application (quorum commit and state machine).
 	ApplyTime func(time.Duration)
+	// AllowRaftPeer vouches for a peer outside the shard's latest Raft
+	// configuration that may still open raft streams (see
+	// shard.Deps.AllowRaftPeer); nil vouches for none.
+	AllowRaftPeer func(mesh.NodeID) bool
 }
 
 // Replica is this node's member of one shard's Raft group: the subset of

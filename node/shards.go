@@ -113,6 +113,9 @@ func (m *shardManager) replica(id uint32) (Replica, error) {
 			n.events.add(Event{Kind: EventLeader, Node: string(n.id), Shard: &id, Term: term, Detail: fmt.Sprintf("shard %d: this node leads", id)})
 		},
 		ApplyTime: func(d time.Duration) { n.metrics.RaftApplySeconds.Observe(d.Seconds()) },
+		// Raft streams from outside the shard's configuration are refused
+		// unless placement assigns the peer to the shard.
+		AllowRaftPeer: func(p mesh.NodeID) bool { return slices.Contains(m.placement(id), p) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: %w", id, err)

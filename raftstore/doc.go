@@ -17,6 +17,12 @@
 //
 // # Contract
 //
+// [StreamLayer.SetAllow] (and [GuardedTransport.SetAllow]) restricts which
+// authenticated peers may open raft streams; the shard replica admits the
+// members of its latest configuration (anyone while it has none, so a
+// joining replica hears the leader that adds it) and the peers placement
+// assigns to the shard. Refused streams are closed and counted.
+//
 // [Open] and [NewInmem] return a [Stores]; its fields are safe for the
 // concurrent use hashicorp/raft makes of them. [Stores.Close] must be
 // called only after the raft.Raft that uses them has shut down; it is

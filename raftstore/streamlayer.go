@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -29,7 +30,24 @@ type StreamLayer struct {
 	resolve mesh.Resolver
 	ctx     context.Context
 	cancel  context.CancelFunc
+	allow   atomic.Pointer[func(mesh.NodeID) bool]
+	refused atomic.Uint64
 }
+
+// SetAllow makes Accept close, uncounted by raft, every stream whose
+// authenticated peer allow refuses: raft traffic only from the members of
+// the shard's configuration (the replica supplies the rule). nil allows
+// every peer, as before the first call.
+func (l *StreamLayer) SetAllow(allow func(mesh.NodeID) bool) {
+	if allow == nil {
+		l.allow.Store(nil)
+		return
+	}
+	l.allow.Store(&allow)
+}
+
+// Refused counts the streams Accept closed because allow refused their peer.
+func (l *StreamLayer) Refused() uint64 { return l.refused.Load() }
 
 // NewStreamLayer listens for shard's raft streams on tr.
 func NewStreamLayer(tr mesh.Transport, shard uint32, resolve mesh.Resolver) (*StreamLayer, error) {
@@ -45,13 +63,21 @@ func NewStreamLayer(tr mesh.Transport, shard uint32, resolve mesh.Resolver) (*St
 	return &StreamLayer{tr: tr, ch: ch, ln: ln, resolve: resolve, ctx: ctx, cancel: cancel}, nil
 }
 
-// Accept waits for the next raft stream of this shard.
+// Accept waits for the next raft stream of this shard from an allowed
+// peer (SetAllow); streams from others are closed and counted.
 func (l *StreamLayer) Accept() (net.Conn, error) {
-	s, err := l.ln.Accept(l.ctx)
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: accept on %s: %w (%w)", l.ch, err, net.ErrClosed)
+	for {
+		s, err := l.ln.Accept(l.ctx)
+		if err != nil {
+			return nil, fmt.Errorf("raftstore: accept on %s: %w (%w)", l.ch, err, net.ErrClosed)
+		}
+		if allow := l.allow.Load(); allow != nil && !(*allow)(s.Peer()) {
+			l.refused.Add(1)
+			s.Close()
+			continue
+		}
+		return s, nil
 	}
-	return s, nil
 }
 
 // Close stops Accept; the mesh transport stays up.

@@ -20,7 +20,7 @@ func NewMeshTransport(tr mesh.Transport, shard uint32, resolve mesh.Resolver, lo
 	if err != nil {
 		return nil, err
 	}
-	return &GuardedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	return &GuardedTransport{layer: layer, NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
@@ -44,6 +44,7 @@ func NewMeshTransport(tr mesh.Transport, shard uint32, resolve mesh.Resolver, lo
 // database not open"), taking the node down during a rolling restart.
 type GuardedTransport struct {
 	*raft.NetworkTransport
+	layer *StreamLayer
 
 	mu     sync.RWMutex
 	closed bool
@@ -68,6 +69,12 @@ func (g *GuardedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 		cb(rpc)
 	})
 }
+
+// SetAllow restricts which peers may open raft streams (StreamLayer.SetAllow).
+func (g *GuardedTransport) SetAllow(allow func(mesh.NodeID) bool) { g.layer.SetAllow(allow) }
+
+// Refused counts raft streams refused by the allow rule.
+func (g *GuardedTransport) Refused() uint64 { return g.layer.Refused() }
 
 // Quiesce returns once no heartbeat handler runs, and refuses later ones.
 func (g *GuardedTransport) Quiesce() {

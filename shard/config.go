@@ -42,6 +42,11 @@ type Config struct {
 	// HeldKeepAlive is the period of Held frames while a push is held, and
 	// of the check that this replica still leads.
 	HeldKeepAlive time.Duration
+	// IdleStreamTimeout closes a worker's stream that sent nothing for
+	// this long while none of its pushes was held (a dead or stuck peer
+	// holding a stream open); the worker's client reopens one on its next
+	// push. It must exceed HeldKeepAlive.
+	IdleStreamTimeout time.Duration
 }
 
 // DefaultConfig returns the node's settings for shard on node id.
@@ -61,6 +66,7 @@ func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 		MaxInflightBatches: 4,
 		ApplyTimeout:       5 * time.Second,
 		HeldKeepAlive:      time.Second,
+		IdleStreamTimeout:  2 * time.Minute,
 	}
 }
 
@@ -95,6 +101,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("shard: Config.MaxBatchPushes (%d) must be at least 1", c.MaxBatchPushes)
 	case c.MaxBatchBytes < 1:
 		return fmt.Errorf("shard: Config.MaxBatchBytes (%d) must be at least 1", c.MaxBatchBytes)
+	case c.IdleStreamTimeout <= c.HeldKeepAlive:
+		return fmt.Errorf("shard: Config.IdleStreamTimeout (%s) must exceed HeldKeepAlive (%s)", c.IdleStreamTimeout, c.HeldKeepAlive)
 	case c.MaxInflightBatches < 1:
 		return fmt.Errorf("shard: Config.MaxInflightBatches (%d) must be at least 1", c.MaxInflightBatches)
 	}

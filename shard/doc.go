@@ -73,6 +73,14 @@
 // the snapshot its header describes plus one byte, and refuses a longer
 // one.
 //
+// Raft traffic comes only from the shard's members: the replica tells its
+// raftstore transport to refuse raft streams from peers outside its latest
+// configuration, unless it has none yet (joining) or Deps.AllowRaftPeer
+// vouches for the peer (the node: placement assigns it to the shard). A
+// worker stream's payload is limited to the shard's gradient size, and a
+// stream silent for Config.IdleStreamTimeout while none of its pushes is
+// held is closed (the client reopens one).
+//
 // # Reads
 //
 // A read (op read on the shard's RPC channel, [shardapi.Client.Read]) is answered

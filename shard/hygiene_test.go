@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"testing"
+	"time"
 
 	"dsspmesh/mesh"
 	"dsspmesh/shardapi"
@@ -222,5 +223,62 @@ func TestHygieneRefusesOutliersAndCountsStreaks(t *testing.T) {
 	}
 	if got := h.stats()["c"]; got.NonFinite != 1 || got.Streak != 1 {
 		t.Fatalf("c: %+v", got)
+	}
+}
+
+// TestIdleWorkerStreamClosed: a stream that sends nothing is closed by the
+// replica after IdleStreamTimeout; one whose push is held stays open.
+func TestIdleWorkerStreamClosed(t *testing.T) {
+	c := newCluster(t, 8)
+	c.cfg = func(id mesh.NodeID) Config {
+		cfg := fastConfig(8, id)
+		cfg.IdleStreamTimeout = 200 * time.Millisecond
+		return cfg
+	}
+	ids := nodeIDs(1)
+	spec := testSpec(4, "ssp:1")
+	spec.Shard = 8
+	c.boot(ids, spec, make([]float32, 4))
+	tr, err := c.net.NewTransport("idle", "idle-addr", mesh.DefaultFrameLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	s, err := tr.Dial(context.Background(), ids[0], string(ids[0]), mesh.Channel{Kind: mesh.KindRPC, Shard: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s.SetReadDeadline(start.Add(10 * time.Second))
+	var rep reply
+	if _, err := s.RecvFrame(&rep); err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("idle stream: %v after %v", err, time.Since(start))
+	}
+	t.Logf("idle stream closed after %v", time.Since(start).Round(time.Millisecond))
+
+	// Under SSP(1) w1's second push is held while w2 has not pushed: its
+	// stream outlives the idle timeout on the keep-alives.
+	w1, w2 := c.client("w1", ids), c.client("w2", ids)
+	for _, cl := range []*Client{w1, w2} {
+		if _, err := cl.AddWorker(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w1.Push(context.Background(), 0, 1, 1, make([]float32, 4), nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := w1.Push(context.Background(), 1, 1, 1, make([]float32, 4), nil); done <- err }()
+	c.waitFor(5*time.Second, "w1's push held", func() bool { return c.replica(ids[0]).Status().Held == 1 })
+	held := time.Now()
+	c.waitFor(5*time.Second, "three idle timeouts", func() bool { return time.Since(held) > 600*time.Millisecond })
+	if _, err := w2.Push(context.Background(), 0, 1, 1, make([]float32, 4), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := w1.Retries; r != 0 {
+		t.Fatalf("w1's held push needed %d retries: its stream was closed", r)
 	}
 }

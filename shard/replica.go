@@ -46,6 +46,11 @@ type Deps struct {
 	// HashEvery > 0 adds the state hash to the Applied of every entry whose
 	// index is a multiple of it, so replicas can be compared after the fact.
 	HashEvery uint64
+	// AllowRaftPeer, if set, lets a peer outside the shard's latest Raft
+	// configuration open raft streams (the node: a peer placement assigns
+	// to the shard, so a replica whose configuration lags still hears a
+	// leader it has not learnt of). See Replica.allowRaftPeer.
+	AllowRaftPeer func(mesh.NodeID) bool
 }
 
 // Replica is this node's member of one shard's raft group and, while it
@@ -111,10 +116,36 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel}
 	rep.lead.changed = make(chan struct{})
+	if g, ok := d.RaftTransport.(interface{ SetAllow(func(mesh.NodeID) bool) }); ok {
+		g.SetAllow(rep.allowRaftPeer)
+	}
 	rep.watchLeadership()
 	rep.svc = newService(rep)
 	rep.svc.start()
 	return rep, nil
+}
+
+// allowRaftPeer is the rule for who may open raft streams to this
+// replica: a member of the latest configuration it knows (committed or
+// not), or anyone while it knows none (a replica never bootstrapped waits
+// for the leader that adds it), or a peer Deps.AllowRaftPeer vouches for.
+// Everyone else — a node removed from the shard, a stray key holder — is
+// refused, so it can neither disrupt elections nor append entries.
+func (r *Replica) allowRaftPeer(peer mesh.NodeID) bool {
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return true
+	}
+	servers := f.Configuration().Servers
+	if len(servers) == 0 {
+		return true
+	}
+	for _, s := range servers {
+		if mesh.NodeID(s.ID) == peer {
+			return true
+		}
+	}
+	return r.deps.AllowRaftPeer != nil && r.deps.AllowRaftPeer(peer)
 }
 
 // Bootstrap makes voters the shard's first configuration. Call it on one

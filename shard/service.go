@@ -146,6 +146,13 @@ func (s *service) serve(c *workerConn) {
 		s.mu.Unlock()
 	}()
 	for {
+		// A push carries exactly the shard's gradient: a larger payload is
+		// refused before it is read. Silence longer than the idle timeout
+		// ends the stream (keepAlive extends it while a push is held).
+		if n, _ := s.r.fsm.pushLimits(); n > 0 {
+			c.s.SetMaxPayload(4 * n)
+		}
+		c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
 		var req request
 		payload, err := c.s.RecvFrame(&req)
 		if err != nil {
@@ -404,6 +411,7 @@ func (s *service) keepAlive() {
 	for _, k := range keys {
 		req := request{Op: opPush, Worker: k.w, Iter: k.iter}
 		if leading {
+			k.c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
 			k.c.send(reply{Op: opPush, Worker: k.w, Iter: k.iter, Status: statusHeld}, nil)
 		} else {
 			s.sendNotLeader(k.c, req)

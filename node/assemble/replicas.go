@@ -50,6 +50,7 @@ func (r *RaftReplicas) Open(id uint32, hooks node.ReplicaHooks) (node.Replica, e
 	rep, err := shard.NewReplica(cfg, shard.Deps{
 		Transport: r.Transport, Resolve: r.Resolve, RaftTransport: rt, Stores: stores, Logger: r.Logger,
 		Observer: hooks.Applied, HashEvery: hooks.StateHashEvery, OnLeader: hooks.Leading, ApplyTime: hooks.ApplyTime,
+		AllowRaftPeer: hooks.AllowRaftPeer,
 	})
 	if err != nil {
 		rt.Close()
