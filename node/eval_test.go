@@ -1,6 +1,9 @@
 package node
 
 import (
+	"log/slog"
+	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,4 +26,24 @@ func TestEvalOrderedBySequenceNotClock(t *testing.T) {
 	if len(n.evals) != 2 {
 		t.Fatalf("history %d", len(n.evals))
 	}
+}
+
+// TestDivergedEvaluationStopsTheWorker: a non-finite loss at evaluation
+// stops this node's worker with a message that says so, once.
+func TestDivergedEvaluationStopsTheWorker(t *testing.T) {
+	n := &Node{log: slog.New(slog.DiscardHandler)}
+	halted := 0
+	n.worker = &worker{n: n, halt: func() { halted++ }}
+	n.setEval(EvalResult{Accuracy: 0.9, Seq: 10, By: "a"})
+	if st := n.worker.status(); st.Stopped != "" || halted != 0 {
+		t.Fatalf("a finite evaluation stopped the worker: %q", st.Stopped)
+	}
+	e := EvalResult{Accuracy: 0.1, Loss: math.NaN(), Seq: 20, By: "a", Diverged: true}
+	n.setEval(e)
+	n.setEval(e)
+	st := n.worker.status()
+	if halted != 1 || !strings.Contains(st.Stopped, "the job diverged") || !strings.Contains(st.Stopped, "smaller --lr") {
+		t.Fatalf("halted %d times, stopped: %q", halted, st.Stopped)
+	}
+	t.Logf("stopped: %s", st.Stopped)
 }
