@@ -259,7 +259,7 @@ func TestIdleWorkerStreamClosed(t *testing.T) {
 	// Under SSP(1) w1's second push is held while w2 has not pushed: its
 	// stream outlives the idle timeout on the keep-alives.
 	w1, w2 := c.client("w1", ids), c.client("w2", ids)
-	for _, cl := range []*Client{w1, w2} {
+	for _, cl := range []*shardapi.Client{w1, w2} {
 		if _, err := cl.AddWorker(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}

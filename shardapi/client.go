@@ -152,7 +152,7 @@ func (c *Client) call(ctx context.Context, req Request, payload []byte) (Reply, 
 				c.leader = target
 				return rep, pl, nil
 			case rep.Status == ReplyRejected:
-				return rep, nil, &RejectError{Shard: c.cfg.Shard, Worker: req.Worker, Iter: req.Iter, Reason: rep.Reason, Detail: rep.Detail}
+				return rep, nil, &RejectError{Op: req.Op.String(), Shard: c.cfg.Shard, Worker: req.Worker, Iter: req.Iter, Reason: rep.Reason, Detail: rep.Detail}
 			case rep.Status == ReplyNotLeader:
 				last = &NotLeaderError{Shard: c.cfg.Shard, Leader: mesh.NodeID(rep.Leader)}
 				c.leader = mesh.NodeID(rep.Leader)

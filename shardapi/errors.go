@@ -52,6 +52,9 @@ func (r Reason) String() string {
 
 // RejectError is a push refused without any effect on the shard.
 type RejectError struct {
+	// Op is the request refused: "push" (also when empty), "add-worker"
+	// or "remove-worker".
+	Op     string
 	Shard  uint32
 	Worker clock.WorkerID
 	Iter   int64
@@ -60,7 +63,11 @@ type RejectError struct {
 }
 
 func (e *RejectError) Error() string {
-	return fmt.Sprintf("shard %d: push (%q, %d) rejected: %s: %s", e.Shard, e.Worker, e.Iter, e.Reason, e.Detail)
+	op := e.Op
+	if op == "" {
+		op = "push"
+	}
+	return fmt.Sprintf("shard %d: %s (%q, %d) rejected: %s: %s", e.Shard, op, e.Worker, e.Iter, e.Reason, e.Detail)
 }
 
 // Is makes errors.Is(err, ErrRejected) hold.

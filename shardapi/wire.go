@@ -1,6 +1,10 @@
 package shardapi
 
-import "dsspmesh/clock"
+import (
+	"fmt"
+
+	"dsspmesh/clock"
+)
 
 // Op is what a request asks of a shard replica.
 //
@@ -20,6 +24,23 @@ const (
 	OpStatus                     // reply Index: the replica's applied index
 	OpRead                       // a linearizable read (Replica.Read): reply Clock t_min, Max, Index, Samples, the slice as payload
 )
+
+// String names the op in errors: push, add-worker, remove-worker, status, read.
+func (o Op) String() string {
+	switch o {
+	case OpPush:
+		return "push"
+	case OpAddWorker:
+		return "add-worker"
+	case OpRemoveWorker:
+		return "remove-worker"
+	case OpStatus:
+		return "status"
+	case OpRead:
+		return "read"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
 
 // Request is the header of a request frame.
 type Request struct {
