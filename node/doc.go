@@ -82,7 +82,8 @@
 // loss at evaluation marks the evaluation Diverged; every node that
 // receives it stops its worker with a message saying so (LocalWorker.Stopped)
 // rather than train on garbage. The shards keep their last parameters,
-// which the FSM guarantees finite.
+// which the FSM guarantees finite, and the evaluator never checkpoints a
+// diverged state: the newest checkpoint is the last good one.
 //
 // /status is encoded before it is written: NaN and ±Inf become null, and an
 // encoding failure is a 500, never an empty 200. --insecure is shown in

@@ -57,13 +57,17 @@ func (n *Node) evalLoop(ctx context.Context) {
 		}
 		snap.meta.Eval = &modelfile.Eval{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples}
 		n.setEvaluated(snap)
-		n.ckpt.maybeSave(n, snap)
 		var seq uint64
 		for _, sc := range snap.meta.Shards {
 			seq += uint64(max(sc.Samples, 0))
 		}
 		e := EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: time.Now(), By: string(n.id), Iter: uint64(snap.meta.Clock), Seq: seq,
 			Diverged: !finite(ev.Loss) || !finite(ev.Accuracy)}
+		if !e.Diverged {
+			// A diverged state is never checkpointed: the last checkpoint
+			// stays the last good one.
+			n.ckpt.maybeSave(n, snap)
+		}
 		n.metrics.Evals.Inc()
 		n.setEval(e)
 		n.broadcastEval(ctx, e)
@@ -101,12 +105,13 @@ func (n *Node) setEval(e EvalResult) {
 
 // diverged stops the worker: a non-finite loss at evaluation means the job
 // diverged, and training on garbage only wastes the mesh. The shards keep
-// their parameters, which the FSM guarantees finite (the last good state;
-// a checkpoint of them, where the node writes checkpoints, is the one to
-// restart from); the operator restarts the job with a smaller --lr.
+// their parameters (the FSM keeps them finite) and the evaluator never
+// checkpoints a diverged state, so the newest checkpoint in
+// --checkpoint-dir is the last good one to restart from (--init-from),
+// with a smaller --lr.
 func (n *Node) diverged(w *worker, e EvalResult) {
 	reason := fmt.Sprintf("the job diverged: evaluation by %s at sequence %d (its iteration %d) gave loss %v, accuracy %v; "+
-		"workers stop rather than train on garbage — restart the job with a smaller --lr", e.By, e.Seq, e.Iter, e.Loss, e.Accuracy)
+		"workers stop rather than train on garbage — restart from the last checkpoint (--init-from) with a smaller --lr", e.By, e.Seq, e.Iter, e.Loss, e.Accuracy)
 	w.stop(reason)
 }
 
