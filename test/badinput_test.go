@@ -121,6 +121,31 @@ func TestBadInputIsOneClearLine(t *testing.T) {
 			t.Fatal(got)
 		}
 	})
+	// A bad number or a bad key is refused before anything is written: no
+	// data dir, no node id left behind.
+	bad := filepath.Join(t.TempDir(), "bad.key")
+	os.WriteFile(bad, []byte("garbage"), 0o600)
+	for _, tc := range []struct {
+		name, key, want string
+		extra            []string
+	}{
+		{"slowdown inf", key, "--slowdown +Inf: must be a finite number in [1, 1000]", []string{"--slowdown", "inf"}},
+		{"slowdown 1e12", key, "--slowdown 1e+12: must be a finite number in [1, 1000]", []string{"--slowdown", "1e12"}},
+		{"lr inf", key, "--lr +Inf: must be a finite number in (0, 100]", []string{"--lr", "inf"}},
+		{"compute delay", key, "--compute-delay 1000000h0m0s: must be in [0s, 1h0m0s]", []string{"--compute-delay", "1000000h"}},
+		{"bad key", bad, "bad.key is 7 bytes, want exactly 32", nil},
+	} {
+		t.Run(tc.name+" leaves no data dir", func(t *testing.T) {
+			args := nodeArgs(t, tc.key, freePorts(t), tc.extra...)
+			got := runFail(t, 20*time.Second, args...)
+			if !strings.Contains(got, tc.want) {
+				t.Fatal(got)
+			}
+			if _, err := os.Stat(args[2]); !os.IsNotExist(err) {
+				t.Fatalf("%s: data dir %s exists after the refusal (%v)", got, args[2], err)
+			}
+		})
+	}
 	t.Run("wrong mesh key", func(t *testing.T) {
 		c := NewCluster(t, 1, []string{"--train=false", "--log-level", "error"}, nil)
 		c.Start(0)
