@@ -127,7 +127,7 @@ func TestBadInputIsOneClearLine(t *testing.T) {
 	os.WriteFile(bad, []byte("garbage"), 0o600)
 	for _, tc := range []struct {
 		name, key, want string
-		extra            []string
+		extra           []string
 	}{
 		{"slowdown inf", key, "--slowdown +Inf: must be a finite number in [1, 1000]", []string{"--slowdown", "inf"}},
 		{"slowdown 1e12", key, "--slowdown 1e+12: must be a finite number in [1, 1000]", []string{"--slowdown", "1e12"}},
