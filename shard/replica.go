@@ -145,7 +145,11 @@ func (r *Replica) allowRaftPeer(peer mesh.NodeID) bool {
 			return true
 		}
 	}
-	return r.deps.AllowRaftPeer != nil && r.deps.AllowRaftPeer(peer)
+	if r.deps.AllowRaftPeer != nil && r.deps.AllowRaftPeer(peer) {
+		return true
+	}
+	r.log.Warn("refusing raft stream from a peer outside the shard's configuration and placement", "peer", string(peer))
+	return false
 }
 
 // Bootstrap makes voters the shard's first configuration. Call it on one
