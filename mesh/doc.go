@@ -56,7 +56,9 @@
 // of its frames lowers the payload limit of one stream with
 // [Stream.SetMaxPayload] (a shard: its own gradient size). One
 // authenticated peer may hold at most TransportConfig.MaxConnsPerPeer
-// connections to a node; more are closed at once ([Stats].ConnsRefused).
+// connections to a node: beyond it the peer's oldest are closed
+// ([Stats].ConnsRefused). A connection Dial gives up on is closed, not
+// left alive unused.
 //
 // Concurrency: Transport, Listener and Membership methods are safe for
 // concurrent use. A Stream allows one concurrent sender and one concurrent

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,7 +44,7 @@ type QUICTransport struct {
 	mu     sync.Mutex
 	peers  map[NodeID]*quic.Conn // the connection Dial reuses, either direction
 	all    map[*quic.Conn]NodeID
-	count  map[NodeID]int // connections per peer, for MaxConnsPerPeer
+	byPeer map[NodeID][]*quic.Conn // each peer's connections, oldest first (MaxConnsPerPeer)
 	closed bool
 }
 
@@ -73,12 +74,12 @@ func NewQUICTransport(cfg TransportConfig, creds *NodeCredentials, log *slog.Log
 			MaxStreamReceiveWindow:     cfg.StreamWindow,
 			MaxConnectionReceiveWindow: cfg.ConnWindow,
 		},
-		udp:   udp,
-		qt:    &quic.Transport{Conn: udp},
-		lis:   newListenerSet(cfg.AcceptBacklog),
-		peers: make(map[NodeID]*quic.Conn),
-		all:   make(map[*quic.Conn]NodeID),
-		count: make(map[NodeID]int),
+		udp:    udp,
+		qt:     &quic.Transport{Conn: udp},
+		lis:    newListenerSet(cfg.AcceptBacklog),
+		peers:  make(map[NodeID]*quic.Conn),
+		all:    make(map[*quic.Conn]NodeID),
+		byPeer: make(map[NodeID][]*quic.Conn),
 	}
 	t.ln, err = t.qt.Listen(creds.ServerTLS(), t.qconf)
 	if err != nil {
@@ -112,7 +113,10 @@ func (t *QUICTransport) Dial(ctx context.Context, peer NodeID, addr string, ch C
 			t.cnt.opened.Add(1)
 			return s, nil
 		}
+		// A connection that cannot open a stream is given up: close it,
+		// or it lives on (keep-alives) on both sides unused.
 		t.forget(peer, conn)
+		conn.CloseWithError(codeClosing, "cannot open a stream")
 		if fresh || attempt > 0 || ctx.Err() != nil {
 			return nil, fmt.Errorf("mesh: open %s stream to %s: %w", ch, peer, err)
 		}
@@ -181,7 +185,7 @@ func (t *QUICTransport) track(c *quic.Conn, peer NodeID, prefer bool) bool {
 	}
 	t.wg.Add(1)
 	if _, ok := t.all[c]; !ok {
-		t.count[peer]++
+		t.byPeer[peer] = append(t.byPeer[peer], c)
 	}
 	t.all[c] = peer
 	if old := t.peers[peer]; prefer || old == nil || old.Context().Err() != nil {
@@ -198,8 +202,11 @@ func (t *QUICTransport) forget(peer NodeID, c *quic.Conn) {
 	}
 	if _, ok := t.all[c]; ok {
 		delete(t.all, c)
-		if t.count[peer]--; t.count[peer] <= 0 {
-			delete(t.count, peer)
+		cs := slices.DeleteFunc(t.byPeer[peer], func(x *quic.Conn) bool { return x == c })
+		if len(cs) == 0 {
+			delete(t.byPeer, peer)
+		} else {
+			t.byPeer[peer] = cs
 		}
 	}
 }
@@ -219,24 +226,30 @@ func (t *QUICTransport) acceptConns() {
 			c.CloseWithError(codeClosing, "bad identity")
 			continue
 		}
-		if t.full(peer) {
-			t.cnt.connsRefused.Add(1)
-			t.log.Warn("refusing connection: too many from this peer", "peer", string(peer), "limit", t.cfg.MaxConnsPerPeer)
-			c.CloseWithError(codeClosing, "too many connections")
-			continue
-		}
 		if !t.track(c, peer, false) {
 			return
 		}
+		t.capConns(peer)
 		go t.serveConn(c, peer)
 	}
 }
 
-// full reports whether peer already holds MaxConnsPerPeer live connections.
-func (t *QUICTransport) full(peer NodeID) bool {
+// capConns closes peer's oldest connections beyond MaxConnsPerPeer. The
+// newest is the one the peer just chose to use; an old one is most likely
+// a connection it gave up on that is still alive on our side.
+func (t *QUICTransport) capConns(peer NodeID) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.count[peer] >= t.cfg.MaxConnsPerPeer
+	cs := t.byPeer[peer]
+	var old []*quic.Conn
+	if n := len(cs) - t.cfg.MaxConnsPerPeer; n > 0 {
+		old = slices.Clone(cs[:n])
+	}
+	t.mu.Unlock()
+	for _, c := range old {
+		t.cnt.connsRefused.Add(1)
+		t.log.Warn("closing a peer's oldest connection: too many from it", "peer", string(peer), "limit", t.cfg.MaxConnsPerPeer)
+		c.CloseWithError(codeClosing, "too many connections from this peer")
+	}
 }
 
 // serveConn accepts the streams peer opens on c until c ends.

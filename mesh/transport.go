@@ -139,7 +139,7 @@ type Stats struct {
 	Dials           uint64 // new connections dialled
 	StreamsOpened   uint64
 	StreamsAccepted uint64
-	ConnsRefused    uint64 // connections beyond MaxConnsPerPeer from one peer
+	ConnsRefused    uint64 // a peer's oldest connections closed beyond MaxConnsPerPeer
 }
 
 type counters struct {
@@ -174,9 +174,9 @@ type TransportConfig struct {
 	// connection. Default 1024.
 	MaxStreamsPerPeer int
 	// MaxConnsPerPeer bounds the connections one authenticated peer may
-	// hold to this node at once (a node needs one; a reconnect overlaps
-	// the old one briefly); further ones are closed at once and counted
-	// in Stats.ConnsRefused. Default 8.
+	// hold to this node at once (a node needs one; reconnects overlap old
+	// ones until they time out): when a new one arrives beyond it, the
+	// peer's oldest are closed and counted in Stats.ConnsRefused. Default 16.
 	MaxConnsPerPeer int
 	// AcceptBacklog is how many accepted streams a listener queues before
 	// new ones are refused. Default 128.
@@ -195,7 +195,7 @@ func DefaultTransportConfig(addr string) TransportConfig {
 		HandshakeTimeout:  5 * time.Second,
 		IdleTimeout:       15 * time.Second,
 		MaxStreamsPerPeer: 1024,
-		MaxConnsPerPeer:   8,
+		MaxConnsPerPeer:   16,
 		AcceptBacklog:     128,
 		StreamWindow:      16 << 20,
 		ConnWindow:        64 << 20,
