@@ -87,23 +87,54 @@ func (c *FaultCluster) ledBy(nodes, allowed []int) bool {
 }
 
 // fullyReplicated reports whether every shard's leader among nodes has
-// at least want voters.
+// at least want voters, and every one of those voters among nodes holds
+// that configuration too. A leader reports its latest configuration as
+// soon as it appends it; until the voters have it, a fault can still
+// leave the shard with the old, smaller one.
 func (c *FaultCluster) fullyReplicated(nodes []int, want int) bool {
-	full := map[uint32]bool{}
-	shards := 0
+	byID := map[string]*node.Status{}
+	var statuses []*node.Status
 	for _, i := range nodes {
 		s, err := c.Status(i)
 		if err != nil {
 			return false
 		}
+		byID[s.Node] = &s
+		statuses = append(statuses, &s)
+	}
+	full := map[uint32]bool{}
+	shards := 0
+	for _, s := range statuses {
 		shards = len(s.Shards)
 		for _, sh := range s.Shards {
-			if sh.Local == "leader" && len(sh.Voters) >= want {
-				full[sh.ID] = true
+			if sh.Local != "leader" || len(sh.Voters) < want || !votersAgree(byID, sh, want) {
+				continue
 			}
+			full[sh.ID] = true
 		}
 	}
 	return shards > 0 && len(full) == shards
+}
+
+// votersAgree reports whether every voter of the leader's shard status sh
+// that is in byID hosts the shard with at least want voters.
+func votersAgree(byID map[string]*node.Status, sh node.ShardStatus, want int) bool {
+	for _, v := range sh.Voters {
+		s := byID[v]
+		if s == nil {
+			continue
+		}
+		ok := false
+		for _, o := range s.Shards {
+			if o.ID == sh.ID && o.Local != "" && len(o.Voters) >= want {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // progressed returns a condition: every node in nodes is n iterations past
