@@ -402,6 +402,18 @@ func (h *History) checkLeaders(rep *Report) {
 	}
 }
 
+// RefusedNonFinite counts the pushes of worker that a shard refused for a
+// NaN or ±Inf gradient (its "fail" records).
+func (h *History) RefusedNonFinite(worker string) int {
+	n := 0
+	for _, r := range h.Records {
+		if r.Kind == "fail" && r.Worker == worker && strings.Contains(r.Err, "rejected: non-finite:") {
+			n++
+		}
+	}
+	return n
+}
+
 // checkFinite is the "parameters finite" checker: at every state-hash
 // checkpoint each replica also counted its NaN or ±Inf parameters, and
 // that count must be zero — a bad gradient must never reach a replica's
