@@ -2,11 +2,8 @@ package mesh
 
 import (
 	"context"
-	"io"
 	"testing"
 	"time"
-
-	"github.com/quic-go/quic-go"
 )
 
 // BenchmarkPushRPC1MiB measures push-sized RPCs (1 MiB payload, small
@@ -20,49 +17,13 @@ func BenchmarkPushRPC1MiB(b *testing.B) {
 	ctx := context.Background()
 
 	// Raw quic-go: write 1 MiB, read an 8-byte ack.
-	srvCreds, _ := sec.Node("raw-server")
-	cliCreds, _ := sec.Node("raw-client")
-	qconf := &quic.Config{MaxStreamReceiveWindow: 16 << 20, MaxConnectionReceiveWindow: 64 << 20}
-	ln, err := quic.ListenAddr("127.0.0.1:0", srvCreds.ServerTLS(), qconf)
+	raw, err := NewRawQUIC(ctx, sec, DefaultTransportConfig("127.0.0.1:0"), size)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept(ctx)
-		if err != nil {
-			return
-		}
-		s, err := c.AcceptStream(ctx)
-		if err != nil {
-			return
-		}
-		buf := make([]byte, size)
-		ack := make([]byte, 8)
-		for {
-			if _, err := io.ReadFull(s, buf); err != nil {
-				return
-			}
-			if _, err := s.Write(ack); err != nil {
-				return
-			}
-		}
-	}()
-	conn, err := quic.DialAddr(ctx, ln.Addr().String(), cliCreds.ClientTLS("raw-server"), qconf)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.CloseWithError(0, "")
-	raw, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	defer raw.Close()
 	rawRPC := func() {
-		if _, err := raw.Write(payload); err != nil {
-			b.Fatal(err)
-		}
-		var ack [8]byte
-		if _, err := io.ReadFull(raw, ack[:]); err != nil {
+		if err := raw.RPC(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
-
-	"github.com/quic-go/quic-go"
 
 	"dsspmesh/mesh"
 )
@@ -53,60 +50,13 @@ func MeasureTransport(ctx context.Context, payload int, d time.Duration, log *sl
 	data := make([]byte, payload)
 
 	// Raw quic-go with the mesh's certificates and windows.
-	srvCreds, err := sec.Node("raw-server")
+	raw, err := mesh.NewRawQUIC(ctx, sec, tcfg, payload)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("bench: %w", err)
 	}
-	cliCreds, err := sec.Node("raw-client")
-	if err != nil {
-		return res, err
-	}
-	qconf := &quic.Config{MaxStreamReceiveWindow: tcfg.StreamWindow, MaxConnectionReceiveWindow: tcfg.ConnWindow}
-	ln, err := quic.ListenAddr("127.0.0.1:0", srvCreds.ServerTLS(), qconf)
-	if err != nil {
-		return res, fmt.Errorf("bench: raw quic listen: %w", err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept(ctx)
-		if err != nil {
-			return
-		}
-		s, err := c.AcceptStream(ctx)
-		if err != nil {
-			return
-		}
-		buf := make([]byte, payload)
-		var ack [8]byte
-		for {
-			if _, err := io.ReadFull(s, buf); err != nil {
-				return
-			}
-			if _, err := s.Write(ack[:]); err != nil {
-				return
-			}
-		}
-	}()
-	conn, err := quic.DialAddr(ctx, ln.Addr().String(), cliCreds.ClientTLS("raw-server"), qconf)
-	if err != nil {
-		return res, fmt.Errorf("bench: raw quic dial: %w", err)
-	}
-	defer conn.CloseWithError(0, "")
-	raw, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		return res, err
-	}
+	defer raw.Close()
 	raw.SetDeadline(time.Now().Add(d + 30*time.Second))
-	rawRPC := func() error {
-		if _, err := raw.Write(data); err != nil {
-			return fmt.Errorf("bench: raw quic write: %w", err)
-		}
-		var ack [8]byte
-		if _, err := io.ReadFull(raw, ack[:]); err != nil {
-			return fmt.Errorf("bench: raw quic read: %w", err)
-		}
-		return nil
-	}
+	rawRPC := raw.RPC
 
 	// The mesh transport between two nodes.
 	server, err := newQUIC(sec, "server", tcfg, log)
