@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"dsspmesh/internal/wait"
 )
 
 func newGossipNode(t testing.TB, sec *Security, id NodeID, det FailureDetection) Membership {
@@ -86,14 +88,14 @@ func formMesh(t *testing.T, det FailureDetection) []Membership {
 		}
 		cancel()
 	}
-	waitFor(t, func() bool {
+	wait.For(t, 10*time.Second, "5 members everywhere", func() bool {
 		for _, n := range nodes {
 			if len(n.Members()) != 5 {
 				return false
 			}
 		}
 		return true
-	}, "5 members everywhere")
+	})
 	m := nodes[3].Members()[1]
 	if m.ID != "node-1" || !m.Trains || m.Backend != "cpu" || m.QUICAddr != "127.0.0.1:91" || m.Proto != ProtocolVersion {
 		t.Fatalf("metadata of node-1 as seen by node-3: %+v", m)

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"dsspmesh/internal/wait"
 )
 
 func newQUICNode(t testing.TB, sec *Security, id NodeID) *QUICTransport {
@@ -206,7 +208,7 @@ func TestQUICMalformedInputClosesStreamNodeStaysUp(t *testing.T) {
 		}
 		truncatedBeforeEOF++
 	}
-	waitFor(t, func() bool { return server.Stats().FrameErrors == uint64(len(bad)) }, "frame errors counted")
+	wait.For(t, 10*time.Second, "frame errors counted", func() bool { return server.Stats().FrameErrors == uint64(len(bad)) })
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 64<<20 {
@@ -239,7 +241,7 @@ func TestQUICRefusesBadPreambleAndUnknownChannel(t *testing.T) {
 	if _, err := s.Read(make([]byte, 1)); err == nil {
 		t.Fatal("stream to a channel with no listener stayed open")
 	}
-	waitFor(t, func() bool { return server.Stats().UnroutedStreams == 1 }, "unrouted stream counted")
+	wait.For(t, 10*time.Second, "unrouted stream counted", func() bool { return server.Stats().UnroutedStreams == 1 })
 }
 
 func TestQUICReconnectsAfterPeerRestart(t *testing.T) {
@@ -295,17 +297,5 @@ func TestTransportConfigValidate(t *testing.T) {
 	c.IdleTimeout = time.Millisecond
 	if err := c.Validate(); err == nil {
 		t.Fatal("IdleTimeout below HandshakeTimeout accepted")
-	}
-}
-
-// waitFor polls cond until it holds or 10s pass; for real-socket tests only.
-func waitFor(t testing.TB, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"dsspmesh/internal/wait"
 	"dsspmesh/mesh"
 )
 
@@ -125,26 +127,19 @@ func TestRaftOverQUICStreamLayer(t *testing.T) {
 // waitLeader waits for one of rafts, other than not, to be leader.
 func waitLeader(t *testing.T, rafts map[mesh.NodeID]*raft.Raft, not mesh.NodeID) mesh.NodeID {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader mesh.NodeID
+	wait.For(t, 20*time.Second, "a leader", func() bool {
 		for id, r := range rafts {
 			if id != not && r.State() == raft.Leader {
-				return id
+				leader = id
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("no leader elected")
-	return ""
+		return false
+	})
+	return leader
 }
 
 func waitApplied(r *raft.Raft, index uint64) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for r.AppliedIndex() < index {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("applied index %d, want %d", r.AppliedIndex(), index)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
+	return wait.Until(context.Background(), 10*time.Second, fmt.Sprintf("applied index %d", index), func() bool { return r.AppliedIndex() >= index })
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"dsspmesh/clock"
+	"dsspmesh/internal/wait"
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
 	"dsspmesh/shardapi"
@@ -213,13 +214,7 @@ func (c *cluster) waitLeader(not mesh.NodeID) *Replica {
 
 func (c *cluster) waitFor(d time.Duration, what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	wait.For(c.t, d, what, cond)
 }
 
 // waitSame waits until every live replica has the same applied index and

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"dsspmesh/clock"
+	"dsspmesh/internal/wait"
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
 	"dsspmesh/shard"
@@ -221,7 +222,8 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 	spec := shard.Spec{Shard: shardID, Len: floats, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
 	// Init is ambiguous while leadership settles: retry on whichever
 	// replica leads until one reports the shard initialised.
-	leader, err := waitFor(ctx, 30*time.Second, "the shard initialised", func() (*shard.Replica, bool) {
+	var leader *shard.Replica
+	err := wait.Until(ctx, 30*time.Second, "the shard initialised", func() bool {
 		for _, r := range reps {
 			if r.IsLeader() {
 				if !r.FSM().Status().Initialized {
@@ -229,10 +231,11 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 					r.Init(ictx, spec, make([]float32, floats))
 					c()
 				}
-				return r, r.FSM().Status().Initialized
+				leader = r
+				return r.FSM().Status().Initialized
 			}
 		}
-		return nil, false
+		return false
 	})
 	if err != nil {
 		return PushRate{}, err
@@ -308,23 +311,4 @@ func drive(ctx context.Context, workers int, d time.Duration, op func(w int, i i
 func rate(replicas, n int, el time.Duration, payload int) PushRate {
 	return PushRate{Replicas: replicas, Pushes: n, PushesPerSec: float64(n) / el.Seconds(),
 		MiBs: float64(n) * float64(payload) / (1 << 20) / el.Seconds()}
-}
-
-// waitFor polls cond every 20ms until it holds, ctx ends or limit passes.
-func waitFor[T any](ctx context.Context, limit time.Duration, what string, cond func() (T, bool)) (T, error) {
-	deadline := time.Now().Add(limit)
-	for {
-		v, ok := cond()
-		if ok {
-			return v, nil
-		}
-		if time.Now().After(deadline) {
-			return v, fmt.Errorf("bench: timed out after %v waiting for %s", limit, what)
-		}
-		select {
-		case <-ctx.Done():
-			return v, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
