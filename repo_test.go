@@ -31,6 +31,7 @@ var mayImport = map[string][]string{
 	"cudaops":                 nil,
 	"cudaops/cuda":            {"cudaops"},
 	"internal/faults":         nil,
+	"internal/testlogger":     nil,
 	"internal/wait":           nil,
 	"mesh":                    {"internal/wait"},
 	"modelfile":               {"cudaops"},
@@ -49,7 +50,7 @@ var mayImport = map[string][]string{
 
 // testSupport are packages for tests only: any package's tests may import
 // them, no package's build may.
-var testSupport = []string{"modelfile/modelfiletest"}
+var testSupport = []string{"modelfile/modelfiletest", "internal/testlogger"}
 
 // xtestAssembles lets a package's external tests (package x_test) import
 // the package that assembles it from real parts, and so that package's

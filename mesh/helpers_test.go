@@ -2,22 +2,13 @@ package mesh
 
 import (
 	"log/slog"
-	"strings"
 	"testing"
+
+	"dsspmesh/internal/testlogger"
 )
 
 // testLogger routes logs to t.Log.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return testlogger.New(t, slog.LevelInfo) }
 
 func mustKey(t testing.TB) MeshKey {
 	t.Helper()

@@ -4,12 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"dsspmesh/clock"
+	"dsspmesh/internal/testlogger"
 	"dsspmesh/mesh"
 	"dsspmesh/node"
 	"dsspmesh/node/assemble"
@@ -114,7 +114,7 @@ func startMesh(t *testing.T, n, shards int, rec *recorder) *inprocMesh {
 	for i := range dirs {
 		dirs[i] = t.TempDir()
 	}
-	log := testLogger(t)
+	log := testlogger.New(t, slog.LevelWarn)
 	t.Cleanup(func() { m.stop(t) }) // before the folders are removed: cleanups run last first
 	seed := ""
 	for i := range n {
@@ -383,26 +383,3 @@ func (o nodeObserver) Leading(shard uint32, term uint64) {
 }
 
 func (o nodeObserver) StateHashEvery() uint64 { return 0 }
-
-// testLogger logs warnings and errors through t until the test's cleanups
-// have run (raft logs from goroutines its Shutdown does not wait for).
-func testLogger(t *testing.T) *slog.Logger {
-	w := &tbWriter{t: t}
-	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type tbWriter struct {
-	t    *testing.T
-	mu   sync.Mutex
-	done bool
-}
-
-func (w *tbWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}

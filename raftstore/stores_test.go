@@ -11,19 +11,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"dsspmesh/internal/testlogger"
 )
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testlogger.New(t, slog.LevelWarn) }
 
 // exerciseStores checks the part of the store contract raft relies on,
 // against any implementation.

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"dsspmesh/clock"
+	"dsspmesh/internal/testlogger"
 	"dsspmesh/internal/wait"
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
@@ -58,29 +58,7 @@ func (l *appliedLog) snapshot() []Applied {
 	return append([]Applied(nil), l.all...)
 }
 
-// tbWriter logs through t until the test's cleanups have run: raft's
-// network transport logs from connection goroutines that its Shutdown
-// does not wait for, and testing panics on a Log after the test ends.
-type tbWriter struct {
-	t    testing.TB
-	mu   sync.Mutex
-	done bool
-}
-
-func (w *tbWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	w := &tbWriter{t: t}
-	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
+func testLogger(t testing.TB) *slog.Logger { return testlogger.New(t, slog.LevelWarn) }
 
 func fastConfig(shard uint32, id mesh.NodeID) Config {
 	c := DefaultConfig(shard, id)
