@@ -63,6 +63,10 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 					} else if e.By != string(s.Peer()) {
 						// Every peer acts only as itself.
 						rep.Err = fmt.Sprintf("eval by %q sent by %q", e.By, s.Peer())
+					} else if !n.isMember(s.Peer()) {
+						// And only a member's evaluation (one that can stop
+						// the workers when it diverged) is taken.
+						rep.Err = fmt.Sprintf("eval from %q, not a member", s.Peer())
 					} else {
 						n.setEval(e)
 					}
@@ -164,4 +168,14 @@ func (n *Node) broadcastEval(ctx context.Context, e EvalResult) {
 			}
 		}(m)
 	}
+}
+
+// isMember reports whether id is in this node's membership view.
+func (n *Node) isMember(id mesh.NodeID) bool {
+	for _, m := range n.members.Members() {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }
