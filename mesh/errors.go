@@ -10,7 +10,6 @@ import (
 var (
 	ErrClosed         = errors.New("mesh: closed")
 	ErrBadFrame       = errors.New("mesh: bad frame")
-	ErrBadMsgpack     = errors.New("mesh: bad msgpack")
 	ErrBadMeta        = errors.New("mesh: bad member metadata")
 	ErrBadNodeID      = errors.New("mesh: bad node id")
 	ErrBadKey         = errors.New("mesh: bad mesh key")

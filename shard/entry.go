@@ -7,6 +7,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"dsspmesh/clock"
+	"dsspmesh/internal/boundedmsgpack"
 	"dsspmesh/mesh"
 )
 
@@ -134,7 +135,7 @@ func decodeEntry(b []byte) (entry, error) {
 	switch e.kind {
 	case entryInit:
 		var h initHeader
-		if err := mesh.UnmarshalBounded(hb, &h); err != nil {
+		if err := boundedmsgpack.Unmarshal(hb, &h); err != nil {
 			return bad("init header: %v", err)
 		}
 		if len(payload) != 4*h.Spec.Len {
@@ -143,7 +144,7 @@ func decodeEntry(b []byte) (entry, error) {
 		e.spec, e.theta = h.Spec, payload
 	case entryPush:
 		var h pushBatchHeader
-		if err := mesh.UnmarshalBounded(hb, &h); err != nil {
+		if err := boundedmsgpack.Unmarshal(hb, &h); err != nil {
 			return bad("push header: %v", err)
 		}
 		e.pushes = make([]Push, len(h.Pushes))
@@ -159,7 +160,7 @@ func decodeEntry(b []byte) (entry, error) {
 		}
 	case entryAddWorker, entryRemoveWorker:
 		var h workerHeader
-		if err := mesh.UnmarshalBounded(hb, &h); err != nil {
+		if err := boundedmsgpack.Unmarshal(hb, &h); err != nil {
 			return bad("worker header: %v", err)
 		}
 		if h.Worker == "" {

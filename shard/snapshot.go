@@ -10,6 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"dsspmesh/clock"
+	"dsspmesh/internal/boundedmsgpack"
 	"dsspmesh/mesh"
 )
 
@@ -79,7 +80,7 @@ func (f *FSM) decodeLocked(b []byte) error {
 		return bad("header length %d", hl)
 	}
 	var h snapshotHeader
-	if err := mesh.UnmarshalBounded(b[pre:pre+int(hl)], &h); err != nil {
+	if err := boundedmsgpack.Unmarshal(b[pre:pre+int(hl)], &h); err != nil {
 		return bad("header: %v", err)
 	}
 	body := b[pre+int(hl):]
@@ -161,7 +162,7 @@ func readSnapshot(r io.Reader) ([]byte, error) {
 		return bad("header: %v", err)
 	}
 	var h snapshotHeader
-	if err := mesh.UnmarshalBounded(b[pre:], &h); err != nil {
+	if err := boundedmsgpack.Unmarshal(b[pre:], &h); err != nil {
 		return bad("header: %v", err)
 	}
 	body := 0
