@@ -37,6 +37,10 @@ type Deps struct {
 	// read before the data dir was opened; Run reads the file itself when
 	// they are nil and InitFrom is set.
 	InitParams []float32
+	// Now reads the wall clock for the times the node reports (/status,
+	// the event record, evaluations, peers last seen); nil is time.Now.
+	// Durations are measured on Go's monotonic clock regardless.
+	Now func() time.Time
 }
 
 // Replicas opens this node's replicas of the job's shards (on a node:

@@ -61,7 +61,7 @@ func (n *Node) evalLoop(ctx context.Context) {
 		for _, sc := range snap.meta.Shards {
 			seq += uint64(max(sc.Samples, 0))
 		}
-		e := EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: time.Now(), By: string(n.id), Iter: uint64(snap.meta.Clock), Seq: seq,
+		e := EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: n.now(), By: string(n.id), Iter: uint64(snap.meta.Clock), Seq: seq,
 			Diverged: !finite(ev.Loss) || !finite(ev.Accuracy)}
 		if !e.Diverged {
 			// A diverged state is never checkpointed: the last checkpoint
@@ -117,7 +117,7 @@ func (n *Node) diverged(w *worker, e EvalResult) {
 
 // Status is this node's view of the mesh; safe for concurrent use.
 func (n *Node) Status() Status {
-	s := Status{Node: string(n.id), Gossip: n.cfg.GossipAddr(), QUIC: n.cfg.QUICAddr(), Started: n.started, Now: time.Now(),
+	s := Status{Node: string(n.id), Gossip: n.cfg.GossipAddr(), QUIC: n.cfg.QUICAddr(), Started: n.started, Now: n.now(),
 		Members: []MemberStatus{}, Shards: []ShardStatus{}, Workers: []WorkerStatus{}, Trainers: []TrainerStatus{}}
 	n.mu.RLock()
 	s.Phase = n.phase

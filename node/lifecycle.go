@@ -24,7 +24,8 @@ type Node struct {
 	tr       mesh.Transport
 	members  mesh.Membership
 	replicas Replicas
-	obs      Observer // never nil
+	obs      Observer         // never nil
+	now      func() time.Time // the wall clock (Deps.Now)
 	metrics  *Metrics
 	started  time.Time
 	wg       sync.WaitGroup
@@ -64,6 +65,10 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if d.HTTP != nil {
 		defer d.HTTP.Close()
 	}
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
 	obs := d.Observer
 	if obs == nil {
 		obs = noObserver{}
@@ -82,7 +87,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		}
 	}
 	n := &Node{cfg: cfg, log: d.Logger.With("node", d.Dir.ID), id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
-		replicas: d.Replicas, obs: obs, started: time.Now(), phase: "starting", events: newEventLog(time.Now), initTheta: initTheta, reader: newModelReader()}
+		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: newEventLog(now), initTheta: initTheta, reader: newModelReader()}
 	n.metrics = NewMetrics(n.Status)
 	if n.ckpt, err = openCheckpointer(cfg); err != nil {
 		return err

@@ -105,7 +105,7 @@ func (n *Node) refreshView(ctx context.Context) {
 				n.log.Debug("view: bad answer", "peer", m.ID, "err", err)
 				return
 			}
-			n.view.set(m.ID, v, time.Now())
+			n.view.set(m.ID, v, n.now())
 		}(m)
 	}
 	wg.Wait()

@@ -34,7 +34,7 @@ func (n *Node) reconnect(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := time.Now()
+		now := n.now()
 		live := map[mesh.NodeID]bool{}
 		for _, m := range n.members.Members() {
 			live[m.ID] = true
