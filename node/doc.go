@@ -92,7 +92,7 @@
 // # Model snapshots
 //
 // A snapshot is read by one node from every shard concurrently, each with
-// shard.Client.Read: a linearizable read on the shard's current leader
+// shardapi.Client.Read: a linearizable read on the shard's current leader
 // after a Raft barrier, over the shard RPC channel the pushes use. So each
 // shard's slice holds every push that shard acknowledged before the read
 // began. "Consistent" means exactly that, per shard: the shards are
