@@ -46,12 +46,12 @@ func benchRaw(b *testing.B, size int) {
 			}
 			go func() {
 				for {
-					var h request
+					var h shardapi.Request
 					p, err := s.RecvFrame(&h)
 					if err != nil {
 						return
 					}
-					s.SendFrame(reply{Op: opPush, Worker: h.Worker, Iter: h.Iter, Status: statusOK}, p)
+					s.SendFrame(shardapi.Reply{Op: shardapi.OpPush, Worker: h.Worker, Iter: h.Iter, Status: shardapi.ReplyOK}, p)
 				}
 			}()
 		}
@@ -73,11 +73,11 @@ func benchRaw(b *testing.B, size int) {
 			}
 			defer s.Close()
 			for i := range per {
-				if err := s.SendFrame(request{Op: opPush, Worker: clock.WorkerID(fmt.Sprint(w)), Iter: int64(i)}, payload); err != nil {
+				if err := s.SendFrame(shardapi.Request{Op: shardapi.OpPush, Worker: clock.WorkerID(fmt.Sprint(w)), Iter: int64(i)}, payload); err != nil {
 					b.Error(err)
 					return
 				}
-				var rep reply
+				var rep shardapi.Reply
 				if _, err := s.RecvFrame(&rep); err != nil {
 					b.Error(err)
 					return
@@ -97,7 +97,7 @@ func benchShard(b *testing.B, replicas, size int) {
 	c := newCluster(b, 9)
 	c.logger = testLogger(b)
 	ids := nodeIDs(replicas)
-	spec := Spec{Shard: 9, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: 9, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	grad := make([]float32, n)
 	for i := range grad {

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"dsspmesh/shardapi"
 	"errors"
 	"reflect"
 	"testing"
@@ -18,7 +19,7 @@ type pushKey struct {
 // on a differing gate decision, a push applied twice, a worker's applied
 // iterations that are not consecutive, or a release with gap > s_U. It
 // returns the pushes applied and the reference's final parameters.
-func replay(t testing.TB, log []Applied, spec Spec, theta0 []float32) (map[pushKey]bool, []float32) {
+func replay(t testing.TB, log []shardapi.Applied, spec shardapi.Spec, theta0 []float32) (map[pushKey]bool, []float32) {
 	t.Helper()
 	pol, err := clock.ParsePolicy(spec.Policy)
 	if err != nil {
@@ -97,7 +98,7 @@ func replay(t testing.TB, log []Applied, spec Spec, theta0 []float32) (map[pushK
 				lr := float32(spec.Optimizer.Schedule.Rate(samples))
 				mu := float32(spec.Optimizer.Momentum)
 				for i := range theta {
-					if spec.Optimizer.Kind == SGD {
+					if spec.Optimizer.Kind == shardapi.SGD {
 						theta[i] -= float32(lr * sum[i])
 					} else {
 						vel[i] = float32(mu*vel[i]) + sum[i]

@@ -38,7 +38,7 @@ type cluster struct {
 // appliedLog records what one replica's FSM applied, in order.
 type appliedLog struct {
 	mu    sync.Mutex
-	all   []Applied
+	all   []shardapi.Applied
 	terms []uint64 // terms this replica reported leading (Deps.OnLeader)
 }
 
@@ -50,12 +50,12 @@ func (l *appliedLog) ledTerms() []uint64 {
 	return append([]uint64(nil), l.terms...)
 }
 
-func (l *appliedLog) add(a Applied) { l.mu.Lock(); l.all = append(l.all, a); l.mu.Unlock() }
+func (l *appliedLog) add(a shardapi.Applied) { l.mu.Lock(); l.all = append(l.all, a); l.mu.Unlock() }
 
-func (l *appliedLog) snapshot() []Applied {
+func (l *appliedLog) snapshot() []shardapi.Applied {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]Applied(nil), l.all...)
+	return append([]shardapi.Applied(nil), l.all...)
 }
 
 func testLogger(t testing.TB) *slog.Logger { return testlogger.New(t, slog.LevelWarn) }
@@ -155,7 +155,7 @@ func (c *cluster) live() map[mesh.NodeID]*Replica {
 }
 
 // boot starts ids, bootstraps them as voters and initialises the shard.
-func (c *cluster) boot(ids []mesh.NodeID, spec Spec, theta []float32) {
+func (c *cluster) boot(ids []mesh.NodeID, spec shardapi.Spec, theta []float32) {
 	c.t.Helper()
 	for _, id := range ids {
 		c.start(id)

@@ -33,7 +33,7 @@ func TestDiskBoundedUnderLargePushes(t *testing.T) {
 		return x
 	}
 	ids := nodeIDs(1)
-	spec := Spec{Shard: 10, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: 10, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	cl := c.client("w", ids)
 	if _, err := cl.AddWorker(context.Background(), 0); err != nil {

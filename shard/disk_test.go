@@ -58,7 +58,7 @@ func TestRestartFromDiskCatchesUp(t *testing.T) {
 	const n = 256
 	c, _ := diskCluster(t, 8, 8, 4)
 	ids := nodeIDs(3)
-	spec := Spec{Shard: 8, Len: n, Policy: "ssp:3", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: 8, Len: n, Policy: "ssp:3", Optimizer: shardapi.DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	workers := []clock.WorkerID{"a", "b", "c"}
 	runWorkers(t, c, ids, workers, 10, n, nil)

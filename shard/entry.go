@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"dsspmesh/shardapi"
 	"encoding/binary"
 	"fmt"
 
@@ -43,7 +44,7 @@ type Push struct {
 }
 
 type initHeader struct {
-	Spec Spec `msgpack:"spec"`
+	Spec shardapi.Spec `msgpack:"spec"`
 }
 
 type pushHeader struct {
@@ -70,7 +71,7 @@ type workerHeader struct {
 // entry is a decoded log entry; payload slices alias the log's bytes.
 type entry struct {
 	kind   entryKind
-	spec   Spec
+	spec   shardapi.Spec
 	theta  []byte
 	pushes []Push
 	worker clock.WorkerID
@@ -88,7 +89,7 @@ func appendEntry(kind entryKind, header any, payloadLen int) ([]byte, error) {
 	return append(b, h...), nil
 }
 
-func encodeInit(spec Spec, theta []float32) ([]byte, error) {
+func encodeInit(spec shardapi.Spec, theta []float32) ([]byte, error) {
 	b, err := appendEntry(entryInit, initHeader{Spec: spec}, 4*len(theta))
 	if err != nil {
 		return nil, err
@@ -121,7 +122,7 @@ func encodeWorker(kind entryKind, w clock.WorkerID, from int64) ([]byte, error) 
 // header's size beyond the slice of pushes, whose count the header bounds.
 func decodeEntry(b []byte) (entry, error) {
 	bad := func(format string, args ...any) (entry, error) {
-		return entry{}, fmt.Errorf("%w: %s", ErrBadEntry, fmt.Sprintf(format, args...))
+		return entry{}, fmt.Errorf("%w: %s", shardapi.ErrBadEntry, fmt.Sprintf(format, args...))
 	}
 	if len(b) < entryPrefix {
 		return bad("%d bytes", len(b))

@@ -38,7 +38,7 @@ func failoverRun(t *testing.T, seed uint64) time.Duration {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	c := newCluster(t, 6)
 	ids := nodeIDs(3)
-	spec := Spec{Shard: 6, Len: n, Policy: "dssp:1:3", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: 6, Len: n, Policy: "dssp:1:3", Optimizer: shardapi.DefaultOptimizer()}
 	theta0 := gradFor("init", int64(seed), n)
 	c.boot(ids, spec, theta0)
 	killAt := int64(10 + rng.IntN(80))

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"crypto/sha256"
+	"dsspmesh/shardapi"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 // contract; raft drives Apply, Snapshot and Restore, everything else reads.
 type FSM struct {
 	shard    uint32
-	observer func(Applied)
+	observer func(shardapi.Applied)
 	notify   chan struct{}
 	// hashEvery > 0 puts the state hash in every Applied whose index is a
 	// multiple of it (Deps.HashEvery); set before raft starts.
@@ -28,15 +29,15 @@ type FSM struct {
 
 	mu          sync.RWMutex
 	initialized bool
-	spec        Spec
-	opt         Optimizer
+	spec        shardapi.Spec
+	opt         shardapi.Optimizer
 	theta       []float32
 	velocity    []float32 // nil for SGD
 	gate        *clock.Gate
 	samples     int64 // global samples applied: the schedule's input
 	pushes      uint64
 	duplicates  uint64
-	rejected    [numReasons]uint64
+	rejected    [shardapi.NumReasons]uint64
 	lastIndex   uint64
 
 	// scratch buffers reused across Applies; not part of the state. cand
@@ -48,7 +49,7 @@ type FSM struct {
 // NewFSM returns an uninitialised FSM for shard. observer, if not nil, is
 // called at the end of every Apply under the FSM's lock: it must not block
 // or call back into the FSM.
-func NewFSM(shard uint32, observer func(Applied)) *FSM {
+func NewFSM(shard uint32, observer func(shardapi.Applied)) *FSM {
 	return &FSM{shard: shard, observer: observer, notify: make(chan struct{}, 1)}
 }
 
@@ -72,13 +73,13 @@ func (f *FSM) Apply(l *raft.Log) any {
 	defer f.mu.Unlock()
 	defer f.signal()
 	f.lastIndex = l.Index
-	out := Applied{Index: l.Index}
+	out := shardapi.Applied{Index: l.Index}
 	e, err := decodeEntry(l.Data)
 	if err != nil {
 		// Only a leader of another build could have written it; every
 		// replica skips it alike.
 		out.Kind, out.Err = "rejected", err
-		f.rejected[ReasonBadRequest]++
+		f.rejected[shardapi.ReasonBadRequest]++
 	} else {
 		switch e.kind {
 		case entryInit:
@@ -107,7 +108,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 
 func (f *FSM) applyInit(e entry) error {
 	if f.initialized {
-		return fmt.Errorf("shard %d: %w: already initialised", f.shard, ErrBadEntry)
+		return fmt.Errorf("shard %d: %w: already initialised", f.shard, shardapi.ErrBadEntry)
 	}
 	if err := e.spec.Validate(); err != nil {
 		return err
@@ -122,17 +123,17 @@ func (f *FSM) applyInit(e entry) error {
 		return err
 	}
 	if i := firstNonFinite(theta); i >= 0 {
-		return fmt.Errorf("shard %d: %w: initial parameter %d is %v", f.shard, ErrBadEntry, i, theta[i])
+		return fmt.Errorf("shard %d: %w: initial parameter %d is %v", f.shard, shardapi.ErrBadEntry, i, theta[i])
 	}
 	f.initialized, f.spec, f.opt, f.gate, f.theta = true, e.spec, e.spec.Optimizer, g, theta
-	if f.opt.Kind == Momentum {
+	if f.opt.Kind == shardapi.Momentum {
 		f.velocity = make([]float32, e.spec.Len)
 	}
 	return nil
 }
 
-func (f *FSM) applyPushes(ps []Push) []PushResult {
-	res := make([]PushResult, len(ps))
+func (f *FSM) applyPushes(ps []Push) []shardapi.PushResult {
+	res := make([]shardapi.PushResult, len(ps))
 	if f.initialized && len(f.sum) != f.spec.Len {
 		f.sum, f.cand, f.grad = make([]float32, f.spec.Len), make([]float32, f.spec.Len), make([]float32, f.spec.Len)
 	}
@@ -151,7 +152,7 @@ func (f *FSM) applyPushes(ps []Push) []PushResult {
 		// refused push changes nothing; it is pure arithmetic on the
 		// replicated state, so every replica decides alike.
 		if j := f.sumAndCheck(accepted == 0, lr); j >= 0 && !faults.On(faults.SkipNonFinite) {
-			r.Err = f.reject(p, ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
+			r.Err = f.reject(p, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
 			continue
 		}
 		out, err := f.gate.Push(p.Worker, p.Iter, p.RecvNanos)
@@ -208,37 +209,37 @@ func (f *FSM) sumAndCheck(first bool, lr float64) int {
 }
 
 // check validates p against the shard and decodes its gradient into f.grad.
-func (f *FSM) check(p Push) (Reason, string) {
+func (f *FSM) check(p Push) (shardapi.Reason, string) {
 	switch {
 	case !f.initialized:
-		return ReasonNotInitialized, "no Init entry applied"
+		return shardapi.ReasonNotInitialized, "no Init entry applied"
 	case p.Worker == "" || p.Samples < 0 || p.ComputeNs < 0 || p.Iter < 0:
-		return ReasonBadRequest, fmt.Sprintf("worker %q, iter %d, samples %d, compute %d ns", p.Worker, p.Iter, p.Samples, p.ComputeNs)
+		return shardapi.ReasonBadRequest, fmt.Sprintf("worker %q, iter %d, samples %d, compute %d ns", p.Worker, p.Iter, p.Samples, p.ComputeNs)
 	case len(p.Grad) != 4*f.spec.Len:
-		return ReasonBadLength, fmt.Sprintf("%d bytes, want %d", len(p.Grad), 4*f.spec.Len)
+		return shardapi.ReasonBadLength, fmt.Sprintf("%d bytes, want %d", len(p.Grad), 4*f.spec.Len)
 	}
 	if i := decodeFinite(f.grad, p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
-		return ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])
+		return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])
 	}
 	return 0, ""
 }
 
-func (f *FSM) reject(p Push, reason Reason, detail string) error {
+func (f *FSM) reject(p Push, reason shardapi.Reason, detail string) error {
 	f.rejected[reason]++
-	return &RejectError{Shard: f.shard, Worker: p.Worker, Iter: p.Iter, Reason: reason, Detail: detail}
+	return &shardapi.RejectError{Shard: f.shard, Worker: p.Worker, Iter: p.Iter, Reason: reason, Detail: detail}
 }
 
-func gateReason(err error) Reason {
+func gateReason(err error) shardapi.Reason {
 	var fut *clock.FuturePushError
 	switch {
 	case errors.As(err, &fut):
-		return ReasonFuture
+		return shardapi.ReasonFuture
 	case errors.Is(err, clock.ErrUnknownWorker):
-		return ReasonUnknownWorker
+		return shardapi.ReasonUnknownWorker
 	case errors.Is(err, clock.ErrWorkerWaiting):
-		return ReasonWaiting
+		return shardapi.ReasonWaiting
 	}
-	return ReasonBadRequest
+	return shardapi.ReasonBadRequest
 }
 
 // applyAddWorker places w at max(t_min, from): a new worker joins at the
@@ -248,7 +249,7 @@ func gateReason(err error) Reason {
 // harmless: it never moves a clock back.
 func (f *FSM) applyAddWorker(w clock.WorkerID, from int64) (int64, []clock.Release, error) {
 	if !f.initialized {
-		return 0, nil, fmt.Errorf("shard %d: add worker %q: %w", f.shard, w, ErrNotInitialized)
+		return 0, nil, fmt.Errorf("shard %d: add worker %q: %w", f.shard, w, shardapi.ErrNotInitialized)
 	}
 	if _, ok := f.gate.Clock(w); !ok {
 		if _, err := f.gate.AddWorker(w); err != nil {
@@ -261,7 +262,7 @@ func (f *FSM) applyAddWorker(w clock.WorkerID, from int64) (int64, []clock.Relea
 // applyRemoveWorker removes w; removing an absent worker is a no-op.
 func (f *FSM) applyRemoveWorker(w clock.WorkerID) ([]clock.Release, error) {
 	if !f.initialized {
-		return nil, fmt.Errorf("shard %d: remove worker %q: %w", f.shard, w, ErrNotInitialized)
+		return nil, fmt.Errorf("shard %d: remove worker %q: %w", f.shard, w, shardapi.ErrNotInitialized)
 	}
 	if _, ok := f.gate.Clock(w); !ok {
 		return nil, nil
@@ -308,12 +309,12 @@ func (f *FSM) Params(dst []float32) []float32 {
 }
 
 // Status returns the current view.
-func (f *FSM) Status() Status {
+func (f *FSM) Status() shardapi.Status {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := Status{Shard: f.shard, Initialized: f.initialized, Spec: f.spec, AppliedIndex: f.lastIndex,
+	s := shardapi.Status{Shard: f.shard, Initialized: f.initialized, Spec: f.spec, AppliedIndex: f.lastIndex,
 		Samples: f.samples, Pushes: f.pushes, Duplicates: f.duplicates, Rejected: map[string]uint64{}}
-	for r := Reason(1); r < numReasons; r++ {
+	for r := shardapi.Reason(1); r < shardapi.NumReasons; r++ {
 		if n := f.rejected[r]; n > 0 {
 			s.Rejected[r.String()] = n
 		}
@@ -389,7 +390,7 @@ func (fsmSnapshot) Release() {}
 
 func decodeFloats(dst []float32, b []byte) error {
 	if len(b) != 4*len(dst) {
-		return fmt.Errorf("%w: %d bytes for %d floats", ErrBadEntry, len(b), len(dst))
+		return fmt.Errorf("%w: %d bytes for %d floats", shardapi.ErrBadEntry, len(b), len(dst))
 	}
 	for i := range dst {
 		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))

@@ -14,8 +14,8 @@ import (
 	"dsspmesh/shardapi"
 )
 
-func testSpec(n int, policy string) Spec {
-	return Spec{Shard: 1, Len: n, Policy: policy, Optimizer: shardapi.DefaultOptimizer()}
+func testSpec(n int, policy string) shardapi.Spec {
+	return shardapi.Spec{Shard: 1, Len: n, Policy: policy, Optimizer: shardapi.DefaultOptimizer()}
 }
 
 func gradBytes(v []float32) []byte { return mesh.AppendFloat32s(nil, v) }
@@ -26,16 +26,16 @@ type fsmHarness struct {
 	index uint64
 }
 
-func (h *fsmHarness) apply(data []byte, err error) Applied {
+func (h *fsmHarness) apply(data []byte, err error) shardapi.Applied {
 	h.t.Helper()
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.index++
-	return h.f.Apply(&raft.Log{Index: h.index, Type: raft.LogCommand, Data: data}).(Applied)
+	return h.f.Apply(&raft.Log{Index: h.index, Type: raft.LogCommand, Data: data}).(shardapi.Applied)
 }
 
-func newFSMHarness(t testing.TB, spec Spec, theta []float32) *fsmHarness {
+func newFSMHarness(t testing.TB, spec shardapi.Spec, theta []float32) *fsmHarness {
 	h := &fsmHarness{t: t, f: NewFSM(spec.Shard, nil)}
 	if a := h.apply(encodeInit(spec, theta)); a.Err != nil {
 		t.Fatal(a.Err)
@@ -52,19 +52,19 @@ func TestFSMRejectsBadPushesWithoutEffect(t *testing.T) {
 	good := gradBytes([]float32{1, 1, 1, 1})
 	cases := []struct {
 		p    Push
-		want Reason
+		want shardapi.Reason
 	}{
-		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, 1, 1})}, ReasonBadLength},
-		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, float32(math.NaN()), 1, 1})}, ReasonNonFinite},
-		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, 1, float32(math.Inf(-1)), 1})}, ReasonNonFinite},
-		{Push{Worker: "zz", Iter: 0, Grad: good}, ReasonUnknownWorker},
-		{Push{Worker: "a", Iter: 5, Grad: good}, ReasonFuture},
-		{Push{Worker: "a", Iter: 0, Samples: -1, Grad: good}, ReasonBadRequest},
+		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, 1, 1})}, shardapi.ReasonBadLength},
+		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, float32(math.NaN()), 1, 1})}, shardapi.ReasonNonFinite},
+		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, 1, float32(math.Inf(-1)), 1})}, shardapi.ReasonNonFinite},
+		{Push{Worker: "zz", Iter: 0, Grad: good}, shardapi.ReasonUnknownWorker},
+		{Push{Worker: "a", Iter: 5, Grad: good}, shardapi.ReasonFuture},
+		{Push{Worker: "a", Iter: 0, Samples: -1, Grad: good}, shardapi.ReasonBadRequest},
 	}
 	for _, c := range cases {
 		a := h.apply(encodePushes([]Push{c.p}))
-		var rej *RejectError
-		if !errors.As(a.Pushes[0].Err, &rej) || rej.Reason != c.want || !errors.Is(a.Pushes[0].Err, ErrRejected) {
+		var rej *shardapi.RejectError
+		if !errors.As(a.Pushes[0].Err, &rej) || rej.Reason != c.want || !errors.Is(a.Pushes[0].Err, shardapi.ErrRejected) {
 			t.Fatalf("push %+v: got %v, want %s", c.p.Worker, a.Pushes[0].Err, c.want)
 		}
 	}
@@ -85,8 +85,8 @@ func TestFSMRejectsBadPushesWithoutEffect(t *testing.T) {
 	// An uninitialised shard rejects too.
 	f := NewFSM(2, nil)
 	b, _ := encodePushes([]Push{{Worker: "a", Grad: good}})
-	a := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: b}).(Applied)
-	if !errors.Is(a.Pushes[0].Err, ErrRejected) {
+	a := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: b}).(shardapi.Applied)
+	if !errors.Is(a.Pushes[0].Err, shardapi.ErrRejected) {
 		t.Fatalf("uninitialised: %v", a.Pushes[0].Err)
 	}
 	// Garbage entries are counted, never panic.

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"dsspmesh/shardapi"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -20,7 +21,7 @@ type hygiene struct {
 	mu      sync.Mutex
 	norms   []float64 // ring of the last normWindow accepted norms
 	next    int
-	workers map[clock.WorkerID]*WorkerRefusals
+	workers map[clock.WorkerID]*shardapi.WorkerRefusals
 }
 
 // normWindow pushes make the median; the outlier check waits for
@@ -30,19 +31,19 @@ const (
 	minNormSamples = 16
 )
 
-func newHygiene() *hygiene { return &hygiene{workers: map[clock.WorkerID]*WorkerRefusals{}} }
+func newHygiene() *hygiene { return &hygiene{workers: map[clock.WorkerID]*shardapi.WorkerRefusals{}} }
 
 // check returns ReasonNonFinite or ReasonOutlier with a detail, or 0 if the
 // gradient (raw little-endian float32) may be proposed. factor is
 // Spec.OutlierFactor; samples == 0 marks a join's zero push, which neither
 // counts toward the median nor is checked against it.
-func (h *hygiene) check(w clock.WorkerID, grad []byte, samples int64, factor float64) (Reason, string) {
+func (h *hygiene) check(w clock.WorkerID, grad []byte, samples int64, factor float64) (shardapi.Reason, string) {
 	var sq float64
 	for i := 0; i+4 <= len(grad); i += 4 {
 		u := binary.LittleEndian.Uint32(grad[i:])
 		if u&0x7f800000 == 0x7f800000 {
-			h.refused(w, ReasonNonFinite)
-			return ReasonNonFinite, fmt.Sprintf("value %d is %v", i/4, math.Float32frombits(u))
+			h.refused(w, shardapi.ReasonNonFinite)
+			return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i/4, math.Float32frombits(u))
 		}
 		if factor > 0 {
 			x := float64(math.Float32frombits(u))
@@ -58,8 +59,8 @@ func (h *hygiene) check(w clock.WorkerID, grad []byte, samples int64, factor flo
 	med, ok := h.medianLocked()
 	h.mu.Unlock()
 	if ok && norm > factor*med {
-		h.refused(w, ReasonOutlier)
-		return ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g", norm, factor, med)
+		h.refused(w, shardapi.ReasonOutlier)
+		return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g", norm, factor, med)
 	}
 	h.accepted(w, norm)
 	return 0, ""
@@ -74,15 +75,15 @@ func (h *hygiene) medianLocked() (float64, bool) {
 	return s[len(s)/2], true
 }
 
-func (h *hygiene) refused(w clock.WorkerID, r Reason) {
+func (h *hygiene) refused(w clock.WorkerID, r shardapi.Reason) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.workers[w]
 	if c == nil {
-		c = &WorkerRefusals{}
+		c = &shardapi.WorkerRefusals{}
 		h.workers[w] = c
 	}
-	if r == ReasonNonFinite {
+	if r == shardapi.ReasonNonFinite {
 		c.NonFinite++
 	} else {
 		c.Outliers++
@@ -109,10 +110,10 @@ func (h *hygiene) accepted(w clock.WorkerID, norm float64) {
 }
 
 // stats copies the per-worker counts.
-func (h *hygiene) stats() map[clock.WorkerID]WorkerRefusals {
+func (h *hygiene) stats() map[clock.WorkerID]shardapi.WorkerRefusals {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make(map[clock.WorkerID]WorkerRefusals, len(h.workers))
+	out := make(map[clock.WorkerID]shardapi.WorkerRefusals, len(h.workers))
 	for w, c := range h.workers {
 		out[w] = *c
 	}

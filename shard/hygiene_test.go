@@ -22,15 +22,15 @@ func TestNaNPushRefusedAndParamsFiniteOnEveryReplica(t *testing.T) {
 	const n = 16
 	c := newCluster(t, 5)
 	ids := nodeIDs(3)
-	spec := Spec{Shard: 5, Len: n, Policy: "ssp:2", Optimizer: Optimizer{Kind: SGD, Schedule: Schedule{LR: 1e30, Gamma: 1}}}
+	spec := shardapi.Spec{Shard: 5, Len: n, Policy: "ssp:2", Optimizer: shardapi.Optimizer{Kind: shardapi.SGD, Schedule: shardapi.Schedule{LR: 1e30, Gamma: 1}}}
 	c.boot(ids, spec, make([]float32, n))
 	cl := c.client("w1", ids)
 	if _, err := cl.AddWorker(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	wantReject := func(err error, want Reason) {
+	wantReject := func(err error, want shardapi.Reason) {
 		t.Helper()
-		var rej *RejectError
+		var rej *shardapi.RejectError
 		if !errors.As(err, &rej) || rej.Reason != want {
 			t.Fatalf("got %v, want a %s rejection", err, want)
 		}
@@ -39,12 +39,12 @@ func TestNaNPushRefusedAndParamsFiniteOnEveryReplica(t *testing.T) {
 	nan := make([]float32, n)
 	nan[3] = float32(math.NaN())
 	_, err := cl.Push(context.Background(), 0, 8, 1, nan, nil)
-	wantReject(err, ReasonNonFinite)
+	wantReject(err, shardapi.ReasonNonFinite)
 	// Finite, but 1e30 × 1e10 overflows float32.
 	huge := make([]float32, n)
 	huge[7] = 1e10
 	_, err = cl.Push(context.Background(), 0, 8, 1, huge, nil)
-	wantReject(err, ReasonNonFiniteStep)
+	wantReject(err, shardapi.ReasonNonFiniteStep)
 
 	// Straight into the log: every FSM refuses it.
 	leader := c.waitLeader("")
@@ -56,7 +56,7 @@ func TestNaNPushRefusedAndParamsFiniteOnEveryReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantReject(a.Pushes[0].Err, ReasonNonFinite)
+	wantReject(a.Pushes[0].Err, shardapi.ReasonNonFinite)
 
 	good := make([]float32, n)
 	good[0] = 1e-31
@@ -115,8 +115,8 @@ func TestPushAsAnotherPeerRefused(t *testing.T) {
 		"remove-worker": func() error { return forger.RemoveWorker(context.Background()) },
 	} {
 		err := call()
-		var rej *RejectError
-		if !errors.As(err, &rej) || rej.Reason != ReasonNotPeer {
+		var rej *shardapi.RejectError
+		if !errors.As(err, &rej) || rej.Reason != shardapi.ReasonNotPeer {
 			t.Fatalf("%s as w1 from mallory: got %v, want a not-the-peer rejection", name, err)
 		}
 		t.Logf("%s refused: %v", name, err)
@@ -157,7 +157,7 @@ func TestRestoreRefusesOverlongSnapshot(t *testing.T) {
 	endless := &countingReader{}
 	f := NewFSM(1, nil)
 	err = f.Restore(nopCloser{io.MultiReader(bytes.NewReader(valid), endless)})
-	if !errors.Is(err, ErrBadSnapshot) {
+	if !errors.Is(err, shardapi.ErrBadSnapshot) {
 		t.Fatalf("over-long snapshot: got %v, want ErrBadSnapshot", err)
 	}
 	if endless.n > snapshotChunk {
@@ -173,7 +173,7 @@ func TestRestoreRefusesOverlongSnapshot(t *testing.T) {
 	lie = append(lie, 0xff, 0xff, 0xff, 0xff)
 	endless = &countingReader{}
 	err = f.Restore(nopCloser{io.MultiReader(bytes.NewReader(lie), endless)})
-	if !errors.Is(err, ErrBadSnapshot) || endless.n != 0 {
+	if !errors.Is(err, shardapi.ErrBadSnapshot) || endless.n != 0 {
 		t.Fatalf("lying header: got %v after %d more bytes", err, endless.n)
 	}
 	t.Logf("lying header refused: %v", err)
@@ -205,20 +205,20 @@ func TestHygieneRefusesOutliersAndCountsStreaks(t *testing.T) {
 			t.Fatalf("push %d refused: %s %s", i, r, d)
 		}
 	}
-	for range RepeatOffender {
-		if r, d := h.check("b", grad(100), 1, 10); r != ReasonOutlier {
+	for range shardapi.RepeatOffender {
+		if r, d := h.check("b", grad(100), 1, 10); r != shardapi.ReasonOutlier {
 			t.Fatalf("outlier: got %s %q", r, d)
 		}
 	}
 	if r, _ := h.check("b", grad(1), 0, 10); r != 0 {
 		t.Fatal("a zero-sample push is never an outlier")
 	}
-	if got := h.stats()["b"]; got.Outliers != RepeatOffender || got.Streak != 0 {
+	if got := h.stats()["b"]; got.Outliers != shardapi.RepeatOffender || got.Streak != 0 {
 		t.Fatalf("b: %+v", got)
 	}
 	nan := make([]float32, 8)
 	nan[2] = float32(math.Inf(1))
-	if r, _ := h.check("c", gradBytes(nan), 1, 0); r != ReasonNonFinite {
+	if r, _ := h.check("c", gradBytes(nan), 1, 0); r != shardapi.ReasonNonFinite {
 		t.Fatal("Inf accepted with the outlier check off")
 	}
 	if got := h.stats()["c"]; got.NonFinite != 1 || got.Streak != 1 {
@@ -250,7 +250,7 @@ func TestIdleWorkerStreamClosed(t *testing.T) {
 	}
 	start := time.Now()
 	s.SetReadDeadline(start.Add(10 * time.Second))
-	var rep reply
+	var rep shardapi.Reply
 	if _, err := s.RecvFrame(&rep); err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("idle stream: %v after %v", err, time.Since(start))
 	}

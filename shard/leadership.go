@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"dsspmesh/shardapi"
 	"fmt"
 	"sync"
 
@@ -12,12 +13,12 @@ import (
 // Configuration returns the shard's raft configuration as this replica
 // knows it. It waits for raft's main loop, so it fails once the replica is
 // shut down.
-func (r *Replica) Configuration() (Configuration, error) {
+func (r *Replica) Configuration() (shardapi.Configuration, error) {
 	f := r.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return Configuration{}, fmt.Errorf("shard %d: read configuration: %w", r.cfg.Shard, err)
+		return shardapi.Configuration{}, fmt.Errorf("shard %d: read configuration: %w", r.cfg.Shard, err)
 	}
-	var c Configuration
+	var c shardapi.Configuration
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage == raft.Voter {
 			c.Voters = append(c.Voters, mesh.NodeID(s.ID))

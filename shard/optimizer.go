@@ -1,14 +1,16 @@
 package shard
 
+import "dsspmesh/shardapi"
+
 import "math"
 
 // step applies one update of o with gradient g to theta (and velocity for
 // Momentum). The explicit float32 conversions round each product, which
 // stops the compiler from fusing multiply-adds on architectures that have
 // FMA: every replica must compute the same bits.
-func step(o Optimizer, theta, velocity, g []float32, lr float64) {
+func step(o shardapi.Optimizer, theta, velocity, g []float32, lr float64) {
 	lr32 := float32(lr)
-	if o.Kind == SGD {
+	if o.Kind == shardapi.SGD {
 		for i, gi := range g {
 			theta[i] -= float32(lr32 * gi)
 		}
@@ -26,10 +28,10 @@ func step(o Optimizer, theta, velocity, g []float32, lr float64) {
 // velocity, g, lr) would write a NaN or ±Inf into theta or velocity, or −1. It
 // repeats step's arithmetic, so the answer is exact and the same on every
 // replica.
-func firstNonFiniteStep(o Optimizer, theta, velocity, g []float32, lr float64) int {
+func firstNonFiniteStep(o shardapi.Optimizer, theta, velocity, g []float32, lr float64) int {
 	lr32 := float32(lr)
 	bad := func(x float32) bool { return math.Float32bits(x)&0x7f800000 == 0x7f800000 }
-	if o.Kind == SGD {
+	if o.Kind == shardapi.SGD {
 		for i, gi := range g {
 			if bad(theta[i] - float32(lr32*gi)) {
 				return i

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"dsspmesh/shardapi"
 	"errors"
 	"fmt"
 	"time"
@@ -12,9 +13,9 @@ import (
 // Read returns the shard's state after a barrier (leader only): the
 // barrier commits through a quorum, so a deposed leader cannot answer
 // with stale parameters, and waits until every earlier entry is applied.
-func (r *Replica) Read(ctx context.Context) (Slice, error) {
+func (r *Replica) Read(ctx context.Context) (shardapi.Slice, error) {
 	if !r.IsLeader() {
-		return Slice{}, r.notLeader()
+		return shardapi.Slice{}, r.notLeader()
 	}
 	timeout := r.cfg.ApplyTimeout
 	if d, ok := ctx.Deadline(); ok {
@@ -22,44 +23,44 @@ func (r *Replica) Read(ctx context.Context) (Slice, error) {
 	}
 	if err := r.raft.Barrier(timeout).Error(); err != nil {
 		if isLeadershipErr(err) {
-			return Slice{}, r.notLeader()
+			return shardapi.Slice{}, r.notLeader()
 		}
-		return Slice{}, fmt.Errorf("shard %d: read barrier: %w", r.cfg.Shard, err)
+		return shardapi.Slice{}, fmt.Errorf("shard %d: read barrier: %w", r.cfg.Shard, err)
 	}
 	s, ok := r.fsm.read()
 	if !ok {
-		return Slice{}, fmt.Errorf("shard %d: %w", r.cfg.Shard, ErrNotInitialized)
+		return shardapi.Slice{}, fmt.Errorf("shard %d: %w", r.cfg.Shard, shardapi.ErrNotInitialized)
 	}
 	s.Leader = r.cfg.ID
 	return s, nil
 }
 
 // read copies the applied state under the FSM's lock.
-func (f *FSM) read() (Slice, bool) {
+func (f *FSM) read() (shardapi.Slice, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if !f.initialized {
-		return Slice{}, false
+		return shardapi.Slice{}, false
 	}
-	return Slice{Shard: f.shard, Params: append([]float32(nil), f.theta...), Min: f.gate.Min(), Max: f.gate.Max(),
+	return shardapi.Slice{Shard: f.shard, Params: append([]float32(nil), f.theta...), Min: f.gate.Min(), Max: f.gate.Max(),
 		Index: f.lastIndex, Samples: f.samples}, true
 }
 
 // handleRead answers an opRead on the replica's RPC channel; the barrier
 // may take a round trip, so it runs on its own goroutine.
-func (s *service) handleRead(c *workerConn, req request) {
+func (s *service) handleRead(c *workerConn, req shardapi.Request) {
 	sl, err := s.r.Read(s.r.ctx)
-	var nl *NotLeaderError
+	var nl *shardapi.NotLeaderError
 	switch {
 	case errors.As(err, &nl):
 		s.cnt.notLeader.Add(1)
-		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusNotLeader, Leader: string(nl.Leader)}, nil)
-	case errors.Is(err, ErrNotInitialized):
-		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusRejected, Reason: ReasonNotInitialized, Detail: err.Error()}, nil)
+		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyNotLeader, Leader: string(nl.Leader)}, nil)
+	case errors.Is(err, shardapi.ErrNotInitialized):
+		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyRejected, Reason: shardapi.ReasonNotInitialized, Detail: err.Error()}, nil)
 	case err != nil:
-		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusError, Detail: err.Error()}, nil)
+		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
 	default:
-		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusOK,
+		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyOK,
 			Clock: sl.Min, Max: sl.Max, Index: sl.Index, Samples: sl.Samples}, mesh.AppendFloat32s(nil, sl.Params))
 	}
 }

@@ -17,7 +17,7 @@ func TestReadIsLinearizable(t *testing.T) {
 	const n = 16
 	c := newCluster(t, 6)
 	ids := nodeIDs(3)
-	spec := Spec{Shard: 6, Len: n, Policy: "ssp:3", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: 6, Len: n, Policy: "ssp:3", Optimizer: shardapi.DefaultOptimizer()}
 
 	early := c.client("reader-early", ids[:1])
 	c.start(ids[0])
@@ -30,7 +30,7 @@ func TestReadIsLinearizable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_, err := early.Read(ctx)
 	cancel()
-	if !errors.Is(err, ErrNotInitialized) {
+	if !errors.Is(err, shardapi.ErrNotInitialized) {
 		t.Fatalf("read before Init: %v, want ErrNotInitialized", err)
 	}
 	if err := l.Init(context.Background(), spec, make([]float32, n)); err != nil {

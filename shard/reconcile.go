@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"dsspmesh/shardapi"
 	"fmt"
 	"slices"
 	"time"
@@ -25,7 +26,7 @@ func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bo
 		return false, r.notLeader()
 	}
 	if !r.reconfig.TryLock() {
-		return false, ErrReconfigActive
+		return false, shardapi.ErrReconfigActive
 	}
 	defer r.reconfig.Unlock()
 	f := r.raft.GetConfiguration()
@@ -125,11 +126,11 @@ func (r *Replica) probe(ctx context.Context, id mesh.NodeID) (uint64, error) {
 		return 0, err
 	}
 	defer s.Close()
-	if err := s.SendFrame(request{Op: opStatus, Worker: "reconcile"}, nil); err != nil {
+	if err := s.SendFrame(shardapi.Request{Op: shardapi.OpStatus, Worker: "reconcile"}, nil); err != nil {
 		return 0, err
 	}
 	s.SetReadDeadline(time.Now().Add(r.cfg.ApplyTimeout))
-	var rep reply
+	var rep shardapi.Reply
 	if _, err := s.RecvFrame(&rep); err != nil {
 		return 0, err
 	}

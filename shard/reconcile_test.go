@@ -18,7 +18,7 @@ func TestReconcileReplacesLeader(t *testing.T) {
 	const n = 16
 	c := newCluster(t, 7)
 	ids := nodeIDs(4)
-	spec := Spec{Shard: 7, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: 7, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
 	c.boot(ids[:3], spec, make([]float32, n))
 	runWorkers(t, c, ids[:3], []clock.WorkerID{"a", "b"}, 10, n, nil)
 	c.start(ids[3])

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"dsspmesh/shardapi"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +35,7 @@ type Deps struct {
 	Clock  WallClock
 	Logger *slog.Logger
 	// Observer, if set, sees every applied entry (see NewFSM).
-	Observer func(Applied)
+	Observer func(shardapi.Applied)
 	// OnLeader, if set, is called each time this replica becomes leader,
 	// once per term, with the term it leads. It runs on the replica's
 	// leadership watcher, one call at a time, and must not block.
@@ -167,7 +168,7 @@ func (r *Replica) Bootstrap(voters []mesh.NodeID) error {
 }
 
 // Init proposes the shard's spec and initial parameters (leader only).
-func (r *Replica) Init(ctx context.Context, spec Spec, theta []float32) error {
+func (r *Replica) Init(ctx context.Context, spec shardapi.Spec, theta []float32) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
@@ -219,9 +220,9 @@ func (r *Replica) RemoveWorker(ctx context.Context, w clock.WorkerID) error {
 
 // propose applies b through raft and waits for its Apply. An error other
 // than *NotLeaderError before the call reached raft is ambiguous.
-func (r *Replica) propose(ctx context.Context, b []byte) (Applied, error) {
+func (r *Replica) propose(ctx context.Context, b []byte) (shardapi.Applied, error) {
 	if r.raft.State() != raft.Leader {
-		return Applied{}, r.notLeader()
+		return shardapi.Applied{}, r.notLeader()
 	}
 	f := r.raft.Apply(b, r.cfg.ApplyTimeout)
 	done := make(chan error, 1)
@@ -230,13 +231,13 @@ func (r *Replica) propose(ctx context.Context, b []byte) (Applied, error) {
 	case err := <-done:
 		if err != nil {
 			if isLeadershipErr(err) {
-				return Applied{}, fmt.Errorf("%w (outcome unknown: %v)", r.notLeader(), err)
+				return shardapi.Applied{}, fmt.Errorf("%w (outcome unknown: %v)", r.notLeader(), err)
 			}
-			return Applied{}, fmt.Errorf("shard %d: apply: %w", r.cfg.Shard, err)
+			return shardapi.Applied{}, fmt.Errorf("shard %d: apply: %w", r.cfg.Shard, err)
 		}
-		return f.Response().(Applied), nil
+		return f.Response().(shardapi.Applied), nil
 	case <-ctx.Done():
-		return Applied{}, fmt.Errorf("shard %d: apply (outcome unknown): %w", r.cfg.Shard, ctx.Err())
+		return shardapi.Applied{}, fmt.Errorf("shard %d: apply (outcome unknown): %w", r.cfg.Shard, ctx.Err())
 	}
 }
 
@@ -245,9 +246,9 @@ func isLeadershipErr(err error) bool {
 		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown)
 }
 
-func (r *Replica) notLeader() *NotLeaderError {
+func (r *Replica) notLeader() *shardapi.NotLeaderError {
 	_, id := r.raft.LeaderWithID()
-	return &NotLeaderError{Shard: r.cfg.Shard, Leader: mesh.NodeID(id)}
+	return &shardapi.NotLeaderError{Shard: r.cfg.Shard, Leader: mesh.NodeID(id)}
 }
 
 // IsLeader reports whether this replica leads the shard now.
@@ -263,9 +264,9 @@ func (r *Replica) Leader() mesh.NodeID {
 func (r *Replica) FSM() *FSM { return r.fsm }
 
 // Status returns the replica's view for metrics and /status.
-func (r *Replica) Status() ReplicaStatus {
+func (r *Replica) Status() shardapi.ReplicaStatus {
 	_, leader := r.raft.LeaderWithID()
-	return ReplicaStatus{
+	return shardapi.ReplicaStatus{
 		Status: r.fsm.Status(), ID: r.cfg.ID, State: r.raft.State().String(), Term: r.raft.CurrentTerm(),
 		Leader: mesh.NodeID(leader), Held: r.svc.heldCount(), Service: r.svc.stats(), LastIndex: r.raft.LastIndex(),
 	}

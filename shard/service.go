@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"dsspmesh/shardapi"
 	"errors"
 	"fmt"
 	"sync"
@@ -40,7 +41,7 @@ type workerConn struct {
 	sendMu sync.Mutex
 }
 
-func (c *workerConn) send(h reply, payload []byte) {
+func (c *workerConn) send(h shardapi.Reply, payload []byte) {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	if err := c.s.SendFrame(h, payload); err != nil {
@@ -50,7 +51,7 @@ func (c *workerConn) send(h reply, payload []byte) {
 
 type pending struct {
 	c    *workerConn
-	req  request
+	req  shardapi.Request
 	grad []byte
 	recv int64
 }
@@ -98,9 +99,9 @@ func (s *service) stop() {
 	}
 }
 
-func (s *service) stats() ServiceStats {
+func (s *service) stats() shardapi.ServiceStats {
 	c := &s.cnt
-	return ServiceStats{Requests: c.requests.Load(), Batches: c.batches.Load(), ProposedPushes: c.proposed.Load(),
+	return shardapi.ServiceStats{Requests: c.requests.Load(), Batches: c.batches.Load(), ProposedPushes: c.proposed.Load(),
 		Rejected: c.rejected.Load(), NotLeader: c.notLeader.Load(), Held: c.held.Load(), Acked: c.acked.Load(),
 		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats()}
 }
@@ -153,7 +154,7 @@ func (s *service) serve(c *workerConn) {
 			c.s.SetMaxPayload(4 * n)
 		}
 		c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
-		var req request
+		var req shardapi.Request
 		payload, err := c.s.RecvFrame(&req)
 		if err != nil {
 			if s.r.ctx.Err() == nil && !errors.Is(err, mesh.ErrClosed) {
@@ -166,40 +167,40 @@ func (s *service) serve(c *workerConn) {
 		// Every peer acts only as itself: a worker's requests name the
 		// node its TLS certificate authenticates, so no key holder can
 		// push, join or leave under another id.
-		if (req.Op == opPush || req.Op == opAddWorker || req.Op == opRemoveWorker) && req.Worker != clock.WorkerID(c.s.Peer()) {
-			s.reject(c, req, ReasonNotPeer, fmt.Sprintf("request names worker %q but the stream is authenticated as %q", req.Worker, c.s.Peer()))
+		if (req.Op == shardapi.OpPush || req.Op == shardapi.OpAddWorker || req.Op == shardapi.OpRemoveWorker) && req.Worker != clock.WorkerID(c.s.Peer()) {
+			s.reject(c, req, shardapi.ReasonNotPeer, fmt.Sprintf("request names worker %q but the stream is authenticated as %q", req.Worker, c.s.Peer()))
 			continue
 		}
 		switch req.Op {
-		case opPush:
+		case shardapi.OpPush:
 			s.handlePush(c, req, payload)
-		case opAddWorker, opRemoveWorker:
+		case shardapi.OpAddWorker, shardapi.OpRemoveWorker:
 			s.r.wg.Add(1)
 			go func() { defer s.r.wg.Done(); s.handleMembership(c, req) }()
-		case opRead:
+		case shardapi.OpRead:
 			s.r.wg.Add(1)
 			go func() { defer s.r.wg.Done(); s.handleRead(c, req) }()
-		case opStatus:
-			c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusOK, Index: s.r.fsm.AppliedIndex()}, nil)
+		case shardapi.OpStatus:
+			c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyOK, Index: s.r.fsm.AppliedIndex()}, nil)
 		default:
-			s.reject(c, req, ReasonBadRequest, "unknown op")
+			s.reject(c, req, shardapi.ReasonBadRequest, "unknown op")
 		}
 	}
 }
 
-func (s *service) handlePush(c *workerConn, req request, grad []byte) {
+func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 	recv := s.r.deps.Clock.Now().UnixNano()
 	if s.r.raft.State() != raft.Leader {
 		s.sendNotLeader(c, req)
 		return
 	}
 	if req.Worker == "" || req.Iter < 0 || req.Samples < 0 || req.ComputeNs < 0 {
-		s.reject(c, req, ReasonBadRequest, "empty worker or negative field")
+		s.reject(c, req, shardapi.ReasonBadRequest, "empty worker or negative field")
 		return
 	}
 	n, factor := s.r.fsm.pushLimits()
 	if n > 0 && len(grad) != 4*n {
-		s.reject(c, req, ReasonBadLength, fmt.Sprintf("%d gradient bytes, the shard has %d parameters", len(grad), n))
+		s.reject(c, req, shardapi.ReasonBadLength, fmt.Sprintf("%d gradient bytes, the shard has %d parameters", len(grad), n))
 		return
 	}
 	if reason, detail := s.hyg.check(req.Worker, grad, req.Samples, factor); reason != 0 && !faults.On(faults.SkipNonFinite) {
@@ -224,7 +225,7 @@ func (s *service) handlePush(c *workerConn, req request, grad []byte) {
 
 // settle answers (or holds) req from the applied state; it returns true if
 // the push is not applied yet.
-func (s *service) settle(c *workerConn, req request) bool {
+func (s *service) settle(c *workerConn, req shardapi.Request) bool {
 	s.mu.Lock()
 	st, params := s.r.fsm.replyFor(req.Worker, req.Iter, nil)
 	k := heldKey{c: c, w: req.Worker, iter: req.Iter}
@@ -242,26 +243,26 @@ func (s *service) settle(c *workerConn, req request) bool {
 		if !already {
 			s.cnt.held.Add(1)
 		}
-		c.send(reply{Op: opPush, Worker: req.Worker, Iter: req.Iter, Status: statusHeld}, nil)
+		c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyHeld}, nil)
 	case replyUnknown:
-		s.reject(c, req, ReasonUnknownWorker, "worker not in the clock table")
+		s.reject(c, req, shardapi.ReasonUnknownWorker, "worker not in the clock table")
 	}
 	return false
 }
 
-func (s *service) ok(c *workerConn, req request, params []byte) {
+func (s *service) ok(c *workerConn, req shardapi.Request, params []byte) {
 	s.cnt.acked.Add(1)
-	c.send(reply{Op: opPush, Worker: req.Worker, Iter: req.Iter, Status: statusOK}, params)
+	c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyOK}, params)
 }
 
-func (s *service) reject(c *workerConn, req request, reason Reason, detail string) {
+func (s *service) reject(c *workerConn, req shardapi.Request, reason shardapi.Reason, detail string) {
 	s.cnt.rejected.Add(1)
-	c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusRejected, Reason: reason, Detail: detail}, nil)
+	c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyRejected, Reason: reason, Detail: detail}, nil)
 }
 
-func (s *service) sendNotLeader(c *workerConn, req request) {
+func (s *service) sendNotLeader(c *workerConn, req shardapi.Request) {
 	s.cnt.notLeader.Add(1)
-	c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusNotLeader, Leader: string(s.r.Leader())}, nil)
+	c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyNotLeader, Leader: string(s.r.Leader())}, nil)
 }
 
 // proposer batches queued pushes into entries. It takes an in-flight slot
@@ -298,7 +299,7 @@ func (s *service) proposer() {
 		if err != nil {
 			<-s.slots
 			for _, p := range batch {
-				s.reject(p.c, p.req, ReasonBadRequest, err.Error())
+				s.reject(p.c, p.req, shardapi.ReasonBadRequest, err.Error())
 			}
 			continue
 		}
@@ -328,24 +329,24 @@ func (s *service) completer() {
 				if isLeadershipErr(err) {
 					s.sendNotLeader(p.c, p.req)
 				} else {
-					p.c.send(reply{Op: opPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: statusError, Detail: err.Error()}, nil)
+					p.c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
 				}
 			}
 			continue
 		}
-		a, _ := fl.f.Response().(Applied)
+		a, _ := fl.f.Response().(shardapi.Applied)
 		for i, p := range fl.batch {
 			if len(a.Pushes) != len(fl.batch) {
-				p.c.send(reply{Op: opPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: statusError, Detail: "entry not applied"}, nil)
+				p.c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: shardapi.ReplyError, Detail: "entry not applied"}, nil)
 				continue
 			}
-			var rej *RejectError
+			var rej *shardapi.RejectError
 			if errors.As(a.Pushes[i].Err, &rej) {
 				s.reject(p.c, p.req, rej.Reason, rej.Detail)
 				continue
 			}
 			if s.settle(p.c, p.req) {
-				p.c.send(reply{Op: opPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: statusError, Detail: "push applied but clock did not advance"}, nil)
+				p.c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: shardapi.ReplyError, Detail: "push applied but clock did not advance"}, nil)
 			}
 		}
 	}
@@ -385,14 +386,14 @@ func (s *service) reevaluate() {
 	}
 	s.mu.Unlock()
 	for _, o := range outs {
-		req := request{Op: opPush, Worker: o.k.w, Iter: o.k.iter}
+		req := shardapi.Request{Op: shardapi.OpPush, Worker: o.k.w, Iter: o.k.iter}
 		switch o.st {
 		case replyOK:
 			s.ok(o.k.c, req, o.params)
 		case replyUnknown:
-			s.reject(o.k.c, req, ReasonUnknownWorker, "worker removed while its push was held")
+			s.reject(o.k.c, req, shardapi.ReasonUnknownWorker, "worker removed while its push was held")
 		default:
-			o.k.c.send(reply{Op: opPush, Worker: o.k.w, Iter: o.k.iter, Status: statusError, Detail: "held push no longer applied"}, nil)
+			o.k.c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: o.k.w, Iter: o.k.iter, Status: shardapi.ReplyError, Detail: "held push no longer applied"}, nil)
 		}
 	}
 }
@@ -409,33 +410,33 @@ func (s *service) keepAlive() {
 	}
 	s.mu.Unlock()
 	for _, k := range keys {
-		req := request{Op: opPush, Worker: k.w, Iter: k.iter}
+		req := shardapi.Request{Op: shardapi.OpPush, Worker: k.w, Iter: k.iter}
 		if leading {
 			k.c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
-			k.c.send(reply{Op: opPush, Worker: k.w, Iter: k.iter, Status: statusHeld}, nil)
+			k.c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: k.w, Iter: k.iter, Status: shardapi.ReplyHeld}, nil)
 		} else {
 			s.sendNotLeader(k.c, req)
 		}
 	}
 }
 
-func (s *service) handleMembership(c *workerConn, req request) {
+func (s *service) handleMembership(c *workerConn, req shardapi.Request) {
 	var clk int64
 	var err error
-	if req.Op == opAddWorker {
+	if req.Op == shardapi.OpAddWorker {
 		clk, err = s.r.AddWorker(s.r.ctx, req.Worker, max(req.Iter, 0))
 	} else {
 		err = s.r.RemoveWorker(s.r.ctx, req.Worker)
 	}
-	var nl *NotLeaderError
+	var nl *shardapi.NotLeaderError
 	switch {
 	// Replies echo Iter (an AddWorker's from): the client matches on it.
 	case errors.As(err, &nl):
 		s.cnt.notLeader.Add(1)
-		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusNotLeader, Leader: string(nl.Leader)}, nil)
+		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyNotLeader, Leader: string(nl.Leader)}, nil)
 	case err != nil:
-		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusError, Detail: err.Error()}, nil)
+		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
 	default:
-		c.send(reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: statusOK, Clock: clk}, nil)
+		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyOK, Clock: clk}, nil)
 	}
 }

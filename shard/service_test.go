@@ -68,7 +68,7 @@ func TestClusterMatchesGateAndSerialReplay(t *testing.T) {
 	const n = 64
 	c := newCluster(t, 3)
 	ids := nodeIDs(3)
-	spec := Spec{Shard: 3, Len: n, Policy: "dssp:1:3", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: 3, Len: n, Policy: "dssp:1:3", Optimizer: shardapi.DefaultOptimizer()}
 	theta0 := gradFor("init", 0, n)
 	c.boot(ids, spec, theta0)
 	workers := []clock.WorkerID{"w1", "w2", "w3", "w4"}
@@ -103,10 +103,10 @@ func TestClusterMatchesGateAndSerialReplay(t *testing.T) {
 }
 
 // stripResults drops the error values (pointer identity differs per replica).
-func stripResults(log []Applied) []Applied {
-	out := make([]Applied, len(log))
+func stripResults(log []shardapi.Applied) []shardapi.Applied {
+	out := make([]shardapi.Applied, len(log))
 	for i, a := range log {
-		a.Pushes = append([]PushResult(nil), a.Pushes...)
+		a.Pushes = append([]shardapi.PushResult(nil), a.Pushes...)
 		for j := range a.Pushes {
 			if a.Pushes[j].Err != nil {
 				a.Pushes[j].Err = errors.New(a.Pushes[j].Err.Error())
@@ -124,7 +124,7 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 	const n = 8
 	c := newCluster(t, 4)
 	ids := nodeIDs(1)
-	spec := Spec{Shard: 4, Len: n, Policy: "bsp", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: 4, Len: n, Policy: "bsp", Optimizer: shardapi.DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	dead := c.client("dead", ids)
 	if _, err := dead.AddWorker(context.Background(), 0); err != nil {
@@ -168,8 +168,8 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 		}
 	}
 	_, err := dead.Push(context.Background(), 0, 1, 1, gradFor("dead", 0, n), nil)
-	var rej *RejectError
-	if !errors.As(err, &rej) || rej.Reason != ReasonUnknownWorker {
+	var rej *shardapi.RejectError
+	if !errors.As(err, &rej) || rej.Reason != shardapi.ReasonUnknownWorker {
 		t.Fatalf("push of removed worker: %v", err)
 	}
 	if dead.Held != 0 {
@@ -183,7 +183,7 @@ func TestRejectedOverTheWire(t *testing.T) {
 	const n = 8
 	c := newCluster(t, 5)
 	ids := nodeIDs(3)
-	spec := Spec{Shard: 5, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: 5, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
 	c.boot(ids, spec, make([]float32, n))
 	leader := c.waitLeader("")
 	// Order the replicas so the client tries a follower first.
@@ -202,15 +202,15 @@ func TestRejectedOverTheWire(t *testing.T) {
 	bad := []struct {
 		iter int64
 		g    []float32
-		want Reason
+		want shardapi.Reason
 	}{
-		{0, make([]float32, n-1), ReasonBadLength},
-		{0, []float32{0, 0, float32(posInf()), 0, 0, 0, 0, 0}, ReasonNonFinite},
-		{3, make([]float32, n), ReasonFuture},
+		{0, make([]float32, n-1), shardapi.ReasonBadLength},
+		{0, []float32{0, 0, float32(posInf()), 0, 0, 0, 0, 0}, shardapi.ReasonNonFinite},
+		{3, make([]float32, n), shardapi.ReasonFuture},
 	}
 	for _, b := range bad {
 		_, err := cl.Push(context.Background(), b.iter, 1, 1, b.g, nil)
-		var rej *RejectError
+		var rej *shardapi.RejectError
 		if !errors.As(err, &rej) || rej.Reason != b.want {
 			t.Fatalf("want %s, got %v", b.want, err)
 		}

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"dsspmesh/shardapi"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -30,14 +31,14 @@ const (
 )
 
 type snapshotHeader struct {
-	Initialized bool     `msgpack:"init"`
-	Spec        Spec     `msgpack:"spec"`
-	Samples     int64    `msgpack:"samples"`
-	Pushes      uint64   `msgpack:"pushes"`
-	Duplicates  uint64   `msgpack:"dups"`
-	Rejected    []uint64 `msgpack:"rejected"`
-	Gate        []byte   `msgpack:"gate"`
-	LastIndex   uint64   `msgpack:"index"`
+	Initialized bool          `msgpack:"init"`
+	Spec        shardapi.Spec `msgpack:"spec"`
+	Samples     int64         `msgpack:"samples"`
+	Pushes      uint64        `msgpack:"pushes"`
+	Duplicates  uint64        `msgpack:"dups"`
+	Rejected    []uint64      `msgpack:"rejected"`
+	Gate        []byte        `msgpack:"gate"`
+	LastIndex   uint64        `msgpack:"index"`
 }
 
 func (f *FSM) encodeLocked() ([]byte, error) {
@@ -66,7 +67,7 @@ func (f *FSM) encodeLocked() ([]byte, error) {
 // decodeLocked replaces the state with b's; on error nothing changed.
 func (f *FSM) decodeLocked(b []byte) error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("shard %d: %w: %s", f.shard, ErrBadSnapshot, fmt.Sprintf(format, args...))
+		return fmt.Errorf("shard %d: %w: %s", f.shard, shardapi.ErrBadSnapshot, fmt.Sprintf(format, args...))
 	}
 	pre := len(snapshotMagic) + 5
 	if len(b) < pre || string(b[:len(snapshotMagic)]) != snapshotMagic {
@@ -85,8 +86,8 @@ func (f *FSM) decodeLocked(b []byte) error {
 	}
 	body := b[pre+int(hl):]
 	// Older builds knew fewer reasons; their counters come first.
-	if len(h.Rejected) > int(numReasons)-1 {
-		return bad("%d rejection counters, this build knows %d", len(h.Rejected), int(numReasons)-1)
+	if len(h.Rejected) > int(shardapi.NumReasons)-1 {
+		return bad("%d rejection counters, this build knows %d", len(h.Rejected), int(shardapi.NumReasons)-1)
 	}
 	var theta, velocity []float32
 	var gate *clock.Gate
@@ -95,7 +96,7 @@ func (f *FSM) decodeLocked(b []byte) error {
 			return bad("%v", err)
 		}
 		n, vectors := h.Spec.Len, 1
-		if h.Spec.Optimizer.Kind == Momentum {
+		if h.Spec.Optimizer.Kind == shardapi.Momentum {
 			vectors = 2
 		}
 		// Check the size before allocating: Len comes from the snapshot.
@@ -121,7 +122,7 @@ func (f *FSM) decodeLocked(b []byte) error {
 	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
 	f.theta, f.velocity, f.gate = theta, velocity, gate
 	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
-	f.rejected = [numReasons]uint64{}
+	f.rejected = [shardapi.NumReasons]uint64{}
 	copy(f.rejected[1:], h.Rejected)
 	f.sum, f.cand, f.grad = nil, nil, nil
 	return nil
@@ -143,7 +144,7 @@ const snapshotChunk = 16 << 20
 // snapshot (bounded by maxShardLen) plus snapshotChunk.
 func readSnapshot(r io.Reader) ([]byte, error) {
 	bad := func(format string, args ...any) ([]byte, error) {
-		return nil, fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("%w: %s", shardapi.ErrBadSnapshot, fmt.Sprintf(format, args...))
 	}
 	pre := len(snapshotMagic) + 5
 	b := make([]byte, pre, pre+4096)
@@ -171,7 +172,7 @@ func readSnapshot(r io.Reader) ([]byte, error) {
 			return bad("%v", err)
 		}
 		body = 4 * h.Spec.Len
-		if h.Spec.Optimizer.Kind == Momentum {
+		if h.Spec.Optimizer.Kind == shardapi.Momentum {
 			body *= 2
 		}
 	}

@@ -219,7 +219,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 		return PushRate{}, err
 	}
 	floats := cfg.Payload / 4
-	spec := shard.Spec{Shard: shardID, Len: floats, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: shardID, Len: floats, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
 	// Init is ambiguous while leadership settles: retry on whichever
 	// replica leads until one reports the shard initialised.
 	var leader *shard.Replica
