@@ -100,6 +100,17 @@ func newCluster(t testing.TB, shard uint32) *cluster {
 
 func (c *cluster) resolve(id mesh.NodeID) (string, error) { return string(id), nil }
 
+// placed vouches for every replica the cluster runs, as the node's
+// placement does for a shard's replicas: a follower whose configuration
+// lags (it has not yet learnt of a voter the leader added) must still let
+// that voter in, or it could never be brought up to date by it.
+func (c *cluster) placed(id mesh.NodeID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.trs[id]
+	return ok
+}
+
 // start starts (or restarts) the replica on id.
 func (c *cluster) start(id mesh.NodeID) *Replica {
 	c.t.Helper()
@@ -113,7 +124,8 @@ func (c *cluster) start(id mesh.NodeID) *Replica {
 	}
 	l := &appliedLog{}
 	r, err := NewReplica(c.cfg(id), Deps{Transport: tr, Resolve: c.resolve, RaftTransport: rt, Stores: c.stores(id),
-		Clock: SystemClock{}, Logger: c.logger.With("node", id), Observer: l.add, OnLeader: l.led})
+		Clock: SystemClock{}, Logger: c.logger.With("node", id), Observer: l.add, OnLeader: l.led,
+		AllowRaftPeer: c.placed})
 	if err != nil {
 		c.t.Fatal(err)
 	}
