@@ -63,7 +63,7 @@ func NewMetrics(status func() Status) *Metrics {
 	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Retries, m.Evals, m.Refused,
 		m.PushSeconds, m.GateHoldSeconds, m.RaftApplySeconds, m.EvalSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&statusCollector{status: status})
+		&statusCollector{status: status}, libCollector{})
 	return m
 }
 

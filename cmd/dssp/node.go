@@ -51,6 +51,9 @@ peers it last saw.`,
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			// One node per process: memberlist's and raft's own counters
+			// (gossip bytes, heartbeats) can go on this node's /metrics.
+			node.CountLibraryTelemetry()
 			deps, err := assemble.Node(cfg, log)
 			if err != nil {
 				return err

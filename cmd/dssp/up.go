@@ -40,7 +40,8 @@ bootstraps the mesh; the others join it by seed and adopt its job.
 recover and the node to rejoin.`,
 		Example: `  dssp up
   dssp up --nodes 4 --paradigm dssp --s-lower 3 --r-max 12 --slowdown 1,1,1,3 --target-acc 0.97
-  dssp up --nodes 4 --chaos 30s --time-limit 5m`,
+  dssp up --nodes 4 --chaos 30s --time-limit 5m
+  dssp up --nodes 32 --workers 4 --target-acc 0 --time-limit 2m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -76,6 +77,10 @@ recover and the node to rejoin.`,
 			for _, line := range res.Summary() {
 				fmt.Fprintln(out, "chaos:", line)
 			}
+			fmt.Fprintln(out, "peak resident memory per node:")
+			for _, line := range res.PeakRSSLines() {
+				fmt.Fprintln(out, " ", line)
+			}
 			fmt.Fprintf(out, "wall time %s; report in %s/ (workers.csv, accuracy.csv, accuracy.png, clocks.png, model.safetensors)\n", res.Elapsed.Round(100*time.Millisecond), res.ReportDir)
 			if mm := res.ModelMeta; mm != nil {
 				fmt.Fprintf(out, "model %s: %s at clock %d (%s)", res.Model, mm.Model, mm.Clock, mm.Source)
@@ -94,6 +99,7 @@ recover and the node to rejoin.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "node processes to start")
+	f.IntVar(&cfg.Workers, "workers", 0, "how many of the nodes train (the first ones); the rest only host shards and load no dataset (0: every node trains)")
 	f.StringVar(&cfg.Dir, "dir", "", "run folder for data dirs, logs and the mesh key (default: a temporary folder, removed afterwards)")
 	f.StringVar(&cfg.ReportDir, "report", cfg.ReportDir, "folder for the CSV files and PNG plots")
 	f.StringVar(&slowdown, "slowdown", "", "per-node compute slowdown factors, cycled (1,1,1,3: the 4th node is 3x slower)")

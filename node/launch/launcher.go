@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -24,8 +25,12 @@ import (
 
 // Config is one `dssp up` run.
 type Config struct {
-	Binary    string    // the dssp binary to start (os.Executable())
-	Nodes     int       // how many node processes
+	Binary string // the dssp binary to start (os.Executable())
+	Nodes  int    // how many node processes
+	// Workers is how many of the nodes train (the first Workers, the
+	// bootstrap node included); the others only host shards (--train=false)
+	// and never load the dataset. 0 means every node trains.
+	Workers   int
 	Dir       string    // run folder (data dirs, logs, key); "" = a temp folder removed at the end
 	ReportDir string    // where the CSV and plots go
 	Slowdown  []float64 // per-node --slowdown, cycled; nil = all 1
@@ -57,6 +62,8 @@ func (c Config) Validate() error {
 		return errors.New("up: no dssp binary to start")
 	case c.Nodes < 1 || c.Nodes > 64:
 		return fmt.Errorf("--nodes %d outside 1..64", c.Nodes)
+	case c.Workers < 0 || c.Workers > c.Nodes:
+		return fmt.Errorf("--workers %d outside 0..%d (--nodes; 0: every node trains)", c.Workers, c.Nodes)
 	case c.TargetAcc < 0 || c.TargetAcc > 1:
 		return fmt.Errorf("--target-acc %g outside [0,1]", c.TargetAcc)
 	case c.TimeLimit <= 0:
@@ -93,6 +100,17 @@ type Proc struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // why it exited, valid once exited is closed
+}
+
+// Trains reports whether node p runs a worker (false: it only hosts shards).
+func (p *Proc) Trains() bool { return !slices.Contains(p.args, "--train=false") }
+
+// Pid is the running process's id, 0 when it is not running.
+func (p *Proc) Pid() int {
+	if !p.Alive() {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
 
 // Alive reports whether the process is running.

@@ -68,6 +68,37 @@ type Result struct {
 	// none could be fetched), ModelMeta what it says.
 	Model     string
 	ModelMeta *modelfile.Meta
+	// PeakRSS is each node's highest resident memory (Linux's VmHWM) seen
+	// while it ran, the largest over its restarts; Trains whether it ran a
+	// worker. 0 where /proc could not be read.
+	PeakRSS []int64
+	Trains  []bool
+}
+
+// PeakRSSLines lists each node's peak resident memory, one line per node,
+// then one line with the largest and the mean per role.
+func (r *Result) PeakRSSLines() []string {
+	var out []string
+	var sum, n [2]int64
+	var top [2]int64
+	for i, b := range r.PeakRSS {
+		role, k := "hosts shards", 0
+		if r.Trains[i] {
+			role, k = "trains, hosts shards", 1
+		}
+		out = append(out, fmt.Sprintf("node%-2d %5s MiB  (%s)", i, MiB(b), role))
+		if b > 0 {
+			sum[k] += b
+			n[k]++
+			top[k] = max(top[k], b)
+		}
+	}
+	for k, role := range []string{"host-only", "training"} {
+		if n[k] > 0 {
+			out = append(out, fmt.Sprintf("%d %s nodes: peak RSS mean %s MiB, max %s MiB", n[k], role, MiB(sum[k]/n[k]), MiB(top[k])))
+		}
+	}
+	return out
 }
 
 // Run starts the mesh, watches it until the target, the time limit or ctx,
@@ -90,6 +121,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 		return nil, err
 	}
 	for i := range m.Procs {
+		if cfg.Workers > 0 && i >= cfg.Workers {
+			m.AddArgs(i, "--train=false")
+		}
 		if len(cfg.Slowdown) > 0 {
 			m.AddArgs(i, "--slowdown", strconv.FormatFloat(cfg.Slowdown[i%len(cfg.Slowdown)], 'g', -1, 64))
 		}
@@ -99,7 +133,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 	defer m.Stop(10 * time.Second)
 
 	out := cfg.Out
-	fmt.Fprintf(out, "starting %d dssp nodes on loopback in %s (logs: node*.log)\n", cfg.Nodes, dir)
+	trainers := cfg.Nodes
+	if cfg.Workers > 0 {
+		trainers = cfg.Workers
+	}
+	fmt.Fprintf(out, "starting %d dssp nodes on loopback in %s (logs: node*.log); %d train, %d only host shards\n", cfg.Nodes, dir, trainers, cfg.Nodes-trainers)
 	if err := m.Start(0); err != nil {
 		return nil, err
 	}
@@ -113,11 +151,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 		}
 	}
 	w := &watcher{cfg: cfg, mesh: m, start: time.Now(), view: newView(out), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed))}
+	w.res.PeakRSS = make([]int64, cfg.Nodes)
+	for _, p := range m.Procs {
+		w.res.Trains = append(w.res.Trains, p.Trains())
+	}
 	res, err := w.loop(ctx)
 	if err != nil {
 		return res, err
 	}
 	model, meta := w.finalModel()
+	w.sampleRSS()
 	m.Stop(10 * time.Second)
 	if err := WriteReport(cfg.ReportDir, res); err != nil {
 		return res, err
@@ -221,6 +264,7 @@ func (w *watcher) loop(ctx context.Context) (*Result, error) {
 		}
 		now := time.Now()
 		statuses := w.poll(ctx)
+		w.sampleRSS()
 		w.record(now, statuses)
 		w.chaos(now, statuses)
 		w.view.render(w, now, statuses)
@@ -248,6 +292,17 @@ func (w *watcher) loop(ctx context.Context) (*Result, error) {
 }
 
 func (w *watcher) finish() { w.res.Elapsed = time.Since(w.start) }
+
+// sampleRSS keeps each running node's peak resident memory. A process's
+// VmHWM is its own peak so far, so the largest reading over the run (and
+// over restarts, which start a new process) is the node's peak.
+func (w *watcher) sampleRSS() {
+	for i, p := range w.mesh.Procs {
+		if s, ok := p.Stat(); ok {
+			w.res.PeakRSS[i] = max(w.res.PeakRSS[i], s.PeakRSS)
+		}
+	}
+}
 
 func (w *watcher) poll(ctx context.Context) []*node.Status {
 	out := make([]*node.Status, len(w.mesh.Procs))
@@ -439,7 +494,7 @@ func (v *view) render(wt *watcher, now time.Time, st []*node.Status) {
 			continue
 		}
 		if s.Worker == nil {
-			fmt.Fprintf(&b, "  node%-2d %-14s %s (not training)\n", i, s.Node, s.Phase)
+			fmt.Fprintf(&b, "  node%-2d %-14s %s (hosts shards, not training)  peak rss %s MiB\n", i, s.Node, s.Phase, MiB(wt.res.PeakRSS[i]))
 			continue
 		}
 		wk := s.Worker
@@ -449,9 +504,9 @@ func (v *view) render(wt *watcher, now time.Time, st []*node.Status) {
 		if t := wk.ComputeSeconds + wk.WaitSeconds; t > 0 {
 			wait = 100 * wk.WaitSeconds / t
 		}
-		fmt.Fprintf(&b, "  node%-2d %-14s %s%s iter %6d  %6.1f it/s  wait %4.1f%%  loss %.3f  %s\n",
+		fmt.Fprintf(&b, "  node%-2d %-14s %s%s iter %6d  %6.1f it/s  wait %4.1f%%  loss %.3f  %s  peak rss %s MiB\n",
 			i, s.Node, strings.Repeat("█", filled), strings.Repeat("·", width-filled),
-			wk.Iter, wk.ItersPerSec, wait, wk.Loss, s.Phase)
+			wk.Iter, wk.ItersPerSec, wait, wk.Loss, s.Phase, MiB(wt.res.PeakRSS[i]))
 	}
 	for _, ev := range wt.res.Chaos {
 		fmt.Fprintf(&b, "  chaos: %s\n", ev.summary())
