@@ -4,6 +4,13 @@
 // worker loop; evaluation of the global parameters; and HTTP (/metrics,
 // /status, the dashboard).
 //
+// A node started with --train=false only hosts shards: it loads the model
+// (for its size and initial θ) but no dataset and runs no worker.
+// [CountLibraryTelemetry] (called by dssp node, once per process) counts
+// memberlist's gossip bytes and raft's answered heartbeats from their
+// go-metrics calls into /metrics (dssp_gossip_sent_bytes_total,
+// dssp_raft_heartbeats_total), the per-node costs dssp bench scale reads.
+//
 // # Lifecycle
 //
 // A node is assembled from [Deps]: its data directory, a mesh.Transport, a

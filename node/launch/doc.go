@@ -7,7 +7,10 @@
 // With chaos on it kills a random non-bootstrap node with SIGKILL every
 // period, restarts it on the same data directory and ports, and measures
 // how long the survivors take to train again and the restarted node to
-// rejoin.
+// rejoin. With Workers K only the first K nodes train; the others run
+// with --train=false and only host shards (no dataset is loaded). Each
+// node's peak resident memory (Linux's VmHWM, read from /proc by
+// [ReadProcStat]) is sampled at every poll and reported at the end.
 //
 // # Contract
 //
