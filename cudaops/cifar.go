@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // CIFAR-10 binary format: records of one label byte (0..9) followed by
@@ -23,7 +24,8 @@ var (
 )
 
 // ReadCIFAR10 decodes one CIFAR-10 binary batch; name goes into errors,
-// which are *FormatError. Pixels are scaled to [0, 1].
+// which are *FormatError. Pixels are kept as bytes and read scaled to
+// [0, 1] (see [Memory]).
 func ReadCIFAR10(r io.Reader, name string) (*Memory, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxCIFARRecords*cifarRecord+1))
 	if err != nil {
@@ -37,20 +39,26 @@ func ReadCIFAR10(r io.Reader, name string) (*Memory, error) {
 	case len(data)%cifarRecord != 0:
 		return nil, &FormatError{File: name, Reason: fmt.Sprintf("truncated: %d bytes is not a whole number of %d-byte records", len(data), cifarRecord)}
 	}
+	x, y, err := cifarRecords(data, name, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return NewBytes(x, y, []int{3, 32, 32}, 10)
+}
+
+// cifarRecords appends the pixels and labels of data's records to x and y.
+func cifarRecords(data []byte, name string, x []byte, y []int) ([]byte, []int, error) {
 	n := len(data) / cifarRecord
-	x := make([]float32, n*cifarPixels)
-	y := make([]int, n)
+	x, y = slices.Grow(x, n*cifarPixels), slices.Grow(y, n)
 	for i := range n {
 		rec := data[i*cifarRecord : (i+1)*cifarRecord]
 		if rec[0] > 9 {
-			return nil, &FormatError{File: name, Reason: fmt.Sprintf("label %d of record %d outside 0..9", rec[0], i)}
+			return nil, nil, &FormatError{File: name, Reason: fmt.Sprintf("label %d of record %d outside 0..9", rec[0], i)}
 		}
-		y[i] = int(rec[0])
-		for j, b := range rec[1:] {
-			x[i*cifarPixels+j] = float32(b) / 255
-		}
+		y = append(y, int(rec[0]))
+		x = append(x, rec[1:]...)
 	}
-	return NewMemory(x, y, []int{3, 32, 32}, 10)
+	return x, y, nil
 }
 
 // LoadCIFAR10 reads the five training batches and the test batch from dir
@@ -66,7 +74,10 @@ func LoadCIFAR10(dir string) (train, test *Memory, err error) {
 }
 
 func readCIFARFiles(dir string, names []string) (*Memory, error) {
-	var all *Memory
+	var (
+		x []byte
+		y []int
+	)
 	for _, name := range names {
 		p := filepath.Join(dir, name)
 		f, err := os.Open(p)
@@ -78,12 +89,10 @@ func readCIFARFiles(dir string, names []string) (*Memory, error) {
 		if err != nil {
 			return nil, err
 		}
-		if all == nil {
-			all = m
-			continue
+		x = append(x, m.b...)
+		for _, l := range m.y {
+			y = append(y, int(l))
 		}
-		all.X = append(all.X, m.X...)
-		all.Y = append(all.Y, m.Y...)
 	}
-	return all, nil
+	return NewBytes(x, y, []int{3, 32, 32}, 10)
 }

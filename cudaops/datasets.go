@@ -37,20 +37,15 @@ func LoadDataset(name, dir string) (train, test *Memory, err error) {
 		if name == "synthetic-cifar" {
 			cfg.Shape = []int{3, 32, 32}
 		}
-		cfg.Samples = 10000
-		if train, err = NewSynthetic(cfg); err != nil {
-			return nil, nil, err
-		}
-		// Same seed, so the same class means; more samples, so the test
-		// set's first 10000 draws repeat the training set and the rest do not.
+		// One draw of 12000 samples held once: its first 10000 are the
+		// training set (exactly what a draw of 10000 with the same seed
+		// gives), the other 2000 the test set, from the same class means.
 		cfg.Samples = 12000
 		all, err := NewSynthetic(cfg)
 		if err != nil {
 			return nil, nil, err
 		}
-		size := prod(cfg.Shape)
-		test, err = NewMemory(all.X[10000*size:], all.Y[10000:], cfg.Shape, cfg.Classes)
-		return train, test, err
+		return all.slice(0, 10000), all.slice(10000, 12000), nil
 	}
 	return nil, nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownDataset, name, DatasetNames())
 }

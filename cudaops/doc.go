@@ -41,4 +41,12 @@
 // deterministic partition of a dataset and a deterministic per-epoch shuffle
 // of it. Corrupt or truncated files give a *[FormatError] naming the file and
 // the problem; they never panic.
+//
+// Image sets are held as the files' bytes ([NewBytes]: MNIST's 60000
+// training images are 47 MB, not the 188 MB of float32) and a sample is
+// converted to float32 when it is read, value = float32(b) / 255: the same
+// float, bit for bit, that a conversion of the whole set at load would
+// store, so training and evaluation do not change. Synthetic sets are
+// float32 ([NewMemory]). A [Memory] is read-only after it is made and safe
+// for concurrent Sample calls.
 package cudaops

@@ -39,6 +39,9 @@ type IDX struct {
 // 47M), so a forged header cannot make it allocate gigabytes.
 const maxIDXElements = 1 << 28
 
+// maxIDXPrealloc is the most ReadIDX allocates on the header's word alone.
+const maxIDXPrealloc = 64 << 20
+
 var errIDXTruncated = errors.New("truncated")
 
 // ReadIDX decodes an IDX stream. Errors describe the problem without a file
@@ -74,12 +77,16 @@ func ReadIDX(r io.Reader) (*IDX, error) {
 		}
 		total *= dims[i]
 	}
-	// ReadAll grows as data arrives, so a header promising more than the
-	// stream holds costs only what the stream holds.
-	data, err := io.ReadAll(io.LimitReader(r, int64(total)+1))
-	if err != nil {
+	// The buffer is sized from the header up to maxIDXPrealloc, so MNIST's
+	// 47 MB are read into one allocation of their size (io.ReadAll's
+	// doubling would hold up to twice that while loading); beyond it, it
+	// grows as data arrives, so a header promising more than the stream
+	// holds costs at most maxIDXPrealloc more than the stream holds.
+	buf := bytes.NewBuffer(make([]byte, 0, min(total, maxIDXPrealloc)+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(r, int64(total)+1)); err != nil {
 		return nil, fmt.Errorf("data: %w", err)
 	}
+	data := buf.Bytes()
 	switch {
 	case len(data) < total:
 		return nil, fmt.Errorf("data %w: %d of %d bytes for dimensions %v", errIDXTruncated, len(data), total, dims)

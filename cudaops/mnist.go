@@ -76,8 +76,8 @@ func mnistPath(dir, stem string) (string, error) {
 }
 
 // LoadMNIST reads the MNIST training and test sets from dir (plain or
-// gzipped IDX files with the standard names). Pixels are scaled to [0, 1];
-// samples are [1 28 28].
+// gzipped IDX files with the standard names). Pixels are kept as bytes and
+// read scaled to [0, 1] (see [Memory]); samples are [1 28 28].
 func LoadMNIST(dir string) (train, test *Memory, err error) {
 	train, err = loadMNISTPair(dir, mnistTrainImages, mnistTrainLabels)
 	if err != nil {
@@ -130,11 +130,9 @@ func MNISTFromIDX(images, labels *IDX, imagesName, labelsName string) (*Memory, 
 		}
 		y[i] = int(b)
 	}
-	x := make([]float32, len(images.Data))
-	for i, b := range images.Data {
-		x[i] = float32(b) / 255
-	}
-	return NewMemory(x, y, []int{1, 28, 28}, 10)
+	// The images' bytes are the dataset (not copied): each value is read
+	// as float32(b) / 255.
+	return NewBytes(images.Data, y, []int{1, 28, 28}, 10)
 }
 
 // IsNotFound reports whether err means data files are missing (as opposed
