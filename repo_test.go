@@ -26,6 +26,7 @@ const module = "dsspmesh"
 // new package is placed in the layering when it is added.
 var mayImport = map[string][]string{
 	"":                        nil,
+	"balance":                 nil,
 	"clock":                   nil,
 	"clock/sim":               {"clock"},
 	"cudaops":                 nil,
@@ -62,6 +63,7 @@ var xtestAssembles = map[string]string{"node": "node/assemble"}
 // must not depend on, directly or not, in any build. "std" stands for every
 // package outside the standard library.
 var forbidden = map[string][]string{
+	"balance":   {"std"},
 	"clock":     {"std"},
 	"clock/sim": {"std"},
 	// memberlist, quic-go and msgpack only: Raft sits above the mesh.

@@ -1,0 +1,261 @@
+package balance
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// rounds drives b through BSP rounds of workers whose true per-sample time
+// is per[i](round) ns (no overhead) with ±jitter uniform noise, and returns
+// per round the slowest actual finish over the optimal equal finish.
+type rig struct {
+	b      *Balancer
+	ids    []string
+	rng    *rand.Rand
+	jitter float64
+	round  int64
+}
+
+func newRig(t *testing.T, n int, jitter float64) *rig {
+	t.Helper()
+	b, err := New(DefaultConfig(32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{b: b, rng: rand.New(rand.NewPCG(7, 8)), jitter: jitter}
+	for i := range n {
+		r.ids = append(r.ids, fmt.Sprintf("w%02d", i))
+		b.Join(r.ids[i], 0)
+	}
+	return r
+}
+
+// step runs one round with true times per and returns the slowest
+// worker's predicted-free finish over the ideal B/Σ(1/P).
+func (r *rig) step(per []float64) float64 {
+	var worst, speed float64
+	for i, id := range r.ids {
+		batch, _, _ := r.b.Batch(id)
+		ns := per[i] * float64(batch) * (1 + r.jitter*(2*r.rng.Float64()-1))
+		worst = math.Max(worst, per[i]*float64(batch))
+		speed += 1 / per[i]
+		r.b.Observe(id, batch, int64(ns))
+	}
+	r.round++
+	r.b.Decide(r.round)
+	return worst / (float64(r.b.global) / speed)
+}
+
+func TestBalancerConvergesAndFreezesInDeadBand(t *testing.T) {
+	r := newRig(t, 4, 0.1)
+	per := []float64{1e5, 1e5, 2e5, 4e5}
+	var last float64
+	for range 40 {
+		last = r.step(per)
+	}
+	if last > 1.06 {
+		t.Fatalf("after 40 rounds the slowest finishes at %.3f× the ideal; allocation %+v", last, r.b.Allocation())
+	}
+	// Static speeds: the allocation settles — few changes over 400 rounds,
+	// and the step has been halved at reversals rather than oscillating at
+	// full size.
+	before := r.b.Stats().Moves
+	worst := 0.0
+	for range 400 {
+		worst = math.Max(worst, r.step(per))
+	}
+	moves := r.b.Stats().Moves - before
+	if moves > 40 || worst > 1.12 {
+		t.Fatalf("static speeds: %d re-allocations in 400 rounds, worst %.3f× ideal; %+v", moves, worst, r.b.Stats())
+	}
+	t.Logf("converged %+v; %d moves in 400 rounds, worst %.3f", r.b.Allocation().Workers, moves, worst)
+}
+
+func TestBalancerNoJitterMovesOnceThenStops(t *testing.T) {
+	r := newRig(t, 4, 0)
+	per := []float64{1e5, 1e5, 2e5, 4e5}
+	for range 100 {
+		r.step(per)
+	}
+	st := r.b.Stats()
+	var got []int64
+	for _, a := range r.b.Allocation().Workers {
+		got = append(got, a.Batch)
+	}
+	if !slices.Equal(got, []int64{47, 47, 23, 11}) || st.Moves > 3 {
+		t.Fatalf("exact speeds: %v after %d moves, want 47 47 23 11 in at most 3", got, st.Moves)
+	}
+}
+
+func TestBalancerWorkerSlowing3xIsRebalancedWithin30Rounds(t *testing.T) {
+	r := newRig(t, 4, 0.1)
+	per := []float64{1e5, 1e5, 2e5, 4e5}
+	for range 100 {
+		r.step(per)
+	}
+	per[0] *= 3 // the fastest worker slows 3×
+	var at int
+	for k := 1; k <= 60; k++ {
+		if r.step(per) < 1.08 && at == 0 {
+			at = k
+		}
+	}
+	if at == 0 || at > 30 {
+		t.Fatalf("after the slow-down: within 8%% of ideal at round %d (want ≤ 30); %+v", at, r.b.Allocation().Workers)
+	}
+	t.Logf("re-balanced %d rounds after a 3× slow-down: %+v", at, r.b.Allocation().Workers)
+}
+
+func TestBalancerPartialStepsAndHalving(t *testing.T) {
+	// A model change of 20% (inside Rapid, outside DeadBand) moves half way.
+	b, _ := New(DefaultConfig(32))
+	b.Join("a", 0)
+	b.Join("b", 0)
+	for range 12 {
+		b.Observe("a", 32, 3200)
+		b.Observe("b", 32, 4000)
+	}
+	if !b.Decide(10) {
+		t.Fatal("no re-allocation for a 25% imbalance")
+	}
+	a1, _, _ := b.Batch("a")
+	target, _ := Allocate([]Model{{P: 100}, {P: 125}}, 64, nil)
+	if a1 <= 32 || a1 >= target[0] {
+		t.Fatalf("first step to %d, want strictly between 32 and the optimum %d", a1, target[0])
+	}
+	if b.Decide(11) {
+		t.Fatal("re-allocated within the interval")
+	}
+	// The speeds reverse: the next move is against the last one, and η halves.
+	for range 12 {
+		b.Observe("a", a1, 125*a1)
+		b.Observe("b", 64-a1, 100*(64-a1))
+	}
+	if !b.Decide(20) || b.Stats().Reversed != 1 || b.Stats().Step != 0.25 {
+		t.Fatalf("reversal: %+v, want one halving to 0.25", b.Stats())
+	}
+	// Inside the dead band nothing moves.
+	c, _ := New(DefaultConfig(32))
+	c.Join("a", 0)
+	c.Join("b", 0)
+	for range 12 {
+		c.Observe("a", 32, 3200)
+		c.Observe("b", 32, 3250)
+	}
+	if c.Decide(10) {
+		t.Fatal("re-allocated for a 1.5% imbalance")
+	}
+}
+
+func TestBalancerMembershipKeepsGlobalBatch(t *testing.T) {
+	b, _ := New(DefaultConfig(32))
+	for _, id := range []string{"c", "a", "b"} {
+		b.Join(id, 0)
+	}
+	if b.Join("a", 1) {
+		t.Fatal("joined twice")
+	}
+	a := b.Allocation()
+	if a.Global != 96 || a.Workers[0].Worker != "a" || a.Workers[2].Offset != 64 {
+		t.Fatalf("three joined: %+v", a)
+	}
+	for range 5 {
+		b.Observe("a", 32, 3200)
+		b.Observe("b", 32, 6400)
+		b.Observe("c", 32, 3200)
+	}
+	b.Leave("c", 3)
+	a = b.Allocation()
+	if a.Global != 96 || a.Workers[0].Batch != 64 || a.Workers[1].Batch != 32 {
+		t.Fatalf("after c left, want a:64 b:32 of 96: %+v", a)
+	}
+	// A joiner is predicted at the median of the known models.
+	b.Join("d", 4)
+	if a = b.Allocation(); a.Global != 96 || len(a.Workers) != 3 {
+		t.Fatalf("after d joined: %+v", a)
+	}
+	var sum int64
+	for _, w := range a.Workers {
+		sum += w.Batch
+	}
+	if sum != 96 {
+		t.Fatalf("Σ %d", sum)
+	}
+	b.Join("e", 5)
+	if b.Allocation().Global != 128 {
+		t.Fatalf("a fourth worker grows the global batch to 128: %+v", b.Allocation())
+	}
+}
+
+func TestBalancerMarshalContinuesIdentically(t *testing.T) {
+	r := newRig(t, 5, 0.1)
+	per := []float64{1e5, 3e5, 2e5, 4e5, 1e5}
+	for range 37 {
+		r.step(per)
+	}
+	enc, err := r.b.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := New(r.b.Config())
+	if err := c.UnmarshalBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := c.MarshalBinary(); !bytes.Equal(enc, again) {
+		t.Fatal("re-encoding differs")
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for k := range 60 {
+		for i, id := range r.ids {
+			batch, _, _ := r.b.Batch(id)
+			ns := int64(per[i] * float64(batch) * (0.9 + 0.2*rng.Float64()))
+			r.b.Observe(id, batch, ns)
+			c.Observe(id, batch, ns)
+		}
+		if x, y := r.b.Decide(int64(40+k)), c.Decide(int64(40+k)); x != y {
+			t.Fatalf("round %d: decisions differ", k)
+		}
+	}
+	x, _ := r.b.MarshalBinary()
+	y, _ := c.MarshalBinary()
+	if !bytes.Equal(x, y) {
+		t.Fatal("restored balancer diverged")
+	}
+	// Every truncation and a trailing byte are refused, changing nothing.
+	for i := range len(enc) {
+		if err := c.UnmarshalBinary(enc[:i]); err == nil {
+			t.Fatalf("truncated to %d accepted", i)
+		}
+	}
+	if err := c.UnmarshalBinary(append(slices.Clone(enc), 0)); err == nil {
+		t.Fatal("trailing byte accepted")
+	}
+	if z, _ := c.MarshalBinary(); !bytes.Equal(z, y) {
+		t.Fatal("a refused decode changed the state")
+	}
+}
+
+func FuzzUnmarshalBinary(f *testing.F) {
+	b, _ := New(DefaultConfig(32))
+	b.Join("a", 0)
+	b.Join("b", 0)
+	b.Observe("a", 32, 100)
+	enc, _ := b.MarshalBinary()
+	f.Add(enc)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, _ := New(DefaultConfig(32))
+		if err := c.UnmarshalBinary(data); err != nil {
+			return
+		}
+		again, err := c.MarshalBinary()
+		if err != nil || !bytes.Equal(again, data) {
+			t.Fatalf("accepted bytes do not re-encode to themselves")
+		}
+		c.Decide(1 << 40)
+		c.Allocation()
+	})
+}
