@@ -65,15 +65,14 @@ type HistoryRecord struct {
 
 // HistoryPush is what one push of an applied entry did.
 type HistoryPush struct {
-	Worker    string           `json:"w"`
-	Iter      int64            `json:"i"`
-	RecvNanos int64            `json:"rt"`
-	Applied   bool             `json:"a,omitempty"`
-	Duplicate bool             `json:"d,omitempty"`
-	Released  bool             `json:"r,omitempty"` // the gate let it through at once
-	Gap       int64            `json:"g,omitempty"`
-	Others    []HistoryRelease `json:"o,omitempty"` // held pushes this one released
-	Rejected  string           `json:"rej,omitempty"`
+	shardapi.PushID                  // keys w, i
+	RecvNanos       int64            `json:"rt"`
+	Applied         bool             `json:"a,omitempty"`
+	Duplicate       bool             `json:"d,omitempty"`
+	Released        bool             `json:"r,omitempty"` // the gate let it through at once
+	Gap             int64            `json:"g,omitempty"`
+	Others          []HistoryRelease `json:"o,omitempty"` // held pushes this one released
+	Rejected        string           `json:"rej,omitempty"`
 }
 
 // HistoryRelease names a held push released.
@@ -152,7 +151,7 @@ func (h *History) Applied(id uint32, a shardapi.Applied) {
 		r.Err = a.Err.Error()
 	}
 	for _, p := range a.Pushes {
-		hp := HistoryPush{Worker: string(p.Worker), Iter: p.Iter, RecvNanos: p.RecvNanos, Applied: p.Applied,
+		hp := HistoryPush{PushID: p.PushID, RecvNanos: p.RecvNanos, Applied: p.Applied,
 			Duplicate: p.Duplicate, Released: p.Outcome.Released, Gap: p.Outcome.Gap}
 		for _, o := range p.Outcome.Others {
 			hp.Others = append(hp.Others, HistoryRelease{Worker: string(o.Worker), Iter: o.Iter})

@@ -51,7 +51,7 @@ func benchRaw(b *testing.B, size int) {
 					if err != nil {
 						return
 					}
-					s.SendFrame(shardapi.Reply{Op: shardapi.OpPush, Worker: h.Worker, Iter: h.Iter, Status: shardapi.ReplyOK}, p)
+					s.SendFrame(shardapi.Reply{Op: shardapi.OpPush, PushID: h.PushID, Status: shardapi.ReplyOK}, p)
 				}
 			}()
 		}
@@ -73,7 +73,7 @@ func benchRaw(b *testing.B, size int) {
 			}
 			defer s.Close()
 			for i := range per {
-				if err := s.SendFrame(shardapi.Request{Op: shardapi.OpPush, Worker: clock.WorkerID(fmt.Sprint(w)), Iter: int64(i)}, payload); err != nil {
+				if err := s.SendFrame(shardapi.Request{Op: shardapi.OpPush, PushMeta: shardapi.PushMeta{PushID: shardapi.PushID{Worker: clock.WorkerID(fmt.Sprint(w)), Iter: int64(i)}}}, payload); err != nil {
 					b.Error(err)
 					return
 				}

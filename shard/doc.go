@@ -7,8 +7,8 @@
 //
 //   - [FSM]: the raft.FSM of docs/design.md#shards-and-raft. Entries (kinds
 //     Init, Push — a batch of pushes —, AddWorker, RemoveWorker) are a tag
-//     byte, a msgpack header and raw little-endian float32 bytes (entry.go
-//     has the layout); headers of entries and snapshots are decoded with
+//     byte, a msgpack header and raw tensor bytes in shardapi's codec
+//     (shardapi/tensor.go; entry.go has the layout); headers of entries and snapshots are decoded with
 //     internal/boundedmsgpack, as they are input from another replica. Apply is deterministic: the receipt time of every push is in
 //     the entry, gradients of one entry are summed into one optimizer step
 //     whose learning rate is a function of the global samples applied before

@@ -9,7 +9,6 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/internal/boundedmsgpack"
-	"dsspmesh/mesh"
 )
 
 // Entry layout in the raft log (integers big-endian):
@@ -18,7 +17,7 @@ import (
 //	1    u32  H: header length
 //	5    H bytes: msgpack header (initHeader, pushBatchHeader or workerHeader)
 //	5+H  raw payload: the θ-slice (Init) or the gradients of the batch's
-//	     pushes back to back (Push), little-endian float32
+//	     pushes back to back (Push), tensors in shardapi's codec (tensor.go)
 //
 // Gradients never travel as msgpack float arrays (10–60× slower).
 type entryKind uint8
@@ -33,13 +32,10 @@ const (
 const entryPrefix = 5
 
 // Push is one worker's gradient for one shard and iteration, as it sits in
-// a log entry. Grad holds raw little-endian float32 bytes.
+// a log entry. Grad holds the encoded tensor (shardapi's codec).
 type Push struct {
-	Worker    clock.WorkerID
-	Iter      int64
+	shardapi.PushMeta
 	RecvNanos int64 // leader's receipt time, the gate's A[w][0]
-	Samples   int64 // mini-batch size behind the gradient
-	ComputeNs int64 // worker's compute time for it
 	Grad      []byte
 }
 
@@ -48,12 +44,9 @@ type initHeader struct {
 }
 
 type pushHeader struct {
-	Worker    clock.WorkerID `msgpack:"w"`
-	Iter      int64          `msgpack:"i"`
-	RecvNanos int64          `msgpack:"t"`
-	Samples   int64          `msgpack:"s"`
-	ComputeNs int64          `msgpack:"c"`
-	Bytes     int            `msgpack:"n"`
+	shardapi.PushMeta       // keys w, i, s, c
+	RecvNanos         int64 `msgpack:"t"`
+	Bytes             int   `msgpack:"n"`
 }
 
 type pushBatchHeader struct {
@@ -90,18 +83,18 @@ func appendEntry(kind entryKind, header any, payloadLen int) ([]byte, error) {
 }
 
 func encodeInit(spec shardapi.Spec, theta []float32) ([]byte, error) {
-	b, err := appendEntry(entryInit, initHeader{Spec: spec}, 4*len(theta))
+	b, err := appendEntry(entryInit, initHeader{Spec: spec}, shardapi.FP32.Bytes(len(theta)))
 	if err != nil {
 		return nil, err
 	}
-	return mesh.AppendFloat32s(b, theta), nil
+	return shardapi.FP32.Append(b, theta), nil
 }
 
 func encodePushes(ps []Push) ([]byte, error) {
 	h := pushBatchHeader{Pushes: make([]pushHeader, len(ps))}
 	n := 0
 	for i, p := range ps {
-		h.Pushes[i] = pushHeader{Worker: p.Worker, Iter: p.Iter, RecvNanos: p.RecvNanos, Samples: p.Samples, ComputeNs: p.ComputeNs, Bytes: len(p.Grad)}
+		h.Pushes[i] = pushHeader{PushMeta: p.PushMeta, RecvNanos: p.RecvNanos, Bytes: len(p.Grad)}
 		n += len(p.Grad)
 	}
 	b, err := appendEntry(entryPush, h, n)
@@ -139,7 +132,7 @@ func decodeEntry(b []byte) (entry, error) {
 		if err := boundedmsgpack.Unmarshal(hb, &h); err != nil {
 			return bad("init header: %v", err)
 		}
-		if len(payload) != 4*h.Spec.Len {
+		if len(payload) != shardapi.FP32.Bytes(h.Spec.Len) {
 			return bad("init payload %d bytes for %d parameters", len(payload), h.Spec.Len)
 		}
 		e.spec, e.theta = h.Spec, payload
@@ -153,7 +146,7 @@ func decodeEntry(b []byte) (entry, error) {
 			if p.Bytes < 0 || p.Bytes > len(payload) {
 				return bad("push %d: %d gradient bytes, %d left", i, p.Bytes, len(payload))
 			}
-			e.pushes[i] = Push{Worker: p.Worker, Iter: p.Iter, RecvNanos: p.RecvNanos, Samples: p.Samples, ComputeNs: p.ComputeNs, Grad: payload[:p.Bytes:p.Bytes]}
+			e.pushes[i] = Push{PushMeta: p.PushMeta, RecvNanos: p.RecvNanos, Grad: payload[:p.Bytes:p.Bytes]}
 			payload = payload[p.Bytes:]
 		}
 		if len(payload) != 0 {

@@ -3,7 +3,6 @@ package shard
 import (
 	"crypto/sha256"
 	"dsspmesh/shardapi"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/internal/faults"
-	"dsspmesh/mesh"
 )
 
 // FSM is the replicated state of one shard. See the package doc for the
@@ -119,10 +117,11 @@ func (f *FSM) applyInit(e entry) error {
 		return err
 	}
 	theta := make([]float32, e.spec.Len)
-	if err := decodeFloats(theta, e.theta); err != nil {
-		return err
+	i, err := shardapi.FP32.Decode(theta, e.theta)
+	if err != nil {
+		return fmt.Errorf("shard %d: %w: initial parameters: %w", f.shard, shardapi.ErrBadEntry, err)
 	}
-	if i := firstNonFinite(theta); i >= 0 {
+	if i >= 0 {
 		return fmt.Errorf("shard %d: %w: initial parameter %d is %v", f.shard, shardapi.ErrBadEntry, i, theta[i])
 	}
 	f.initialized, f.spec, f.opt, f.gate, f.theta = true, e.spec, e.spec.Optimizer, g, theta
@@ -142,7 +141,7 @@ func (f *FSM) applyPushes(ps []Push) []shardapi.PushResult {
 	lr := f.opt.Schedule.Rate(f.samples) // one step per entry, at the rate before it
 	for i, p := range ps {
 		r := &res[i]
-		r.Worker, r.Iter, r.RecvNanos, r.Samples = p.Worker, p.Iter, p.RecvNanos, p.Samples
+		r.PushMeta, r.RecvNanos = p.PushMeta, p.RecvNanos
 		if reason, detail := f.check(p); reason != 0 {
 			r.Err = f.reject(p, reason, detail)
 			continue
@@ -215,10 +214,10 @@ func (f *FSM) check(p Push) (shardapi.Reason, string) {
 		return shardapi.ReasonNotInitialized, "no Init entry applied"
 	case p.Worker == "" || p.Samples < 0 || p.ComputeNs < 0 || p.Iter < 0:
 		return shardapi.ReasonBadRequest, fmt.Sprintf("worker %q, iter %d, samples %d, compute %d ns", p.Worker, p.Iter, p.Samples, p.ComputeNs)
-	case len(p.Grad) != 4*f.spec.Len:
-		return shardapi.ReasonBadLength, fmt.Sprintf("%d bytes, want %d", len(p.Grad), 4*f.spec.Len)
+	case len(p.Grad) != shardapi.FP32.Bytes(f.spec.Len):
+		return shardapi.ReasonBadLength, fmt.Sprintf("%d bytes, want %d", len(p.Grad), shardapi.FP32.Bytes(f.spec.Len))
 	}
-	if i := decodeFinite(f.grad, p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
+	if i, _ := shardapi.FP32.Decode(f.grad, p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
 		return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])
 	}
 	return 0, ""
@@ -297,7 +296,7 @@ func (f *FSM) replyFor(w clock.WorkerID, iter int64, dst []byte) (replyState, []
 	case c == iter+1 && f.gate.IsWaiting(w) && !faults.On(faults.SkipStaleness):
 		return replyHeld, dst
 	}
-	return replyOK, mesh.AppendFloat32s(dst, f.theta)
+	return replyOK, shardapi.FP32.Append(dst, f.theta)
 }
 
 // Params copies the parameter slice into dst (grown if short) and returns it.
@@ -387,30 +386,6 @@ func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (fsmSnapshot) Release() {}
-
-func decodeFloats(dst []float32, b []byte) error {
-	if len(b) != 4*len(dst) {
-		return fmt.Errorf("%w: %d bytes for %d floats", shardapi.ErrBadEntry, len(b), len(dst))
-	}
-	for i := range dst {
-		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return nil
-}
-
-// decodeFinite decodes b into dst (len(b) == 4·len(dst)) and returns the
-// index of the first NaN or ±Inf, or −1.
-func decodeFinite(dst []float32, b []byte) int {
-	bad := -1
-	for i := range dst {
-		u := binary.LittleEndian.Uint32(b[4*i:])
-		if bad < 0 && u&0x7f800000 == 0x7f800000 {
-			bad = i
-		}
-		dst[i] = math.Float32frombits(u)
-	}
-	return bad
-}
 
 // firstNonFinite returns the index of the first NaN or ±Inf in v, or −1.
 func firstNonFinite(v []float32) int {

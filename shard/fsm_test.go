@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
-	"dsspmesh/mesh"
 	"dsspmesh/shardapi"
 )
 
@@ -18,7 +17,12 @@ func testSpec(n int, policy string) shardapi.Spec {
 	return shardapi.Spec{Shard: 1, Len: n, Policy: policy, Optimizer: shardapi.DefaultOptimizer()}
 }
 
-func gradBytes(v []float32) []byte { return mesh.AppendFloat32s(nil, v) }
+func gradBytes(v []float32) []byte { return shardapi.FP32.Append(nil, v) }
+
+// meta is a push's metadata: worker w's iteration iter with samples.
+func meta(w clock.WorkerID, iter, samples int64) shardapi.PushMeta {
+	return shardapi.PushMeta{PushID: shardapi.PushID{Worker: w, Iter: iter}, Samples: samples}
+}
 
 type fsmHarness struct {
 	t     testing.TB
@@ -54,12 +58,12 @@ func TestFSMRejectsBadPushesWithoutEffect(t *testing.T) {
 		p    Push
 		want shardapi.Reason
 	}{
-		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, 1, 1})}, shardapi.ReasonBadLength},
-		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, float32(math.NaN()), 1, 1})}, shardapi.ReasonNonFinite},
-		{Push{Worker: "a", Iter: 0, Grad: gradBytes([]float32{1, 1, float32(math.Inf(-1)), 1})}, shardapi.ReasonNonFinite},
-		{Push{Worker: "zz", Iter: 0, Grad: good}, shardapi.ReasonUnknownWorker},
-		{Push{Worker: "a", Iter: 5, Grad: good}, shardapi.ReasonFuture},
-		{Push{Worker: "a", Iter: 0, Samples: -1, Grad: good}, shardapi.ReasonBadRequest},
+		{Push{PushMeta: meta("a", 0, 0), Grad: gradBytes([]float32{1, 1, 1})}, shardapi.ReasonBadLength},
+		{Push{PushMeta: meta("a", 0, 0), Grad: gradBytes([]float32{1, float32(math.NaN()), 1, 1})}, shardapi.ReasonNonFinite},
+		{Push{PushMeta: meta("a", 0, 0), Grad: gradBytes([]float32{1, 1, float32(math.Inf(-1)), 1})}, shardapi.ReasonNonFinite},
+		{Push{PushMeta: meta("zz", 0, 0), Grad: good}, shardapi.ReasonUnknownWorker},
+		{Push{PushMeta: meta("a", 5, 0), Grad: good}, shardapi.ReasonFuture},
+		{Push{PushMeta: meta("a", 0, -1), Grad: good}, shardapi.ReasonBadRequest},
 	}
 	for _, c := range cases {
 		a := h.apply(encodePushes([]Push{c.p}))
@@ -84,7 +88,7 @@ func TestFSMRejectsBadPushesWithoutEffect(t *testing.T) {
 	}
 	// An uninitialised shard rejects too.
 	f := NewFSM(2, nil)
-	b, _ := encodePushes([]Push{{Worker: "a", Grad: good}})
+	b, _ := encodePushes([]Push{{PushMeta: meta("a", 0, 0), Grad: good}})
 	a := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: b}).(shardapi.Applied)
 	if !errors.Is(a.Pushes[0].Err, shardapi.ErrRejected) {
 		t.Fatalf("uninitialised: %v", a.Pushes[0].Err)
@@ -102,7 +106,7 @@ func TestFSMDedupeAndSerialReplay(t *testing.T) {
 	for _, w := range []clock.WorkerID{"a", "b"} {
 		h.apply(encodeWorker(entryAddWorker, w, 0))
 	}
-	p0 := Push{Worker: "a", Iter: 0, RecvNanos: 10, Samples: 8, Grad: gradBytes([]float32{1, 2, 3})}
+	p0 := Push{PushMeta: meta("a", 0, 8), RecvNanos: 10, Grad: gradBytes([]float32{1, 2, 3})}
 	a := h.apply(encodePushes([]Push{p0}))
 	if !a.Pushes[0].Applied || !a.Pushes[0].Outcome.Released {
 		t.Fatalf("first push: %+v", a.Pushes[0])
@@ -143,7 +147,7 @@ func TestFSMSnapshotRestoreIsIdentical(t *testing.T) {
 		for i := range g {
 			g[i] = rng.Float32() - 0.5
 		}
-		a := h.apply(encodePushes([]Push{{Worker: w, Iter: iters[w], RecvNanos: now, Samples: 4, Grad: gradBytes(g)}}))
+		a := h.apply(encodePushes([]Push{{PushMeta: meta(w, iters[w], 4), RecvNanos: now, Grad: gradBytes(g)}}))
 		if a.Pushes[0].Applied {
 			iters[w]++
 		}
@@ -194,7 +198,7 @@ func TestFSMAddWorkerFromAlignsClock(t *testing.T) {
 	}
 	grad := gradBytes([]float32{1, 1})
 	for i := range int64(3) { // a: 0, 1 within; 2 held (gap 2 > 1)
-		h.apply(encodePushes([]Push{{Worker: "a", Iter: i, Samples: 1, Grad: grad}}))
+		h.apply(encodePushes([]Push{{PushMeta: meta("a", i, 1), Grad: grad}}))
 	}
 	a := h.apply(encodeWorker(entryAddWorker, "b", 2))
 	if a.Err != nil || a.StartClock != 2 || len(a.Released) != 1 || a.Released[0].Worker != "a" {

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
+	"dsspmesh/shardapi"
 )
 
 // A raft log entry or a snapshot can arrive from another replica, so both
@@ -23,8 +24,8 @@ func FuzzDecodeEntry(f *testing.F) {
 	}
 	seed(encodeInit(testSpec(3, "dssp:3:12"), []float32{1, 2, 3}))
 	seed(encodePushes([]Push{
-		{Worker: "a", Iter: 4, RecvNanos: 99, Samples: 64, ComputeNs: 7, Grad: gradBytes([]float32{1, 2, 3})},
-		{Worker: "b", Iter: 2, Grad: gradBytes([]float32{4, 5, 6})},
+		{PushMeta: shardapi.PushMeta{PushID: shardapi.PushID{Worker: "a", Iter: 4}, Samples: 64, ComputeNs: 7}, RecvNanos: 99, Grad: gradBytes([]float32{1, 2, 3})},
+		{PushMeta: meta("b", 2, 0), Grad: gradBytes([]float32{4, 5, 6})},
 	}))
 	seed(encodeWorker(entryAddWorker, "w-1", 0))
 	seed(encodeWorker(entryRemoveWorker, "w-1", 0))
@@ -52,7 +53,7 @@ func FuzzRestore(f *testing.F) {
 	for _, w := range []clock.WorkerID{"a", "b"} {
 		h.apply(encodeWorker(entryAddWorker, w, 0))
 	}
-	h.apply(encodePushes([]Push{{Worker: "a", Iter: 0, RecvNanos: 10, Samples: 2, Grad: gradBytes([]float32{1, 1, 1, 1})}}))
+	h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 2), RecvNanos: 10, Grad: gradBytes([]float32{1, 1, 1, 1})}}))
 	snap, err := h.f.Snapshot()
 	if err != nil {
 		f.Fatal(err)

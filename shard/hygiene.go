@@ -2,7 +2,6 @@ package shard
 
 import (
 	"dsspmesh/shardapi"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -38,17 +37,10 @@ func newHygiene() *hygiene { return &hygiene{workers: map[clock.WorkerID]*sharda
 // Spec.OutlierFactor; samples == 0 marks a join's zero push, which neither
 // counts toward the median nor is checked against it.
 func (h *hygiene) check(w clock.WorkerID, grad []byte, samples int64, factor float64) (shardapi.Reason, string) {
-	var sq float64
-	for i := 0; i+4 <= len(grad); i += 4 {
-		u := binary.LittleEndian.Uint32(grad[i:])
-		if u&0x7f800000 == 0x7f800000 {
-			h.refused(w, shardapi.ReasonNonFinite)
-			return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i/4, math.Float32frombits(u))
-		}
-		if factor > 0 {
-			x := float64(math.Float32frombits(u))
-			sq += x * x
-		}
+	i, x, sq := shardapi.FP32.Scan(grad)
+	if i >= 0 {
+		h.refused(w, shardapi.ReasonNonFinite)
+		return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i, x)
 	}
 	if factor <= 0 || samples == 0 {
 		h.accepted(w, -1)

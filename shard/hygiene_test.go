@@ -48,7 +48,7 @@ func TestNaNPushRefusedAndParamsFiniteOnEveryReplica(t *testing.T) {
 
 	// Straight into the log: every FSM refuses it.
 	leader := c.waitLeader("")
-	data, err := encodePushes([]Push{{Worker: "w1", Iter: 0, Samples: 8, Grad: gradBytes(nan)}})
+	data, err := encodePushes([]Push{{PushMeta: meta("w1", 0, 8), Grad: gradBytes(nan)}})
 	if err != nil {
 		t.Fatal(err)
 	}

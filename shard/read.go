@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"dsspmesh/mesh"
 )
 
 // Read returns the shard's state after a barrier (leader only): the
@@ -54,13 +52,13 @@ func (s *service) handleRead(c *workerConn, req shardapi.Request) {
 	switch {
 	case errors.As(err, &nl):
 		s.cnt.notLeader.Add(1)
-		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyNotLeader, Leader: string(nl.Leader)}, nil)
+		c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyNotLeader, Leader: string(nl.Leader)}, nil)
 	case errors.Is(err, shardapi.ErrNotInitialized):
-		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyRejected, Reason: shardapi.ReasonNotInitialized, Detail: err.Error()}, nil)
+		c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyRejected, Reason: shardapi.ReasonNotInitialized, Detail: err.Error()}, nil)
 	case err != nil:
-		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
+		c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
 	default:
-		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyOK,
-			Clock: sl.Min, Max: sl.Max, Index: sl.Index, Samples: sl.Samples}, mesh.AppendFloat32s(nil, sl.Params))
+		c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK,
+			Clock: sl.Min, Max: sl.Max, Index: sl.Index, Samples: sl.Samples}, shardapi.FP32.Append(nil, sl.Params))
 	}
 }

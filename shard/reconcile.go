@@ -126,7 +126,7 @@ func (r *Replica) probe(ctx context.Context, id mesh.NodeID) (uint64, error) {
 		return 0, err
 	}
 	defer s.Close()
-	if err := s.SendFrame(shardapi.Request{Op: shardapi.OpStatus, Worker: "reconcile"}, nil); err != nil {
+	if err := s.SendFrame(shardapi.Request{Op: shardapi.OpStatus, PushMeta: shardapi.PushMeta{PushID: shardapi.PushID{Worker: "reconcile"}}}, nil); err != nil {
 		return 0, err
 	}
 	s.SetReadDeadline(time.Now().Add(r.cfg.ApplyTimeout))

@@ -62,10 +62,10 @@ type flight struct {
 	start time.Time
 }
 
+// heldKey is a push whose reply the gate holds, on the stream it came on.
 type heldKey struct {
-	c    *workerConn
-	w    clock.WorkerID
-	iter int64
+	c *workerConn
+	shardapi.PushID
 }
 
 func newService(r *Replica) *service {
@@ -181,7 +181,7 @@ func (s *service) serve(c *workerConn) {
 			s.r.wg.Add(1)
 			go func() { defer s.r.wg.Done(); s.handleRead(c, req) }()
 		case shardapi.OpStatus:
-			c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyOK, Index: s.r.fsm.AppliedIndex()}, nil)
+			c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK, Index: s.r.fsm.AppliedIndex()}, nil)
 		default:
 			s.reject(c, req, shardapi.ReasonBadRequest, "unknown op")
 		}
@@ -191,7 +191,7 @@ func (s *service) serve(c *workerConn) {
 func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 	recv := s.r.deps.Clock.Now().UnixNano()
 	if s.r.raft.State() != raft.Leader {
-		s.sendNotLeader(c, req)
+		s.sendNotLeader(c, req.Op, req.PushID)
 		return
 	}
 	if req.Worker == "" || req.Iter < 0 || req.Samples < 0 || req.ComputeNs < 0 {
@@ -210,11 +210,12 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 	// A resend of a push already applied is answered from the state,
 	// without a new entry: applied locally means committed. (The broken
 	// skip-dedupe build proposes it again, for the FSM to apply twice.)
-	if !faults.On(faults.SkipDedupe) && !s.settle(c, req) {
+	if !faults.On(faults.SkipDedupe) && !s.settle(c, req.PushID, onArrival) {
 		return
 	}
 	if faults.On(faults.AckUncommitted) && req.Samples > 0 && req.Iter%10 == 5 {
-		s.ok(c, req, mesh.AppendFloat32s(nil, s.r.fsm.Params(nil))) // broken build only: never proposed
+		// broken build only: never proposed
+		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyOK, params: shardapi.FP32.Append(nil, s.r.fsm.Params(nil))})
 		return
 	}
 	select {
@@ -223,46 +224,94 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 	}
 }
 
-// settle answers (or holds) req from the applied state; it returns true if
-// the push is not applied yet.
-func (s *service) settle(c *workerConn, req shardapi.Request) bool {
+// stage is the point of a push's life at which its reply is decided.
+type stage uint8
+
+const (
+	onArrival  stage = iota + 1 // received, not proposed
+	afterApply                  // its entry committed and applied
+	onRelease                   // it was held and the state changed
+)
+
+// verdict is a push's reply: the status and what goes with it.
+type verdict struct {
+	status shardapi.ReplyStatus
+	reason shardapi.Reason
+	detail string
+	leader string
+	params []byte // an OK's parameter slice (tensor codec)
+}
+
+// decide is the one place a leader decides a push's reply from the
+// applied state (st, params from FSM.replyFor) and the stage it is at. It
+// returns propose when the push is not applied yet and should be proposed
+// (only on arrival: a push whose entry applied must have moved its clock).
+func decide(st replyState, params []byte, at stage) (v verdict, propose bool) {
+	switch st {
+	case replyOK:
+		return verdict{status: shardapi.ReplyOK, params: params}, false
+	case replyHeld:
+		return verdict{status: shardapi.ReplyHeld}, false
+	case replyUnknown:
+		detail := "worker not in the clock table"
+		if at == onRelease {
+			detail = "worker removed while its push was held"
+		}
+		return verdict{status: shardapi.ReplyRejected, reason: shardapi.ReasonUnknownWorker, detail: detail}, false
+	}
+	switch at {
+	case onArrival:
+		return verdict{}, true
+	case afterApply:
+		return verdict{status: shardapi.ReplyError, detail: "push applied but clock did not advance"}, false
+	}
+	return verdict{status: shardapi.ReplyError, detail: "held push no longer applied"}, false
+}
+
+// settle answers (or holds) push id from the applied state as decide says
+// at stage at; it returns true if the push is not applied yet and should
+// be proposed.
+func (s *service) settle(c *workerConn, id shardapi.PushID, at stage) bool {
 	s.mu.Lock()
-	st, params := s.r.fsm.replyFor(req.Worker, req.Iter, nil)
-	k := heldKey{c: c, w: req.Worker, iter: req.Iter}
+	st, params := s.r.fsm.replyFor(id.Worker, id.Iter, nil)
+	k := heldKey{c: c, PushID: id}
 	_, already := s.held[k]
 	if st == replyHeld && !s.stopped {
 		s.held[k] = struct{}{}
 	}
 	s.mu.Unlock()
-	switch st {
-	case replyPending:
+	v, propose := decide(st, params, at)
+	if propose {
 		return true
-	case replyOK:
-		s.ok(c, req, params)
-	case replyHeld:
-		if !already {
-			s.cnt.held.Add(1)
-		}
-		c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyHeld}, nil)
-	case replyUnknown:
-		s.reject(c, req, shardapi.ReasonUnknownWorker, "worker not in the clock table")
 	}
+	if v.status == shardapi.ReplyHeld && !already {
+		s.cnt.held.Add(1)
+	}
+	s.send(c, shardapi.OpPush, id, v)
 	return false
 }
 
-func (s *service) ok(c *workerConn, req shardapi.Request, params []byte) {
-	s.cnt.acked.Add(1)
-	c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyOK}, params)
+// send sends the reply v to op id on c and counts it.
+func (s *service) send(c *workerConn, op shardapi.Op, id shardapi.PushID, v verdict) {
+	switch v.status {
+	case shardapi.ReplyOK:
+		if op == shardapi.OpPush {
+			s.cnt.acked.Add(1)
+		}
+	case shardapi.ReplyRejected:
+		s.cnt.rejected.Add(1)
+	case shardapi.ReplyNotLeader:
+		s.cnt.notLeader.Add(1)
+	}
+	c.send(shardapi.Reply{Op: op, PushID: id, Status: v.status, Leader: v.leader, Reason: v.reason, Detail: v.detail}, v.params)
 }
 
 func (s *service) reject(c *workerConn, req shardapi.Request, reason shardapi.Reason, detail string) {
-	s.cnt.rejected.Add(1)
-	c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyRejected, Reason: reason, Detail: detail}, nil)
+	s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyRejected, reason: reason, detail: detail})
 }
 
-func (s *service) sendNotLeader(c *workerConn, req shardapi.Request) {
-	s.cnt.notLeader.Add(1)
-	c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyNotLeader, Leader: string(s.r.Leader())}, nil)
+func (s *service) sendNotLeader(c *workerConn, op shardapi.Op, id shardapi.PushID) {
+	s.send(c, op, id, verdict{status: shardapi.ReplyNotLeader, leader: string(s.r.Leader())})
 }
 
 // proposer batches queued pushes into entries. It takes an in-flight slot
@@ -293,7 +342,7 @@ func (s *service) proposer() {
 		}
 		pushes := make([]Push, len(batch))
 		for i, p := range batch {
-			pushes[i] = Push{Worker: p.req.Worker, Iter: p.req.Iter, RecvNanos: p.recv, Samples: p.req.Samples, ComputeNs: p.req.ComputeNs, Grad: p.grad}
+			pushes[i] = Push{PushMeta: p.req.PushMeta, RecvNanos: p.recv, Grad: p.grad}
 		}
 		data, err := encodePushes(pushes)
 		if err != nil {
@@ -327,9 +376,9 @@ func (s *service) completer() {
 			// Ambiguous: the entry may still commit. The worker resends.
 			for _, p := range fl.batch {
 				if isLeadershipErr(err) {
-					s.sendNotLeader(p.c, p.req)
+					s.sendNotLeader(p.c, shardapi.OpPush, p.req.PushID)
 				} else {
-					p.c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
+					s.send(p.c, shardapi.OpPush, p.req.PushID, verdict{status: shardapi.ReplyError, detail: err.Error()})
 				}
 			}
 			continue
@@ -337,7 +386,7 @@ func (s *service) completer() {
 		a, _ := fl.f.Response().(shardapi.Applied)
 		for i, p := range fl.batch {
 			if len(a.Pushes) != len(fl.batch) {
-				p.c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: shardapi.ReplyError, Detail: "entry not applied"}, nil)
+				s.send(p.c, shardapi.OpPush, p.req.PushID, verdict{status: shardapi.ReplyError, detail: "entry not applied"})
 				continue
 			}
 			var rej *shardapi.RejectError
@@ -345,9 +394,7 @@ func (s *service) completer() {
 				s.reject(p.c, p.req, rej.Reason, rej.Detail)
 				continue
 			}
-			if s.settle(p.c, p.req) {
-				p.c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: p.req.Worker, Iter: p.req.Iter, Status: shardapi.ReplyError, Detail: "push applied but clock did not advance"}, nil)
-			}
+			s.settle(p.c, p.req.PushID, afterApply)
 		}
 	}
 }
@@ -378,7 +425,7 @@ func (s *service) reevaluate() {
 	var outs []out
 	s.mu.Lock()
 	for k := range s.held {
-		st, params := s.r.fsm.replyFor(k.w, k.iter, nil)
+		st, params := s.r.fsm.replyFor(k.Worker, k.Iter, nil)
 		if st != replyHeld {
 			delete(s.held, k)
 			outs = append(outs, out{k, st, params})
@@ -386,15 +433,8 @@ func (s *service) reevaluate() {
 	}
 	s.mu.Unlock()
 	for _, o := range outs {
-		req := shardapi.Request{Op: shardapi.OpPush, Worker: o.k.w, Iter: o.k.iter}
-		switch o.st {
-		case replyOK:
-			s.ok(o.k.c, req, o.params)
-		case replyUnknown:
-			s.reject(o.k.c, req, shardapi.ReasonUnknownWorker, "worker removed while its push was held")
-		default:
-			o.k.c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: o.k.w, Iter: o.k.iter, Status: shardapi.ReplyError, Detail: "held push no longer applied"}, nil)
-		}
+		v, _ := decide(o.st, o.params, onRelease)
+		s.send(o.k.c, shardapi.OpPush, o.k.PushID, v)
 	}
 }
 
@@ -410,12 +450,11 @@ func (s *service) keepAlive() {
 	}
 	s.mu.Unlock()
 	for _, k := range keys {
-		req := shardapi.Request{Op: shardapi.OpPush, Worker: k.w, Iter: k.iter}
 		if leading {
 			k.c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
-			k.c.send(shardapi.Reply{Op: shardapi.OpPush, Worker: k.w, Iter: k.iter, Status: shardapi.ReplyHeld}, nil)
+			s.send(k.c, shardapi.OpPush, k.PushID, verdict{status: shardapi.ReplyHeld})
 		} else {
-			s.sendNotLeader(k.c, req)
+			s.sendNotLeader(k.c, shardapi.OpPush, k.PushID)
 		}
 	}
 }
@@ -432,11 +471,10 @@ func (s *service) handleMembership(c *workerConn, req shardapi.Request) {
 	switch {
 	// Replies echo Iter (an AddWorker's from): the client matches on it.
 	case errors.As(err, &nl):
-		s.cnt.notLeader.Add(1)
-		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyNotLeader, Leader: string(nl.Leader)}, nil)
+		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyNotLeader, leader: string(nl.Leader)})
 	case err != nil:
-		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
+		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyError, detail: err.Error()})
 	default:
-		c.send(shardapi.Reply{Op: req.Op, Worker: req.Worker, Iter: req.Iter, Status: shardapi.ReplyOK, Clock: clk}, nil)
+		c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK, Clock: clk}, nil)
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/internal/boundedmsgpack"
-	"dsspmesh/mesh"
 )
 
 // Snapshot layout (integers big-endian):
@@ -60,8 +59,8 @@ func (f *FSM) encodeLocked() ([]byte, error) {
 	b = append(b, snapshotVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(hb)))
 	b = append(b, hb...)
-	b = mesh.AppendFloat32s(b, f.theta)
-	return mesh.AppendFloat32s(b, f.velocity), nil
+	b = shardapi.FP32.Append(b, f.theta)
+	return shardapi.FP32.Append(b, f.velocity), nil
 }
 
 // decodeLocked replaces the state with b's; on error nothing changed.
@@ -100,15 +99,15 @@ func (f *FSM) decodeLocked(b []byte) error {
 			vectors = 2
 		}
 		// Check the size before allocating: Len comes from the snapshot.
-		if len(body) != 4*n*vectors {
+		if len(body) != shardapi.FP32.Bytes(n*vectors) {
 			return bad("%d parameter bytes for length %d", len(body), n)
 		}
 		theta = make([]float32, n)
 		if vectors == 2 {
 			velocity = make([]float32, n)
 		}
-		_ = decodeFloats(theta, body[:4*n])
-		_ = decodeFloats(velocity, body[4*n:])
+		_, _ = shardapi.FP32.Decode(theta, body[:shardapi.FP32.Bytes(n)])
+		_, _ = shardapi.FP32.Decode(velocity, body[shardapi.FP32.Bytes(n):])
 		if i := max(firstNonFinite(theta), firstNonFinite(velocity)); i >= 0 {
 			return bad("parameter %d is not finite", i)
 		}

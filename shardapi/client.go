@@ -88,16 +88,21 @@ func NewClient(cfg ClientConfig, tr mesh.Transport, resolve mesh.Resolver, logge
 // wrapping ErrDeadline: then the push may or may not have been applied, and
 // the caller resends the same iter later. A *RejectError is final.
 func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad, dst []float32) ([]float32, error) {
-	c.buf = mesh.AppendFloat32s(c.buf[:0], grad)
-	_, params, err := c.call(ctx, Request{Op: OpPush, Worker: c.cfg.Worker, Iter: iter, Samples: samples, ComputeNs: computeNs}, c.buf)
+	c.buf = FP32.Append(c.buf[:0], grad)
+	meta := PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}, Samples: samples, ComputeNs: computeNs}
+	_, params, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta}, c.buf)
 	if err != nil {
 		return nil, err
 	}
-	if cap(dst) < len(params)/4 {
-		dst = make([]float32, len(params)/4)
+	n, err := FP32.Len(params)
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
 	}
-	dst = dst[:len(params)/4]
-	if err := mesh.Float32s(dst, params); err != nil {
+	if cap(dst) < n {
+		dst = make([]float32, n)
+	}
+	dst = dst[:n]
+	if _, err := FP32.Decode(dst, params); err != nil {
 		return nil, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
 	}
 	return dst, nil
@@ -107,14 +112,19 @@ func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad,
 // clock (the iteration of its next push), at least from (its clock on
 // the other shards); idempotent.
 func (c *Client) AddWorker(ctx context.Context, from int64) (int64, error) {
-	rep, _, err := c.call(ctx, Request{Op: OpAddWorker, Worker: c.cfg.Worker, Iter: from}, nil)
+	rep, _, err := c.call(ctx, c.request(OpAddWorker, from), nil)
 	return rep.Clock, err
 }
 
 // RemoveWorker removes this worker (it leaves); idempotent.
 func (c *Client) RemoveWorker(ctx context.Context) error {
-	_, _, err := c.call(ctx, Request{Op: OpRemoveWorker, Worker: c.cfg.Worker}, nil)
+	_, _, err := c.call(ctx, c.request(OpRemoveWorker, 0), nil)
 	return err
+}
+
+// request is a request of op by this worker with Iter iter.
+func (c *Client) request(op Op, iter int64) Request {
+	return Request{Op: op, PushMeta: PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}}}
 }
 
 // Close closes the client's streams.
@@ -226,7 +236,7 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 		if err != nil {
 			return fail(err)
 		}
-		if rep.Op != req.Op || rep.Worker != req.Worker || rep.Iter != req.Iter {
+		if rep.Op != req.Op || rep.PushID != req.PushID {
 			continue
 		}
 		if rep.Status == ReplyHeld {
@@ -264,16 +274,20 @@ func (c *Client) stream(ctx context.Context, target mesh.NodeID) (mesh.Stream, e
 // without its Init entry yet gives an error wrapping ErrNotInitialized.
 func (c *Client) Read(ctx context.Context) (Slice, error) {
 	c.reads++
-	rep, params, err := c.call(ctx, Request{Op: OpRead, Worker: c.cfg.Worker, Iter: c.reads}, nil)
+	rep, params, err := c.call(ctx, c.request(OpRead, c.reads), nil)
 	if errors.Is(err, ErrRejected) {
 		return Slice{}, fmt.Errorf("shard %d: read: %w", c.cfg.Shard, ErrNotInitialized)
 	}
 	if err != nil {
 		return Slice{}, err
 	}
-	sl := Slice{Shard: c.cfg.Shard, Leader: c.leader, Params: make([]float32, len(params)/4),
+	n, err := FP32.Len(params)
+	if err != nil {
+		return Slice{}, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
+	}
+	sl := Slice{Shard: c.cfg.Shard, Leader: c.leader, Params: make([]float32, n),
 		Min: rep.Clock, Max: rep.Max, Index: rep.Index, Samples: rep.Samples}
-	if err := mesh.Float32s(sl.Params, params); err != nil {
+	if _, err := FP32.Decode(sl.Params, params); err != nil {
 		return Slice{}, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
 	}
 	return sl, nil

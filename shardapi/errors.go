@@ -17,6 +17,7 @@ var (
 	ErrNotLeader      = errors.New("shard: not the leader")
 	ErrDeadline       = errors.New("shard: no replica acknowledged the push in time")
 	ErrReconfigActive = errors.New("shard: a configuration change is in flight")
+	ErrBadTensor      = errors.New("shard: bad tensor payload")
 )
 
 // Reason says why a push was rejected.

@@ -28,10 +28,8 @@ type Applied struct {
 
 // PushResult is what Apply did with one push of a batch.
 type PushResult struct {
-	Worker    clock.WorkerID
-	Iter      int64
-	RecvNanos int64
-	Samples   int64
+	PushMeta
+	RecvNanos int64 // the leader's receipt time, as in the entry
 	// Applied: the gradient went into the parameters; Outcome is the gate's.
 	Applied bool
 	// Duplicate: (Worker, Iter) was applied before; nothing changed.

@@ -9,8 +9,8 @@ import (
 // Op is what a request asks of a shard replica.
 //
 // The RPC protocol of a replica: frames on mesh.Channel{KindRPC, shard},
-// a msgpack header ([Request] or [Reply]) and a raw payload of
-// little-endian float32 — the gradient in a push request, the parameter
+// a msgpack header ([Request] or [Reply]) and a raw tensor payload in the
+// layout of tensor.go — the gradient in a push request, the parameter
 // slice in an OK reply to a push or a read, empty otherwise. A worker keeps
 // one stream per shard replica and may send a request before the previous
 // reply; replies name (Op, Worker, Iter) and a push may get Held frames
@@ -42,13 +42,33 @@ func (o Op) String() string {
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
 
-// Request is the header of a request frame.
+// PushID names one push: a worker's gradient of one iteration for one
+// shard. A shard applies each PushID at most once; a resend after an
+// ambiguous failure carries the same PushID. Requests and replies of other
+// ops reuse it: Worker is the requester, Iter whatever the op says (an
+// AddWorker's start clock, a read's sequence number).
+//
+// Every struct that names a push embeds it (Request, Reply, [PushMeta],
+// [PushResult], the shard's log entry and held replies, node's history),
+// so its msgpack keys "w" and "i" and JSON keys "w" and "i" are the same
+// everywhere.
+type PushID struct {
+	Worker clock.WorkerID `msgpack:"w" json:"w"`
+	Iter   int64          `msgpack:"i" json:"i"`
+}
+
+// PushMeta is what a push says about its gradient besides the tensor.
+type PushMeta struct {
+	PushID
+	Samples   int64 `msgpack:"s"` // mini-batch size behind the gradient; 0 for a join's zero push
+	ComputeNs int64 `msgpack:"c"` // the worker's compute time for it, in ns
+}
+
+// Request is the header of a request frame: Op and, for a push, its
+// metadata (the tensor is the payload).
 type Request struct {
-	Op        Op             `msgpack:"op"`
-	Worker    clock.WorkerID `msgpack:"w"`
-	Iter      int64          `msgpack:"i"`
-	Samples   int64          `msgpack:"s"`
-	ComputeNs int64          `msgpack:"c"`
+	Op Op `msgpack:"op"`
+	PushMeta
 }
 
 // ReplyStatus says whether a reply is final and how it ended.
@@ -64,15 +84,14 @@ const (
 
 // Reply is the header of a reply frame.
 type Reply struct {
-	Op     Op             `msgpack:"op"`
-	Worker clock.WorkerID `msgpack:"w"`
-	Iter   int64          `msgpack:"i"`
-	Status ReplyStatus    `msgpack:"st"`
-	Leader string         `msgpack:"l,omitempty"`
-	Reason Reason         `msgpack:"r,omitempty"`
-	Detail string         `msgpack:"d,omitempty"`
-	Clock  int64          `msgpack:"c,omitempty"`
-	Index  uint64         `msgpack:"x,omitempty"`
+	Op Op `msgpack:"op"`
+	PushID
+	Status ReplyStatus `msgpack:"st"`
+	Leader string      `msgpack:"l,omitempty"`
+	Reason Reason      `msgpack:"r,omitempty"`
+	Detail string      `msgpack:"d,omitempty"`
+	Clock  int64       `msgpack:"c,omitempty"`
+	Index  uint64      `msgpack:"x,omitempty"`
 	// Max and Samples answer an OpRead: t_max and the samples applied.
 	Max     int64 `msgpack:"m,omitempty"`
 	Samples int64 `msgpack:"n,omitempty"`

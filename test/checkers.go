@@ -270,32 +270,33 @@ func replayShard(rep *Report, pol clock.Policy, s uint32, entries []node.History
 			}
 		case "push":
 			for _, p := range e.Pushes {
-				k := pushKey{s, p.Worker, p.Iter}
+				w := string(p.Worker)
+				k := pushKey{s, w, p.Iter}
 				if p.Duplicate {
 					rep.Duplicates++
 				}
 				if p.Applied {
-					if c, ok := clocks[p.Worker]; ok && p.Iter < c {
+					if c, ok := clocks[w]; ok && p.Iter < c {
 						rep.ClockBack++
-						rep.violate("shard %d index %d: %s iter %d applied below its clock %d", s, e.Index, p.Worker, p.Iter, c)
+						rep.violate("shard %d index %d: %s iter %d applied below its clock %d", s, e.Index, w, p.Iter, c)
 					}
-					if ep, ok := applied[k]; ok && ep == epoch[p.Worker] {
+					if ep, ok := applied[k]; ok && ep == epoch[w] {
 						rep.AppliedTwice++
-						rep.violate("shard %d index %d: %s iter %d applied again", s, e.Index, p.Worker, p.Iter)
+						rep.violate("shard %d index %d: %s iter %d applied again", s, e.Index, w, p.Iter)
 					}
-					applied[k] = epoch[p.Worker]
+					applied[k] = epoch[w]
 					applies[k] = append(applies[k], times[e.Index])
-					clocks[p.Worker] = max(clocks[p.Worker], p.Iter+1)
+					clocks[w] = max(clocks[w], p.Iter+1)
 				}
 				if gate != nil && p.Rejected == "" {
 					rep.Replayed++
-					out, err := gate.Push(clock.WorkerID(p.Worker), p.Iter, p.RecvNanos)
+					out, err := gate.Push(p.Worker, p.Iter, p.RecvNanos)
 					var de *clock.DuplicatePushError
 					dup := errors.As(err, &de)
 					if (err == nil) != p.Applied || dup != p.Duplicate || out.Released != p.Released || out.Gap != p.Gap || !sameReleases(out.Others, p.Others) {
 						rep.ReplayMismatch++
 						rep.violate("shard %d index %d: replayed push %s/%d: released %v gap %d others %v err %v; log: applied %v released %v gap %d others %v",
-							s, e.Index, p.Worker, p.Iter, out.Released, out.Gap, out.Others, err, p.Applied, p.Released, p.Gap, p.Others)
+							s, e.Index, w, p.Iter, out.Released, out.Gap, out.Others, err, p.Applied, p.Released, p.Gap, p.Others)
 					}
 				}
 			}
@@ -303,7 +304,7 @@ func replayShard(rep *Report, pol clock.Policy, s uint32, entries []node.History
 			// Outcome.Gap is.
 			for _, p := range e.Pushes {
 				if p.Applied && p.Released {
-					released(p.Worker, p.Iter, e.Index)
+					released(string(p.Worker), p.Iter, e.Index)
 				}
 				for _, o := range p.Others {
 					released(o.Worker, o.Iter, e.Index)
