@@ -28,7 +28,7 @@ var mayImport = map[string][]string{
 	"":                        nil,
 	"balance":                 nil,
 	"clock":                   nil,
-	"clock/sim":               {"clock"},
+	"clock/sim":               {"clock", "balance"},
 	"cudaops":                 nil,
 	"cudaops/cuda":            {"cudaops"},
 	"internal/boundedmsgpack": nil,
@@ -46,7 +46,7 @@ var mayImport = map[string][]string{
 	"node/launch":             {"node", "mesh"},
 	"node/bench":              {"node/launch", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
 	"cmd/dssp": {"node/bench", "node/launch", "node/assemble", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile",
-		"clock/sim", "cudaops/cuda", "cudaops", "clock", "internal/faults"},
+		"clock/sim", "balance", "cudaops/cuda", "cudaops", "clock", "internal/faults"},
 	"test": {"node/launch", "node", "mesh", "modelfile", "clock", "internal/faults"},
 }
 

@@ -18,8 +18,9 @@ type Config struct {
 	// Window is how many observations per worker the model is fitted on;
 	// MinObs how many a worker needs before its model counts.
 	Window, MinObs int
-	// Interval is the least number of rounds between two re-allocations:
-	// the observations of the last batch must reach the model first.
+	// Interval is the least number of rounds between two re-allocations
+	// (the observations of the last batch must reach the model first),
+	// except for a rapid one, which needs only a round.
 	Interval int64
 	// DeadBand: no re-allocation unless it would shorten the slowest
 	// predicted finish by more than this fraction.
@@ -34,12 +35,12 @@ type Config struct {
 }
 
 // DefaultConfig is the configuration for a job whose per-worker batch is
-// base: b_min = max(1, base/8), no memory cap, a window of 12 observations
-// (3 to start), re-allocation at most every 4 rounds, a 3% dead band,
+// base: b_min = max(1, base/8), no memory cap, a window of 16 observations
+// (2 to start), re-allocation at most every 4 rounds, a 5% dead band,
 // steps of ½ halving to ⅛, full steps above a 30% imbalance.
 func DefaultConfig(base int64) Config {
-	return Config{Base: base, Min: max(1, base/8), Window: 12, MinObs: 3, Interval: 4,
-		DeadBand: 0.03, Step: 0.5, MinStep: 0.125, Rapid: 0.3}
+	return Config{Base: base, Min: max(1, base/8), Window: 16, MinObs: 2, Interval: 4,
+		DeadBand: 0.05, Step: 0.5, MinStep: 0.125, Rapid: 0.3}
 }
 
 // Validate names the bad value.
@@ -214,7 +215,7 @@ func (b *Balancer) Observe(id string, samples, computeNs int64) bool {
 // round) and re-allocates if the damping allows; it reports whether the
 // allocation changed.
 func (b *Balancer) Decide(round int64) bool {
-	if len(b.workers) < 2 || round-b.changed < b.cfg.Interval {
+	if len(b.workers) < 2 || round <= b.changed {
 		return false
 	}
 	models := b.models(false)
@@ -231,7 +232,10 @@ func (b *Balancer) Decide(round int64) bool {
 	}
 	best := MaxTime(models, target)
 	gain := MaxTime(models, cur)/best - 1
-	if !(gain > b.cfg.DeadBand) {
+	// A small imbalance waits Interval rounds, for the last batches to
+	// reach the windows; a large one (a worker slowed, a joiner's first
+	// measurements, the first allocation) is corrected at the next round.
+	if !(gain > b.cfg.DeadBand) || (gain <= b.cfg.Rapid && round-b.changed < b.cfg.Interval) {
 		return false
 	}
 	next := target

@@ -14,5 +14,12 @@
 // fast workers do more of them than slow ones where the paradigm lets them.
 // Throughput is pushes applied per simulated second.
 //
-// Run holds no shared state: concurrent runs are independent.
+// [RunBalance] runs the same mesh with the balance layer of package
+// balance (or, for comparison, without it) and counts samples instead of
+// pushes: a batch of b takes Overhead + draw·b/Base, each push is
+// observed by a balance.Balancer, Decide runs each time t_min rises, and a
+// new allocation is in force from t_max + 1 on. Utilisation is samples /
+// (time × Σ speeds).
+//
+// Run and RunBalance hold no shared state: concurrent runs are independent.
 package sim

@@ -20,6 +20,9 @@ func newSimCmd() *cobra.Command {
 		compute, latency             time.Duration
 		spread, stragProb, stragFact float64
 		seed                         uint64
+		balanced                     bool
+		batch                        int64
+		overhead                     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
@@ -29,7 +32,8 @@ time) and print, per paradigm, throughput, wait fraction, gaps, controller
 invocations and grants. The run stops after workers×iters pushes in total, so
 --iters is the mean per worker: fast workers do more where the paradigm lets
 them. Every paradigm sees the same compute-time draws (same --seed).`,
-		Example: `  dssp sim --workers 4 --speeds 1,1,1,4 --paradigms bsp,asp,ssp:3,ssp:15,dssp:3:12,dssp-paper:3:12 --iters 10000`,
+		Example: `  dssp sim --workers 4 --speeds 1,1,1,4 --paradigms bsp,asp,ssp:3,ssp:15,dssp:3:12,dssp-paper:3:12 --iters 10000
+  dssp sim --balance --workers 4 --speeds 1,1,2,4`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := sim.ParseDist(dist)
 			if err != nil {
@@ -38,6 +42,9 @@ them. Every paradigm sees the same compute-time draws (same --seed).`,
 			factors, err := parseSpeeds(speeds)
 			if err != nil {
 				return err
+			}
+			if balanced && !cmd.Flags().Changed("paradigms") {
+				paradigms = balanceParadigms
 			}
 			policies, err := parseParadigms(paradigms)
 			if err != nil {
@@ -54,6 +61,9 @@ them. Every paradigm sees the same compute-time draws (same --seed).`,
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if balanced {
+				return simBalance(out, cfg, policies, batch, overhead)
+			}
 			fmt.Fprintf(out, "%d workers, speeds %s (cycled), %s compute %v, latency %v, %d pushes per paradigm\n\n",
 				workers, speeds, d, compute, latency, int64(workers)*int64(iters))
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -88,6 +98,9 @@ them. Every paradigm sees the same compute-time draws (same --seed).`,
 	f.Float64Var(&stragFact, "straggler-factor", 4, "slow-down of a transient straggler")
 	f.IntVar(&stragIters, "straggler-iters", 10, "iterations a transient straggle lasts")
 	f.Uint64Var(&seed, "seed", 1, "random seed")
+	f.BoolVar(&balanced, "balance", false, "run each paradigm without and with the balance layer (per-worker batch sizing) and report utilisation = samples/(time·Σ speeds)")
+	f.Int64Var(&batch, "batch", 64, "with --balance: the base batch per worker, whose compute time is --compute")
+	f.DurationVar(&overhead, "overhead", 0, "with --balance: per-iteration time that does not grow with the batch")
 	return cmd
 }
 

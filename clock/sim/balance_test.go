@@ -1,0 +1,61 @@
+package sim
+
+import (
+	"testing"
+
+	"dsspmesh/clock"
+)
+
+func mustParse(t *testing.T, policy string) clock.Policy {
+	t.Helper()
+	p, err := clock.ParsePolicy(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runBalance(t *testing.T, c Config, policy string, balanced bool) BalanceResult {
+	t.Helper()
+	r, err := RunBalance(c, mustParse(t, policy), DefaultBalanceConfig(), balanced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestBalanceUsesTheMixedMesh is issue 16's simulated figure: speeds
+// 1,1,2,4 with ±10% jitter, 4 and 16 workers. Bounded gates alone use
+// about 36% of the compute; with the balance layer BSP uses ≥ 90% and
+// SSP(1) ≥ 95%, at the gate's own staleness bound.
+func TestBalanceUsesTheMixedMesh(t *testing.T) {
+	for _, n := range []int{4, 16} {
+		c := heteroConfig(Jitter, 1, 1, 2, 4)
+		c.Workers, c.Iters = n, 1000
+		bsp := runBalance(t, c, "bsp", false)
+		if bsp.Utilisation > 0.40 {
+			t.Errorf("n=%d: plain bsp uses %.1f%%, want about 36%%", n, 100*bsp.Utilisation)
+		}
+		for _, tc := range []struct {
+			policy string
+			want   float64
+		}{{"bsp", 0.90}, {"ssp:1", 0.95}} {
+			r := runBalance(t, c, tc.policy, true)
+			if r.Utilisation < tc.want || r.MaxGap > r.Policy.SU() {
+				t.Errorf("n=%d %s+balance: utilisation %.1f%% (want ≥ %.0f%%), max gap %d; batches %v",
+					n, tc.policy, 100*r.Utilisation, 100*tc.want, r.MaxGap, r.Batches)
+			}
+			t.Logf("n=%d %s+balance: %.1f%% (plain bsp %.1f%%), %d moves, batches %v",
+				n, tc.policy, 100*r.Utilisation, 100*bsp.Utilisation, r.Moves, r.Batches)
+		}
+	}
+}
+
+func TestBalanceRunIsDeterministic(t *testing.T) {
+	c := heteroConfig(LogNormal, 1, 3, 2)
+	c.Iters = 300
+	a, b := runBalance(t, c, "ssp:1", true), runBalance(t, c, "ssp:1", true)
+	if a.Samples != b.Samples || a.SimTime != b.SimTime || a.Moves != b.Moves {
+		t.Fatalf("two runs differ:\n%+v\n%+v", a, b)
+	}
+}
