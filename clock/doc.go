@@ -56,10 +56,15 @@
 //
 // # Cost
 //
-// A push costs amortised O(1) in the number of workers (map lookups, the
-// clock histogram, waiters bucketed by clock) plus sorting the workers it
-// releases, plus, when the DSSP controller runs, O(r_max) for the controller
-// and a scan of the workers at t_min to pick the slowest among ties.
-// Removing the last worker at t_min scans clocks upward to the next one
-// (O(spread)); removals are rare.
+// A call costs one map lookup on the worker's id: workers are interned to
+// dense indices, and their clocks, timestamps, grants and held pushes live
+// in slices by index (indices are internal and never reach a decision or an
+// encoding). A push then costs amortised O(1) in the number of workers (the
+// clock histogram and the waiters, bucketed by clock, with emptied buckets
+// reused so that a steady run allocates only the Others it returns), plus
+// sorting the workers it releases, plus, when the DSSP controller runs,
+// O(r_max) for the controller. The slowest worker at t_min is cached: it is
+// found by a scan of the workers at t_min only when t_min rose, a worker was
+// added there, or the cached one left. Removing the last worker at t_min
+// scans clocks upward to the next one (O(spread)); removals are rare.
 package clock

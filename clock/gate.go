@@ -92,25 +92,46 @@ type WorkerInfo struct {
 // Gate is the synchronization gate of one shard: the clock table, the
 // push-timestamp table, the grants and the held pushes. See the package doc
 // for the contract; it is not safe for concurrent use.
+//
+// Per-worker state lives in ws, indexed by the worker's dense index in the
+// table (one map lookup per call, on the id; slice indexing after that).
 type Gate struct {
-	pol     Policy
-	table   *Table
-	workers map[WorkerID]*worker
-	// waiters[c] holds the waiting workers whose clock is c. Every waiter
-	// has c > swept, and swept = t_min + s_L as of the last sweep.
-	waiters  map[int64][]WorkerID
+	pol   Policy
+	table *Table
+	ws    []worker // by table index; a free index holds a zero worker
+	// waiters[c] holds the indices of the waiting workers whose clock is c.
+	// Every waiter has c > swept, and swept = t_min + s_L as of the last
+	// sweep. Emptied buckets are reused through the table's spare list.
+	waiters  map[int64]*bucket
 	nWaiting int
 	swept    int64
 	floor    int64 // t_min; kept when the table empties, for the next AddWorker
 	totals   Stats
+	slow     slowest
 }
 
 type worker struct {
 	times   Timestamps
 	nTimes  uint8
-	grant   int64
 	waiting bool
+	grant   int64
 	stats   Stats
+}
+
+// slowest caches, for the workers at clock floor, how many have fewer than
+// two timestamps (cold) and which of the others is the slowest (the
+// controller's s). It is valid while ok and floor == Gate.floor. The set at
+// t_min only shrinks while t_min stays (a worker there leaves by pushing,
+// being advanced or removed; see leaveFloor), and a worker's timestamps
+// change only when it pushes, which moves it off t_min; so the cache
+// survives until t_min rises, a worker is added at t_min, or the slowest
+// itself leaves. Rebuilding it is a scan of the workers at t_min.
+type slowest struct {
+	ok    bool
+	floor int64
+	cold  int
+	idx   int32 // -1 when every worker at t_min is cold
+	next  int64 // its predicted next push A[s][0] + I_s
 }
 
 // NewGate returns an empty gate for p.
@@ -121,8 +142,7 @@ func NewGate(p Policy) (*Gate, error) {
 	return &Gate{
 		pol:     p,
 		table:   NewTable(),
-		workers: map[WorkerID]*worker{},
-		waiters: map[int64][]WorkerID{},
+		waiters: map[int64]*bucket{},
 		swept:   p.SL,
 	}, nil
 }
@@ -149,8 +169,8 @@ func (g *Gate) Clock(w WorkerID) (int64, bool) { return g.table.Clock(w) }
 
 // IsWaiting reports whether w's latest push is held.
 func (g *Gate) IsWaiting(w WorkerID) bool {
-	st, ok := g.workers[w]
-	return ok && st.waiting
+	i, ok := g.table.lookup(w)
+	return ok && g.ws[i].waiting
 }
 
 // Totals are the gate's counters over all workers, removed ones included.
@@ -158,8 +178,8 @@ func (g *Gate) Totals() Stats { return g.totals }
 
 // Workers returns the live workers sorted by id.
 func (g *Gate) Workers() []WorkerID {
-	ids := make([]WorkerID, 0, len(g.workers))
-	for id := range g.workers {
+	ids := make([]WorkerID, 0, g.table.Len())
+	for id := range g.table.index {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
@@ -169,10 +189,9 @@ func (g *Gate) Workers() []WorkerID {
 // Waiting returns the held pushes ordered by (Iter, Worker).
 func (g *Gate) Waiting() []Release {
 	out := make([]Release, 0, g.nWaiting)
-	for _, ids := range g.waiters {
-		for _, id := range ids {
-			c, _ := g.table.Clock(id)
-			out = append(out, Release{Worker: id, Iter: c - 1})
+	for c, b := range g.waiters {
+		for _, i := range b.at {
+			out = append(out, Release{Worker: g.table.ids[i], Iter: c - 1})
 		}
 	}
 	sortReleases(out)
@@ -181,11 +200,11 @@ func (g *Gate) Waiting() []Release {
 
 // Worker returns the view of w.
 func (g *Gate) Worker(w WorkerID) (WorkerInfo, bool) {
-	st, ok := g.workers[w]
+	i, ok := g.table.lookup(w)
 	if !ok {
 		return WorkerInfo{}, false
 	}
-	c, _ := g.table.Clock(w)
+	st, c := &g.ws[i], g.table.clock[i]
 	return WorkerInfo{
 		ID: w, Clock: c, Gap: c - g.floor, Grant: st.grant, Waiting: st.waiting,
 		Times: st.times, NTimes: int(st.nTimes), Stats: st.stats,
@@ -196,14 +215,30 @@ func (g *Gate) Worker(w WorkerID) (WorkerInfo, bool) {
 // clock: the iteration of w's first push. A returning worker starts afresh:
 // no timestamps, no grant.
 func (g *Gate) AddWorker(w WorkerID) (int64, error) {
-	if err := g.table.Add(w, g.floor); err != nil {
+	if _, err := g.add(w, g.floor); err != nil {
 		return 0, err
 	}
-	g.workers[w] = &worker{}
 	if g.table.Len() == 1 {
 		g.swept = g.floor + g.pol.SL
 	}
 	return g.floor, nil
+}
+
+// add puts w in the table at clock c with a fresh worker state.
+func (g *Gate) add(w WorkerID, c int64) (int32, error) {
+	i, err := g.table.add(w, c)
+	if err != nil {
+		return 0, err
+	}
+	if int(i) == len(g.ws) {
+		g.ws = append(g.ws, worker{})
+	} else {
+		g.ws[i] = worker{}
+	}
+	if c == g.floor {
+		g.slow.ok = false
+	}
+	return i, nil
 }
 
 // AdvanceWorker moves w's clock forward to c, as if w had pushed the
@@ -215,23 +250,22 @@ func (g *Gate) AddWorker(w WorkerID) (int64, error) {
 // (unchanged if already at or past c) and the workers released because
 // t_min rose, ordered by (Iter, Worker).
 func (g *Gate) AdvanceWorker(w WorkerID, c int64) (int64, []Release, error) {
-	cur, ok := g.table.Clock(w)
+	i, ok := g.table.lookup(w)
 	if !ok {
 		return 0, nil, &UnknownWorkerError{Worker: w}
 	}
+	cur := g.table.clock[i]
 	if c <= cur {
 		return cur, nil, nil
 	}
-	if g.workers[w].waiting {
-		g.unwait(w, cur)
+	if g.ws[i].waiting {
+		g.unwait(i, cur)
 	}
-	if err := g.table.Remove(w); err != nil {
+	g.leaveFloor(i, cur)
+	g.table.remove(i)
+	if _, err := g.add(w, c); err != nil {
 		return 0, nil, err
 	}
-	if err := g.table.Add(w, c); err != nil {
-		return 0, nil, err
-	}
-	g.workers[w] = &worker{}
 	g.floor = g.table.Min()
 	return c, g.sweep(), nil
 }
@@ -240,18 +274,17 @@ func (g *Gate) AdvanceWorker(w WorkerID, c int64) (int64, []Release, error) {
 // held is dropped, not released. It returns the other workers released
 // because t_min rose, ordered by (Iter, Worker).
 func (g *Gate) RemoveWorker(w WorkerID) ([]Release, error) {
-	st, ok := g.workers[w]
+	i, ok := g.table.lookup(w)
 	if !ok {
 		return nil, &UnknownWorkerError{Worker: w}
 	}
-	if st.waiting {
-		c, _ := g.table.Clock(w)
-		g.unwait(w, c)
+	c := g.table.clock[i]
+	if g.ws[i].waiting {
+		g.unwait(i, c)
 	}
-	if err := g.table.Remove(w); err != nil {
-		return nil, err
-	}
-	delete(g.workers, w)
+	g.leaveFloor(i, c)
+	g.table.remove(i)
+	g.ws[i] = worker{}
 	if g.table.Len() > 0 {
 		g.floor = g.table.Min()
 	}
@@ -261,11 +294,11 @@ func (g *Gate) RemoveWorker(w WorkerID) ([]Release, error) {
 // Push applies w's push for iteration iter received at recvNanos and
 // decides it. On error nothing changed.
 func (g *Gate) Push(w WorkerID, iter int64, recvNanos int64) (Outcome, error) {
-	st, ok := g.workers[w]
+	i, ok := g.table.lookup(w)
 	if !ok {
 		return Outcome{}, &UnknownWorkerError{Worker: w}
 	}
-	c, _ := g.table.Clock(w)
+	st, c := &g.ws[i], g.table.clock[i]
 	switch {
 	case iter < c:
 		return Outcome{}, &DuplicatePushError{Worker: w, Iter: iter, Clock: c}
@@ -275,10 +308,8 @@ func (g *Gate) Push(w WorkerID, iter int64, recvNanos int64) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("%w: %q pushed iteration %d while iteration %d is held", ErrWorkerWaiting, w, iter, iter-1)
 	}
 
-	tp, err := g.table.Advance(w)
-	if err != nil {
-		return Outcome{}, err
-	}
+	g.leaveFloor(i, c)
+	tp := g.table.advance(i)
 	g.floor = g.table.Min()
 	if st.nTimes > 0 {
 		recvNanos = max(recvNanos, st.times.Latest)
@@ -289,11 +320,10 @@ func (g *Gate) Push(w WorkerID, iter int64, recvNanos int64) (Outcome, error) {
 	g.totals.Pushes++
 
 	out := Outcome{Gap: tp - g.floor}
-	g.decide(w, st, tp, &out)
+	g.decide(st, tp, &out)
 	if !out.Released {
 		st.waiting = true
-		g.waiters[tp] = append(g.waiters[tp], w)
-		g.nWaiting++
+		g.addWaiter(i, tp)
 		st.stats.Waits++
 		g.totals.Waits++
 	}
@@ -302,8 +332,8 @@ func (g *Gate) Push(w WorkerID, iter int64, recvNanos int64) (Outcome, error) {
 }
 
 // decide applies rules 1–4 of docs/design.md#the-gate-rules (or
-// Algorithm 1 for dssp-paper) to the pusher, whose clock is now tp.
-func (g *Gate) decide(w WorkerID, st *worker, tp int64, out *Outcome) {
+// Algorithm 1 for dssp-paper) to the pusher st, whose clock is now tp.
+func (g *Gate) decide(st *worker, tp int64, out *Outcome) {
 	if g.pol.Paradigm == ASP {
 		out.Released, out.Rule = true, RuleAsync
 		return
@@ -326,7 +356,7 @@ func (g *Gate) decide(w WorkerID, st *worker, tp int64, out *Outcome) {
 	out.ControllerCalled = true
 	st.stats.ControllerCalls++
 	g.totals.ControllerCalls++
-	r := g.controller(w, st)
+	r := g.controller(st)
 	if !paper {
 		r = min(r, sU-gap+1)
 	}
@@ -348,30 +378,62 @@ func (g *Gate) decide(w WorkerID, st *worker, tp int64, out *Outcome) {
 // at t_min whose predicted next push A[s][0] + I_s is latest, ties to the
 // smallest id. It returns 0 (cold start) unless p and every worker at t_min
 // have two timestamps: a worker without them has no prediction and could
-// be the slowest. Cost: a scan of the workers at t_min.
-func (g *Gate) controller(p WorkerID, st *worker) int64 {
+// be the slowest. Cost: O(r_max), plus a scan of the workers at t_min when
+// the cache of the slowest is stale (see slowest).
+func (g *Gate) controller(st *worker) int64 {
 	if st.nTimes < 2 {
 		return 0
 	}
-	var slow *worker
-	var slowID WorkerID
-	var slowNext int64
-	cold := false
-	g.table.EachAt(g.floor, func(id WorkerID) {
-		s := g.workers[id]
-		if s.nTimes < 2 {
-			cold = true
-			return
-		}
-		next := satAdd(s.times.Latest, s.times.interval())
-		if slow == nil || next > slowNext || (next == slowNext && id < slowID) {
-			slow, slowID, slowNext = s, id, next
-		}
-	})
-	if cold || slow == nil {
+	if !g.slow.ok || g.slow.floor != g.floor {
+		g.findSlowest()
+	}
+	if g.slow.cold > 0 || g.slow.idx < 0 {
 		return 0
 	}
-	return SyncController(st.times, slow.times, g.pol.RMax, g.pol.Objective)
+	return SyncController(st.times, g.ws[g.slow.idx].times, g.pol.RMax, g.pol.Objective)
+}
+
+// findSlowest rebuilds the cache of the slowest worker at t_min.
+func (g *Gate) findSlowest() {
+	s := slowest{ok: true, floor: g.floor, idx: -1}
+	for _, i := range g.table.at(g.floor) {
+		w := &g.ws[i]
+		if w.nTimes < 2 {
+			s.cold++
+			continue
+		}
+		next := satAdd(w.times.Latest, w.times.interval())
+		if s.idx < 0 || next > s.next || (next == s.next && g.table.ids[i] < g.table.ids[s.idx]) {
+			s.idx, s.next = i, next
+		}
+	}
+	g.slow = s
+}
+
+// leaveFloor keeps the cache of the slowest true when worker i, at clock c,
+// is about to leave clock c (push, advance or removal), before its
+// timestamps change.
+func (g *Gate) leaveFloor(i int32, c int64) {
+	if !g.slow.ok || g.slow.floor != c {
+		return
+	}
+	switch {
+	case g.ws[i].nTimes < 2:
+		g.slow.cold--
+	case i == g.slow.idx:
+		g.slow.ok = false
+	}
+}
+
+// addWaiter records index i as waiting at clock c.
+func (g *Gate) addWaiter(i int32, c int64) {
+	b := g.waiters[c]
+	if b == nil {
+		b = g.table.spareBucket()
+		g.waiters[c] = b
+	}
+	b.at = append(b.at, i)
+	g.nWaiting++
 }
 
 // sweep releases every waiter with clock <= t_min + s_L (rule 4).
@@ -387,12 +449,17 @@ func (g *Gate) sweep() []Release {
 	}
 	var out []Release
 	take := func(c int64) {
-		for _, id := range g.waiters[c] {
-			g.workers[id].waiting = false
-			out = append(out, Release{Worker: id, Iter: c - 1})
+		b := g.waiters[c]
+		if b == nil {
+			return
 		}
-		g.nWaiting -= len(g.waiters[c])
+		for _, i := range b.at {
+			g.ws[i].waiting = false
+			out = append(out, Release{Worker: g.table.ids[i], Iter: c - 1})
+		}
+		g.nWaiting -= len(b.at)
 		delete(g.waiters, c)
+		g.table.reuse(b)
 	}
 	if thr-from <= int64(len(g.waiters)) {
 		for c := from + 1; c <= thr; c++ {
@@ -400,27 +467,30 @@ func (g *Gate) sweep() []Release {
 		}
 	} else {
 		// A removal made t_min jump: visit the buckets, not the clocks.
+		var cs []int64
 		for c := range g.waiters {
 			if c <= thr {
-				take(c)
+				cs = append(cs, c)
 			}
+		}
+		for _, c := range cs {
+			take(c)
 		}
 	}
 	sortReleases(out)
 	return out
 }
 
-// unwait drops w, waiting at clock c, from the waiters.
-func (g *Gate) unwait(w WorkerID, c int64) {
-	ids := g.waiters[c]
-	i := slices.Index(ids, w)
-	ids = slices.Delete(ids, i, i+1)
-	if len(ids) == 0 {
+// unwait drops index i, waiting at clock c, from the waiters.
+func (g *Gate) unwait(i int32, c int64) {
+	b := g.waiters[c]
+	k := slices.Index(b.at, i)
+	b.at = slices.Delete(b.at, k, k+1)
+	if len(b.at) == 0 {
 		delete(g.waiters, c)
-	} else {
-		g.waiters[c] = ids
+		g.table.reuse(b)
 	}
-	g.workers[w].waiting = false
+	g.ws[i].waiting = false
 	g.nWaiting--
 }
 

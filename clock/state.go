@@ -29,12 +29,12 @@ type WorkerState struct {
 
 // State returns a copy of the gate's state.
 func (g *Gate) State() State {
-	s := State{Policy: g.pol, Floor: g.floor, Totals: g.totals, Workers: make([]WorkerState, 0, len(g.workers))}
+	s := State{Policy: g.pol, Floor: g.floor, Totals: g.totals, Workers: make([]WorkerState, 0, g.table.Len())}
 	for _, id := range g.Workers() {
-		w := g.workers[id]
-		c, _ := g.table.Clock(id)
+		i, _ := g.table.lookup(id)
+		w := &g.ws[i]
 		s.Workers = append(s.Workers, WorkerState{
-			ID: id, Clock: c, Times: w.times, NTimes: w.nTimes,
+			ID: id, Clock: g.table.clock[i], Times: w.times, NTimes: w.nTimes,
 			Grant: w.grant, Waiting: w.waiting, Stats: w.stats,
 		})
 	}
@@ -70,10 +70,11 @@ func NewGateFromState(s State) (*Gate, error) {
 		if ws.Grant < 0 {
 			return bad("worker %q negative grant %d", ws.ID, ws.Grant)
 		}
-		if err := g.table.Add(ws.ID, ws.Clock); err != nil {
+		j, err := g.add(ws.ID, ws.Clock)
+		if err != nil {
 			return bad("worker %q: %v", ws.ID, err)
 		}
-		g.workers[ws.ID] = &worker{times: ws.Times, nTimes: ws.NTimes, grant: ws.Grant, stats: ws.Stats}
+		g.ws[j] = worker{times: ws.Times, nTimes: ws.NTimes, grant: ws.Grant, stats: ws.Stats}
 	}
 	if g.table.Len() > 0 && g.table.Min() != s.Floor {
 		return bad("t_min %d but the lowest clock is %d", s.Floor, g.table.Min())
@@ -86,9 +87,9 @@ func NewGateFromState(s State) (*Gate, error) {
 		if s.Policy.Paradigm == ASP || ws.Clock <= g.swept {
 			return bad("worker %q waits at gap %d under %s", ws.ID, ws.Clock-s.Floor, s.Policy)
 		}
-		g.workers[ws.ID].waiting = true
-		g.waiters[ws.Clock] = append(g.waiters[ws.Clock], ws.ID)
-		g.nWaiting++
+		j, _ := g.table.lookup(ws.ID)
+		g.ws[j].waiting = true
+		g.addWaiter(j, ws.Clock)
 	}
 	return g, nil
 }

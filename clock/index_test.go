@@ -1,0 +1,123 @@
+package clock
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// checkInternals verifies the table's buckets, positions and free list and
+// the gate's waiter buckets against each worker's own record.
+func checkInternals(t *testing.T, g *Gate) {
+	t.Helper()
+	tab, live, waiting := g.table, 0, 0
+	for i, id := range tab.ids {
+		if id == "" {
+			continue
+		}
+		live++
+		if j, ok := tab.index[id]; !ok || j != int32(i) {
+			t.Fatalf("index of %q is %d, slot %d", id, j, i)
+		}
+		if b := tab.at(tab.clock[i]); int(tab.pos[i]) >= len(b) || b[tab.pos[i]] != int32(i) {
+			t.Fatalf("%q not at its position %d in bucket %d", id, tab.pos[i], tab.clock[i])
+		}
+		if g.ws[i].waiting {
+			waiting++
+			found := false
+			if b := g.waiters[tab.clock[i]]; b != nil {
+				for _, k := range b.at {
+					found = found || k == int32(i)
+				}
+			}
+			if !found {
+				t.Fatalf("%q waits but is not in waiters[%d]", id, tab.clock[i])
+			}
+		}
+	}
+	if live != tab.Len() || live+len(tab.free) != len(tab.ids) || waiting != g.nWaiting {
+		t.Fatalf("live %d len %d free %d slots %d waiting %d/%d", live, tab.Len(), len(tab.free), len(tab.ids), waiting, g.nWaiting)
+	}
+	n := 0
+	for c, b := range tab.buckets {
+		if len(b.at) == 0 || c < tab.min || c > tab.max {
+			t.Fatalf("bucket %d of %d outside [%d, %d]", c, len(b.at), tab.min, tab.max)
+		}
+		n += len(b.at)
+	}
+	if n != live {
+		t.Fatalf("%d in buckets, %d live", n, live)
+	}
+}
+
+// TestIndexedGateMatchesRestoredGate applies random pushes, adds, removals
+// and advances (up to 40 workers, so many share t_min) to one long-lived
+// gate and, op by op, to a gate restored from its state just before: the
+// restored gate has other indices, no spare buckets and no cached slowest
+// worker, so equal answers show that none of those reach a decision.
+func TestIndexedGateMatchesRestoredGate(t *testing.T) {
+	for seed := range seeds() / 4 {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		pol := randomPolicy(rng)
+		g, _ := NewGate(pol)
+		ready := map[WorkerID]bool{}
+		next := 0
+		var now int64
+		for step := range 1500 {
+			snap, _ := g.MarshalBinary()
+			var fresh Gate
+			if err := fresh.UnmarshalBinary(snap); err != nil {
+				t.Fatal(err)
+			}
+			ids := g.Workers()
+			var do func(*Gate) any
+			switch k := rng.IntN(100); {
+			case k < 3 || len(ids) < 2:
+				w := WorkerID(fmt.Sprintf("w%03d", next))
+				next++
+				do = func(g *Gate) any { c, err := g.AddWorker(w); return fmt.Sprint(c, err) }
+				ready[w] = true
+			case k < 5:
+				w := ids[rng.IntN(len(ids))]
+				do = func(g *Gate) any { rel, err := g.RemoveWorker(w); return fmt.Sprint(rel, err) }
+				delete(ready, w)
+			case k < 7:
+				w := ids[rng.IntN(len(ids))]
+				c, _ := g.Clock(w)
+				to := c + rng.Int64N(4)
+				do = func(g *Gate) any { c, rel, err := g.AdvanceWorker(w, to); return fmt.Sprint(c, rel, err) }
+				ready[w] = true
+			default:
+				var cands []WorkerID
+				for _, id := range ids {
+					if ready[id] {
+						cands = append(cands, id)
+					}
+				}
+				if len(cands) == 0 {
+					continue
+				}
+				w := cands[rng.IntN(len(cands))]
+				now += rng.Int64N(50)
+				iter, _ := g.Clock(w)
+				at := now
+				do = func(g *Gate) any { out, err := g.Push(w, iter, at); return fmt.Sprintf("%+v %v", out, err) }
+			}
+			got, want := do(g), do(&fresh)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d %s step %d: long-lived %v, restored %v", seed, pol, step, got, want)
+			}
+			a, _ := g.MarshalBinary()
+			b, _ := fresh.MarshalBinary()
+			if !bytes.Equal(a, b) {
+				t.Fatalf("seed %d step %d: encodings differ", seed, step)
+			}
+			checkInternals(t, g)
+			for _, id := range g.Workers() {
+				ready[id] = !g.IsWaiting(id)
+			}
+		}
+	}
+}
