@@ -35,24 +35,42 @@ func (q *eventQueue) push(e event) {
 	}
 }
 
+// top is the earliest event; the queue must not be empty.
+func (q *eventQueue) top() event { return q.h[0] }
+
+// pop removes and returns the earliest event.
 func (q *eventQueue) pop() event {
 	top := q.h[0]
 	last := len(q.h) - 1
 	q.h[0] = q.h[last]
 	q.h = q.h[:last]
-	for i := 0; ; {
+	q.down(0)
+	return top
+}
+
+// replaceTop replaces the earliest event by e: a pop and a push of e in one
+// sift.
+func (q *eventQueue) replaceTop(e event) {
+	e.seq = q.seq
+	q.seq++
+	q.h[0] = e
+	q.down(0)
+}
+
+func (q *eventQueue) down(i int) {
+	n := len(q.h)
+	for {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && q.less(l, m) {
+		if l < n && q.less(l, m) {
 			m = l
 		}
-		if r < last && q.less(r, m) {
+		if r < n && q.less(r, m) {
 			m = r
 		}
 		if m == i {
-			break
+			return
 		}
 		q.h[i], q.h[m] = q.h[m], q.h[i]
 		i = m
 	}
-	return top
 }

@@ -104,6 +104,8 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 		budget       = int64(n) * int64(cfg.Iters)
 		lat          = int64(cfg.Latency)
 	)
+	// iters[i] is worker i's clock: the iteration of its next push.
+	iters := make([]int64, n)
 	release := func(i int, gap int64) {
 		releases++
 		gapSum += gap
@@ -114,24 +116,30 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 		if q.len() == 0 {
 			return Result{}, fmt.Errorf("sim: %s deadlocked after %d pushes", p, pushes)
 		}
-		ev := q.pop()
+		// The event stays on top until the pusher's next one replaces it
+		// (one sift instead of a pop and a push); others released by this
+		// push are queued after it, so the order of seq is as with a pop.
+		ev := q.top()
 		now = ev.at
 		i := int(ev.worker)
-		iter, _ := g.Clock(ids[i])
-		out, err := g.Push(ids[i], iter, now)
+		out, err := g.Push(ids[i], iters[i], now)
 		if err != nil {
 			return Result{}, err
 		}
+		iters[i]++
 		if out.Released {
-			release(i, out.Gap)
+			releases++
+			gapSum += out.Gap
+			maxGap = max(maxGap, out.Gap)
+			q.replaceTop(event{at: now + lat + samplers[i].next(), worker: int32(i)})
 		} else {
+			q.pop()
 			heldSince[i] = now
 		}
 		for _, r := range out.Others {
 			j := index[r.Worker]
 			held += now - heldSince[j]
-			c, _ := g.Clock(r.Worker)
-			release(j, c-g.Min())
+			release(j, r.Iter+1-g.Min())
 		}
 	}
 	for _, id := range g.Waiting() {
