@@ -39,7 +39,10 @@
 // plain), [LoadCIFAR10] reads the CIFAR-10 binary batches, [NewSynthetic]
 // makes a seeded learnable set for tests. [NewLoader] gives each worker a
 // deterministic partition of a dataset and a deterministic per-epoch shuffle
-// of it. Corrupt or truncated files give a *[FormatError] naming the file and
+// of it. [Order] is the job-wide order of the balance layer, whose workers'
+// batches differ: one seeded permutation of the whole set per epoch, laid
+// end to end, each worker taking its slice of each round's global batch,
+// so every sample is consumed once per epoch. Corrupt or truncated files give a *[FormatError] naming the file and
 // the problem; they never panic.
 //
 // Image sets are held as the files' bytes ([NewBytes]: MNIST's 60000
