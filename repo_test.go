@@ -40,7 +40,7 @@ var mayImport = map[string][]string{
 	"modelfile/modelfiletest": {"modelfile", "cudaops"},
 	"raftstore":               {"mesh", "internal/wait"},
 	"shardapi":                {"clock", "mesh"},
-	"shard":                   {"clock", "mesh", "raftstore", "shardapi", "internal/boundedmsgpack", "internal/faults", "internal/wait"},
+	"shard":                   {"balance", "clock", "mesh", "raftstore", "shardapi", "internal/boundedmsgpack", "internal/faults", "internal/wait"},
 	"node":                    {"clock", "cudaops", "modelfile", "mesh", "shardapi", "internal/faults"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
 	"node/launch":             {"node", "mesh"},

@@ -15,6 +15,15 @@
 //     it ([Schedule]), and the FSM never reads the clock. Snapshots encode
 //     everything (snapshot.go); [FSM.StateHash] is a SHA-256 of that
 //     encoding, equal on replicas that applied the same entries.
+//   - The balance layer (balance.go, docs/design.md#balance), with
+//     Spec.BalanceBase > 0: every shard weights a push's gradient by its
+//     samples / BalanceBase before summing; shard 0's FSM also holds a
+//     balance.Balancer fed by the applied pushes' samples and compute_ns
+//     and the gate's membership, deciding when t_min rises, and keeps the
+//     allocations in force as versions. Its OK to push (w, iter) carries
+//     w's [shardapi.Assignment] for iteration iter+1 (read under the FSM's
+//     read lock after the reply's parameters; a later decision is in force
+//     only from t_max+1, so both reads agree).
 //   - [Replica]: one node's member of the shard's raft group plus the push
 //     service on mesh.Channel{KindRPC, shard}. It answers what a node asks
 //     of the group without exposing raft: [Replica.Configuration] (voters

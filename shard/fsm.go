@@ -32,6 +32,7 @@ type FSM struct {
 	theta       []float32
 	velocity    []float32 // nil for SGD
 	gate        *clock.Gate
+	bal         *balanceState // shard 0 with Spec.BalanceBase > 0 (balance.go)
 	samples     int64 // global samples applied: the schedule's input
 	pushes      uint64
 	duplicates  uint64
@@ -124,6 +125,11 @@ func (f *FSM) applyInit(e entry) error {
 	if i >= 0 {
 		return fmt.Errorf("shard %d: %w: initial parameter %d is %v", f.shard, shardapi.ErrBadEntry, i, theta[i])
 	}
+	if e.spec.BalanceBase > 0 && e.spec.Shard == 0 {
+		if f.bal, err = newBalanceState(e.spec.BalanceBase); err != nil {
+			return err
+		}
+	}
 	f.initialized, f.spec, f.opt, f.gate, f.theta = true, e.spec, e.spec.Optimizer, g, theta
 	if f.opt.Kind == shardapi.Momentum {
 		f.velocity = make([]float32, e.spec.Len)
@@ -146,6 +152,7 @@ func (f *FSM) applyPushes(ps []Push) []shardapi.PushResult {
 			r.Err = f.reject(p, reason, detail)
 			continue
 		}
+		f.weigh(p.Samples)
 		// The step with this gradient added must leave every parameter
 		// finite. The check runs before the gate sees the push, so a
 		// refused push changes nothing; it is pure arithmetic on the
@@ -183,6 +190,10 @@ func (f *FSM) applyPushes(ps []Push) []shardapi.PushResult {
 		}
 		accepted++
 		samples += p.Samples
+		f.balanceObserve(p)
+	}
+	if f.initialized {
+		f.balanceTick()
 	}
 	if accepted > 0 {
 		step(f.opt, f.theta, f.velocity, f.sum, lr)
@@ -255,7 +266,12 @@ func (f *FSM) applyAddWorker(w clock.WorkerID, from int64) (int64, []clock.Relea
 			return 0, nil, err
 		}
 	}
-	return f.gate.AdvanceWorker(w, from)
+	c, rel, err := f.gate.AdvanceWorker(w, from)
+	if err == nil {
+		f.balanceJoin(w)
+		f.balanceTick()
+	}
+	return c, rel, err
 }
 
 // applyRemoveWorker removes w; removing an absent worker is a no-op.
@@ -266,7 +282,12 @@ func (f *FSM) applyRemoveWorker(w clock.WorkerID) ([]clock.Release, error) {
 	if _, ok := f.gate.Clock(w); !ok {
 		return nil, nil
 	}
-	return f.gate.RemoveWorker(w)
+	rel, err := f.gate.RemoveWorker(w)
+	if err == nil {
+		f.balanceLeave(w)
+		f.balanceTick()
+	}
+	return rel, err
 }
 
 // replyState is what the service needs to answer a push (w, iter).

@@ -240,6 +240,7 @@ type verdict struct {
 	detail string
 	leader string
 	params []byte // an OK's parameter slice (tensor codec)
+	assign *shardapi.Assignment
 }
 
 // decide is the one place a leader decides a push's reply from the
@@ -284,6 +285,9 @@ func (s *service) settle(c *workerConn, id shardapi.PushID, at stage) bool {
 	if propose {
 		return true
 	}
+	if v.status == shardapi.ReplyOK {
+		v.assign = s.r.fsm.assignment(id.Worker, id.Iter)
+	}
 	if v.status == shardapi.ReplyHeld && !already {
 		s.cnt.held.Add(1)
 	}
@@ -303,7 +307,7 @@ func (s *service) send(c *workerConn, op shardapi.Op, id shardapi.PushID, v verd
 	case shardapi.ReplyNotLeader:
 		s.cnt.notLeader.Add(1)
 	}
-	c.send(shardapi.Reply{Op: op, PushID: id, Status: v.status, Leader: v.leader, Reason: v.reason, Detail: v.detail}, v.params)
+	c.send(shardapi.Reply{Op: op, PushID: id, Status: v.status, Leader: v.leader, Reason: v.reason, Detail: v.detail, Assign: v.assign}, v.params)
 }
 
 func (s *service) reject(c *workerConn, req shardapi.Request, reason shardapi.Reason, detail string) {
@@ -434,6 +438,9 @@ func (s *service) reevaluate() {
 	s.mu.Unlock()
 	for _, o := range outs {
 		v, _ := decide(o.st, o.params, onRelease)
+		if v.status == shardapi.ReplyOK {
+			v.assign = s.r.fsm.assignment(o.k.Worker, o.k.Iter)
+		}
 		s.send(o.k.c, shardapi.OpPush, o.k.PushID, v)
 	}
 }

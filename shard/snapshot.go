@@ -38,6 +38,8 @@ type snapshotHeader struct {
 	Rejected    []uint64      `msgpack:"rejected"`
 	Gate        []byte        `msgpack:"gate"`
 	LastIndex   uint64        `msgpack:"index"`
+	// Balance is shard 0's balance layer (balance.go), absent otherwise.
+	Balance *balanceSnapshot `msgpack:"bal,omitempty"`
 }
 
 func (f *FSM) encodeLocked() ([]byte, error) {
@@ -50,6 +52,11 @@ func (f *FSM) encodeLocked() ([]byte, error) {
 		}
 		h.Gate = g
 	}
+	bal, err := f.bal.encode()
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: encode balance: %w", f.shard, err)
+	}
+	h.Balance = bal
 	hb, err := msgpack.Marshal(&h)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: encode snapshot header: %w", f.shard, err)
@@ -90,6 +97,7 @@ func (f *FSM) decodeLocked(b []byte) error {
 	}
 	var theta, velocity []float32
 	var gate *clock.Gate
+	var bal *balanceState
 	if h.Initialized {
 		if err := h.Spec.Validate(); err != nil {
 			return bad("%v", err)
@@ -115,11 +123,15 @@ func (f *FSM) decodeLocked(b []byte) error {
 		if err := gate.UnmarshalBinary(h.Gate); err != nil {
 			return bad("gate: %v", err)
 		}
-	} else if len(body) != 0 || len(h.Gate) != 0 {
+		var err error
+		if bal, err = decodeBalance(h.Spec, h.Balance); err != nil {
+			return bad("balance: %v", err)
+		}
+	} else if len(body) != 0 || len(h.Gate) != 0 || h.Balance != nil {
 		return bad("state in an uninitialised snapshot")
 	}
 	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
-	f.theta, f.velocity, f.gate = theta, velocity, gate
+	f.theta, f.velocity, f.gate, f.bal = theta, velocity, gate, bal
 	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
 	f.rejected = [shardapi.NumReasons]uint64{}
 	copy(f.rejected[1:], h.Rejected)

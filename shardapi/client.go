@@ -69,6 +69,9 @@ type Client struct {
 	// Held adds up how long the gate held this client's pushes: from the
 	// leader's first Held frame to the final reply, per attempt.
 	Held time.Duration
+	// Assign is the balance layer's assignment in the last OK reply to a
+	// push that carried one (shard 0 with --balance), nil before.
+	Assign *Assignment
 }
 
 // NewClient returns a client; streams are opened on first use and reused.
@@ -90,9 +93,12 @@ func NewClient(cfg ClientConfig, tr mesh.Transport, resolve mesh.Resolver, logge
 func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad, dst []float32) ([]float32, error) {
 	c.buf = FP32.Append(c.buf[:0], grad)
 	meta := PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}, Samples: samples, ComputeNs: computeNs}
-	_, params, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta}, c.buf)
+	rep, params, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta}, c.buf)
 	if err != nil {
 		return nil, err
+	}
+	if rep.Assign != nil {
+		c.Assign = rep.Assign
 	}
 	n, err := FP32.Len(params)
 	if err != nil {

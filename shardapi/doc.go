@@ -13,7 +13,8 @@
 // # Client
 //
 // A [Client] pushes one worker's gradients to one shard and returns the
-// fresh parameters. It resends the same (worker, iter) after a transport
+// fresh parameters (and, from shard 0 under the balance layer, the
+// worker's next [Assignment] in Client.Assign). It resends the same (worker, iter) after a transport
 // error or a NotLeader redirect, to whichever replica leads: the shard's
 // dedupe makes that safe. A [*RejectError] is final and changed nothing.
 // Errors other than rejections and ctx's are ambiguous until a later

@@ -85,6 +85,10 @@ type Spec struct {
 	// exceeds OutlierFactor × the median norm of the shard's recent pushes
 	// (a flaky accelerator); 0 turns the check off.
 	OutlierFactor float64 `msgpack:"of,omitempty"`
+	// BalanceBase > 0 turns on the balance layer (docs/design.md#balance):
+	// each push's gradient is weighted by its samples / BalanceBase (the
+	// job's per-worker batch), and shard 0 sizes every worker's batch.
+	BalanceBase int64 `msgpack:"bb,omitempty"`
 }
 
 // Outlier factor range: below 2 a healthy job's spread of norms would be
@@ -104,6 +108,9 @@ func (s Spec) Validate() error {
 	}
 	if f := s.OutlierFactor; f != 0 && !(f >= MinOutlierFactor && f <= MaxOutlierFactor) {
 		return fmt.Errorf("shard: Spec.OutlierFactor %g must be 0 (off) or in [%g, %g]", f, float64(MinOutlierFactor), float64(MaxOutlierFactor))
+	}
+	if s.BalanceBase < 0 || s.BalanceBase > 1<<16 {
+		return fmt.Errorf("shard: Spec.BalanceBase %d must be 0 (off) or in [1, 65536]", s.BalanceBase)
 	}
 	return s.Optimizer.Validate()
 }

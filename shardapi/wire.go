@@ -95,4 +95,7 @@ type Reply struct {
 	// Max and Samples answer an OpRead: t_max and the samples applied.
 	Max     int64 `msgpack:"m,omitempty"`
 	Samples int64 `msgpack:"n,omitempty"`
+	// Assign, in shard 0's OK to a push under the balance layer: the
+	// worker's batch for its next iteration.
+	Assign *Assignment `msgpack:"a,omitempty"`
 }

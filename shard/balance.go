@@ -1,0 +1,199 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+
+	"dsspmesh/balance"
+	"dsspmesh/clock"
+	"dsspmesh/shardapi"
+)
+
+// The balance layer in a shard (docs/design.md#balance). With
+// Spec.BalanceBase > 0 every shard weights each push's gradient by its
+// samples / BalanceBase, and shard 0 also hosts the Balancer: it observes
+// every applied push's (samples, compute_ns), follows the gate's workers,
+// decides when t_min rises, and keeps the allocations still in force as
+// versions, so that its reply to push (w, iter) can name w's batch and data
+// position for iteration iter+1. All of it is FSM state: every replica of
+// shard 0 decides alike and a new leader answers as the old one would.
+
+// allocVersion is one allocation and the iterations it is in force for:
+// From until the next version's From. From is t_max+1 when it was decided
+// (no worker had started computing that iteration, so every worker's
+// iteration uses one version and the slices of one round tile the data
+// order without overlap).
+type allocVersion struct {
+	Version uint64           `msgpack:"v"`
+	From    int64            `msgpack:"f"`
+	Pos     int64            `msgpack:"p"` // data-order position of iteration From's global batch
+	Global  int64            `msgpack:"g"`
+	Workers []clock.WorkerID `msgpack:"w"` // sorted
+	Batches []int64          `msgpack:"b"`
+	Predict []int64          `msgpack:"t"` // predicted compute ns, 0 without a model
+}
+
+// balanceState is shard 0's balancer with its versions.
+type balanceState struct {
+	b        *balance.Balancer
+	decided  int64          // the t_min Decide last ran at
+	versions []allocVersion // oldest first: versions[0] is in force at t_min
+}
+
+// balanceSnapshot is balanceState in the snapshot header.
+type balanceSnapshot struct {
+	Balancer []byte         `msgpack:"b"`
+	Decided  int64          `msgpack:"d"`
+	Versions []allocVersion `msgpack:"v"`
+}
+
+func newBalanceState(base int64) (*balanceState, error) {
+	b, err := balance.New(balance.DefaultConfig(base))
+	if err != nil {
+		return nil, err
+	}
+	return &balanceState{b: b}, nil
+}
+
+// weigh scales the decoded gradient f.grad by samples / BalanceBase: the
+// sum of an entry's gradients is then Σ b_i·g_i / b0, one process's step on
+// the union of the samples at the job's learning rate per b0 samples. A
+// push of exactly BalanceBase samples is left as it is.
+func (f *FSM) weigh(samples int64) {
+	if f.spec.BalanceBase <= 0 || samples == f.spec.BalanceBase {
+		return
+	}
+	w := float32(float64(samples) / float64(f.spec.BalanceBase))
+	for j, g := range f.grad {
+		f.grad[j] = float32(g * w)
+	}
+}
+
+// balanceObserve records an applied push's timing (shard 0 only).
+func (f *FSM) balanceObserve(p Push) {
+	if f.bal != nil && p.Samples > 0 {
+		f.bal.b.Observe(string(p.Worker), p.Samples, p.ComputeNs)
+	}
+}
+
+// balanceJoin and balanceLeave follow the gate's membership.
+func (f *FSM) balanceJoin(w clock.WorkerID) {
+	if f.bal != nil && f.bal.b.Join(string(w), f.gate.Min()) {
+		f.bal.record(f.gate)
+	}
+}
+
+func (f *FSM) balanceLeave(w clock.WorkerID) {
+	if f.bal != nil && f.bal.b.Leave(string(w), f.gate.Min()) {
+		f.bal.record(f.gate)
+	}
+}
+
+// balanceTick runs the balancer's decision when t_min has risen and drops
+// the versions no iteration at or above t_min uses.
+func (f *FSM) balanceTick() {
+	s := f.bal
+	if s == nil {
+		return
+	}
+	if m := f.gate.Min(); m > s.decided {
+		s.decided = m
+		if s.b.Decide(m) {
+			s.record(f.gate)
+		}
+	}
+	for len(s.versions) > 1 && s.versions[1].From <= f.gate.Min() {
+		s.versions = s.versions[1:]
+	}
+}
+
+// record appends the balancer's current allocation as a version in force
+// from t_max+1; one not yet in force is replaced.
+func (s *balanceState) record(g *clock.Gate) {
+	a := s.b.Allocation()
+	v := allocVersion{Version: a.Version, From: g.Max() + 1, Global: a.Global}
+	for _, w := range a.Workers {
+		v.Workers = append(v.Workers, clock.WorkerID(w.Worker))
+		v.Batches = append(v.Batches, w.Batch)
+		v.Predict = append(v.Predict, int64(w.PredictNs))
+	}
+	if n := len(s.versions); n > 0 {
+		last := s.versions[n-1]
+		v.Pos = last.Pos + (v.From-last.From)*last.Global
+		if v.From <= last.From {
+			v.From, v.Pos = last.From, last.Pos
+			s.versions = s.versions[:n-1]
+		}
+	}
+	s.versions = append(s.versions, v)
+}
+
+// assignment is w's share for iteration iter+1, the one it computes after
+// its push iter is answered; nil without the balance layer or when w is in
+// no version.
+func (f *FSM) assignment(w clock.WorkerID, iter int64) *shardapi.Assignment {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.bal == nil || len(f.bal.versions) == 0 {
+		return nil
+	}
+	t := iter + 1
+	vs := f.bal.versions
+	k := len(vs) - 1
+	for k > 0 && vs[k].From > t {
+		k--
+	}
+	for j := k; j < len(vs); j++ {
+		v := vs[j]
+		i, ok := slices.BinarySearch(v.Workers, w)
+		if !ok {
+			continue
+		}
+		a := &shardapi.Assignment{Version: v.Version, Batch: v.Batches[i], Pos: -1, Global: v.Global, PredictNs: v.Predict[i]}
+		if j == k && t >= v.From {
+			a.Pos = v.Pos + (t-v.From)*v.Global
+			for _, b := range v.Batches[:i] {
+				a.Pos += b
+			}
+		}
+		return a
+	}
+	return nil
+}
+
+// encode and decodeBalance carry the state in the snapshot header.
+func (s *balanceState) encode() (*balanceSnapshot, error) {
+	if s == nil {
+		return nil, nil
+	}
+	b, err := s.b.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return &balanceSnapshot{Balancer: b, Decided: s.decided, Versions: s.versions}, nil
+}
+
+func decodeBalance(spec shardapi.Spec, snap *balanceSnapshot) (*balanceState, error) {
+	want := spec.BalanceBase > 0 && spec.Shard == 0
+	if (snap != nil) != want {
+		return nil, fmt.Errorf("balance state present %v, spec wants it %v", snap != nil, want)
+	}
+	if snap == nil {
+		return nil, nil
+	}
+	s, err := newBalanceState(spec.BalanceBase)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.b.UnmarshalBinary(snap.Balancer); err != nil {
+		return nil, err
+	}
+	for i, v := range snap.Versions {
+		if len(v.Batches) != len(v.Workers) || len(v.Predict) != len(v.Workers) ||
+			!slices.IsSorted(v.Workers) || (i > 0 && v.From <= snap.Versions[i-1].From) {
+			return nil, fmt.Errorf("allocation version %d is malformed", i)
+		}
+	}
+	s.decided, s.versions = snap.Decided, snap.Versions
+	return s, nil
+}

@@ -1,0 +1,191 @@
+package shard
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"dsspmesh/clock"
+	"dsspmesh/shardapi"
+)
+
+// TestSampleWeightedApplyIsOneStepOnTheUnion: a BSP round of four pushes
+// with batches 47/47/23/11 (each the mean gradient of its worker's
+// samples), with the balance layer on (base 32), moves the parameters as
+// one process's step on the union of the 128 samples at 128/32 times the
+// learning rate — the mesh's rate per base batch. The same pushes without
+// weighting (1/n per worker, what an unbalanced mesh does) do not.
+func TestSampleWeightedApplyIsOneStepOnTheUnion(t *testing.T) {
+	const n, base = 64, 32
+	batches := []int64{47, 47, 23, 11}
+	rng := rand.New(rand.NewPCG(4, 2))
+	var perSample [][]float64 // one gradient per sample
+	for range 128 {
+		g := make([]float64, n)
+		for j := range g {
+			g[j] = rng.NormFloat64()
+		}
+		perSample = append(perSample, g)
+	}
+	theta := make([]float32, n)
+	for j := range theta {
+		theta[j] = float32(rng.NormFloat64())
+	}
+	union := make([]float64, n)
+	for _, g := range perSample {
+		for j := range g {
+			union[j] += g[j] / 128
+		}
+	}
+	run := func(balanceBase int64) []float32 {
+		spec := testSpec(n, "bsp")
+		spec.BalanceBase = balanceBase
+		spec.Optimizer = shardapi.Optimizer{Kind: shardapi.SGD, Schedule: shardapi.Schedule{LR: 0.01, Gamma: 1}}
+		h := newFSMHarness(t, spec, theta)
+		var pushes []Push
+		off := 0
+		for i, b := range batches {
+			w := clock.WorkerID(fmt.Sprintf("w%d", i))
+			if a := h.apply(encodeWorker(entryAddWorker, w, 0)); a.Err != nil {
+				t.Fatal(a.Err)
+			}
+			mean := make([]float32, n)
+			for _, g := range perSample[off : off+int(b)] {
+				for j := range g {
+					mean[j] += float32(g[j] / float64(b))
+				}
+			}
+			off += int(b)
+			pushes = append(pushes, Push{PushMeta: meta(w, 0, b), Grad: gradBytes(mean)})
+		}
+		for _, p := range pushes { // one entry per push, as workers arrive
+			if a := h.apply(encodePushes([]Push{p})); a.Pushes[0].Err != nil {
+				t.Fatal(a.Pushes[0].Err)
+			}
+		}
+		return h.f.Params(nil)
+	}
+	lr := 0.01 * 128 / base
+	var errW, errU, scale float64
+	weighted, unweighted := run(base), run(0)
+	for j := range theta {
+		want := float64(theta[j]) - lr*union[j]
+		errW = math.Max(errW, math.Abs(float64(weighted[j])-want))
+		errU = math.Max(errU, math.Abs(float64(unweighted[j])-want))
+		scale = math.Max(scale, math.Abs(lr*union[j]))
+	}
+	if errW > 1e-4*scale {
+		t.Fatalf("weighted round differs from one step on the union by %g (step size %g)", errW, scale)
+	}
+	if errU < 1e-2*scale {
+		t.Fatalf("the unweighted control matches too (%g): the test cannot tell", errU)
+	}
+	t.Logf("max |Δ| from one step on the union: weighted %.2g, unweighted %.2g (step %.2g)", errW, errU, scale)
+}
+
+// TestShardZeroAllocatesAsReplicatedState drives shard 0 through rounds of
+// pushes whose compute_ns follow speeds 1,1,2,4: the allocation converges
+// to 47/47/23/11 of 128, each round's data positions tile the global
+// batch, a snapshot restored at any round answers identically, and a
+// removed worker's share goes to the others.
+func TestShardZeroAllocatesAsReplicatedState(t *testing.T) {
+	spec := testSpec(4, "ssp:1")
+	spec.Shard, spec.BalanceBase = 0, 32
+	h := newFSMHarness(t, spec, make([]float32, 4))
+	ids := []clock.WorkerID{"a", "b", "c", "d"}
+	per := []int64{1000, 1000, 2000, 4000} // ns per sample
+	for _, w := range ids {
+		if a := h.apply(encodeWorker(entryAddWorker, w, 0)); a.Err != nil {
+			t.Fatal(a.Err)
+		}
+	}
+	batch := map[clock.WorkerID]int64{}
+	for _, w := range ids {
+		batch[w] = 32
+	}
+	var restored *FSM
+	for it := int64(0); it < 60; it++ {
+		var ps []Push
+		for _, w := range slices.Backward(ids) {
+			b := batch[w]
+			m := meta(w, it, b)
+			m.ComputeNs = per[slices.Index(ids, w)] * b
+			ps = append(ps, Push{PushMeta: m, Grad: gradBytes(make([]float32, 4))})
+		}
+		h.apply(encodePushes(ps))
+		// Every worker's assignment for iteration it+1, and the tiling.
+		var pos []int64
+		var sum, global int64
+		for _, w := range ids {
+			a := h.f.assignment(w, it)
+			if a == nil || a.Pos < 0 {
+				t.Fatalf("iteration %d: %s has no assignment: %+v", it+1, w, a)
+			}
+			if restored != nil {
+				if b := restored.assignment(w, it); *b != *a {
+					t.Fatalf("iteration %d: restored replica assigns %+v, the original %+v", it+1, b, a)
+				}
+			}
+			batch[w], global = a.Batch, a.Global
+			pos = append(pos, a.Pos)
+			sum += a.Batch
+		}
+		// Iteration 0 is the join's, with no samples: iteration t reads
+		// from position (t−1)·128.
+		if sum != 128 || global != 128 || pos[0] != it*128 {
+			t.Fatalf("iteration %d: Σ %d, global %d, first position %d; want 128, 128, %d", it+1, sum, global, pos[0], it*128)
+		}
+		for i := 1; i < len(ids); i++ {
+			if pos[i] != pos[i-1]+batch[ids[i-1]] {
+				t.Fatalf("iteration %d: positions %v do not tile batches %v", it+1, pos, batch)
+			}
+		}
+		if it == 20 { // a new replica from a snapshot, fed the same entries from here
+			snap, _ := h.f.Snapshot()
+			var buf bytes.Buffer
+			if err := snap.Persist(&memSink{Buffer: &buf}); err != nil {
+				t.Fatal(err)
+			}
+			restored = NewFSM(0, nil)
+			if err := restored.Restore(nopCloser{&buf}); err != nil {
+				t.Fatal(err)
+			}
+			if restored.StateHash() != h.f.StateHash() {
+				t.Fatal("restored state hash differs")
+			}
+		}
+		if restored != nil && it > 20 {
+			restored.Apply(&raft.Log{Index: h.index, Type: raft.LogCommand, Data: mustEncode(t, ps)})
+		}
+	}
+	if got := []int64{batch["a"], batch["b"], batch["c"], batch["d"]}; !slices.Equal(got, []int64{47, 47, 23, 11}) {
+		t.Fatalf("converged to %v, want 47 47 23 11", got)
+	}
+	if restored.StateHash() != h.f.StateHash() {
+		t.Fatal("restored replica diverged")
+	}
+	h.apply(encodeWorker(entryRemoveWorker, "a", 0))
+	var sum int64
+	for _, w := range ids[1:] {
+		a := h.f.assignment(w, 60)
+		sum += a.Batch
+	}
+	if sum != 128 {
+		t.Fatalf("after a left: Σ %d, want the global batch 128", sum)
+	}
+}
+
+func mustEncode(t *testing.T, ps []Push) []byte {
+	t.Helper()
+	b, err := encodePushes(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+

@@ -1,0 +1,22 @@
+package shardapi
+
+// Assignment is a worker's share of the global batch for one iteration
+// under the balance layer (docs/design.md#balance): shard 0 decides the
+// allocation as replicated state and puts, in its OK reply to push
+// (w, iter), the assignment of w's next iteration iter+1. Every replica
+// and every leader of shard 0 gives the same answer for the same push.
+type Assignment struct {
+	// Version of the allocation (the balancer's count of changes).
+	Version uint64 `msgpack:"v" json:"version"`
+	// Batch is the number of samples to compute the iteration on.
+	Batch int64 `msgpack:"b" json:"batch"`
+	// Pos is the position in the job's data order (cudaops.Order) of the
+	// worker's first sample; −1 when the worker is not in the allocation in
+	// force yet (a joiner), which then reads where it likes.
+	Pos int64 `msgpack:"p" json:"pos"`
+	// Global is the global batch, Σ of every worker's Batch.
+	Global int64 `msgpack:"g" json:"global"`
+	// PredictNs is the balancer's predicted compute time of Batch, 0
+	// before the worker's model has enough observations.
+	PredictNs int64 `msgpack:"t" json:"predicted_ns"`
+}
