@@ -188,4 +188,3 @@ func mustEncode(t *testing.T, ps []Push) []byte {
 	}
 	return b
 }
-

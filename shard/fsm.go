@@ -33,7 +33,7 @@ type FSM struct {
 	velocity    []float32 // nil for SGD
 	gate        *clock.Gate
 	bal         *balanceState // shard 0 with Spec.BalanceBase > 0 (balance.go)
-	samples     int64 // global samples applied: the schedule's input
+	samples     int64         // global samples applied: the schedule's input
 	pushes      uint64
 	duplicates  uint64
 	rejected    [shardapi.NumReasons]uint64
