@@ -56,8 +56,9 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 	resolve := mesh.ResolveFromMembership(n.members)
 	for s := range w.bounds {
 		id := uint32(s)
-		c, err := shardapi.NewClient(shardapi.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return n.shards.candidates(id) }),
-			n.tr, resolve, n.log)
+		cfg := shardapi.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return n.shards.candidates(id) })
+		cfg.Alive = n.isMember // never dial a node membership declared dead
+		c, err := shardapi.NewClient(cfg, n.tr, resolve, n.log)
 		if err != nil {
 			return nil, err
 		}

@@ -181,7 +181,7 @@ func (s *service) serve(c *workerConn) {
 			s.r.wg.Add(1)
 			go func() { defer s.r.wg.Done(); s.handleRead(c, req) }()
 		case shardapi.OpStatus:
-			c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK, Index: s.r.fsm.AppliedIndex()}, nil)
+			s.sendStatus(c, req)
 		default:
 			s.reject(c, req, shardapi.ReasonBadRequest, "unknown op")
 		}
@@ -408,12 +408,19 @@ func (s *service) completer() {
 func (s *service) evaluator() {
 	tick := time.NewTicker(s.r.cfg.HeldKeepAlive)
 	defer tick.Stop()
+	lead := s.r.LeaderChanged()
 	for {
 		select {
 		case <-s.r.fsm.applied():
 			s.reevaluate()
 		case <-tick.C:
 			s.keepAlive()
+		case <-lead:
+			// Deposed: held workers hear NotLeader now, not at the next tick.
+			lead = s.r.LeaderChanged()
+			if !s.r.IsLeader() {
+				s.keepAlive()
+			}
 		case <-s.r.ctx.Done():
 			return
 		}

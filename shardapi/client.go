@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"dsspmesh/clock"
@@ -26,12 +28,27 @@ type ClientConfig struct {
 	Backoff, MaxBackoff time.Duration
 	// Deadline bounds one call when ctx has no deadline. Default 2 min.
 	Deadline time.Duration
+	// ProbeAfter is the silence on a stream, with no Held frame since the
+	// request, after which the other replicas are asked who leads
+	// (leaderhint.go), and the period of those probes while it lasts.
+	// HeldSilence is the same after a Held frame (the replicas'
+	// HeldKeepAlive plus slack). ProbeTimeout bounds one probe round.
+	// Defaults 250ms, 1.5s, 1s.
+	ProbeAfter, HeldSilence, ProbeTimeout time.Duration
+	// Alive, if set, says whether membership counts a node live; a node it
+	// does not is never dialled (a hint naming it is ignored, a remembered
+	// leader dropped). Nil: every node named is tried.
+	Alive func(mesh.NodeID) bool
+	// After is the timer of the silence watcher; nil means time.After.
+	// Tests inject their own.
+	After func(time.Duration) <-chan time.Time
 }
 
 // DefaultClientConfig fills the timing defaults.
 func DefaultClientConfig(shard uint32, worker clock.WorkerID, replicas func() []mesh.NodeID) ClientConfig {
 	return ClientConfig{Shard: shard, Worker: worker, Replicas: replicas, ReplyTimeout: 5 * time.Second,
-		Backoff: 10 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Deadline: 2 * time.Minute}
+		Backoff: 10 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Deadline: 2 * time.Minute,
+		ProbeAfter: 250 * time.Millisecond, HeldSilence: 1500 * time.Millisecond, ProbeTimeout: time.Second}
 }
 
 // Validate names the first bad value.
@@ -47,6 +64,8 @@ func (c ClientConfig) Validate() error {
 		return fmt.Errorf("shard: ClientConfig.Backoff (%s) must be positive and at most MaxBackoff (%s)", c.Backoff, c.MaxBackoff)
 	case c.Deadline <= 0:
 		return fmt.Errorf("shard: ClientConfig.Deadline (%s) must be positive", c.Deadline)
+	case c.ProbeAfter <= 0 || c.HeldSilence < c.ProbeAfter || c.ProbeTimeout <= 0:
+		return fmt.Errorf("shard: ClientConfig.ProbeAfter (%s) and ProbeTimeout (%s) must be positive, HeldSilence (%s) at least ProbeAfter", c.ProbeAfter, c.ProbeTimeout, c.HeldSilence)
 	}
 	return nil
 }
@@ -62,7 +81,10 @@ type Client struct {
 	leader  mesh.NodeID
 	next    int
 	buf     []byte
-	reads   int64 // numbers read requests, so a late reply is not taken for a newer one's
+	reads   int64       // numbers read requests, so a late reply is not taken for a newer one's
+	failed  mesh.NodeID // the replica that last failed or went silent: tried last
+
+	probes, probeSeq atomic.Uint64
 
 	// Retries counts attempts beyond the first, for metrics and tests.
 	Retries uint64
@@ -81,6 +103,13 @@ func NewClient(cfg ClientConfig, tr mesh.Transport, resolve mesh.Resolver, logge
 	}
 	return &Client{cfg: cfg, tr: tr, resolve: resolve, streams: map[mesh.NodeID]mesh.Stream{},
 		log: logger.With("shard", cfg.Shard, "worker", cfg.Worker)}, nil
+}
+
+func (c *Client) after(d time.Duration) <-chan time.Time {
+	if c.cfg.After != nil {
+		return c.cfg.After(d)
+	}
+	return time.After(d)
 }
 
 // Push sends the gradient of iteration iter and waits until the shard's
@@ -159,21 +188,34 @@ func (c *Client) call(ctx context.Context, req Request, payload []byte) (Reply, 
 		if target == "" {
 			last = fmt.Errorf("shard %d: no replicas known", c.cfg.Shard)
 		} else {
-			rep, pl, err := c.try(ctx, target, req, payload)
+			rep, pl, moved, err := c.try(ctx, target, req, payload)
 			switch {
 			case err != nil:
+				// Silent or broken: ask the other replicas at once
+				// (leaderhint.go) rather than back off and go round.
 				last = err
-				c.leader = ""
+				c.leader, c.failed = "", target
+				if moved == "" && ctx.Err() == nil {
+					moved = c.probe(ctx, target, "")
+				}
+				if moved != "" && hops < 3 {
+					c.leader = moved
+					hops++
+					continue
+				}
 			case rep.Status == ReplyOK:
 				c.leader = target
+				if c.failed == target {
+					c.failed = ""
+				}
 				return rep, pl, nil
 			case rep.Status == ReplyRejected:
 				return rep, nil, &RejectError{Op: req.Op.String(), Shard: c.cfg.Shard, Worker: req.Worker, Iter: req.Iter, Reason: rep.Reason, Detail: rep.Detail}
 			case rep.Status == ReplyNotLeader:
 				last = &NotLeaderError{Shard: c.cfg.Shard, Leader: mesh.NodeID(rep.Leader)}
 				c.leader = mesh.NodeID(rep.Leader)
-				if c.leader == target {
-					c.leader = ""
+				if c.leader == target || (c.leader != "" && !c.live(c.leader)) {
+					c.leader = "" // never dial a node membership marks dead
 				}
 				if c.leader != "" && hops < 3 {
 					hops++
@@ -197,34 +239,55 @@ func (c *Client) call(ctx context.Context, req Request, payload []byte) (Reply, 
 	}
 }
 
-// pick returns the known leader, else the next replica in turn.
+// pick returns the known leader while it is live, else the next replica
+// in turn, passing over the one that last failed unless it is the only
+// one.
 func (c *Client) pick() mesh.NodeID {
-	if c.leader != "" {
+	if c.leader != "" && c.live(c.leader) {
 		return c.leader
 	}
-	rs := c.cfg.Replicas()
+	c.leader = ""
+	rs := slices.DeleteFunc(slices.Clone(c.cfg.Replicas()), func(id mesh.NodeID) bool { return !c.live(id) })
 	if len(rs) == 0 {
 		return ""
 	}
 	c.next++
-	return rs[c.next%len(rs)]
+	t := rs[c.next%len(rs)]
+	if t == c.failed && len(rs) > 1 {
+		c.next++
+		t = rs[c.next%len(rs)]
+	}
+	return t
 }
 
 // try sends req to target on its stream and waits for the final reply,
-// skipping Held frames and replies to earlier requests.
-func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, payload []byte) (Reply, []byte, error) {
+// skipping Held frames and replies to earlier requests. While it waits, a
+// watcher probes the other replicas on silence (leaderhint.go); if they
+// name another leader the stream is closed and try returns it as moved,
+// with an error.
+func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, payload []byte) (_ Reply, _ []byte, moved mesh.NodeID, _ error) {
 	s, err := c.stream(ctx, target)
 	if err != nil {
-		return Reply{}, nil, err
+		return Reply{}, nil, "", err
 	}
-	fail := func(err error) (Reply, []byte, error) {
+	w := &watch{stop: make(chan struct{}), done: make(chan struct{})}
+	fail := func(err error) (Reply, []byte, mesh.NodeID, error) {
 		s.Close()
 		delete(c.streams, target)
-		return Reply{}, nil, fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
+		close(w.stop)
+		<-w.done
+		moved, _ := w.found.Load().(mesh.NodeID)
+		if moved != "" {
+			err = fmt.Errorf("%w (silent; the other replicas name %s)", err, moved)
+		}
+		return Reply{}, nil, moved, fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
 	}
 	if err := s.SendFrame(req, payload); err != nil {
-		return fail(err)
+		s.Close()
+		delete(c.streams, target)
+		return Reply{}, nil, "", fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
 	}
+	go c.watchSilence(ctx, target, c.failed, s, w)
 	var heldSince time.Time
 	defer func() {
 		if !heldSince.IsZero() {
@@ -242,16 +305,25 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 		if err != nil {
 			return fail(err)
 		}
+		w.frames.Add(1)
 		if rep.Op != req.Op || rep.PushID != req.PushID {
 			continue
 		}
 		if rep.Status == ReplyHeld {
+			w.held.Store(true)
 			if heldSince.IsZero() {
 				heldSince = time.Now()
 			}
 			continue
 		}
-		return rep, pl, nil
+		w.held.Store(false)
+		close(w.stop)
+		<-w.done
+		if moved, _ := w.found.Load().(mesh.NodeID); moved != "" {
+			// The watcher closed the stream as the reply arrived.
+			delete(c.streams, target)
+		}
+		return rep, pl, "", nil
 	}
 }
 

@@ -18,7 +18,16 @@
 // error or a NotLeader redirect, to whichever replica leads: the shard's
 // dedupe makes that safe. A [*RejectError] is final and changed nothing.
 // Errors other than rejections and ctx's are ambiguous until a later
-// resend settles them. A Client is not safe for concurrent use (one per
+// resend settles them.
+//
+// It does not wait out ReplyTimeout to learn of a new leader: on silence
+// (ProbeAfter without a frame, HeldSilence after a Held keep-alive) or a
+// broken stream it asks every other live replica at once (OpStatus: the
+// leader each knows and its term), follows the newest term's answer, and
+// never dials a node outside ClientConfig.Replicas (membership's live
+// members); leaderhint.go has the rule. A Client runs one watcher
+// goroutine per request in flight and short-lived probe goroutines; they
+// touch only its atomic counters. A Client is not safe for concurrent use (one per
 // shard per worker); a parameter slice it returns is owned by the caller.
 //
 // The types here carry no goroutines or locks; values are copies.

@@ -21,7 +21,7 @@ const (
 	OpPush         Op = iota + 1 // gradient in, parameters out
 	OpAddWorker                  // Iter: the worker's clock elsewhere; reply Clock: its clock here
 	OpRemoveWorker               //
-	OpStatus                     // reply Index: the replica's applied index
+	OpStatus                     // reply Index: the replica's applied index; Leader, Term: the leader it knows (itself when it leads) and its term
 	OpRead                       // a linearizable read (Replica.Read): reply Clock t_min, Max, Index, Samples, the slice as payload
 )
 
@@ -98,4 +98,7 @@ type Reply struct {
 	// Assign, in shard 0's OK to a push under the balance layer: the
 	// worker's batch for its next iteration.
 	Assign *Assignment `msgpack:"a,omitempty"`
+	// Term is the replica's raft term in a status or NotLeader reply, so
+	// a client weighing several replicas' Leader hints trusts the newest.
+	Term uint64 `msgpack:"tm,omitempty"`
 }

@@ -1,0 +1,260 @@
+package shardapi
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"dsspmesh/internal/testlogger"
+	"dsspmesh/mesh"
+)
+
+// fakeShard is a shard of scripted replicas on the in-memory network: each
+// answers status probes with the leader it is told to name, answers pushes
+// OK when it leads and NotLeader otherwise, or swallows everything while
+// frozen (a SIGSTOPped or killed process whose connection is still open).
+type fakeShard struct {
+	t   *testing.T
+	net *mesh.InmemNetwork
+	trs map[mesh.NodeID]*mesh.InmemTransport
+
+	mu     sync.Mutex
+	leader mesh.NodeID // who every unfrozen replica names
+	term   uint64
+	frozen map[mesh.NodeID]bool
+	pushes map[mesh.NodeID][]int64 // pushes answered OK, per replica
+	dialed map[mesh.NodeID]int     // streams the client opened, per replica
+	live   []mesh.NodeID           // what membership says is alive
+}
+
+func newFakeShard(t *testing.T, ids ...mesh.NodeID) *fakeShard {
+	f := &fakeShard{t: t, net: mesh.NewInmemNetwork(), trs: map[mesh.NodeID]*mesh.InmemTransport{},
+		frozen: map[mesh.NodeID]bool{}, pushes: map[mesh.NodeID][]int64{}, dialed: map[mesh.NodeID]int{}, live: ids}
+	for _, id := range ids {
+		tr, err := f.net.NewTransport(id, string(id), mesh.DefaultFrameLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := tr.Listen(mesh.Channel{Kind: mesh.KindRPC, Shard: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.trs[id] = tr
+		t.Cleanup(func() { tr.Close() })
+		go func() {
+			for {
+				s, err := ln.Accept(context.Background())
+				if err != nil {
+					return
+				}
+				go f.serve(id, s)
+			}
+		}()
+	}
+	return f
+}
+
+func (f *fakeShard) serve(id mesh.NodeID, s mesh.Stream) {
+	defer s.Close()
+	for {
+		var req Request
+		if _, err := s.RecvFrame(&req); err != nil {
+			return
+		}
+		f.mu.Lock()
+		frozen, leader, term := f.frozen[id], f.leader, f.term
+		rep := Reply{Op: req.Op, PushID: req.PushID, Leader: string(leader), Term: term}
+		switch {
+		case frozen:
+			f.mu.Unlock()
+			continue
+		case req.Op == OpStatus:
+			rep.Status = ReplyOK
+		case leader == id:
+			rep.Status = ReplyOK
+			f.pushes[id] = append(f.pushes[id], req.Iter)
+		default:
+			rep.Status = ReplyNotLeader
+		}
+		f.mu.Unlock()
+		if err := s.SendFrame(rep, nil); err != nil {
+			return
+		}
+	}
+}
+
+func (f *fakeShard) set(leader mesh.NodeID, term uint64, frozen ...mesh.NodeID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leader, f.term = leader, term
+	for _, id := range frozen {
+		f.frozen[id] = true
+	}
+}
+
+// client returns a worker's client on its own transport, with a reply
+// timeout of an hour (a test that waited for it would not end) and the
+// silence watcher's timer in the test's hands: every timer it asks for is
+// sent on the returned channel, to be fired by the test.
+func (f *fakeShard) client() (*Client, chan chan time.Time) {
+	tr, err := f.net.NewTransport("w1", "w1", mesh.DefaultFrameLimits())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { tr.Close() })
+	timers := make(chan chan time.Time, 64)
+	cfg := DefaultClientConfig(1, "w1", func() []mesh.NodeID {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return slices.Clone(f.live)
+	})
+	cfg.ReplyTimeout = time.Hour
+	cfg.Alive = func(id mesh.NodeID) bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return slices.Contains(f.live, id)
+	}
+	cfg.After = func(time.Duration) <-chan time.Time {
+		ch := make(chan time.Time, 1)
+		timers <- ch
+		return ch
+	}
+	c, err := NewClient(cfg, countingDialer{tr, f}, func(id mesh.NodeID) (string, error) { return string(id), nil },
+		testlogger.New(f.t, slog.LevelWarn))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { c.Close() })
+	return c, timers
+}
+
+type countingDialer struct {
+	*mesh.InmemTransport
+	f *fakeShard
+}
+
+func (d countingDialer) Dial(ctx context.Context, peer mesh.NodeID, addr string, ch mesh.Channel) (mesh.Stream, error) {
+	d.f.mu.Lock()
+	d.f.dialed[peer]++
+	d.f.mu.Unlock()
+	return d.InmemTransport.Dial(ctx, peer, addr, ch)
+}
+
+// push pushes iter, firing every silence timer the client starts until the
+// push returns. No timer fires on its own, so a client that waited for
+// its reply timeout (an hour) would never return.
+func push(t *testing.T, c *Client, timers chan chan time.Time, iter int64) {
+	t.Helper()
+	if err := pushErr(c, timers, iter); err != nil {
+		t.Fatalf("push %d: %v", iter, err)
+	}
+}
+
+func pushErr(c *Client, timers chan chan time.Time, iter int64) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Push(context.Background(), iter, 1, 0, []float32{1}, nil)
+		done <- err
+	}()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case ch := <-timers:
+			ch <- time.Now()
+		}
+	}
+}
+
+// TestClientFindsNewLeaderWithoutReplyTimeout: the leader goes silent with
+// its stream open (kill -9, SIGSTOP); the client probes the other replicas
+// after one silence period, follows the newest term's leader and resends
+// there, long before its reply timeout.
+func TestClientFindsNewLeaderWithoutReplyTimeout(t *testing.T) {
+	f := newFakeShard(t, "a", "b", "c")
+	f.set("a", 1)
+	c, timers := f.client()
+	push(t, c, timers, 0)
+
+	f.set("b", 2, "a") // a frozen: it reads requests and never answers
+	push(t, c, timers, 1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Equal(f.pushes["a"], []int64{0}) || !slices.Equal(f.pushes["b"], []int64{1}) {
+		t.Fatalf("pushes acknowledged: a %v, b %v; want a [0], b [1]", f.pushes["a"], f.pushes["b"])
+	}
+	if c.Probes() == 0 {
+		t.Fatal("no probe round")
+	}
+}
+
+// TestClientProbesAtOnceWhenStreamBreaks: the leader's process is gone and
+// the stream breaks; the client asks the others in parallel and goes to the
+// leader they name without a silence period or a round-robin.
+func TestClientProbesAtOnceWhenStreamBreaks(t *testing.T) {
+	f := newFakeShard(t, "a", "b", "c")
+	f.set("a", 1)
+	c, timers := f.client()
+	push(t, c, timers, 0)
+
+	f.set("c", 2)
+	f.trs["a"].Close() // a is gone: its streams end, dials to it fail
+	f.mu.Lock()
+	before := f.dialed["a"]
+	f.mu.Unlock()
+	push(t, c, timers, 1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Equal(f.pushes["c"], []int64{1}) {
+		t.Fatalf("c acknowledged %v, want [1]", f.pushes["c"])
+	}
+	if n := f.dialed["a"] - before; n != 0 {
+		t.Fatalf("a dialled %d times after its stream broke, want 0", n)
+	}
+}
+
+// TestClientNeverDialsDeadMember: a replica's hint names a node membership
+// has declared dead; the client does not dial it, and goes on to a live
+// leader once the others name one.
+func TestClientNeverDialsDeadMember(t *testing.T) {
+	f := newFakeShard(t, "a", "b", "c")
+	f.set("a", 1)
+	c, timers := f.client()
+	push(t, c, timers, 0)
+
+	// a froze and membership dropped it; the replicas still name it (no
+	// election yet), then b wins.
+	f.mu.Lock()
+	f.frozen["a"], f.live = true, []mesh.NodeID{"b", "c"}
+	before := f.dialed["a"]
+	f.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- pushErr(c, timers, 1) }()
+	// Let the client retry against hints naming a while it is dead, then
+	// elect b.
+	for {
+		f.mu.Lock()
+		tries := f.dialed["b"] + f.dialed["c"]
+		f.mu.Unlock()
+		if tries >= 3 {
+			break
+		}
+		runtime.Gosched()
+	}
+	f.set("b", 2)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.dialed["a"] - before; n != 0 {
+		t.Fatalf("a dialled %d times after membership dropped it", n)
+	}
+	if !slices.Equal(f.pushes["b"], []int64{1}) {
+		t.Fatalf("b acknowledged %v, want [1]", f.pushes["b"])
+	}
+}
