@@ -43,7 +43,7 @@ type Config struct {
 	Threads      int           // goroutines per mini-batch; 0 = GOMAXPROCS
 	DataPath     string        // dataset folder; "" finds MNIST in the module cache
 	Slowdown     float64       // multiplies this worker's measured compute time
-	ComputeDelay time.Duration // added to this worker's compute time per iteration
+	ComputeDelay time.Duration // emulated accelerator time of the job's batch, stretched by Slowdown (worker.stretch)
 
 	EvalEvery   time.Duration // evaluation cadence of the designated node
 	EvalSamples int           // test samples per evaluation; 0 = the whole test set
@@ -200,7 +200,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Threads, "threads", c.Threads, "goroutines computing each mini-batch (0 = all CPUs)")
 	fs.StringVar(&c.DataPath, "data", c.DataPath, "dataset folder (default: MNIST from the GoMNIST module in the Go module cache)")
 	fs.Float64Var(&c.Slowdown, "slowdown", c.Slowdown, "stretch this worker's measured compute time by this factor, to emulate a slower GPU (1 to 1000)")
-	fs.DurationVar(&c.ComputeDelay, "compute-delay", c.ComputeDelay, "add this much to this worker's compute time per iteration (0 to 1h)")
+	fs.DurationVar(&c.ComputeDelay, "compute-delay", c.ComputeDelay, "emulated accelerator time of a speed-1 worker for the job's batch, added to the measured compute before --slowdown stretches both; under --balance it grows with the worker's batch (0 to 1h)")
 	fs.DurationVar(&c.EvalEvery, "eval-every", c.EvalEvery, "evaluate the global parameters this often (done by the live node with the lowest id; 100ms to 24h)")
 	fs.IntVar(&c.EvalSamples, "eval-samples", c.EvalSamples, "test samples per evaluation (0 = the whole test set)")
 	fs.StringVar(&c.CheckpointDir, "checkpoint-dir", c.CheckpointDir, "save the evaluated model as safetensors in this folder while this node is the evaluator (set it on every training node)")

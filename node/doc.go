@@ -53,9 +53,14 @@
 // shardapi.Client per shard), wait for every reply, replace θ with the slices
 // returned, repeat. NotLeader redirects and resends after a transport
 // error keep the same (worker, iter), so they are applied at most once.
-// --slowdown and --compute-delay stretch only the measured compute time of
-// this worker (sleeping after the gradient), never time spent waiting for
-// others; the stretched time is what the push reports as compute_ns.
+// --slowdown and --compute-delay stretch only the compute time of this
+// worker (sleeping after the gradient), never time spent waiting for
+// others: slowdown·(measured + delay·batch/job batch), so emulated compute
+// grows with the batch as real compute does; the stretched time is what
+// the push reports as compute_ns. Under --balance (worker_balance.go) the
+// batch and its position in the job-wide data order come from shard 0's
+// last OK reply (shardapi.Client.Assign), and /status and /metrics show
+// the batch, the allocation's version and the predicted compute time.
 // Each push is reported to the [Observer] before it is sent and when it
 // returns, and each replica reports its applied entries and led terms
 // through [ReplicaHooks]; with --history-dir the observer is a [History],

@@ -108,7 +108,7 @@ func (r *trackedReplicas) leader(id uint32) node.Replica {
 	return nil
 }
 
-func startMesh(t *testing.T, n, shards int, rec *recorder) *inprocMesh {
+func startMesh(t *testing.T, n, shards int, rec *recorder, configure ...func(i int, c *node.Config)) *inprocMesh {
 	m := &inprocMesh{net: mesh.NewInmemNetwork(), members: mesh.NewInmemCluster(), nodes: map[mesh.NodeID]*inprocNode{}}
 	dirs := make([]string, n)
 	for i := range dirs {
@@ -128,6 +128,9 @@ func startMesh(t *testing.T, n, shards int, rec *recorder) *inprocMesh {
 		cfg.Spec.Model, cfg.Spec.Dataset = "mlp", "synthetic-mnist"
 		cfg.Spec.Paradigm, cfg.Spec.SLower = "ssp", 2 // the survivors wait for a dead worker until it is removed
 		cfg.Spec.BatchSize, cfg.Spec.Shards, cfg.Spec.Replication = 16, shards, 3
+		for _, f := range configure {
+			f(i, &cfg)
+		}
 		if seed != "" {
 			cfg.Join = []string{seed}
 		}
@@ -260,6 +263,7 @@ type recorder struct {
 	acked   map[mesh.NodeID]int64
 	leaders map[uint32]leadership
 	removed map[uint32]map[clock.WorkerID]bool
+	samples map[mesh.NodeID]map[int64]int64 // per worker, per iteration acknowledged by shard 0
 }
 
 type leadership struct {
@@ -269,7 +273,7 @@ type leadership struct {
 
 func newRecorder() *recorder {
 	return &recorder{changed: make(chan struct{}), acked: map[mesh.NodeID]int64{}, leaders: map[uint32]leadership{},
-		removed: map[uint32]map[clock.WorkerID]bool{}}
+		removed: map[uint32]map[clock.WorkerID]bool{}, samples: map[mesh.NodeID]map[int64]int64{}}
 }
 
 func (r *recorder) update(f func()) {
@@ -359,7 +363,13 @@ func (o nodeObserver) PushDone(shard uint32, w mesh.NodeID, iter, samples int64,
 	if err != nil || shard != 0 || samples == 0 {
 		return
 	}
-	o.r.update(func() { o.r.acked[w] = max(o.r.acked[w], iter+1) })
+	o.r.update(func() {
+		o.r.acked[w] = max(o.r.acked[w], iter+1)
+		if o.r.samples[w] == nil {
+			o.r.samples[w] = map[int64]int64{}
+		}
+		o.r.samples[w][iter] = samples
+	})
 }
 
 func (o nodeObserver) Applied(shard uint32, a shardapi.Applied) {

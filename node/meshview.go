@@ -209,7 +209,8 @@ func betterShardView(c *ShardStatus, cAt time.Time, b *ShardStatus, bAt time.Tim
 
 func trainerStatus(id string, w *LocalWorker, age float64) TrainerStatus {
 	t := TrainerStatus{ID: id, Iter: w.Iter, ItersPerSec: w.ItersPerSec, Loss: w.Loss,
-		ComputeSeconds: w.ComputeSeconds, WaitSeconds: w.WaitSeconds, AgeSeconds: age}
+		ComputeSeconds: w.ComputeSeconds, WaitSeconds: w.WaitSeconds, AgeSeconds: age,
+		Batch: w.Batch, PredictedSeconds: w.PredictedSeconds}
 	if total := w.ComputeSeconds + w.WaitSeconds; total > 0 {
 		t.WaitShare = w.WaitSeconds / total
 	}

@@ -84,13 +84,16 @@ var (
 	descRefused   = prometheus.NewDesc("dssp_shard_gradients_refused_total", "Gradients the shard leaders on this node refused, per worker and reason (non-finite, outlier).", []string{"worker", "reason"}, nil)
 	descOffender  = prometheus.NewDesc("dssp_worker_repeat_offender", "1 while the worker keeps sending gradients the shard leaders here refuse.", []string{"worker"}, nil)
 	descIter      = prometheus.NewDesc("dssp_local_worker_iteration", "Next iteration this node's worker will push.", nil, nil)
+	descBatch     = prometheus.NewDesc("dssp_local_worker_batch", "Mini-batch size of this node's worker: the job's, or under --balance the one shard 0 assigned.", nil, nil)
+	descPredicted = prometheus.NewDesc("dssp_local_worker_predicted_compute_seconds", "Under --balance: the balancer's predicted compute time of this worker's batch (its predicted finish after the iteration starts).", nil, nil)
 )
 
 type statusCollector struct{ status func() Status }
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMembers, descClock, descGap, descGrant, descWaiting, descLeader,
-		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descIter, descInsecure, descRefused, descOffender} {
+		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descIter, descInsecure, descRefused, descOffender,
+		descBatch, descPredicted} {
 		ch <- d
 	}
 }
@@ -131,6 +134,10 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.Worker != nil {
 		gauge(descIter, float64(s.Worker.Iter))
+		gauge(descBatch, float64(s.Worker.Batch))
+		if s.Worker.PredictedSeconds > 0 {
+			gauge(descPredicted, s.Worker.PredictedSeconds)
+		}
 	}
 	gauge(descInsecure, b2f(s.Insecure))
 	for _, r := range s.Refusals {

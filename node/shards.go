@@ -73,7 +73,8 @@ func (m *shardManager) start(ctx context.Context, fresh bool) error {
 		if err := waitLeader(ctx, rep, 30*time.Second); err != nil {
 			return err
 		}
-		spec := shardapi.Spec{Shard: id, Len: b[1] - b[0], Policy: m.spec.PolicyText(), Optimizer: m.spec.ShardOptimizer(), OutlierFactor: m.spec.OutlierFactor}
+		spec := shardapi.Spec{Shard: id, Len: b[1] - b[0], Policy: m.spec.PolicyText(), Optimizer: m.spec.ShardOptimizer(), OutlierFactor: m.spec.OutlierFactor,
+			BalanceBase: m.spec.BalanceBase()}
 		if err := rep.Init(ctx, spec, theta[b[0]:b[1]]); err != nil {
 			return fmt.Errorf("shard %d: init: %w", id, err)
 		}

@@ -47,6 +47,12 @@ type JobSpec struct {
 	// norm exceeds this factor times the median of its recent pushes (see
 	// shardapi.Spec.OutlierFactor); 0 = off.
 	OutlierFactor float64 `json:"outlier_factor,omitempty"`
+	// Balance turns on the balance layer (docs/design.md#balance): shard 0
+	// sizes each worker's batch to its measured speed, the global batch
+	// stays BatchSize × the most workers present at once, every shard
+	// weights a push by its samples / BatchSize, and the workers read one
+	// job-wide data order (cudaops.Order).
+	Balance bool `json:"balance,omitempty"`
 
 	// InitFrom is a safetensors file (dssp export, a checkpoint, dssp
 	// train --out) whose parameters the bootstrap node proposes as the
@@ -87,6 +93,15 @@ func (s JobSpec) Policy() (clock.Policy, error) {
 		return clock.Policy{}, fmt.Errorf("--paradigm %q: %w", s.Paradigm, err)
 	}
 	return p, nil
+}
+
+// BalanceBase is shardapi.Spec.BalanceBase: the batch size under
+// --balance, else 0.
+func (s JobSpec) BalanceBase() int64 {
+	if s.Balance {
+		return int64(s.BatchSize)
+	}
+	return 0
 }
 
 // ShardOptimizer is the update rule every shard applies to its range.
@@ -179,6 +194,7 @@ var specFlags = []struct {
 	{"replication", func(s *JobSpec) string { return strconv.Itoa(s.Replication) }},
 	{"seed", func(s *JobSpec) string { return strconv.FormatUint(s.Seed, 10) }},
 	{"outlier-factor", func(s *JobSpec) string { return strconv.FormatFloat(s.OutlierFactor, 'g', -1, 64) }},
+	{"balance", func(s *JobSpec) string { return strconv.FormatBool(s.Balance) }},
 	{"init-from", func(s *JobSpec) string { return s.InitFrom }},
 }
 
@@ -199,6 +215,7 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.Replication, "replication", s.Replication, "job: Raft voters per shard (fewer while the mesh is smaller)")
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "job: seed of parameter init and data order")
 	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = off, else 2 to 1e6)")
+	fs.BoolVar(&s.Balance, "balance", s.Balance, "job: size each worker's mini-batch to its measured speed (global batch fixed, gradients weighted by samples, one job-wide data order); composes with any --paradigm")
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
 }
 

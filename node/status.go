@@ -110,6 +110,10 @@ type TrainerStatus struct {
 	// WaitShare is wait / (compute + wait) since the worker started.
 	WaitShare  float64 `json:"wait_share"`
 	AgeSeconds float64 `json:"age_seconds,omitempty"`
+	// Batch and PredictedSeconds are the worker's mini-batch and, under
+	// --balance, its predicted compute time (LocalWorker's).
+	Batch            int64   `json:"batch"`
+	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
 }
 
 // WorkerStatus is one worker's place in a shard's clock table.
@@ -138,6 +142,15 @@ type LocalWorker struct {
 	// Stopped says why the worker loop stopped for good ("" while it runs):
 	// a diverging job, a rejection it cannot repair.
 	Stopped string `json:"stopped,omitempty"`
+	// Batch is the worker's mini-batch (the job's, or under --balance the
+	// latest assignment of shard 0); GlobalBatch the sum over the mesh,
+	// AllocVersion the allocation's version and PredictedSeconds the
+	// balancer's predicted compute time of Batch (0 before it has a model),
+	// under --balance only.
+	Batch            int64   `json:"batch"`
+	GlobalBatch      int64   `json:"global_batch,omitempty"`
+	AllocVersion     uint64  `json:"alloc_version,omitempty"`
+	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
 }
 
 // EvalResult is one evaluation of the global parameters.

@@ -23,6 +23,7 @@ type worker struct {
 	bounds  [][2]int
 	clients []*shardapi.Client
 	loader  *cudaops.Loader
+	batches *batchSource // non-nil under --balance (worker_balance.go)
 	x       []float32
 	labels  []int
 	grad    []float32
@@ -53,6 +54,12 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 		grad: make([]float32, n.model.NumParams()), theta: make([]float32, n.model.NumParams()),
 		iters: make([]int64, spec.Shards), done: make(chan struct{})}
 	w.stats.Slowdown = n.cfg.Slowdown
+	w.stats.Batch = int64(spec.BatchSize)
+	if spec.Balance {
+		if w.batches, err = newBatchSource(n, spec); err != nil {
+			return nil, err
+		}
+	}
 	resolve := mesh.ResolveFromMembership(n.members)
 	for s := range w.bounds {
 		id := uint32(s)
@@ -89,7 +96,7 @@ func (w *worker) run(ctx context.Context) {
 	}
 	inARow := 0
 	for ctx.Err() == nil {
-		w.loader.Next(w.x, w.labels)
+		batch := w.next()
 		start := time.Now()
 		loss, err := w.n.model.Gradient(w.theta, w.x, w.labels, w.grad)
 		if err != nil {
@@ -102,9 +109,9 @@ func (w *worker) run(ctx context.Context) {
 				w.grad[i] = float32(math.NaN()) // test fault: a flaky accelerator
 			}
 		}
-		compute := w.stretch(ctx, time.Since(start))
+		compute := w.stretch(ctx, time.Since(start), batch)
 		waitStart := time.Now()
-		if err := w.pushAll(ctx, int64(w.spec.BatchSize), compute.Nanoseconds(), w.grad); err != nil {
+		if err := w.pushAll(ctx, int64(batch), compute.Nanoseconds(), w.grad); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -131,7 +138,7 @@ func (w *worker) run(ctx context.Context) {
 				return
 			}
 		}
-		w.completed(loss, compute, time.Since(waitStart))
+		w.completed(loss, compute, time.Since(waitStart), batch)
 	}
 }
 
@@ -186,10 +193,14 @@ func (w *worker) stop(reason string) {
 }
 
 // stretch emulates a slower device: it sleeps so that this iteration's
-// compute time becomes measured·slowdown + delay. Only the measured compute
-// is stretched, never time spent waiting for others.
-func (w *worker) stretch(ctx context.Context, measured time.Duration) time.Duration {
-	target := time.Duration(float64(measured)*w.n.cfg.Slowdown) + w.n.cfg.ComputeDelay
+// compute time becomes slowdown·(measured + delay·batch/job batch). The
+// delay is the emulated accelerator time of a speed-1 worker for the job's
+// batch, so it grows with the batch as real compute does, and the slowdown
+// stretches both. Only compute is stretched, never time spent waiting for
+// others.
+func (w *worker) stretch(ctx context.Context, measured time.Duration, batch int) time.Duration {
+	delay := time.Duration(float64(w.n.cfg.ComputeDelay) * float64(batch) / float64(w.spec.BatchSize))
+	target := time.Duration(float64(measured+delay) * w.n.cfg.Slowdown)
 	if extra := target - measured; extra > 0 {
 		t := time.NewTimer(extra)
 		select {
@@ -319,16 +330,17 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 	return errors.Join(errs...)
 }
 
-func (w *worker) completed(loss float64, compute, wait time.Duration) {
+func (w *worker) completed(loss float64, compute, wait time.Duration, batch int) {
 	now := time.Now()
 	w.n.metrics.Iterations.Inc()
-	w.n.metrics.Samples.Add(float64(w.spec.BatchSize))
+	w.n.metrics.Samples.Add(float64(batch))
 	w.n.metrics.ComputeSec.Add(compute.Seconds())
 	w.n.metrics.WaitSec.Add(wait.Seconds())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stats.Iter++
-	w.stats.Samples += uint64(w.spec.BatchSize)
+	w.stats.Samples += uint64(batch)
+	w.noteAssignmentLocked()
 	w.stats.Loss = loss
 	w.stats.ComputeSeconds += compute.Seconds()
 	w.stats.WaitSeconds += wait.Seconds()

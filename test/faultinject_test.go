@@ -51,7 +51,7 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 				Args: []string{"--threads", "1", "--eval-every", "5s", "--eval-samples", "500", "--log-level", "error"},
 				Spec: tc.spec})
 			if tc.slow {
-				c.Mesh.AddArgs(2, "--slowdown", "10", "--compute-delay", "100ms")
+				c.Mesh.AddArgs(2, "--slowdown", "10", "--compute-delay", "10ms")
 			}
 			if tc.nan {
 				c.Mesh.AddArgs(1, "--fault-nan-every", "10")

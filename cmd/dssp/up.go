@@ -23,6 +23,7 @@ func newUpCmd() *cobra.Command {
 		slowdown, detection string
 		threads             int
 		evalEvery           string
+		computeDelay        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -62,10 +63,13 @@ recover and the node to rejoin.`,
 			// the node's defaults are the same as ours.
 			cmd.Flags().Visit(func(f *pflag.Flag) {
 				if isSpecFlag(f.Name) {
-					cfg.SpecArgs = append(cfg.SpecArgs, "--"+f.Name, f.Value.String())
+					cfg.SpecArgs = append(cfg.SpecArgs, "--"+f.Name+"="+f.Value.String()) // one word: a bool flag takes no separate value
 				}
 			})
 			cfg.NodeArgs = []string{"--detection", detection, "--threads", strconv.Itoa(threads), "--eval-every", evalEvery}
+			if computeDelay > 0 {
+				cfg.NodeArgs = append(cfg.NodeArgs, "--compute-delay", computeDelay.String())
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
@@ -111,6 +115,7 @@ recover and the node to rejoin.`,
 	f.StringVar(&detection, "detection", "lan", "nodes' failure detection: lan (robust) or fast (sub-second, false alarms under load)")
 	f.IntVar(&threads, "threads", 1, "compute goroutines per node (nodes share this machine's cores)")
 	f.StringVar(&evalEvery, "eval-every", "5s", "evaluation cadence")
+	f.DurationVar(&computeDelay, "compute-delay", 0, "every node's emulated accelerator time per job batch (a node's --slowdown stretches it; it grows with the batch under --balance)")
 	spec.BindFlags(f)
 	return cmd
 }

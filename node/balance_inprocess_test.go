@@ -1,0 +1,84 @@
+package node_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"dsspmesh/mesh"
+	"dsspmesh/node"
+)
+
+// TestInProcessBalancedMeshKeepsTheGlobalBatchThroughFailover runs four
+// nodes with --balance (speeds 1,1,2,4 emulated by --slowdown over a
+// --compute-delay that grows with the batch): at every iteration all four
+// workers computed, their batches add up to the global batch 4×16 — the
+// allocation is one replicated decision, in force for every worker from
+// the same iteration. Then the leader of shard 0, which holds the
+// balancer, crashes: the survivors' batches again add up to 64 (the dead
+// worker's share re-allocated, decided by the new leader from the same
+// replicated state).
+func TestInProcessBalancedMeshKeepsTheGlobalBatchThroughFailover(t *testing.T) {
+	const nodes, shards = 4, 2
+	rec := newRecorder()
+	m := startMesh(t, nodes, shards, rec, func(i int, c *node.Config) {
+		c.Spec.Balance = true
+		c.ComputeDelay = 2 * time.Millisecond
+		c.Slowdown = []float64{1, 1, 2, 4}[i]
+	})
+	full := func(ids []mesh.NodeID, since map[mesh.NodeID]int64, rounds int) bool {
+		common := rec.commonIters(ids, since)
+		return len(common) >= rounds && m.fullyReplicated(shards, 3)
+	}
+	rec.wait(t, "every worker computes 12 iterations", func() bool { return full(m.ids(), nil, 12) })
+	rec.checkGlobal(t, m.ids(), nil, 4, 64)
+
+	victim := rec.leaderOf(0)
+	from := rec.ackedSnapshot()
+	t.Logf("crashing %s, leader of shard 0 (the balancer's)", victim)
+	m.crash(victim)
+	survivors := m.ids()
+	rec.wait(t, "the survivors compute 12 more iterations", func() bool { return full(survivors, from, 12) })
+	rec.checkGlobal(t, survivors, from, 3, 64)
+	m.stop(t)
+}
+
+// commonIters are the iterations (≥ since[w] for each w) that every one
+// of ids had acknowledged with samples, ascending.
+func (r *recorder) commonIters(ids []mesh.NodeID, since map[mesh.NodeID]int64) []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int64
+	for it := range r.samples[ids[0]] {
+		ok := true
+		for _, id := range ids {
+			_, has := r.samples[id][it]
+			ok = ok && has && it >= since[id]
+		}
+		if ok {
+			out = append(out, it)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkGlobal: the last n iterations common to ids each add up to global.
+func (r *recorder) checkGlobal(t *testing.T, ids []mesh.NodeID, since map[mesh.NodeID]int64, n int, global int64) {
+	t.Helper()
+	common := r.commonIters(ids, since)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, it := range common[len(common)-n:] {
+		var sum int64
+		var batches []int64
+		for _, id := range ids {
+			sum += r.samples[id][it]
+			batches = append(batches, r.samples[id][it])
+		}
+		t.Logf("iteration %d: batches %v", it, batches)
+		if sum != global {
+			t.Errorf("iteration %d: batches %v add up to %d, want %d", it, batches, sum, global)
+		}
+	}
+}
