@@ -24,7 +24,8 @@ import (
 //	start                  the process started (Pid)
 //	invoke, ok, fail       a push by this node's worker: Shard, Worker, Iter, Samples (fail: Err)
 //	apply                  an entry applied by this node's replica of Shard: Index, Entry and, for
-//	                       pushes, Pushes; for add/remove-worker, Worker, Clock and Released; Hash
+//	                       pushes, Pushes; for add/remove-worker, Worker, Clock and Released
+//	                       (Suspected: a removal that was the leader's suspension); Hash
 //	                       and NonFinite (parameters NaN or ±Inf) at the indices HistoryHashEvery divides
 //	leader                 this node's replica of Shard became leader in Term
 //
@@ -61,6 +62,9 @@ type HistoryRecord struct {
 	// NonFinite (with Hash) counts the NaN or ±Inf parameters after the entry.
 	NonFinite int    `json:"nf,omitempty"`
 	Term      uint64 `json:"term,omitempty"`
+	// Suspected marks a remove-worker that was the leader's suspension
+	// of a silent, disconnected worker (shard/suspect.go).
+	Suspected bool `json:"sus,omitempty"`
 }
 
 // HistoryPush is what one push of an applied entry did.
@@ -139,7 +143,7 @@ func (h *History) StateHashEvery() uint64 { return HistoryHashEvery }
 // Applied records an applied entry. It runs under the FSM's lock
 // (shard.NewFSM's contract): it only formats and writes.
 func (h *History) Applied(id uint32, a shardapi.Applied) {
-	r := HistoryRecord{Kind: "apply", Shard: id, Index: a.Index, Entry: a.Kind, Worker: string(a.Worker), Clock: a.StartClock}
+	r := HistoryRecord{Kind: "apply", Shard: id, Index: a.Index, Entry: a.Kind, Worker: string(a.Worker), Clock: a.StartClock, Suspected: a.Suspected}
 	if a.StateHash != ([32]byte{}) {
 		r.Hash = hex.EncodeToString(a.StateHash[:])
 		r.NonFinite = a.NonFinite

@@ -47,6 +47,9 @@ type Config struct {
 	// holding a stream open); the worker's client reopens one on its next
 	// push. It must exceed HeldKeepAlive.
 	IdleStreamTimeout time.Duration
+	// Suspect tunes how the leader suspects a dead worker (suspect.go);
+	// the zero value is DefaultSuspectPolicy.
+	Suspect SuspectPolicy
 }
 
 // DefaultConfig returns the node's settings for shard on node id.

@@ -27,6 +27,7 @@ const (
 	entryPush
 	entryAddWorker
 	entryRemoveWorker
+	entrySuspendWorker // workerHeader; From: the clock the leader saw (suspect.go)
 )
 
 const entryPrefix = 5
@@ -152,7 +153,7 @@ func decodeEntry(b []byte) (entry, error) {
 		if len(payload) != 0 {
 			return bad("%d trailing payload bytes", len(payload))
 		}
-	case entryAddWorker, entryRemoveWorker:
+	case entryAddWorker, entryRemoveWorker, entrySuspendWorker:
 		var h workerHeader
 		if err := boundedmsgpack.Unmarshal(hb, &h); err != nil {
 			return bad("worker header: %v", err)

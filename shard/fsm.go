@@ -91,6 +91,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		case entryRemoveWorker:
 			out.Kind, out.Worker = "remove-worker", e.worker
 			out.Released, out.Err = f.applyRemoveWorker(e.worker)
+		case entrySuspendWorker:
+			f.suspectedApplied(&out, e)
 		}
 	}
 	if f.observer != nil {

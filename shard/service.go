@@ -27,6 +27,10 @@ type service struct {
 	stopped bool
 	conns   map[*workerConn]struct{}
 	held    map[heldKey]struct{}
+	// suspect.go: when this replica took the lead (zero while it
+	// follows) and the workers whose suspension is being proposed.
+	leadSince  time.Time
+	suspecting map[clock.WorkerID]bool
 
 	hyg *hygiene
 	cnt serviceCounters
@@ -81,7 +85,7 @@ func newService(r *Replica) *service {
 }
 
 func (s *service) start() {
-	for _, f := range []func(){s.acceptLoop, s.proposer, s.completer, s.evaluator} {
+	for _, f := range []func(){s.acceptLoop, s.proposer, s.completer, s.evaluator, s.suspector} {
 		s.r.wg.Add(1)
 		go func() { defer s.r.wg.Done(); f() }()
 	}

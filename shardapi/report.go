@@ -16,7 +16,12 @@ type Applied struct {
 	// Released are the workers a RemoveWorker, or an AddWorker that
 	// advanced a present worker, released.
 	Released []clock.Release
-	Err      error
+	// Suspected marks a "remove-worker" that was a suspension: the
+	// leader found the worker silent and disconnected (shard/suspect.go);
+	// it comes back through AddWorker. A suspension that found the worker
+	// moved on applies as Kind "suspect" and changes nothing.
+	Suspected bool
+	Err       error
 	// StateHash is StateHash() after this entry, set only at the indices
 	// Deps.HashEvery asks for (zero otherwise).
 	StateHash [32]byte
