@@ -165,10 +165,15 @@ type TransportConfig struct {
 	// socket is used for listening and dialling.
 	ListenAddr string
 	// HandshakeTimeout bounds the QUIC/TLS handshake and the wait for a
-	// stream's preamble. Default 5s.
+	// stream's preamble. Default 3s.
 	HandshakeTimeout time.Duration
 	// IdleTimeout closes a connection with no traffic; keep-alives are sent
-	// at a third of it, so only a dead peer hits it. Default 15s.
+	// at a quarter of it, so only a dead (or paused) peer hits it. It is
+	// the budget for noticing a killed peer whose process cannot say so:
+	// its streams — a worker's at its shard leader, which the leader's
+	// suspicion of a dead worker waits for (shard/suspect.go) — end when it
+	// expires. A restarted peer resets its old connections at once
+	// (stateless reset). Default 3s: four keep-alives must go unanswered.
 	IdleTimeout time.Duration
 	// MaxStreamsPerPeer bounds concurrent streams a peer may open on one
 	// connection. Default 1024.
@@ -192,8 +197,8 @@ type TransportConfig struct {
 func DefaultTransportConfig(addr string) TransportConfig {
 	return TransportConfig{
 		ListenAddr:        addr,
-		HandshakeTimeout:  5 * time.Second,
-		IdleTimeout:       15 * time.Second,
+		HandshakeTimeout:  3 * time.Second,
+		IdleTimeout:       3 * time.Second,
 		MaxStreamsPerPeer: 1024,
 		MaxConnsPerPeer:   16,
 		AcceptBacklog:     128,

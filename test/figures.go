@@ -24,6 +24,9 @@ type Event struct {
 	// again; iterations per second over the 10 s before and after.
 	FirstAck, AllShardsAck time.Duration
 	RateBefore, RateAfter  float64
+	// Back80: until the acknowledgement rate is back to 80 % of the 10 s
+	// before (figures_failover.go).
+	Back80 time.Duration
 }
 
 // measure polls every condition until all hold (or limit passes, failing
@@ -198,6 +201,7 @@ func Figures(h *History, events []Event) {
 		e.RateBefore = float64(before) / n / window.Seconds()
 		e.RateAfter = float64(after) / n / window.Seconds()
 	}
+	backTo80(h, events)
 }
 
 // FigureTable prints the events and, per kind, p50/p99 of each duration.
@@ -222,7 +226,7 @@ func FigureTable(events []Event) string {
 		}
 		kinds[e.Kind] = append(kinds[e.Kind], e)
 	}
-	fmt.Fprintf(&b, "\nper kind (p50 / p99 over n): detect, elect, all shards acking, recover; throughput dip\n")
+	fmt.Fprintf(&b, "\nper kind (p50 / p99 over n): detect, elect, all shards acking, recover, recover after the fault lifted, rate back to 80%%; throughput dip\n")
 	for _, k := range order {
 		es := kinds[k]
 		pick := func(f func(Event) time.Duration) string {
@@ -244,9 +248,10 @@ func FigureTable(events []Event) string {
 				dip += 1 - e.RateAfter/e.RateBefore
 			}
 		}
-		fmt.Fprintf(&b, "%-26s n=%-3d detect %-13s elect %-13s acks %-13s recover %-13s dip %3.0f%%\n", k, len(es),
+		fmt.Fprintf(&b, "%-26s n=%-3d detect %-13s elect %-13s acks %-13s recover %-13s lifted %-13s 80%% %-13s dip %3.0f%%\n", k, len(es),
 			pick(func(e Event) time.Duration { return e.Detect }), pick(func(e Event) time.Duration { return e.Elect }),
 			pick(func(e Event) time.Duration { return e.AllShardsAck }), pick(func(e Event) time.Duration { return e.Recover }),
+			pick(Event.afterLift), pick(func(e Event) time.Duration { return e.Back80 }),
 			100*dip/float64(len(es)))
 	}
 	return b.String()
