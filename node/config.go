@@ -55,8 +55,9 @@ type Config struct {
 	CheckpointEvery time.Duration
 	CheckpointKeep  int
 
-	// Detection is memberlist's profile: "lan" (robust) or "fast"
-	// (sub-second failure detection on loopback, false alarms under load).
+	// Detection is memberlist's profile: "lan" (robust, 5–6 s), "tuned"
+	// (2–3 s, mesh.TunedDetection) or "fast" (sub-second failure
+	// detection on loopback, false alarms under load).
 	Detection    string
 	LeaveTimeout time.Duration // how long a graceful leave may take
 	LogLevel     string
@@ -134,8 +135,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--checkpoint-every %v: must be > 0", c.CheckpointEvery)
 	case c.CheckpointDir != "" && c.CheckpointKeep < 1:
 		return fmt.Errorf("--checkpoint-keep %d: must be >= 1", c.CheckpointKeep)
-	case c.Detection != "lan" && c.Detection != "fast":
-		return fmt.Errorf("--detection %q must be lan or fast", c.Detection)
+	case c.Detection != "lan" && c.Detection != "tuned" && c.Detection != "fast":
+		return fmt.Errorf("--detection %q must be lan, tuned or fast", c.Detection)
 	case c.FaultNaNEvery < 0:
 		return fmt.Errorf("--fault-nan-every %d: must be >= 0", c.FaultNaNEvery)
 	}
@@ -206,7 +207,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.CheckpointDir, "checkpoint-dir", c.CheckpointDir, "save the evaluated model as safetensors in this folder while this node is the evaluator (set it on every training node)")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "at most one checkpoint per this long (the first evaluation after it has passed)")
 	fs.IntVar(&c.CheckpointKeep, "checkpoint-keep", c.CheckpointKeep, "checkpoints kept in --checkpoint-dir (older ones are deleted)")
-	fs.StringVar(&c.Detection, "detection", c.Detection, "failure detection profile: lan (robust, seconds) or fast (loopback tests, sub-second)")
+	fs.StringVar(&c.Detection, "detection", c.Detection, "failure detection profile: lan (robust, 5-6 s), tuned (2-3 s) or fast (loopback tests, sub-second)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "how long a graceful leave on SIGTERM/SIGINT may take")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", c.AdvertiseGossip, "host:port peers use to reach this node's gossip (default: --host and --gossip-port), e.g. behind NAT")

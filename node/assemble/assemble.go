@@ -70,8 +70,11 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	}
 	mcfg := mesh.DefaultMembershipConfig(meta, cfg.GossipAddr(), sec)
 	mcfg.Advertise = cfg.AdvertiseGossip
-	if cfg.Detection == "fast" {
+	switch cfg.Detection {
+	case "fast":
 		mcfg.Detection = mesh.FastDetection()
+	case "tuned":
+		mcfg.Detection = mesh.TunedDetection()
 	}
 	members, err := mesh.NewMemberlist(mcfg, log)
 	if err != nil {
