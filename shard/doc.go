@@ -6,7 +6,8 @@
 // # What it owns
 //
 //   - [FSM]: the raft.FSM of docs/design.md#shards-and-raft. Entries (kinds
-//     Init, Push — a batch of pushes —, AddWorker, RemoveWorker) are a tag
+//     Init, Push — a batch of pushes —, AddWorker, RemoveWorker,
+//     SuspendWorker) are a tag
 //     byte, a msgpack header and raw tensor bytes in shardapi's codec
 //     (shardapi/tensor.go; entry.go has the layout); headers of entries and snapshots are decoded with
 //     internal/boundedmsgpack, as they are input from another replica. Apply is deterministic: the receipt time of every push is in
@@ -102,6 +103,18 @@
 // barrier is not an FSM entry) and is retried freely; a shard without Init
 // yet answers it with a rejection (ErrNotInitialized at the client).
 //
+// # Suspected workers
+//
+// The leader suspends a worker that holds others back and has gone silent
+// and disconnected (suspect.go has the rule, [SuspectPolicy] the knobs):
+// a suspend entry, applied on every replica as a RemoveWorker only if the
+// worker is still at the clock the leader saw and still at t_min with
+// nothing held and someone held behind it, else as nothing. A suspended
+// worker that was alive after all comes back through AddWorker at or past
+// the clock it had. One goroutine (the suspector) checks every
+// SuspectPolicy.Check while the replica leads and proposes one entry per
+// worker at a time.
+//
 // # Held replies
 //
 // While a push is held the leader sends a Held frame on the worker's stream
@@ -121,9 +134,13 @@
 // loop, one reader goroutine per worker stream, one proposer that batches
 // queued pushes into entries, one completer that waits on futures in order,
 // one evaluator that re-examines held replies after each Apply and sends
-// the keep-alives, one leadership watcher that calls Deps.OnLeader and then
-// wakes LeaderChanged waiters, and one goroutine per add- or remove-worker
-// request while its entry is proposed. Sends on a stream are serialised by
+// the keep-alives (and answers held pushes NotLeader as soon as the
+// replica is deposed), one suspector (suspect.go), one leadership watcher
+// that calls Deps.OnLeader and then wakes LeaderChanged waiters, and one
+// goroutine per add- or remove-worker request or suspension while its
+// entry is proposed. An OpStatus request is answered by any replica with
+// its applied index, the leader it knows and its term (status.go): the
+// probe a worker's client sends when its leader goes silent. Sends on a stream are serialised by
 // that stream's mutex. Replica methods are safe for concurrent use; a
 // Client is not (one per shard per worker; a worker pushes to all shards
 // concurrently with one Client each).
