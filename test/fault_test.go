@@ -63,7 +63,7 @@ func report(t *testing.T, c *FaultCluster, events []Event) *Report {
 	}
 	Figures(h, events)
 	t.Logf("figures:\n%s", FigureTable(events))
-	t.Logf("%s", SuspicionSummary(Suspicions(h)))
+	t.Logf("workers out of a clock table:\n%s", RemovalSummary(Removals(h, events)))
 	if a := Accuracy(c.Statuses()); a != nil {
 		t.Logf("final accuracy %.3f at evaluator iteration %d", a.Accuracy, a.Iter)
 	}

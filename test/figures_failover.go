@@ -3,6 +3,7 @@ package test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -53,40 +54,50 @@ func (e Event) afterLift() time.Duration {
 	return max(e.Recover-e.End.Sub(e.At), time.Millisecond)
 }
 
-// Suspicion is one suspension of a worker by a shard leader
-// (shard/suspect.go) as the history shows it.
-type Suspicion struct {
-	Shard  uint32
-	Worker string
-	At     time.Time
+// Removal is one removal of a worker from a shard's clock table as the
+// history shows it: a suspension by the shard leader (shard/suspect.go) or
+// a removal after gossip declared the node dead (or a graceful leave).
+type Removal struct {
+	Shard     uint32
+	Worker    string
+	At        time.Time
+	Suspected bool // the leader's suspicion, not gossip's verdict
 	// Back is how long until the worker was added back to the shard (0:
 	// never within the run).
 	Back time.Duration
-	// Alive: the worker's process went on after the suspension (it
-	// pushed again without restarting) — a live worker suspended, whether
-	// it was paused, cut off or merely slow.
+	// Alive: the worker's process went on after the removal (it pushed
+	// again without restarting) — a live worker removed, whether it was
+	// paused, cut off or merely slow.
 	Alive bool
+	// During is the fault injected last before the removal ("" before
+	// the first).
+	During string
 }
 
-// Suspicions lists every suspension in the history, each once (replicas
-// record the same entry).
-func Suspicions(h *History) []Suspicion {
+// Removals lists every removal in the history, each once (replicas record
+// the same entry).
+func Removals(h *History, events []Event) []Removal {
 	type key struct {
 		shard uint32
 		index uint64
 	}
 	seen := map[key]bool{}
-	var out []Suspicion
+	var out []Removal
 	for _, r := range h.Records {
-		if r.Kind != "apply" || r.Entry != "remove-worker" || !r.Suspected || seen[key{r.Shard, r.Index}] {
+		if r.Kind != "apply" || r.Entry != "remove-worker" || r.Err != "" || seen[key{r.Shard, r.Index}] {
 			continue
 		}
 		seen[key{r.Shard, r.Index}] = true
-		out = append(out, Suspicion{Shard: r.Shard, Worker: r.Worker, At: time.Unix(0, r.Nanos)})
+		out = append(out, Removal{Shard: r.Shard, Worker: r.Worker, At: time.Unix(0, r.Nanos), Suspected: r.Suspected})
 	}
 	for i := range out {
 		s := &out[i]
 		t := s.At.UnixNano()
+		for _, e := range events {
+			if !e.At.After(s.At) {
+				s.During = fmt.Sprintf("%s %v", e.Kind, e.Victims)
+			}
+		}
 		restarted, pushed := false, false
 		for _, r := range h.Records {
 			if r.Nanos <= t {
@@ -109,19 +120,39 @@ func Suspicions(h *History) []Suspicion {
 	return out
 }
 
-// SuspicionSummary is one line: suspensions, of live workers, and how long
-// the live ones stayed out.
-func SuspicionSummary(ss []Suspicion) string {
-	var live []time.Duration
-	for _, s := range ss {
-		if s.Alive {
-			live = append(live, s.Back)
+// RemovalSummary says how many workers were suspended and removed after
+// gossip, how many of each were alive, how long those stayed out, and
+// lists the live ones with the fault in progress.
+func RemovalSummary(rs []Removal) string {
+	var b strings.Builder
+	for _, sus := range []bool{true, false} {
+		name := "suspensions by shard leaders"
+		if !sus {
+			name = "removals after gossip or leave"
+		}
+		var n int
+		var live []time.Duration
+		for _, r := range rs {
+			if r.Suspected != sus {
+				continue
+			}
+			n++
+			if r.Alive {
+				live = append(live, r.Back)
+			}
+		}
+		fmt.Fprintf(&b, "%s: %d, of live workers %d", name, n, len(live))
+		if len(live) > 0 {
+			slices.Sort(live)
+			fmt.Fprintf(&b, " (out for p50 %.2fs, max %.2fs)", quantile(live, 0.5).Seconds(), live[len(live)-1].Seconds())
+		}
+		b.WriteString("\n")
+	}
+	for _, r := range rs {
+		if r.Alive {
+			fmt.Fprintf(&b, "  live worker %s out of shard %d at %s for %.2fs (suspected %v) during %s\n",
+				r.Worker, r.Shard, r.At.Format("15:04:05.000"), r.Back.Seconds(), r.Suspected, r.During)
 		}
 	}
-	if len(live) == 0 {
-		return fmt.Sprintf("suspensions %d, of live workers 0", len(ss))
-	}
-	slices.Sort(live)
-	return fmt.Sprintf("suspensions %d, of live workers %d (out for p50 %.2fs, max %.2fs; 0 = not re-added in the run)",
-		len(ss), len(live), quantile(live, 0.5).Seconds(), live[len(live)-1].Seconds())
+	return b.String()
 }
