@@ -74,7 +74,7 @@ func (m *shardManager) start(ctx context.Context, fresh bool) error {
 			return err
 		}
 		spec := shardapi.Spec{Shard: id, Len: b[1] - b[0], Policy: m.spec.PolicyText(), Optimizer: m.spec.ShardOptimizer(), OutlierFactor: m.spec.OutlierFactor,
-			BalanceBase: m.spec.BalanceBase()}
+			BalanceBase: m.spec.BalanceBase(), Precision: m.spec.Precision()}
 		if err := rep.Init(ctx, spec, theta[b[0]:b[1]]); err != nil {
 			return fmt.Errorf("shard %d: init: %w", id, err)
 		}

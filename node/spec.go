@@ -59,6 +59,12 @@ type JobSpec struct {
 	// shards' Init instead of θ from Seed; its tensors must match Model's.
 	// Only the bootstrap node reads it.
 	InitFrom string `json:"init_from,omitempty"`
+
+	// WirePrecision is how gradients and parameter slices travel on the
+	// wire and sit in the Raft log: fp32 or bf16 (half the bytes, rounded
+	// to nearest even; the shards keep fp32 master weights). Empty, in a
+	// spec persisted by an older build, means fp32.
+	WirePrecision string `json:"wire_precision,omitempty"`
 }
 
 // DefaultJobSpec is the MLP on MNIST under bounded DSSP(3, 12). Momentum is
@@ -72,7 +78,21 @@ func DefaultJobSpec() JobSpec {
 		Optimizer: "momentum", LR: 0.05, Momentum: 0.5,
 		LRDecay: 0.85, LRDecaySamples: 60000,
 		BatchSize: 64, Shards: 4, Replication: 3, Seed: 1,
+		WirePrecision: "fp32",
 	}
+}
+
+// Precision is the shards' wire precision (fp32 when unset).
+func (s JobSpec) Precision() shardapi.Precision {
+	p, _ := shardapi.ParsePrecision(s.wirePrecision())
+	return p
+}
+
+func (s JobSpec) wirePrecision() string {
+	if s.WirePrecision == "" {
+		return "fp32"
+	}
+	return s.WirePrecision
 }
 
 // PolicyText is the paradigm in clock.ParsePolicy's text form.
@@ -139,6 +159,9 @@ func (s JobSpec) Validate() error {
 	default:
 		return fmt.Errorf("--optimizer %q unknown (known: sgd, momentum)", s.Optimizer)
 	}
+	if _, err := shardapi.ParsePrecision(s.wirePrecision()); err != nil {
+		return fmt.Errorf("--wire-precision %q unknown (known: fp32, bf16)", s.WirePrecision)
+	}
 	for _, err := range []error{
 		CheckFloat("lr", s.LR, 0, MaxLR, true),
 		CheckFloat("lr-decay", s.LRDecay, 0, 1, true),
@@ -196,6 +219,7 @@ var specFlags = []struct {
 	{"outlier-factor", func(s *JobSpec) string { return strconv.FormatFloat(s.OutlierFactor, 'g', -1, 64) }},
 	{"balance", func(s *JobSpec) string { return strconv.FormatBool(s.Balance) }},
 	{"init-from", func(s *JobSpec) string { return s.InitFrom }},
+	{"wire-precision", func(s *JobSpec) string { return s.wirePrecision() }},
 }
 
 // BindFlags registers the spec's flags on fs with s's values as defaults.
@@ -217,6 +241,7 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = off, else 2 to 1e6)")
 	fs.BoolVar(&s.Balance, "balance", s.Balance, "job: size each worker's mini-batch to its measured speed (global batch fixed, gradients weighted by samples, one job-wide data order); composes with any --paradigm")
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
+	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log, fp32 or bf16 (half the bytes; shards keep fp32 master weights)")
 }
 
 // SpecConflictError says which explicitly set flags disagree with the job

@@ -65,6 +65,7 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 		id := uint32(s)
 		cfg := shardapi.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return n.shards.candidates(id) })
 		cfg.Alive = n.isMember // never dial a node membership declared dead
+		cfg.Precision = spec.Precision()
 		c, err := shardapi.NewClient(cfg, n.tr, resolve, n.log)
 		if err != nil {
 			return nil, err

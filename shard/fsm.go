@@ -227,10 +227,10 @@ func (f *FSM) check(p Push) (shardapi.Reason, string) {
 		return shardapi.ReasonNotInitialized, "no Init entry applied"
 	case p.Worker == "" || p.Samples < 0 || p.ComputeNs < 0 || p.Iter < 0:
 		return shardapi.ReasonBadRequest, fmt.Sprintf("worker %q, iter %d, samples %d, compute %d ns", p.Worker, p.Iter, p.Samples, p.ComputeNs)
-	case len(p.Grad) != shardapi.FP32.Bytes(f.spec.Len):
-		return shardapi.ReasonBadLength, fmt.Sprintf("%d bytes, want %d", len(p.Grad), shardapi.FP32.Bytes(f.spec.Len))
+	case len(p.Grad) != f.spec.Precision.Bytes(f.spec.Len):
+		return shardapi.ReasonBadLength, fmt.Sprintf("%d bytes, want %d (%s)", len(p.Grad), f.spec.Precision.Bytes(f.spec.Len), f.spec.Precision)
 	}
-	if i, _ := shardapi.FP32.Decode(f.grad, p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
+	if i, _ := f.spec.Precision.Decode(f.grad, p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
 		return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])
 	}
 	return 0, ""
@@ -319,7 +319,7 @@ func (f *FSM) replyFor(w clock.WorkerID, iter int64, dst []byte) (replyState, []
 	case c == iter+1 && f.gate.IsWaiting(w) && !faults.On(faults.SkipStaleness):
 		return replyHeld, dst
 	}
-	return replyOK, shardapi.FP32.Append(dst, f.theta)
+	return replyOK, f.spec.Precision.Append(dst, f.theta)
 }
 
 // Params copies the parameter slice into dst (grown if short) and returns it.
@@ -431,9 +431,10 @@ func countNonFinite(v []float32) int {
 }
 
 // pushLimits are what the leader checks a push against before proposing
-// it: the shard's length (0 before Init) and Spec.OutlierFactor.
-func (f *FSM) pushLimits() (n int, outlierFactor float64) {
+// it: the shard's length (0 before Init), its wire precision and
+// Spec.OutlierFactor.
+func (f *FSM) pushLimits() (n int, prec shardapi.Precision, outlierFactor float64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.spec.Len, f.spec.OutlierFactor
+	return f.spec.Len, f.spec.Precision, f.spec.OutlierFactor
 }

@@ -36,8 +36,8 @@ func newHygiene() *hygiene { return &hygiene{workers: map[clock.WorkerID]*sharda
 // gradient (raw little-endian float32) may be proposed. factor is
 // Spec.OutlierFactor; samples == 0 marks a join's zero push, which neither
 // counts toward the median nor is checked against it.
-func (h *hygiene) check(w clock.WorkerID, grad []byte, samples int64, factor float64) (shardapi.Reason, string) {
-	i, x, sq := shardapi.FP32.Scan(grad)
+func (h *hygiene) check(w clock.WorkerID, prec shardapi.Precision, grad []byte, samples int64, factor float64) (shardapi.Reason, string) {
+	i, x, sq := prec.Scan(grad)
 	if i >= 0 {
 		h.refused(w, shardapi.ReasonNonFinite)
 		return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i, x)

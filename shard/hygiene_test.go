@@ -201,16 +201,16 @@ func TestHygieneRefusesOutliersAndCountsStreaks(t *testing.T) {
 		return gradBytes(v)
 	}
 	for i := range minNormSamples {
-		if r, d := h.check("a", grad(1+float32(i%3)/10), 1, 10); r != 0 {
+		if r, d := h.check("a", shardapi.FP32, grad(1+float32(i%3)/10), 1, 10); r != 0 {
 			t.Fatalf("push %d refused: %s %s", i, r, d)
 		}
 	}
 	for range shardapi.RepeatOffender {
-		if r, d := h.check("b", grad(100), 1, 10); r != shardapi.ReasonOutlier {
+		if r, d := h.check("b", shardapi.FP32, grad(100), 1, 10); r != shardapi.ReasonOutlier {
 			t.Fatalf("outlier: got %s %q", r, d)
 		}
 	}
-	if r, _ := h.check("b", grad(1), 0, 10); r != 0 {
+	if r, _ := h.check("b", shardapi.FP32, grad(1), 0, 10); r != 0 {
 		t.Fatal("a zero-sample push is never an outlier")
 	}
 	if got := h.stats()["b"]; got.Outliers != shardapi.RepeatOffender || got.Streak != 0 {
@@ -218,7 +218,7 @@ func TestHygieneRefusesOutliersAndCountsStreaks(t *testing.T) {
 	}
 	nan := make([]float32, 8)
 	nan[2] = float32(math.Inf(1))
-	if r, _ := h.check("c", gradBytes(nan), 1, 0); r != shardapi.ReasonNonFinite {
+	if r, _ := h.check("c", shardapi.FP32, gradBytes(nan), 1, 0); r != shardapi.ReasonNonFinite {
 		t.Fatal("Inf accepted with the outlier check off")
 	}
 	if got := h.stats()["c"]; got.NonFinite != 1 || got.Streak != 1 {

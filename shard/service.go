@@ -154,8 +154,8 @@ func (s *service) serve(c *workerConn) {
 		// A push carries exactly the shard's gradient: a larger payload is
 		// refused before it is read. Silence longer than the idle timeout
 		// ends the stream (keepAlive extends it while a push is held).
-		if n, _ := s.r.fsm.pushLimits(); n > 0 {
-			c.s.SetMaxPayload(4 * n)
+		if n, prec, _ := s.r.fsm.pushLimits(); n > 0 {
+			c.s.SetMaxPayload(prec.Bytes(n))
 		}
 		c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
 		var req shardapi.Request
@@ -202,12 +202,12 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 		s.reject(c, req, shardapi.ReasonBadRequest, "empty worker or negative field")
 		return
 	}
-	n, factor := s.r.fsm.pushLimits()
-	if n > 0 && len(grad) != 4*n {
-		s.reject(c, req, shardapi.ReasonBadLength, fmt.Sprintf("%d gradient bytes, the shard has %d parameters", len(grad), n))
+	n, prec, factor := s.r.fsm.pushLimits()
+	if n > 0 && len(grad) != prec.Bytes(n) {
+		s.reject(c, req, shardapi.ReasonBadLength, fmt.Sprintf("%d gradient bytes, the shard has %d parameters in %s", len(grad), n, prec))
 		return
 	}
-	if reason, detail := s.hyg.check(req.Worker, grad, req.Samples, factor); reason != 0 && !faults.On(faults.SkipNonFinite) {
+	if reason, detail := s.hyg.check(req.Worker, prec, grad, req.Samples, factor); reason != 0 && !faults.On(faults.SkipNonFinite) {
 		s.reject(c, req, reason, detail)
 		return
 	}
@@ -219,7 +219,7 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 	}
 	if faults.On(faults.AckUncommitted) && req.Samples > 0 && req.Iter%10 == 5 {
 		// broken build only: never proposed
-		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyOK, params: shardapi.FP32.Append(nil, s.r.fsm.Params(nil))})
+		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyOK, params: prec.Append(nil, s.r.fsm.Params(nil))})
 		return
 	}
 	select {

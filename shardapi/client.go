@@ -42,6 +42,9 @@ type ClientConfig struct {
 	// After is the timer of the silence watcher; nil means time.After.
 	// Tests inject their own.
 	After func(time.Duration) <-chan time.Time
+	// Precision of the gradients pushed and the parameters returned: the
+	// shard's Spec.Precision. Zero is fp32.
+	Precision Precision
 }
 
 // DefaultClientConfig fills the timing defaults.
@@ -66,6 +69,8 @@ func (c ClientConfig) Validate() error {
 		return fmt.Errorf("shard: ClientConfig.Deadline (%s) must be positive", c.Deadline)
 	case c.ProbeAfter <= 0 || c.HeldSilence < c.ProbeAfter || c.ProbeTimeout <= 0:
 		return fmt.Errorf("shard: ClientConfig.ProbeAfter (%s) and ProbeTimeout (%s) must be positive, HeldSilence (%s) at least ProbeAfter", c.ProbeAfter, c.ProbeTimeout, c.HeldSilence)
+	case !c.Precision.Valid():
+		return fmt.Errorf("shard: ClientConfig.Precision %d unknown (known: fp32, bf16)", c.Precision)
 	}
 	return nil
 }
@@ -120,7 +125,8 @@ func (c *Client) after(d time.Duration) <-chan time.Time {
 // wrapping ErrDeadline: then the push may or may not have been applied, and
 // the caller resends the same iter later. A *RejectError is final.
 func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad, dst []float32) ([]float32, error) {
-	c.buf = FP32.Append(c.buf[:0], grad)
+	p := c.cfg.Precision
+	c.buf = p.Append(c.buf[:0], grad)
 	meta := PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}, Samples: samples, ComputeNs: computeNs}
 	rep, params, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta}, c.buf)
 	if err != nil {
@@ -129,7 +135,7 @@ func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad,
 	if rep.Assign != nil {
 		c.Assign = rep.Assign
 	}
-	n, err := FP32.Len(params)
+	n, err := p.Len(params)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
 	}
@@ -137,7 +143,7 @@ func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad,
 		dst = make([]float32, n)
 	}
 	dst = dst[:n]
-	if _, err := FP32.Decode(dst, params); err != nil {
+	if _, err := p.Decode(dst, params); err != nil {
 		return nil, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
 	}
 	return dst, nil

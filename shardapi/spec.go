@@ -89,6 +89,10 @@ type Spec struct {
 	// each push's gradient is weighted by its samples / BalanceBase (the
 	// job's per-worker batch), and shard 0 sizes every worker's batch.
 	BalanceBase int64 `msgpack:"bb,omitempty"`
+	// Precision is the layout of the gradients pushed and of the parameter
+	// slices an OK reply carries, on the wire and in the log (tensor.go);
+	// the FSM keeps fp32 master weights whatever it is. Zero is fp32.
+	Precision Precision `msgpack:"wp,omitempty"`
 }
 
 // Outlier factor range: below 2 a healthy job's spread of norms would be
@@ -105,6 +109,9 @@ func (s Spec) Validate() error {
 	}
 	if _, err := clock.ParsePolicy(s.Policy); err != nil {
 		return fmt.Errorf("shard: Spec.Policy: %w", err)
+	}
+	if !s.Precision.Valid() {
+		return fmt.Errorf("shard: Spec.Precision %d unknown (known: fp32, bf16)", s.Precision)
 	}
 	if f := s.OutlierFactor; f != 0 && !(f >= MinOutlierFactor && f <= MaxOutlierFactor) {
 		return fmt.Errorf("shard: Spec.OutlierFactor %g must be 0 (off) or in [%g, %g]", f, float64(MinOutlierFactor), float64(MaxOutlierFactor))

@@ -9,36 +9,88 @@ import (
 
 // The tensor codec: the one layout of every tensor a shard's data path
 // carries — a push's gradient and an OK reply's parameter slice on the
-// wire, the gradients of a push entry and the initial θ in the raft log.
-// The client, the service and the FSM all encode and decode through it.
+// wire, the gradients of a push entry in the raft log — in the shard's
+// [Spec.Precision]; and, always in fp32, the initial θ of an Init entry,
+// a snapshot's parameters and a read's slice. The client, the service and
+// the FSM all encode and decode through it.
 //
-//	fp32: n values, 4 bytes each, IEEE-754 binary32 little-endian
+//	fp32: n values, 4 bytes each, IEEE-754 binary32, little-endian
+//	bf16: n values, 2 bytes each, the upper half of the binary32, little-endian
 //
-// A value is non-finite when its exponent bits are all ones (NaN, ±Inf).
+// bf16 encoding rounds to nearest, ties to even; a finite value beyond
+// bf16's range (|x| ≥ 2^128·(1−2^−9)) rounds to ±Inf, as IEEE rounding
+// does, and a NaN stays a NaN (quiet, sign kept), so a non-finite
+// gradient is still refused after encoding. Decoding is exact. A value is
+// non-finite when its exponent bits are all ones (NaN, ±Inf).
 
-// Precision is how a tensor's values are laid out.
+// Precision is how a tensor's values are laid out. The zero value is fp32,
+// so a Spec from a build before precisions decodes as fp32.
 type Precision uint8
 
-// FP32 is the only precision so far: exact float32.
-const FP32 Precision = 0
+const (
+	FP32 Precision = iota // exact float32, 4 bytes a value
+	BF16                  // bfloat16, 2 bytes a value
+)
 
-// String names the precision: fp32.
+// ParsePrecision reads "fp32" or "bf16".
+func ParsePrecision(s string) (Precision, error) {
+	switch s {
+	case "fp32":
+		return FP32, nil
+	case "bf16":
+		return BF16, nil
+	}
+	return 0, fmt.Errorf("precision %q unknown (known: fp32, bf16)", s)
+}
+
+// String names the precision: fp32 or bf16.
 func (p Precision) String() string {
 	switch p {
 	case FP32:
 		return "fp32"
+	case BF16:
+		return "bf16"
 	}
 	return fmt.Sprintf("precision(%d)", uint8(p))
 }
 
+// Valid reports whether p is a known precision.
+func (p Precision) Valid() bool { return p == FP32 || p == BF16 }
+
+// size is the bytes of one value.
+func (p Precision) size() int {
+	if p == BF16 {
+		return 2
+	}
+	return 4
+}
+
 // Bytes is the encoded size of n values.
-func (p Precision) Bytes(n int) int { return 4 * n }
+func (p Precision) Bytes(n int) int { return p.size() * n }
+
+// ToBF16 rounds x to bfloat16 bits, to nearest with ties to even.
+func ToBF16(x float32) uint16 {
+	u := math.Float32bits(x)
+	if u&0x7fffffff > 0x7f800000 {
+		return uint16(u>>16) | 0x0040 // NaN: quiet, sign kept (truncation could make it Inf)
+	}
+	return uint16((u + 0x7fff + (u>>16)&1) >> 16)
+}
+
+// FromBF16 is the float32 of bfloat16 bits h (exact).
+func FromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 // Append appends v to dst encoded.
 func (p Precision) Append(dst []byte, v []float32) []byte {
 	n := len(dst)
-	dst = slices.Grow(dst, 4*len(v))[:n+4*len(v)]
+	dst = slices.Grow(dst, p.Bytes(len(v)))[:n+p.Bytes(len(v))]
 	out := dst[n:]
+	if p == BF16 {
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(out[2*i:], ToBF16(x))
+		}
+		return dst
+	}
 	for i, x := range v {
 		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
 	}
@@ -53,6 +105,16 @@ func (p Precision) Decode(dst []float32, b []byte) (nonFinite int, err error) {
 		return -1, fmt.Errorf("%w: %d bytes for %d %s values", ErrBadTensor, len(b), len(dst), p)
 	}
 	nonFinite = -1
+	if p == BF16 {
+		for i := range dst {
+			h := binary.LittleEndian.Uint16(b[2*i:])
+			if nonFinite < 0 && h&0x7f80 == 0x7f80 {
+				nonFinite = i
+			}
+			dst[i] = FromBF16(h)
+		}
+		return nonFinite, nil
+	}
 	for i := range dst {
 		u := binary.LittleEndian.Uint32(b[4*i:])
 		if nonFinite < 0 && u&0x7f800000 == 0x7f800000 {
@@ -66,16 +128,27 @@ func (p Precision) Decode(dst []float32, b []byte) (nonFinite int, err error) {
 // Len is the number of values b encodes; it fails if len(b) is not a
 // whole number of values.
 func (p Precision) Len(b []byte) (int, error) {
-	if len(b)%4 != 0 {
+	if len(b)%p.size() != 0 {
 		return 0, fmt.Errorf("%w: %d bytes is not a whole number of %s values", ErrBadTensor, len(b), p)
 	}
-	return len(b) / 4, nil
+	return len(b) / p.size(), nil
 }
 
 // Scan returns the first non-finite value of b and its index (−1 if none)
 // and, when all are finite, the sum of their squares, without decoding
-// into a buffer. b must hold whole values.
+// into a buffer. A trailing partial value is ignored.
 func (p Precision) Scan(b []byte) (nonFinite int, value float32, sumSq float64) {
+	if p == BF16 {
+		for i := 0; i+2 <= len(b); i += 2 {
+			h := binary.LittleEndian.Uint16(b[i:])
+			x := FromBF16(h)
+			if h&0x7f80 == 0x7f80 {
+				return i / 2, x, 0
+			}
+			sumSq += float64(x) * float64(x)
+		}
+		return -1, 0, sumSq
+	}
 	for i := 0; i+4 <= len(b); i += 4 {
 		u := binary.LittleEndian.Uint32(b[i:])
 		x := math.Float32frombits(u)

@@ -194,5 +194,6 @@ func specArgs(s node.JobSpec) []string {
 	add("batch", strconv.Itoa(s.BatchSize), strconv.Itoa(d.BatchSize))
 	add("shards", strconv.Itoa(s.Shards), strconv.Itoa(d.Shards))
 	add("replication", strconv.Itoa(s.Replication), strconv.Itoa(d.Replication))
+	add("wire-precision", s.Precision().String(), d.Precision().String())
 	return out
 }
