@@ -360,3 +360,23 @@ func workerStatuses(ws []clock.WorkerInfo) []WorkerStatus {
 	}
 	return out
 }
+
+// dataPath sums, over the replicas on this node, the push entry bytes
+// proposed times the followers they go to, and the Raft log writes.
+func (m *shardManager) dataPath() (replicated, logWrites uint64) {
+	for s := range m.bounds {
+		rep := m.local(uint32(s))
+		if rep == nil {
+			continue
+		}
+		st := rep.Status()
+		logWrites += st.LogWrites
+		if st.Service.EntryBytes == 0 {
+			continue
+		}
+		if c, err := rep.Configuration(); err == nil && len(c.Voters) > 1 {
+			replicated += st.Service.EntryBytes * uint64(len(c.Voters)-1)
+		}
+	}
+	return replicated, logWrites
+}

@@ -151,6 +151,15 @@ type LocalWorker struct {
 	GlobalBatch      int64   `json:"global_batch,omitempty"`
 	AllocVersion     uint64  `json:"alloc_version,omitempty"`
 	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
+	// The data path's costs, for `dssp bench mesh`: PushBytes are the
+	// tensor bytes this worker's pushes sent and their replies returned;
+	// ReplicatedBytes the push entries the shard leaders on this node
+	// proposed, times their followers; LogWrites the Raft log writes (one
+	// fsync each on disk) of every replica on this node. Since each
+	// replica opened; a reopened replica starts over.
+	PushBytes       uint64 `json:"push_bytes"`
+	ReplicatedBytes uint64 `json:"replicated_bytes"`
+	LogWrites       uint64 `json:"log_writes"`
 }
 
 // EvalResult is one evaluation of the global parameters.

@@ -286,10 +286,11 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 			lo, hi := w.bounds[s][0], w.bounds[s][1]
 			start := time.Now()
 			for {
-				before, heldBefore := c.Retries, c.Held
+				before, heldBefore, bytesBefore := c.Retries, c.Held, c.Bytes
 				w.n.obs.PushSent(uint32(s), w.n.id, w.iters[s], samples)
 				dst, err := c.Push(ctx, w.iters[s], samples, computeNs, grad[lo:hi], w.theta[lo:hi:hi])
 				w.addRetries(c.Retries - before)
+				w.addBytes(c.Bytes - bytesBefore)
 				if held := c.Held - heldBefore; held > 0 {
 					w.n.metrics.GateHoldSeconds.Observe(held.Seconds())
 				}
@@ -365,6 +366,12 @@ func (w *worker) addRetries(d uint64) {
 	w.mu.Unlock()
 }
 
+func (w *worker) addBytes(d uint64) {
+	w.mu.Lock()
+	w.stats.PushBytes += d
+	w.mu.Unlock()
+}
+
 func (w *worker) setErr(err error) {
 	w.mu.Lock()
 	w.stats.LastError = err.Error()
@@ -379,11 +386,12 @@ func (w *worker) fail(err error) {
 
 func (w *worker) status() *LocalWorker {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	s := w.stats
 	if len(w.rate) > 0 && time.Since(w.rate[len(w.rate)-1]) > 5*time.Second {
 		s.ItersPerSec = 0
 	}
+	w.mu.Unlock()
+	s.ReplicatedBytes, s.LogWrites = w.n.shards.dataPath()
 	return &s
 }
 

@@ -67,6 +67,7 @@ type Replica struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	logs   *countingLog
 
 	reconfig sync.Mutex
 	lead     leadership
@@ -109,13 +110,14 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: listen: %w", cfg.Shard, err)
 	}
-	r, err := raft.NewRaft(rc, fsm, d.Stores.Log, d.Stores.Stable, d.Stores.Snapshots, d.RaftTransport)
+	logs := &countingLog{LogStore: d.Stores.Log}
+	r, err := raft.NewRaft(rc, fsm, logs, d.Stores.Stable, d.Stores.Snapshots, d.RaftTransport)
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("shard %d: start raft: %w", cfg.Shard, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel}
+	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel, logs: logs}
 	rep.lead.changed = make(chan struct{})
 	if g, ok := d.RaftTransport.(interface{ SetAllow(func(mesh.NodeID) bool) }); ok {
 		g.SetAllow(rep.allowRaftPeer)
@@ -269,6 +271,7 @@ func (r *Replica) Status() shardapi.ReplicaStatus {
 	return shardapi.ReplicaStatus{
 		Status: r.fsm.Status(), ID: r.cfg.ID, State: r.raft.State().String(), Term: r.raft.CurrentTerm(),
 		Leader: mesh.NodeID(leader), Held: r.svc.heldCount(), Service: r.svc.stats(), LastIndex: r.raft.LastIndex(),
+		LogWrites: r.logs.writes.Load(),
 	}
 }
 

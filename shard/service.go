@@ -37,7 +37,7 @@ type service struct {
 }
 
 type serviceCounters struct {
-	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors atomic.Uint64
+	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors, entryBytes atomic.Uint64
 }
 
 type workerConn struct {
@@ -107,7 +107,7 @@ func (s *service) stats() shardapi.ServiceStats {
 	c := &s.cnt
 	return shardapi.ServiceStats{Requests: c.requests.Load(), Batches: c.batches.Load(), ProposedPushes: c.proposed.Load(),
 		Rejected: c.rejected.Load(), NotLeader: c.notLeader.Load(), Held: c.held.Load(), Acked: c.acked.Load(),
-		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats()}
+		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats(), EntryBytes: c.entryBytes.Load()}
 }
 
 func (s *service) heldCount() int {
@@ -361,6 +361,7 @@ func (s *service) proposer() {
 			continue
 		}
 		s.cnt.batches.Add(1)
+		s.cnt.entryBytes.Add(uint64(len(data)))
 		s.cnt.proposed.Add(uint64(len(batch)))
 		s.flight <- flight{start: time.Now(), f: s.r.raft.Apply(data, s.r.cfg.ApplyTimeout), batch: batch}
 	}

@@ -93,6 +93,9 @@ type Client struct {
 
 	// Retries counts attempts beyond the first, for metrics and tests.
 	Retries uint64
+	// Bytes counts the tensor payload bytes this client sent and received
+	// (gradients out, parameter slices in), resends included.
+	Bytes uint64
 	// Held adds up how long the gate held this client's pushes: from the
 	// leader's first Held frame to the final reply, per attempt.
 	Held time.Duration
@@ -293,6 +296,7 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 		delete(c.streams, target)
 		return Reply{}, nil, "", fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
 	}
+	c.Bytes += uint64(len(payload))
 	go c.watchSilence(ctx, target, c.failed, s, w)
 	var heldSince time.Time
 	defer func() {
@@ -312,6 +316,7 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 			return fail(err)
 		}
 		w.frames.Add(1)
+		c.Bytes += uint64(len(pl))
 		if rep.Op != req.Op || rep.PushID != req.PushID {
 			continue
 		}

@@ -68,12 +68,16 @@ type ReplicaStatus struct {
 	Held      int // replies held by the gate on this replica
 	Service   ServiceStats
 	LastIndex uint64 // raft's last log index
+	// LogWrites counts the writes to the replica's raft log since it
+	// opened: one fsynced transaction each on disk, however many entries.
+	LogWrites uint64
 }
 
 // ServiceStats count what the push service did since start.
 type ServiceStats struct {
 	Requests         uint64 // frames received
 	Batches          uint64 // push entries proposed
+	EntryBytes       uint64 // bytes of those entries (each replicated to every follower)
 	ProposedPushes   uint64 // pushes in them
 	Rejected         uint64 // pushes answered with a rejection (here or by the FSM)
 	NotLeader        uint64 // requests answered NotLeader

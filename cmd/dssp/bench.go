@@ -222,6 +222,8 @@ Writes --out/mesh.md.`,
 	f.DurationVar(&cfg.MeshTime, "mesh-time", cfg.MeshTime, "how long the process mesh trains (start-up excluded from the rate)")
 	f.DurationVar(&cfg.InprocTime, "inproc-time", cfg.InprocTime, "how long the in-process baseline trains")
 	f.BoolVar(&noMesh, "no-process-mesh", false, "skip the process mesh (the baseline still runs)")
+	f.DurationVar(&cfg.CeilingTime, "ceiling-time", cfg.CeilingTime, "how long one single-threaded in-process worker trains for the compute ceiling (cores × its samples/s)")
+	f.StringVar(&cfg.BaselineBinary, "baseline-binary", "", "a dssp binary of an earlier build (e.g. built from a git worktree of the previous commit) whose replication and process-mesh figures are measured in the same run and printed beside this build's")
 	f.StringVar(&cfg.DataDir, "data", "", "MNIST folder for the in-process baseline (default: found as the node finds it)")
 	f.StringVar(&out, "out", "bench-mesh", "folder for mesh.md")
 	cfg.Spec.BindFlags(f)

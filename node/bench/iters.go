@@ -123,7 +123,10 @@ func MeasureInproc(ctx context.Context, cfg InprocConfig) (InprocResult, error) 
 
 // MeshItersConfig is N real node processes training through the mesh.
 type MeshItersConfig struct {
-	Binary   string
+	Binary string
+	// Baseline marks a binary of an earlier build: job flags it may not
+	// know (--wire-precision) are left out, so it runs its own default.
+	Baseline bool
 	Workers  int
 	Threads  int
 	Spec     node.JobSpec // only the paradigm and the fields that differ from node defaults travel
@@ -136,6 +139,25 @@ type MeshItersResult struct {
 	ItersPerSec float64 // all workers together, start-up excluded
 	Wait        []float64
 	FinalAcc    float64
+	// The data path's totals over the whole run (start-up included), summed
+	// over the nodes' last answers: worker iterations, the tensor bytes
+	// pushed and returned, the push entry bytes replicated to followers,
+	// and the Raft log writes (one fsync each). Counted is false when the
+	// binary does not report them (a build before they existed).
+	Iters                                 uint64
+	PushBytes, ReplicatedBytes, LogWrites uint64
+	Counted                               bool
+	PeakRSS                               int64 // the largest node's, bytes
+}
+
+// WirePerIter is the data path's bytes per worker-iteration.
+func (m MeshItersResult) WirePerIter() float64 {
+	return float64(m.PushBytes+m.ReplicatedBytes) / float64(max(m.Iters, 1))
+}
+
+// LogWritesPerIter is the Raft log writes (fsyncs) per worker-iteration.
+func (m MeshItersResult) LogWritesPerIter() float64 {
+	return float64(m.LogWrites) / float64(max(m.Iters, 1))
 }
 
 // MeasureMeshIters runs a `dssp up` mesh for Duration (no target) and
@@ -149,6 +171,9 @@ func MeasureMeshIters(ctx context.Context, cfg MeshItersConfig, log *slog.Logger
 	lc.TimeLimit = cfg.Duration
 	lc.NodeArgs = []string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", "10s"}
 	lc.SpecArgs = specArgs(cfg.Spec)
+	if cfg.Baseline {
+		lc.SpecArgs = withoutFlag(lc.SpecArgs, "--wire-precision")
+	}
 	lc.Out = cfg.Out
 	if lc.Out == nil {
 		lc.Out = io.Discard
@@ -164,6 +189,10 @@ func MeasureMeshIters(ctx context.Context, cfg MeshItersConfig, log *slog.Logger
 		return res, err
 	}
 	res.ItersPerSec, res.Wait = rates(r.Samples)
+	dataPathTotals(&res, r.Samples)
+	for _, p := range r.PeakRSS {
+		res.PeakRSS = max(res.PeakRSS, p)
+	}
 	if r.Final != nil {
 		res.FinalAcc = r.Final.Accuracy
 	}
@@ -171,6 +200,36 @@ func MeasureMeshIters(ctx context.Context, cfg MeshItersConfig, log *slog.Logger
 		return res, fmt.Errorf("bench: the mesh completed no measurable iterations in %v", cfg.Duration)
 	}
 	return res, nil
+}
+
+// dataPathTotals sums the data-path counters of each node's last answer.
+func dataPathTotals(res *MeshItersResult, samples []launch.Sample) {
+	last := map[int]launch.Sample{}
+	for _, s := range samples {
+		if s.Up {
+			last[s.Node] = s
+		}
+	}
+	for _, s := range last {
+		res.Iters += s.Worker.Iter
+		res.PushBytes += s.Worker.PushBytes
+		res.ReplicatedBytes += s.Worker.ReplicatedBytes
+		res.LogWrites += s.Worker.LogWrites
+	}
+	res.Counted = res.PushBytes > 0
+}
+
+// withoutFlag drops "name value" pairs from args.
+func withoutFlag(args []string, name string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == name {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // specArgs are the job flags of s that differ from the node's defaults.

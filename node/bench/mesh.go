@@ -33,6 +33,14 @@ type MeshConfig struct {
 	Spec        node.JobSpec
 	MeshTime    time.Duration // how long the process mesh trains
 	InprocTime  time.Duration
+	// CeilingTime is how long one single-threaded worker trains in process
+	// for the machine's compute ceiling (cores × its samples/s).
+	CeilingTime time.Duration
+	// BaselineBinary, if set, is a dssp binary of an earlier build (e.g.
+	// the previous commit's, built from a git worktree): its replication
+	// and process-mesh figures are measured in the same run, just before
+	// this build's, and printed beside them.
+	BaselineBinary string
 	DataDir     string
 	Out         io.Writer
 }
@@ -46,6 +54,7 @@ func DefaultMeshConfig() MeshConfig {
 		GatePushes: 1_000_000, GateWorkers: 4,
 		Policies: []string{"bsp", "ssp:3", "dssp:3:12", "dssp-paper:3:12"},
 		Workers:  4, Threads: 1, Spec: spec, MeshTime: 60 * time.Second, InprocTime: 20 * time.Second,
+		CeilingTime: 10 * time.Second,
 	}
 }
 
@@ -68,6 +77,8 @@ func (c MeshConfig) Validate() error {
 		return fmt.Errorf("--mesh-time %v must be >= 10s (start-up takes seconds)", c.MeshTime)
 	case c.InprocTime <= 0:
 		return fmt.Errorf("--inproc-time %v must be > 0", c.InprocTime)
+	case c.CeilingTime <= 0:
+		return fmt.Errorf("--ceiling-time %v must be > 0", c.CeilingTime)
 	}
 	r := c.Replication
 	r.Payload = max(c.Payload, 4)
@@ -87,6 +98,13 @@ type MeshResult struct {
 	Gate        []GateCost
 	Mesh        *MeshItersResult // nil when skipped
 	Inproc      InprocResult
+	// Ceiling is one worker with one compute thread in process, no
+	// network: cores × its samples/s is the machine's compute ceiling.
+	Ceiling InprocResult
+	// BaselineReplication and BaselineMesh are BaselineBinary's figures
+	// (nil without one).
+	BaselineReplication *ReplicationResult
+	BaselineMesh        *MeshItersResult
 	Start       time.Time
 	Took        time.Duration
 	// LoadStart and LoadEnd are the machine's 1-minute load average
@@ -121,6 +139,7 @@ func RunMesh(ctx context.Context, cfg MeshConfig, log *slog.Logger) (*MeshResult
 
 	rc := cfg.Replication
 	rc.Payload = cfg.Payload
+	rc.Precision = cfg.Spec.Precision()
 	if cfg.Disk {
 		dir, err := os.MkdirTemp("", "dssp-bench-raft-*")
 		if err != nil {
@@ -130,8 +149,19 @@ func RunMesh(ctx context.Context, cfg MeshConfig, log *slog.Logger) (*MeshResult
 		rc.Dir = dir
 	}
 	res.Replication.Config = rc
-	fmt.Fprintf(out, "replication: %d workers pushing %d bytes under ASP, unreplicated echo then %v replicas, %v each...\n",
-		rc.Workers, rc.Payload, rc.Replicas, rc.Duration)
+	if cfg.BaselineBinary != "" {
+		fmt.Fprintf(out, "replication, baseline build %s...\n", cfg.BaselineBinary)
+		b, err := MeasureBaselineReplication(ctx, cfg.BaselineBinary, rc)
+		if err != nil {
+			return res, err
+		}
+		res.BaselineReplication = &b
+		for _, r := range append([]PushRate{b.Baseline}, b.Rates...) {
+			fmt.Fprintf(out, "  baseline %s: %.0f pushes/s\n", replicaName(r.Replicas), r.PushesPerSec)
+		}
+	}
+	fmt.Fprintf(out, "replication: %d workers pushing %d bytes (%s on the wire: %d) under ASP, unreplicated echo then %v replicas, %v each...\n",
+		rc.Workers, rc.Payload, rc.Precision, rc.Precision.Bytes(rc.Payload/4), rc.Replicas, rc.Duration)
 	if res.Replication, err = MeasureReplication(ctx, rc, log); err != nil {
 		return res, err
 	}
@@ -153,6 +183,22 @@ func RunMesh(ctx context.Context, cfg MeshConfig, log *slog.Logger) (*MeshResult
 		return res, err
 	}
 	fmt.Fprintf(out, "  %.1f iterations/s\n", res.Inproc.ItersPerSec)
+	fmt.Fprintf(out, "compute ceiling: one single-threaded worker in process, %v, × %d cores...\n", cfg.CeilingTime, res.Cores)
+	if res.Ceiling, err = MeasureInproc(ctx, InprocConfig{Workers: 1, Threads: 1, Spec: cfg.Spec,
+		DataDir: cfg.DataDir, Duration: cfg.CeilingTime, Warmup: 2 * time.Second}); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(out, "  %.0f samples/s single-threaded, ceiling %.0f samples/s\n", res.CeilingSamples()/float64(res.Cores), res.CeilingSamples())
+	if cfg.Binary != "" && cfg.BaselineBinary != "" {
+		fmt.Fprintf(out, "mesh, baseline build: %d node processes training %s under %s for %v...\n", cfg.Workers, cfg.Spec.Model, cfg.Spec.PolicyText(), cfg.MeshTime)
+		m, err := MeasureMeshIters(ctx, MeshItersConfig{Binary: cfg.BaselineBinary, Baseline: true, Workers: cfg.Workers, Threads: cfg.Threads,
+			Spec: cfg.Spec, Duration: cfg.MeshTime, Out: &prefixWriter{w: out, prefix: "  "}}, log)
+		if err != nil {
+			return res, err
+		}
+		res.BaselineMesh = &m
+		fmt.Fprintf(out, "  %.1f iterations/s, %.2f of the ceiling, wait %s\n", m.ItersPerSec, res.OfCeiling(m), fmtShares(m.Wait))
+	}
 	if cfg.Binary != "" {
 		fmt.Fprintf(out, "mesh: %d node processes training %s under %s for %v...\n", cfg.Workers, cfg.Spec.Model, cfg.Spec.PolicyText(), cfg.MeshTime)
 		m, err := MeasureMeshIters(ctx, MeshItersConfig{Binary: cfg.Binary, Workers: cfg.Workers, Threads: cfg.Threads,
@@ -161,11 +207,30 @@ func RunMesh(ctx context.Context, cfg MeshConfig, log *slog.Logger) (*MeshResult
 			return res, err
 		}
 		res.Mesh = &m
-		fmt.Fprintf(out, "  %.1f iterations/s, wait %s\n", m.ItersPerSec, fmtShares(m.Wait))
+		fmt.Fprintf(out, "  %.1f iterations/s, %.2f of the ceiling, wait %s\n", m.ItersPerSec, res.OfCeiling(m), fmtShares(m.Wait))
 	}
 	res.Took = time.Since(res.Start)
 	res.LoadEnd = LoadAverage()
 	return res, ctx.Err()
+}
+
+// CeilingSamples is the machine's compute ceiling: cores × the samples/s
+// of one single-threaded worker with no network.
+func (r *MeshResult) CeilingSamples() float64 {
+	return float64(r.Cores) * r.Ceiling.ItersPerSec * float64(r.Config.Spec.BatchSize)
+}
+
+// OfCeiling is a mesh's samples/s over the compute ceiling.
+func (r *MeshResult) OfCeiling(m MeshItersResult) float64 {
+	if c := r.CeilingSamples(); c > 0 {
+		return m.ItersPerSec * float64(r.Config.Spec.BatchSize) / c
+	}
+	return 0
+}
+
+// modelBytes is the job's model in fp32.
+func (r *MeshResult) modelBytes() float64 {
+	return 4 * float64(r.Inproc.Params)
 }
 
 func replicaName(n int) string {
@@ -235,6 +300,63 @@ func (r *MeshResult) Markdown() string {
 	} else {
 		b.WriteString("| process mesh | not run | | |\n")
 	}
+	b.WriteString("\n")
+	b.WriteString(r.dataPathMarkdown())
+	return b.String()
+}
+
+// dataPathMarkdown is the issue-12 figures of this build beside the
+// baseline build's, where one was measured.
+func (r *MeshResult) dataPathMarkdown() string {
+	var b strings.Builder
+	cfg := r.Config
+	fmt.Fprintf(&b, "#### Data path: %d workers, %s, %s on the wire (this build), ceiling %.0f samples/s (%d cores × one single-threaded in-process worker)\n\n",
+		cfg.Workers, cfg.Spec.PolicyText(), cfg.Spec.Precision(), r.CeilingSamples(), r.Cores)
+	b.WriteString("| figure | baseline build | this build | target |\n|---|---:|---:|---:|\n")
+	dash := "—"
+	mesh := func(m *MeshItersResult, f func(MeshItersResult) string) string {
+		if m == nil {
+			return dash
+		}
+		return f(*m)
+	}
+	counted := func(m *MeshItersResult, f func(MeshItersResult) string) string {
+		if m == nil || !m.Counted {
+			return dash
+		}
+		return f(*m)
+	}
+	row := func(name string, base, now string, target string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, base, now, target)
+	}
+	row("mesh samples/s", mesh(r.BaselineMesh, func(m MeshItersResult) string { return fmt.Sprintf("%.0f", m.ItersPerSec*float64(cfg.Spec.BatchSize)) }),
+		mesh(r.Mesh, func(m MeshItersResult) string { return fmt.Sprintf("%.0f", m.ItersPerSec*float64(cfg.Spec.BatchSize)) }), "")
+	row("mesh samples/s ÷ compute ceiling", mesh(r.BaselineMesh, func(m MeshItersResult) string { return fmt.Sprintf("%.3f", r.OfCeiling(m)) }),
+		mesh(r.Mesh, func(m MeshItersResult) string { return fmt.Sprintf("%.3f", r.OfCeiling(m)) }), "≥ 0.3")
+	row("wait share per worker", mesh(r.BaselineMesh, func(m MeshItersResult) string { return fmtShares(m.Wait) }),
+		mesh(r.Mesh, func(m MeshItersResult) string { return fmtShares(m.Wait) }), "")
+	perModel := func(m MeshItersResult) string {
+		return fmt.Sprintf("%.2f (%.0f KiB)", m.WirePerIter()/r.modelBytes(), m.WirePerIter()/1024)
+	}
+	row("data-path tensor bytes per worker-iteration ÷ model bytes (fp32)", counted(r.BaselineMesh, perModel), counted(r.Mesh, perModel), "")
+	row("Raft log writes (fsyncs) per worker-iteration, all replicas", counted(r.BaselineMesh, func(m MeshItersResult) string { return fmt.Sprintf("%.2f", m.LogWritesPerIter()) }),
+		counted(r.Mesh, func(m MeshItersResult) string { return fmt.Sprintf("%.2f", m.LogWritesPerIter()) }), "")
+	rss := func(m MeshItersResult) string { return fmt.Sprintf("%.0f MiB", float64(m.PeakRSS)/(1<<20)) }
+	row("peak RSS, largest node", mesh(r.BaselineMesh, rss), mesh(r.Mesh, rss), "≤ 200 MiB")
+	repl := func(rr *ReplicationResult) string {
+		if rr == nil {
+			return dash
+		}
+		for _, x := range rr.Rates {
+			if x.Replicas == 3 {
+				return fmt.Sprintf("%.2f (%.0f/s of %.0f/s)", x.PushesPerSec/rr.Baseline.PushesPerSec, x.PushesPerSec, rr.Baseline.PushesPerSec)
+			}
+		}
+		return dash
+	}
+	row("3-replica pushes ÷ unreplicated fp32 echo", repl(r.BaselineReplication), repl(&r.Replication), "≥ 0.5")
+	b.WriteString("\nTensor bytes: gradients pushed + parameter slices returned + push entries × followers (headers, QUIC and Raft heartbeats excluded). ")
+	b.WriteString("Log writes: each replica's raft log appends (one bbolt transaction, fsynced), summed over the mesh. Totals over the whole run, start-up included.\n")
 	return b.String()
 }
 

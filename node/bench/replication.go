@@ -27,8 +27,11 @@ import (
 type ReplicationConfig struct {
 	Replicas []int
 	Workers  int
-	Payload  int // bytes of gradient per push (a multiple of 4)
+	Payload  int // bytes of gradient per push (a multiple of 4), as fp32
 	Duration time.Duration
+	// Precision is the shard's wire precision: a push carries
+	// Precision.Bytes(Payload/4) bytes. The echo always carries Payload.
+	Precision shardapi.Precision
 	// Dir, if set, holds raftstore's disk stores as a node keeps them;
 	// empty means raftstore's in-memory stores.
 	Dir string
@@ -219,7 +222,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 		return PushRate{}, err
 	}
 	floats := cfg.Payload / 4
-	spec := shardapi.Spec{Shard: shardID, Len: floats, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
+	spec := shardapi.Spec{Shard: shardID, Len: floats, Policy: "asp", Optimizer: shardapi.DefaultOptimizer(), Precision: cfg.Precision}
 	// Init is ambiguous while leadership settles: retry on whichever
 	// replica leads until one reports the shard initialised.
 	var leader *shard.Replica
@@ -255,8 +258,9 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 			return PushRate{}, err
 		}
 		trs = append(trs, cli)
-		c, err := shardapi.NewClient(shardapi.DefaultClientConfig(shardID, clock.WorkerID(id), func() []mesh.NodeID { return ids }),
-			cli, resolve, log)
+		cc := shardapi.DefaultClientConfig(shardID, clock.WorkerID(id), func() []mesh.NodeID { return ids })
+		cc.Precision = cfg.Precision
+		c, err := shardapi.NewClient(cc, cli, resolve, log)
 		if err != nil {
 			return PushRate{}, err
 		}
