@@ -41,8 +41,8 @@ type MeshConfig struct {
 	// and process-mesh figures are measured in the same run, just before
 	// this build's, and printed beside them.
 	BaselineBinary string
-	DataDir     string
-	Out         io.Writer
+	DataDir        string
+	Out            io.Writer
 }
 
 // DefaultMeshConfig measures everything in about two and a half minutes.
@@ -105,8 +105,8 @@ type MeshResult struct {
 	// (nil without one).
 	BaselineReplication *ReplicationResult
 	BaselineMesh        *MeshItersResult
-	Start       time.Time
-	Took        time.Duration
+	Start               time.Time
+	Took                time.Duration
 	// LoadStart and LoadEnd are the machine's 1-minute load average
 	// before and after (0 where unknown).
 	LoadStart, LoadEnd float64
