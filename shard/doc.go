@@ -145,13 +145,16 @@
 // Client is not (one per shard per worker; a worker pushes to all shards
 // concurrently with one Client each).
 //
-// Lock order: service.mu → workerConn.sendMu; service.mu → FSM.mu.
+// Lock order: service.mu → workerConn.sendMu; service.mu → FSM.mu →
+// FSM.enc.mu (the reply encoding cache, built under the read lock).
 // FSM.Apply never takes a service lock: it signals the evaluator through a
 // one-slot channel.
 //
 // Slices: a parameter slice returned by [shardapi.Client.Push] is owned by the
 // caller (it is the dst given, or freshly allocated). Entry payloads
-// decoded by the FSM are not retained.
+// decoded by the FSM are not retained. The parameters an OK reply carries
+// are encoded once per applied index and shared, read-only, by every reply
+// at that index (no copy of θ per reply).
 //
 // Time: receipt times, the only time that enters the replicated state, come
 // from the injected [WallClock] (Deps.Clock). Everything else runs on real

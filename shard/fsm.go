@@ -43,6 +43,16 @@ type FSM struct {
 	// is the sum with the push being examined added; it becomes sum when
 	// the push is applied.
 	sum, cand, grad []float32
+
+	// gen counts Restores, so that a cached encoding is never taken for
+	// the state of a snapshot restored at the same index.
+	gen uint64
+	// enc caches θ encoded for replies (encodedLocked); not state.
+	enc struct {
+		mu         sync.Mutex
+		b          []byte
+		index, gen uint64
+	}
 }
 
 // NewFSM returns an uninitialised FSM for shard. observer, if not nil, is
@@ -303,23 +313,38 @@ const (
 )
 
 // replyFor decides the reply to (w, iter) from the applied state, and when
-// it is OK appends the parameters to dst as little-endian float32.
-func (f *FSM) replyFor(w clock.WorkerID, iter int64, dst []byte) (replyState, []byte) {
+// it is OK returns the parameters encoded in the shard's wire precision.
+// The encoding is made once per applied index and shared by every reply at
+// that index: the caller must not modify it.
+func (f *FSM) replyFor(w clock.WorkerID, iter int64) (replyState, []byte) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if !f.initialized {
-		return replyPending, dst
+		return replyPending, nil
 	}
 	c, ok := f.gate.Clock(w)
 	switch {
 	case !ok:
-		return replyUnknown, dst
+		return replyUnknown, nil
 	case c <= iter:
-		return replyPending, dst
+		return replyPending, nil
 	case c == iter+1 && f.gate.IsWaiting(w) && !faults.On(faults.SkipStaleness):
-		return replyHeld, dst
+		return replyHeld, nil
 	}
-	return replyOK, f.spec.Precision.Append(dst, f.theta)
+	return replyOK, f.encodedLocked()
+}
+
+// encodedLocked returns θ in the wire precision as of the applied index,
+// encoding it on the first call after an Apply or Restore. Under f.mu held
+// for reading θ does not change; enc.mu orders the readers that build it.
+func (f *FSM) encodedLocked() []byte {
+	f.enc.mu.Lock()
+	defer f.enc.mu.Unlock()
+	if f.enc.b == nil || f.enc.index != f.lastIndex || f.enc.gen != f.gen {
+		// A new slice every time: replies still being sent hold the old.
+		f.enc.b, f.enc.index, f.enc.gen = f.spec.Precision.Append(nil, f.theta), f.lastIndex, f.gen
+	}
+	return f.enc.b
 }
 
 // Params copies the parameter slice into dst (grown if short) and returns it.
@@ -395,6 +420,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := f.decodeLocked(b); err != nil {
 		return err
 	}
+	f.gen++
 	f.signal()
 	return nil
 }

@@ -278,7 +278,7 @@ func decide(st replyState, params []byte, at stage) (v verdict, propose bool) {
 // be proposed.
 func (s *service) settle(c *workerConn, id shardapi.PushID, at stage) bool {
 	s.mu.Lock()
-	st, params := s.r.fsm.replyFor(id.Worker, id.Iter, nil)
+	st, params := s.r.fsm.replyFor(id.Worker, id.Iter)
 	k := heldKey{c: c, PushID: id}
 	_, already := s.held[k]
 	if st == replyHeld && !s.stopped {
@@ -441,7 +441,7 @@ func (s *service) reevaluate() {
 	var outs []out
 	s.mu.Lock()
 	for k := range s.held {
-		st, params := s.r.fsm.replyFor(k.Worker, k.Iter, nil)
+		st, params := s.r.fsm.replyFor(k.Worker, k.Iter)
 		if st != replyHeld {
 			delete(s.held, k)
 			outs = append(outs, out{k, st, params})
