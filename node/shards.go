@@ -364,6 +364,9 @@ func workerStatuses(ws []clock.WorkerInfo) []WorkerStatus {
 // dataPath sums, over the replicas on this node, the push entry bytes
 // proposed times the followers they go to, and the Raft log writes.
 func (m *shardManager) dataPath() (replicated, logWrites uint64) {
+	if m == nil {
+		return 0, 0 // a worker tested without shards
+	}
 	for s := range m.bounds {
 		rep := m.local(uint32(s))
 		if rep == nil {
