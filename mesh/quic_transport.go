@@ -46,6 +46,8 @@ type QUICTransport struct {
 	all    map[*quic.Conn]NodeID
 	byPeer map[NodeID][]*quic.Conn // each peer's connections, oldest first (MaxConnsPerPeer)
 	closed bool
+
+	sil silence // silence.go
 }
 
 // NewQUICTransport binds cfg.ListenAddr and starts accepting connections.
@@ -87,8 +89,9 @@ func NewQUICTransport(cfg TransportConfig, creds *NodeCredentials, log *slog.Log
 		return nil, fmt.Errorf("mesh: quic listen: %w", err)
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go t.acceptConns()
+	go t.sampleSilence()
 	return t, nil
 }
 

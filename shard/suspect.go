@@ -24,9 +24,11 @@ import (
 //     when this replica took the lead, whichever is later (a receipt time
 //     written by another leader is not trusted to be on this clock); and
 //   - disconnected: no worker stream from that node is open at this
-//     replica. A kill -9 leaves the QUIC connection to die of its idle
-//     timeout (mesh.TransportConfig.IdleTimeout, 3 s), which closes the
-//     stream.
+//     replica, or nothing at all has arrived from that node for Silence
+//     (1.5 s: two QUIC keep-alive periods; mesh.SilenceReporter). A kill
+//     -9 leaves the QUIC connection open until its idle timeout
+//     (mesh.TransportConfig.IdleTimeout, 3 s), but its keep-alives go
+//     unanswered at once.
 //
 // It then proposes a suspend entry (entrySuspendWorker) naming the worker
 // and the clock it saw. Every replica applies it the same way: if the
@@ -53,12 +55,17 @@ type SuspectPolicy struct {
 	After int64         // predicted push intervals without a push; default 4
 	Floor time.Duration // the least silence suspected; default 1s
 	Check time.Duration // period of the leader's check; default 250ms
+	// Silence counts a worker whose stream is still open as disconnected
+	// when nothing has arrived from its node for this long (a transport
+	// that is a mesh.SilenceReporter: QUIC answers keep-alives every
+	// 750 ms); default 1.5s.
+	Silence time.Duration
 }
 
 // DefaultSuspectPolicy is 4 predicted intervals, at least 1 s, checked
 // every 250 ms.
 func DefaultSuspectPolicy() SuspectPolicy {
-	return SuspectPolicy{After: 4, Floor: time.Second, Check: 250 * time.Millisecond}
+	return SuspectPolicy{After: 4, Floor: time.Second, Check: 250 * time.Millisecond, Silence: 1500 * time.Millisecond}
 }
 
 func (p SuspectPolicy) orDefault() SuspectPolicy {
@@ -71,6 +78,9 @@ func (p SuspectPolicy) orDefault() SuspectPolicy {
 	}
 	if p.Check <= 0 {
 		p.Check = d.Check
+	}
+	if p.Silence <= 0 {
+		p.Silence = d.Silence
 	}
 	return p
 }
@@ -166,7 +176,7 @@ func (s *service) suspects(now time.Time) []suspectCandidate {
 		if !clock.Overdue(c.times, c.nTimes, last, now.UnixNano(), pol.After, pol.Floor.Nanoseconds()) {
 			continue
 		}
-		if s.connectedLocked(mesh.NodeID(c.w)) || s.suspecting[c.w] {
+		if s.suspecting[c.w] || (s.connectedLocked(mesh.NodeID(c.w)) && !s.silent(mesh.NodeID(c.w), pol.Silence)) {
 			continue
 		}
 		if s.suspecting == nil {
@@ -186,6 +196,17 @@ func (s *service) connectedLocked(id mesh.NodeID) bool {
 		}
 	}
 	return false
+}
+
+// silent reports whether the transport has heard nothing from id for d
+// (false when it cannot tell).
+func (s *service) silent(id mesh.NodeID, d time.Duration) bool {
+	sr, ok := s.r.deps.Transport.(mesh.SilenceReporter)
+	if !ok {
+		return false
+	}
+	quiet, connected := sr.PeerSilence(id)
+	return !connected || quiet >= d
 }
 
 // suspend proposes the suspend entry for c and logs the outcome.
