@@ -23,6 +23,13 @@
 // joining replica hears the leader that adds it) and the peers placement
 // assigns to the shard. Refused streams are closed and counted.
 //
+// In front of the bbolt log sits a cache of the newest entries bounded by
+// bytes (Config.LogCacheBytes, logcache.go), so raft reads a just-written
+// entry back from memory when it replicates and applies it. bbolt reuses the
+// pages raft frees when it drops the log's prefix but never shrinks its
+// file; Open rewrites a file that is mostly free pages (Config.CompactAt,
+// compact.go: copy, fsync, rename, fsync the folder) before raft opens it.
+//
 // [Open] and [NewInmem] return a [Stores]; its fields are safe for the
 // concurrent use hashicorp/raft makes of them. [Stores.Close] must be
 // called only after the raft.Raft that uses them has shut down; it is

@@ -19,13 +19,20 @@ import (
 type Config struct {
 	// RetainSnapshots is how many snapshots are kept on disk; at least 1.
 	RetainSnapshots int
-	// LogCache is how many of the newest log entries are kept in memory in
-	// front of the log store (raft.NewLogCache); 0 disables it. Without it
-	// raft reads every entry back from disk once per follower it replicates
-	// to and once more on each follower to apply it (a read and a decoding
-	// copy of megabytes, on the path of every push). It pins about
-	// LogCache × entry size of memory per shard.
-	LogCache int
+	// LogCacheBytes bounds the newest log entries kept in memory in front
+	// of the log store (by their bytes, see byteCache); 0 disables it.
+	// Without it raft reads every entry back from disk once per follower
+	// it replicates to and once more on each follower to apply it (a read
+	// and a decoding copy of the entry, on the path of every push). It
+	// pins at most LogCacheBytes of memory per shard.
+	LogCacheBytes int64
+	// CompactAt: on Open, a log database file larger than this whose live
+	// pages fill less than half of it is rewritten compactly first (see
+	// compactIfSparse); 0 never compacts. Pages raft frees when it drops
+	// the log's prefix after a snapshot are reused by later appends, so a
+	// file only grows to the largest log it held; this returns the space of
+	// a log that was once larger (older bounds, a long partition).
+	CompactAt int64
 	// OpenTimeout bounds the wait for the log database's file lock, held
 	// while another process (or a replica not yet closed) has it open.
 	OpenTimeout time.Duration
@@ -33,7 +40,7 @@ type Config struct {
 
 // DefaultConfig returns the settings the node uses.
 func DefaultConfig() Config {
-	return Config{RetainSnapshots: 2, LogCache: 32, OpenTimeout: 5 * time.Second}
+	return Config{RetainSnapshots: 2, LogCacheBytes: 8 << 20, CompactAt: 32 << 20, OpenTimeout: 5 * time.Second}
 }
 
 // Validate reports the first bad field, naming its value.
@@ -41,8 +48,11 @@ func (c Config) Validate() error {
 	if c.RetainSnapshots < 1 {
 		return fmt.Errorf("raftstore: RetainSnapshots (%d) must be at least 1", c.RetainSnapshots)
 	}
-	if c.LogCache < 0 {
-		return fmt.Errorf("raftstore: LogCache (%d) must not be negative", c.LogCache)
+	if c.LogCacheBytes < 0 {
+		return fmt.Errorf("raftstore: LogCacheBytes (%d) must not be negative", c.LogCacheBytes)
+	}
+	if c.CompactAt < 0 {
+		return fmt.Errorf("raftstore: CompactAt (%d) must not be negative", c.CompactAt)
 	}
 	if c.OpenTimeout <= 0 {
 		return fmt.Errorf("raftstore: OpenTimeout (%v) must be positive", c.OpenTimeout)
@@ -92,17 +102,12 @@ func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Store
 		return nil, fmt.Errorf("raftstore: shard %d: %s holds a raft-wal log from an older dssp, which this version cannot read; remove the data dir to start the node afresh", shard, dir)
 	}
 	path := filepath.Join(dir, "raft.db")
-	db, err := raftboltdb.New(raftboltdb.Options{
-		Path: path,
-		BoltOptions: &bbolt.Options{
-			Timeout: cfg.OpenTimeout,
-			// The freelist is rebuilt on open instead of written on every
-			// commit, and kept as a map: raft deletes a prefix of large
-			// entries after each snapshot, which leaves many free pages.
-			NoFreelistSync: true,
-			FreelistType:   bbolt.FreelistMapType,
-		},
-	})
+	if cfg.CompactAt > 0 {
+		if err := compactIfSparse(path, cfg.CompactAt, boltOptions(cfg), logger); err != nil {
+			return nil, fmt.Errorf("raftstore: shard %d: %w", shard, err)
+		}
+	}
+	db, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions(cfg)})
 	if err != nil {
 		if errors.Is(err, bbolt.ErrTimeout) {
 			err = fmt.Errorf("%w: another process holds it open (waited %v)", err, cfg.OpenTimeout)
@@ -118,12 +123,23 @@ func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Store
 			db.Close())
 	}
 	var log raft.LogStore = db
-	if cfg.LogCache > 0 {
-		if log, err = raft.NewLogCache(cfg.LogCache, db); err != nil {
+	if cfg.LogCacheBytes > 0 {
+		if log, err = newByteCache(cfg.LogCacheBytes, db); err != nil {
 			return nil, errors.Join(fmt.Errorf("raftstore: shard %d: log cache: %w", shard, err), db.Close())
 		}
 	}
 	return &Stores{Log: log, Stable: db, Snapshots: snaps, closer: db}, nil
+}
+
+func boltOptions(cfg Config) *bbolt.Options {
+	return &bbolt.Options{
+		Timeout: cfg.OpenTimeout,
+		// The freelist is rebuilt on open instead of written on every
+		// commit, and kept as a map: raft deletes a prefix of large
+		// entries after each snapshot, which leaves many free pages.
+		NoFreelistSync: true,
+		FreelistType:   bbolt.FreelistMapType,
+	}
 }
 
 // NewInmem returns in-memory stores with the same contract, for tests.

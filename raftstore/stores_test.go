@@ -146,7 +146,7 @@ func TestOpenNamesUnusableFolder(t *testing.T) {
 func TestConfigValidateNamesValue(t *testing.T) {
 	for _, c := range []Config{
 		{RetainSnapshots: 0, OpenTimeout: time.Second},
-		{RetainSnapshots: 1, LogCache: -1, OpenTimeout: time.Second},
+		{RetainSnapshots: 1, LogCacheBytes: -1, OpenTimeout: time.Second},
 		{RetainSnapshots: 1, OpenTimeout: 0},
 	} {
 		err := c.Validate()

@@ -18,15 +18,24 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
 
-	// Log bounds. Push entries are as large as the shard (megabytes), so the
-	// log on disk is about (SnapshotThreshold + TrailingLogs) × entry size
-	// plus one WAL segment: snapshots (the FSM is one slice, small next to
-	// the log) are taken every SnapshotThreshold entries, checked every
-	// SnapshotInterval, and TrailingLogs entries are kept after one so a
-	// slightly lagging follower catches up from the log.
+	// Log bounds. Push entries are as large as the shard's slice times the
+	// pushes batched in them (a quarter of a megabyte for the MLP, tens of
+	// megabytes for a 100 MB model), so the log is bounded by bytes: the
+	// replica measures the entries it stores and keeps raft's entry counts
+	// at SnapshotThreshold = LogBytes / mean entry and TrailingLogs =
+	// TrailingBytes / mean entry (see logBudget), never above the counts
+	// below, which are the bounds while nothing is measured yet (and the
+	// only ones when LogBytes is 0). The log on disk (and the bbolt file,
+	// which grows to the largest log it held) is then about LogBytes +
+	// TrailingBytes plus what arrives within one SnapshotInterval;
+	// snapshots (the slice and its optimizer state, about two one-push
+	// entries) are checked every SnapshotInterval. A follower further
+	// behind than the trailing entries is sent a snapshot.
 	SnapshotInterval  time.Duration
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	LogBytes          int64
+	TrailingBytes     int64
 	// MaxAppendEntries bounds the entries in one AppendEntries RPC.
 	MaxAppendEntries int
 
@@ -60,9 +69,11 @@ func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      20 * time.Millisecond,
-		SnapshotInterval:   time.Second,
+		SnapshotInterval:   250 * time.Millisecond,
 		SnapshotThreshold:  256,
 		TrailingLogs:       64,
+		LogBytes:           4 << 20,
+		TrailingBytes:      2 << 20,
 		MaxAppendEntries:   16,
 		MaxBatchPushes:     64,
 		MaxBatchBytes:      32 << 20,
@@ -98,6 +109,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("shard: Config.ElectionTimeout (%s) cannot be below HeartbeatTimeout (%s)", c.ElectionTimeout, c.HeartbeatTimeout)
 	case c.SnapshotThreshold < 1:
 		return fmt.Errorf("shard: Config.SnapshotThreshold (%d) must be at least 1", c.SnapshotThreshold)
+	case c.LogBytes < 0 || c.TrailingBytes < 0:
+		return fmt.Errorf("shard: Config.LogBytes (%d) and TrailingBytes (%d) must not be negative", c.LogBytes, c.TrailingBytes)
 	case c.MaxAppendEntries < 1 || c.MaxAppendEntries > 1024:
 		return fmt.Errorf("shard: Config.MaxAppendEntries (%d) must be in [1, 1024]", c.MaxAppendEntries)
 	case c.MaxBatchPushes < 1:

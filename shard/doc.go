@@ -31,6 +31,11 @@
 //     and non-voters), [Replica.TransferLeadership], and leadership changes
 //     through [Replica.LeaderChanged] and Deps.OnLeader. Its raft transport
 //     is raftstore.NewMeshTransport on a node, raft's in-memory one in tests.
+//     Its log is bounded by bytes, not only by entry counts: the replica
+//     measures the entries it stores and keeps raft's SnapshotThreshold and
+//     TrailingLogs at Config.LogBytes and Config.TrailingBytes over the
+//     mean entry (logbudget.go), so the log and its bbolt file stay a few
+//     megabytes whether an entry is a quarter of a megabyte or tens.
 //   - [shardapi.Client]: a worker's push-and-pull to one shard (in
 //     package shardapi with the RPC protocol, errors, [Spec] and the
 //     reports, so that node can use them without raft).

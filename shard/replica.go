@@ -110,12 +110,14 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: listen: %w", cfg.Shard, err)
 	}
-	logs := &countingLog{LogStore: d.Stores.Log}
+	budget := newLogBudget(cfg)
+	logs := &countingLog{LogStore: measuredLog{d.Stores.Log, budget}}
 	r, err := raft.NewRaft(rc, fsm, logs, d.Stores.Stable, d.Stores.Snapshots, d.RaftTransport)
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("shard %d: start raft: %w", cfg.Shard, err)
 	}
+	budget.attach(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel, logs: logs}
 	rep.lead.changed = make(chan struct{})

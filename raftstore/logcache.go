@@ -1,0 +1,107 @@
+package raftstore
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// byteCache keeps the newest log entries in memory in front of a log store,
+// as raft.LogCache does, but bounded by the bytes of their data and
+// extensions rather than by a count: a shard's entries are as large as its
+// slice of the model (a quarter of a megabyte for the MLP, tens of
+// megabytes for a 100 MB model), so a count that suits one pins gigabytes
+// with the other. The cached entries are a run of consecutive indexes
+// ending at the newest stored; an entry larger than the whole budget is not
+// cached. Goroutine-safe; raft's log entries are not modified after they
+// are stored, so cached pointers are shared as raft.LogCache shares them.
+type byteCache struct {
+	store    raft.LogStore
+	maxBytes int64
+
+	mu      sync.RWMutex
+	entries []*raft.Log // consecutive indexes, oldest first
+	bytes   int64
+}
+
+var _ raft.LogStore = (*byteCache)(nil)
+
+func newByteCache(maxBytes int64, store raft.LogStore) (*byteCache, error) {
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("raftstore: log cache of %d bytes must be positive", maxBytes)
+	}
+	return &byteCache{store: store, maxBytes: maxBytes}, nil
+}
+
+func entryBytes(l *raft.Log) int64 { return int64(len(l.Data) + len(l.Extensions)) }
+
+// IsMonotonic exposes the underlying store's (raft.MonotonicLogStore).
+func (c *byteCache) IsMonotonic() bool {
+	m, ok := c.store.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
+func (c *byteCache) GetLog(idx uint64, log *raft.Log) error {
+	c.mu.RLock()
+	if n := len(c.entries); n > 0 {
+		if first := c.entries[0].Index; idx >= first && idx-first < uint64(n) {
+			*log = *c.entries[idx-first]
+			c.mu.RUnlock()
+			return nil
+		}
+	}
+	c.mu.RUnlock()
+	return c.store.GetLog(idx, log)
+}
+
+func (c *byteCache) StoreLog(log *raft.Log) error { return c.StoreLogs([]*raft.Log{log}) }
+
+func (c *byteCache) StoreLogs(logs []*raft.Log) error {
+	if err := c.store.StoreLogs(logs); err != nil {
+		c.clear()
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range logs {
+		if n := len(c.entries); n > 0 && l.Index != c.entries[n-1].Index+1 {
+			// Not the next index (a conflicting suffix rewritten, or a gap
+			// after a snapshot install): start the run over.
+			c.entries, c.bytes = c.entries[:0], 0
+		}
+		c.entries = append(c.entries, l)
+		c.bytes += entryBytes(l)
+		for len(c.entries) > 0 && c.bytes > c.maxBytes {
+			c.bytes -= entryBytes(c.entries[0])
+			c.entries[0] = nil
+			c.entries = c.entries[1:]
+		}
+	}
+	if len(c.entries) == 0 {
+		c.entries = nil // drop the backing array and what it pins
+	}
+	return nil
+}
+
+func (c *byteCache) clear() {
+	c.mu.Lock()
+	c.entries, c.bytes = nil, 0
+	c.mu.Unlock()
+}
+
+func (c *byteCache) FirstIndex() (uint64, error) { return c.store.FirstIndex() }
+func (c *byteCache) LastIndex() (uint64, error)  { return c.store.LastIndex() }
+
+// DeleteRange drops the cache (as raft.LogCache does) and then the range.
+func (c *byteCache) DeleteRange(min, max uint64) error {
+	c.clear()
+	return c.store.DeleteRange(min, max)
+}
+
+// cachedBytes is the data the cache holds (for tests).
+func (c *byteCache) cachedBytes() (int, int64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries), c.bytes
+}

@@ -1,0 +1,112 @@
+package raftstore
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+func entry(i uint64, n int) *raft.Log {
+	return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte{byte(i)}, n)}
+}
+
+// TestByteCacheBoundedByBytes: the cache holds the newest consecutive
+// entries within its byte budget, none larger than it, forgets a rewritten
+// suffix, and every read matches the store's.
+func TestByteCacheBoundedByBytes(t *testing.T) {
+	store := raft.NewInmemStore()
+	c, err := newByteCache(1000, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 20; i++ {
+		if err := c.StoreLogs([]*raft.Log{entry(i, 300)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, b := c.cachedBytes(); n != 3 || b != 900 {
+		t.Fatalf("cache holds %d entries, %d bytes; want 3, 900", n, b)
+	}
+	if err := c.StoreLogs([]*raft.Log{entry(21, 5000)}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.cachedBytes(); n != 0 {
+		t.Fatalf("an entry over the budget left %d cached", n)
+	}
+	// A conflicting suffix from index 19 replaces the cached run.
+	store.DeleteRange(19, 21)
+	if err := c.StoreLogs([]*raft.Log{entry(19, 10), entry(20, 10)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 20; i++ {
+		var a, b raft.Log
+		if err := c.GetLog(i, &a); err != nil {
+			t.Fatal(err)
+		}
+		store.GetLog(i, &b)
+		if a.Index != b.Index || !bytes.Equal(a.Data, b.Data) {
+			t.Fatalf("entry %d from the cache differs from the store's", i)
+		}
+	}
+	if err := c.DeleteRange(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.cachedBytes(); n != 0 {
+		t.Fatal("DeleteRange left entries cached")
+	}
+}
+
+// TestOpenCompactsASparseLog: a log database that once held far more than
+// it does now is rewritten compactly on Open, and keeps every entry and
+// stable value.
+func TestOpenCompactsASparseLog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.CompactAt = 1 << 20
+	s, err := Open(dir, 3, cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 40; i++ {
+		if err := s.Log.StoreLogs([]*raft.Log{entry(i, 256<<10)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Log.DeleteRange(1, 36); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stable.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	path := filepath.Join(ShardDir(dir, 3), "raft.db")
+	before, _ := os.Stat(path)
+	s, err = Open(dir, 3, cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	after, _ := os.Stat(path)
+	t.Logf("raft.db %d bytes before, %d after", before.Size(), after.Size())
+	if after.Size()*2 > before.Size() {
+		t.Fatalf("raft.db %d bytes after Open, %d before: not compacted", after.Size(), before.Size())
+	}
+	first, _ := s.Log.FirstIndex()
+	last, _ := s.Log.LastIndex()
+	if first != 37 || last != 40 {
+		t.Fatalf("log [%d, %d] after compaction, want [37, 40]", first, last)
+	}
+	var l raft.Log
+	if err := s.Log.GetLog(39, &l); err != nil || !bytes.Equal(l.Data, entry(39, 256<<10).Data) {
+		t.Fatalf("entry 39 after compaction: %v", err)
+	}
+	if v, err := s.Stable.GetUint64([]byte("CurrentTerm")); err != nil || v != 7 {
+		t.Fatalf("CurrentTerm %d, %v after compaction", v, err)
+	}
+	if _, err := os.Stat(path + ".compact"); !os.IsNotExist(err) {
+		t.Fatalf("the compaction's copy is left: %v", err)
+	}
+}

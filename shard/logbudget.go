@@ -1,0 +1,124 @@
+package shard
+
+import (
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// logBudget bounds a replica's raft log by bytes. hashicorp/raft counts
+// entries (SnapshotThreshold, TrailingLogs), but a push entry is as large as
+// the shard's slice times the pushes batched in it: a quarter of a megabyte
+// for the MLP, tens of megabytes for a 100 MB model. The budget measures
+// the entries this replica stores (leader and follower alike: every entry
+// passes through its log store) and keeps raft's counts at
+//
+//	SnapshotThreshold = clamp(LogBytes / mean entry, 2, Config.SnapshotThreshold)
+//	TrailingLogs      = clamp(TrailingBytes / mean entry, 1, Config.TrailingLogs)
+//
+// through raft.ReloadConfig, so the log holds about LogBytes+TrailingBytes
+// (plus what arrives within one SnapshotInterval) whatever the entry size.
+// A follower that falls further behind than the trailing entries gets a
+// snapshot, which is about two entries' bytes (the slice and its optimizer
+// state). The mean is an exponentially weighted one over stored entries.
+//
+// Concurrency: observe runs on raft's goroutines that store logs; the
+// budget's own lock guards its state, and it calls ReloadConfig (a short
+// lock inside raft, no channel) only when a count changes.
+type logBudget struct {
+	cfg Config
+
+	mu     sync.Mutex
+	r      *raft.Raft
+	mean   float64
+	seen   uint64
+	thresh uint64
+	trail  uint64
+}
+
+func newLogBudget(cfg Config) *logBudget {
+	return &logBudget{cfg: cfg, thresh: cfg.SnapshotThreshold, trail: cfg.TrailingLogs}
+}
+
+// attach gives the budget the raft whose config it tunes.
+func (b *logBudget) attach(r *raft.Raft) {
+	b.mu.Lock()
+	b.r = r
+	b.mu.Unlock()
+}
+
+// counts is what the budget asks of raft now.
+func (b *logBudget) counts() (threshold, trailing uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.thresh, b.trail
+}
+
+func (b *logBudget) observe(logs []*raft.Log) {
+	if b.cfg.LogBytes <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		n := float64(len(l.Data) + len(l.Extensions))
+		if b.seen == 0 {
+			b.mean = n
+		} else {
+			b.mean += (n - b.mean) / 8
+		}
+		b.seen++
+	}
+	if b.seen == 0 || b.r == nil {
+		return
+	}
+	thresh := clampCount(float64(b.cfg.LogBytes)/b.mean, 2, b.cfg.SnapshotThreshold)
+	trail := clampCount(float64(b.cfg.TrailingBytes)/b.mean, 1, b.cfg.TrailingLogs)
+	if thresh == b.thresh && trail == b.trail {
+		return
+	}
+	rc := b.r.ReloadableConfig()
+	rc.SnapshotThreshold, rc.TrailingLogs = thresh, trail
+	if err := b.r.ReloadConfig(rc); err == nil {
+		b.thresh, b.trail = thresh, trail
+	}
+}
+
+func clampCount(v float64, lo, hi uint64) uint64 {
+	if hi < lo {
+		hi = lo
+	}
+	switch {
+	case v <= float64(lo):
+		return lo
+	case v >= float64(hi):
+		return hi
+	}
+	return uint64(v)
+}
+
+// measuredLog is the log store raft gets: the replica's, with every stored
+// batch shown to the budget after it is stored.
+type measuredLog struct {
+	raft.LogStore
+	budget *logBudget
+}
+
+func (m measuredLog) StoreLog(l *raft.Log) error { return m.StoreLogs([]*raft.Log{l}) }
+
+func (m measuredLog) StoreLogs(logs []*raft.Log) error {
+	if err := m.LogStore.StoreLogs(logs); err != nil {
+		return err
+	}
+	m.budget.observe(logs)
+	return nil
+}
+
+// IsMonotonic passes the store's raft.MonotonicLogStore through.
+func (m measuredLog) IsMonotonic() bool {
+	s, ok := m.LogStore.(raft.MonotonicLogStore)
+	return ok && s.IsMonotonic()
+}
