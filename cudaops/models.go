@@ -10,6 +10,11 @@ import (
 var models = map[string]func(opts ModelOptions) (*Model, error){
 	// mlp: 784 → fc1 256 → ReLU → fc2 128 → ReLU → fc3 10, on [1 28 28].
 	"mlp": newMLP,
+	// mlp-wide: 784 → fc1 4608 → ReLU → fc2 4608 → ReLU → fc3 10, on
+	// [1 28 28]: 24.9M parameters, 99.6 MB of float32, the ~100 MB model
+	// the mesh's memory and disk bounds are measured with (dssp bench
+	// bigmodel, on synthetic-mnist).
+	"mlp-wide": newMLPWide,
 	// lenet: LeNet-5 with ReLU and max-pool, on [1 28 28]:
 	// conv1 6@5×5 pad 2 → ReLU → pool 2 → conv2 16@5×5 → ReLU → pool 2 →
 	// fc1 120 → ReLU → fc2 84 → ReLU → fc3 10.
@@ -45,6 +50,16 @@ func newMLP(opts ModelOptions) (*Model, error) {
 		NewDense("fc1", 784, 256), NewReLU("relu1", 256),
 		NewDense("fc2", 256, 128), NewReLU("relu2", 128),
 		NewDense("fc3", 128, 10),
+	}, opts)
+}
+
+func newMLPWide(opts ModelOptions) (*Model, error) {
+	const w = 4608
+	return NewSequential("mlp-wide", []int{1, 28, 28}, 10, []Layer{
+		NewFlatten("flatten", 1, 28, 28),
+		NewDense("fc1", 784, w), NewReLU("relu1", w),
+		NewDense("fc2", w, w), NewReLU("relu2", w),
+		NewDense("fc3", w, 10),
 	}, opts)
 }
 

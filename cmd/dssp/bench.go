@@ -26,7 +26,7 @@ bench mesh       measures the transport, Raft replication, the gate and the mesh
 See BENCHMARKS.md for a full run and how to read it.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchParadigmsCmd(), newBenchMeshCmd(), newBenchMemoryCmd())
+	cmd.AddCommand(newBenchParadigmsCmd(), newBenchMeshCmd(), newBenchMemoryCmd(), newBenchBigModelCmd())
 	return cmd
 }
 

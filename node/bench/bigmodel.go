@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"dsspmesh/cudaops"
+)
+
+// BigModelConfig is one `dssp bench bigmodel` run: a large model trained
+// on a local mesh for a fixed time, its nodes' memory and disk measured
+// against multiples of the model's bytes.
+type BigModelConfig struct {
+	Binary   string
+	Nodes    int
+	Threads  int
+	Duration time.Duration
+	Model    string
+	Dataset  string
+	// SpecArgs are further job flags for the bootstrap node.
+	SpecArgs  []string
+	EvalEvery time.Duration
+	// RSSFactor and DiskFactor are the targets: each node's peak RSS at
+	// most RSSFactor × the model's bytes, its data dir after the run at
+	// most DiskFactor × them.
+	RSSFactor, DiskFactor float64
+	Out                   io.Writer
+}
+
+// DefaultBigModelConfig is the issue's setting: mlp-wide (99.6 MB) on
+// synthetic-mnist, 4 nodes, 5 minutes, RSS ≤ 6× and data dir ≤ 8× the
+// model's bytes.
+func DefaultBigModelConfig() BigModelConfig {
+	return BigModelConfig{Nodes: 4, Threads: 1, Duration: 5 * time.Minute, Model: "mlp-wide", Dataset: "synthetic-mnist",
+		SpecArgs: []string{"--lr", "0.01"}, EvalEvery: time.Minute, RSSFactor: 6, DiskFactor: 8}
+}
+
+// Validate names the first bad value.
+func (c BigModelConfig) Validate() error {
+	switch {
+	case c.Binary == "":
+		return errors.New("bench: no dssp binary to start")
+	case c.Nodes < 1 || c.Nodes > 64:
+		return fmt.Errorf("--nodes %d outside 1..64", c.Nodes)
+	case c.Threads < 0:
+		return fmt.Errorf("--threads %d must be >= 0", c.Threads)
+	case c.Duration < 15*time.Second:
+		return fmt.Errorf("--time %v must be >= 15s (start-up takes seconds)", c.Duration)
+	case c.EvalEvery <= 0:
+		return fmt.Errorf("--eval-every %v must be > 0", c.EvalEvery)
+	}
+	return nil
+}
+
+// BigModelResult is the run and the model's size.
+type BigModelResult struct {
+	Config     BigModelConfig
+	Params     int
+	ModelBytes int64
+	Run        UsageRun
+}
+
+// RunBigModel trains the model on a local mesh for Duration.
+func RunBigModel(ctx context.Context, cfg BigModelConfig, log *slog.Logger) (*BigModelResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := cudaops.NewModel(cfg.Model, cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		return nil, err
+	}
+	res := &BigModelResult{Config: cfg, Params: m.NumParams(), ModelBytes: 4 * int64(m.NumParams())}
+	fmt.Fprintf(out(cfg.Out), "== %s (%d parameters, %s) on %s: %d nodes for %v\n",
+		cfg.Model, res.Params, mib(res.ModelBytes), cfg.Dataset, cfg.Nodes, cfg.Duration)
+	spec := append([]string{"--model", cfg.Model, "--dataset", cfg.Dataset}, cfg.SpecArgs...)
+	res.Run, err = MeasureUsage(ctx, UsageConfig{Label: cfg.Model, Binary: cfg.Binary, Nodes: cfg.Nodes, Duration: cfg.Duration,
+		NodeArgs: []string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()},
+		SpecArgs: spec, Out: cfg.Out}, log)
+	return res, err
+}
+
+// Markdown is the report: each node's peak RSS and data dir as multiples
+// of the model's bytes, against the targets.
+func (r *BigModelResult) Markdown() string {
+	var b strings.Builder
+	c := r.Config
+	mb := float64(r.ModelBytes)
+	fmt.Fprintf(&b, "## %s (%d parameters, %s) on %s, %d nodes, %v\n\n", c.Model, r.Params, mib(r.ModelBytes), c.Dataset, c.Nodes, c.Duration)
+	b.WriteString("| node | peak RSS | ÷ model | data dir (peak) | data dir (after) | ÷ model |\n|---|---|---|---|---|---|\n")
+	for _, u := range r.Run.Nodes {
+		fmt.Fprintf(&b, "| %s | %s | %.2f | %s | %s | %.2f |\n", u.Node, mib(u.PeakRSS), float64(u.PeakRSS)/mb,
+			mib(u.PeakDataDir), mib(u.DataDir), float64(u.DataDir)/mb)
+	}
+	fmt.Fprintf(&b, "\niterations (all workers) %d, %.2f it/s, final accuracy %.4f\n", r.Run.Iters, r.Run.ItersPerSec, r.Run.FinalAcc)
+	rss, dir := float64(r.Run.PeakRSS())/mb, float64(r.Run.DataDir())/mb
+	fmt.Fprintf(&b, "targets: peak RSS ≤ %.0f× model (max %.2f×): %s; data dir ≤ %.0f× model (max %.2f×): %s\n",
+		c.RSSFactor, rss, verdict(rss <= c.RSSFactor), c.DiskFactor, dir, verdict(dir <= c.DiskFactor))
+	return b.String()
+}
+
+// Write saves the report as dir/bigmodel.md.
+func (r *BigModelResult) Write(dir string) error {
+	return writeMarkdown(dir, "bigmodel.md", r.Markdown())
+}
