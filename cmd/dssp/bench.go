@@ -58,7 +58,8 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 		Example: `  dssp bench paradigms
   dssp bench paradigms --repeats 1 --time-limit 90s --targets 0.9,0.95,0.97
   dssp bench paradigms --paradigms ssp:3,dssp:3:12 --slowdown 1,1,1,4 --homogeneous=false
-  dssp bench paradigms --render bench-paradigms --ref-target 0.95`,
+  dssp bench paradigms --render bench-paradigms --ref-target 0.95
+  dssp bench paradigms --repeats 1 --paradigms bsp,asp,ssp:3,dssp:3:12,dssp-paper:3:12,ssp:1+balance --compute-delay 40ms --targets 0.95,0.97`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -118,7 +119,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "node processes per mesh")
-	f.StringVar(&paradigms, "paradigms", joinVariants(cfg.Variants), "paradigms to compare: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX")
+	f.StringVar(&paradigms, "paradigms", joinVariants(cfg.Variants), "paradigms to compare: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX; a suffix +balance adds the balance layer (ssp:1+balance)")
 	f.BoolVar(&homogeneous, "homogeneous", true, "run the homogeneous setting (--homogeneous=false: skip it)")
 	f.StringVar(&hetero, "slowdown", bench.FormatFloats(cfg.Settings[1].Slowdown), "per-worker compute slowdowns of the heterogeneous setting, cycled (empty: skip it)")
 	f.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs per paradigm and setting; the median is reported")
@@ -129,6 +130,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 	f.IntVar(&cfg.EvalSamples, "eval-samples", 0, "test samples per evaluation (0: the whole test set); the evaluating node also trains, so evaluation slows it")
 	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often each node's /status is polled")
 	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute goroutines per node (the nodes share this machine's cores)")
+	f.DurationVar(&cfg.ComputeDelay, "compute-delay", 0, "every node's emulated accelerator time per job batch (--slowdown stretches it, a balanced worker's batch scales it)")
 	f.StringSliceVar(&cfg.SpecArgs, "job-flag", nil, "extra job flag for every mesh, repeatable (e.g. --job-flag=--model=lenet)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "folder for the report")
 	f.StringVar(&render, "render", "", "run nothing: rewrite the report of an earlier run from its folder (runs.csv, runs/*/accuracy.csv)")

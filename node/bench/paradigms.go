@@ -18,18 +18,29 @@ import (
 )
 
 // Variant is one paradigm with its parameters, in clock.ParsePolicy's text
-// form: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX.
+// form: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX; a suffix
+// "+balance" adds the balance layer (job flag --balance).
 type Variant string
+
+// balanceSuffix marks a variant with the balance layer on.
+const balanceSuffix = "+balance"
+
+// Balanced reports whether v runs with the balance layer.
+func (v Variant) Balanced() bool { return strings.HasSuffix(string(v), balanceSuffix) }
 
 // specArgs are the job flags that select this paradigm on the bootstrap
 // node.
 func (v Variant) specArgs() ([]string, error) {
-	p, err := clock.ParsePolicy(string(v))
+	policy := strings.TrimSuffix(string(v), balanceSuffix)
+	p, err := clock.ParsePolicy(policy)
 	if err != nil {
 		return nil, fmt.Errorf("--paradigms: %q: %w", v, err)
 	}
-	parts := strings.Split(string(v), ":")
+	parts := strings.Split(policy, ":")
 	args := []string{"--paradigm", parts[0]}
+	if v.Balanced() {
+		args = append(args, "--balance=true")
+	}
 	switch parts[0] {
 	case "ssp":
 		args = append(args, "--s-lower", strconv.FormatInt(p.SL, 10))
@@ -76,6 +87,10 @@ type ParadigmsConfig struct {
 	EvalSamples int
 	Poll        time.Duration
 	Threads     int      // compute goroutines per node
+	// ComputeDelay is every node's --compute-delay: the emulated
+	// accelerator time of a speed-1 worker for the job's batch, which
+	// --slowdown stretches and a balanced worker's batch scales.
+	ComputeDelay time.Duration
 	SpecArgs    []string // extra job flags for every mesh (e.g. --model lenet)
 	OutDir      string   // report.md, runs.csv, summary.csv, PNG plots, runs/
 	Out         io.Writer
@@ -123,6 +138,8 @@ func (c ParadigmsConfig) Validate() error {
 		return fmt.Errorf("--poll %v must be > 0", c.Poll)
 	case c.Threads < 0:
 		return fmt.Errorf("--threads %d must be >= 0", c.Threads)
+	case c.ComputeDelay < 0 || c.ComputeDelay > node.MaxComputeDelay:
+		return fmt.Errorf("--compute-delay %v outside [0, %v]", c.ComputeDelay, node.MaxComputeDelay)
 	case c.OutDir == "":
 		return errors.New("--out must not be empty")
 	}
@@ -216,6 +233,9 @@ func runOne(ctx context.Context, cfg ParadigmsConfig, set Setting, v Variant, re
 	lc.NodeArgs = []string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()}
 	if cfg.EvalSamples > 0 {
 		lc.NodeArgs = append(lc.NodeArgs, "--eval-samples", strconv.Itoa(cfg.EvalSamples))
+	}
+	if cfg.ComputeDelay > 0 {
+		lc.NodeArgs = append(lc.NodeArgs, "--compute-delay", cfg.ComputeDelay.String())
 	}
 	lc.SpecArgs = append(append([]string(nil), cfg.SpecArgs...), args...)
 	lc.Out = &prefixWriter{w: out, prefix: "[" + label + "] ", all: cfg.Verbose}

@@ -122,12 +122,19 @@ func (r *ParadigmsResult) Markdown() string {
 	return b.String()
 }
 
-// refCells are the dssp and dssp-paper rows, the ratios' denominators.
+// refCells are the rows the ratios divide by: dssp and dssp-paper, and
+// when a run has a balanced variant (the balance layer's figures are
+// against them) bsp and asp.
 func refCells(cells []Cell) []Cell {
 	var out []Cell
-	for _, prefix := range []string{"dssp:", "dssp-paper:"} {
+	balanced := slices.ContainsFunc(cells, func(c Cell) bool { return c.Variant.Balanced() })
+	for _, prefix := range []string{"bsp", "asp", "dssp:", "dssp-paper:"} {
+		exact := !strings.HasSuffix(prefix, ":")
+		if exact && !balanced {
+			continue
+		}
 		for _, c := range cells {
-			if strings.HasPrefix(string(c.Variant), prefix) {
+			if (exact && string(c.Variant) == prefix) || (!exact && strings.HasPrefix(string(c.Variant), prefix) && !c.Variant.Balanced()) {
 				out = append(out, c)
 				break
 			}
