@@ -3,6 +3,7 @@ package test
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,10 +22,13 @@ func faultLogLevel() string {
 // three), the MLP under DSSP with s_L = 3, r_max = 12 (s_U = 15).
 // nanEvery > 0 gives trainer nanNode a flaky accelerator: every
 // nanEvery-th gradient it computes is NaN (the hidden --fault-nan-every).
+// DSSP_FAULT_JOB_FLAGS adds job flags (e.g. --balance=true: the same
+// faults with the balance layer on).
 func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int) *FaultCluster {
 	c := NewFaultCluster(t, FaultOptions{Nodes: 4, ReplicaOnly: []int{3}, Policy: "dssp:3:12", Tags: tags, Seed: seed,
 		Args: []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", faultLogLevel(), "--pprof"},
-		Spec: []string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"}})
+		Spec: append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"},
+			strings.Fields(os.Getenv("DSSP_FAULT_JOB_FLAGS"))...)})
 	if nanEvery > 0 {
 		c.Mesh.AddArgs(nanNode, "--fault-nan-every", strconv.Itoa(nanEvery))
 	}
