@@ -86,15 +86,15 @@ type ParadigmsConfig struct {
 	// fewer samples make that straggler milder and the accuracy coarser.
 	EvalSamples int
 	Poll        time.Duration
-	Threads     int      // compute goroutines per node
+	Threads     int // compute goroutines per node
 	// ComputeDelay is every node's --compute-delay: the emulated
 	// accelerator time of a speed-1 worker for the job's batch, which
 	// --slowdown stretches and a balanced worker's batch scales.
 	ComputeDelay time.Duration
-	SpecArgs    []string // extra job flags for every mesh (e.g. --model lenet)
-	OutDir      string   // report.md, runs.csv, summary.csv, PNG plots, runs/
-	Out         io.Writer
-	Verbose     bool // forward each mesh's full progress view
+	SpecArgs     []string // extra job flags for every mesh (e.g. --model lenet)
+	OutDir       string   // report.md, runs.csv, summary.csv, PNG plots, runs/
+	Out          io.Writer
+	Verbose      bool // forward each mesh's full progress view
 }
 
 // DefaultVariants are the paradigms of the paper's comparison.
