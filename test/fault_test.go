@@ -65,6 +65,13 @@ func report(t *testing.T, c *FaultCluster, events []Event) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for k := range events {
+		for _, v := range events[k].Victims {
+			if v >= 0 && v < len(c.IDs) {
+				events[k].VictimIDs = append(events[k].VictimIDs, c.IDs[v])
+			}
+		}
+	}
 	Figures(h, events)
 	t.Logf("figures:\n%s", FigureTable(events))
 	t.Logf("workers out of a clock table:\n%s", RemovalSummary(Removals(h, events)))

@@ -24,9 +24,11 @@ type Event struct {
 	// again; iterations per second over the 10 s before and after.
 	FirstAck, AllShardsAck time.Duration
 	RateBefore, RateAfter  float64
-	// Back80: until the acknowledgement rate is back to 80 % of the 10 s
-	// before (figures_failover.go).
-	Back80 time.Duration
+	// Back80: until every surviving worker's acknowledgement rate is back
+	// to 80 % of its rate in the 10 s before (figures_failover.go);
+	// VictimIDs are the victims' node ids (report fills them).
+	Back80    time.Duration
+	VictimIDs []string
 }
 
 // measure polls every condition until all hold (or limit passes, failing

@@ -7,40 +7,56 @@ import (
 	"time"
 )
 
-// backTo80 fills Event.Back80 from the history's acknowledged pushes: the
-// time from the fault until the mesh's acknowledgement rate over a 2 s
-// window first reaches 80 % of its rate over the 10 s before the fault
-// (zero: not within 60 s, or no rate before). Every worker's acks count
-// (a killed victim has none to add).
+// backTo80 fills Event.Back80 from the history's acknowledged pushes:
+// for every surviving worker (one that acknowledged pushes in the 10 s
+// before the fault and is not among Event.VictimIDs), the time from the
+// fault until its acknowledgement rate over a 2 s window first reaches
+// 80 % of its own rate over those 10 s; Back80 is the slowest survivor's
+// (zero: one did not within 60 s, or no survivor had a rate before).
 func backTo80(h *History, events []Event) {
-	var oks []int64
+	oks := map[string][]int64{}
 	for _, r := range h.Records {
 		if r.Kind == "ok" && r.Samples > 0 {
-			oks = append(oks, r.Nanos)
+			oks[r.Node] = append(oks[r.Node], r.Nanos)
 		}
 	}
-	slices.Sort(oks)
-	count := func(from, to int64) int {
-		i, _ := slices.BinarySearch(oks, from)
-		j, _ := slices.BinarySearch(oks, to)
+	for _, ts := range oks {
+		slices.Sort(ts)
+	}
+	count := func(ts []int64, from, to int64) int {
+		i, _ := slices.BinarySearch(ts, from)
+		j, _ := slices.BinarySearch(ts, to)
 		return j - i
 	}
 	const before, win, step, horizon = 10 * time.Second, 2 * time.Second, 50 * time.Millisecond, 60 * time.Second
 	for k := range events {
 		e := &events[k]
 		at := e.At.UnixNano()
-		rate := float64(count(at-int64(before), at)) / before.Seconds()
-		if rate == 0 {
-			continue
-		}
-		for t := at; t < at+int64(horizon); t += int64(step) {
-			if float64(count(t, t+int64(win))) >= 0.8*rate*win.Seconds() {
-				// The window ends when the rate is reached: its end is
-				// when the mesh is back, less the window a healthy mesh
-				// also needs to be seen at that rate.
-				e.Back80 = time.Duration(t - at)
+		var slowest time.Duration
+		n := 0
+		for w, ts := range oks {
+			rate := float64(count(ts, at-int64(before), at)) / before.Seconds()
+			if rate == 0 || slices.Contains(e.VictimIDs, w) {
+				continue
+			}
+			n++
+			back := time.Duration(-1)
+			for t := at; t < at+int64(horizon); t += int64(step) {
+				if float64(count(ts, t, t+int64(win))) >= 0.8*rate*win.Seconds() {
+					back = time.Duration(t - at)
+					break
+				}
+			}
+			if back < 0 {
+				slowest = -1
 				break
 			}
+			slowest = max(slowest, back)
+		}
+		if slowest > 0 {
+			e.Back80 = slowest
+		} else if slowest == 0 && n > 0 {
+			e.Back80 = time.Millisecond // back at once: shown as 0.00s
 		}
 	}
 }
@@ -98,9 +114,20 @@ func Removals(h *History, events []Event) []Removal {
 				s.During = fmt.Sprintf("%s %v", e.Kind, e.Victims)
 			}
 		}
-		restarted, pushed := false, false
+		// Alive: the process that had been pushing before the removal
+		// pushed again after it. A node restarted before the removal
+		// whose new process had not pushed yet was not alive then.
+		restarted, pushed, pushedBefore := false, false, false
 		for _, r := range h.Records {
 			if r.Nanos <= t {
+				if r.Node == s.Worker {
+					switch r.Kind {
+					case "start":
+						pushedBefore = false
+					case "invoke", "ok", "fail":
+						pushedBefore = true
+					}
+				}
 				continue
 			}
 			if s.Back == 0 && r.Kind == "apply" && r.Entry == "add-worker" && r.Shard == s.Shard && r.Worker == s.Worker {
@@ -115,7 +142,7 @@ func Removals(h *History, events []Event) []Removal {
 				}
 			}
 		}
-		s.Alive = pushed
+		s.Alive = pushed && pushedBefore
 	}
 	return out
 }
