@@ -112,7 +112,7 @@ recover and the node to rejoin.`,
 	f.DurationVar(&cfg.Chaos, "chaos", 0, "kill a random non-bootstrap node with SIGKILL this often (0: never)")
 	f.DurationVar(&cfg.ChaosDown, "chaos-down", cfg.ChaosDown, "restart a killed node after this long")
 	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often each node's /status is polled")
-	f.StringVar(&detection, "detection", "lan", "nodes' failure detection: lan (robust) or fast (sub-second, false alarms under load)")
+	f.StringVar(&detection, "detection", "tuned", "nodes' failure detection: tuned (about 2 s), lan (memberlist's, 5-6 s) or fast (sub-second, false alarms under load)")
 	f.IntVar(&threads, "threads", 1, "compute goroutines per node (nodes share this machine's cores)")
 	f.StringVar(&evalEvery, "eval-every", "5s", "evaluation cadence")
 	f.DurationVar(&computeDelay, "compute-delay", 0, "every node's emulated accelerator time per job batch (a node's --slowdown stretches it; it grows with the batch under --balance)")
