@@ -22,11 +22,13 @@ func newBenchCmd() *cobra.Command {
 		Long: `bench paradigms  compares BSP, ASP, SSP, DSSP and dssp-paper on real local meshes
 bench mesh       measures the transport, Raft replication, the gate and the mesh's
                  iteration throughput, each against a baseline in the same run
+bench scale      how formation, memory, CPU, gossip, Raft heartbeats and placement
+                 churn grow with the number of nodes and shards
 
 See BENCHMARKS.md for a full run and how to read it.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchParadigmsCmd(), newBenchMeshCmd(), newBenchMemoryCmd(), newBenchBigModelCmd())
+	cmd.AddCommand(newBenchParadigmsCmd(), newBenchMeshCmd(), newBenchMemoryCmd(), newBenchBigModelCmd(), newBenchScaleCmd())
 	return cmd
 }
 
@@ -230,4 +232,108 @@ Writes --out/mesh.md.`,
 	f.StringVar(&out, "out", "bench-mesh", "folder for mesh.md")
 	cfg.Spec.BindFlags(f)
 	return cmd
+}
+
+func newBenchScaleCmd() *cobra.Command {
+	cfg := bench.DefaultScaleConfig()
+	var (
+		nodes, shards string
+		variants      []string
+		render        bool
+	)
+	cmd := &cobra.Command{
+		Use:   "scale",
+		Short: "How the mesh's costs grow with nodes and shards, on real local meshes",
+		Long: `For every N of --nodes and S of --shards (and every --variant), start N
+host-only 'dssp node' processes (--train=false) on loopback and measure:
+  formation     time until every node lists every other, and until every shard
+                has a leader whose Raft voters are its whole placement;
+  idle costs    per node over --idle: RSS, CPU, memberlist bytes sent, Raft
+                heartbeats answered, goroutines, Raft groups hosted;
+  churn         one more node joins, then leaves gracefully: the replicas
+                added to shards' voter sets each time (rendezvous placement
+                should move about S·R/(N+1)) and how long the mesh took to settle;
+  training      --trainers training nodes join; CPU and RSS of hosts and
+                trainers over --train, and the iterations/s.
+Each point is appended to --out/scale.csv as it completes (a point run again
+replaces its row), and --out/scale.md (the table) and scale.png (each cost
+against N) are rewritten from the whole file, so the sweep can run in pieces.`,
+		Example: `  dssp bench scale --nodes 4,8 --shards 4,16,64
+  dssp bench scale --nodes 32 --shards 4,64
+  dssp bench scale --nodes 16 --shards 64 --variant fixed:--raft-timing=fixed --variant scaled:
+  dssp bench scale --render`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			if render {
+				res, err := bench.LoadScale(cfg.OutDir)
+				if err != nil {
+					return err
+				}
+				if err := res.Write(cfg.OutDir); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "%s\nreport rewritten in %s/ (scale.md, scale.png)\n", res.Markdown(), cfg.OutDir)
+				return nil
+			}
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+			}
+			cfg.Binary, cfg.Out = bin, out
+			if cfg.Nodes, err = parseInts("nodes", nodes); err != nil {
+				return err
+			}
+			if cfg.Shards, err = parseInts("shards", shards); err != nil {
+				return err
+			}
+			if len(variants) > 0 {
+				cfg.Variants = nil
+				for _, v := range variants {
+					sv, err := bench.ParseScaleVariant(v)
+					if err != nil {
+						return err
+					}
+					cfg.Variants = append(cfg.Variants, sv)
+				}
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			res, err := bench.RunScale(ctx, cfg, log)
+			if res != nil && len(res.Points) > 0 {
+				fmt.Fprintf(out, "\n%s\nreport in %s/ (scale.csv, scale.md, scale.png)\n", res.Markdown(), cfg.OutDir)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&nodes, "nodes", "4,8,16,32", "mesh sizes N (host-only nodes), comma-separated")
+	f.StringVar(&shards, "shards", "4,16,64", "shard counts S, comma-separated")
+	f.IntVar(&cfg.Replication, "replication", cfg.Replication, "replicas per shard R")
+	f.IntVar(&cfg.Trainers, "trainers", cfg.Trainers, "training nodes that join for the training window (0: skip it)")
+	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute goroutines per trainer")
+	f.DurationVar(&cfg.Idle, "idle", cfg.Idle, "idle measurement window")
+	f.DurationVar(&cfg.Train, "train", cfg.Train, "training measurement window")
+	f.DurationVar(&cfg.Converge, "converge", cfg.Converge, "longest wait for the mesh to form or settle after a join or leave")
+	f.BoolVar(&cfg.Churn, "churn", cfg.Churn, "measure one node joining and leaving")
+	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often every node's /status is polled while waiting")
+	f.StringVar(&cfg.Detection, "detection", cfg.Detection, "nodes' failure detection: lan or fast")
+	f.StringArrayVar(&variants, "variant", nil, "NAME:FLAGS, repeatable: run every point once per variant with these extra node flags (default: one variant, 'default', no extra flags)")
+	f.StringSliceVar(&cfg.SpecArgs, "job-flag", nil, "extra job flag for the bootstrap node, repeatable (e.g. --job-flag=--model=lenet)")
+	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "folder for scale.csv, scale.md and scale.png (points accumulate across runs)")
+	f.BoolVar(&render, "render", false, "run nothing: rewrite scale.md and scale.png from --out/scale.csv")
+	return cmd
+}
+
+func parseInts(flag, s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %q is not a number", flag, p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

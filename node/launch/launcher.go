@@ -232,6 +232,23 @@ func (m *Mesh) Kill(i int) error {
 	return nil
 }
 
+// Terminate sends SIGTERM to node i (a graceful leave) and waits for it to
+// exit, sending SIGKILL after grace.
+func (m *Mesh) Terminate(i int, grace time.Duration) error {
+	p := m.Procs[i]
+	if !p.Alive() {
+		return fmt.Errorf("up: node %d is not running", i)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.exited
+	}
+	return nil
+}
+
 // Stop sends SIGTERM to every live node and SIGKILL to those still running
 // after grace.
 func (m *Mesh) Stop(grace time.Duration) {
