@@ -61,7 +61,11 @@ type Config struct {
 	// loopback, false alarms under load).
 	Detection    string
 	LeaveTimeout time.Duration // how long a graceful leave may take
-	LogLevel     string
+	// RaftTiming is "scaled" (raft's heartbeat and election timeouts
+	// stretched on a node hosting many groups, shard.Config.ForGroups) or
+	// "fixed" (shard.DefaultConfig's, whatever the group count).
+	RaftTiming string
+	LogLevel   string
 	// Pprof serves net/http/pprof under /debug/pprof/ on the HTTP port, and
 	// samples blocking and mutex contention for it (a debug aid: it costs a
 	// little on every channel operation and lock).
@@ -99,6 +103,7 @@ func DefaultConfig() Config {
 		Slowdown:        1,
 		EvalEvery:       5 * time.Second,
 		Detection:       "tuned",
+		RaftTiming:      "scaled",
 		CheckpointEvery: 5 * time.Minute,
 		CheckpointKeep:  3,
 		LeaveTimeout:    5 * time.Second,
@@ -138,6 +143,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--checkpoint-keep %d: must be >= 1", c.CheckpointKeep)
 	case c.Detection != "lan" && c.Detection != "tuned" && c.Detection != "fast":
 		return fmt.Errorf("--detection %q must be lan, tuned or fast", c.Detection)
+	case c.RaftTiming != "scaled" && c.RaftTiming != "fixed":
+		return fmt.Errorf("--raft-timing %q must be scaled or fixed", c.RaftTiming)
 	case c.FaultNaNEvery < 0:
 		return fmt.Errorf("--fault-nan-every %d: must be >= 0", c.FaultNaNEvery)
 	}
@@ -209,6 +216,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "at most one checkpoint per this long (the first evaluation after it has passed)")
 	fs.IntVar(&c.CheckpointKeep, "checkpoint-keep", c.CheckpointKeep, "checkpoints kept in --checkpoint-dir (older ones are deleted)")
 	fs.StringVar(&c.Detection, "detection", c.Detection, "failure detection profile: tuned (about 2 s, the default), lan (memberlist's, 5-6 s) or fast (loopback tests, sub-second, false alarms under load)")
+	fs.StringVar(&c.RaftTiming, "raft-timing", c.RaftTiming, "raft heartbeat and election timing: scaled (stretched up to 4x on a node hosting more than 16 raft groups: fewer heartbeats, slower leader failover there) or fixed (500 ms whatever the group count)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "how long a graceful leave on SIGTERM/SIGINT may take")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", c.AdvertiseGossip, "host:port peers use to reach this node's gossip (default: --host and --gossip-port), e.g. behind NAT")

@@ -70,6 +70,10 @@ type ReplicaHooks struct {
 	// configuration that may still open raft streams (see
 	// shard.Deps.AllowRaftPeer); nil vouches for none.
 	AllowRaftPeer func(mesh.NodeID) bool
+	// Groups is how many Raft groups this node hosts with this one, by
+	// placement when it opens: the replicas may size their Raft timing to
+	// it (shard.Config.ForGroups).
+	Groups int
 }
 
 // Replica is this node's member of one shard's Raft group: the subset of

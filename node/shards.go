@@ -106,7 +106,9 @@ func (m *shardManager) replica(id uint32) (Replica, error) {
 		return r, nil
 	}
 	n := m.n
+	groups := max(len(m.replicas)+1, m.placedCount())
 	rep, err := n.replicas.Open(id, ReplicaHooks{
+		Groups:         groups,
 		Applied:        func(a shardapi.Applied) { n.obs.Applied(id, a) },
 		StateHashEvery: n.obs.StateHashEvery(),
 		Leading: func(term uint64) {
@@ -133,6 +135,18 @@ func (m *shardManager) local(id uint32) Replica {
 
 func (m *shardManager) placement(id uint32) []mesh.NodeID {
 	return mesh.Place(id, mesh.LiveIDs(m.n.members.Members()), m.spec.Replication)
+}
+
+// placedCount is how many shards placement assigns this node now.
+func (m *shardManager) placedCount() int {
+	ids := mesh.LiveIDs(m.n.members.Members())
+	n := 0
+	for s := range m.bounds {
+		if slices.Contains(mesh.Place(uint32(s), ids, m.spec.Replication), m.n.id) {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *shardManager) placedHere(id uint32) bool {

@@ -81,7 +81,8 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 		return node.Deps{}, bindError("--gossip-port", cfg.GossipAddr(), unwrapOp(err))
 	}
 	d.Membership = members
-	d.Replicas = &RaftReplicas{DataDir: dir.Path, Transport: tr, Resolve: mesh.ResolveFromMembership(members), Logger: log}
+	d.Replicas = &RaftReplicas{DataDir: dir.Path, Transport: tr, Resolve: mesh.ResolveFromMembership(members), Logger: log,
+		FixedTiming: cfg.RaftTiming == "fixed"}
 	return d, nil
 }
 

@@ -20,8 +20,10 @@ type RaftReplicas struct {
 	Resolve   mesh.Resolver
 	Logger    *slog.Logger
 	// Config, if set, gives each replica's timing (tests shorten raft's);
-	// nil means shard.DefaultConfig.
-	Config func(shard uint32, id mesh.NodeID) shard.Config
+	// nil means shard.DefaultConfig sized to the groups this node hosts
+	// (shard.Config.ForGroups), or as is with FixedTiming.
+	Config      func(shard uint32, id mesh.NodeID) shard.Config
+	FixedTiming bool
 }
 
 var _ node.Replicas = (*RaftReplicas)(nil)
@@ -44,6 +46,9 @@ func (r *RaftReplicas) Open(id uint32, hooks node.ReplicaHooks) (node.Replica, e
 		return nil, err
 	}
 	cfg := shard.DefaultConfig(id, r.Transport.LocalID())
+	if !r.FixedTiming {
+		cfg = cfg.ForGroups(hooks.Groups)
+	}
 	if r.Config != nil {
 		cfg = r.Config(id, r.Transport.LocalID())
 	}

@@ -137,16 +137,20 @@ type NodeCost struct {
 	RSS        float64 // MiB, mean at the end of the window
 	RSSMax     float64 // MiB, largest
 	CPU        float64 // cores (1 = one core busy), mean
+	CPUMax     float64 // the busiest node's
 	GossipBps  float64 // memberlist bytes sent per second, mean
 	Heartbeats float64 // raft heartbeats answered per second, mean
+	// HeartbeatsMax is the node sending the most (the leader of the most
+	// groups: the bootstrap node keeps leading every shard it still hosts).
+	HeartbeatsMax float64
 	Goroutines float64
 }
 
 // ScalePoint is one mesh's measurements.
 type ScalePoint struct {
-	Variant                string
+	Variant                 string
 	Nodes, Shards, Replicas int
-	Trainers               int
+	Trainers                int
 	// Members is how long after the last node was started every node
 	// listed every other; Led how long until every shard had a leader whose
 	// Raft voters were its full placement.
@@ -662,6 +666,8 @@ func meanCost(cs []NodeCost) NodeCost {
 		out.RSS += c.RSS
 		out.RSSMax = max(out.RSSMax, c.RSSMax)
 		out.CPU += c.CPU
+		out.CPUMax = max(out.CPUMax, c.CPU)
+		out.HeartbeatsMax = max(out.HeartbeatsMax, c.Heartbeats)
 		out.GossipBps += c.GossipBps
 		out.Heartbeats += c.Heartbeats
 		out.Goroutines += c.Goroutines

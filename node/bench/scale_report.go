@@ -23,7 +23,7 @@ import (
 )
 
 var scaleColumns = []string{"variant", "nodes", "shards", "replicas", "trainers", "members_s", "led_s", "groups_per_node",
-	"idle_rss_mib", "idle_rss_max_mib", "idle_cpu", "idle_gossip_bps", "idle_heartbeats_per_s", "idle_goroutines",
+	"idle_rss_mib", "idle_rss_max_mib", "idle_cpu", "idle_gossip_bps", "idle_heartbeats_per_s", "idle_goroutines", "idle_cpu_max", "idle_heartbeats_max_per_s",
 	"train_hosts_rss_mib", "train_hosts_cpu", "train_hosts_heartbeats_per_s", "train_hosts_goroutines",
 	"trainers_rss_mib", "trainers_rss_max_mib", "trainers_cpu", "iters_per_sec",
 	"join_moved", "leave_moved", "expected_moved", "join_settle_s", "leave_settle_s", "load1", "took_s", "error"}
@@ -33,7 +33,7 @@ func (p ScalePoint) row() []string {
 	d := func(x time.Duration) string { return f(x.Seconds(), 2) }
 	return []string{p.Variant, strconv.Itoa(p.Nodes), strconv.Itoa(p.Shards), strconv.Itoa(p.Replicas), strconv.Itoa(p.Trainers),
 		d(p.Members), d(p.Led), f(p.Groups, 2),
-		f(p.Idle.RSS, 1), f(p.Idle.RSSMax, 1), f(p.Idle.CPU, 4), f(p.Idle.GossipBps, 0), f(p.Idle.Heartbeats, 1), f(p.Idle.Goroutines, 0),
+		f(p.Idle.RSS, 1), f(p.Idle.RSSMax, 1), f(p.Idle.CPU, 4), f(p.Idle.GossipBps, 0), f(p.Idle.Heartbeats, 1), f(p.Idle.Goroutines, 0), f(p.Idle.CPUMax, 4), f(p.Idle.HeartbeatsMax, 1),
 		f(p.TrainHosts.RSS, 1), f(p.TrainHosts.CPU, 4), f(p.TrainHosts.Heartbeats, 1), f(p.TrainHosts.Goroutines, 0),
 		f(p.TrainNodes.RSS, 1), f(p.TrainNodes.RSSMax, 1), f(p.TrainNodes.CPU, 4), f(p.ItersPerSec, 2),
 		strconv.Itoa(p.JoinMoved), strconv.Itoa(p.LeaveMoved), f(p.Expected, 2), d(p.JoinSettle), d(p.LeaveSettle),
@@ -57,9 +57,9 @@ func scalePointFromRow(head, row []string) (ScalePoint, error) {
 	p = ScalePoint{Variant: get("variant"), Nodes: in("nodes"), Shards: in("shards"), Replicas: in("replicas"), Trainers: in("trainers"),
 		Members: dur("members_s"), Led: dur("led_s"), Groups: num("groups_per_node"),
 		Idle: NodeCost{RSS: num("idle_rss_mib"), RSSMax: num("idle_rss_max_mib"), CPU: num("idle_cpu"), GossipBps: num("idle_gossip_bps"),
-			Heartbeats: num("idle_heartbeats_per_s"), Goroutines: num("idle_goroutines")},
-		TrainHosts: NodeCost{RSS: num("train_hosts_rss_mib"), CPU: num("train_hosts_cpu"), Heartbeats: num("train_hosts_heartbeats_per_s"), Goroutines: num("train_hosts_goroutines")},
-		TrainNodes: NodeCost{RSS: num("trainers_rss_mib"), RSSMax: num("trainers_rss_max_mib"), CPU: num("trainers_cpu")},
+			Heartbeats: num("idle_heartbeats_per_s"), Goroutines: num("idle_goroutines"), CPUMax: num("idle_cpu_max"), HeartbeatsMax: num("idle_heartbeats_max_per_s")},
+		TrainHosts:  NodeCost{RSS: num("train_hosts_rss_mib"), CPU: num("train_hosts_cpu"), Heartbeats: num("train_hosts_heartbeats_per_s"), Goroutines: num("train_hosts_goroutines")},
+		TrainNodes:  NodeCost{RSS: num("trainers_rss_mib"), RSSMax: num("trainers_rss_max_mib"), CPU: num("trainers_cpu")},
 		ItersPerSec: num("iters_per_sec"), JoinMoved: in("join_moved"), LeaveMoved: in("leave_moved"), Expected: num("expected_moved"),
 		JoinSettle: dur("join_settle_s"), LeaveSettle: dur("leave_settle_s"), Load: num("load1"), Took: dur("took_s"), Err: get("error")}
 	if p.Variant == "" || p.Nodes < 1 || p.Shards < 1 {
@@ -129,7 +129,7 @@ func (r *ScaleResult) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s, %d cores. N host-only nodes form the mesh (every node runs every replica placement gives it, R per shard); "+
 		"costs are per node, means over the nodes of a role, CPU in %% of one core; the trainers join for the training window only.\n\n", r.CPU, r.Cores)
-	b.WriteString("| variant | N | S | raft groups/node | all members see all | every shard led, full voters | idle RSS MiB (max) | idle CPU % | gossip B/s | raft heartbeats/s | goroutines | training: host CPU % / RSS MiB | trainer CPU % / RSS MiB | it/s | replicas moved on join / leave (S·R/(N+1)) | join / leave settles | load |\n")
+	b.WriteString("| variant | N | S | raft groups/node | all members see all | every shard led, full voters | idle RSS MiB (max) | idle CPU % (max) | gossip B/s | raft heartbeats/s (max) | goroutines | training: host CPU % / RSS MiB | trainer CPU % / RSS MiB | it/s | replicas moved on join / leave (S·R/(N+1)) | join / leave settles | load |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
 		if p.Err != "" {
@@ -142,9 +142,9 @@ func (r *ScaleResult) Markdown() string {
 			trainer = fmt.Sprintf("%.0f / %.0f", 100*p.TrainNodes.CPU, p.TrainNodes.RSS)
 			its = fmt.Sprintf("%.1f", p.ItersPerSec)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %s | %s | %.0f (%.0f) | %.1f | %.0f | %.0f | %.0f | %s | %s | %s | %d / %d (%.1f) | %s / %s | %.1f |\n",
-			p.Variant, p.Nodes, p.Shards, p.Groups, fmtDur(p.Members), fmtDur(p.Led), p.Idle.RSS, p.Idle.RSSMax, 100*p.Idle.CPU,
-			p.Idle.GossipBps, p.Idle.Heartbeats, p.Idle.Goroutines, train, trainer, its,
+		fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %s | %s | %.0f (%.0f) | %.1f (%.0f) | %.0f | %.0f (%.0f) | %.0f | %s | %s | %s | %d / %d (%.1f) | %s / %s | %.1f |\n",
+			p.Variant, p.Nodes, p.Shards, p.Groups, fmtDur(p.Members), fmtDur(p.Led), p.Idle.RSS, p.Idle.RSSMax, 100*p.Idle.CPU, 100*p.Idle.CPUMax,
+			p.Idle.GossipBps, p.Idle.Heartbeats, p.Idle.HeartbeatsMax, p.Idle.Goroutines, train, trainer, its,
 			p.JoinMoved, p.LeaveMoved, p.Expected, fmtDur(p.JoinSettle), fmtDur(p.LeaveSettle), p.Load)
 	}
 	return b.String()
