@@ -29,10 +29,13 @@ type shardManager struct {
 	mu       sync.Mutex // guards replicas; never held across Raft calls
 	replicas map[uint32]Replica
 	peers    []string // gossip addresses last persisted
+
+	places *placementCache
 }
 
 func newShardManager(n *Node, spec JobSpec) *shardManager {
-	return &shardManager{n: n, spec: spec, bounds: shardBounds(n.model.NumParams(), spec.Shards), replicas: map[uint32]Replica{}}
+	return &shardManager{n: n, spec: spec, bounds: shardBounds(n.model.NumParams(), spec.Shards), replicas: map[uint32]Replica{},
+		places: newPlacementCache(spec.Shards, spec.Replication)}
 }
 
 // shardBounds cuts total parameters into s contiguous ranges.
@@ -134,15 +137,14 @@ func (m *shardManager) local(id uint32) Replica {
 }
 
 func (m *shardManager) placement(id uint32) []mesh.NodeID {
-	return mesh.Place(id, mesh.LiveIDs(m.n.members.Members()), m.spec.Replication)
+	return slices.Clone(m.places.get(mesh.LiveIDs(m.n.members.Members()))[id])
 }
 
 // placedCount is how many shards placement assigns this node now.
 func (m *shardManager) placedCount() int {
-	ids := mesh.LiveIDs(m.n.members.Members())
 	n := 0
-	for s := range m.bounds {
-		if slices.Contains(mesh.Place(uint32(s), ids, m.spec.Replication), m.n.id) {
+	for _, p := range m.places.get(mesh.LiveIDs(m.n.members.Members())) {
+		if slices.Contains(p, m.n.id) {
 			n++
 		}
 	}
@@ -195,10 +197,10 @@ func (m *shardManager) sync(ctx context.Context) {
 			m.peers = peers
 		}
 	}
-	ids := mesh.LiveIDs(members)
+	places := m.places.get(mesh.LiveIDs(members))
 	for s := range m.bounds {
 		id := uint32(s)
-		want := mesh.Place(id, ids, m.spec.Replication)
+		want := slices.Clone(places[id])
 		rep := m.local(id)
 		if rep == nil {
 			if slices.Contains(want, m.n.id) {

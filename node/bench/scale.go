@@ -143,7 +143,7 @@ type NodeCost struct {
 	// HeartbeatsMax is the node sending the most (the leader of the most
 	// groups: the bootstrap node keeps leading every shard it still hosts).
 	HeartbeatsMax float64
-	Goroutines float64
+	Goroutines    float64
 }
 
 // ScalePoint is one mesh's measurements.

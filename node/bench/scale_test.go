@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"dsspmesh/mesh"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,5 +122,23 @@ func TestScaleCSVAccumulatesAndRenders(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "scale.png")); err != nil || fi.Size() == 0 {
 		t.Fatalf("plot: %v", err)
+	}
+}
+
+// BenchmarkPlaceAll is one node's placement upkeep: shardManager.sync
+// places every shard over the live members every 300 ms (mesh.Place
+// hashes and sorts all N ids per shard, O(S·N·log N)). docs/scale.md
+// extrapolates the 1 000-node, 4 000-shard mesh from it.
+func BenchmarkPlaceAll(b *testing.B) {
+	for _, c := range []struct{ n, s int }{{32, 64}, {1000, 4000}} {
+		b.Run(fmt.Sprintf("N=%d/S=%d", c.n, c.s), func(b *testing.B) {
+			ids := make([]mesh.NodeID, c.n)
+			for i := range ids {
+				ids[i] = mesh.NodeID(fmt.Sprintf("node-%08x", i*2654435761))
+			}
+			for b.Loop() {
+				mesh.PlaceAll(c.s, ids, 3)
+			}
+		})
 	}
 }
