@@ -103,7 +103,7 @@ recover and the node to rejoin.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "node processes to start")
-	f.IntVar(&cfg.Workers, "workers", 0, "how many of the nodes train (the first ones); the rest only host shards and load no dataset (0: every node trains)")
+	f.IntVar(&cfg.Workers, "workers", launch.AutoWorkers, "how many of the nodes train (the first ones); the rest only host shards and load no dataset (0: every node; -1: every node if this machine's available memory holds them, else as many as it does)")
 	f.StringVar(&cfg.Dir, "dir", "", "run folder for data dirs, logs and the mesh key (default: a temporary folder, removed afterwards)")
 	f.StringVar(&cfg.ReportDir, "report", cfg.ReportDir, "folder for the CSV files and PNG plots")
 	f.StringVar(&slowdown, "slowdown", "", "per-node compute slowdown factors, cycled (1,1,1,3: the 4th node is 3x slower)")

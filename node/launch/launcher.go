@@ -29,7 +29,9 @@ type Config struct {
 	Nodes  int    // how many node processes
 	// Workers is how many of the nodes train (the first Workers, the
 	// bootstrap node included); the others only host shards (--train=false)
-	// and never load the dataset. 0 means every node trains.
+	// and never load the dataset. 0 means every node trains; AutoWorkers
+	// (-1) as many as this machine's available memory holds (see
+	// [FitWorkers]).
 	Workers   int
 	Dir       string    // run folder (data dirs, logs, key); "" = a temp folder removed at the end
 	ReportDir string    // where the CSV and plots go
@@ -62,8 +64,8 @@ func (c Config) Validate() error {
 		return errors.New("up: no dssp binary to start")
 	case c.Nodes < 1 || c.Nodes > 64:
 		return fmt.Errorf("--nodes %d outside 1..64", c.Nodes)
-	case c.Workers < 0 || c.Workers > c.Nodes:
-		return fmt.Errorf("--workers %d outside 0..%d (--nodes; 0: every node trains)", c.Workers, c.Nodes)
+	case c.Workers < AutoWorkers || c.Workers > c.Nodes:
+		return fmt.Errorf("--workers %d outside -1..%d (--nodes; 0: every node trains, -1: as many as memory holds)", c.Workers, c.Nodes)
 	case c.TargetAcc < 0 || c.TargetAcc > 1:
 		return fmt.Errorf("--target-acc %g outside [0,1]", c.TargetAcc)
 	case c.TimeLimit <= 0:

@@ -82,5 +82,45 @@ func (p *Proc) Stat() (ProcStat, bool) {
 	return s, err == nil
 }
 
+// AutoWorkers as Config.Workers trains as many nodes as memory holds.
+const AutoWorkers = -1
+
+// Memory a local node needs at its peak, measured by dssp up on this
+// project's default job (MLP on MNIST, 4 shards): a training node holds the
+// dataset (700–900 MiB RSS), a host-only node its replicas (~260 MiB with
+// one trainer pushing, see BENCHMARKS.md "Scale").
+const (
+	TrainerBytes = 1 << 30
+	HostBytes    = 320 << 20
+)
+
+// FitWorkers is how many of nodes may train when avail bytes of memory are
+// free: all if nodes trainers fit, else the most that fit beside the
+// others as hosts, at least 1.
+func FitWorkers(nodes int, avail int64) int {
+	if avail <= 0 || int64(nodes)*TrainerBytes <= avail {
+		return nodes
+	}
+	k := (avail - int64(nodes)*HostBytes) / (TrainerBytes - HostBytes)
+	return int(min(max(k, 1), int64(nodes)))
+}
+
+// MemAvailable is /proc/meminfo's MemAvailable in bytes, 0 where unknown.
+func MemAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "MemAvailable:"); ok {
+			f := strings.Fields(v)
+			if n, err := strconv.ParseInt(f[0], 10, 64); err == nil && len(f) == 2 && f[1] == "kB" {
+				return n << 10
+			}
+		}
+	}
+	return 0
+}
+
 // MiB formats bytes in MiB.
 func MiB(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 0, 64) }

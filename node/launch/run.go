@@ -116,6 +116,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
+	if cfg.Workers == AutoWorkers {
+		avail := MemAvailable()
+		cfg.Workers = FitWorkers(cfg.Nodes, avail)
+		if cfg.Workers < cfg.Nodes {
+			fmt.Fprintf(cfg.Out, "%d trainers (~%s MiB each) and %d hosts (~%s MiB) fit in the %s MiB available: the first %d nodes train (set --workers to choose)\n",
+				cfg.Workers, MiB(TrainerBytes), cfg.Nodes-cfg.Workers, MiB(HostBytes), MiB(avail), cfg.Workers)
+		}
+	}
 	m, err := NewMesh(cfg.Binary, dir, cfg.Nodes, log)
 	if err != nil {
 		return nil, err
