@@ -216,7 +216,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "at most one checkpoint per this long (the first evaluation after it has passed)")
 	fs.IntVar(&c.CheckpointKeep, "checkpoint-keep", c.CheckpointKeep, "checkpoints kept in --checkpoint-dir (older ones are deleted)")
 	fs.StringVar(&c.Detection, "detection", c.Detection, "failure detection profile: tuned (about 2 s, the default), lan (memberlist's, 5-6 s) or fast (loopback tests, sub-second, false alarms under load)")
-	fs.StringVar(&c.RaftTiming, "raft-timing", c.RaftTiming, "raft heartbeat and election timing: scaled (stretched up to 4x on a node hosting more than 16 raft groups: fewer heartbeats, slower leader failover there) or fixed (500 ms whatever the group count)")
+	fs.StringVar(&c.RaftTiming, "raft-timing", c.RaftTiming, "raft timing: scaled (heartbeat, election and commit timeouts stretched up to 4x on a node hosting more than 16 raft groups: fewer idle RPCs, slower leader failover there) or fixed (shard.DefaultConfig's whatever the group count)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "how long a graceful leave on SIGTERM/SIGINT may take")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", c.AdvertiseGossip, "host:port peers use to reach this node's gossip (default: --host and --gossip-port), e.g. behind NAT")

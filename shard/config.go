@@ -84,28 +84,31 @@ func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 	}
 }
 
-// Raft timing sized to the group count. hashicorp/raft runs, per group, a
-// heartbeat loop for every follower at a random period in
-// [HeartbeatTimeout/10, HeartbeatTimeout/5]: about 13 heartbeats a second
-// per follower at the default 500 ms. A node hosting G groups therefore
-// sends and answers heartbeats in proportion to G, whatever the traffic:
-// dssp bench scale measured 26 answered heartbeats/s and 8.5% of a core
-// per idle node at 4 nodes × 4 shards (R 3, 3 groups a node), 416/s and
-// 33% at 4 × 64 (48 groups a node). [Config.ForGroups] stretches the
-// timeouts in proportion to G beyond GroupsAtDefaultTiming, up to
-// MaxTimerStretch, so a dense node's heartbeat traffic stays bounded; the
-// price is that a leader's failure on such a node is noticed by its
-// followers after HeartbeatTimeout × the stretch (1.5 s instead of 0.5 s
-// at 48 groups). A mesh with at most GroupsAtDefaultTiming groups a node —
-// the fault suite's meshes, and a large mesh with S·R/N small — keeps the
-// defaults unchanged.
+// Raft timing sized to the group count. hashicorp/raft runs, per group and
+// follower, a heartbeat loop at a random period in [HeartbeatTimeout/10,
+// HeartbeatTimeout/5] (about 13 a second at 500 ms) and, even when idle, an
+// AppendEntries every CommitTimeout to 2×CommitTimeout so the follower
+// learns the commit index (about 33 a second at 20 ms). A node hosting G
+// groups pays both in proportion to G, whatever the traffic: dssp bench
+// scale measured 26 answered heartbeats/s and 8.5% of a core per idle node
+// at 4 nodes × 4 shards (R 3, 3 groups a node), 413/s and 30% at 4 × 64
+// (48 groups a node); stretching the heartbeat alone cut heartbeats 3× and
+// left the CPU at 29%: the commit-index RPCs are the larger half.
+// [Config.ForGroups] stretches both, with the election and lease timeouts,
+// in proportion to G beyond GroupsAtDefaultTiming, up to MaxTimerStretch.
+// The price on such a dense node: a dead leader is noticed by its followers
+// after HeartbeatTimeout × the stretch (1.5 s instead of 0.5 s at 48
+// groups), and an idle follower learns the last commit up to 2 ×
+// CommitTimeout × the stretch late. A mesh with at most
+// GroupsAtDefaultTiming groups a node — the fault suite's meshes, and a
+// large mesh with S·R/N small — keeps the defaults unchanged.
 const (
 	GroupsAtDefaultTiming = 16
 	MaxTimerStretch       = 4
 )
 
-// ForGroups returns c with HeartbeatTimeout, ElectionTimeout and
-// LeaderLeaseTimeout multiplied by groups/GroupsAtDefaultTiming, clamped to
+// ForGroups returns c with HeartbeatTimeout, ElectionTimeout,
+// LeaderLeaseTimeout and CommitTimeout multiplied by groups/GroupsAtDefaultTiming, clamped to
 // [1, MaxTimerStretch]; groups is the number of Raft groups this node hosts.
 func (c Config) ForGroups(groups int) Config {
 	f := min(max(float64(groups)/GroupsAtDefaultTiming, 1), MaxTimerStretch)
@@ -113,6 +116,7 @@ func (c Config) ForGroups(groups int) Config {
 	c.HeartbeatTimeout = stretch(c.HeartbeatTimeout)
 	c.ElectionTimeout = stretch(c.ElectionTimeout)
 	c.LeaderLeaseTimeout = stretch(c.LeaderLeaseTimeout)
+	c.CommitTimeout = stretch(c.CommitTimeout)
 	return c
 }
 
