@@ -322,6 +322,7 @@ against N) are rewritten from the whole file, so the sweep can run in pieces.`,
 	f.StringArrayVar(&variants, "variant", nil, "NAME:FLAGS, repeatable: run every point once per variant with these extra node flags (default: one variant, 'default', no extra flags)")
 	f.StringSliceVar(&cfg.SpecArgs, "job-flag", nil, "extra job flag for the bootstrap node, repeatable (e.g. --job-flag=--model=lenet)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "folder for scale.csv, scale.md and scale.png (points accumulate across runs)")
+	f.StringVar(&cfg.ProfileDir, "profile-dir", "", "save a CPU profile of node 1 over each idle window here (give the nodes --pprof through --variant)")
 	f.BoolVar(&render, "render", false, "run nothing: rewrite scale.md and scale.png from --out/scale.csv")
 	return cmd
 }

@@ -41,7 +41,10 @@ type ScaleConfig struct {
 	// node flags: a before/after comparison in one run.
 	Variants []ScaleVariant
 	SpecArgs []string // extra job flags for the bootstrap node
-	OutDir   string
+	// ProfileDir, if set, receives a CPU profile of node 1 over the idle
+	// window (the nodes must serve /debug/pprof: a variant with --pprof).
+	ProfileDir string
+	OutDir     string
 	Out      io.Writer
 }
 
@@ -319,8 +322,18 @@ func runScaleMesh(ctx context.Context, cfg ScaleConfig, v ScaleVariant, p *Scale
 	// Idle: no trainer yet; gossip, heartbeats and upkeep only.
 	st := pollAll(ctx, m, hosts)
 	p.Groups = meanGroups(st)
+	profiled := make(chan error, 1)
+	if cfg.ProfileDir != "" && n > 1 {
+		path := filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-n%d-s%d-idle.pprof", v.Name, n, p.Shards))
+		go func() { profiled <- fetchProfile(ctx, m.Procs[1].HTTP, cfg.Idle, path) }()
+	} else {
+		profiled <- nil
+	}
 	if p.Idle, err = sampleCosts(ctx, m, hosts, cfg.Idle); err != nil {
 		return fmt.Errorf("idle: %w", err)
+	}
+	if err := <-profiled; err != nil {
+		fmt.Fprintf(out, "profile: %v\n", err)
 	}
 	fmt.Fprintf(out, "idle: cpu %.1f%%/node, rss %.0f MiB/node, heartbeats %.1f/s/node\n", 100*p.Idle.CPU, p.Idle.RSS, p.Idle.Heartbeats)
 
@@ -684,6 +697,31 @@ func meanCost(cs []NodeCost) NodeCost {
 }
 
 var metricsClient = &http.Client{Timeout: 5 * time.Second}
+
+// fetchProfile saves a CPU profile of the node at addr over d.
+func fetchProfile(ctx context.Context, addr string, d time.Duration, path string) error {
+	secs := max(1, int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+	if err != nil {
+		return err
+	}
+	res, err := (&http.Client{Timeout: d + 10*time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s (run the nodes with --pprof)", req.URL, res.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
 
 // scrapeMetrics reads the named metrics from a node's /metrics (Prometheus
 // text), each summed over its label sets.
