@@ -45,7 +45,7 @@ type ScaleConfig struct {
 	// window (the nodes must serve /debug/pprof: a variant with --pprof).
 	ProfileDir string
 	OutDir     string
-	Out      io.Writer
+	Out        io.Writer
 }
 
 // ScaleVariant names a set of extra flags given to every node.
