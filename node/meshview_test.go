@@ -136,3 +136,30 @@ func TestMetricsExportOnlyTheClockTableThisNodeHolds(t *testing.T) {
 		}
 	}
 }
+
+func TestViewRoundAsksEveryPeerInTurn(t *testing.T) {
+	var others []mesh.Member
+	for _, id := range []string{"e", "a", "c", "b", "d"} {
+		others = append(others, mesh.Member{Meta: mesh.Meta{ID: mesh.NodeID(id)}})
+	}
+	if ask, _ := viewRound(others, 3, 8); len(ask) != 5 {
+		t.Fatalf("a small mesh asks everyone, got %v", ask)
+	}
+	seen := map[mesh.NodeID]int{}
+	next := 0
+	for range 5 { // 5 rounds of 2 over 5 peers: each asked twice
+		var ask []mesh.Member
+		ask, next = viewRound(others, next, 2)
+		if len(ask) != 2 {
+			t.Fatalf("asked %v", ask)
+		}
+		for _, m := range ask {
+			seen[m.ID]++
+		}
+	}
+	for _, m := range others {
+		if seen[m.ID] != 2 {
+			t.Fatalf("asked %v", seen)
+		}
+	}
+}
