@@ -318,7 +318,7 @@ against N) are rewritten from the whole file, so the sweep can run in pieces.`,
 	f.DurationVar(&cfg.Converge, "converge", cfg.Converge, "longest wait for the mesh to form or settle after a join or leave")
 	f.BoolVar(&cfg.Churn, "churn", cfg.Churn, "measure one node joining and leaving")
 	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often every node's /status is polled while waiting")
-	f.StringVar(&cfg.Detection, "detection", cfg.Detection, "nodes' failure detection: lan or fast")
+	f.StringVar(&cfg.Detection, "detection", cfg.Detection, "nodes' failure detection: tuned, lan or fast (as dssp node's --detection)")
 	f.StringArrayVar(&variants, "variant", nil, "NAME:FLAGS, repeatable: run every point once per variant with these extra node flags (default: one variant, 'default', no extra flags)")
 	f.StringSliceVar(&cfg.SpecArgs, "job-flag", nil, "extra job flag for the bootstrap node, repeatable (e.g. --job-flag=--model=lenet)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "folder for scale.csv, scale.md and scale.png (points accumulate across runs)")

@@ -78,7 +78,7 @@ func DefaultScaleConfig() ScaleConfig {
 	return ScaleConfig{
 		Nodes: []int{4, 8, 16, 32}, Shards: []int{4, 16, 64}, Replication: 3,
 		Trainers: 2, Threads: 1, Idle: 10 * time.Second, Train: 15 * time.Second, Converge: 2 * time.Minute,
-		Churn: true, Poll: time.Second, Detection: "lan", OutDir: "bench-scale",
+		Churn: true, Poll: time.Second, Detection: "tuned", OutDir: "bench-scale",
 		Variants: []ScaleVariant{{Name: "default"}},
 	}
 }
@@ -106,8 +106,8 @@ func (c ScaleConfig) Validate() error {
 		return fmt.Errorf("--converge %v must be >= 5s", c.Converge)
 	case c.Poll <= 0:
 		return fmt.Errorf("--poll %v must be > 0", c.Poll)
-	case c.Detection != "lan" && c.Detection != "fast":
-		return fmt.Errorf("--detection %q must be lan or fast", c.Detection)
+	case c.Detection != "tuned" && c.Detection != "lan" && c.Detection != "fast":
+		return fmt.Errorf("--detection %q must be tuned, lan or fast", c.Detection)
 	case len(c.Variants) == 0:
 		return errors.New("--variant: at least one")
 	case c.OutDir == "":
