@@ -33,6 +33,7 @@ type Node struct {
 	model       *cudaops.Model
 	evalModel   *cudaops.Model
 	train, test cudaops.Dataset
+	memLimit    int64 // the soft memory limit set (memlimit.go); 0 = none
 
 	shards *shardManager
 	worker *worker
@@ -268,7 +269,9 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	if n.model, err = cudaops.NewModel(spec.Model, cudaops.ModelOptions{Backend: be, Workers: n.cfg.Threads}); err != nil {
 		return err
 	}
+	modelBytes := 4 * int64(n.model.NumParams())
 	if !n.cfg.Train {
+		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, 0)
 		return nil
 	}
 	// Evaluation gets its own model: a Model runs one call at a time, so
@@ -282,6 +285,10 @@ func (n *Node) loadCompute(spec JobSpec) error {
 		return fmt.Errorf("dataset %s: %w", spec.Dataset, err)
 	}
 	n.train, n.test = train, test
+	n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, int64(train.Bytes()+test.Bytes()))
+	if n.memLimit > 0 {
+		n.log.Info("node: soft memory limit set", "mib", n.memLimit>>20, "model_mib", modelBytes>>20)
+	}
 	if n.cfg.EvalSamples > 0 && n.cfg.EvalSamples < test.Len() {
 		n.test = test.Subset(n.cfg.EvalSamples)
 	}

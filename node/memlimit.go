@@ -1,0 +1,96 @@
+package node
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// The node's soft memory limit (runtime/debug.SetMemoryLimit). A node's
+// heap is mostly pointer-free float32 slices (the worker's parameters and
+// gradient, its shards' parameters and optimizer state, the dataset's
+// bytes), which the garbage collector marks for almost nothing, so keeping
+// the heap near its live size costs little CPU; with GOGC alone the heap
+// grows to twice its live size between collections. Once the job is known
+// the node sets, unless told otherwise,
+//
+//	limit = memLimitBase + dataset bytes + memLimitPerModel × model bytes
+//
+// memLimitPerModel covers the worker's parameters and gradient (2×), its
+// share of the shards with their optimizer state (2 × replication ÷ nodes,
+// 1.5× for 3 of 4) and a slice in flight; memLimitBase the runtime, the
+// transport's buffers and raft. It is a soft limit: a live heap above it
+// makes the collector run more often (at most about half the CPU, by the
+// runtime's own cap), never fails an allocation.
+const (
+	memLimitBase     = 64 << 20
+	memLimitPerModel = 4.5
+)
+
+// MemoryLimitAuto and MemoryLimitOff are the special values of
+// Config.MemoryLimit.
+const (
+	MemoryLimitAuto = -1
+	MemoryLimitOff  = 0
+)
+
+// ParseMemoryLimit reads --memory-limit: "auto", "off", or a size in MiB.
+func ParseMemoryLimit(s string) (int64, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "auto", "":
+		return MemoryLimitAuto, nil
+	case "off", "0":
+		return MemoryLimitOff, nil
+	}
+	mib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(s), "MiB"), 10, 64)
+	if err != nil || mib < 1 || mib > 1<<30 {
+		return 0, fmt.Errorf("--memory-limit %q: want auto, off or a size in MiB (e.g. 512)", s)
+	}
+	return mib << 20, nil
+}
+
+// autoMemoryLimit is the limit a node sets for a job (see above).
+func autoMemoryLimit(modelBytes, datasetBytes int64) int64 {
+	return memLimitBase + datasetBytes + int64(math.Ceil(memLimitPerModel*float64(modelBytes)))
+}
+
+// applyMemoryLimit sets the soft memory limit for cfg (a GOMEMLIMIT in
+// the environment wins over auto) and returns it (0: none set).
+func applyMemoryLimit(cfg int64, modelBytes, datasetBytes int64) int64 {
+	limit := cfg
+	switch {
+	case cfg == MemoryLimitOff:
+		return 0
+	case cfg == MemoryLimitAuto && os.Getenv("GOMEMLIMIT") != "":
+		return 0
+	case cfg == MemoryLimitAuto:
+		limit = autoMemoryLimit(modelBytes, datasetBytes)
+	}
+	debug.SetMemoryLimit(limit)
+	return limit
+}
+
+// memLimitFlag is --memory-limit as a pflag.Value over Config.MemoryLimit.
+type memLimitFlag struct{ v *int64 }
+
+func (f memLimitFlag) Type() string { return "limit" }
+func (f memLimitFlag) String() string {
+	switch *f.v {
+	case MemoryLimitAuto:
+		return "auto"
+	case MemoryLimitOff:
+		return "off"
+	}
+	return strconv.FormatInt(*f.v>>20, 10)
+}
+func (f memLimitFlag) Set(s string) error {
+	v, err := ParseMemoryLimit(s)
+	if err != nil {
+		return err
+	}
+	*f.v = v
+	return nil
+}

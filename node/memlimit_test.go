@@ -1,0 +1,40 @@
+package node
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestParseMemoryLimit(t *testing.T) {
+	for in, want := range map[string]int64{"auto": MemoryLimitAuto, "off": MemoryLimitOff, "0": MemoryLimitOff, "512": 512 << 20, "600MiB": 600 << 20} {
+		if got, err := ParseMemoryLimit(in); err != nil || got != want {
+			t.Errorf("ParseMemoryLimit(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-3", "lots", "1.5"} {
+		if _, err := ParseMemoryLimit(in); err == nil || !strings.Contains(err.Error(), "--memory-limit") {
+			t.Errorf("ParseMemoryLimit(%q) = %v, want an error naming the flag", in, err)
+		}
+	}
+	c := DefaultConfig()
+	fs := pflag.NewFlagSet("node", pflag.ContinueOnError)
+	c.BindFlags(fs)
+	if err := fs.Parse([]string{"--memory-limit", "256"}); err != nil || c.MemoryLimit != 256<<20 {
+		t.Fatalf("--memory-limit 256: %d, %v", c.MemoryLimit, err)
+	}
+}
+
+// TestAutoMemoryLimit: the MLP on MNIST gets about 120 MiB, a 100 MB model
+// room for its parameters, gradient, shards and a slice in flight.
+func TestAutoMemoryLimit(t *testing.T) {
+	mlp := autoMemoryLimit(4*235146, 47_040_000+7_840_000+70_000)
+	if mlp < 100<<20 || mlp > 140<<20 {
+		t.Errorf("MLP on MNIST: limit %d MiB", mlp>>20)
+	}
+	wide := autoMemoryLimit(4*24_901_642, 37_632_000)
+	if wide < 4*4*24_901_642 || wide > 6*4*24_901_642 {
+		t.Errorf("mlp-wide: limit %d MiB", wide>>20)
+	}
+}
