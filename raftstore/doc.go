@@ -1,6 +1,6 @@
 // Package raftstore provides what hashicorp/raft needs from dssp for each
 // parameter shard: a log store and a stable store (one bbolt database on disk,
-// through hashicorp/raft-boltdb), a
+// in hashicorp/raft-boltdb's layout, boltlog.go), a
 // snapshot store (raft's file snapshot store), an in-memory twin of all
 // three for tests, an hclog bridge so raft logs through the node's
 // *slog.Logger, a raft.StreamLayer over the mesh's QUIC Raft streams and
@@ -23,7 +23,10 @@
 // joining replica hears the leader that adds it) and the peers placement
 // assigns to the shard. Refused streams are closed and counted.
 //
-// In front of the bbolt log sits a cache of the newest entries bounded by
+// Reading an entry back from bbolt faults its pages into the process (bbolt
+// maps the file), where they would stay and count in the node's RSS: the
+// store unmaps them after each read and each append (dropmapped_linux.go),
+// and grows the file in 1 MiB steps. In front of the bbolt log sits a cache of the newest entries bounded by
 // bytes (Config.LogCacheBytes, logcache.go), so raft reads a just-written
 // entry back from memory when it replicates and applies it. bbolt reuses the
 // pages raft frees when it drops the log's prefix but never shrinks its

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 func entry(i uint64, n int) *raft.Log {
@@ -108,5 +109,49 @@ func TestOpenCompactsASparseLog(t *testing.T) {
 	}
 	if _, err := os.Stat(path + ".compact"); !os.IsNotExist(err) {
 		t.Fatalf("the compaction's copy is left: %v", err)
+	}
+}
+
+// TestBoltLogReadsRaftBoltDBFiles: a log written by hashicorp/raft-boltdb
+// (what this package used before) opens with boltLog with every entry and
+// stable value, and boltLog's files open with raft-boltdb.
+func TestBoltLogReadsRaftBoltDBFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "raft.db")
+	old, err := raftboltdb.NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 5; i++ {
+		if err := old.StoreLog(entry(i, 5000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.SetUint64([]byte("CurrentTerm"), 9)
+	old.Close()
+	b, err := openBoltLog(path, boltOptions(DefaultConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := b.GetLog(3, &l); err != nil || l.Index != 3 || !bytes.Equal(l.Data, entry(3, 5000).Data) {
+		t.Fatalf("entry 3 written by raft-boltdb: %+v, %v", l.Index, err)
+	}
+	if v, err := b.GetUint64([]byte("CurrentTerm")); err != nil || v != 9 {
+		t.Fatalf("CurrentTerm %d, %v", v, err)
+	}
+	if _, err := b.Get([]byte("nope")); err == nil || err.Error() != "not found" {
+		t.Fatalf("missing key: %v (raft expects \"not found\")", err)
+	}
+	if err := b.StoreLog(entry(6, 7000)); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	old, err = raftboltdb.NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := old.GetLog(6, &l); err != nil || !bytes.Equal(l.Data, entry(6, 7000).Data) {
+		t.Fatalf("entry 6 written by boltLog, read by raft-boltdb: %v", err)
 	}
 }

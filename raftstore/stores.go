@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 )
 
@@ -107,7 +106,7 @@ func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Store
 			return nil, fmt.Errorf("raftstore: shard %d: %w", shard, err)
 		}
 	}
-	db, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions(cfg)})
+	db, err := openBoltLog(path, boltOptions(cfg))
 	if err != nil {
 		if errors.Is(err, bbolt.ErrTimeout) {
 			err = fmt.Errorf("%w: another process holds it open (waited %v)", err, cfg.OpenTimeout)

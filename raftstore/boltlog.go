@@ -1,0 +1,178 @@
+package raftstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+	"go.etcd.io/bbolt"
+)
+
+// boltLog is the log and stable store of one shard in one bbolt file. Its
+// layout and encoding are hashicorp/raft-boltdb v2's, which this package
+// used before (a data dir written by either opens with the other):
+//
+//	bucket "logs": key = index as 8 bytes big-endian, value = msgpack of raft.Log
+//	bucket "conf": the stable store's keys and values
+//
+// It differs in what it keeps in memory:
+//   - bbolt maps the whole file and every entry read back (a follower applying
+//     an entry the cache no longer holds, a leader catching up a follower)
+//     faults its pages into the process, where they stay resident and count
+//     in its RSS until the kernel needs them: with entries of tens of
+//     megabytes that is the whole file. After such a read the store drops
+//     the mapping's pages again (dropMapped: madvise(MADV_DONTNEED) on a
+//     shared read-only file mapping, which only unmaps; the data stays in the
+//     page cache and on disk), inside the read transaction, which holds
+//     bbolt's lock against a remap.
+//   - the file grows in steps of boltAllocStep instead of bbolt's 16 MiB (and
+//     powers of two below it), so it stays close to the largest log it held.
+//   - an entry is encoded into one buffer of its size, not a doubling one.
+//
+// All methods are safe for concurrent use (bbolt serializes writers).
+type boltLog struct {
+	db *bbolt.DB
+}
+
+const boltAllocStep = 1 << 20
+
+var (
+	bucketLogs = []byte("logs")
+	bucketConf = []byte("conf")
+	// errKeyNotFound's text is what raft tests for on a missing stable key.
+	errKeyNotFound = errors.New("not found")
+)
+
+var (
+	_ raft.LogStore    = (*boltLog)(nil)
+	_ raft.StableStore = (*boltLog)(nil)
+)
+
+func openBoltLog(path string, opts *bbolt.Options) (*boltLog, error) {
+	db, err := bbolt.Open(path, 0o600, opts)
+	if err != nil {
+		return nil, err
+	}
+	db.AllocSize = boltAllocStep
+	err = db.Update(func(tx *bbolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(bucketLogs); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(bucketConf)
+		return err
+	})
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return &boltLog{db: db}, nil
+}
+
+func (b *boltLog) Close() error { return b.db.Close() }
+
+func key(i uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), i) }
+
+func (b *boltLog) FirstIndex() (uint64, error) { return b.edge(true) }
+func (b *boltLog) LastIndex() (uint64, error)  { return b.edge(false) }
+
+func (b *boltLog) edge(first bool) (uint64, error) {
+	var idx uint64
+	err := b.db.View(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketLogs).Cursor()
+		k, _ := c.Last()
+		if first {
+			k, _ = c.First()
+		}
+		if k != nil {
+			idx = binary.BigEndian.Uint64(k)
+		}
+		return nil
+	})
+	return idx, err
+}
+
+func (b *boltLog) GetLog(idx uint64, log *raft.Log) error {
+	return b.db.View(func(tx *bbolt.Tx) error {
+		v := tx.Bucket(bucketLogs).Get(key(idx))
+		if v == nil {
+			return raft.ErrLogNotFound
+		}
+		err := codec.NewDecoderBytes(v, &codec.MsgpackHandle{}).Decode(log)
+		// The decoder copied the value; unmap the pages the read faulted in.
+		dropMapped(b.db, tx)
+		return err
+	})
+}
+
+func (b *boltLog) StoreLog(log *raft.Log) error { return b.StoreLogs([]*raft.Log{log}) }
+
+func (b *boltLog) StoreLogs(logs []*raft.Log) error {
+	// bbolt rewrites a leaf page with all its values when a key is added to
+	// it (a leaf holds up to four entries however large), reading the older
+	// values through the mapping: drop those pages afterwards.
+	defer b.db.View(func(tx *bbolt.Tx) error { dropMapped(b.db, tx); return nil })
+	return b.db.Update(func(tx *bbolt.Tx) error {
+		bk := tx.Bucket(bucketLogs)
+		for _, l := range logs {
+			v, err := encodeLog(l)
+			if err != nil {
+				return err
+			}
+			if err := bk.Put(key(l.Index), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// encodeLog is raft-boltdb's encoding of a log entry (its time in the
+// older, non-builtin format), into a buffer sized for it.
+func encodeLog(l *raft.Log) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, len(l.Data)+len(l.Extensions)+128))
+	err := codec.NewEncoder(buf, &codec.MsgpackHandle{BasicHandle: codec.BasicHandle{TimeNotBuiltin: true}}).Encode(l)
+	return buf.Bytes(), err
+}
+
+func (b *boltLog) DeleteRange(min, max uint64) error {
+	return b.db.Update(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketLogs).Cursor()
+		for k, _ := c.Seek(key(min)); k != nil && binary.BigEndian.Uint64(k) <= max; k, _ = c.Next() {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (b *boltLog) Set(k, v []byte) error {
+	return b.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketConf).Put(k, v) })
+}
+
+func (b *boltLog) Get(k []byte) ([]byte, error) {
+	var out []byte
+	err := b.db.View(func(tx *bbolt.Tx) error {
+		v := tx.Bucket(bucketConf).Get(k)
+		if v == nil {
+			return errKeyNotFound
+		}
+		out = bytes.Clone(v)
+		return nil
+	})
+	return out, err
+}
+
+func (b *boltLog) SetUint64(k []byte, v uint64) error { return b.Set(k, key(v)) }
+
+func (b *boltLog) GetUint64(k []byte) (uint64, error) {
+	v, err := b.Get(k)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, errors.New("raftstore: stable value is not 8 bytes")
+	}
+	return binary.BigEndian.Uint64(v), nil
+}

@@ -1,0 +1,55 @@
+package raftstore
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+func rssFile(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "RssFile:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Skip("no RssFile in /proc/self/status")
+	return 0
+}
+
+// TestReadsLeaveNoMappedPages: reading 48 MiB of entries back from the
+// bbolt file leaves its pages out of this process's resident memory (they
+// would otherwise stay mapped and count in the node's RSS).
+func TestReadsLeaveNoMappedPages(t *testing.T) {
+	b, err := openBoltLog(filepath.Join(t.TempDir(), "raft.db"), boltOptions(DefaultConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n, size = 12, 4 << 20
+	for i := uint64(1); i <= n; i++ {
+		if err := b.StoreLogs([]*raft.Log{entry(i, size)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := rssFile(t)
+	var l raft.Log
+	for i := uint64(1); i <= n; i++ {
+		if err := b.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grew := rssFile(t) - before
+	t.Logf("file-backed resident memory grew %d KiB reading %d MiB of entries", grew>>10, n*size>>20)
+	if grew > n*size/4 {
+		t.Fatalf("reading %d MiB left %d MiB of the file mapped", n*size>>20, grew>>20)
+	}
+}
