@@ -12,12 +12,15 @@ import (
 
 // boltLog is the log and stable store of one shard in one bbolt file. Its
 // layout and encoding are hashicorp/raft-boltdb v2's, which this package
-// used before (a data dir written by either opens with the other):
+// used before:
 //
 //	bucket "logs": key = index as 8 bytes big-endian, value = msgpack of raft.Log
 //	bucket "conf": the stable store's keys and values
 //
-// It differs in what it keeps in memory:
+// except that an entry of bigEntry bytes or more is stored as the value
+// "e" of a bucket under its index (see bigEntry); raft-boltdb's files open
+// here, files with such entries do not open with raft-boltdb. It also
+// differs in what it keeps in memory:
 //   - bbolt maps the whole file and every entry read back (a follower applying
 //     an entry the cache no longer holds, a leader catching up a follower)
 //     faults its pages into the process, where they stay resident and count
@@ -37,6 +40,16 @@ type boltLog struct {
 }
 
 const boltAllocStep = 1 << 20
+
+// bigEntry: an encoded entry at least this large is stored as the one
+// value (key entryKey) of a bucket of its own under its index, so that it
+// sits alone in its pages. bbolt keeps up to four values in one leaf however
+// large they are and rewrites the leaf with all of them when a key is added
+// to it, so as plain values each appended entry rewrote up to three before
+// it: 20 appends of 1 MiB wrote 110 MiB, as buckets they write 20.
+const bigEntry = 16 << 10
+
+var entryKey = []byte("e")
 
 var (
 	bucketLogs = []byte("logs")
@@ -94,7 +107,7 @@ func (b *boltLog) edge(first bool) (uint64, error) {
 
 func (b *boltLog) GetLog(idx uint64, log *raft.Log) error {
 	return b.db.View(func(tx *bbolt.Tx) error {
-		v := tx.Bucket(bucketLogs).Get(key(idx))
+		v := getEntry(tx.Bucket(bucketLogs), key(idx))
 		if v == nil {
 			return raft.ErrLogNotFound
 		}
@@ -105,12 +118,21 @@ func (b *boltLog) GetLog(idx uint64, log *raft.Log) error {
 	})
 }
 
+// getEntry is the encoded entry at k: a value of its own (raft-boltdb's
+// layout, and a small entry here) or the value entryKey of the bucket k.
+func getEntry(logs *bbolt.Bucket, k []byte) []byte {
+	if v := logs.Get(k); v != nil {
+		return v
+	}
+	if sub := logs.Bucket(k); sub != nil {
+		return sub.Get(entryKey)
+	}
+	return nil
+}
+
 func (b *boltLog) StoreLog(log *raft.Log) error { return b.StoreLogs([]*raft.Log{log}) }
 
 func (b *boltLog) StoreLogs(logs []*raft.Log) error {
-	// bbolt rewrites a leaf page with all its values when a key is added to
-	// it (a leaf holds up to four entries however large), reading the older
-	// values through the mapping: drop those pages afterwards.
 	defer b.db.View(func(tx *bbolt.Tx) error { dropMapped(b.db, tx); return nil })
 	return b.db.Update(func(tx *bbolt.Tx) error {
 		bk := tx.Bucket(bucketLogs)
@@ -119,7 +141,30 @@ func (b *boltLog) StoreLogs(logs []*raft.Log) error {
 			if err != nil {
 				return err
 			}
-			if err := bk.Put(key(l.Index), v); err != nil {
+			k := key(l.Index)
+			// A rewritten index (a conflicting suffix) replaces either form.
+			if bk.Bucket(k) != nil {
+				if err := bk.DeleteBucket(k); err != nil {
+					return err
+				}
+			}
+			if len(v) < bigEntry {
+				if err := bk.Put(k, v); err != nil {
+					return err
+				}
+				continue
+			}
+			sub, err := bk.CreateBucket(k)
+			if errors.Is(err, bbolt.ErrIncompatibleValue) {
+				// A small entry at this index: replace it.
+				if err = bk.Delete(k); err == nil {
+					sub, err = bk.CreateBucket(k)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if err := sub.Put(entryKey, v); err != nil {
 				return err
 			}
 		}
@@ -137,9 +182,20 @@ func encodeLog(l *raft.Log) ([]byte, error) {
 
 func (b *boltLog) DeleteRange(min, max uint64) error {
 	return b.db.Update(func(tx *bbolt.Tx) error {
-		c := tx.Bucket(bucketLogs).Cursor()
-		for k, _ := c.Seek(key(min)); k != nil && binary.BigEndian.Uint64(k) <= max; k, _ = c.Next() {
+		logs := tx.Bucket(bucketLogs)
+		var subs [][]byte
+		c := logs.Cursor()
+		for k, v := c.Seek(key(min)); k != nil && binary.BigEndian.Uint64(k) <= max; k, v = c.Next() {
+			if v == nil { // a bucket: deleted after the walk
+				subs = append(subs, bytes.Clone(k))
+				continue
+			}
 			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		for _, k := range subs {
+			if err := logs.DeleteBucket(k); err != nil {
 				return err
 			}
 		}

@@ -26,7 +26,10 @@
 // Reading an entry back from bbolt faults its pages into the process (bbolt
 // maps the file), where they would stay and count in the node's RSS: the
 // store unmaps them after each read and each append (dropmapped_linux.go),
-// and grows the file in 1 MiB steps. In front of the bbolt log sits a cache of the newest entries bounded by
+// and grows the file in 1 MiB steps. An entry of 16 KiB or more is stored
+// alone in a bucket of its own: as plain values bbolt rewrote a leaf of up
+// to four large entries on every append (20 MiB of entries wrote 110 MiB;
+// now 20). In front of the bbolt log sits a cache of the newest entries bounded by
 // bytes (Config.LogCacheBytes, logcache.go), so raft reads a just-written
 // entry back from memory when it replicates and applies it. bbolt reuses the
 // pages raft frees when it drops the log's prefix but never shrinks its

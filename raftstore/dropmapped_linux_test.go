@@ -53,3 +53,49 @@ func TestReadsLeaveNoMappedPages(t *testing.T) {
 		t.Fatalf("reading %d MiB left %d MiB of the file mapped", n*size>>20, grew>>20)
 	}
 }
+
+func wchar(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "wchar:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	t.Skip("no wchar in /proc/self/io")
+	return 0
+}
+
+// TestAppendsWriteEachEntryOnce: appending large entries (with the prefix
+// deletes raft makes after snapshots) writes about their bytes, not the
+// several times over that plain bbolt values sharing a leaf cost.
+func TestAppendsWriteEachEntryOnce(t *testing.T) {
+	b, err := openBoltLog(filepath.Join(t.TempDir(), "raft.db"), boltOptions(DefaultConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i := uint64(1); i <= 4; i++ {
+		b.StoreLogs([]*raft.Log{entry(i, 1<<20)})
+	}
+	w0 := wchar(t)
+	const n = 20
+	for i := uint64(5); i < 5+n; i++ {
+		if err := b.StoreLogs([]*raft.Log{entry(i, 1<<20)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 0 {
+			if err := b.DeleteRange(i-7, i-4); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	w := wchar(t) - w0
+	t.Logf("%d entries of 1 MiB: %.1f MiB written", n, float64(w)/(1<<20))
+	if w > 2*n<<20 {
+		t.Fatalf("%d MiB of entries wrote %.1f MiB", n, float64(w)/(1<<20))
+	}
+}

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -153,5 +154,45 @@ func TestBoltLogReadsRaftBoltDBFiles(t *testing.T) {
 	defer old.Close()
 	if err := old.GetLog(6, &l); err != nil || !bytes.Equal(l.Data, entry(6, 7000).Data) {
 		t.Fatalf("entry 6 written by boltLog, read by raft-boltdb: %v", err)
+	}
+}
+
+// TestBoltLogMixesSmallAndLargeEntries: an index rewritten from a small to
+// a large entry and back reads as the latest, and DeleteRange and the
+// index bounds see both forms.
+func TestBoltLogMixesSmallAndLargeEntries(t *testing.T) {
+	b, err := openBoltLog(filepath.Join(t.TempDir(), "raft.db"), boltOptions(DefaultConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sizes := []int{10, bigEntry * 2, 10, bigEntry * 3, 100}
+	for i, n := range sizes {
+		if err := b.StoreLog(entry(uint64(i+1), n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A conflicting suffix rewrites 2 (large → small) and 3 (small → large).
+	if err := b.StoreLogs([]*raft.Log{entry(2, 20), entry(3, bigEntry*2)}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]int{1: 10, 2: 20, 3: bigEntry * 2, 4: bigEntry * 3, 5: 100}
+	for i, n := range want {
+		var l raft.Log
+		if err := b.GetLog(i, &l); err != nil || !bytes.Equal(l.Data, entry(i, n).Data) {
+			t.Fatalf("entry %d: %d bytes, %v; want %d", i, len(l.Data), err, n)
+		}
+	}
+	if err := b.DeleteRange(1, 3); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := b.FirstIndex()
+	last, _ := b.LastIndex()
+	if first != 4 || last != 5 {
+		t.Fatalf("index range [%d, %d] after DeleteRange(1, 3), want [4, 5]", first, last)
+	}
+	var l raft.Log
+	if err := b.GetLog(3, &l); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("deleted entry 3: %v", err)
 	}
 }
