@@ -57,14 +57,18 @@
 // # Cost
 //
 // A call costs one map lookup on the worker's id: workers are interned to
-// dense indices, and their clocks, timestamps, grants and held pushes live
-// in slices by index (indices are internal and never reach a decision or an
-// encoding). A push then costs amortised O(1) in the number of workers (the
-// clock histogram and the waiters, bucketed by clock, with emptied buckets
-// reused so that a steady run allocates only the Others it returns), plus
-// sorting the workers it releases, plus, when the DSSP controller runs,
-// O(r_max) for the controller. The slowest worker at t_min is cached: it is
-// found by a scan of the workers at t_min only when t_min rose, a worker was
-// added there, or the cached one left. Removing the last worker at t_min
-// scans clocks upward to the next one (O(spread)); removals are rare.
+// dense indices, and their timestamps, grants and held pushes live in
+// slices by index (indices are internal and never reach a decision or an
+// encoding). The clock table keeps the workers in buckets by clock, the
+// non-empty buckets in a list sorted by clock, and each worker a pointer
+// to its bucket, so a push moves the worker to the next bucket with no
+// lookup; held pushes sit in their bucket's wait list. A push costs O(1)
+// in the number of workers (emptied buckets are reused, so a steady run
+// allocates only the Others it returns), plus ordering the workers it
+// releases (by a rank of their ids, rebuilt after a worker joined or
+// left), plus, when the DSSP controller runs, O(r_max) for the controller.
+// The slowest worker at t_min is cached: it is found by a scan of the
+// workers at t_min only when t_min rose, a worker was added there, or the
+// cached one left. Adding a worker between the min and max clock walks the
+// bucket list (O(distinct clocks)).
 package clock

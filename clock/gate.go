@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Rule says which rule of docs/design.md#the-gate-rules decided a push.
@@ -99,15 +100,18 @@ type Gate struct {
 	pol   Policy
 	table *Table
 	ws    []worker // by table index; a free index holds a zero worker
-	// waiters[c] holds the indices of the waiting workers whose clock is c.
-	// Every waiter has c > swept, and swept = t_min + s_L as of the last
-	// sweep. Emptied buckets are reused through the table's spare list.
-	waiters  map[int64]*bucket
+	// The waiting workers whose clock is c are in the wait list of the
+	// table's bucket at c. Every waiter has c > swept, and swept = t_min +
+	// s_L as of the last sweep.
 	nWaiting int
 	swept    int64
 	floor    int64 // t_min; kept when the table empties, for the next AddWorker
 	totals   Stats
 	slow     slowest
+	// rank[i] is index i's place in the order of the live ids, for
+	// ordering releases by id with integer compares; rebuilt when stale.
+	rank      []int32
+	rankStale bool
 }
 
 type worker struct {
@@ -140,10 +144,9 @@ func NewGate(p Policy) (*Gate, error) {
 		return nil, err
 	}
 	return &Gate{
-		pol:     p,
-		table:   NewTable(),
-		waiters: map[int64]*bucket{},
-		swept:   p.SL,
+		pol:   p,
+		table: NewTable(),
+		swept: p.SL,
 	}, nil
 }
 
@@ -189,9 +192,9 @@ func (g *Gate) Workers() []WorkerID {
 // Waiting returns the held pushes ordered by (Iter, Worker).
 func (g *Gate) Waiting() []Release {
 	out := make([]Release, 0, g.nWaiting)
-	for c, b := range g.waiters {
-		for _, i := range b.at {
-			out = append(out, Release{Worker: g.table.ids[i], Iter: c - 1})
+	for b := g.table.head; b != nil; b = b.next {
+		for _, i := range b.wait {
+			out = append(out, Release{Worker: g.table.ids[i], Iter: b.clock - 1})
 		}
 	}
 	sortReleases(out)
@@ -204,7 +207,7 @@ func (g *Gate) Worker(w WorkerID) (WorkerInfo, bool) {
 	if !ok {
 		return WorkerInfo{}, false
 	}
-	st, c := &g.ws[i], g.table.clock[i]
+	st, c := &g.ws[i], g.table.clock(i)
 	return WorkerInfo{
 		ID: w, Clock: c, Gap: c - g.floor, Grant: st.grant, Waiting: st.waiting,
 		Times: st.times, NTimes: int(st.nTimes), Stats: st.stats,
@@ -232,9 +235,11 @@ func (g *Gate) add(w WorkerID, c int64) (int32, error) {
 	}
 	if int(i) == len(g.ws) {
 		g.ws = append(g.ws, worker{})
+		g.rank = append(g.rank, 0)
 	} else {
 		g.ws[i] = worker{}
 	}
+	g.rankStale = true
 	if c == g.floor {
 		g.slow.ok = false
 	}
@@ -254,12 +259,12 @@ func (g *Gate) AdvanceWorker(w WorkerID, c int64) (int64, []Release, error) {
 	if !ok {
 		return 0, nil, &UnknownWorkerError{Worker: w}
 	}
-	cur := g.table.clock[i]
+	cur := g.table.clock(i)
 	if c <= cur {
 		return cur, nil, nil
 	}
 	if g.ws[i].waiting {
-		g.unwait(i, cur)
+		g.unwait(i)
 	}
 	g.leaveFloor(i, cur)
 	g.table.remove(i)
@@ -278,13 +283,14 @@ func (g *Gate) RemoveWorker(w WorkerID) ([]Release, error) {
 	if !ok {
 		return nil, &UnknownWorkerError{Worker: w}
 	}
-	c := g.table.clock[i]
+	c := g.table.clock(i)
 	if g.ws[i].waiting {
-		g.unwait(i, c)
+		g.unwait(i)
 	}
 	g.leaveFloor(i, c)
 	g.table.remove(i)
 	g.ws[i] = worker{}
+	g.rankStale = true
 	if g.table.Len() > 0 {
 		g.floor = g.table.Min()
 	}
@@ -298,7 +304,7 @@ func (g *Gate) Push(w WorkerID, iter int64, recvNanos int64) (Outcome, error) {
 	if !ok {
 		return Outcome{}, &UnknownWorkerError{Worker: w}
 	}
-	st, c := &g.ws[i], g.table.clock[i]
+	st, c := &g.ws[i], g.table.clock(i)
 	switch {
 	case iter < c:
 		return Outcome{}, &DuplicatePushError{Worker: w, Iter: iter, Clock: c}
@@ -323,7 +329,7 @@ func (g *Gate) Push(w WorkerID, iter int64, recvNanos int64) (Outcome, error) {
 	g.decide(st, tp, &out)
 	if !out.Released {
 		st.waiting = true
-		g.addWaiter(i, tp)
+		g.addWaiter(i)
 		st.stats.Waits++
 		g.totals.Waits++
 	}
@@ -396,7 +402,7 @@ func (g *Gate) controller(st *worker) int64 {
 // findSlowest rebuilds the cache of the slowest worker at t_min.
 func (g *Gate) findSlowest() {
 	s := slowest{ok: true, floor: g.floor, idx: -1}
-	for _, i := range g.table.at(g.floor) {
+	for _, i := range g.table.at(g.floor) { // the head: O(1)
 		w := &g.ws[i]
 		if w.nTimes < 2 {
 			s.cold++
@@ -425,71 +431,67 @@ func (g *Gate) leaveFloor(i int32, c int64) {
 	}
 }
 
-// addWaiter records index i as waiting at clock c.
-func (g *Gate) addWaiter(i int32, c int64) {
-	b := g.waiters[c]
-	if b == nil {
-		b = g.table.spareBucket()
-		g.waiters[c] = b
-	}
-	b.at = append(b.at, i)
+// addWaiter records index i as waiting at its clock.
+func (g *Gate) addWaiter(i int32) {
+	b := g.table.bk[i]
+	b.wait = append(b.wait, i)
 	g.nWaiting++
 }
 
-// sweep releases every waiter with clock <= t_min + s_L (rule 4).
+// sweep releases every waiter with clock <= t_min + s_L (rule 4), ordered
+// by (Iter, Worker): the buckets in clock order, each bucket's waiters by
+// rank.
 func (g *Gate) sweep() []Release {
 	thr := g.floor + g.pol.SL
 	if thr <= g.swept {
 		return nil
 	}
-	from := g.swept
 	g.swept = thr
 	if g.nWaiting == 0 {
 		return nil
 	}
 	var out []Release
-	take := func(c int64) {
-		b := g.waiters[c]
-		if b == nil {
-			return
+	for b := g.table.head; b != nil && b.clock <= thr; b = b.next {
+		if len(b.wait) == 0 {
+			continue
 		}
-		for _, i := range b.at {
+		g.sortByRank(b.wait)
+		for _, i := range b.wait {
 			g.ws[i].waiting = false
-			out = append(out, Release{Worker: g.table.ids[i], Iter: c - 1})
+			out = append(out, Release{Worker: g.table.ids[i], Iter: b.clock - 1})
 		}
-		g.nWaiting -= len(b.at)
-		delete(g.waiters, c)
-		g.table.reuse(b)
+		g.nWaiting -= len(b.wait)
+		b.wait = b.wait[:0]
 	}
-	if thr-from <= int64(len(g.waiters)) {
-		for c := from + 1; c <= thr; c++ {
-			take(c)
-		}
-	} else {
-		// A removal made t_min jump: visit the buckets, not the clocks.
-		var cs []int64
-		for c := range g.waiters {
-			if c <= thr {
-				cs = append(cs, c)
-			}
-		}
-		for _, c := range cs {
-			take(c)
-		}
-	}
-	sortReleases(out)
 	return out
 }
 
-// unwait drops index i, waiting at clock c, from the waiters.
-func (g *Gate) unwait(i int32, c int64) {
-	b := g.waiters[c]
-	k := slices.Index(b.at, i)
-	b.at = slices.Delete(b.at, k, k+1)
-	if len(b.at) == 0 {
-		delete(g.waiters, c)
-		g.table.reuse(b)
+// sortByRank sorts indices into the order of their ids.
+func (g *Gate) sortByRank(is []int32) {
+	if len(is) < 2 {
+		return
 	}
+	if g.rankStale {
+		live := make([]int32, 0, g.table.Len())
+		for i, id := range g.table.ids {
+			if id != "" {
+				live = append(live, int32(i))
+			}
+		}
+		slices.SortFunc(live, func(a, b int32) int { return strings.Compare(string(g.table.ids[a]), string(g.table.ids[b])) })
+		for r, i := range live {
+			g.rank[i] = int32(r)
+		}
+		g.rankStale = false
+	}
+	slices.SortFunc(is, func(a, b int32) int { return cmp.Compare(g.rank[a], g.rank[b]) })
+}
+
+// unwait drops index i, waiting at its clock, from the waiters.
+func (g *Gate) unwait(i int32) {
+	b := g.table.bk[i]
+	k := slices.Index(b.wait, i)
+	b.wait = slices.Delete(b.wait, k, k+1)
 	g.ws[i].waiting = false
 	g.nWaiting--
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -21,31 +22,30 @@ func checkInternals(t *testing.T, g *Gate) {
 		if j, ok := tab.index[id]; !ok || j != int32(i) {
 			t.Fatalf("index of %q is %d, slot %d", id, j, i)
 		}
-		if b := tab.at(tab.clock[i]); int(tab.pos[i]) >= len(b) || b[tab.pos[i]] != int32(i) {
-			t.Fatalf("%q not at its position %d in bucket %d", id, tab.pos[i], tab.clock[i])
+		b := tab.bk[i]
+		if int(tab.pos[i]) >= len(b.at) || b.at[tab.pos[i]] != int32(i) || tab.find(b.clock) != b {
+			t.Fatalf("%q not at its position %d in bucket %d", id, tab.pos[i], b.clock)
+		}
+		if g.ws[i].waiting != slices.Contains(b.wait, int32(i)) {
+			t.Fatalf("%q waiting %v, in the wait list of %d: %v", id, g.ws[i].waiting, b.clock, b.wait)
 		}
 		if g.ws[i].waiting {
 			waiting++
-			found := false
-			if b := g.waiters[tab.clock[i]]; b != nil {
-				for _, k := range b.at {
-					found = found || k == int32(i)
-				}
-			}
-			if !found {
-				t.Fatalf("%q waits but is not in waiters[%d]", id, tab.clock[i])
-			}
 		}
 	}
 	if live != tab.Len() || live+len(tab.free) != len(tab.ids) || waiting != g.nWaiting {
 		t.Fatalf("live %d len %d free %d slots %d waiting %d/%d", live, tab.Len(), len(tab.free), len(tab.ids), waiting, g.nWaiting)
 	}
 	n := 0
-	for c, b := range tab.buckets {
-		if len(b.at) == 0 || c < tab.min || c > tab.max {
-			t.Fatalf("bucket %d of %d outside [%d, %d]", c, len(b.at), tab.min, tab.max)
+	var prev *bucket
+	for b := tab.head; b != nil; prev, b = b, b.next {
+		if len(b.at) == 0 || b.clock < tab.min || b.clock > tab.max || b.prev != prev || (prev != nil && prev.clock >= b.clock) {
+			t.Fatalf("bucket %d of %d outside [%d, %d] or out of order", b.clock, len(b.at), tab.min, tab.max)
 		}
 		n += len(b.at)
+	}
+	if prev != tab.tail || (prev != nil && (tab.head.clock != tab.min || prev.clock != tab.max)) {
+		t.Fatalf("head/tail do not match min %d max %d", tab.min, tab.max)
 	}
 	if n != live {
 		t.Fatalf("%d in buckets, %d live", n, live)

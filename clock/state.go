@@ -34,7 +34,7 @@ func (g *Gate) State() State {
 		i, _ := g.table.lookup(id)
 		w := &g.ws[i]
 		s.Workers = append(s.Workers, WorkerState{
-			ID: id, Clock: g.table.clock[i], Times: w.times, NTimes: w.nTimes,
+			ID: id, Clock: g.table.clock(i), Times: w.times, NTimes: w.nTimes,
 			Grant: w.grant, Waiting: w.waiting, Stats: w.stats,
 		})
 	}
@@ -89,7 +89,7 @@ func NewGateFromState(s State) (*Gate, error) {
 		}
 		j, _ := g.table.lookup(ws.ID)
 		g.ws[j].waiting = true
-		g.addWaiter(j, ws.Clock)
+		g.addWaiter(j)
 	}
 	return g, nil
 }

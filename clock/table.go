@@ -9,33 +9,45 @@ type WorkerID string
 //
 // Workers are interned: each live worker holds a dense index (a slot of
 // the slices below), found by one map lookup on its id; everything after
-// that lookup is slice indexing. A removed worker's index is reused by the
-// next Add. Indices are internal and never decide anything: the order of
-// indices is not the order of ids.
+// that lookup is slice indexing and pointers. A removed worker's index is
+// reused by the next Add. Indices are internal and never decide anything:
+// the order of indices is not the order of ids.
 //
-// Min and Max are O(1): workers are kept in buckets by clock. Advance is
-// O(1). Remove is O(1) unless it empties the bucket at the min (or max), in
-// which case the next non-empty clock is searched (O(spread)). Add is O(1).
-// The order of workers inside a bucket depends on history; nothing that
-// reads it may depend on that order (see EachAt).
+// The workers are kept in buckets by clock, and the non-empty buckets in a
+// list sorted by clock, so Min and Max are the list's ends. Each worker
+// points at its bucket, so Advance (to the bucket at clock+1, the next one
+// or a new one) and Remove are O(1) with no lookup by clock. Add at the min
+// or above the max is O(1); elsewhere it walks the list (O(distinct
+// clocks)). Emptied buckets are kept for reuse, so a steady run allocates
+// nothing. The order of workers inside a bucket depends on history;
+// nothing that reads it may depend on that order (see EachAt).
 type Table struct {
 	index map[WorkerID]int32
 	ids   []WorkerID // by index; "" for a free index
-	clock []int64    // by index
-	pos   []int32    // by index: position in buckets[clock]
+	bk    []*bucket  // by index: the bucket of its clock; nil for a free index
+	pos   []int32    // by index: position in bk.at
 	free  []int32    // free indices, reused last in first out
-	// buckets[c] holds the indices whose clock is c. Emptied buckets go to
-	// spare and are reused, so a steady run allocates nothing.
-	buckets  map[int64]*bucket
-	spare    []*bucket
+	// head and tail are the buckets of the min and max clock, nil when the
+	// table is empty.
+	head, tail *bucket
+	spare      []*bucket
+	// min and max are kept apart from head and tail so that an empty table
+	// reads 0.
 	min, max int64
 }
 
-type bucket struct{ at []int32 }
+// bucket holds the workers whose clock is clock. wait is for the Gate: the
+// workers of the bucket whose push at clock−1 is held.
+type bucket struct {
+	clock      int64
+	at         []int32
+	wait       []int32
+	prev, next *bucket
+}
 
 // NewTable returns an empty table.
 func NewTable() *Table {
-	return &Table{index: map[WorkerID]int32{}, buckets: map[int64]*bucket{}}
+	return &Table{index: map[WorkerID]int32{}}
 }
 
 // Len is the number of workers.
@@ -56,7 +68,7 @@ func (t *Table) Clock(w WorkerID) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return t.clock[i], true
+	return t.bk[i].clock, true
 }
 
 // CountAt is the number of workers whose clock is c.
@@ -101,10 +113,24 @@ func (t *Table) lookup(w WorkerID) (int32, bool) {
 	return i, ok
 }
 
+// clock is index i's clock.
+func (t *Table) clock(i int32) int64 { return t.bk[i].clock }
+
+// find returns the bucket at clock c, nil if none. O(1) at the min,
+// otherwise a walk of the list.
+func (t *Table) find(c int64) *bucket {
+	for b := t.head; b != nil && b.clock <= c; b = b.next {
+		if b.clock == c {
+			return b
+		}
+	}
+	return nil
+}
+
 // at returns the indices whose clock is c; the caller must not keep or
 // change the slice.
 func (t *Table) at(c int64) []int32 {
-	if b := t.buckets[c]; b != nil {
+	if b := t.find(c); b != nil {
 		return b.at
 	}
 	return nil
@@ -121,24 +147,34 @@ func (t *Table) add(w WorkerID, c int64) (int32, error) {
 	if c < 0 {
 		return 0, fmt.Errorf("clock: negative clock %d for worker %q", c, w)
 	}
-	if len(t.index) == 0 {
-		t.min, t.max = c, c
-	} else {
-		t.min, t.max = min(t.min, c), max(t.max, c)
-	}
 	var i int32
 	if n := len(t.free); n > 0 {
 		i = t.free[n-1]
 		t.free = t.free[:n-1]
-		t.ids[i], t.clock[i] = w, c
+		t.ids[i] = w
 	} else {
 		i = int32(len(t.ids))
 		t.ids = append(t.ids, w)
-		t.clock = append(t.clock, c)
+		t.bk = append(t.bk, nil)
 		t.pos = append(t.pos, 0)
 	}
 	t.index[w] = i
-	t.put(i, c)
+	// Find the last bucket at or below c (nil: c is below the min).
+	var after *bucket
+	switch {
+	case t.tail != nil && t.tail.clock <= c:
+		after = t.tail
+	case t.head != nil && t.head.clock <= c:
+		after = t.head
+		for after.next != nil && after.next.clock <= c {
+			after = after.next
+		}
+	}
+	b := after
+	if b == nil || b.clock != c {
+		b = t.insertAfter(after, c)
+	}
+	t.put(i, b)
 	return i, nil
 }
 
@@ -146,48 +182,57 @@ func (t *Table) add(w WorkerID, c int64) (int32, error) {
 func (t *Table) remove(i int32) {
 	t.take(i)
 	delete(t.index, t.ids[i])
-	t.ids[i] = ""
+	t.ids[i], t.bk[i] = "", nil
 	t.free = append(t.free, i)
-	if len(t.index) == 0 {
-		t.min, t.max = 0, 0
-		return
-	}
-	for t.buckets[t.min] == nil {
-		t.min++
-	}
-	for t.buckets[t.max] == nil {
-		t.max--
-	}
 }
 
 // advance increments i's clock and returns the new value.
 func (t *Table) advance(i int32) int64 {
-	old := t.clock[i]
-	emptied := t.take(i)
-	t.clock[i] = old + 1
-	t.put(i, old+1)
-	// The worker itself now sits at old+1, so an emptied min moves by one.
-	if old == t.min && emptied {
-		t.min++
+	b := t.bk[i]
+	c := b.clock + 1
+	nb := b.next
+	if nb == nil || nb.clock != c {
+		nb = t.insertAfter(b, c)
 	}
-	t.max = max(t.max, old+1)
-	return old + 1
+	t.take(i)
+	t.put(i, nb)
+	return c
 }
 
-func (t *Table) put(i int32, c int64) {
-	b := t.buckets[c]
-	if b == nil {
-		b = t.spareBucket()
-		t.buckets[c] = b
+// insertAfter links a new empty bucket at clock c after b (at the head
+// when b is nil) and returns it. The caller fills it at once.
+func (t *Table) insertAfter(b *bucket, c int64) *bucket {
+	var nb *bucket
+	if n := len(t.spare); n > 0 {
+		nb = t.spare[n-1]
+		t.spare = t.spare[:n-1]
+	} else {
+		nb = &bucket{}
 	}
+	nb.clock, nb.prev = c, b
+	if b == nil {
+		nb.next, t.head = t.head, nb
+	} else {
+		nb.next, b.next = b.next, nb
+	}
+	if nb.next == nil {
+		t.tail = nb
+	} else {
+		nb.next.prev = nb
+	}
+	t.min, t.max = t.head.clock, t.tail.clock
+	return nb
+}
+
+func (t *Table) put(i int32, b *bucket) {
+	t.bk[i] = b
 	t.pos[i] = int32(len(b.at))
 	b.at = append(b.at, i)
 }
 
-// take removes i from its bucket and reports whether the bucket emptied.
-func (t *Table) take(i int32) bool {
-	c := t.clock[i]
-	b := t.buckets[c]
+// take removes i from its bucket, unlinking the bucket if it empties.
+func (t *Table) take(i int32) {
+	b := t.bk[i]
 	last := int32(len(b.at) - 1)
 	if p := t.pos[i]; p != last {
 		moved := b.at[last]
@@ -195,26 +240,24 @@ func (t *Table) take(i int32) bool {
 		t.pos[moved] = p
 	}
 	b.at = b.at[:last]
-	if last == 0 {
-		delete(t.buckets, c)
-		t.reuse(b)
-		return true
+	if last > 0 {
+		return
 	}
-	return false
-}
-
-// spareBucket returns an empty bucket, reused if one is spare.
-func (t *Table) spareBucket() *bucket {
-	if n := len(t.spare); n > 0 {
-		b := t.spare[n-1]
-		t.spare = t.spare[:n-1]
-		return b
+	if b.prev == nil {
+		t.head = b.next
+	} else {
+		b.prev.next = b.next
 	}
-	return &bucket{}
-}
-
-// reuse takes back an emptied bucket.
-func (t *Table) reuse(b *bucket) {
-	b.at = b.at[:0]
+	if b.next == nil {
+		t.tail = b.prev
+	} else {
+		b.next.prev = b.prev
+	}
+	b.prev, b.next, b.wait = nil, nil, b.wait[:0]
 	t.spare = append(t.spare, b)
+	if t.head == nil {
+		t.min, t.max = 0, 0
+	} else {
+		t.min, t.max = t.head.clock, t.tail.clock
+	}
 }
