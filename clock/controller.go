@@ -27,6 +27,71 @@ func (a Timestamps) interval() int64 { return max(0, satSub(a.Latest, a.Previous
 func SyncController(p, s Timestamps, rMax int64, obj Objective) int64 {
 	rMax = min(max(rMax, 0), MaxRMax)
 	ip, is := p.interval(), s.interval()
+	if fastSafe(p.Latest, s.Latest, ip, is) {
+		return syncControllerFast(p.Latest-s.Latest, ip, is, rMax, obj)
+	}
+	return syncControllerSat(p, s, ip, is, rMax, obj)
+}
+
+// Bounds under which no step of the controller can leave int64 (r_max <=
+// 2^16): |d| < 2^62 and (k+1)·I_s < 2^60, so plain arithmetic gives
+// exactly what the saturating one does. Real timestamps (nanoseconds since
+// an epoch, intervals of seconds to days) are far inside them.
+const (
+	fastTimeBound     = int64(1) << 60
+	fastIntervalBound = int64(1) << 43
+)
+
+func fastSafe(pl, sl, ip, is int64) bool {
+	return pl > -fastTimeBound && pl < fastTimeBound && sl > -fastTimeBound && sl < fastTimeBound &&
+		ip < fastIntervalBound && is < fastIntervalBound
+}
+
+// syncControllerFast is SyncController without saturation, for inputs
+// within fastSafe; d0 is A[p][0] − A[s][0].
+func syncControllerFast(d0, ip, is, rMax int64, obj Objective) int64 {
+	best, bestCost := int64(0), int64(math.MaxInt64)
+	d := d0
+	for r := int64(0); r <= rMax; r, d = r+1, d+ip {
+		var cost int64
+		switch {
+		case obj == ObjectiveWait && is == 0:
+			cost = math.MaxInt64
+			if d <= 0 {
+				cost = -d
+			}
+		case obj == ObjectiveWait:
+			k := max(-floorDiv(-d, is)-1, 0)
+			cost = math.MaxInt64
+			if k <= rMax {
+				cost = (k+1)*is - d
+			}
+		case is == 0:
+			cost = d
+			if d < 0 {
+				cost = -d
+			}
+		default:
+			k := floorDiv(d, is) - 1
+			cost = math.MaxInt64
+			for _, kk := range [2]int64{k, k + 1} {
+				kk = min(max(kk, 0), rMax)
+				v := (kk+1)*is - d
+				if v < 0 {
+					v = -v
+				}
+				cost = min(cost, v)
+			}
+		}
+		if cost < bestCost {
+			best, bestCost = r, cost
+		}
+	}
+	return best
+}
+
+// syncControllerSat is SyncController with every step saturating.
+func syncControllerSat(p, s Timestamps, ip, is, rMax int64, obj Objective) int64 {
 	best, bestCost := int64(0), int64(math.MaxInt64)
 	for r := int64(0); r <= rMax; r++ {
 		// d is Sim_p[r] − A[s][0]; Sim_s[k] − Sim_p[r] = (k+1)·I_s − d.

@@ -71,3 +71,45 @@ func TestControllerSaturatesInsteadOfWrapping(t *testing.T) {
 		}
 	}
 }
+
+// TestControllerFastPathMatchesSaturating compares the plain-arithmetic
+// path with the saturating one on inputs up to fastSafe's bounds.
+func TestControllerFastPathMatchesSaturating(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	val := func(bound int64) int64 {
+		switch rng.IntN(4) {
+		case 0:
+			return rng.Int64N(2000) - 1000
+		case 1:
+			return bound - 1 - rng.Int64N(1000)
+		case 2:
+			return -bound + 1 + rng.Int64N(1000)
+		}
+		return rng.Int64N(2*bound-1) - bound + 1
+	}
+	for i := range 30000 {
+		pl, sl := val(fastTimeBound), val(fastTimeBound)
+		ip, is := max(0, val(fastIntervalBound)), max(0, val(fastIntervalBound))
+		if rng.IntN(3) == 0 {
+			ip, is = rng.Int64N(1000), rng.Int64N(1000)
+		}
+		if rng.IntN(2) == 0 {
+			sl = pl + rng.Int64N(4000) - 2000
+		}
+		rMax := []int64{0, 1, 12, rng.Int64N(40)}[rng.IntN(4)]
+		if i%500 == 0 {
+			rMax = MaxRMax
+		}
+		if !fastSafe(pl, sl, ip, is) {
+			continue
+		}
+		p, s := Timestamps{pl, 0}, Timestamps{sl, 0}
+		for _, obj := range []Objective{ObjectiveAbs, ObjectiveWait} {
+			fast := syncControllerFast(pl-sl, ip, is, rMax, obj)
+			sat := syncControllerSat(p, s, ip, is, rMax, obj)
+			if fast != sat {
+				t.Fatalf("case %d %s A_p=%d A_s=%d I_p=%d I_s=%d r_max=%d: fast %d, saturating %d", i, obj, pl, sl, ip, is, rMax, fast, sat)
+			}
+		}
+	}
+}
