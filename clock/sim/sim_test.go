@@ -80,3 +80,11 @@ func TestConfigValidateNamesTheValue(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkerIndexInvertsWorkerID(t *testing.T) {
+	for _, i := range []int{0, 7, 99999, 100000, 1234567} {
+		if got := workerIndex(workerID(i)); got != i {
+			t.Errorf("workerIndex(%q) = %d, want %d", workerID(i), got, i)
+		}
+	}
+}
