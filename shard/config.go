@@ -101,7 +101,12 @@ func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 // groups), and an idle follower learns the last commit up to 2 ×
 // CommitTimeout × the stretch late. A mesh with at most
 // GroupsAtDefaultTiming groups a node — the fault suite's meshes, and a
-// large mesh with S·R/N small — keeps the defaults unchanged.
+// large mesh with S·R/N small — keeps the defaults unchanged. The stretch
+// is fixed when a replica opens (node sizes it by the groups placement
+// gives the node then): the bootstrap node of a fresh mesh opens every
+// shard alone, so its replicas keep the stretch of S groups until they
+// restart (raft.ReloadConfig could shrink heartbeat and election timeouts
+// later, but not CommitTimeout or the lease; not done).
 const (
 	GroupsAtDefaultTiming = 16
 	MaxTimerStretch       = 4

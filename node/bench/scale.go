@@ -314,7 +314,8 @@ func runScaleMesh(ctx context.Context, cfg ScaleConfig, v ScaleVariant, p *Scale
 	t0 := time.Now()
 	hosts := idxRange(0, n)
 	fmt.Fprintf(out, "forming: %d nodes started\n", n)
-	if err := waitConverged(ctx, m, hosts, n, cfg, t0, &p.Members, &p.Led); err != nil {
+	before, err := waitConverged(ctx, m, hosts, n, cfg, t0, &p.Members, &p.Led)
+	if err != nil {
 		return fmt.Errorf("forming: %w", err)
 	}
 	fmt.Fprintf(out, "formed: members %s, shards led %s\n", fmtDur(p.Members), fmtDur(p.Led))
@@ -338,27 +339,30 @@ func runScaleMesh(ctx context.Context, cfg ScaleConfig, v ScaleVariant, p *Scale
 	fmt.Fprintf(out, "idle: cpu %.1f%%/node, rss %.0f MiB/node, heartbeats %.1f/s/node\n", 100*p.Idle.CPU, p.Idle.RSS, p.Idle.Heartbeats)
 
 	if cfg.Churn {
-		before := votersOf(pollAll(ctx, m, hosts))
+		// Voters are compared between converged polls, in which every
+		// node answered: a poll that missed a node (a 2 s HTTP timeout
+		// under load) would count its shards as moved.
 		if err := m.Start(joiner); err != nil {
 			return err
 		}
 		withJoiner := append(slices.Clone(hosts), joiner)
 		var members time.Duration
 		t := time.Now()
-		if err := waitConverged(ctx, m, withJoiner, n+1, cfg, t, &members, &p.JoinSettle); err != nil {
+		after, err := waitConverged(ctx, m, withJoiner, n+1, cfg, t, &members, &p.JoinSettle)
+		if err != nil {
 			return fmt.Errorf("join: %w", err)
 		}
-		after := votersOf(pollAll(ctx, m, withJoiner))
 		p.JoinMoved = moved(before, after)
 		fmt.Fprintf(out, "join: %d replicas moved, settled in %s\n", p.JoinMoved, fmtDur(p.JoinSettle))
 		if err := m.Terminate(joiner, cfg.Converge); err != nil {
 			return err
 		}
 		t = time.Now()
-		if err := waitConverged(ctx, m, hosts, n, cfg, t, &members, &p.LeaveSettle); err != nil {
+		left, err := waitConverged(ctx, m, hosts, n, cfg, t, &members, &p.LeaveSettle)
+		if err != nil {
 			return fmt.Errorf("leave: %w", err)
 		}
-		p.LeaveMoved = moved(after, votersOf(pollAll(ctx, m, hosts)))
+		p.LeaveMoved = moved(after, left)
 		fmt.Fprintf(out, "leave: %d replicas moved, settled in %s\n", p.LeaveMoved, fmtDur(p.LeaveSettle))
 	}
 
@@ -450,14 +454,15 @@ func pollAll(ctx context.Context, m *launch.Mesh, idx []int) []*node.Status {
 
 // waitConverged polls nodes idx until every one lists want members (first
 // recorded in members, from t0) and every shard has a leader whose voters
-// are its full placement (recorded in led).
-func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want int, cfg ScaleConfig, t0 time.Time, members, led *time.Duration) error {
+// are its full placement (recorded in led). It returns every shard's
+// voters from that converged poll.
+func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want int, cfg ScaleConfig, t0 time.Time, members, led *time.Duration) (map[uint32][]string, error) {
 	*members, *led = 0, 0
 	deadline := t0.Add(cfg.Converge)
 	for {
 		for _, i := range idx {
 			if err := m.Exited(i); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		st := pollAll(ctx, m, idx)
@@ -467,13 +472,13 @@ func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want int, cfg
 		}
 		if *members > 0 && allLed(st, min(cfg.Replication, want)) {
 			*led = now
-			return nil
+			return votersOf(st), nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not converged within %v (members seen by all: %v; %s)", cfg.Converge, *members > 0, unled(st, min(cfg.Replication, want)))
+			return nil, fmt.Errorf("not converged within %v (members seen by all: %v; %s)", cfg.Converge, *members > 0, unled(st, min(cfg.Replication, want)))
 		}
 		if err := sleepCtx(ctx, cfg.Poll); err != nil {
-			return err
+			return nil, err
 		}
 	}
 }
