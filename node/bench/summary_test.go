@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,26 @@ func TestLoadParadigmsRoundTrip(t *testing.T) {
 	}
 	if got, want := back.Markdown(), r.Markdown(); got != want {
 		t.Errorf("re-rendered report differs:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestBalancedVariantSetsTheJobFlag(t *testing.T) {
+	args, err := Variant("ssp:1+balance").specArgs()
+	if err != nil || !slices.Equal(args, []string{"--paradigm", "ssp", "--balance=true", "--s-lower", "1"}) {
+		t.Fatalf("ssp:1+balance: %v %v", args, err)
+	}
+	if args, _ := Variant("bsp").specArgs(); slices.Contains(args, "--balance=true") || Variant("bsp").Balanced() {
+		t.Fatalf("bsp: %v", args)
+	}
+	if _, err := Variant("bogus+balance").specArgs(); err == nil {
+		t.Fatal("a bad policy with +balance accepted")
+	}
+	cells := []Cell{{Variant: "bsp"}, {Variant: "asp"}, {Variant: "dssp:3:12"}, {Variant: "ssp:1+balance"}}
+	var refs []Variant
+	for _, c := range refCells(cells) {
+		refs = append(refs, c.Variant)
+	}
+	if !slices.Equal(refs, []Variant{"bsp", "asp", "dssp:3:12"}) {
+		t.Fatalf("references with a balanced variant: %v", refs)
 	}
 }
