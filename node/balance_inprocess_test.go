@@ -34,6 +34,9 @@ func TestInProcessBalancedMeshKeepsTheGlobalBatchThroughFailover(t *testing.T) {
 	rec.checkGlobal(t, m.ids(), nil, 4, 64)
 
 	victim := rec.leaderOf(0)
+	if victim == "" {
+		t.Fatal("no node reported leading shard 0")
+	}
 	from := rec.ackedSnapshot()
 	t.Logf("crashing %s, leader of shard 0 (the balancer's)", victim)
 	m.crash(victim)
