@@ -118,12 +118,17 @@ func (f *FSM) suspectable() []suspectCandidate {
 	if !f.initialized || f.gate.Len() < 2 {
 		return nil
 	}
+	// Cheap filters first (this runs every Check on every leader): no
+	// held push, nobody to release; only workers at t_min qualify.
+	if len(f.gate.Waiting()) == 0 {
+		return nil
+	}
 	var out []suspectCandidate
 	for _, w := range f.gate.Workers() {
-		if !f.gate.Suspectable(w) {
+		info, _ := f.gate.Worker(w)
+		if info.Clock != f.gate.Min() || info.Waiting || !f.gate.Suspectable(w) {
 			continue
 		}
-		info, _ := f.gate.Worker(w)
 		out = append(out, suspectCandidate{w: w, clock: info.Clock, times: info.Times, nTimes: info.NTimes})
 	}
 	return out
