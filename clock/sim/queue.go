@@ -7,8 +7,10 @@ type event struct {
 	worker int32
 }
 
-// eventQueue is a binary min-heap on (at, seq); typed, so no interface
-// boxing per event.
+// eventQueue is a 4-ary min-heap on (at, seq): half the levels of a binary
+// heap, and a node's children share a cache line or two. Typed, so no
+// interface boxing per event. (at, seq) is unique, so the order of pops
+// does not depend on the heap's shape.
 type eventQueue struct {
 	h   []event
 	seq uint64
@@ -26,7 +28,7 @@ func (q *eventQueue) push(e event) {
 	q.seq++
 	q.h = append(q.h, e)
 	for i := len(q.h) - 1; i > 0; {
-		p := (i - 1) / 2
+		p := (i - 1) / 4
 		if !q.less(i, p) {
 			break
 		}
@@ -60,12 +62,11 @@ func (q *eventQueue) replaceTop(e event) {
 func (q *eventQueue) down(i int) {
 	n := len(q.h)
 	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && q.less(l, m) {
-			m = l
-		}
-		if r < n && q.less(r, m) {
-			m = r
+		m := i
+		for c := 4*i + 1; c <= 4*i+4 && c < n; c++ {
+			if q.less(c, m) {
+				m = c
+			}
 		}
 		if m == i {
 			return
