@@ -59,7 +59,8 @@
 // A call costs one map lookup on the worker's id: workers are interned to
 // dense indices, and their timestamps, grants and held pushes live in
 // slices by index (indices are internal and never reach a decision or an
-// encoding). The clock table keeps the workers in buckets by clock, the
+// encoding). [Gate.PushSlot] skips even that lookup for a caller that
+// keeps each worker's [Slot] (the simulator). The clock table keeps the workers in buckets by clock, the
 // non-empty buckets in a list sorted by clock, and each worker a pointer
 // to its bucket, so a push moves the worker to the next bucket with no
 // lookup; held pushes sit in their bucket's wait list. A push costs O(1)

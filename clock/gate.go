@@ -304,6 +304,36 @@ func (g *Gate) Push(w WorkerID, iter int64, recvNanos int64) (Outcome, error) {
 	if !ok {
 		return Outcome{}, &UnknownWorkerError{Worker: w}
 	}
+	return g.push(i, iter, recvNanos)
+}
+
+// Slot is a live worker's place in the gate, for a caller that pushes for
+// the same workers very many times (the simulator): PushSlot skips Push's
+// lookup of the id. A slot is w's from AddWorker until w is removed or
+// advanced (AdvanceWorker) or the gate replaced (UnmarshalBinary); then a
+// slot may name another worker or none. Slots are a numbering of this
+// gate object only: they are not in the State, the encoding or any
+// decision, and a restored gate numbers its workers otherwise.
+type Slot int32
+
+// Slot returns w's slot.
+func (g *Gate) Slot(w WorkerID) (Slot, bool) {
+	i, ok := g.table.lookup(w)
+	return Slot(i), ok
+}
+
+// PushSlot is Push for the worker in slot s (see Slot). A slot of no live
+// worker is an *UnknownWorkerError with an empty Worker.
+func (g *Gate) PushSlot(s Slot, iter int64, recvNanos int64) (Outcome, error) {
+	if s < 0 || int(s) >= len(g.table.ids) || g.table.ids[s] == "" {
+		return Outcome{}, &UnknownWorkerError{}
+	}
+	return g.push(int32(s), iter, recvNanos)
+}
+
+// push is Push for index i.
+func (g *Gate) push(i int32, iter int64, recvNanos int64) (Outcome, error) {
+	w := g.table.ids[i]
 	st, c := &g.ws[i], g.table.clock(i)
 	switch {
 	case iter < c:

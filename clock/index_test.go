@@ -2,6 +2,7 @@ package clock
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -118,6 +119,43 @@ func TestIndexedGateMatchesRestoredGate(t *testing.T) {
 			for _, id := range g.Workers() {
 				ready[id] = !g.IsWaiting(id)
 			}
+		}
+	}
+}
+
+// TestPushSlotIsPush: pushes through slots decide as pushes through ids,
+// and a slot of no live worker is refused.
+func TestPushSlotIsPush(t *testing.T) {
+	pol := Policy{Paradigm: DSSP, SL: 1, RMax: 4}
+	a, _ := NewGate(pol)
+	b, _ := NewGate(pol)
+	ids := []WorkerID{"c", "a", "b"}
+	slots := map[WorkerID]Slot{}
+	for _, id := range ids {
+		a.AddWorker(id)
+		b.AddWorker(id)
+		slots[id], _ = b.Slot(id)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for step := range 300 {
+		w := ids[rng.IntN(len(ids))]
+		if a.IsWaiting(w) {
+			continue
+		}
+		c, _ := a.Clock(w)
+		oa, ea := a.Push(w, c, int64(step)*10)
+		ob, eb := b.PushSlot(slots[w], c, int64(step)*10)
+		if !reflect.DeepEqual(oa, ob) || (ea == nil) != (eb == nil) {
+			t.Fatalf("step %d %s: Push %+v %v, PushSlot %+v %v", step, w, oa, ea, ob, eb)
+		}
+	}
+	if _, err := b.PushSlot(slots["a"], 0, 0); err == nil {
+		t.Error("PushSlot with a stale iteration accepted")
+	}
+	b.RemoveWorker("a")
+	for _, s := range []Slot{slots["a"], -1, 3, 100} {
+		if _, err := b.PushSlot(s, 0, 0); !errors.Is(err, ErrUnknownWorker) {
+			t.Errorf("PushSlot(%d) after removal: %v", s, err)
 		}
 	}
 }

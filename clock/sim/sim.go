@@ -83,6 +83,7 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 	}
 	n := cfg.Workers
 	ids := make([]clock.WorkerID, n)
+	slots := make([]clock.Slot, n)
 	samplers := make([]*sampler, n)
 	heldSince := make([]int64, n)
 	q := &eventQueue{}
@@ -91,6 +92,7 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 		if _, err := g.AddWorker(ids[i]); err != nil {
 			return Result{}, err
 		}
+		slots[i], _ = g.Slot(ids[i])
 		samplers[i] = newSampler(cfg.Models[i%len(cfg.Models)], cfg.Seed, i)
 		q.push(event{at: samplers[i].next(), worker: int32(i)})
 	}
@@ -120,7 +122,7 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 		ev := q.top()
 		now = ev.at
 		i := int(ev.worker)
-		out, err := g.Push(ids[i], iters[i], now)
+		out, err := g.PushSlot(slots[i], iters[i], now)
 		if err != nil {
 			return Result{}, err
 		}
