@@ -51,12 +51,37 @@ func (q *eventQueue) pop() event {
 }
 
 // replaceTop replaces the earliest event by e: a pop and a push of e in one
-// sift.
+// pass. A new event is usually among the latest, so the hole left at the
+// top goes down to a leaf along the earliest children first, and e then
+// climbs from there (bottom-up heap replacement: one compare a level
+// fewer than sifting e down).
 func (q *eventQueue) replaceTop(e event) {
 	e.seq = q.seq
 	q.seq++
-	q.h[0] = e
-	q.down(0)
+	h, n, i := q.h, len(q.h), 0
+	for {
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		m := c
+		for j := c + 1; j <= c+3 && j < n; j++ {
+			if h[j].at < h[m].at || (h[j].at == h[m].at && h[j].seq < h[m].seq) {
+				m = j
+			}
+		}
+		h[i] = h[m]
+		i = m
+	}
+	h[i] = e
+	for i > 0 {
+		p := (i - 1) / 4
+		if !q.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
 }
 
 func (q *eventQueue) down(i int) {
