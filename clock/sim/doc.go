@@ -21,5 +21,13 @@
 // new allocation is in force from t_max + 1 on. Utilisation is samples /
 // (time × Σ speeds).
 //
-// Run and RunBalance hold no shared state: concurrent runs are independent.
+// Run and RunBalance hold no shared state: concurrent runs are independent
+// (dssp sim runs its paradigms in parallel; the results do not depend on
+// it).
+//
+// Cost: Run's wall time per push is the gate's push (through
+// clock.Gate.PushSlot, no lookup by id), one step of a 4-ary event heap
+// (the pusher's next event replaces the top, bottom-up) and one draw. The
+// results of a Config are pinned by golden_test.go; BenchmarkRun prints
+// ns/push at 1024 workers.
 package sim
