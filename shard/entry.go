@@ -16,8 +16,15 @@ import (
 //	0    u8   kind (entryInit, entryPush, entryAddWorker, entryRemoveWorker)
 //	1    u32  H: header length
 //	5    H bytes: msgpack header (initHeader, pushBatchHeader or workerHeader)
-//	5+H  raw payload: the θ-slice (Init) or the gradients of the batch's
-//	     pushes back to back (Push), tensors in shardapi's codec (tensor.go)
+//	5+H  raw payload: the θ-slice (Init, fp32) or, for Push, the sum of the
+//	     group's gradients (when the header's Summed > 0) followed by the
+//	     other pushes' gradients back to back, tensors in shardapi's codec
+//	     (tensor.go) in the shard's wire precision
+//
+// A push entry's header lists every push with its metadata: the first
+// Summed pushes form the group whose gradients the leader summed into one
+// tensor (SumBytes long; their own Bytes are 0), so a follower receives
+// and logs one gradient for them; the dedupe metadata of each stays.
 //
 // Gradients never travel as msgpack float arrays (10–60× slower).
 type entryKind uint8
@@ -51,7 +58,9 @@ type pushHeader struct {
 }
 
 type pushBatchHeader struct {
-	Pushes []pushHeader `msgpack:"p"`
+	Pushes   []pushHeader `msgpack:"p"`
+	Summed   int          `msgpack:"sm,omitempty"`
+	SumBytes int          `msgpack:"sb,omitempty"`
 }
 
 type workerHeader struct {
@@ -68,6 +77,10 @@ type entry struct {
 	spec   shardapi.Spec
 	theta  []byte
 	pushes []Push
+	// summed > 0: pushes[:summed] are a group whose gradients are summed
+	// in sum (their Grad is empty).
+	summed int
+	sum    []byte
 	worker clock.WorkerID
 	from   int64
 }
@@ -91,16 +104,29 @@ func encodeInit(spec shardapi.Spec, theta []float32) ([]byte, error) {
 	return shardapi.FP32.Append(b, theta), nil
 }
 
-func encodePushes(ps []Push) ([]byte, error) {
-	h := pushBatchHeader{Pushes: make([]pushHeader, len(ps))}
+func encodePushes(ps []Push) ([]byte, error) { return encodeGroup(nil, nil, ps) }
+
+// encodeGroup encodes one push entry: the group whose gradients are summed
+// in sum (their Grad is ignored), then the pushes ps with their own.
+func encodeGroup(group []Push, sum []byte, ps []Push) ([]byte, error) {
+	h := pushBatchHeader{Pushes: make([]pushHeader, 0, len(group)+len(ps)), Summed: len(group)}
 	n := 0
-	for i, p := range ps {
-		h.Pushes[i] = pushHeader{PushMeta: p.PushMeta, RecvNanos: p.RecvNanos, Bytes: len(p.Grad)}
+	if len(group) > 0 {
+		h.SumBytes, n = len(sum), len(sum)
+	}
+	for _, p := range group {
+		h.Pushes = append(h.Pushes, pushHeader{PushMeta: p.PushMeta, RecvNanos: p.RecvNanos})
+	}
+	for _, p := range ps {
+		h.Pushes = append(h.Pushes, pushHeader{PushMeta: p.PushMeta, RecvNanos: p.RecvNanos, Bytes: len(p.Grad)})
 		n += len(p.Grad)
 	}
 	b, err := appendEntry(entryPush, h, n)
 	if err != nil {
 		return nil, err
+	}
+	if len(group) > 0 {
+		b = append(b, sum...)
 	}
 	for _, p := range ps {
 		b = append(b, p.Grad...)
@@ -142,8 +168,15 @@ func decodeEntry(b []byte) (entry, error) {
 		if err := boundedmsgpack.Unmarshal(hb, &h); err != nil {
 			return bad("push header: %v", err)
 		}
+		if h.Summed < 0 || h.Summed > len(h.Pushes) || h.SumBytes < 0 || h.SumBytes > len(payload) || (h.Summed == 0) != (h.SumBytes == 0) {
+			return bad("group of %d pushes with %d bytes in an entry of %d pushes and %d payload bytes", h.Summed, h.SumBytes, len(h.Pushes), len(payload))
+		}
+		e.summed, e.sum, payload = h.Summed, payload[:h.SumBytes:h.SumBytes], payload[h.SumBytes:]
 		e.pushes = make([]Push, len(h.Pushes))
 		for i, p := range h.Pushes {
+			if i < h.Summed && p.Bytes != 0 {
+				return bad("push %d of the summed group carries %d bytes of its own", i, p.Bytes)
+			}
 			if p.Bytes < 0 || p.Bytes > len(payload) {
 				return bad("push %d: %d gradient bytes, %d left", i, p.Bytes, len(payload))
 			}

@@ -94,7 +94,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		case entryInit:
 			out.Kind, out.Err = "init", f.applyInit(e)
 		case entryPush:
-			out.Kind, out.Pushes = "push", f.applyPushes(e.pushes)
+			out.Kind, out.Pushes = "push", f.applyPushes(e)
 		case entryAddWorker:
 			out.Kind, out.Worker = "add-worker", e.worker
 			out.StartClock, out.Released, out.Err = f.applyAddWorker(e.worker, e.from)
@@ -149,7 +149,10 @@ func (f *FSM) applyInit(e entry) error {
 	return nil
 }
 
-func (f *FSM) applyPushes(ps []Push) []shardapi.PushResult {
+// applyPushes applies a push entry: its summed group (if any) as one, then
+// each other push; the gradients accepted make one optimizer step.
+func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
+	ps := e.pushes
 	res := make([]shardapi.PushResult, len(ps))
 	if f.initialized && len(f.sum) != f.spec.Len {
 		f.sum, f.cand, f.grad = make([]float32, f.spec.Len), make([]float32, f.spec.Len), make([]float32, f.spec.Len)
@@ -157,7 +160,13 @@ func (f *FSM) applyPushes(ps []Push) []shardapi.PushResult {
 	accepted := 0
 	var samples int64
 	lr := f.opt.Schedule.Rate(f.samples) // one step per entry, at the rate before it
-	for i, p := range ps {
+	if e.summed > 0 {
+		if n, s := f.applyGroup(ps[:e.summed], e.sum, res[:e.summed], lr); n > 0 {
+			accepted, samples = n, s
+		}
+	}
+	for i := e.summed; i < len(ps); i++ {
+		p := ps[i]
 		r := &res[i]
 		r.PushMeta, r.RecvNanos = p.PushMeta, p.RecvNanos
 		if reason, detail := f.check(p); reason != 0 {
@@ -213,6 +222,82 @@ func (f *FSM) applyPushes(ps []Push) []shardapi.PushResult {
 		f.pushes += uint64(accepted)
 	}
 	return res
+}
+
+// ErrRegroup is the outcome of a push of a summed group the FSM did not
+// apply because another push of the group could not be (a duplicate, a
+// removed worker, ...): nothing of the group changed, and the worker
+// resends the push, which the leader then proposes again.
+var ErrRegroup = errors.New("shard: not applied: a push summed with it could not be; resend")
+
+// applyGroup applies a summed group (their gradients' sum in sum) all or
+// nothing: only if every push would be accepted by the gate (known
+// worker, its clock at the push's iteration, not held) and the step with
+// the sum keeps θ finite. A push of a group not applied is a duplicate
+// (applied before), a rejection for the group's gradient or optimizer
+// step, or ErrRegroup. It returns the pushes applied and their samples.
+// With Spec.BalanceBase the leader weighted each gradient before summing
+// (groupSum), so the sum is not weighted again.
+func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr float64) (int, int64) {
+	for i, p := range ps {
+		res[i].PushMeta, res[i].RecvNanos = p.PushMeta, p.RecvNanos
+	}
+	fail := func(reason shardapi.Reason, detail string) (int, int64) {
+		for i, p := range ps {
+			if reason != 0 {
+				res[i].Err = f.reject(p, reason, detail)
+			} else if c, ok := f.gate.Clock(p.Worker); ok && p.Iter < c {
+				res[i].Duplicate = true
+				f.duplicates++
+			} else {
+				res[i].Err = ErrRegroup
+			}
+		}
+		return 0, 0
+	}
+	if !f.initialized {
+		return fail(shardapi.ReasonNotInitialized, "no Init entry applied")
+	}
+	seen := make(map[clock.WorkerID]bool, len(ps))
+	for _, p := range ps {
+		c, ok := f.gate.Clock(p.Worker)
+		if p.Worker == "" || p.Samples < 0 || p.ComputeNs < 0 || !ok || c != p.Iter || f.gate.IsWaiting(p.Worker) || seen[p.Worker] {
+			return fail(0, "")
+		}
+		seen[p.Worker] = true
+	}
+	if len(sum) != f.spec.Precision.Bytes(f.spec.Len) {
+		return fail(shardapi.ReasonBadLength, fmt.Sprintf("summed gradient of %d bytes, want %d (%s)", len(sum), f.spec.Precision.Bytes(f.spec.Len), f.spec.Precision))
+	}
+	if i, _ := f.spec.Precision.Decode(f.grad, sum); i >= 0 {
+		return fail(shardapi.ReasonNonFinite, fmt.Sprintf("summed value %d is %v", i, f.grad[i]))
+	}
+	if j := f.sumAndCheck(true, lr); j >= 0 {
+		return fail(shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
+	}
+	var samples int64
+	applied := 0
+	for i, p := range ps {
+		out, err := f.gate.Push(p.Worker, p.Iter, p.RecvNanos)
+		if err != nil {
+			// Cannot happen after the checks above; recorded, not hidden.
+			res[i].Err = fmt.Errorf("shard %d: summed push (%s, %d): %w", f.shard, p.Worker, p.Iter, err)
+			continue
+		}
+		res[i].Applied, res[i].Outcome = true, out
+		if faults.On(faults.SkipStaleness) {
+			res[i].Outcome.Released = true // broken build only: the gate's hold ignored
+		}
+		samples += p.Samples
+		applied++
+		f.balanceObserve(p)
+	}
+	if faults.On(faults.Diverge) && faults.Coin(16) {
+		clear(f.sum) // broken build only: this replica drops the gradients
+	} else {
+		f.sum, f.cand = f.cand, f.sum
+	}
+	return applied, samples
 }
 
 // sumAndCheck writes the entry's gradient sum with f.grad added (f.grad

@@ -27,6 +27,8 @@ func FuzzDecodeEntry(f *testing.F) {
 		{PushMeta: shardapi.PushMeta{PushID: shardapi.PushID{Worker: "a", Iter: 4}, Samples: 64, ComputeNs: 7}, RecvNanos: 99, Grad: gradBytes([]float32{1, 2, 3})},
 		{PushMeta: meta("b", 2, 0), Grad: gradBytes([]float32{4, 5, 6})},
 	}))
+	seed(encodeGroup([]Push{{PushMeta: meta("a", 0, 1)}, {PushMeta: meta("b", 0, 1)}}, gradBytes([]float32{1, 2, 3}),
+		[]Push{{PushMeta: meta("c", 0, 1), Grad: gradBytes([]float32{4, 5, 6})}}))
 	seed(encodeWorker(entryAddWorker, "w-1", 0))
 	seed(encodeWorker(entryRemoveWorker, "w-1", 0))
 	f.Add([]byte{byte(entryPush), 0, 0, 0, 7, 0x81, 0xa1, 'p', 0xdd, 0xff, 0xff, 0xff})

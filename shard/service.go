@@ -31,13 +31,16 @@ type service struct {
 	// follows) and the workers whose suspension is being proposed.
 	leadSince  time.Time
 	suspecting map[clock.WorkerID]bool
+	// inflight counts the pushes of entries proposed and not completed;
+	// one in it may not join a summed group (aggregate.go).
+	inflight map[shardapi.PushID]int
 
 	hyg *hygiene
 	cnt serviceCounters
 }
 
 type serviceCounters struct {
-	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors, entryBytes atomic.Uint64
+	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors, entryBytes, summed atomic.Uint64
 }
 
 type workerConn struct {
@@ -81,6 +84,8 @@ func newService(r *Replica) *service {
 		conns:  map[*workerConn]struct{}{},
 		held:   map[heldKey]struct{}{},
 		hyg:    newHygiene(),
+
+		inflight: map[shardapi.PushID]int{},
 	}
 }
 
@@ -107,7 +112,7 @@ func (s *service) stats() shardapi.ServiceStats {
 	c := &s.cnt
 	return shardapi.ServiceStats{Requests: c.requests.Load(), Batches: c.batches.Load(), ProposedPushes: c.proposed.Load(),
 		Rejected: c.rejected.Load(), NotLeader: c.notLeader.Load(), Held: c.held.Load(), Acked: c.acked.Load(),
-		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats(), EntryBytes: c.entryBytes.Load()}
+		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats(), EntryBytes: c.entryBytes.Load(), SummedPushes: c.summed.Load()}
 }
 
 func (s *service) heldCount() int {
@@ -348,11 +353,7 @@ func (s *service) proposer() {
 				break drain
 			}
 		}
-		pushes := make([]Push, len(batch))
-		for i, p := range batch {
-			pushes[i] = Push{PushMeta: p.req.PushMeta, RecvNanos: p.recv, Grad: p.grad}
-		}
-		data, err := encodePushes(pushes)
+		batch, data, err := s.group(batch)
 		if err != nil {
 			<-s.slots
 			for _, p := range batch {
@@ -381,6 +382,7 @@ func (s *service) completer() {
 			s.r.deps.ApplyTime(time.Since(fl.start))
 		}
 		<-s.slots
+		s.landed(fl.batch)
 		if err != nil {
 			// Ambiguous: the entry may still commit. The worker resends.
 			for _, p := range fl.batch {
@@ -401,6 +403,10 @@ func (s *service) completer() {
 			var rej *shardapi.RejectError
 			if errors.As(a.Pushes[i].Err, &rej) {
 				s.reject(p.c, p.req, rej.Reason, rej.Detail)
+				continue
+			}
+			if regrouped(a.Pushes[i]) {
+				s.send(p.c, shardapi.OpPush, p.req.PushID, verdict{status: shardapi.ReplyError, detail: ErrRegroup.Error()})
 				continue
 			}
 			s.settle(p.c, p.req.PushID, afterApply)

@@ -78,6 +78,7 @@ type ServiceStats struct {
 	Requests         uint64 // frames received
 	Batches          uint64 // push entries proposed
 	EntryBytes       uint64 // bytes of those entries (each replicated to every follower)
+	SummedPushes     uint64 // pushes that travelled in a summed group (one gradient for several)
 	ProposedPushes   uint64 // pushes in them
 	Rejected         uint64 // pushes answered with a rejection (here or by the FSM)
 	NotLeader        uint64 // requests answered NotLeader

@@ -1,0 +1,128 @@
+package shard
+
+import (
+	"dsspmesh/clock"
+	"dsspmesh/internal/faults"
+	"dsspmesh/shardapi"
+)
+
+// Replicate after aggregating: the pushes of one batch that the applied
+// state says the gate will take — a known worker at its clock, not held,
+// not already in an entry still in flight, one push per worker — travel as
+// one summed gradient (entry.go's group) with each push's metadata, so a
+// follower receives and logs one gradient for them. The FSM applies the
+// group all or nothing (FSM.applyGroup): a push the gate would not take
+// after all (its worker removed meanwhile, ...) sends the group's other
+// pushes back to their workers to resend (ErrRegroup), never half of a
+// sum. The other pushes of the batch follow with their own gradients.
+
+// summable reports, for each push of ps, whether it may join the batch's
+// summed group as far as the applied state says.
+func (f *FSM) summable(ps []*pending, ok []bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if !f.initialized {
+		return
+	}
+	seen := make(map[clock.WorkerID]bool, len(ps))
+	for i, p := range ps {
+		c, known := f.gate.Clock(p.req.Worker)
+		ok[i] = ok[i] && known && c == p.req.Iter && !f.gate.IsWaiting(p.req.Worker) && !seen[p.req.Worker]
+		if ok[i] {
+			seen[p.req.Worker] = true
+		}
+	}
+}
+
+// group orders batch as it will sit in the entry — the summed group first
+// — and returns the entry's data. The pushes it puts in the group are
+// marked in flight until the completer clears them.
+func (s *service) group(batch []*pending) ([]*pending, []byte, error) {
+	n, prec, _ := s.r.fsm.pushLimits()
+	base := s.r.fsm.balanceBase()
+	ok := make([]bool, len(batch))
+	if len(batch) >= 2 && n > 0 && !faults.On(faults.SkipDedupe) && !faults.On(faults.SkipNonFinite) {
+		s.mu.Lock()
+		for i, p := range batch {
+			ok[i] = s.inflight[p.req.PushID] == 0 && len(p.grad) == prec.Bytes(n)
+		}
+		s.mu.Unlock()
+		s.r.fsm.summable(batch, ok)
+	}
+	var group, rest []*pending
+	for i, p := range batch {
+		if ok[i] {
+			group = append(group, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	if len(group) < 2 {
+		group, rest = nil, batch
+	}
+	var sum []byte
+	if len(group) > 0 {
+		sum = groupSum(group, n, prec, base)
+	}
+	push := func(p *pending) Push { return Push{PushMeta: p.req.PushMeta, RecvNanos: p.recv, Grad: p.grad} }
+	gp, rp := make([]Push, len(group)), make([]Push, len(rest))
+	for i, p := range group {
+		gp[i] = push(p)
+	}
+	for i, p := range rest {
+		rp[i] = push(p)
+	}
+	data, err := encodeGroup(gp, sum, rp)
+	if err != nil {
+		return batch, nil, err
+	}
+	s.mu.Lock()
+	for _, p := range batch {
+		s.inflight[p.req.PushID]++
+	}
+	s.mu.Unlock()
+	s.cnt.summed.Add(uint64(len(group)))
+	return append(group, rest...), data, nil
+}
+
+// groupSum is the sum of the group's gradients in prec, each weighted as
+// FSM.weigh weights a push's (samples / base, unless base is 0 or the push
+// has exactly base samples), added in the group's order in float32 as
+// FSM.sumAndCheck adds an entry's gradients.
+func groupSum(group []*pending, n int, prec shardapi.Precision, base int64) []byte {
+	acc, v := make([]float32, n), make([]float32, n)
+	for _, p := range group {
+		prec.Decode(v, p.grad) // the length was checked by group
+		if base > 0 && p.req.Samples != base {
+			w := float32(float64(p.req.Samples) / float64(base))
+			for j, g := range v {
+				v[j] = float32(g * w)
+			}
+		}
+		for j, x := range v {
+			acc[j] += x
+		}
+	}
+	return prec.Append(nil, acc)
+}
+
+// balanceBase is Spec.BalanceBase (0 before Init or without balance).
+func (f *FSM) balanceBase() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.spec.BalanceBase
+}
+
+// landed clears the pushes of a completed proposal from the in-flight set.
+func (s *service) landed(batch []*pending) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range batch {
+		if s.inflight[p.req.PushID]--; s.inflight[p.req.PushID] <= 0 {
+			delete(s.inflight, p.req.PushID)
+		}
+	}
+}
+
+// regrouped reports whether a push result is ErrRegroup.
+func regrouped(r shardapi.PushResult) bool { return r.Err == ErrRegroup }
