@@ -150,3 +150,36 @@ func TestClusterSumsBatchedPushes(t *testing.T) {
 		t.Skip("no two pushes shared an entry: nothing was summed")
 	}
 }
+
+// The leader's sum of a group equals, bit for bit, what the FSM computes
+// from the same pushes with their own gradients, balance weights included.
+func TestGroupSumMatchesSeparatePushes(t *testing.T) {
+	for _, base := range []int64{0, 8} {
+		spec := testSpec(3, "asp")
+		spec.BalanceBase = base
+		grads := [][]float32{{0.1, -0.2, 0.3}, {1e-3, 7, -0.5}, {3, 3, 3}}
+		samples := []int64{4, 16, 8}
+		var sep []Push
+		var pend []*pending
+		for i, w := range []clock.WorkerID{"a", "b", "c"} {
+			sep = append(sep, Push{PushMeta: meta(w, 0, samples[i]), Grad: gradBytes(grads[i])})
+			pend = append(pend, &pending{req: shardapi.Request{Op: shardapi.OpPush, PushMeta: meta(w, 0, samples[i])}, grad: gradBytes(grads[i])})
+		}
+		var got [2][]float32
+		for k := range got {
+			h := newFSMHarness(t, spec, []float32{1, 2, 3})
+			for _, w := range []clock.WorkerID{"a", "b", "c"} {
+				h.apply(encodeWorker(entryAddWorker, w, 0))
+			}
+			if k == 0 {
+				h.apply(encodePushes(sep))
+			} else {
+				h.apply(encodeGroup(sep, groupSum(pend, 3, shardapi.FP32, base), nil))
+			}
+			got[k] = h.f.Params(nil)
+		}
+		if !reflect.DeepEqual(got[0], got[1]) {
+			t.Errorf("base %d: separate %v, summed %v", base, got[0], got[1])
+		}
+	}
+}
