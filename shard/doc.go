@@ -6,8 +6,9 @@
 // # What it owns
 //
 //   - [FSM]: the raft.FSM of docs/design.md#shards-and-raft. Entries (kinds
-//     Init, Push — a batch of pushes —, AddWorker, RemoveWorker,
-//     SuspendWorker) are a tag
+//     Init, Push — a batch of pushes, the first of them possibly a group
+//     whose gradients the leader summed into one (aggregate.go), applied
+//     all or nothing —, AddWorker, RemoveWorker, SuspendWorker) are a tag
 //     byte, a msgpack header and raw tensor bytes in shardapi's codec
 //     (shardapi/tensor.go; entry.go has the layout); headers of entries and snapshots are decoded with
 //     internal/boundedmsgpack, as they are input from another replica. Apply is deterministic: the receipt time of every push is in
