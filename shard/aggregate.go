@@ -41,7 +41,7 @@ func (s *service) group(batch []*pending) ([]*pending, []byte, error) {
 	n, prec, _ := s.r.fsm.pushLimits()
 	base := s.r.fsm.balanceBase()
 	ok := make([]bool, len(batch))
-	if len(batch) >= 2 && n > 0 && !faults.On(faults.SkipDedupe) && !faults.On(faults.SkipNonFinite) {
+	if s.r.cfg.SumBatches && len(batch) >= 2 && n > 0 && !faults.On(faults.SkipDedupe) && !faults.On(faults.SkipNonFinite) {
 		s.mu.Lock()
 		for i, p := range batch {
 			ok[i] = s.inflight[p.req.PushID] == 0 && len(p.grad) == prec.Bytes(n)

@@ -124,6 +124,7 @@ func TestClusterSumsBatchedPushes(t *testing.T) {
 	c.cfg = func(id mesh.NodeID) Config {
 		cfg := fastConfig(5, id)
 		cfg.MaxInflightBatches = 1
+		cfg.SumBatches = true
 		return cfg
 	}
 	ids := nodeIDs(3)

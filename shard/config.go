@@ -45,6 +45,10 @@ type Config struct {
 	MaxBatchPushes     int
 	MaxBatchBytes      int
 	MaxInflightBatches int
+	// SumBatches makes the leader send the pushes of a batch that the gate
+	// will take as one summed gradient (aggregate.go). Off by default until
+	// the fault suite has run with it on a real mesh.
+	SumBatches bool
 
 	// ApplyTimeout bounds the wait to enqueue a proposal.
 	ApplyTimeout time.Duration
