@@ -112,6 +112,10 @@ type Observer interface {
 	PushSent(shard uint32, worker mesh.NodeID, iter, samples int64)
 	// PushDone: that push returned, with err nil when acknowledged.
 	PushDone(shard uint32, worker mesh.NodeID, iter, samples int64, err error)
+	// Computing: the worker computes iteration iter on parameters whose
+	// slice of shard s is of version reads[s].Version (docs/design.md, "The
+	// read guarantee"). reads is the caller's: copy what you keep.
+	Computing(worker mesh.NodeID, iter int64, reads []SliceRead)
 	// Applied: this node's replica of shard applied an entry. It runs under
 	// the state machine's lock (shard.NewFSM's contract).
 	Applied(shard uint32, a shardapi.Applied)
@@ -127,6 +131,7 @@ type noObserver struct{}
 
 func (noObserver) PushSent(uint32, mesh.NodeID, int64, int64)        {}
 func (noObserver) PushDone(uint32, mesh.NodeID, int64, int64, error) {}
+func (noObserver) Computing(mesh.NodeID, int64, []SliceRead)         {}
 func (noObserver) Applied(uint32, shardapi.Applied)                  {}
 func (noObserver) Leading(uint32, uint64)                            {}
 func (noObserver) StateHashEvery() uint64                            { return 0 }

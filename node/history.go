@@ -23,6 +23,8 @@ import (
 //
 //	start                  the process started (Pid)
 //	invoke, ok, fail       a push by this node's worker: Shard, Worker, Iter, Samples (fail: Err)
+//	read                   this node's worker computes iteration Iter on parameters whose slices
+//	                       have the versions Reads, one per shard (docs/design.md, "The read guarantee")
 //	apply                  an entry applied by this node's replica of Shard: Index, Entry and, for
 //	                       pushes, Pushes; for add/remove-worker, Worker, Clock and Released
 //	                       (Suspected: a removal that was the leader's suspension); Hash
@@ -65,6 +67,30 @@ type HistoryRecord struct {
 	// Suspected marks a remove-worker that was the leader's suspension
 	// of a silent, disconnected worker (shard/suspect.go).
 	Suspected bool `json:"sus,omitempty"`
+	// Reads (kind read) are the versions of the parameters an iteration
+	// is computed on, one per shard in shard order.
+	Reads []HistoryRead `json:"rd,omitempty"`
+}
+
+// HistoryRead is the version of one shard's slice of the parameters a
+// worker computes an iteration on: the shard's applied index and t_min when
+// the slice was read ([shardapi.Version]).
+type HistoryRead struct {
+	Index uint64 `json:"x"`
+	Min   int64  `json:"m"`
+	// Unchecked: read outside the gate (see [SliceRead]); the bound does
+	// not cover it.
+	Unchecked bool `json:"u,omitempty"`
+}
+
+// SliceRead is the version of one shard's slice of a worker's parameters.
+type SliceRead struct {
+	shardapi.Version
+	// Unchecked: the slice was not read by the OK of the push before
+	// the iteration it serves — it is join's fetch, or was read for a
+	// lower clock before align moved this shard's clock forward — so the
+	// read guarantee's bound does not cover it.
+	Unchecked bool
 }
 
 // HistoryPush is what one push of an applied entry did.
@@ -128,6 +154,15 @@ func (h *History) PushDone(shard uint32, w mesh.NodeID, iter, samples int64, err
 	r := HistoryRecord{Kind: "ok", Shard: shard, Worker: string(w), Iter: iter, Samples: samples}
 	if err != nil {
 		r.Kind, r.Err = "fail", err.Error()
+	}
+	h.write(r)
+}
+
+// Computing records the versions of the parameters worker computes iter on.
+func (h *History) Computing(w mesh.NodeID, iter int64, reads []SliceRead) {
+	r := HistoryRecord{Kind: "read", Worker: string(w), Iter: iter, Reads: make([]HistoryRead, len(reads))}
+	for i, v := range reads {
+		r.Reads[i] = HistoryRead{Index: v.Index, Min: v.Min, Unchecked: v.Unchecked}
 	}
 	h.write(r)
 }

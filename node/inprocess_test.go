@@ -357,7 +357,8 @@ type nodeObserver struct {
 	id mesh.NodeID
 }
 
-func (o nodeObserver) PushSent(uint32, mesh.NodeID, int64, int64) {}
+func (o nodeObserver) PushSent(uint32, mesh.NodeID, int64, int64)     {}
+func (o nodeObserver) Computing(mesh.NodeID, int64, []node.SliceRead) {}
 
 func (o nodeObserver) PushDone(shard uint32, w mesh.NodeID, iter, samples int64, err error) {
 	if err != nil || shard != 0 || samples == 0 {

@@ -29,6 +29,7 @@ type worker struct {
 	grad    []float32
 	theta   []float32     // written only by the loop goroutine
 	iters   []int64       // next iteration per shard; align keeps them equal
+	reads   []SliceRead   // version of each shard's slice of theta
 	done    chan struct{} // closed when run returns; clients are then free
 
 	mu     sync.Mutex // guards stats, rate
@@ -52,7 +53,7 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 	w := &worker{n: n, spec: spec, bounds: n.shards.bounds, loader: loader,
 		x: make([]float32, spec.BatchSize*n.model.InputSize()), labels: make([]int, spec.BatchSize),
 		grad: make([]float32, n.model.NumParams()), theta: make([]float32, n.model.NumParams()),
-		iters: make([]int64, spec.Shards), done: make(chan struct{})}
+		iters: make([]int64, spec.Shards), reads: make([]SliceRead, spec.Shards), done: make(chan struct{})}
 	w.stats.Slowdown = n.cfg.Slowdown
 	w.stats.Batch = int64(spec.BatchSize)
 	if spec.Balance {
@@ -97,6 +98,7 @@ func (w *worker) run(ctx context.Context) {
 	}
 	inARow := 0
 	for ctx.Err() == nil {
+		w.n.obs.Computing(w.n.id, slices.Min(w.iters), w.reads)
 		batch := w.next()
 		start := time.Now()
 		loss, err := w.n.model.Gradient(w.theta, w.x, w.labels, w.grad)
@@ -135,8 +137,13 @@ func (w *worker) run(ctx context.Context) {
 		}
 		inARow = 0
 		if slices.Min(w.iters) != slices.Max(w.iters) {
+			before := slices.Clone(w.iters)
 			if err := w.align(ctx, false); err != nil {
 				return
+			}
+			for s := range w.iters {
+				// Read for a lower clock than the next iteration's.
+				w.reads[s].Unchecked = w.reads[s].Unchecked || w.iters[s] != before[s]
 			}
 		}
 		w.completed(loss, compute, time.Since(waitStart), batch)
@@ -300,6 +307,8 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 				w.n.obs.PushDone(uint32(s), w.n.id, w.iters[s], samples, err)
 				if err == nil {
 					w.n.metrics.PushSeconds.Observe(time.Since(start).Seconds())
+					// join's fetch (no samples) is answered outside the gate.
+					w.reads[s] = SliceRead{Version: c.Version(), Unchecked: samples == 0}
 					w.iters[s]++
 					return
 				}

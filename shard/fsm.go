@@ -398,25 +398,35 @@ const (
 )
 
 // replyFor decides the reply to (w, iter) from the applied state, and when
-// it is OK returns the parameters encoded in the shard's wire precision.
-// The encoding is made once per applied index and shared by every reply at
-// that index: the caller must not modify it.
-func (f *FSM) replyFor(w clock.WorkerID, iter int64) (replyState, []byte) {
+// it is OK returns the parameters encoded in the shard's wire precision and
+// their version, read under the same lock (docs/design.md, "The read
+// guarantee"). The encoding is made once per applied index and shared by
+// every reply at that index: the caller must not modify it.
+func (f *FSM) replyFor(w clock.WorkerID, iter int64) (replyState, []byte, shardapi.Version) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if !f.initialized {
-		return replyPending, nil
+		return replyPending, nil, shardapi.Version{}
 	}
 	c, ok := f.gate.Clock(w)
 	switch {
 	case !ok:
-		return replyUnknown, nil
+		return replyUnknown, nil, shardapi.Version{}
 	case c <= iter:
-		return replyPending, nil
+		return replyPending, nil, shardapi.Version{}
 	case c == iter+1 && f.gate.IsWaiting(w) && !faults.On(faults.SkipStaleness):
-		return replyHeld, nil
+		return replyHeld, nil, shardapi.Version{}
 	}
-	return replyOK, f.encodedLocked()
+	if faults.On(faults.StaleRead) {
+		b, v := f.staleSlice() // broken build only
+		return replyOK, b, v
+	}
+	return replyOK, f.encodedLocked(), f.versionLocked()
+}
+
+// versionLocked is the version of the current parameters; f.mu held.
+func (f *FSM) versionLocked() shardapi.Version {
+	return shardapi.Version{Index: f.lastIndex, Min: f.gate.Min()}
 }
 
 // encodedLocked returns θ in the wire precision as of the applied index,

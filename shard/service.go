@@ -250,16 +250,17 @@ type verdict struct {
 	leader string
 	params []byte // an OK's parameter slice (tensor codec)
 	assign *shardapi.Assignment
+	ver    shardapi.Version // an OK's: the version of the state it reflects
 }
 
 // decide is the one place a leader decides a push's reply from the
-// applied state (st, params from FSM.replyFor) and the stage it is at. It
+// applied state (st, params, ver from FSM.replyFor) and the stage it is at. It
 // returns propose when the push is not applied yet and should be proposed
 // (only on arrival: a push whose entry applied must have moved its clock).
-func decide(st replyState, params []byte, at stage) (v verdict, propose bool) {
+func decide(st replyState, params []byte, ver shardapi.Version, at stage) (v verdict, propose bool) {
 	switch st {
 	case replyOK:
-		return verdict{status: shardapi.ReplyOK, params: params}, false
+		return verdict{status: shardapi.ReplyOK, params: params, ver: ver}, false
 	case replyHeld:
 		return verdict{status: shardapi.ReplyHeld}, false
 	case replyUnknown:
@@ -283,14 +284,14 @@ func decide(st replyState, params []byte, at stage) (v verdict, propose bool) {
 // be proposed.
 func (s *service) settle(c *workerConn, id shardapi.PushID, at stage) bool {
 	s.mu.Lock()
-	st, params := s.r.fsm.replyFor(id.Worker, id.Iter)
+	st, params, ver := s.r.fsm.replyFor(id.Worker, id.Iter)
 	k := heldKey{c: c, PushID: id}
 	_, already := s.held[k]
 	if st == replyHeld && !s.stopped {
 		s.held[k] = struct{}{}
 	}
 	s.mu.Unlock()
-	v, propose := decide(st, params, at)
+	v, propose := decide(st, params, ver, at)
 	if propose {
 		return true
 	}
@@ -316,7 +317,8 @@ func (s *service) send(c *workerConn, op shardapi.Op, id shardapi.PushID, v verd
 	case shardapi.ReplyNotLeader:
 		s.cnt.notLeader.Add(1)
 	}
-	c.send(shardapi.Reply{Op: op, PushID: id, Status: v.status, Leader: v.leader, Reason: v.reason, Detail: v.detail, Assign: v.assign}, v.params)
+	c.send(shardapi.Reply{Op: op, PushID: id, Status: v.status, Leader: v.leader, Reason: v.reason, Detail: v.detail, Assign: v.assign,
+		Index: v.ver.Index, Clock: v.ver.Min}, v.params)
 }
 
 func (s *service) reject(c *workerConn, req shardapi.Request, reason shardapi.Reason, detail string) {
@@ -443,19 +445,20 @@ func (s *service) reevaluate() {
 		k      heldKey
 		st     replyState
 		params []byte
+		ver    shardapi.Version
 	}
 	var outs []out
 	s.mu.Lock()
 	for k := range s.held {
-		st, params := s.r.fsm.replyFor(k.Worker, k.Iter)
+		st, params, ver := s.r.fsm.replyFor(k.Worker, k.Iter)
 		if st != replyHeld {
 			delete(s.held, k)
-			outs = append(outs, out{k, st, params})
+			outs = append(outs, out{k, st, params, ver})
 		}
 	}
 	s.mu.Unlock()
 	for _, o := range outs {
-		v, _ := decide(o.st, o.params, onRelease)
+		v, _ := decide(o.st, o.params, o.ver, onRelease)
 		if v.status == shardapi.ReplyOK {
 			v.assign = s.r.fsm.assignment(o.k.Worker, o.k.Iter)
 		}

@@ -88,6 +88,7 @@ type Client struct {
 	buf     []byte
 	reads   int64       // numbers read requests, so a late reply is not taken for a newer one's
 	failed  mesh.NodeID // the replica that last failed or went silent: tried last
+	version Version     // of the slice the last successful Push returned
 
 	probes, probeSeq atomic.Uint64
 
@@ -138,6 +139,7 @@ func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad,
 	if rep.Assign != nil {
 		c.Assign = rep.Assign
 	}
+	c.version = Version{Index: rep.Index, Min: rep.Clock}
 	n, err := p.Len(params)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
@@ -151,6 +153,10 @@ func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad,
 	}
 	return dst, nil
 }
+
+// Version is the version of the slice the last successful Push returned
+// (the zero Version before one).
+func (c *Client) Version() Version { return c.version }
 
 // AddWorker adds this worker to the shard's clock table and returns its
 // clock (the iteration of its next push), at least from (its clock on

@@ -77,20 +77,28 @@ type Report struct {
 	ReplayMismatch int   // violation: the gate replayed from the log decides otherwise
 	Replayed       int   // pushes replayed
 	Duplicates     int   // resends answered by dedupe (not a violation)
+	Reads          int   // (iteration, shard) slice versions checked against the bound
+	ReadsUnchecked int   // slices read outside the gate (join's fetch, before an align): not covered
+	ReadStale      int   // violation: an iteration computed on a slice missing more than s_U iterations
+	ReadOverclaim  int   // violation: a slice's version claims a t_min above the log's at its index
+	MaxReadLag     int64 // largest iteration − version t_min seen
 	Violations     []string
 }
 
 // OK reports whether no checker found a violation.
 func (r *Report) OK() bool {
-	return r.Lost+r.AppliedTwice+r.ClockBack+r.GapOver+r.TwoLeaders+r.HashMismatch+r.Disagree+r.ReplayMismatch+r.NonFinite == 0
+	return r.Lost+r.AppliedTwice+r.ClockBack+r.GapOver+r.TwoLeaders+r.HashMismatch+r.Disagree+r.ReplayMismatch+r.NonFinite+
+		r.ReadStale+r.ReadOverclaim == 0
 }
 
 func (r *Report) String() string {
 	return fmt.Sprintf("acked %d, lost %d, applied twice %d, clock back %d, gap>s_U %d (max gap %d, s_U %d), "+
 		"two leaders %d of %d terms, hash mismatches %d of %d checkpoints, replica disagreements %d, "+
-		"replay mismatches %d of %d pushes, dedupe answers %d, non-finite parameters at %d of %d replica checkpoints",
+		"replay mismatches %d of %d pushes, dedupe answers %d, non-finite parameters at %d of %d replica checkpoints, "+
+		"reads beyond the bound %d of %d (max lag %d, %d unchecked), versions overclaimed %d",
 		r.Acked, r.Lost, r.AppliedTwice, r.ClockBack, r.GapOver, r.MaxGap, r.SU, r.TwoLeaders, r.Terms,
-		r.HashMismatch, r.HashCompared, r.Disagree, r.ReplayMismatch, r.Replayed, r.Duplicates, r.NonFinite, r.FiniteChecked)
+		r.HashMismatch, r.HashCompared, r.Disagree, r.ReplayMismatch, r.Replayed, r.Duplicates, r.NonFinite, r.FiniteChecked,
+		r.ReadStale, r.Reads, r.MaxReadLag, r.ReadsUnchecked, r.ReadOverclaim)
 }
 
 func (r *Report) violate(format string, args ...any) {
@@ -122,10 +130,13 @@ func (h *History) Check(policy string) (*Report, error) {
 	h.checkFinite(rep)
 	releases := map[pushKey][]release{} // every release of a push, in log order
 	applies := map[pushKey][]int64{}    // times an application of the push was first recorded
+	mins := map[uint32]map[uint64]int64{}
 	for s, entries := range logs {
-		replayShard(rep, pol, s, entries, releases, applies, h.applyTimes(s))
+		mins[s] = map[uint64]int64{}
+		replayShard(rep, pol, s, entries, releases, applies, h.applyTimes(s), mins[s])
 	}
 	h.checkAcks(rep, releases, applies)
+	h.checkReads(rep, mins)
 	return rep, nil
 }
 
@@ -194,9 +205,10 @@ type release struct {
 // replayShard walks one shard's log: it rebuilds the clock table to check
 // that clocks never go back, that no push is applied twice while its
 // worker stays in the table, and the gap of every release; and it replays
-// the gate from the log and compares each decision.
+// the gate from the log and compares each decision. mins gets the
+// replayed gate's t_min after each index.
 func replayShard(rep *Report, pol clock.Policy, s uint32, entries []node.HistoryRecord,
-	releases map[pushKey][]release, applies map[pushKey][]int64, times map[uint64]int64) {
+	releases map[pushKey][]release, applies map[pushKey][]int64, times map[uint64]int64, mins map[uint64]int64) {
 	clocks := map[string]int64{}
 	epoch := map[string]int{}
 	applied := map[pushKey]int{} // epoch of the last application
@@ -309,6 +321,44 @@ func replayShard(rep *Report, pol clock.Policy, s uint32, entries []node.History
 				for _, o := range p.Others {
 					released(o.Worker, o.Iter, e.Index)
 				}
+			}
+		}
+		if gate != nil {
+			mins[e.Index] = gate.Min()
+		}
+	}
+}
+
+// checkReads is the "reads within the bound" checker (docs/design.md,
+// "The read guarantee"): each iteration a worker computes is recorded with
+// the version of every shard's slice of its parameters (a read record).
+// Under a bounded policy a slice of iteration t must hold every worker's
+// updates of the iterations below t − s_U (its version's t_min ≥ t − s_U);
+// and under any policy a version must not claim a t_min above the one the
+// shard's log gives at its index. Slices read outside the gate (join's
+// fetch, a clock moved by align) are counted apart, not judged.
+func (h *History) checkReads(rep *Report, mins map[uint32]map[uint64]int64) {
+	for _, r := range h.Records {
+		if r.Kind != "read" {
+			continue
+		}
+		for s, v := range r.Reads {
+			if v.Unchecked {
+				rep.ReadsUnchecked++
+				continue
+			}
+			rep.Reads++
+			lag := r.Iter - v.Min
+			rep.MaxReadLag = max(rep.MaxReadLag, lag)
+			if rep.SU >= 0 && lag > rep.SU {
+				rep.ReadStale++
+				rep.violate("%s computed iteration %d on shard %d's slice of index %d, t_min %d: iterations from %d missing, s_U %d",
+					r.Worker, r.Iter, s, v.Index, v.Min, v.Min, rep.SU)
+			}
+			if m, ok := mins[uint32(s)][v.Index]; ok && v.Min > m {
+				rep.ReadOverclaim++
+				rep.violate("%s computed iteration %d on shard %d's slice said to be index %d, t_min %d; the log has t_min %d there",
+					r.Worker, r.Iter, s, v.Index, v.Min, m)
 			}
 		}
 	}

@@ -84,7 +84,7 @@ func report(t *testing.T, c *FaultCluster, events []Event) *Report {
 			t.Error(v)
 		}
 	}
-	if rep.Acked == 0 || rep.HashCompared == 0 || rep.Terms == 0 || rep.Replayed == 0 || rep.FiniteChecked == 0 {
+	if rep.Acked == 0 || rep.HashCompared == 0 || rep.Terms == 0 || rep.Replayed == 0 || rep.FiniteChecked == 0 || rep.Reads == 0 {
 		t.Errorf("the checkers saw too little to judge: %s", rep)
 	}
 	return rep

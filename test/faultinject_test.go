@@ -43,6 +43,8 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 			caught: func(r *Report) bool { return r.TwoLeaders > 0 }},
 		{fault: faults.SkipNonFinite, spec: dssp, policy: "dssp:3:12", nan: true,
 			caught: func(r *Report) bool { return r.NonFinite > 0 }},
+		{fault: faults.StaleRead, spec: dssp, policy: "dssp:3:12",
+			caught: func(r *Report) bool { return r.ReadStale > 0 }},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.fault), func(t *testing.T) {

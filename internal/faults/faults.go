@@ -25,4 +25,9 @@ const (
 	// gradient or a step that makes a parameter non-finite. Caught by the
 	// parameters-finite checker once a worker sends NaN.
 	SkipNonFinite Fault = "skip-non-finite"
+	// StaleRead: the leader answers a push with the parameter slice it
+	// read up to 256 applied entries earlier (a broken reply cache), under
+	// that slice's own version. Caught by the reads-within-the-bound
+	// checker: an iteration computed on parameters older than s_U allows.
+	StaleRead Fault = "stale-read"
 )
