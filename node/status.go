@@ -139,6 +139,11 @@ type LocalWorker struct {
 	// Refused counts this worker's gradients a shard refused (NaN/Inf, norm
 	// outlier, non-finite step); each was recomputed and sent again.
 	Refused uint64 `json:"refused"`
+	// SlicesKept and SlicesPulled count the acknowledged pushes whose OK
+	// carried no parameters (the worker's copy of the slice was fresh
+	// enough: docs/design.md, "The read guarantee") and those that carried them.
+	SlicesKept   uint64 `json:"slices_kept"`
+	SlicesPulled uint64 `json:"slices_pulled"`
 	// Stopped says why the worker loop stopped for good ("" while it runs):
 	// a diverging job, a rejection it cannot repair.
 	Stopped string `json:"stopped,omitempty"`

@@ -30,6 +30,7 @@ type worker struct {
 	theta   []float32     // written only by the loop goroutine
 	iters   []int64       // next iteration per shard; align keeps them equal
 	reads   []SliceRead   // version of each shard's slice of theta
+	slack   int64         // a kept slice may miss this many iterations (pull.go)
 	done    chan struct{} // closed when run returns; clients are then free
 
 	mu     sync.Mutex // guards stats, rate
@@ -61,6 +62,7 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 			return nil, err
 		}
 	}
+	w.slack = pullSlack(spec)
 	resolve := mesh.ResolveFromMembership(n.members)
 	for s := range w.bounds {
 		id := uint32(s)
@@ -295,20 +297,30 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 			for {
 				before, heldBefore, bytesBefore := c.Retries, c.Held, c.Bytes
 				w.n.obs.PushSent(uint32(s), w.n.id, w.iters[s], samples)
-				dst, err := c.Push(ctx, w.iters[s], samples, computeNs, grad[lo:hi], w.theta[lo:hi:hi])
+				keep := samples > 0 && w.keepSlice(s)
+				var err error
+				if keep {
+					_, err = c.PushKeep(ctx, w.iters[s], samples, computeNs, grad[lo:hi])
+				} else {
+					var dst []float32
+					dst, err = c.Push(ctx, w.iters[s], samples, computeNs, grad[lo:hi], w.theta[lo:hi:hi])
+					if err == nil && len(dst) != hi-lo {
+						err = errors.New("shard returned a slice of the wrong length")
+					}
+				}
 				w.addRetries(c.Retries - before)
 				w.addBytes(c.Bytes - bytesBefore)
 				if held := c.Held - heldBefore; held > 0 {
 					w.n.metrics.GateHoldSeconds.Observe(held.Seconds())
 				}
-				if err == nil && len(dst) != hi-lo {
-					err = errors.New("shard returned a slice of the wrong length")
-				}
 				w.n.obs.PushDone(uint32(s), w.n.id, w.iters[s], samples, err)
 				if err == nil {
 					w.n.metrics.PushSeconds.Observe(time.Since(start).Seconds())
-					// join's fetch (no samples) is answered outside the gate.
-					w.reads[s] = SliceRead{Version: c.Version(), Unchecked: samples == 0}
+					if !keep {
+						// join's fetch (no samples) is answered outside the gate.
+						w.reads[s] = SliceRead{Version: c.Version(), Unchecked: samples == 0}
+					}
+					w.pulled(keep)
 					w.iters[s]++
 					return
 				}

@@ -398,11 +398,12 @@ const (
 )
 
 // replyFor decides the reply to (w, iter) from the applied state, and when
-// it is OK returns the parameters encoded in the shard's wire precision and
-// their version, read under the same lock (docs/design.md, "The read
-// guarantee"). The encoding is made once per applied index and shared by
-// every reply at that index: the caller must not modify it.
-func (f *FSM) replyFor(w clock.WorkerID, iter int64) (replyState, []byte, shardapi.Version) {
+// it is OK returns the state's version and, if slice, the parameters
+// encoded in the shard's wire precision, read under the same lock
+// (docs/design.md, "The read guarantee"). The encoding is made once per
+// applied index and shared by every reply at that index: the caller must
+// not modify it.
+func (f *FSM) replyFor(w clock.WorkerID, iter int64, slice bool) (replyState, []byte, shardapi.Version) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if !f.initialized {
@@ -416,6 +417,9 @@ func (f *FSM) replyFor(w clock.WorkerID, iter int64) (replyState, []byte, sharda
 		return replyPending, nil, shardapi.Version{}
 	case c == iter+1 && f.gate.IsWaiting(w) && !faults.On(faults.SkipStaleness):
 		return replyHeld, nil, shardapi.Version{}
+	}
+	if !slice {
+		return replyOK, nil, f.versionLocked()
 	}
 	if faults.On(faults.StaleRead) {
 		b, v := f.staleSlice() // broken build only

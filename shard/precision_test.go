@@ -47,7 +47,7 @@ func TestFSMBF16(t *testing.T) {
 			t.Fatalf("θ = %v, want %v", got, want)
 		}
 	}
-	st, params, _ := h.f.replyFor("a", 0)
+	st, params, _ := h.f.replyFor("a", 0, true)
 	if st != replyOK || len(params) != shardapi.BF16.Bytes(4) {
 		t.Fatalf("reply %v with %d bytes, want OK with %d", st, len(params), shardapi.BF16.Bytes(4))
 	}

@@ -73,6 +73,7 @@ type flight struct {
 type heldKey struct {
 	c *workerConn
 	shardapi.PushID
+	keep bool // the worker keeps its slice: the OK carries none (Request.Keep)
 }
 
 func newService(r *Replica) *service {
@@ -219,7 +220,7 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 	// A resend of a push already applied is answered from the state,
 	// without a new entry: applied locally means committed. (The broken
 	// skip-dedupe build proposes it again, for the FSM to apply twice.)
-	if !faults.On(faults.SkipDedupe) && !s.settle(c, req.PushID, onArrival) {
+	if !faults.On(faults.SkipDedupe) && !s.settle(c, req.PushID, req.Keep, onArrival) {
 		return
 	}
 	if faults.On(faults.AckUncommitted) && req.Samples > 0 && req.Iter%10 == 5 {
@@ -280,12 +281,12 @@ func decide(st replyState, params []byte, ver shardapi.Version, at stage) (v ver
 }
 
 // settle answers (or holds) push id from the applied state as decide says
-// at stage at; it returns true if the push is not applied yet and should
+// at stage at, with the parameters unless keep; it returns true if the push is not applied yet and should
 // be proposed.
-func (s *service) settle(c *workerConn, id shardapi.PushID, at stage) bool {
+func (s *service) settle(c *workerConn, id shardapi.PushID, keep bool, at stage) bool {
 	s.mu.Lock()
-	st, params, ver := s.r.fsm.replyFor(id.Worker, id.Iter)
-	k := heldKey{c: c, PushID: id}
+	st, params, ver := s.r.fsm.replyFor(id.Worker, id.Iter, !keep)
+	k := heldKey{c: c, PushID: id, keep: keep}
 	_, already := s.held[k]
 	if st == replyHeld && !s.stopped {
 		s.held[k] = struct{}{}
@@ -411,7 +412,7 @@ func (s *service) completer() {
 				s.send(p.c, shardapi.OpPush, p.req.PushID, verdict{status: shardapi.ReplyError, detail: ErrRegroup.Error()})
 				continue
 			}
-			s.settle(p.c, p.req.PushID, afterApply)
+			s.settle(p.c, p.req.PushID, p.req.Keep, afterApply)
 		}
 	}
 }
@@ -450,7 +451,7 @@ func (s *service) reevaluate() {
 	var outs []out
 	s.mu.Lock()
 	for k := range s.held {
-		st, params, ver := s.r.fsm.replyFor(k.Worker, k.Iter)
+		st, params, ver := s.r.fsm.replyFor(k.Worker, k.Iter, !k.keep)
 		if st != replyHeld {
 			delete(s.held, k)
 			outs = append(outs, out{k, st, params, ver})

@@ -69,6 +69,9 @@ type PushMeta struct {
 type Request struct {
 	Op Op `msgpack:"op"`
 	PushMeta
+	// Keep (a push): the worker keeps its copy of the slice, so the OK
+	// carries no parameters, only the shard's version (pull.go).
+	Keep bool `msgpack:"k,omitempty"`
 }
 
 // ReplyStatus says whether a reply is final and how it ended.

@@ -1,0 +1,22 @@
+package shardapi
+
+import "context"
+
+// PushKeep is [Client.Push] for a worker that keeps its copy of the shard's
+// slice because that copy is fresh enough for its next iteration
+// (docs/design.md, "The read guarantee"): the request says Keep, and the OK
+// carries no parameters. It returns the version the shard was at when it
+// released the push (not the caller's copy's: that keeps its own). Errors
+// and resends are Push's.
+func (c *Client) PushKeep(ctx context.Context, iter, samples, computeNs int64, grad []float32) (Version, error) {
+	c.buf = c.cfg.Precision.Append(c.buf[:0], grad)
+	meta := PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}, Samples: samples, ComputeNs: computeNs}
+	rep, _, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta, Keep: true}, c.buf)
+	if err != nil {
+		return Version{}, err
+	}
+	if rep.Assign != nil {
+		c.Assign = rep.Assign
+	}
+	return Version{Index: rep.Index, Min: rep.Clock}, nil
+}
