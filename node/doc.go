@@ -51,7 +51,10 @@
 // One goroutine: compute the gradient of the next mini-batch on the local θ,
 // push each shard's slice to that shard's leader concurrently (one
 // shardapi.Client per shard), wait for every reply, replace θ with the slices
-// returned, repeat. NotLeader redirects and resends after a transport
+// returned, repeat. A slice whose version still covers the next iteration
+// within s_L is kept: that push asks for no parameters (pull.go;
+// docs/design.md, "The read guarantee"), and before each gradient the
+// worker reports the versions of θ's slices to the [Observer] (Computing). NotLeader redirects and resends after a transport
 // error keep the same (worker, iter), so they are applied at most once.
 // --slowdown and --compute-delay stretch only the compute time of this
 // worker (sleeping after the gradient), never time spent waiting for
