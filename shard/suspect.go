@@ -23,12 +23,14 @@ import (
 //     with), and never less than Floor, counted from its last push or from
 //     when this replica took the lead, whichever is later (a receipt time
 //     written by another leader is not trusted to be on this clock); and
-//   - disconnected: no worker stream from that node is open at this
-//     replica, or nothing at all has arrived from that node for Silence
-//     (1.5 s: two QUIC keep-alive periods; mesh.SilenceReporter). A kill
-//     -9 leaves the QUIC connection open until its idle timeout
-//     (mesh.TransportConfig.IdleTimeout, 3 s), but its keep-alives go
-//     unanswered at once.
+//   - disconnected: with a transport that reports silence
+//     (mesh.SilenceReporter, QUIC), no connection to that node or nothing
+//     at all received from it for Silence (1.5 s: two keep-alive periods;
+//     a kill -9 leaves the connection open until its idle timeout, 3 s,
+//     but its keep-alives go unanswered at once). A live worker blocked
+//     on another shard, with no stream here, still answers keep-alives
+//     and is not suspected. Without one (in-memory transport): no worker
+//     stream from that node is open at this replica.
 //
 // It then proposes a suspend entry (entrySuspendWorker) naming the worker
 // and the clock it saw. Every replica applies it the same way: if the
@@ -181,7 +183,7 @@ func (s *service) suspects(now time.Time) []suspectCandidate {
 		if !clock.Overdue(c.times, c.nTimes, last, now.UnixNano(), pol.After, pol.Floor.Nanoseconds()) {
 			continue
 		}
-		if s.suspecting[c.w] || (s.connectedLocked(mesh.NodeID(c.w)) && !s.silent(mesh.NodeID(c.w), pol.Silence)) {
+		if s.suspecting[c.w] || !s.disconnectedLocked(mesh.NodeID(c.w), pol.Silence) {
 			continue
 		}
 		if s.suspecting == nil {
@@ -203,15 +205,18 @@ func (s *service) connectedLocked(id mesh.NodeID) bool {
 	return false
 }
 
-// silent reports whether the transport has heard nothing from id for d
-// (false when it cannot tell).
-func (s *service) silent(id mesh.NodeID, d time.Duration) bool {
-	sr, ok := s.r.deps.Transport.(mesh.SilenceReporter)
-	if !ok {
-		return false
+// disconnectedLocked is the suspicion's evidence that id's node is gone.
+// A transport that reports silence (QUIC) decides: no connection to the
+// node, or nothing heard from it for d — a live node answers keep-alives
+// even while its worker is blocked on another shard and has no stream
+// here (a new leader's case). Otherwise (in-memory transport): no worker
+// stream from id is open here.
+func (s *service) disconnectedLocked(id mesh.NodeID, d time.Duration) bool {
+	if sr, ok := s.r.deps.Transport.(mesh.SilenceReporter); ok {
+		quiet, connected := sr.PeerSilence(id)
+		return !connected || quiet >= d
 	}
-	quiet, connected := sr.PeerSilence(id)
-	return !connected || quiet >= d
+	return !s.connectedLocked(id)
 }
 
 // suspend proposes the suspend entry for c and logs the outcome.
