@@ -46,8 +46,7 @@ type Config struct {
 	MaxBatchBytes      int
 	MaxInflightBatches int
 	// SumBatches makes the leader send the pushes of a batch that the gate
-	// will take as one summed gradient (aggregate.go). Off by default until
-	// the fault suite has run with it on a real mesh.
+	// will take as one summed gradient (aggregate.go).
 	SumBatches bool
 
 	// ApplyTimeout bounds the wait to enqueue a proposal.
@@ -82,6 +81,7 @@ func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 		MaxBatchPushes:     64,
 		MaxBatchBytes:      32 << 20,
 		MaxInflightBatches: 4,
+		SumBatches:         true,
 		ApplyTimeout:       5 * time.Second,
 		HeldKeepAlive:      time.Second,
 		IdleStreamTimeout:  2 * time.Minute,
