@@ -12,12 +12,24 @@
 // node's peak resident memory (Linux's VmHWM, read from /proc by
 // [ReadProcStat]) is sampled at every poll and reported at the end.
 //
+// # Ports
+//
+// [NewMesh] gives the nodes 3n distinct loopback ports, each free for TCP
+// and UDP when drawn ([FreePorts]); a node binds them only when it starts,
+// so another program can take one in between. [Mesh.WaitUp] waits until
+// nodes answer /status and restarts a node that exited on a port already
+// in use on fresh ports ([Mesh.Rebind], which also rewrites the other
+// nodes' --join seeds) — only before it ever ran: a node the mesh has
+// seen keeps its addresses, and a restart on a taken port is an error.
+//
 // # Contract
 //
 // [Run] blocks until the run ends (target, time limit, ctx cancelled or the
 // bootstrap node exiting) and always stops every child it started: SIGTERM,
 // then SIGKILL after a grace period. Children are the only processes it
 // signals. Each node's log is kept in its folder under the run directory.
-// Polling uses short HTTP timeouts; a node that does not answer shows as
-// down in the progress view and in the CSV, it does not stop the run.
+// A Mesh's methods are not safe for concurrent use (reading its Procs'
+// addresses concurrently is). Polling uses short HTTP timeouts; a node that
+// does not answer shows as down in the progress view and in the CSV, it
+// does not stop the run.
 package launch

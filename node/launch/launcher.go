@@ -8,13 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -102,6 +100,11 @@ type Proc struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // why it exited, valid once exited is closed
+	// starts counts Start calls, bindFails the starts that ended on a
+	// port already in use; logOff is the log's size when the process last
+	// started (its own lines follow).
+	starts, bindFails int
+	logOff            int64
 }
 
 // Trains reports whether node p runs a worker (false: it only hosts shards).
@@ -138,7 +141,9 @@ type Mesh struct {
 }
 
 // NewMesh prepares n nodes under dir: a mesh key, a data folder and free
-// loopback ports for each. Nothing runs until Start.
+// loopback ports for each, all 3n distinct (drawn in one [FreePorts] call:
+// drawn per node, two nodes of a 32-node mesh shared a port about one run
+// in three). Nothing runs until Start.
 func NewMesh(binary, dir string, n int, log *slog.Logger) (*Mesh, error) {
 	m := &Mesh{Binary: binary, Dir: dir, Key: filepath.Join(dir, "mesh.key"), log: log}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -149,24 +154,19 @@ func NewMesh(binary, dir string, n int, log *slog.Logger) (*Mesh, error) {
 			return nil, err
 		}
 	}
+	all, err := FreePorts(3 * n)
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < n; i++ {
-		ports, err := FreePorts(3)
-		if err != nil {
-			return nil, err
-		}
+		ports := all[3*i : 3*i+3]
 		p := &Proc{
 			Index:   i,
 			DataDir: filepath.Join(dir, fmt.Sprintf("node%d", i)),
-			Gossip:  net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
-			QUIC:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
-			HTTP:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2])),
+			LogPath: filepath.Join(dir, fmt.Sprintf("node%d.log", i)),
 		}
-		p.LogPath = filepath.Join(dir, fmt.Sprintf("node%d.log", i))
-		p.args = []string{"node",
-			"--data-dir", p.DataDir, "--host", "127.0.0.1",
-			"--gossip-port", strconv.Itoa(ports[0]), "--quic-port", strconv.Itoa(ports[1]),
-			"--http-addr", p.HTTP, "--key", m.Key,
-		}
+		p.args = []string{"node", "--data-dir", p.DataDir, "--host", "127.0.0.1", "--key", m.Key}
+		p.setPorts(ports)
 		if i > 0 {
 			p.args = append(p.args, "--join", m.Procs[0].Gossip)
 		}
@@ -205,6 +205,9 @@ func (m *Mesh) Start(i int) error {
 	if err != nil {
 		return fmt.Errorf("up: node %d log: %w", i, err)
 	}
+	if fi, err := logf.Stat(); err == nil {
+		p.logOff = fi.Size()
+	}
 	cmd := exec.Command(m.Binary, p.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The children must not outlive the launcher, even if it is killed.
@@ -214,6 +217,7 @@ func (m *Mesh) Start(i int) error {
 		return fmt.Errorf("up: start node %d: %w", i, err)
 	}
 	p.cmd, p.exited = cmd, make(chan struct{})
+	p.starts++
 	go func() {
 		p.err = cmd.Wait()
 		logf.Close()
@@ -343,41 +347,5 @@ func FetchStatus(ctx context.Context, addr string) (node.Status, error) {
 	}
 	return s, nil
 }
-
-// FreePorts returns n distinct loopback ports that were free for both TCP
-// and UDP a moment ago (gossip needs both on one port). They are drawn
-// below Linux's default ephemeral range (32768–60999): a port the kernel
-// hands out for port 0 can be taken again as the local port of any outgoing
-// connection before the node binds it, which made busy test runs fail with
-// "address already in use".
-func FreePorts(n int) ([]int, error) {
-	var out []int
-	var held []io.Closer
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
-	for tries := 0; len(out) < n && tries < 1000; tries++ {
-		port := freePortLow + rand.IntN(freePortHigh-freePortLow)
-		tl, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		ul, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			tl.Close()
-			continue
-		}
-		held = append(held, tl, ul)
-		out = append(out, port)
-	}
-	if len(out) < n {
-		return nil, fmt.Errorf("up: could not find %d free loopback ports in [%d, %d)", n, freePortLow, freePortHigh)
-	}
-	return out, nil
-}
-
-const freePortLow, freePortHigh = 20000, 32000
 
 func pick(r *rand.Rand, alive []int) int { return alive[r.IntN(len(alive))] }

@@ -150,7 +150,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 		return nil, err
 	}
 	// Joiners need the bootstrap node's gossip port open.
-	if err := waitUp(ctx, m, 0, 60*time.Second); err != nil {
+	if err := m.WaitUp(ctx, []int{0}, 60*time.Second); err != nil {
 		return nil, err
 	}
 	for i := 1; i < cfg.Nodes; i++ {
@@ -158,7 +158,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 			return nil, err
 		}
 	}
-	w := &watcher{cfg: cfg, mesh: m, start: time.Now(), view: newView(out), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed))}
+	start := time.Now()
+	// A node whose port was taken between NewMesh and its bind starts
+	// again on fresh ports here.
+	if err := m.WaitUp(ctx, idxRange(1, cfg.Nodes), 2*time.Minute); err != nil {
+		return nil, err
+	}
+	w := &watcher{cfg: cfg, mesh: m, start: start, view: newView(out), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed))}
 	w.res.PeakRSS = make([]int64, cfg.Nodes)
 	for _, p := range m.Procs {
 		w.res.Trains = append(w.res.Trains, p.Trains())
@@ -216,26 +222,6 @@ func (w *watcher) finalModel() ([]byte, *modelfile.Meta) {
 		fmt.Fprintf(w.cfg.Out, "model: export from node%d: %v\n", i, err)
 	}
 	return nil, nil
-}
-
-func waitUp(ctx context.Context, m *Mesh, i int, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		if err := m.Exited(i); err != nil {
-			return err
-		}
-		if _, err := FetchStatus(ctx, m.Procs[i].HTTP); err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("up: node %d did not answer on http://%s/status within %v; see %s", i, m.Procs[i].HTTP, limit, m.Procs[i].LogPath)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 type watcher struct {
@@ -545,4 +531,13 @@ func (r *Result) Summary() []string {
 		out = append(out, ev.summary())
 	}
 	return slices.Clip(out)
+}
+
+// idxRange is from, from+1, ..., to-1.
+func idxRange(from, to int) []int {
+	out := make([]int, 0, max(0, to-from))
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
 }
