@@ -25,6 +25,19 @@
 // of N worker processes through a real mesh against N goroutines training
 // the same model on an in-process parameter store with no network.
 //
+// # Scale
+//
+// [RunScale] starts, for every N × S, N host-only nodes on loopback and
+// measures formation, idle costs per node, one node joining and leaving,
+// and training costs. A poll counts as settled only when every node
+// answered, all list the same members, and every shard's leader has as
+// Raft voters exactly the replicas rendezvous placement (mesh.Place) gives
+// it over those members; replicas moved on a join or leave are counted
+// between two such polls, so a node missing from a poll, or a leader whose
+// placement followed a membership view missing a node, is waited out
+// instead of counted. Nodes are started through launch.Mesh.WaitUp, which
+// restarts one whose port was taken before it bound on fresh ports.
+//
 // # Contract
 //
 // Every measurement is bounded: meshes by a time limit, in-process loops by

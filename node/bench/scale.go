@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"dsspmesh/mesh"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
@@ -303,7 +304,7 @@ func runScaleMesh(ctx context.Context, cfg ScaleConfig, v ScaleVariant, p *Scale
 	if err := m.Start(0); err != nil {
 		return err
 	}
-	if err := waitStatus(ctx, m, 0, cfg.Converge); err != nil {
+	if err := m.WaitUp(ctx, []int{0}, cfg.Converge); err != nil {
 		return err
 	}
 	for i := 1; i < n; i++ {
@@ -314,7 +315,15 @@ func runScaleMesh(ctx context.Context, cfg ScaleConfig, v ScaleVariant, p *Scale
 	t0 := time.Now()
 	hosts := idxRange(0, n)
 	fmt.Fprintf(out, "forming: %d nodes started\n", n)
-	before, err := waitConverged(ctx, m, hosts, n, cfg, t0, &p.Members, &p.Led)
+	// A node whose port was taken after NewMesh drew it restarts on fresh
+	// ports (inside the formation time).
+	if err := m.WaitUp(ctx, hosts[1:], cfg.Converge); err != nil {
+		return fmt.Errorf("forming: %w", err)
+	}
+	if r := rebinds(m, hosts); r > 0 {
+		fmt.Fprintf(out, "forming: %d nodes restarted on fresh ports (a port was taken)\n", r)
+	}
+	before, err := waitConverged(ctx, m, hosts, n, p.Shards, cfg, t0, &p.Members, &p.Led)
 	if err != nil {
 		return fmt.Errorf("forming: %w", err)
 	}
@@ -339,16 +348,20 @@ func runScaleMesh(ctx context.Context, cfg ScaleConfig, v ScaleVariant, p *Scale
 	fmt.Fprintf(out, "idle: cpu %.1f%%/node, rss %.0f MiB/node, heartbeats %.1f/s/node\n", 100*p.Idle.CPU, p.Idle.RSS, p.Idle.Heartbeats)
 
 	if cfg.Churn {
-		// Voters are compared between converged polls, in which every
-		// node answered: a poll that missed a node (a 2 s HTTP timeout
-		// under load) would count its shards as moved.
+		// Voters are compared between settled polls (see unsettled):
+		// a poll that missed a node (a 2 s HTTP timeout under load), or
+		// a leader whose placement followed a membership view with a node
+		// missing, would count replicas as moved that never moved.
 		if err := m.Start(joiner); err != nil {
 			return err
 		}
 		withJoiner := append(slices.Clone(hosts), joiner)
 		var members time.Duration
 		t := time.Now()
-		after, err := waitConverged(ctx, m, withJoiner, n+1, cfg, t, &members, &p.JoinSettle)
+		if err := m.WaitUp(ctx, []int{joiner}, cfg.Converge); err != nil {
+			return fmt.Errorf("join: %w", err)
+		}
+		after, err := waitConverged(ctx, m, withJoiner, n+1, p.Shards, cfg, t, &members, &p.JoinSettle)
 		if err != nil {
 			return fmt.Errorf("join: %w", err)
 		}
@@ -358,7 +371,7 @@ func runScaleMesh(ctx context.Context, cfg ScaleConfig, v ScaleVariant, p *Scale
 			return err
 		}
 		t = time.Now()
-		left, err := waitConverged(ctx, m, hosts, n, cfg, t, &members, &p.LeaveSettle)
+		left, err := waitConverged(ctx, m, hosts, n, p.Shards, cfg, t, &members, &p.LeaveSettle)
 		if err != nil {
 			return fmt.Errorf("leave: %w", err)
 		}
@@ -374,6 +387,9 @@ func runScaleMesh(ctx context.Context, cfg ScaleConfig, v ScaleVariant, p *Scale
 		if err := m.Start(i); err != nil {
 			return err
 		}
+	}
+	if err := m.WaitUp(ctx, trainers, cfg.Converge); err != nil {
+		return fmt.Errorf("trainers: %w", err)
 	}
 	if err := waitTraining(ctx, m, trainers, cfg.Converge); err != nil {
 		return fmt.Errorf("trainers: %w", err)
@@ -408,24 +424,6 @@ func idxRange(from, to int) []int {
 	return out
 }
 
-func waitStatus(ctx context.Context, m *launch.Mesh, i int, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		if err := m.Exited(i); err != nil {
-			return err
-		}
-		if _, err := launch.FetchStatus(ctx, m.Procs[i].HTTP); err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %d did not answer within %v; see %s", i, limit, m.Procs[i].LogPath)
-		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
@@ -453,12 +451,13 @@ func pollAll(ctx context.Context, m *launch.Mesh, idx []int) []*node.Status {
 }
 
 // waitConverged polls nodes idx until every one lists want members (first
-// recorded in members, from t0) and every shard has a leader whose voters
-// are its full placement (recorded in led). It returns every shard's
-// voters from that converged poll.
-func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want int, cfg ScaleConfig, t0 time.Time, members, led *time.Duration) (map[uint32][]string, error) {
+// recorded in members, from t0) and then until one poll shows the mesh
+// settled (see unsettled; recorded in led). It returns every shard's
+// voters from that poll.
+func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want, shards int, cfg ScaleConfig, t0 time.Time, members, led *time.Duration) (map[uint32][]string, error) {
 	*members, *led = 0, 0
 	deadline := t0.Add(cfg.Converge)
+	r := min(cfg.Replication, want)
 	for {
 		for _, i := range idx {
 			if err := m.Exited(i); err != nil {
@@ -470,12 +469,13 @@ func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want int, cfg
 		if *members == 0 && allMembers(st, want) {
 			*members = now
 		}
-		if *members > 0 && allLed(st, min(cfg.Replication, want)) {
+		why := unsettled(st, want, shards, r)
+		if *members > 0 && why == "" {
 			*led = now
 			return votersOf(st), nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("not converged within %v (members seen by all: %v; %s)", cfg.Converge, *members > 0, unled(st, min(cfg.Replication, want)))
+			return nil, fmt.Errorf("not converged within %v (members seen by all: %v; %s)", cfg.Converge, *members > 0, why)
 		}
 		if err := sleepCtx(ctx, cfg.Poll); err != nil {
 			return nil, err
@@ -512,32 +512,62 @@ func leaders(st []*node.Status) map[uint32]node.ShardStatus {
 	return out
 }
 
-func allLed(st []*node.Status, r int) bool { return unled(st, r) == "" }
-
-// unled describes the first shard without a leader holding its full
-// placement as voters, "" when there is none.
-func unled(st []*node.Status, r int) string {
-	var shards int
+// unsettled says why one poll does not show a settled mesh, "" when it
+// does: every node answered and lists the same want members, and every
+// shard has a leader whose Raft voters are the r replicas rendezvous
+// placement gives it over those members (mesh.Place). A leader's own
+// placement follows its membership view, which under load can miss a
+// node for a while; voters equal to that placement are not settled.
+func unsettled(st []*node.Status, want, shards, r int) string {
+	var ids []mesh.NodeID
 	for _, s := range st {
-		if s != nil {
-			shards = len(s.Shards)
-			break
+		if s == nil {
+			return "a node did not answer"
+		}
+		cur := make([]mesh.NodeID, 0, len(s.Members))
+		for _, mem := range s.Members {
+			cur = append(cur, mesh.NodeID(mem.ID))
+		}
+		slices.Sort(cur)
+		switch {
+		case len(cur) != want:
+			return fmt.Sprintf("%s lists %d members, want %d", s.Node, len(cur), want)
+		case ids == nil:
+			ids = cur
+		case !slices.Equal(ids, cur):
+			return fmt.Sprintf("%s lists other members than %s", s.Node, st[0].Node)
 		}
 	}
-	if shards == 0 {
+	if ids == nil {
 		return "no status"
 	}
 	lead := leaders(st)
 	for id := uint32(0); id < uint32(shards); id++ {
 		sh, ok := lead[id]
-		switch {
-		case !ok:
+		if !ok {
 			return fmt.Sprintf("shard %d has no leader", id)
-		case len(sh.Placement) != r || !sameSet(sh.Voters, sh.Placement):
-			return fmt.Sprintf("shard %d voters %v, placement %v", id, sh.Voters, sh.Placement)
+		}
+		var place []string
+		for _, n := range mesh.Place(id, ids, r) {
+			place = append(place, string(n))
+		}
+		switch {
+		case !sameSet(sh.Placement, place):
+			return fmt.Sprintf("shard %d: its leader places it on %v, the members on %v", id, sh.Placement, place)
+		case !sameSet(sh.Voters, place):
+			return fmt.Sprintf("shard %d voters %v, placement %v", id, sh.Voters, place)
 		}
 	}
 	return ""
+}
+
+// rebinds is how many of nodes idx were restarted on fresh ports.
+func rebinds(m *launch.Mesh, idx []int) int {
+	n := 0
+	for _, i := range idx {
+		n += m.Rebinds(i)
+	}
+	return n
 }
 
 func sameSet(a, b []string) bool {

@@ -1,14 +1,15 @@
 package bench
 
 import (
-	"dsspmesh/mesh"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"dsspmesh/mesh"
 	"dsspmesh/node"
 )
 
@@ -33,27 +34,84 @@ go_goroutines_other 1
 	}
 }
 
-func TestLedNeedsFullVotersAndMovedCountsNewReplicas(t *testing.T) {
-	st := []*node.Status{
-		{Shards: []node.ShardStatus{
-			{ID: 0, Local: "leader", Term: 2, Placement: []string{"a", "b", "c"}, Voters: []string{"c", "b", "a"}},
-			{ID: 1, Local: "follower"},
-		}},
-		{Shards: []node.ShardStatus{
-			{ID: 0, Local: "follower"},
-			{ID: 1, Local: "leader", Term: 1, Placement: []string{"a", "b", "d"}, Voters: []string{"a", "b"}},
-		}},
+// settledStatuses is one poll of nodes ids where every node lists members
+// and each of shards has a leader (the first replica placement names) whose
+// placement and voters are placement over members.
+func settledStatuses(ids, members []mesh.NodeID, shards, r int) []*node.Status {
+	var st []*node.Status
+	for _, id := range ids {
+		s := &node.Status{Node: string(id)}
+		for _, m := range members {
+			s.Members = append(s.Members, node.MemberStatus{ID: string(m)})
+		}
+		for sh := uint32(0); sh < uint32(shards); sh++ {
+			var place []string
+			for _, n := range mesh.Place(sh, members, r) {
+				place = append(place, string(n))
+			}
+			e := node.ShardStatus{ID: sh, Term: 1, Placement: place}
+			if place[0] == string(id) {
+				e.Local, e.Voters = "leader", slices.Clone(place)
+			}
+			s.Shards = append(s.Shards, e)
+		}
+		st = append(st, s)
 	}
-	if msg := unled(st, 3); !strings.Contains(msg, "shard 1") {
-		t.Fatalf("shard 1 lacks a voter, got %q", msg)
+	return st
+}
+
+func TestSettledNeedsEveryNodeAndRendezvousVoters(t *testing.T) {
+	ids := []mesh.NodeID{"node-a", "node-b", "node-c", "node-d", "node-e"}
+	const shards, r = 16, 3
+	st := settledStatuses(ids, ids, shards, r)
+	if why := unsettled(st, 5, shards, r); why != "" {
+		t.Fatal(why)
 	}
-	st[1].Shards[1].Voters = []string{"d", "a", "b"}
-	if !allLed(st, 3) {
-		t.Fatal(unled(st, 3))
+	missing := slices.Clone(st)
+	missing[2] = nil
+	if why := unsettled(missing, 5, shards, r); !strings.Contains(why, "did not answer") {
+		t.Fatalf("a node missing from the poll: %q", why)
 	}
-	before := map[uint32][]string{0: {"a", "b", "c"}, 1: {"a", "b", "c"}}
-	if n := moved(before, votersOf(st)); n != 1 {
-		t.Fatalf("moved %d, want 1 (d replaced c in shard 1)", n)
+	// Every leader's voters equal its own placement, but that placement
+	// was computed without node-e (a membership view under load): the
+	// count taken from it would be wrong, so the poll is not settled.
+	stale := settledStatuses(ids, ids[:4], shards, r)
+	for _, s := range stale {
+		s.Members = st[0].Members
+	}
+	if why := unsettled(stale, 5, shards, r); !strings.Contains(why, "places it on") {
+		t.Fatalf("placement over 4 of 5 members: %q", why)
+	}
+	lagging := settledStatuses(ids, ids, shards, r)
+	for _, s := range lagging {
+		for k := range s.Shards {
+			if len(s.Shards[k].Voters) > 0 {
+				s.Shards[k].Voters = s.Shards[k].Voters[:2]
+				break
+			}
+		}
+	}
+	if why := unsettled(lagging, 5, shards, r); !strings.Contains(why, "voters") {
+		t.Fatalf("a shard with a voter missing: %q", why)
+	}
+	other := settledStatuses(ids, ids, shards, r)
+	other[1].Members[4].ID = "node-x"
+	if why := unsettled(other, 5, shards, r); !strings.Contains(why, "other members") {
+		t.Fatalf("two views of the members: %q", why)
+	}
+
+	// Between settled polls, the replicas moved are rendezvous placement's
+	// own: those node-e takes over when it joins node-a..d.
+	before := votersOf(settledStatuses(ids[:4], ids[:4], shards, r))
+	after := votersOf(st)
+	want := 0
+	for sh := uint32(0); sh < shards; sh++ {
+		if slices.Contains(mesh.Place(sh, ids, r), "node-e") {
+			want++
+		}
+	}
+	if n := moved(before, after); n != want || want == 0 {
+		t.Fatalf("moved %d, want %d (the shards placed on node-e)", n, want)
 	}
 }
 
