@@ -60,7 +60,9 @@
 // dense indices, and their timestamps, grants and held pushes live in
 // slices by index (indices are internal and never reach a decision or an
 // encoding). [Gate.PushSlot] skips even that lookup for a caller that
-// keeps each worker's [Slot] (the simulator). The clock table keeps the workers in buckets by clock, the
+// keeps each worker's [Slot] (the simulator), and [Gate.PushSlotInto]
+// writes into the caller's Outcome, reusing its Others array, so a steady
+// caller allocates nothing and copies no Outcome. The clock table keeps the workers in buckets by clock, the
 // non-empty buckets in a list sorted by clock, and each worker a pointer
 // to its bucket, so a push moves the worker to the next bucket with no
 // lookup; held pushes sit in their bucket's wait list. A push costs O(1)

@@ -272,7 +272,7 @@ func (g *Gate) AdvanceWorker(w WorkerID, c int64) (int64, []Release, error) {
 		return 0, nil, err
 	}
 	g.floor = g.table.Min()
-	return c, g.sweep(), nil
+	return c, g.sweep(nil), nil
 }
 
 // RemoveWorker removes w (declared dead, or leaving). A push of w that was
@@ -294,7 +294,7 @@ func (g *Gate) RemoveWorker(w WorkerID) ([]Release, error) {
 	if g.table.Len() > 0 {
 		g.floor = g.table.Min()
 	}
-	return g.sweep(), nil
+	return g.sweep(nil), nil
 }
 
 // Push applies w's push for iteration iter received at recvNanos and
@@ -304,7 +304,9 @@ func (g *Gate) Push(w WorkerID, iter int64, recvNanos int64) (Outcome, error) {
 	if !ok {
 		return Outcome{}, &UnknownWorkerError{Worker: w}
 	}
-	return g.push(i, iter, recvNanos)
+	var out Outcome
+	err := g.push(i, iter, recvNanos, &out)
+	return out, err
 }
 
 // Slot is a live worker's place in the gate, for a caller that pushes for
@@ -325,23 +327,35 @@ func (g *Gate) Slot(w WorkerID) (Slot, bool) {
 // PushSlot is Push for the worker in slot s (see Slot). A slot of no live
 // worker is an *UnknownWorkerError with an empty Worker.
 func (g *Gate) PushSlot(s Slot, iter int64, recvNanos int64) (Outcome, error) {
-	if s < 0 || int(s) >= len(g.table.ids) || g.table.ids[s] == "" {
-		return Outcome{}, &UnknownWorkerError{}
-	}
-	return g.push(int32(s), iter, recvNanos)
+	var out Outcome
+	err := g.PushSlotInto(s, iter, recvNanos, &out)
+	return out, err
 }
 
-// push is Push for index i.
-func (g *Gate) push(i int32, iter int64, recvNanos int64) (Outcome, error) {
+// PushSlotInto is PushSlot writing the outcome into *out, for a caller in
+// a loop that is done with each outcome before its next push: the backing
+// array of out.Others is reused (overwritten), so a steady caller
+// allocates nothing, and no Outcome is copied on the way out. With no
+// releases Others has length 0 (nil only if it was nil). On error *out is
+// unchanged.
+func (g *Gate) PushSlotInto(s Slot, iter int64, recvNanos int64, out *Outcome) error {
+	if s < 0 || int(s) >= len(g.table.ids) || g.table.ids[s] == "" {
+		return &UnknownWorkerError{}
+	}
+	return g.push(int32(s), iter, recvNanos, out)
+}
+
+// push is Push for index i, into *out (whose Others array it reuses).
+func (g *Gate) push(i int32, iter int64, recvNanos int64, out *Outcome) error {
 	w := g.table.ids[i]
 	st, c := &g.ws[i], g.table.clock(i)
 	switch {
 	case iter < c:
-		return Outcome{}, &DuplicatePushError{Worker: w, Iter: iter, Clock: c}
+		return &DuplicatePushError{Worker: w, Iter: iter, Clock: c}
 	case iter > c:
-		return Outcome{}, &FuturePushError{Worker: w, Iter: iter, Clock: c}
+		return &FuturePushError{Worker: w, Iter: iter, Clock: c}
 	case st.waiting:
-		return Outcome{}, fmt.Errorf("%w: %q pushed iteration %d while iteration %d is held", ErrWorkerWaiting, w, iter, iter-1)
+		return fmt.Errorf("%w: %q pushed iteration %d while iteration %d is held", ErrWorkerWaiting, w, iter, iter-1)
 	}
 
 	g.leaveFloor(i, c)
@@ -355,16 +369,17 @@ func (g *Gate) push(i int32, iter int64, recvNanos int64) (Outcome, error) {
 	st.stats.Pushes++
 	g.totals.Pushes++
 
-	out := Outcome{Gap: tp - g.floor}
-	g.decide(st, tp, &out)
+	others := out.Others[:0]
+	*out = Outcome{Gap: tp - g.floor}
+	g.decide(st, tp, out)
 	if !out.Released {
 		st.waiting = true
 		g.addWaiter(i)
 		st.stats.Waits++
 		g.totals.Waits++
 	}
-	out.Others = g.sweep()
-	return out, nil
+	out.Others = g.sweep(others)
+	return nil
 }
 
 // decide applies rules 1–4 of docs/design.md#the-gate-rules (or
@@ -470,17 +485,16 @@ func (g *Gate) addWaiter(i int32) {
 
 // sweep releases every waiter with clock <= t_min + s_L (rule 4), ordered
 // by (Iter, Worker): the buckets in clock order, each bucket's waiters by
-// rank.
-func (g *Gate) sweep() []Release {
+// rank. It appends them to out and returns it.
+func (g *Gate) sweep(out []Release) []Release {
 	thr := g.floor + g.pol.SL
 	if thr <= g.swept {
-		return nil
+		return out
 	}
 	g.swept = thr
 	if g.nWaiting == 0 {
-		return nil
+		return out
 	}
-	var out []Release
 	for b := g.table.head; b != nil && b.clock <= thr; b = b.next {
 		if len(b.wait) == 0 {
 			continue

@@ -123,19 +123,23 @@ func TestIndexedGateMatchesRestoredGate(t *testing.T) {
 	}
 }
 
-// TestPushSlotIsPush: pushes through slots decide as pushes through ids,
-// and a slot of no live worker is refused.
+// TestPushSlotIsPush: pushes through slots (PushSlot, and PushSlotInto
+// reusing one Outcome) decide as pushes through ids, and a slot of no live
+// worker is refused.
 func TestPushSlotIsPush(t *testing.T) {
 	pol := Policy{Paradigm: DSSP, SL: 1, RMax: 4}
 	a, _ := NewGate(pol)
 	b, _ := NewGate(pol)
+	c3, _ := NewGate(pol)
 	ids := []WorkerID{"c", "a", "b"}
 	slots := map[WorkerID]Slot{}
 	for _, id := range ids {
 		a.AddWorker(id)
 		b.AddWorker(id)
+		c3.AddWorker(id)
 		slots[id], _ = b.Slot(id)
 	}
+	var reused Outcome
 	rng := rand.New(rand.NewPCG(1, 1))
 	for step := range 300 {
 		w := ids[rng.IntN(len(ids))]
@@ -147,6 +151,14 @@ func TestPushSlotIsPush(t *testing.T) {
 		ob, eb := b.PushSlot(slots[w], c, int64(step)*10)
 		if !reflect.DeepEqual(oa, ob) || (ea == nil) != (eb == nil) {
 			t.Fatalf("step %d %s: Push %+v %v, PushSlot %+v %v", step, w, oa, ea, ob, eb)
+		}
+		ec := c3.PushSlotInto(slots[w], c, int64(step)*10, &reused)
+		oc := reused
+		if len(oc.Others) == 0 {
+			oc.Others = nil
+		}
+		if !reflect.DeepEqual(oa, oc) || (ea == nil) != (ec == nil) {
+			t.Fatalf("step %d %s: Push %+v %v, PushSlotInto %+v %v", step, w, oa, ea, oc, ec)
 		}
 	}
 	if _, err := b.PushSlot(slots["a"], 0, 0); err == nil {

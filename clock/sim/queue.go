@@ -26,6 +26,11 @@ func (q *eventQueue) less(i, j int) bool {
 func (q *eventQueue) push(e event) {
 	e.seq = q.seq
 	q.seq++
+	q.insert(e)
+}
+
+// insert queues e with the seq it has.
+func (q *eventQueue) insert(e event) {
 	q.h = append(q.h, e)
 	for i := len(q.h) - 1; i > 0; {
 		p := (i - 1) / 4

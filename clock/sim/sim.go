@@ -86,7 +86,7 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 	slots := make([]clock.Slot, n)
 	samplers := make([]*sampler, n)
 	heldSince := make([]int64, n)
-	q := &eventQueue{}
+	q := newQueue(cfg)
 	for i := range n {
 		ids[i] = workerID(i)
 		if _, err := g.AddWorker(ids[i]); err != nil {
@@ -106,6 +106,7 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 	)
 	// iters[i] is worker i's clock: the iteration of its next push.
 	iters := make([]int64, n)
+	var out clock.Outcome // reused: its Others array too
 	release := func(i int, gap int64) {
 		releases++
 		gapSum += gap
@@ -122,8 +123,7 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 		ev := q.top()
 		now = ev.at
 		i := int(ev.worker)
-		out, err := g.PushSlot(slots[i], iters[i], now)
-		if err != nil {
+		if err := g.PushSlotInto(slots[i], iters[i], now, &out); err != nil {
 			return Result{}, err
 		}
 		iters[i]++
@@ -157,6 +157,21 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 		res.MeanGap = float64(gapSum) / float64(releases)
 	}
 	return res, nil
+}
+
+// newQueue sizes a calendar queue for cfg: slots about the mean gap
+// between pushes when no one waits (1 / Σ 1/(latency + mean·slowdown)),
+// the window twice the slowest worker's mean round. Only speed depends on
+// the sizing, never the order of events.
+func newQueue(cfg Config) *calendarQueue {
+	var rate, longest float64
+	for i := range cfg.Workers {
+		m := cfg.Models[i%len(cfg.Models)]
+		d := float64(cfg.Latency) + float64(m.Mean)*m.Slowdown
+		rate += 1 / d
+		longest = max(longest, d)
+	}
+	return newCalendarQueue(1/rate, 2*longest)
 }
 
 // workerID names simulated worker i: "w" and i in at least 5 digits, so
