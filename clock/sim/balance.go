@@ -85,7 +85,7 @@ func RunBalance(cfg Config, p clock.Policy, bc BalanceConfig, balanced bool) (Ba
 	n := cfg.Workers
 	ids := make([]clock.WorkerID, n)
 	index := make(map[clock.WorkerID]int, n)
-	samplers := make([]*sampler, n)
+	samplers := newSamplers(cfg.Models, cfg.Seed, n)
 	heldSince := make([]int64, n)
 	batch := make([]int64, n)    // the batch of the iteration being computed
 	computed := make([]int64, n) // its compute time
@@ -96,7 +96,6 @@ func RunBalance(cfg Config, p clock.Policy, bc BalanceConfig, balanced bool) (Ba
 			return BalanceResult{}, err
 		}
 		bal.Join(string(ids[i]), 0)
-		samplers[i] = newSampler(cfg.Models[i%len(cfg.Models)], cfg.Seed, i)
 	}
 	current := func() []int64 {
 		a := bal.Allocation()
@@ -126,7 +125,7 @@ func RunBalance(cfg Config, p clock.Policy, bc BalanceConfig, balanced bool) (Ba
 	start := func(i int, at int64) {
 		iter, _ := g.Clock(ids[i])
 		batch[i] = batchAt(i, iter)
-		d := int64(bc.Overhead) + samplers[i].next()*batch[i]/bc.Base
+		d := int64(bc.Overhead) + samplers.next(i)*batch[i]/bc.Base
 		computed[i] = max(1, d)
 		q.push(event{at: at + computed[i], worker: int32(i)})
 	}

@@ -77,35 +77,65 @@ func (m Model) Validate() error {
 	return nil
 }
 
-// sampler draws one worker's compute times from its own stream.
-type sampler struct {
-	m        Model
-	rng      *rand.Rand
-	mu       float64 // lognormal location giving mean m.Mean
-	straggle int     // iterations left in a transient straggle
+// samplers draw the workers' compute times, each worker from its own
+// stream seeded by (seed, worker index). The per-worker state is small and
+// in one slice (its PCG by value, called directly rather than through a
+// rand.Source), the models apart: a draw touches a few dozen bytes.
+type samplers struct {
+	models []drawModel
+	w      []sampler
 }
 
-func newSampler(m Model, seed uint64, worker int) *sampler {
-	s := &sampler{m: m, rng: rand.New(rand.NewPCG(seed, uint64(worker)))}
-	s.mu = math.Log(float64(m.Mean)) - m.Spread*m.Spread/2
+type drawModel struct {
+	Model
+	mu float64 // lognormal location giving mean Mean
+}
+
+type sampler struct {
+	pcg      rand.PCG
+	model    int32
+	straggle int32      // iterations left in a transient straggle
+	rng      *rand.Rand // over pcg, for NormFloat64 (lognormal only)
+}
+
+// newSamplers gives worker i the model models[i % len(models)].
+func newSamplers(models []Model, seed uint64, n int) *samplers {
+	s := &samplers{w: make([]sampler, n)}
+	for _, m := range models {
+		s.models = append(s.models, drawModel{Model: m, mu: math.Log(float64(m.Mean)) - m.Spread*m.Spread/2})
+	}
+	for i := range s.w {
+		w := &s.w[i]
+		w.pcg = *rand.NewPCG(seed, uint64(i))
+		w.model = int32(i % len(models))
+		if models[w.model].Dist == LogNormal {
+			w.rng = rand.New(&w.pcg)
+		}
+	}
 	return s
 }
 
-func (s *sampler) next() int64 {
-	d := float64(s.m.Mean)
-	switch s.m.Dist {
+// float64 is rand.Rand.Float64 on w's stream.
+func (w *sampler) float64() float64 { return float64(w.pcg.Uint64()<<11>>11) / (1 << 53) }
+
+// next draws worker i's next compute time.
+func (s *samplers) next(i int) int64 {
+	w := &s.w[i]
+	m := &s.models[w.model]
+	d := float64(m.Mean)
+	switch m.Dist {
 	case Jitter:
-		d *= 1 + s.m.Spread*(2*s.rng.Float64()-1)
+		d *= 1 + m.Spread*(2*w.float64()-1)
 	case LogNormal:
-		d = math.Exp(s.mu + s.m.Spread*s.rng.NormFloat64())
+		d = math.Exp(m.mu + m.Spread*w.rng.NormFloat64())
 	}
-	d *= s.m.Slowdown
-	if s.straggle == 0 && s.m.StragglerProb > 0 && s.rng.Float64() < s.m.StragglerProb {
-		s.straggle = s.m.StragglerIters
+	d *= m.Slowdown
+	if w.straggle == 0 && m.StragglerProb > 0 && w.float64() < m.StragglerProb {
+		w.straggle = int32(min(m.StragglerIters, math.MaxInt32))
 	}
-	if s.straggle > 0 {
-		s.straggle--
-		d *= s.m.StragglerFactor
+	if w.straggle > 0 {
+		w.straggle--
+		d *= m.StragglerFactor
 	}
 	return max(1, int64(min(d, 1e15)))
 }

@@ -84,7 +84,7 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 	n := cfg.Workers
 	ids := make([]clock.WorkerID, n)
 	slots := make([]clock.Slot, n)
-	samplers := make([]*sampler, n)
+	samplers := newSamplers(cfg.Models, cfg.Seed, n)
 	heldSince := make([]int64, n)
 	q := newQueue(cfg)
 	for i := range n {
@@ -93,8 +93,7 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 			return Result{}, err
 		}
 		slots[i], _ = g.Slot(ids[i])
-		samplers[i] = newSampler(cfg.Models[i%len(cfg.Models)], cfg.Seed, i)
-		q.push(event{at: samplers[i].next(), worker: int32(i)})
+		q.push(event{at: samplers.next(i), worker: int32(i)})
 	}
 	var (
 		held, gapSum int64
@@ -111,7 +110,7 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 		releases++
 		gapSum += gap
 		maxGap = max(maxGap, gap)
-		q.push(event{at: now + lat + samplers[i].next(), worker: int32(i)})
+		q.push(event{at: now + lat + samplers.next(i), worker: int32(i)})
 	}
 	for pushes := int64(0); pushes < budget; pushes++ {
 		if q.len() == 0 {
@@ -131,7 +130,7 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 			releases++
 			gapSum += out.Gap
 			maxGap = max(maxGap, out.Gap)
-			q.replaceTop(event{at: now + lat + samplers[i].next(), worker: int32(i)})
+			q.replaceTop(event{at: now + lat + samplers.next(i), worker: int32(i)})
 		} else {
 			q.pop()
 			heldSince[i] = now
