@@ -7,51 +7,48 @@ import (
 )
 
 // calendarQueue is a priority queue of events on (at, seq), like
-// eventQueue, built for the simulator's traffic: every event is at or after
-// the current one, and most lie within a few mean compute times of it.
+// eventQueue, built for the simulator's traffic: each worker has at most
+// one event queued, every event is at or after the current one, and most
+// lie within a few mean compute times of it.
 //
 // Time is cut into slots of 2^shift ns; a ring of 2^k buckets holds the
 // events of the slots [cur, cur+2^k) (the window), one slot a bucket, each
-// bucket sorted by (at, seq); a bitmap marks the non-empty buckets, so the
-// next event is the head of the first marked bucket at or after cur (a
-// word scan). Events beyond the window wait in a heap (far) and enter their
-// bucket as soon as the window reaches their slot, before anything else can
-// be queued there; so every bucket receives its events in seq order among
-// equal at, as the heap would order them. With slots about one mean gap
-// between events wide, a push or pop touches one or two short buckets: no
-// compare chain of a heap (whose mispredicted branches were the heap's
-// cost), no allocation once the buckets have grown.
-//
-// The order of pops is exactly the heap's: (at, seq) is unique and both
-// pop its minimum. TestCalendarQueueMatchesHeap checks that.
+// bucket a list sorted by at, equal times in the order queued; a bitmap
+// marks the non-empty buckets, so the next event is the head of the first
+// marked bucket at or after cur (a word scan). The lists are linked through
+// per-worker arrays (a worker is its own list node), so the whole ring is a
+// few small arrays. Events beyond the window wait in a heap on (at, seq)
+// (far) and enter their bucket as soon as the window reaches their slot.
+// That bucket is then empty (its previous slot is behind the window), and
+// anything queued there later was queued after them; so in every bucket the
+// order of equal times is the order of seq, and the pops are exactly the
+// heap's. With slots about one mean gap between events wide, a push or pop
+// touches one or two short lists: no compare chain of a heap (whose
+// mispredicted branches were most of its cost), no allocation.
+// TestCalendarQueueMatchesHeap checks the order against eventQueue.
 type calendarQueue struct {
 	shift uint
 	mask  int64 // 2^k − 1
 	cur   int64 // the window's first slot; every queued event is at or after it
-	// Bucket b is a list of nodes sorted by (at, seq), from head[b] to
-	// tail[b]; −1 when empty. The nodes are a pool reused last in first
-	// out, so the live ones stay few and hot in cache.
+	// Bucket b is the list head[b] → next[·] → … → tail[b] of workers;
+	// −1 when empty.
 	head, tail []int32
-	nodes      []calNode
-	free       []int32
+	at         []int64  // by worker: the time of its queued event
+	next       []int32  // by worker: the next in its bucket's list, −1 at the end
 	occ        []uint64 // bit b set: bucket b is not empty
 	nring      int      // events in the ring
 	far        eventQueue
 	seq        uint64
 }
 
-type calNode struct {
-	e    event
-	next int32
-}
-
-// maxCalendarBuckets bounds the ring (and its memory: ~40 bytes a bucket).
+// maxCalendarBuckets bounds the ring (8 bytes a bucket).
 const maxCalendarBuckets = 1 << 16
 
-// newCalendarQueue sizes the queue for events spaced about gap ns apart
-// and at most about horizon ns after the current one (later events are
-// correct, only slower: they wait in the far heap).
-func newCalendarQueue(gap, horizon float64) *calendarQueue {
+// newCalendarQueue sizes the queue for workers 0..workers−1 whose events
+// are spaced about gap ns apart and at most about horizon ns after the
+// current one (later events are correct, only slower: they wait in the far
+// heap).
+func newCalendarQueue(workers int, gap, horizon float64) *calendarQueue {
 	shift := uint(0)
 	if gap >= 2 {
 		shift = uint(min(math.Floor(math.Log2(gap)), 40))
@@ -65,15 +62,16 @@ func newCalendarQueue(gap, horizon float64) *calendarQueue {
 		mask:  int64(n - 1),
 		head:  slices.Repeat([]int32{-1}, n),
 		tail:  make([]int32, n),
+		at:    make([]int64, workers),
+		next:  make([]int32, workers),
 		occ:   make([]uint64, n/64),
 	}
 }
 
 func (q *calendarQueue) len() int { return q.nring + q.far.len() }
 
-func eventBefore(a, b *event) bool { return a.at < b.at || (a.at == b.at && a.seq < b.seq) }
-
-// push queues e, numbering it after every event queued before.
+// push queues e, numbering it after every event queued before. Its worker
+// must have no event queued.
 func (q *calendarQueue) push(e event) {
 	e.seq = q.seq
 	q.seq++
@@ -82,47 +80,41 @@ func (q *calendarQueue) push(e event) {
 		q.far.insert(e)
 		return
 	}
-	q.put(slot&q.mask, e)
+	q.put(slot&q.mask, e.worker, e.at)
 }
 
-// put inserts e into bucket b in (at, seq) order: at the tail, where a
-// later event goes, or after the last node before it.
-func (q *calendarQueue) put(b int64, e event) {
-	var n int32
-	if k := len(q.free); k > 0 {
-		n = q.free[k-1]
-		q.free = q.free[:k-1]
-	} else {
-		n = int32(len(q.nodes))
-		q.nodes = append(q.nodes, calNode{})
-	}
-	q.nodes[n] = calNode{e: e, next: -1}
+// put appends worker w's event at t to bucket b after every event at or
+// before t: at the tail, where a later event goes, or by a walk.
+func (q *calendarQueue) put(b int64, w int32, t int64) {
+	q.at[w] = t
+	q.next[w] = -1
 	q.nring++
 	h := q.head[b]
 	switch {
 	case h < 0:
-		q.head[b], q.tail[b] = n, n
+		q.head[b], q.tail[b] = w, w
 		q.occ[b>>6] |= 1 << (b & 63)
-	case !eventBefore(&e, &q.nodes[q.tail[b]].e):
-		q.nodes[q.tail[b]].next = n
-		q.tail[b] = n
-	case eventBefore(&e, &q.nodes[h].e):
-		q.nodes[n].next = h
-		q.head[b] = n
+	case q.at[q.tail[b]] <= t:
+		q.next[q.tail[b]] = w
+		q.tail[b] = w
+	case t < q.at[h]:
+		q.next[w] = h
+		q.head[b] = w
 	default:
 		p := h
-		for nx := q.nodes[p].next; !eventBefore(&e, &q.nodes[nx].e); nx = q.nodes[p].next {
-			p = nx
+		for q.at[q.next[p]] <= t {
+			p = q.next[p]
 		}
-		q.nodes[n].next = q.nodes[p].next
-		q.nodes[p].next = n
+		q.next[w] = q.next[p]
+		q.next[p] = w
 	}
 }
 
-// top is the earliest event; the queue must not be empty. It moves the
-// window up to the event's slot.
+// top is the earliest event (its seq is not kept); the queue must not be
+// empty. It moves the window up to the event's slot.
 func (q *calendarQueue) top() event {
-	return q.nodes[q.head[q.first()]].e
+	w := q.head[q.first()]
+	return event{at: q.at[w], worker: w}
 }
 
 // first moves the window to the first non-empty slot and returns its
@@ -145,9 +137,13 @@ func (q *calendarQueue) first() int64 {
 	}
 	// Scan the following words, wrapping around the ring.
 	d := 64 - (p & 63)
-	nw := int64(len(q.occ))
+	last := int64(len(q.occ) - 1)
 	for {
-		w = (w + 1) % nw
+		if w == last {
+			w = 0
+		} else {
+			w++
+		}
 		if word = q.occ[w]; word != 0 {
 			break
 		}
@@ -164,18 +160,17 @@ func (q *calendarQueue) first() int64 {
 func (q *calendarQueue) admit() {
 	for q.far.len() > 0 && q.far.h[0].at>>q.shift-q.cur <= q.mask {
 		e := q.far.pop()
-		q.put(max(e.at>>q.shift, q.cur)&q.mask, e)
+		q.put(max(e.at>>q.shift, q.cur)&q.mask, e.worker, e.at)
 	}
 }
 
 // pop removes the earliest event.
 func (q *calendarQueue) pop() {
 	b := q.first()
-	n := q.head[b]
-	q.head[b] = q.nodes[n].next
-	q.free = append(q.free, n)
+	nx := q.next[q.head[b]]
+	q.head[b] = nx
 	q.nring--
-	if q.head[b] < 0 {
+	if nx < 0 {
 		q.occ[b>>6] &^= 1 << (b & 63)
 	}
 }

@@ -6,10 +6,12 @@ import (
 )
 
 // TestCalendarQueueMatchesHeap drives the calendar queue and the heap with
-// the same operations, the simulator's (pop or replace the top, push at or
-// after the current time) with times drawn to hit ties, empty stretches,
-// the far heap and wrap-arounds, and checks they pop the same events.
+// the same operations, the simulator's (pop or replace the top, queue
+// events of idle workers at or after the current time) with times drawn
+// to hit ties, empty stretches, the far heap and wrap-arounds, and checks
+// they pop the same events in the same order.
 func TestCalendarQueueMatchesHeap(t *testing.T) {
+	const workers = 200
 	for _, c := range []struct {
 		gap, horizon float64
 		spread       int64 // delays are drawn in [1, spread]
@@ -18,6 +20,7 @@ func TestCalendarQueueMatchesHeap(t *testing.T) {
 		{100, 10000, 5000, false},
 		{100, 1000, 50000, false}, // most events beyond the window
 		{1, 64, 3, true},
+		{64, 4096, 1000, true},
 		{1 << 20, 1 << 22, 1 << 10, false}, // many events a slot
 		{1000, 4096, 1 << 30, false},       // sparse: the ring often empty
 	} {
@@ -28,12 +31,14 @@ func TestCalendarQueueMatchesHeap(t *testing.T) {
 			}
 			return 1 + rng.Int64N(c.spread)
 		}
-		cq, hq := newCalendarQueue(c.gap, c.horizon), &eventQueue{}
-		push := func(e event) { cq.push(e); hq.push(e) }
-		for i := range 200 {
-			push(event{at: delay(), worker: int32(i)})
+		cq, hq := newCalendarQueue(workers, c.gap, c.horizon), &eventQueue{}
+		var idle []int32
+		for i := range int32(workers) {
+			e := event{at: delay(), worker: i}
+			cq.push(e)
+			hq.push(e)
 		}
-		for step := range 20000 {
+		for step := range 30000 {
 			if cq.len() != hq.len() {
 				t.Fatalf("step %d: len %d, heap %d", step, cq.len(), hq.len())
 			}
@@ -41,21 +46,27 @@ func TestCalendarQueueMatchesHeap(t *testing.T) {
 				break
 			}
 			got, want := cq.top(), hq.top()
-			if got != want {
+			if got.at != want.at || got.worker != want.worker {
 				t.Fatalf("gap %g step %d: top %+v, heap %+v", c.gap, step, got, want)
 			}
-			switch r := rng.IntN(10); {
-			case r < 6:
+			if rng.IntN(10) < 6 {
 				e := event{at: want.at + delay(), worker: want.worker}
 				cq.replaceTop(e)
 				hq.replaceTop(e)
-			default:
-				cq.pop()
-				hq.pop()
-				// Release a few at the current time, as a sweep does.
-				for range rng.IntN(3) {
-					push(event{at: want.at + delay(), worker: int32(rng.IntN(200))})
-				}
+				continue
+			}
+			cq.pop()
+			hq.pop()
+			idle = append(idle, want.worker)
+			// Release a few idle workers at the current time, as a sweep
+			// does.
+			for k := rng.IntN(4); k > 0 && len(idle) > 0; k-- {
+				j := rng.IntN(len(idle))
+				e := event{at: want.at + delay(), worker: idle[j]}
+				idle[j] = idle[len(idle)-1]
+				idle = idle[:len(idle)-1]
+				cq.push(e)
+				hq.push(e)
 			}
 		}
 	}

@@ -170,7 +170,7 @@ func newQueue(cfg Config) *calendarQueue {
 		rate += 1 / d
 		longest = max(longest, d)
 	}
-	return newCalendarQueue(1/rate, 2*longest)
+	return newCalendarQueue(cfg.Workers, 1/rate, 2*longest)
 }
 
 // workerID names simulated worker i: "w" and i in at least 5 digits, so
