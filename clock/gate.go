@@ -112,6 +112,7 @@ type Gate struct {
 	// ordering releases by id with integer compares; rebuilt when stale.
 	rank      []int32
 	rankStale bool
+	sortBuf   []uint64 // scratch for sortByRank
 }
 
 type worker struct {
@@ -528,7 +529,16 @@ func (g *Gate) sortByRank(is []int32) {
 		}
 		g.rankStale = false
 	}
-	slices.SortFunc(is, func(a, b int32) int { return cmp.Compare(g.rank[a], g.rank[b]) })
+	// Sort rank<<32 | index as plain integers: no compare callback.
+	keys := g.sortBuf[:0]
+	for _, i := range is {
+		keys = append(keys, uint64(g.rank[i])<<32|uint64(uint32(i)))
+	}
+	slices.Sort(keys)
+	for k, key := range keys {
+		is[k] = int32(uint32(key))
+	}
+	g.sortBuf = keys
 }
 
 // unwait drops index i, waiting at its clock, from the waiters.
