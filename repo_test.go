@@ -281,8 +281,7 @@ var (
 )
 
 // repoFiles are the .go and .md files of the repository, relative to its
-// root (this package's folder), hidden folders, third_party/ (upstream code) and
-// ignored outputs skipped.
+// root (this package's folder), hidden folders and ignored outputs skipped.
 func repoFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
@@ -291,7 +290,7 @@ func repoFiles(t *testing.T) []string {
 			return err
 		}
 		if d.IsDir() {
-			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "report" || d.Name() == "testdata" || d.Name() == "third_party") {
+			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "report" || d.Name() == "testdata") {
 				return filepath.SkipDir
 			}
 			return nil

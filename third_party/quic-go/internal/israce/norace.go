@@ -1,6 +1,0 @@
-//go:build !race
-
-package israce
-
-// Enabled reports if the race detector is enabled.
-const Enabled = false

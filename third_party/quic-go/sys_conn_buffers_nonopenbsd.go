@@ -1,5 +1,0 @@
-//go:build !openbsd
-
-package quic
-
-const desiredBufferSize = 7 << 20 // 7 MiB
