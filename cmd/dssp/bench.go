@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +41,7 @@ func newBenchParadigmsCmd() *cobra.Command {
 		homogeneous                bool
 		verbose                    bool
 		render                     string
+		costs                      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "paradigms",
@@ -61,6 +64,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
   dssp bench paradigms --repeats 1 --time-limit 90s --targets 0.9,0.95,0.97
   dssp bench paradigms --paradigms ssp:3,dssp:3:12 --slowdown 1,1,1,4 --homogeneous=false
   dssp bench paradigms --render bench-paradigms --ref-target 0.95
+  dssp bench paradigms --render bench-paradigms --costs
   dssp bench paradigms --repeats 1 --paradigms bsp,asp,ssp:3,dssp:3:12,dssp-paper:3:12,ssp:1+balance --compute-delay 40ms --targets 0.95,0.97`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -83,6 +87,9 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\nreport rewritten in %s/\n", res.Markdown(), render)
+				if costs {
+					return writeCosts(cmd.OutOrStdout(), render, res.Config.Targets)
+				}
 				return nil
 			}
 			cfg.Binary = bin
@@ -136,6 +143,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 	f.StringSliceVar(&cfg.SpecArgs, "job-flag", nil, "extra job flag for every mesh, repeatable (e.g. --job-flag=--model=lenet)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "folder for the report")
 	f.StringVar(&render, "render", "", "run nothing: rewrite the report of an earlier run from its folder (runs.csv, runs/*/accuracy.csv)")
+	f.BoolVar(&costs, "costs", false, "with --render: also each worker's steady ms/iteration = compute + wait, the spread of the workers' iterations and the mean iteration at each target, from runs/*/workers.csv (into costs.md)")
 	f.BoolVar(&verbose, "verbose", false, "show every node's progress line, not only each mesh's headline")
 	return cmd
 }
@@ -340,4 +348,19 @@ func parseInts(flag, s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// writeCosts prints and writes dir/costs.md: bench.CostsMarkdown of the
+// runs under dir.
+func writeCosts(w io.Writer, dir string, targets []float64) error {
+	c, err := bench.LoadCosts(dir, targets)
+	if err != nil {
+		return err
+	}
+	md := bench.CostsMarkdown(c, targets)
+	if err := os.WriteFile(filepath.Join(dir, "costs.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "\n%s\ncosts in %s/costs.md\n", md, dir)
+	return err
 }
