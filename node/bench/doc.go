@@ -14,6 +14,10 @@
 // paradigm changes. Each cell is repeated and the median reported; a
 // target not reached within the limit counts as infinitely late, so a
 // median of "not reached" says so instead of hiding the run.
+// [LoadCosts] reads a finished run's per-poll worker counters back and
+// splits each worker's steady iteration into compute and wait (the mesh's
+// cost per iteration where no gate holds the worker), with the spread of
+// the workers' iterations and the iteration at which each target fell.
 //
 // # Mesh
 //
