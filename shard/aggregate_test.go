@@ -135,16 +135,7 @@ func TestClusterSumsBatchedPushes(t *testing.T) {
 	acked := runWorkers(t, c, ids, workers, 30, n, nil)
 	c.waitSame()
 	leader := c.waitLeader("")
-	log := c.logs[leader.cfg.ID].snapshot()
-	applied, ref := replay(t, log, spec, theta0)
-	for k := range acked {
-		if !applied[k] {
-			t.Errorf("acked %v not applied", k)
-		}
-	}
-	if got := leader.FSM().Params(nil); !reflect.DeepEqual(got, ref) {
-		t.Errorf("parameters differ from the serial replay")
-	}
+	checkLeaderReplay(t, c, leader, spec, theta0, acked)
 	st := leader.Status()
 	t.Logf("%d pushes in %d entries, %d of them summed", st.Service.ProposedPushes, st.Service.Batches, st.Service.SummedPushes)
 	if st.Service.SummedPushes == 0 {

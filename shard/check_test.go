@@ -111,3 +111,21 @@ func replay(t testing.TB, log []shardapi.Applied, spec shardapi.Spec, theta0 []f
 	}
 	return applied, theta
 }
+
+// checkLeaderReplay replays the leader's applied log serially and checks that
+// every acknowledged push is in it and that the leader's parameters equal the
+// replay's; it returns the log for further checks.
+func checkLeaderReplay(t *testing.T, c *cluster, leader *Replica, spec shardapi.Spec, theta0 []float32, acked map[pushKey]bool) []shardapi.Applied {
+	t.Helper()
+	log := c.logs[leader.cfg.ID].snapshot()
+	applied, ref := replay(t, log, spec, theta0)
+	for k := range acked {
+		if !applied[k] {
+			t.Errorf("acked %v not applied", k)
+		}
+	}
+	if got := leader.FSM().Params(nil); !reflect.DeepEqual(got, ref) {
+		t.Errorf("parameters differ from the serial replay")
+	}
+	return log
+}

@@ -80,16 +80,7 @@ func TestClusterMatchesGateAndSerialReplay(t *testing.T) {
 	}
 	hash := c.waitSame()
 	leader := c.waitLeader("")
-	log := c.logs[leader.cfg.ID].snapshot()
-	applied, ref := replay(t, log, spec, theta0)
-	for k := range acked {
-		if !applied[k] {
-			t.Errorf("acked %v not applied", k)
-		}
-	}
-	if got := leader.FSM().Params(nil); !reflect.DeepEqual(got, ref) {
-		t.Errorf("parameters differ from the serial replay")
-	}
+	log := checkLeaderReplay(t, c, leader, spec, theta0, acked)
 	for id, l := range c.logs {
 		if other := l.snapshot(); !reflect.DeepEqual(stripResults(other), stripResults(log)) {
 			t.Errorf("%s applied a different sequence", id)
