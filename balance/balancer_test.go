@@ -112,13 +112,7 @@ func TestBalancerWorkerSlowing3xIsRebalancedWithin30Rounds(t *testing.T) {
 
 func TestBalancerPartialStepsAndHalving(t *testing.T) {
 	// A model change of 20% (inside Rapid, outside DeadBand) moves half way.
-	b, _ := New(DefaultConfig(32))
-	b.Join("a", 0)
-	b.Join("b", 0)
-	for range 12 {
-		b.Observe("a", 32, 3200)
-		b.Observe("b", 32, 4000)
-	}
+	b := twoWorkersObserved(t, 3200, 4000)
 	if !b.Decide(10) {
 		t.Fatal("no re-allocation for a 25% imbalance")
 	}
@@ -139,13 +133,7 @@ func TestBalancerPartialStepsAndHalving(t *testing.T) {
 		t.Fatalf("reversal: %+v, want one halving to 0.25", b.Stats())
 	}
 	// Inside the dead band nothing moves.
-	c, _ := New(DefaultConfig(32))
-	c.Join("a", 0)
-	c.Join("b", 0)
-	for range 12 {
-		c.Observe("a", 32, 3200)
-		c.Observe("b", 32, 3250)
-	}
+	c := twoWorkersObserved(t, 3200, 3250)
 	if c.Decide(10) {
 		t.Fatal("re-allocated for a 1.5% imbalance")
 	}
@@ -258,4 +246,21 @@ func FuzzUnmarshalBinary(f *testing.F) {
 		c.Decide(1 << 40)
 		c.Allocation()
 	})
+}
+
+// twoWorkersObserved is a balancer over workers a and b at 32 samples each,
+// having seen a take aNs and b take bNs per batch twelve times.
+func twoWorkersObserved(t *testing.T, aNs, bNs int64) *Balancer {
+	t.Helper()
+	b, err := New(DefaultConfig(32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Join("a", 0)
+	b.Join("b", 0)
+	for range 12 {
+		b.Observe("a", 32, aNs)
+		b.Observe("b", 32, bNs)
+	}
+	return b
 }
