@@ -219,10 +219,10 @@ func (c *Client) call(ctx context.Context, req Request, payload []byte) (Reply, 
 					continue
 				}
 			case rep.Status == ReplyOK:
-				c.leader = target
-				if c.failed == target {
-					c.failed = ""
-				}
+				// A replica that failed before is old news once a push
+				// succeeds: probes skip c.failed, and a node that was
+				// paused and came back may lead the next time.
+				c.leader, c.failed = target, ""
 				return rep, pl, nil
 			case rep.Status == ReplyRejected:
 				return rep, nil, &RejectError{Op: req.Op.String(), Shard: c.cfg.Shard, Worker: req.Worker, Iter: req.Iter, Reason: rep.Reason, Detail: rep.Detail}
@@ -276,19 +276,20 @@ func (c *Client) pick() mesh.NodeID {
 }
 
 // try sends req to target on its stream and waits for the final reply,
-// skipping Held frames and replies to earlier requests. While it waits, a
-// watcher probes the other replicas on silence (leaderhint.go); if they
-// name another leader the stream is closed and try returns it as moved,
-// with an error.
+// skipping Held frames and replies to earlier requests. A watcher runs from
+// before the dial to the reply and probes the other replicas on silence
+// (leaderhint.go): a dial to a paused node waits out the handshake timeout,
+// and a large frame to one blocks in the send once the congestion window
+// is full, until the connection's idle timeout; neither is a reply's
+// silence, and both are cut short the same way. If the probes name another
+// leader the attempt is abandoned and try returns it as moved, with an
+// error.
 func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, payload []byte) (_ Reply, _ []byte, moved mesh.NodeID, _ error) {
-	s, err := c.stream(ctx, target)
-	if err != nil {
-		return Reply{}, nil, "", err
-	}
-	w := &watch{stop: make(chan struct{}), done: make(chan struct{})}
-	fail := func(err error) (Reply, []byte, mesh.NodeID, error) {
-		s.Close()
-		delete(c.streams, target)
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &watch{stop: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
+	go c.watchSilence(ctx, target, c.failed, w)
+	finish := func(err error) (Reply, []byte, mesh.NodeID, error) {
 		close(w.stop)
 		<-w.done
 		moved, _ := w.found.Load().(mesh.NodeID)
@@ -297,13 +298,25 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 		}
 		return Reply{}, nil, moved, fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
 	}
-	if err := s.SendFrame(req, payload); err != nil {
+	s, err := c.stream(actx, target)
+	if err != nil {
+		return finish(err)
+	}
+	fail := func(err error) (Reply, []byte, mesh.NodeID, error) {
 		s.Close()
 		delete(c.streams, target)
-		return Reply{}, nil, "", fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
+		return finish(err)
+	}
+	if !w.attach(s) {
+		return fail(errAbandoned)
+	}
+	if err := s.SendFrame(req, payload); err != nil {
+		return fail(err)
+	}
+	if !w.sent() {
+		return fail(errAbandoned)
 	}
 	c.Bytes += uint64(len(payload))
-	go c.watchSilence(ctx, target, c.failed, s, w)
 	var heldSince time.Time
 	defer func() {
 		if !heldSince.IsZero() {
@@ -343,6 +356,10 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 		return rep, pl, "", nil
 	}
 }
+
+// errAbandoned is an attempt the silence watcher gave up on (it found
+// another leader) before the request was sent.
+var errAbandoned = errors.New("abandoned: another replica leads")
 
 func (c *Client) stream(ctx context.Context, target mesh.NodeID) (mesh.Stream, error) {
 	if s, ok := c.streams[target]; ok {

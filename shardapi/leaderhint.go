@@ -3,6 +3,7 @@ package shardapi
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,19 +43,60 @@ type probeResult struct {
 	term   uint64
 }
 
-// watch is the state a request's watcher shares with the receiving loop.
+// watch is the state a request's watcher shares with the attempt (try).
 type watch struct {
 	frames atomic.Uint64 // frames received on the stream
 	held   atomic.Bool   // the last frame was Held
 	found  atomic.Value  // mesh.NodeID: the new leader the watcher found
 	stop   chan struct{}
 	done   chan struct{}
+	cancel func() // ends the attempt's dial
+
+	mu      sync.Mutex
+	s       mesh.Stream // nil while dialling
+	sending bool        // the request is being written
+	aborted bool        // the watcher gave up on the attempt
 }
 
-// watchSilence runs while try waits for target's reply on s: on silence
-// it probes the other replicas and, when they name another leader, records
-// it in w.found and closes s so the receive fails at once.
-func (c *Client) watchSilence(ctx context.Context, target, failed mesh.NodeID, s mesh.Stream, w *watch) {
+// attach hands the dialled stream to the watcher before the request is
+// written; false: the watcher already gave up.
+func (w *watch) attach(s mesh.Stream) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.s, w.sending = s, true
+	return !w.aborted
+}
+
+// sent ends the write; false: the watcher gave up meanwhile (the write may
+// still have completed).
+func (w *watch) sent() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sending = false
+	return !w.aborted
+}
+
+// abort ends the attempt wherever it is: a dial is cancelled, a blocked
+// write times out at once (closing a stream under a write is not allowed),
+// a receive fails on the closed stream.
+func (w *watch) abort() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.aborted = true
+	w.cancel()
+	switch {
+	case w.s == nil:
+	case w.sending:
+		w.s.SetWriteDeadline(time.Now())
+	default:
+		w.s.Close()
+	}
+}
+
+// watchSilence runs while try dials target, writes the request and waits
+// for the reply: on silence it probes the other replicas and, when they
+// name another leader, records it in w.found and aborts the attempt.
+func (c *Client) watchSilence(ctx context.Context, target, failed mesh.NodeID, w *watch) {
 	defer close(w.done)
 	last := w.frames.Load()
 	var silent time.Duration
@@ -85,7 +127,7 @@ func (c *Client) watchSilence(ctx context.Context, target, failed mesh.NodeID, s
 			default:
 			}
 			w.found.Store(l)
-			s.Close()
+			w.abort()
 			return
 		}
 	}
