@@ -84,7 +84,7 @@ func NewFaultCluster(t testing.TB, o FaultOptions) *FaultCluster {
 			}
 		}
 		c.Net.Close()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("DSSP_FAULT_KEEP") == "1" {
 			c.keep()
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,9 @@ import (
 //
 // It runs in CI (about 2–5 minutes on 2 cores). Run it alone:
 // go test ./test -run TestFaults -v (DSSP_FAULT_STEPS=a,b for some steps,
-// DSSP_FAULT_LOG_LEVEL=info for raft's elections in the node logs).
+// DSSP_FAULT_LOG_LEVEL=info for raft's elections in the node logs,
+// DSSP_FAULT_REPEAT=n to run each step n times, DSSP_FAULT_KEEP=1 to keep
+// the logs and history of a passing run).
 func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test; skipped with -short")
@@ -52,14 +55,20 @@ func TestFaults(t *testing.T) {
 	}
 	// DSSP_FAULT_STEPS=a,b runs only the steps named (for debugging one).
 	only := os.Getenv("DSSP_FAULT_STEPS")
+	repeat := 1
+	if n, err := strconv.Atoi(os.Getenv("DSSP_FAULT_REPEAT")); err == nil && n > 1 {
+		repeat = n
+	}
 	var events []Event
 	for _, s := range steps {
 		if only != "" && !slices.Contains(strings.Split(only, ","), s.name) {
 			continue
 		}
-		for _, e := range s.run() {
-			t.Logf("%s %v: detect %v, elect %v, recover %v", e.Kind, e.Victims, e.Detect, e.Elect, e.Recover)
-			events = append(events, e)
+		for range repeat {
+			for _, e := range s.run() {
+				t.Logf("%s %v: detect %v, elect %v, recover %v", e.Kind, e.Victims, e.Detect, e.Elect, e.Recover)
+				events = append(events, e)
+			}
 		}
 	}
 	c.WaitHealthy("the end", 3, limit)

@@ -88,6 +88,10 @@ type Removal struct {
 	// During is the fault injected last before the removal ("" before
 	// the first).
 	During string
+	// Victim: the worker's node is a victim of that fault (paused, cut
+	// off, killed); a live worker that is not is a false suspicion
+	// proper, a worker that was running normally.
+	Victim bool
 }
 
 // Removals lists every removal in the history, each once (replicas record
@@ -112,6 +116,7 @@ func Removals(h *History, events []Event) []Removal {
 		for _, e := range events {
 			if !e.At.After(s.At) {
 				s.During = fmt.Sprintf("%s %v", e.Kind, e.Victims)
+				s.Victim = slices.Contains(e.VictimIDs, s.Worker)
 			}
 		}
 		// Alive: the process that had been pushing before the removal
@@ -158,7 +163,7 @@ func RemovalSummary(rs []Removal) string {
 			name = "removals after gossip or leave"
 		}
 		var n int
-		var live []time.Duration
+		var live, bystanders []time.Duration
 		for _, r := range rs {
 			if r.Suspected != sus {
 				continue
@@ -166,6 +171,9 @@ func RemovalSummary(rs []Removal) string {
 			n++
 			if r.Alive {
 				live = append(live, r.Back)
+				if !r.Victim {
+					bystanders = append(bystanders, r.Back)
+				}
 			}
 		}
 		fmt.Fprintf(&b, "%s: %d, of live workers %d", name, n, len(live))
@@ -173,12 +181,21 @@ func RemovalSummary(rs []Removal) string {
 			slices.Sort(live)
 			fmt.Fprintf(&b, " (out for p50 %.2fs, max %.2fs)", quantile(live, 0.5).Seconds(), live[len(live)-1].Seconds())
 		}
+		fmt.Fprintf(&b, "; of live workers not among the fault's victims %d", len(bystanders))
+		if len(bystanders) > 0 {
+			slices.Sort(bystanders)
+			fmt.Fprintf(&b, " (out for p50 %.2fs, max %.2fs)", quantile(bystanders, 0.5).Seconds(), bystanders[len(bystanders)-1].Seconds())
+		}
 		b.WriteString("\n")
 	}
 	for _, r := range rs {
 		if r.Alive {
-			fmt.Fprintf(&b, "  live worker %s out of shard %d at %s for %.2fs (suspected %v) during %s\n",
-				r.Worker, r.Shard, r.At.Format("15:04:05.000"), r.Back.Seconds(), r.Suspected, r.During)
+			who := "a victim"
+			if !r.Victim {
+				who = "NOT a victim"
+			}
+			fmt.Fprintf(&b, "  live worker %s out of shard %d at %s for %.2fs (suspected %v, %s) during %s\n",
+				r.Worker, r.Shard, r.At.Format("15:04:05.000"), r.Back.Seconds(), r.Suspected, who, r.During)
 		}
 	}
 	return b.String()
