@@ -18,15 +18,16 @@ import (
 // connection open until its idle timeout, and a leader that is merely slow
 // to commit is silent too. It does not wait out ReplyTimeout for either:
 //
-//   - While a request waits for its final reply, a watcher counts the frames
-//     that arrive. After ProbeAfter without one (HeldSilence after a Held
+//   - From the dial to the final reply, a watcher counts the frames that
+//     arrive. After ProbeAfter without one (HeldSilence after a Held
 //     frame, whose keep-alives come every HeldKeepAlive) it probes every
 //     other replica at once with an OpStatus request, and again every
 //     ProbeAfter while the silence lasts. Each answer names the leader that
 //     replica knows and its raft term; the newest term's leader wins. If
-//     that is another node, the watcher closes the silent stream and the
-//     request is resent there at once (same (worker, iter): dedupe makes it
-//     safe). If it is still the silent node (the election has not
+//     that is another node, the watcher abandons the attempt — cancels the
+//     dial, times out a write blocked on a paused peer's full congestion
+//     window, or closes the stream under the receive — and the request is
+//     resent there at once (same (worker, iter): dedupe makes it safe). If it is still the silent node (the election has not
 //     happened yet, or the leader is just slow) the client keeps waiting.
 //   - A broken stream probes at once, in parallel, instead of backing off
 //     and trying the replicas one by one.
