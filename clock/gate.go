@@ -340,7 +340,7 @@ func (g *Gate) PushSlot(s Slot, iter int64, recvNanos int64) (Outcome, error) {
 // releases Others has length 0 (nil only if it was nil). On error *out is
 // unchanged.
 func (g *Gate) PushSlotInto(s Slot, iter int64, recvNanos int64, out *Outcome) error {
-	if s < 0 || int(s) >= len(g.table.ids) || g.table.ids[s] == "" {
+	if s < 0 || int(s) >= len(g.table.bk) || g.table.bk[s] == nil {
 		return &UnknownWorkerError{}
 	}
 	return g.push(int32(s), iter, recvNanos, out)
@@ -348,15 +348,14 @@ func (g *Gate) PushSlotInto(s Slot, iter int64, recvNanos int64, out *Outcome) e
 
 // push is Push for index i, into *out (whose Others array it reuses).
 func (g *Gate) push(i int32, iter int64, recvNanos int64, out *Outcome) error {
-	w := g.table.ids[i]
 	st, c := &g.ws[i], g.table.clock(i)
 	switch {
 	case iter < c:
-		return &DuplicatePushError{Worker: w, Iter: iter, Clock: c}
+		return &DuplicatePushError{Worker: g.table.ids[i], Iter: iter, Clock: c}
 	case iter > c:
-		return &FuturePushError{Worker: w, Iter: iter, Clock: c}
+		return &FuturePushError{Worker: g.table.ids[i], Iter: iter, Clock: c}
 	case st.waiting:
-		return fmt.Errorf("%w: %q pushed iteration %d while iteration %d is held", ErrWorkerWaiting, w, iter, iter-1)
+		return fmt.Errorf("%w: %q pushed iteration %d while iteration %d is held", ErrWorkerWaiting, g.table.ids[i], iter, iter-1)
 	}
 
 	g.leaveFloor(i, c)

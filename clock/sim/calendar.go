@@ -164,19 +164,16 @@ func (q *calendarQueue) admit() {
 	}
 }
 
-// pop removes the earliest event.
-func (q *calendarQueue) pop() {
+// pop removes and returns the earliest event (its seq is not kept); the
+// queue must not be empty.
+func (q *calendarQueue) pop() event {
 	b := q.first()
-	nx := q.next[q.head[b]]
+	w := q.head[b]
+	nx := q.next[w]
 	q.head[b] = nx
 	q.nring--
 	if nx < 0 {
 		q.occ[b>>6] &^= 1 << (b & 63)
 	}
-}
-
-// replaceTop pops the earliest event and pushes e.
-func (q *calendarQueue) replaceTop(e event) {
-	q.pop()
-	q.push(e)
+	return event{at: q.at[w], worker: w}
 }

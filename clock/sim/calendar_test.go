@@ -6,9 +6,9 @@ import (
 )
 
 // TestCalendarQueueMatchesHeap drives the calendar queue and the heap with
-// the same operations, the simulator's (pop or replace the top, queue
-// events of idle workers at or after the current time) with times drawn
-// to hit ties, empty stretches, the far heap and wrap-arounds, and checks
+// the same operations, the simulator's (pop, queue the popped worker or
+// idle ones again at or after the current time) with times drawn to hit
+// ties, empty stretches, the far heap and wrap-arounds, and checks
 // they pop the same events in the same order.
 func TestCalendarQueueMatchesHeap(t *testing.T) {
 	const workers = 200
@@ -51,11 +51,14 @@ func TestCalendarQueueMatchesHeap(t *testing.T) {
 			}
 			if rng.IntN(10) < 6 {
 				e := event{at: want.at + delay(), worker: want.worker}
-				cq.replaceTop(e)
+				cq.pop()
+				cq.push(e)
 				hq.replaceTop(e)
 				continue
 			}
-			cq.pop()
+			if p := cq.pop(); p.at != want.at || p.worker != want.worker {
+				t.Fatalf("step %d: pop %+v, top was %+v", step, p, want)
+			}
 			hq.pop()
 			idle = append(idle, want.worker)
 			// Release a few idle workers at the current time, as a sweep

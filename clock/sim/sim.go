@@ -116,10 +116,9 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 		if q.len() == 0 {
 			return Result{}, fmt.Errorf("sim: %s deadlocked after %d pushes", p, pushes)
 		}
-		// The event stays on top until the pusher's next one replaces it
-		// (one sift instead of a pop and a push); others released by this
-		// push are queued after it, so the order of seq is as with a pop.
-		ev := q.top()
+		// The pusher's next push, if it is let go, is queued before the
+		// others this push releases, so seq numbers them in that order.
+		ev := q.pop()
 		now = ev.at
 		i := int(ev.worker)
 		if err := g.PushSlotInto(slots[i], iters[i], now, &out); err != nil {
@@ -130,9 +129,8 @@ func Run(cfg Config, p clock.Policy) (Result, error) {
 			releases++
 			gapSum += out.Gap
 			maxGap = max(maxGap, out.Gap)
-			q.replaceTop(event{at: now + lat + samplers.next(i), worker: int32(i)})
+			q.push(event{at: now + lat + samplers.next(i), worker: int32(i)})
 		} else {
-			q.pop()
 			heldSince[i] = now
 		}
 		for _, r := range out.Others {
