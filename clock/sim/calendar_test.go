@@ -74,3 +74,24 @@ func TestCalendarQueueMatchesHeap(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCalendarQueue is one pop and one push of the popped worker
+// about one mean round later, for 1024 workers as in issue 17's run.
+func BenchmarkCalendarQueue(b *testing.B) {
+	const workers = 1024
+	rng := rand.New(rand.NewPCG(1, 2))
+	q := newCalendarQueue(workers, 1e8/workers, 2e8)
+	for i := range int32(workers) {
+		q.push(event{at: 9e7 + rng.Int64N(2e7), worker: i})
+	}
+	delays := make([]int64, 4096)
+	for k := range delays {
+		delays[k] = 9e7 + rng.Int64N(2e7)
+	}
+	k := 0
+	for b.Loop() {
+		ev := q.pop()
+		q.push(event{at: ev.at + delays[k&4095], worker: ev.worker})
+		k++
+	}
+}
