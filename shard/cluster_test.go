@@ -40,6 +40,9 @@ type appliedLog struct {
 	mu    sync.Mutex
 	all   []shardapi.Applied
 	terms []uint64 // terms this replica reported leading (Deps.OnLeader)
+	// hold, if set, is called at the end of every Apply (under the FSM's
+	// lock), before the entry is recorded: a test blocks applies in it.
+	hold func(shardapi.Applied)
 }
 
 func (l *appliedLog) led(term uint64) { l.mu.Lock(); l.terms = append(l.terms, term); l.mu.Unlock() }
@@ -50,7 +53,17 @@ func (l *appliedLog) ledTerms() []uint64 {
 	return append([]uint64(nil), l.terms...)
 }
 
-func (l *appliedLog) add(a shardapi.Applied) { l.mu.Lock(); l.all = append(l.all, a); l.mu.Unlock() }
+func (l *appliedLog) add(a shardapi.Applied) {
+	l.mu.Lock()
+	hold := l.hold
+	l.mu.Unlock()
+	if hold != nil {
+		hold(a)
+	}
+	l.mu.Lock()
+	l.all = append(l.all, a)
+	l.mu.Unlock()
+}
 
 func (l *appliedLog) snapshot() []shardapi.Applied {
 	l.mu.Lock()

@@ -27,6 +27,9 @@ type service struct {
 	stopped bool
 	conns   map[*workerConn]struct{}
 	held    map[heldKey]struct{}
+	// pending: pushes queued or in an entry in flight, not answered yet;
+	// keepAlive sends them Pending frames while this replica leads.
+	pending map[heldKey]int
 	// suspect.go: when this replica took the lead (zero while it
 	// follows) and the workers whose suspension is being proposed.
 	leadSince  time.Time
@@ -40,7 +43,7 @@ type service struct {
 }
 
 type serviceCounters struct {
-	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors, entryBytes, summed atomic.Uint64
+	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors, entryBytes, summed, pendingFrames atomic.Uint64
 }
 
 type workerConn struct {
@@ -78,13 +81,14 @@ type heldKey struct {
 
 func newService(r *Replica) *service {
 	return &service{
-		r:      r,
-		queue:  make(chan *pending, 4*r.cfg.MaxBatchPushes),
-		slots:  make(chan struct{}, r.cfg.MaxInflightBatches),
-		flight: make(chan flight, r.cfg.MaxInflightBatches),
-		conns:  map[*workerConn]struct{}{},
-		held:   map[heldKey]struct{}{},
-		hyg:    newHygiene(),
+		r:       r,
+		queue:   make(chan *pending, 4*r.cfg.MaxBatchPushes),
+		slots:   make(chan struct{}, r.cfg.MaxInflightBatches),
+		flight:  make(chan flight, r.cfg.MaxInflightBatches),
+		conns:   map[*workerConn]struct{}{},
+		held:    map[heldKey]struct{}{},
+		pending: map[heldKey]int{},
+		hyg:     newHygiene(),
 
 		inflight: map[shardapi.PushID]int{},
 	}
@@ -102,7 +106,7 @@ func (s *service) stop() {
 	s.mu.Lock()
 	s.stopped = true
 	conns := s.conns
-	s.conns, s.held = map[*workerConn]struct{}{}, map[heldKey]struct{}{}
+	s.conns, s.held, s.pending = map[*workerConn]struct{}{}, map[heldKey]struct{}{}, map[heldKey]int{}
 	s.mu.Unlock()
 	for c := range conns {
 		c.s.Close()
@@ -113,7 +117,7 @@ func (s *service) stats() shardapi.ServiceStats {
 	c := &s.cnt
 	return shardapi.ServiceStats{Requests: c.requests.Load(), Batches: c.batches.Load(), ProposedPushes: c.proposed.Load(),
 		Rejected: c.rejected.Load(), NotLeader: c.notLeader.Load(), Held: c.held.Load(), Acked: c.acked.Load(),
-		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats(), EntryBytes: c.entryBytes.Load(), SummedPushes: c.summed.Load()}
+		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats(), EntryBytes: c.entryBytes.Load(), SummedPushes: c.summed.Load(), PendingFrames: c.pendingFrames.Load()}
 }
 
 func (s *service) heldCount() int {
@@ -152,6 +156,11 @@ func (s *service) serve(c *workerConn) {
 		for k := range s.held {
 			if k.c == c {
 				delete(s.held, k)
+			}
+		}
+		for k := range s.pending {
+			if k.c == c {
+				delete(s.pending, k)
 			}
 		}
 		s.mu.Unlock()
@@ -228,9 +237,25 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyOK, params: prec.Append(nil, s.r.fsm.Params(nil))})
 		return
 	}
+	p := &pending{c: c, req: req, grad: grad, recv: recv}
+	s.track(p, 1)
 	select {
-	case s.queue <- &pending{c: c, req: req, grad: grad, recv: recv}:
+	case s.queue <- p:
 	case <-s.r.ctx.Done():
+	}
+}
+
+// track adds d to the pushes p's stream waits on without a decision yet
+// (queued or in flight), for keepAlive's Pending frames.
+func (s *service) track(p *pending, d int) {
+	k := heldKey{c: p.c, PushID: p.req.PushID, keep: p.req.Keep}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	if s.pending[k] += d; s.pending[k] <= 0 {
+		delete(s.pending, k)
 	}
 }
 
@@ -360,6 +385,7 @@ func (s *service) proposer() {
 		if err != nil {
 			<-s.slots
 			for _, p := range batch {
+				s.track(p, -1)
 				s.reject(p.c, p.req, shardapi.ReasonBadRequest, err.Error())
 			}
 			continue
@@ -477,7 +503,22 @@ func (s *service) keepAlive() {
 			delete(s.held, k)
 		}
 	}
+	var pend []heldKey
+	if leading {
+		// Pushes not decided yet: their entry is queued or replicating.
+		// A deposed leader sends none; the completer answers them
+		// (NotLeader) when their proposals fail.
+		pend = make([]heldKey, 0, len(s.pending))
+		for k := range s.pending {
+			pend = append(pend, k)
+		}
+	}
 	s.mu.Unlock()
+	for _, k := range pend {
+		k.c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
+		s.cnt.pendingFrames.Add(1)
+		s.send(k.c, shardapi.OpPush, k.PushID, verdict{status: shardapi.ReplyPending})
+	}
 	for _, k := range keys {
 		if leading {
 			k.c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))

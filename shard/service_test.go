@@ -234,5 +234,55 @@ func TestRejectedOverTheWire(t *testing.T) {
 	}
 }
 
+// TestSlowEntrySendsPending: while a push's entry takes longer to apply
+// than the client's ReplyTimeout (a large entry replicating on a loaded
+// machine), the leader sends Pending keep-alives, so the client waits on
+// the same stream instead of presuming the leader dead and resending.
+func TestSlowEntrySendsPending(t *testing.T) {
+	const n = 8
+	c := newCluster(t, 6)
+	ids := nodeIDs(1)
+	spec := shardapi.Spec{Shard: 6, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
+	c.boot(ids, spec, make([]float32, n))
+	leader := c.waitLeader("")
+	cl := c.client("w", ids) // ReplyTimeout 500ms, HeldKeepAlive 50ms
+	if _, err := cl.AddWorker(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	// The push's Apply blocks until the leader has sent more Pending
+	// frames than fit in the client's ReplyTimeout.
+	release := make(chan struct{})
+	l := c.logs[leader.cfg.ID]
+	l.mu.Lock()
+	l.hold = func(a shardapi.Applied) {
+		if a.Kind == "push" {
+			<-release
+		}
+	}
+	l.mu.Unlock()
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the cluster's cleanup stops the replica
+	go func() {
+		defer free()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for range tick.C {
+			if leader.svc.cnt.pendingFrames.Load() >= 20 {
+				return
+			}
+		}
+	}()
+	if _, err := cl.Push(context.Background(), 0, 1, 1, gradFor("w", 0, n), nil); err != nil {
+		t.Fatal(err)
+	}
+	if cl.Retries != 0 {
+		t.Errorf("client resent the push %d times while its entry was applying", cl.Retries)
+	}
+	if st := leader.Status(); st.Service.ProposedPushes != 1 || st.Pushes != 1 {
+		t.Errorf("leader proposed %d pushes, applied %d; want 1, 1", st.Service.ProposedPushes, st.Pushes)
+	}
+}
+
 func posInf() float64 { return 1 / zero() }
 func zero() float64   { return rand.Float64() * 0 }

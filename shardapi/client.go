@@ -22,17 +22,20 @@ type ClientConfig struct {
 	Replicas func() []mesh.NodeID
 	// ReplyTimeout is the longest silence tolerated on a stream before the
 	// replica is presumed dead and another tried. It must exceed the
-	// replicas' HeldKeepAlive. Default 5s.
+	// replicas' HeldKeepAlive: a leader sends keep-alives while it holds a
+	// push (Held) and while the push's entry replicates (Pending), so a
+	// push whose entry takes longer than this to commit (tens of megabytes
+	// on a loaded machine) is not resent. Default 5s.
 	ReplyTimeout time.Duration
 	// Backoff between rounds of retries, doubling up to MaxBackoff.
 	Backoff, MaxBackoff time.Duration
 	// Deadline bounds one call when ctx has no deadline. Default 2 min.
 	Deadline time.Duration
-	// ProbeAfter is the silence on a stream, with no Held frame since the
-	// request, after which the other replicas are asked who leads
+	// ProbeAfter is the silence on a stream, with no Held or Pending frame
+	// since the request, after which the other replicas are asked who leads
 	// (leaderhint.go), and the period of those probes while it lasts.
-	// HeldSilence is the same after a Held frame (the replicas'
-	// HeldKeepAlive plus slack). ProbeTimeout bounds one probe round.
+	// HeldSilence is the same after a Held or Pending keep-alive (the
+	// replicas' HeldKeepAlive plus slack). ProbeTimeout bounds one probe round.
 	// Defaults 250ms, 1.5s, 1s.
 	ProbeAfter, HeldSilence, ProbeTimeout time.Duration
 	// Alive, if set, says whether membership counts a node live; a node it
@@ -339,9 +342,10 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 		if rep.Op != req.Op || rep.PushID != req.PushID {
 			continue
 		}
-		if rep.Status == ReplyHeld {
+		if rep.Status == ReplyHeld || rep.Status == ReplyPending {
+			// A keep-alive: silence is measured from it (HeldSilence).
 			w.held.Store(true)
-			if heldSince.IsZero() {
+			if rep.Status == ReplyHeld && heldSince.IsZero() {
 				heldSince = time.Now()
 			}
 			continue

@@ -84,6 +84,7 @@ type ServiceStats struct {
 	NotLeader        uint64 // requests answered NotLeader
 	Held             uint64 // pushes the gate held at least once
 	Acked            uint64 // OK replies to pushes
+	PendingFrames    uint64 // Pending keep-alives sent (pushes queued or replicating past a keep-alive period)
 	StreamsAccepted  uint64
 	StreamErrorsRecv uint64 // streams closed on a receive error (bad frames included)
 	// Refused counts, per worker, the gradients this replica refused as

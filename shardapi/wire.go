@@ -83,6 +83,11 @@ const (
 	ReplyNotLeader                        // final: try Leader
 	ReplyRejected                         // final: Reason, Detail; nothing changed
 	ReplyError                            // final, ambiguous: resend
+	// ReplyPending, not final: the leader has the push queued or its entry
+	// in flight (not yet committed and applied). Sent every HeldKeepAlive
+	// while that lasts, so a client tells a leader that is slow to
+	// replicate a large entry from a silent (dead, stopped) one.
+	ReplyPending
 )
 
 // Reply is the header of a reply frame.
