@@ -39,10 +39,11 @@ type FSM struct {
 	rejected    [shardapi.NumReasons]uint64
 	lastIndex   uint64
 
-	// scratch buffers reused across Applies; not part of the state. cand
-	// is the sum with the push being examined added; it becomes sum when
-	// the push is applied.
-	sum, cand, grad []float32
+	// scratch of one push entry's Apply, taken from the node-wide pool
+	// (scratch.go) and given back at its end; not part of the state. grad
+	// is the decoded gradient of the push being examined, sum the sum of
+	// those accepted so far.
+	sum, grad []float32
 
 	// gen counts Restores, so that a cached encoding is never taken for
 	// the state of a snapshot restored at the same index.
@@ -154,8 +155,13 @@ func (f *FSM) applyInit(e entry) error {
 func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 	ps := e.pushes
 	res := make([]shardapi.PushResult, len(ps))
-	if f.initialized && len(f.sum) != f.spec.Len {
-		f.sum, f.cand, f.grad = make([]float32, f.spec.Len), make([]float32, f.spec.Len), make([]float32, f.spec.Len)
+	if f.initialized {
+		f.sum, f.grad = scratch.get(f.spec.Len), scratch.get(f.spec.Len)
+		defer func() {
+			scratch.put(f.sum)
+			scratch.put(f.grad)
+			f.sum, f.grad = nil, nil
+		}()
 	}
 	accepted := 0
 	var samples int64
@@ -207,7 +213,7 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 				clear(f.sum)
 			}
 		default:
-			f.sum, f.cand = f.cand, f.sum // the checked sum becomes the sum
+			f.take(accepted == 0) // the checked sum becomes the sum
 		}
 		accepted++
 		samples += p.Samples
@@ -295,24 +301,35 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 	if faults.On(faults.Diverge) && faults.Coin(16) {
 		clear(f.sum) // broken build only: this replica drops the gradients
 	} else {
-		f.sum, f.cand = f.cand, f.sum
+		f.take(true)
 	}
 	return applied, samples
 }
 
-// sumAndCheck writes the entry's gradient sum with f.grad added (f.grad
-// alone when first) into f.cand, and returns the first parameter that a
-// step with it would make non-finite (or whose velocity would be), or −1.
-// It repeats step's arithmetic exactly, float32 rounding included.
+// sumAndCheck returns the first parameter that a step with the entry's
+// gradient sum with f.grad added (f.grad alone when first) would make
+// non-finite (or whose velocity would be), or −1. It repeats step's
+// arithmetic exactly, float32 rounding included, without writing the
+// candidate sum anywhere: [FSM.take] makes it the sum once the push is
+// accepted.
 func (f *FSM) sumAndCheck(first bool, lr float64) int {
 	if first {
-		copy(f.cand, f.grad)
-	} else {
-		for j, g := range f.grad {
-			f.cand[j] = f.sum[j] + g
-		}
+		return firstNonFiniteStep(f.opt, f.theta, f.velocity, f.grad, lr)
 	}
-	return firstNonFiniteStep(f.opt, f.theta, f.velocity, f.cand, lr)
+	return firstNonFiniteStepSum(f.opt, f.theta, f.velocity, f.sum, f.grad, lr)
+}
+
+// take makes the sum sumAndCheck checked the entry's sum: f.grad itself
+// when first (the buffers swap), else f.sum + f.grad, added in float32 as
+// sumAndCheck added them.
+func (f *FSM) take(first bool) {
+	if first {
+		f.sum, f.grad = f.grad, f.sum
+		return
+	}
+	for j, g := range f.grad {
+		f.sum[j] += g
+	}
 }
 
 // check validates p against the shard and decodes its gradient into f.grad.
@@ -553,6 +570,14 @@ func countNonFinite(v []float32) int {
 		}
 	}
 	return n
+}
+
+// stateBytes is the size of the parameters and optimizer state a
+// snapshot holds (fp32), 0 before Init.
+func (f *FSM) stateBytes() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return 4 * int64(len(f.theta)+len(f.velocity))
 }
 
 // pushLimits are what the leader checks a push against before proposing

@@ -48,3 +48,28 @@ func firstNonFiniteStep(o shardapi.Optimizer, theta, velocity, g []float32, lr f
 	}
 	return -1
 }
+
+// firstNonFiniteStepSum is firstNonFiniteStep with the gradient sum[i] +
+// g[i] (added in float32), without materialising the sum.
+func firstNonFiniteStepSum(o shardapi.Optimizer, theta, velocity, sum, g []float32, lr float64) int {
+	lr32 := float32(lr)
+	bad := func(x float32) bool { return math.Float32bits(x)&0x7f800000 == 0x7f800000 }
+	if o.Kind == shardapi.SGD {
+		for i, gi := range g {
+			gi = sum[i] + gi
+			if bad(theta[i] - float32(lr32*gi)) {
+				return i
+			}
+		}
+		return -1
+	}
+	mu := float32(o.Momentum)
+	for i, gi := range g {
+		gi = sum[i] + gi
+		v := float32(mu*velocity[i]) + gi
+		if bad(v) || bad(theta[i]-float32(lr32*v)) {
+			return i
+		}
+	}
+	return -1
+}

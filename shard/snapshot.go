@@ -135,7 +135,7 @@ func (f *FSM) decodeLocked(b []byte) error {
 	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
 	f.rejected = [shardapi.NumReasons]uint64{}
 	copy(f.rejected[1:], h.Rejected)
-	f.sum, f.cand, f.grad = nil, nil, nil
+	f.sum, f.grad = nil, nil
 	return nil
 }
 
