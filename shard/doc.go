@@ -127,7 +127,11 @@
 // every Config.HeldKeepAlive, so a client can tell a slow gate from a dead
 // leader by a read deadline. At the first keep-alive after the replica
 // lost leadership every held request is answered NotLeader instead, so its
-// worker moves to the new leader.
+// worker moves to the new leader. Likewise, while a push is queued or its
+// entry is in flight (proposed, not yet applied) the leading replica sends
+// a Pending frame every HeldKeepAlive: an entry of tens of megabytes (a
+// 100 MB model's slice) can take longer than the client's ReplyTimeout to
+// commit on a loaded machine, and silence would have the client resend it.
 // When a worker is removed its own held push is answered with a
 // [*RejectError] of [ReasonUnknownWorker]; the pushes of others it was
 // holding back are released.
@@ -140,7 +144,7 @@
 // loop, one reader goroutine per worker stream, one proposer that batches
 // queued pushes into entries, one completer that waits on futures in order,
 // one evaluator that re-examines held replies after each Apply and sends
-// the keep-alives (and answers held pushes NotLeader as soon as the
+// the keep-alives, Held and Pending (and answers held pushes NotLeader as soon as the
 // replica is deposed), one suspector (suspect.go), one leadership watcher
 // that calls Deps.OnLeader and then wakes LeaderChanged waiters, and one
 // goroutine per add- or remove-worker request or suspension while its
@@ -158,7 +162,11 @@
 //
 // Slices: a parameter slice returned by [shardapi.Client.Push] is owned by the
 // caller (it is the dst given, or freshly allocated). Entry payloads
-// decoded by the FSM are not retained. The parameters an OK reply carries
+// decoded by the FSM are not retained. The float32 scratch of a push
+// entry's Apply (its decoded gradient and the running sum) is borrowed from
+// one process-wide bounded free list (scratch.go, a leaf lock) and given
+// back when the Apply ends, so a replica holds θ and the velocity between
+// Applies and nothing of a slice's size besides. The parameters an OK reply carries
 // are encoded once per applied index and shared, read-only, by every reply
 // at that index (no copy of θ per reply).
 //

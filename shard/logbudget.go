@@ -13,20 +13,28 @@ import (
 // the entries this replica stores (leader and follower alike: every entry
 // passes through its log store) and keeps raft's counts at
 //
-//	SnapshotThreshold = clamp(LogBytes / mean entry, 2, Config.SnapshotThreshold)
-//	TrailingLogs      = clamp(TrailingBytes / mean entry, 1, Config.TrailingLogs)
+//	SnapshotThreshold = clamp(max(LogBytes, S) / mean entry, 2, Config.SnapshotThreshold)
+//	TrailingLogs      = clamp(max(TrailingBytes, S/2) / mean entry, 1, Config.TrailingLogs)
 //
 // through raft.ReloadConfig, so the log holds about LogBytes+TrailingBytes
 // (plus what arrives within one SnapshotInterval) whatever the entry size.
-// A follower that falls further behind than the trailing entries gets a
-// snapshot, which is about two entries' bytes (the slice and its optimizer
-// state). The mean is an exponentially weighted one over stored entries.
+// S is the bytes of the state a snapshot writes (the slice and its
+// optimizer state in fp32): a snapshot costs S bytes of writes, so the log
+// grows by at least S between two of them and each logged byte costs at
+// most one more for snapshots. Without that floor a 100 MB model's shard
+// (S = 25 MB, entries of 6 MB in bf16) would write a 25 MB snapshot every
+// two entries, and a follower two entries behind would be sent one. A
+// follower that falls further behind than the trailing entries gets a
+// snapshot. The mean is an exponentially weighted one over stored entries.
 //
 // Concurrency: observe runs on raft's goroutines that store logs; the
 // budget's own lock guards its state, and it calls ReloadConfig (a short
 // lock inside raft, no channel) only when a count changes.
 type logBudget struct {
 	cfg Config
+
+	// state, if set, is S: the bytes of the state a snapshot holds now.
+	state func() int64
 
 	mu     sync.Mutex
 	r      *raft.Raft
@@ -75,8 +83,11 @@ func (b *logBudget) observe(logs []*raft.Log) {
 	if b.seen == 0 || b.r == nil {
 		return
 	}
-	thresh := clampCount(float64(b.cfg.LogBytes)/b.mean, 2, b.cfg.SnapshotThreshold)
-	trail := clampCount(float64(b.cfg.TrailingBytes)/b.mean, 1, b.cfg.TrailingLogs)
+	var st int64
+	if b.state != nil {
+		st = b.state()
+	}
+	thresh, trail := budgetCounts(b.cfg, b.mean, st)
 	if thresh == b.thresh && trail == b.trail {
 		return
 	}
@@ -85,6 +96,13 @@ func (b *logBudget) observe(logs []*raft.Log) {
 	if err := b.r.ReloadConfig(rc); err == nil {
 		b.thresh, b.trail = thresh, trail
 	}
+}
+
+// budgetCounts is the SnapshotThreshold and TrailingLogs for entries of
+// mean bytes and a state of state bytes (the formula above).
+func budgetCounts(cfg Config, mean float64, state int64) (threshold, trailing uint64) {
+	logBytes, trailBytes := max(cfg.LogBytes, state), max(cfg.TrailingBytes, state/2)
+	return clampCount(float64(logBytes)/mean, 2, cfg.SnapshotThreshold), clampCount(float64(trailBytes)/mean, 1, cfg.TrailingLogs)
 }
 
 func clampCount(v float64, lo, hi uint64) uint64 {

@@ -21,6 +21,24 @@ func TestClampCount(t *testing.T) {
 	}
 }
 
+// TestBudgetFloorIsTheState: a 100 MB model's shard (25 MB of θ and
+// velocity, 6.25 MB bf16 entries) snapshots every 4 entries and keeps 2,
+// where the byte budgets alone would give the clamps' 2 and 1; a small
+// shard keeps the byte budgets.
+func TestBudgetFloorIsTheState(t *testing.T) {
+	cfg := DefaultConfig(1, "n1")
+	const entry, state = 6.25e6, 25e6
+	if th, tr := budgetCounts(cfg, entry, 0); th != 2 || tr != 1 {
+		t.Errorf("no state: %d, %d; want the clamps 2, 1", th, tr)
+	}
+	if th, tr := budgetCounts(cfg, entry, state); th != 4 || tr != 2 {
+		t.Errorf("25 MB state: %d, %d; want 4, 2", th, tr)
+	}
+	if th, tr := budgetCounts(cfg, 256<<10, 470e3); th != 16 || tr != 8 {
+		t.Errorf("MLP shard: %d, %d; want the byte budgets' 16, 8", th, tr)
+	}
+}
+
 // TestLogBoundedByBytes: pushes of 256 KiB into a one-replica shard on disk,
 // with count bounds that alone would keep 320 entries (80 MiB), make raft
 // snapshot every LogBytes/entry entries and keep TrailingBytes/entry, and

@@ -111,6 +111,7 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 		return nil, fmt.Errorf("shard %d: listen: %w", cfg.Shard, err)
 	}
 	budget := newLogBudget(cfg)
+	budget.state = fsm.stateBytes
 	logs := &countingLog{LogStore: measuredLog{d.Stores.Log, budget}}
 	r, err := raft.NewRaft(rc, fsm, logs, d.Stores.Stable, d.Stores.Snapshots, d.RaftTransport)
 	if err != nil {
