@@ -239,7 +239,8 @@ func (w *worker) join(ctx context.Context) error {
 			w.iters[s] = it - 1
 		}
 	}
-	return w.pushAll(ctx, 0, 0, make([]float32, len(w.grad)))
+	clear(w.grad) // a zero gradient, without a second model-sized buffer
+	return w.pushAll(ctx, 0, 0, w.grad)
 }
 
 // align makes this worker's clock the same on every shard: it adds the
