@@ -55,6 +55,8 @@ processes each holding several hundred megabytes for --time.`,
 	f.StringVar(&cfg.Dataset, "dataset", cfg.Dataset, "dataset")
 	f.DurationVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "evaluation cadence (an evaluation reads the whole model)")
 	f.StringSliceVar(&cfg.SpecArgs, "job-flag", cfg.SpecArgs, "further job flags for the bootstrap node, repeatable")
+	f.StringSliceVar(&cfg.NodeArgs, "node-flag", nil, "further flags for every node, repeatable (--node-flag=--pprof)")
+	f.StringVar(&cfg.Dir, "dir", "", "keep the run folder (data dirs, node logs) here (default: a temporary folder, removed afterwards)")
 	f.Float64Var(&cfg.RSSFactor, "rss-factor", cfg.RSSFactor, "target: peak RSS per node ≤ this × the model's bytes")
 	f.Float64Var(&cfg.DiskFactor, "disk-factor", cfg.DiskFactor, "target: data dir per node ≤ this × the model's bytes")
 	f.StringVar(&out, "out", "bench-bigmodel", "folder for bigmodel.md")

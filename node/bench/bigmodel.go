@@ -24,7 +24,11 @@ type BigModelConfig struct {
 	Model    string
 	Dataset  string
 	// SpecArgs are further job flags for the bootstrap node.
-	SpecArgs  []string
+	SpecArgs []string
+	// NodeArgs are further flags for every node (--pprof, --log-level).
+	NodeArgs []string
+	// Dir, if set, keeps the run folder (data dirs, node logs) there.
+	Dir       string
 	EvalEvery time.Duration
 	// RSSFactor and DiskFactor are the targets: each node's peak RSS at
 	// most RSSFactor × the model's bytes, its data dir after the run at
@@ -83,8 +87,8 @@ func RunBigModel(ctx context.Context, cfg BigModelConfig, log *slog.Logger) (*Bi
 		cfg.Model, res.Params, mib(res.ModelBytes), cfg.Dataset, cfg.Nodes, cfg.Duration)
 	spec := append([]string{"--model", cfg.Model, "--dataset", cfg.Dataset}, cfg.SpecArgs...)
 	res.Run, err = MeasureUsage(ctx, UsageConfig{Label: cfg.Model, Binary: cfg.Binary, Nodes: cfg.Nodes, Duration: cfg.Duration,
-		NodeArgs: []string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()},
-		SpecArgs: spec, Out: cfg.Out}, log)
+		NodeArgs: append([]string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()}, cfg.NodeArgs...),
+		SpecArgs: spec, Keep: cfg.Dir, Out: cfg.Out}, log)
 	return res, err
 }
 

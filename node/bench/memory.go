@@ -40,7 +40,11 @@ type UsageConfig struct {
 	Duration time.Duration
 	NodeArgs []string // every node (after the launcher's own)
 	SpecArgs []string // the bootstrap node's job flags
-	Out      io.Writer
+	// Keep, if set, is the folder for the run's data dirs, logs and
+	// report, left in place afterwards (node logs to read, profiles);
+	// "" = a temporary folder removed at the end.
+	Keep string
+	Out  io.Writer
 }
 
 // MeasureUsage runs a `dssp up` mesh of cfg.Binary for cfg.Duration with
@@ -48,11 +52,17 @@ type UsageConfig struct {
 // second, and measures the data dirs again once the nodes have stopped.
 func MeasureUsage(ctx context.Context, cfg UsageConfig, log *slog.Logger) (UsageRun, error) {
 	res := UsageRun{Label: cfg.Label, Binary: cfg.Binary}
-	dir, err := os.MkdirTemp("", "dssp-bench-usage-*")
-	if err != nil {
+	dir := cfg.Keep
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "dssp-bench-usage-*")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
 	lc := launch.DefaultConfig()
 	lc.Binary = cfg.Binary
 	lc.Nodes = cfg.Nodes
