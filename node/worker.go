@@ -295,16 +295,19 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 			defer wg.Done()
 			lo, hi := w.bounds[s][0], w.bounds[s][1]
 			start := time.Now()
+			// Encoded over the gradient's own memory (no second copy of a
+			// 100 MB model's gradient); resends reuse the bytes.
+			payload := c.Precision().EncodeInPlace(grad[lo:hi])
 			for {
 				before, heldBefore, bytesBefore := c.Retries, c.Held, c.Bytes
 				w.n.obs.PushSent(uint32(s), w.n.id, w.iters[s], samples)
 				keep := samples > 0 && w.keepSlice(s)
 				var err error
 				if keep {
-					_, err = c.PushKeep(ctx, w.iters[s], samples, computeNs, grad[lo:hi])
+					_, err = c.PushKeepEncoded(ctx, w.iters[s], samples, computeNs, payload)
 				} else {
 					var dst []float32
-					dst, err = c.Push(ctx, w.iters[s], samples, computeNs, grad[lo:hi], w.theta[lo:hi:hi])
+					dst, err = c.PushEncoded(ctx, w.iters[s], samples, computeNs, payload, w.theta[lo:hi:hi])
 					if err == nil && len(dst) != hi-lo {
 						err = errors.New("shard returned a slice of the wrong length")
 					}

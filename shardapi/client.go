@@ -132,10 +132,18 @@ func (c *Client) after(d time.Duration) <-chan time.Time {
 // wrapping ErrDeadline: then the push may or may not have been applied, and
 // the caller resends the same iter later. A *RejectError is final.
 func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad, dst []float32) ([]float32, error) {
+	c.buf = c.cfg.Precision.Append(c.buf[:0], grad)
+	return c.PushEncoded(ctx, iter, samples, computeNs, c.buf, dst)
+}
+
+// PushEncoded is Push with the gradient already encoded in the shard's
+// precision (Precision.EncodeInPlace: no buffer of the encoding besides
+// the gradient's own memory); payload is only read, and may be given again
+// to resend the same iteration.
+func (c *Client) PushEncoded(ctx context.Context, iter, samples, computeNs int64, payload []byte, dst []float32) ([]float32, error) {
 	p := c.cfg.Precision
-	c.buf = p.Append(c.buf[:0], grad)
 	meta := PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}, Samples: samples, ComputeNs: computeNs}
-	rep, params, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta}, c.buf)
+	rep, params, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta}, payload)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +168,10 @@ func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad,
 // Version is the version of the slice the last successful Push returned
 // (the zero Version before one).
 func (c *Client) Version() Version { return c.version }
+
+// Precision is the precision this client sends gradients in
+// (ClientConfig.Precision), for callers that encode them themselves.
+func (c *Client) Precision() Precision { return c.cfg.Precision }
 
 // AddWorker adds this worker to the shard's clock table and returns its
 // clock (the iteration of its next push), at least from (its clock on

@@ -10,8 +10,14 @@ import "context"
 // and resends are Push's.
 func (c *Client) PushKeep(ctx context.Context, iter, samples, computeNs int64, grad []float32) (Version, error) {
 	c.buf = c.cfg.Precision.Append(c.buf[:0], grad)
+	return c.PushKeepEncoded(ctx, iter, samples, computeNs, c.buf)
+}
+
+// PushKeepEncoded is PushKeep with the gradient already encoded, as
+// [Client.PushEncoded] takes it.
+func (c *Client) PushKeepEncoded(ctx context.Context, iter, samples, computeNs int64, payload []byte) (Version, error) {
 	meta := PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}, Samples: samples, ComputeNs: computeNs}
-	rep, _, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta, Keep: true}, c.buf)
+	rep, _, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta, Keep: true}, payload)
 	if err != nil {
 		return Version{}, err
 	}

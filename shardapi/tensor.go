@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // The tensor codec: the one layout of every tensor a shard's data path
@@ -95,6 +96,29 @@ func (p Precision) Append(dst []byte, v []float32) []byte {
 		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
 	}
 	return dst
+}
+
+// EncodeInPlace encodes v into v's own memory and returns those bytes
+// (the first Bytes(len(v)) of it), the encoding Append would give; v's
+// values are gone. bf16 writes value i's two bytes over bytes already read
+// (2i+2 ≤ 4i+4), so a worker sends a gradient of a 100 MB model without a
+// second buffer of its encoding. The bytes alias v: they are valid until v
+// is written again.
+func (p Precision) EncodeInPlace(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+	if p == BF16 {
+		for i, x := range v[:len(v):len(v)] {
+			binary.LittleEndian.PutUint16(b[2*i:], ToBF16(x))
+		}
+		return b[:2*len(v)]
+	}
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
 }
 
 // Decode decodes b into dst, which must hold exactly the values b encodes,
