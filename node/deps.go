@@ -74,6 +74,10 @@ type ReplicaHooks struct {
 	// placement when it opens: the replicas may size their Raft timing to
 	// it (shard.Config.ForGroups).
 	Groups int
+	// EntryBytes is the bytes of this shard's slice in the job's wire
+	// precision, the size of a one-push entry: the replicas may size
+	// their Raft timing to it (shard.Config.ForEntryBytes).
+	EntryBytes int64
 }
 
 // Replica is this node's member of one shard's Raft group: the subset of

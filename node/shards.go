@@ -136,6 +136,7 @@ func (m *shardManager) replica(id uint32) (Replica, error) {
 	groups := max(len(m.replicas)+1, m.placedCount())
 	rep, err := n.replicas.Open(id, ReplicaHooks{
 		Groups:         groups,
+		EntryBytes:     int64(m.spec.Precision().Bytes(m.bounds[id][1] - m.bounds[id][0])),
 		Applied:        func(a shardapi.Applied) { n.obs.Applied(id, a) },
 		StateHashEvery: n.obs.StateHashEvery(),
 		Leading: func(term uint64) {

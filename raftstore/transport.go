@@ -16,6 +16,16 @@ import (
 // [GuardedTransport.Quiesce] after raft.Shutdown and before closing the
 // [Stores].
 func NewMeshTransport(tr mesh.Transport, shard uint32, resolve mesh.Resolver, logger *slog.Logger) (*GuardedTransport, error) {
+	return NewMeshTransportTimeout(tr, shard, resolve, logger, DefaultRPCTimeout)
+}
+
+// DefaultRPCTimeout bounds one raft RPC (an AppendEntries with its
+// entries and the reply; raft scales an InstallSnapshot's by its size).
+const DefaultRPCTimeout = 10 * time.Second
+
+// NewMeshTransportTimeout is NewMeshTransport with raft RPCs bounded by
+// timeout instead of DefaultRPCTimeout (a shard of large entries).
+func NewMeshTransportTimeout(tr mesh.Transport, shard uint32, resolve mesh.Resolver, logger *slog.Logger, timeout time.Duration) (*GuardedTransport, error) {
 	layer, err := NewStreamLayer(tr, shard, resolve)
 	if err != nil {
 		return nil, err
@@ -23,7 +33,7 @@ func NewMeshTransport(tr mesh.Transport, shard uint32, resolve mesh.Resolver, lo
 	return &GuardedTransport{layer: layer, NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
-		Timeout: 10 * time.Second,
+		Timeout: timeout,
 		// Pipelined replication can deadlock in raft v1.7.2: when a
 		// follower answers Success=false the pipeline's decoder exits,
 		// the sender parks on one more AppendEntries and the pipeline

@@ -129,6 +129,48 @@ func (c Config) ForGroups(groups int) Config {
 	return c
 }
 
+// Raft timing sized to the entry. A push entry of a large model's shard
+// (6.25 MB for a 100 MB model in 8 shards, bf16), its 25 MB snapshot
+// installed on a new replica, and the pushes and replies of the same size
+// share each node pair's QUIC connection and the machine's cores with the
+// heartbeats: on a loaded machine a heartbeat then waits behind them for
+// longer than the 250 ms lease, and the leader steps down (bench bigmodel
+// saw every shard's leader do so while the mesh formed, and elections
+// churn from there). [Config.ForEntryBytes] stretches HeartbeatTimeout,
+// ElectionTimeout and LeaderLeaseTimeout in proportion to the entry's
+// bytes beyond EntryBytesAtDefaultTiming, up to MaxEntryStretch, and
+// sends fewer entries per AppendEntries (MaxAppendEntries ÷ the stretch,
+// at least 1), so that one RPC carries about as many bytes as at the
+// default. The price: a dead leader of such a shard is noticed that much
+// later (3 s instead of 0.5 s at 6 MB).
+const (
+	EntryBytesAtDefaultTiming = 1 << 20
+	MaxEntryStretch           = 8
+)
+
+// EntryStretch is the factor ForEntryBytes stretches by for entries of
+// entryBytes: entryBytes/EntryBytesAtDefaultTiming clamped to [1,
+// MaxEntryStretch].
+func EntryStretch(entryBytes int64) float64 {
+	return min(max(float64(entryBytes)/EntryBytesAtDefaultTiming, 1), MaxEntryStretch)
+}
+
+// ForEntryBytes returns c with its raft timing and MaxAppendEntries sized
+// to push entries of entryBytes (a shard's slice in the wire precision;
+// 0 leaves c as it is).
+func (c Config) ForEntryBytes(entryBytes int64) Config {
+	f := EntryStretch(entryBytes)
+	if f <= 1 {
+		return c
+	}
+	stretch := func(d time.Duration) time.Duration { return time.Duration(float64(d) * f) }
+	c.HeartbeatTimeout = stretch(c.HeartbeatTimeout)
+	c.ElectionTimeout = stretch(c.ElectionTimeout)
+	c.LeaderLeaseTimeout = stretch(c.LeaderLeaseTimeout)
+	c.MaxAppendEntries = max(1, int(float64(c.MaxAppendEntries)/f))
+	return c
+}
+
 // Validate names the first bad value.
 func (c Config) Validate() error {
 	if err := c.ID.Validate(); err != nil {

@@ -21,3 +21,27 @@ func TestForGroupsStretchesOnlyDenseNodesAndStaysValid(t *testing.T) {
 		}
 	}
 }
+
+// TestForEntryBytes: a 100 MB model's 6.25 MB entries stretch raft's
+// timers about 6× and send 2 entries an RPC; small entries change nothing;
+// the stretch stops at MaxEntryStretch and the result stays valid.
+func TestForEntryBytes(t *testing.T) {
+	def := DefaultConfig(1, "n1")
+	if got := def.ForEntryBytes(256 << 10); got != def {
+		t.Errorf("256 KiB entries changed the config: %+v", got)
+	}
+	big := def.ForEntryBytes(6_225_000)
+	f := float64(big.HeartbeatTimeout) / float64(def.HeartbeatTimeout)
+	if f < 5.5 || f > 6.5 || big.MaxAppendEntries != 2 {
+		t.Errorf("6.2 MB entries: heartbeat ×%.2f, MaxAppendEntries %d; want ≈ ×5.9, 2", f, big.MaxAppendEntries)
+	}
+	huge := def.ForEntryBytes(1 << 30)
+	if huge.HeartbeatTimeout != MaxEntryStretch*def.HeartbeatTimeout || huge.MaxAppendEntries != 2 {
+		t.Errorf("1 GiB entries: heartbeat %v, MaxAppendEntries %d", huge.HeartbeatTimeout, huge.MaxAppendEntries)
+	}
+	for _, c := range []Config{big, huge, def.ForGroups(64).ForEntryBytes(1 << 30)} {
+		if err := c.Validate(); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
@@ -40,7 +41,10 @@ func (r *RaftReplicas) Open(id uint32, hooks node.ReplicaHooks) (node.Replica, e
 	if err != nil {
 		return nil, err
 	}
-	rt, err := raftstore.NewMeshTransport(r.Transport, id, r.Resolve, r.Logger)
+	// An RPC's deadline grows with the entries' size as raft's timing
+	// does (shard.Config.ForEntryBytes).
+	rt, err := raftstore.NewMeshTransportTimeout(r.Transport, id, r.Resolve, r.Logger,
+		time.Duration(float64(raftstore.DefaultRPCTimeout)*shard.EntryStretch(hooks.EntryBytes)))
 	if err != nil {
 		stores.Close()
 		return nil, err
@@ -49,6 +53,7 @@ func (r *RaftReplicas) Open(id uint32, hooks node.ReplicaHooks) (node.Replica, e
 	if !r.FixedTiming {
 		cfg = cfg.ForGroups(hooks.Groups)
 	}
+	cfg = cfg.ForEntryBytes(hooks.EntryBytes)
 	if r.Config != nil {
 		cfg = r.Config(id, r.Transport.LocalID())
 	}
