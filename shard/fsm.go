@@ -512,14 +512,22 @@ func (f *FSM) AppliedIndex() uint64 {
 }
 
 // Snapshot captures the state; raft persists it on another goroutine.
+// The encoding is a copy of the state (a large shard's 25 MB), held
+// until raft has persisted it; the encodings of this process's replicas
+// share one budget (snapshotMem), so replicas that snapshot together wait
+// their turn instead of holding a copy each. The wait is taken before the
+// FSM's lock.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	n := f.stateBytes()
+	snapshotMem.acquire(n)
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	b, err := f.encodeLocked()
 	if err != nil {
+		snapshotMem.release(n)
 		return nil, err
 	}
-	return fsmSnapshot(b), nil
+	return &fsmSnapshot{b: b, held: n}, nil
 }
 
 // Restore replaces the state with a snapshot's. It reads no more than
@@ -541,16 +549,27 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-type fsmSnapshot []byte
+type fsmSnapshot struct {
+	b    []byte
+	held int64 // of snapshotMem, given back by Release
+	once sync.Once
+}
 
-func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.b); err != nil {
 		return errors.Join(err, sink.Cancel())
 	}
 	return sink.Close()
 }
 
-func (fsmSnapshot) Release() {}
+// Release gives the encoding's bytes back to snapshotMem (raft calls it
+// once the snapshot is persisted or abandoned).
+func (s *fsmSnapshot) Release() {
+	s.once.Do(func() {
+		s.b = nil
+		snapshotMem.release(s.held)
+	})
+}
 
 // firstNonFinite returns the index of the first NaN or ±Inf in v, or −1.
 func firstNonFinite(v []float32) int {

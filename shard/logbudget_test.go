@@ -110,3 +110,23 @@ func TestLogBudgetIgnoresOtherEntries(t *testing.T) {
 		t.Fatalf("a configuration entry was measured")
 	}
 }
+
+// TestByteBudgetTakesTurns: a second large acquire waits for the first's
+// release; anything fits while nothing is held.
+func TestByteBudgetTakesTurns(t *testing.T) {
+	b := newByteBudget(10)
+	b.acquire(25) // larger than the limit, admitted alone
+	got := make(chan struct{})
+	go func() { b.acquire(25); close(got) }()
+	select {
+	case <-got:
+		t.Fatal("second acquire admitted while 25 bytes were held")
+	default:
+	}
+	b.release(25)
+	<-got
+	b.release(25)
+	if b.held != 0 {
+		t.Fatalf("held %d after releasing all", b.held)
+	}
+}

@@ -1,6 +1,9 @@
 package shard
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // The FSMs of one process borrow their per-Apply float32 buffers (a push
 // entry's decoded gradient and the sum of those accepted) from one bounded
@@ -61,4 +64,55 @@ func (p *scratchPool) put(b []float32) {
 	if cap(p.free[small]) < cap(b) {
 		p.free[small] = b
 	}
+}
+
+// snapshotMem bounds the bytes of snapshot encodings this process holds
+// at once (FSM.Snapshot until Release): 32 MiB, or one encoding of any
+// size when none is held, so a small model's replicas snapshot side by
+// side and a large one's one after the other.
+var snapshotMem = newByteBudget(32 << 20)
+
+// byteBudget is a counting semaphore over bytes that always admits a
+// request when nothing is held. Safe for concurrent use; a leaf lock.
+type byteBudget struct {
+	limit int64
+
+	mu   sync.Mutex
+	cond *sync.Cond
+	held int64
+}
+
+func newByteBudget(limit int64) *byteBudget {
+	b := &byteBudget{limit: limit}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// acquire takes n bytes, waiting while others hold too many, but no
+// longer than snapshotMemWait: the budget saves memory, it must never
+// stall a replica for good (raft releases every snapshot it took, but a
+// bound costs nothing).
+func (b *byteBudget) acquire(n int64) {
+	deadline := time.Now().Add(snapshotMemWait)
+	t := time.AfterFunc(snapshotMemWait, func() {
+		b.mu.Lock()
+		b.mu.Unlock() // a waiter is either before its check or in Wait
+		b.cond.Broadcast()
+	})
+	defer t.Stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.held > 0 && b.held+n > b.limit && time.Now().Before(deadline) {
+		b.cond.Wait()
+	}
+	b.held += n
+}
+
+const snapshotMemWait = 10 * time.Second
+
+func (b *byteBudget) release(n int64) {
+	b.mu.Lock()
+	b.held -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
 }
