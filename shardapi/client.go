@@ -92,6 +92,7 @@ type Client struct {
 	reads   int64       // numbers read requests, so a late reply is not taken for a newer one's
 	failed  mesh.NodeID // the replica that last failed or went silent: tried last
 	version Version     // of the slice the last successful Push returned
+	largest int         // the largest payload received: a reply may be as large again
 
 	probes, probeSeq atomic.Uint64
 
@@ -338,8 +339,14 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 			c.Held += time.Since(heldSince)
 		}
 	}()
+	// A reply may carry a slice as large as the gradient sent: its frame
+	// gets the time to arrive at minReplyRate on top of the silence
+	// allowed (a 6 MB slice on a loaded machine took longer than 5 s and
+	// was cut off as a truncated frame). Silence is still noticed by the
+	// watcher's probes, not by this deadline.
+	frameTime := c.cfg.ReplyTimeout + time.Duration(float64(max(len(payload), c.largest))/minReplyRate*float64(time.Second))
 	for {
-		dl := time.Now().Add(c.cfg.ReplyTimeout)
+		dl := time.Now().Add(frameTime)
 		if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 			dl = d
 		}
@@ -351,6 +358,7 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 		}
 		w.frames.Add(1)
 		c.Bytes += uint64(len(pl))
+		c.largest = max(c.largest, len(pl))
 		if rep.Op != req.Op || rep.PushID != req.PushID {
 			continue
 		}
@@ -376,6 +384,10 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 // errAbandoned is an attempt the silence watcher gave up on (it found
 // another leader) before the request was sent.
 var errAbandoned = errors.New("abandoned: another replica leads")
+
+// minReplyRate (bytes/s) is the slowest a reply frame may arrive before
+// the client gives up on it.
+const minReplyRate = 1 << 20
 
 func (c *Client) stream(ctx context.Context, target mesh.NodeID) (mesh.Stream, error) {
 	if s, ok := c.streams[target]; ok {
