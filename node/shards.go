@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"dsspmesh/clock"
@@ -31,6 +32,8 @@ type shardManager struct {
 	peers    []string // gossip addresses last persisted
 
 	places *placementCache
+
+	transferring atomic.Bool // a leadership hand-over runs (handLeadOver)
 }
 
 func newShardManager(n *Node, spec JobSpec) *shardManager {
@@ -222,7 +225,17 @@ func (m *shardManager) sync(ctx context.Context) {
 			m.peers = peers
 		}
 	}
-	places := m.places.get(mesh.LiveIDs(members))
+	liveIDs := mesh.LiveIDs(members)
+	places := m.places.get(liveIDs)
+	led := 0
+	if m.spreadLeaders() {
+		for _, rep := range m.all() {
+			if rep.IsLeader() {
+				led++
+			}
+		}
+	}
+	share := (len(m.bounds) + max(len(liveIDs), 1) - 1) / max(len(liveIDs), 1)
 	for s := range m.bounds {
 		id := uint32(s)
 		want := slices.Clone(places[id])
@@ -238,12 +251,54 @@ func (m *shardManager) sync(ctx context.Context) {
 		if rep.IsLeader() {
 			m.removeGoneWorkers(ctx, rep, live)
 			m.reconcile(ctx, rep, want)
+			if led > share && m.handLeadOver(rep, want) {
+				led--
+			}
 			continue
 		}
 		if !slices.Contains(want, m.n.id) && !m.inConfig(rep) {
 			m.stopReplica(id)
 		}
 	}
+}
+
+// Leaders spread for large slices. A fresh mesh's bootstrap node leads
+// every shard, so every worker's pushes and replies pass through it; with
+// a 100 MB model that is tens of megabytes per push per shard on one node
+// (its memory and CPU were the mesh's bottleneck in bench bigmodel). When a
+// shard's slice exceeds spreadLeadersBytes, a node leading more than its
+// share of the shards (⌈S ÷ live nodes⌉) hands one whose configuration is
+// already placement's to another voter per sync round (raft's leadership
+// transfer: the target is caught up first). Smaller slices keep today's
+// behaviour.
+const spreadLeadersBytes = 1 << 20
+
+func (m *shardManager) spreadLeaders() bool {
+	return len(m.bounds) > 0 && m.spec.Precision().Bytes(m.bounds[0][1]-m.bounds[0][0]) > spreadLeadersBytes
+}
+
+// handLeadOver starts a leadership transfer of rep if its voters are
+// want and no transfer from this node runs; it reports whether it did.
+func (m *shardManager) handLeadOver(rep Replica, want []mesh.NodeID) bool {
+	c, err := rep.Configuration()
+	if err != nil || len(c.Nonvoters) > 0 || len(c.Voters) != len(want) || len(want) < 2 {
+		return false
+	}
+	for _, id := range want {
+		if !c.Has(id) {
+			return false
+		}
+	}
+	if !m.transferring.CompareAndSwap(false, true) {
+		return false
+	}
+	go func() {
+		defer m.transferring.Store(false)
+		if err := rep.TransferLeadership(); err != nil {
+			m.n.log.Debug("spread leaders", "shard", rep.Status().Shard, "err", err)
+		}
+	}()
+	return true
 }
 
 // reconcile moves the shard's Raft configuration one step toward want in
