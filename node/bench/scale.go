@@ -452,19 +452,21 @@ func pollAll(ctx context.Context, m *launch.Mesh, idx []int) []*node.Status {
 
 // waitConverged polls nodes idx until every one lists want members (first
 // recorded in members, from t0) and then until one poll shows the mesh
-// settled (see unsettled; recorded in led). It returns every shard's
-// voters from that poll.
+// settled (see unsettled; recorded in led). A node that misses a poll is
+// represented by its answer to one of the last maxMissed polls. It returns
+// every shard's voters from that poll.
 func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want, shards int, cfg ScaleConfig, t0 time.Time, members, led *time.Duration) (map[uint32][]string, error) {
 	*members, *led = 0, 0
 	deadline := t0.Add(cfg.Converge)
 	r := min(cfg.Replication, want)
+	last, missed := make([]*node.Status, len(idx)), make([]int, len(idx))
 	for {
 		for _, i := range idx {
 			if err := m.Exited(i); err != nil {
 				return nil, err
 			}
 		}
-		st := pollAll(ctx, m, idx)
+		st := fillMissed(pollAll(ctx, m, idx), last, missed)
 		now := time.Since(t0)
 		if *members == 0 && allMembers(st, want) {
 			*members = now
@@ -481,6 +483,27 @@ func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want, shards 
 			return nil, err
 		}
 	}
+}
+
+// maxMissed is how many polls in a row a node may miss (its /status slower
+// than the client's 2 s timeout, as at N 32 × S 64 under load) while its
+// last answer stands in for it.
+const maxMissed = 3
+
+// fillMissed puts each node's last answer, kept in last, where this poll
+// got none, for up to maxMissed polls in a row (counted in missed); it
+// records this poll's answers in last.
+func fillMissed(st, last []*node.Status, missed []int) []*node.Status {
+	for k, s := range st {
+		switch {
+		case s != nil:
+			last[k], missed[k] = s, 0
+		case last[k] != nil && missed[k] < maxMissed:
+			missed[k]++
+			st[k] = last[k]
+		}
+	}
+	return st
 }
 
 func allMembers(st []*node.Status, want int) bool {

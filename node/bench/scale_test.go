@@ -72,6 +72,16 @@ func TestSettledNeedsEveryNodeAndRendezvousVoters(t *testing.T) {
 	if why := unsettled(missing, 5, shards, r); !strings.Contains(why, "did not answer") {
 		t.Fatalf("a node missing from the poll: %q", why)
 	}
+	last, missedPolls := make([]*node.Status, len(st)), make([]int, len(st))
+	fillMissed(slices.Clone(st), last, missedPolls)
+	for range maxMissed {
+		if why := unsettled(fillMissed(slices.Clone(missing), last, missedPolls), 5, shards, r); why != "" {
+			t.Fatalf("a node's last answer stands in for %d missed polls: %q", maxMissed, why)
+		}
+	}
+	if why := unsettled(fillMissed(slices.Clone(missing), last, missedPolls), 5, shards, r); !strings.Contains(why, "did not answer") {
+		t.Fatalf("a node missing %d polls in a row: %q", maxMissed+1, why)
+	}
 	// Every leader's voters equal its own placement, but that placement
 	// was computed without node-e (a membership view under load): the
 	// count taken from it would be wrong, so the poll is not settled.
