@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -50,16 +49,10 @@ func DefaultBigModelConfig() BigModelConfig {
 
 // Validate names the first bad value.
 func (c BigModelConfig) Validate() error {
-	switch {
-	case c.Binary == "":
-		return errors.New("bench: no dssp binary to start")
-	case c.Nodes < 1 || c.Nodes > 64:
-		return fmt.Errorf("--nodes %d outside 1..64", c.Nodes)
-	case c.Threads < 0:
-		return fmt.Errorf("--threads %d must be >= 0", c.Threads)
-	case c.Duration < 15*time.Second:
-		return fmt.Errorf("--time %v must be >= 15s (start-up takes seconds)", c.Duration)
-	case c.EvalEvery <= 0:
+	if err := validateNodeRun(c.Binary, c.Nodes, c.Threads, c.Duration); err != nil {
+		return err
+	}
+	if c.EvalEvery <= 0 {
 		return fmt.Errorf("--eval-every %v must be > 0", c.EvalEvery)
 	}
 	return nil

@@ -129,15 +129,8 @@ func DefaultMemoryConfig() MemoryConfig {
 
 // Validate names the first bad value.
 func (c MemoryConfig) Validate() error {
-	switch {
-	case c.Binary == "":
-		return errors.New("bench: no dssp binary to start")
-	case c.Nodes < 1 || c.Nodes > 64:
-		return fmt.Errorf("--nodes %d outside 1..64", c.Nodes)
-	case c.Threads < 0:
-		return fmt.Errorf("--threads %d must be >= 0", c.Threads)
-	case c.Duration < 15*time.Second:
-		return fmt.Errorf("--time %v must be >= 15s (start-up takes seconds)", c.Duration)
+	if err := validateNodeRun(c.Binary, c.Nodes, c.Threads, c.Duration); err != nil {
+		return err
 	}
 	if c.Baseline != "" {
 		if _, err := os.Stat(c.Baseline); err != nil {
@@ -256,4 +249,20 @@ func writeMarkdown(dir, name, md string) error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	return os.WriteFile(filepath.Join(dir, name), []byte(md), 0o644)
+}
+
+// validateNodeRun checks what every benchmark that starts --nodes 'dssp node'
+// processes for --time needs, naming the first bad value.
+func validateNodeRun(binary string, nodes, threads int, d time.Duration) error {
+	switch {
+	case binary == "":
+		return errors.New("bench: no dssp binary to start")
+	case nodes < 1 || nodes > 64:
+		return fmt.Errorf("--nodes %d outside 1..64", nodes)
+	case threads < 0:
+		return fmt.Errorf("--threads %d must be >= 0", threads)
+	case d < 15*time.Second:
+		return fmt.Errorf("--time %v must be >= 15s (start-up takes seconds)", d)
+	}
+	return nil
 }
