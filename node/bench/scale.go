@@ -439,7 +439,7 @@ func pollAll(ctx context.Context, m *launch.Mesh, idx []int) []*node.Status {
 	for k, i := range idx {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			if s, err := launch.FetchStatus(ctx, m.Procs[i].HTTP); err == nil {
+			if s, err := launch.FetchStatusWithin(ctx, m.Procs[i].HTTP, scalePollTimeout); err == nil {
 				out[k] = &s
 			}
 		}()
@@ -486,9 +486,14 @@ func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want, shards 
 }
 
 // maxMissed is how many polls in a row a node may miss (its /status slower
-// than the client's 2 s timeout, as at N 32 × S 64 under load) while its
-// last answer stands in for it.
+// than scalePollTimeout, as at N 32 × S 64 under load) while its last answer
+// stands in for it.
 const maxMissed = 3
+
+// scalePollTimeout bounds one node's /status read in a poll. At N 32 × S 64
+// the mesh's 35 processes load two cores to 50–85 and answers slower than
+// the live display's 2 s came often enough that no poll ever settled.
+const scalePollTimeout = 6 * time.Second
 
 // fillMissed puts each node's last answer, kept in last, where this poll
 // got none, for up to maxMissed polls in a row (counted in missed); it

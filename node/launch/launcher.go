@@ -325,16 +325,26 @@ func splitLines(s string) []string {
 	return out
 }
 
-var httpClient = &http.Client{Timeout: 2 * time.Second}
+// statusTimeout bounds one /status read of a live progress poll.
+const statusTimeout = 2 * time.Second
 
-// FetchStatus reads a node's /status.
+// FetchStatus reads a node's /status within statusTimeout.
 func FetchStatus(ctx context.Context, addr string) (node.Status, error) {
+	return FetchStatusWithin(ctx, addr, statusTimeout)
+}
+
+// FetchStatusWithin reads a node's /status, giving up after d: a benchmark
+// that crowds two cores with dozens of nodes allows more than a live
+// progress display does.
+func FetchStatusWithin(ctx context.Context, addr string, d time.Duration) (node.Status, error) {
 	var s node.Status
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
 	if err != nil {
 		return s, err
 	}
-	res, err := httpClient.Do(req)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return s, err
 	}
