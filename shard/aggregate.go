@@ -121,10 +121,7 @@ func (s *service) landed(batch []*pending) {
 		if s.inflight[p.req.PushID]--; s.inflight[p.req.PushID] <= 0 {
 			delete(s.inflight, p.req.PushID)
 		}
-		k := heldKey{c: p.c, PushID: p.req.PushID, keep: p.req.Keep}
-		if s.pending[k]--; s.pending[k] <= 0 {
-			delete(s.pending, k)
-		}
+		s.trackLocked(p, -1)
 	}
 }
 

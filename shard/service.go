@@ -248,12 +248,15 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 // track adds d to the pushes p's stream waits on without a decision yet
 // (queued or in flight), for keepAlive's Pending frames.
 func (s *service) track(p *pending, d int) {
-	k := heldKey{c: p.c, PushID: p.req.PushID, keep: p.req.Keep}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped {
-		return
+	if !s.stopped {
+		s.trackLocked(p, d)
 	}
+}
+
+func (s *service) trackLocked(p *pending, d int) {
+	k := heldKey{c: p.c, PushID: p.req.PushID, keep: p.req.Keep}
 	if s.pending[k] += d; s.pending[k] <= 0 {
 		delete(s.pending, k)
 	}
