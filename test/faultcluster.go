@@ -1,10 +1,9 @@
 package test
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"dsspmesh/node/launch"
 )
 
 // FaultCluster is a Cluster whose peer traffic runs through a [FaultNet]
@@ -322,7 +323,7 @@ func (c *FaultCluster) keep() {
 		// Where a node is stuck, its goroutines say on what (the fault
 		// mesh serves pprof).
 		if p.Alive() && !c.stopped[i] {
-			if b, err := httpGet(fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=2", p.HTTP), 10*time.Second); err == nil {
+			if b, err := launch.Get(context.Background(), fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=2", p.HTTP), 10*time.Second); err == nil {
 				os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d-goroutines.txt", i)), b, 0o644)
 			}
 		}
@@ -436,17 +437,4 @@ func (c *FaultCluster) peerGossip(i int) []string {
 		}
 	}
 	return out
-}
-
-func httpGet(url string, timeout time.Duration) ([]byte, error) {
-	cl := http.Client{Timeout: timeout}
-	resp, err := cl.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return io.ReadAll(resp.Body)
 }

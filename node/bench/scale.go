@@ -2,12 +2,12 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -759,28 +759,16 @@ func meanCost(cs []NodeCost) NodeCost {
 	return out
 }
 
-var metricsClient = &http.Client{Timeout: 5 * time.Second}
+const metricsTimeout = 5 * time.Second
 
 // fetchProfile saves a CPU profile of the node at addr over d.
 func fetchProfile(ctx context.Context, addr string, d time.Duration, path string) error {
 	secs := max(1, int(d.Seconds()))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+	b, err := launch.Get(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), d+10*time.Second)
 	if err != nil {
-		return err
-	}
-	res, err := (&http.Client{Timeout: d + 10*time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s (run the nodes with --pprof)", req.URL, res.Status)
+		return fmt.Errorf("%w (run the nodes with --pprof)", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
@@ -789,19 +777,11 @@ func fetchProfile(ctx context.Context, addr string, d time.Duration, path string
 // scrapeMetrics reads the named metrics from a node's /metrics (Prometheus
 // text), each summed over its label sets.
 func scrapeMetrics(ctx context.Context, addr string, names ...string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	b, err := launch.Get(ctx, "http://"+addr+"/metrics", metricsTimeout)
 	if err != nil {
 		return nil, err
 	}
-	res, err := metricsClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET http://%s/metrics: %s", addr, res.Status)
-	}
-	return parseMetrics(res.Body, names...)
+	return parseMetrics(bytes.NewReader(b), names...)
 }
 
 // parseMetrics sums the samples of each named metric in Prometheus text;

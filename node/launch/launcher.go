@@ -338,24 +338,38 @@ func FetchStatus(ctx context.Context, addr string) (node.Status, error) {
 // progress display does.
 func FetchStatusWithin(ctx context.Context, addr string, d time.Duration) (node.Status, error) {
 	var s node.Status
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
+	b, err := Get(ctx, "http://"+addr+"/status", d)
 	if err != nil {
 		return s, err
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return s, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return s, fmt.Errorf("GET http://%s/status: %s", addr, res.Status)
-	}
-	if err := json.NewDecoder(res.Body).Decode(&s); err != nil {
+	if err := json.Unmarshal(b, &s); err != nil {
 		return s, fmt.Errorf("GET http://%s/status: %w", addr, err)
 	}
 	return s, nil
+}
+
+// Get reads url's body, giving up after d; a status other than 200 is an
+// error naming the url.
+func Get(ctx context.Context, url string, d time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, res.Status)
+	}
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return b, nil
 }
 
 func pick(r *rand.Rand, alive []int) int { return alive[r.IntN(len(alive))] }
