@@ -141,6 +141,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute goroutines per node (the nodes share this machine's cores)")
 	f.DurationVar(&cfg.ComputeDelay, "compute-delay", 0, "every node's emulated accelerator time per job batch (--slowdown stretches it, a balanced worker's batch scales it)")
 	f.StringSliceVar(&cfg.SpecArgs, "job-flag", nil, "extra job flag for every mesh, repeatable (e.g. --job-flag=--model=lenet)")
+	f.StringSliceVar(&cfg.NodeArgs, "node-flag", nil, "extra flag for every node process, repeatable (--node-flag=--pprof: profile a mesh while it runs)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "folder for the report")
 	f.StringVar(&render, "render", "", "run nothing: rewrite the report of an earlier run from its folder (runs.csv, runs/*/accuracy.csv)")
 	f.BoolVar(&costs, "costs", false, "with --render: also each worker's steady ms/iteration = compute + wait, the spread of the workers' iterations and the mean iteration at each target, from runs/*/workers.csv (into costs.md)")

@@ -92,6 +92,7 @@ type ParadigmsConfig struct {
 	// --slowdown stretches and a balanced worker's batch scales.
 	ComputeDelay time.Duration
 	SpecArgs     []string // extra job flags for every mesh (e.g. --model lenet)
+	NodeArgs     []string // extra flags for every node process (e.g. --pprof)
 	OutDir       string   // report.md, runs.csv, summary.csv, PNG plots, runs/
 	Out          io.Writer
 	Verbose      bool // forward each mesh's full progress view
@@ -237,6 +238,7 @@ func runOne(ctx context.Context, cfg ParadigmsConfig, set Setting, v Variant, re
 	if cfg.ComputeDelay > 0 {
 		lc.NodeArgs = append(lc.NodeArgs, "--compute-delay", cfg.ComputeDelay.String())
 	}
+	lc.NodeArgs = append(lc.NodeArgs, cfg.NodeArgs...)
 	lc.SpecArgs = append(append([]string(nil), cfg.SpecArgs...), args...)
 	lc.Out = &prefixWriter{w: out, prefix: "[" + label + "] ", all: cfg.Verbose}
 	r, err := launch.Run(ctx, lc, log)
