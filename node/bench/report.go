@@ -60,7 +60,9 @@ func (r *ParadigmsResult) Markdown() string {
 	if !r.Start.IsZero() {
 		fmt.Fprintf(&b, "; started %s, took %s", r.Start.Format(time.DateTime), r.Took.Round(time.Second))
 	}
-	b.WriteString(".\n\n")
+	b.WriteString(". A time to a target runs from the moment every node process of the mesh was started (the " +
+		"bootstrap node already answering) to the first evaluation at or above it: it includes the mesh's " +
+		"forming and the workers' joining, which come before the first iteration.\n\n")
 	for _, set := range cfg.Settings {
 		var mine []Cell
 		for _, c := range cells {
