@@ -434,20 +434,50 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 func pollAll(ctx context.Context, m *launch.Mesh, idx []int) []*node.Status {
-	out := make([]*node.Status, len(idx))
+	st, _ := pollAllErr(ctx, m, idx)
+	return st
+}
+
+// pollAllErr reads every node's /status at once; errs[k] says why node
+// idx[k] gave none.
+func pollAllErr(ctx context.Context, m *launch.Mesh, idx []int) ([]*node.Status, []error) {
+	out, errs := make([]*node.Status, len(idx)), make([]error, len(idx))
 	done := make(chan struct{}, len(idx))
 	for k, i := range idx {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			if s, err := launch.FetchStatusWithin(ctx, m.Procs[i].HTTP, scalePollTimeout); err == nil {
-				out[k] = &s
+			t := time.Now()
+			s, err := launch.FetchStatusWithin(ctx, m.Procs[i].HTTP, scalePollTimeout)
+			if err != nil {
+				errs[k] = fmt.Errorf("after %s: %w", time.Since(t).Round(100*time.Millisecond), err)
+				return
 			}
+			out[k] = &s
 		}()
 	}
 	for range idx {
 		<-done
 	}
-	return out
+	return out, errs
+}
+
+// silent names the nodes of a poll that gave no answer (nor a recent one
+// in its place) and why, the first three.
+func silent(idx []int, st []*node.Status, errs []error, missed []int) string {
+	var parts []string
+	n := 0
+	for k, s := range st {
+		if s != nil {
+			continue
+		}
+		if n++; n <= 3 {
+			parts = append(parts, fmt.Sprintf("node %d (%d polls missed): %v", idx[k], missed[k]+1, errs[k]))
+		}
+	}
+	if n > 3 {
+		parts = append(parts, fmt.Sprintf("and %d more", n-3))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // waitConverged polls nodes idx until every one lists want members (first
@@ -466,12 +496,16 @@ func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want, shards 
 				return nil, err
 			}
 		}
-		st := fillMissed(pollAll(ctx, m, idx), last, missed)
+		polled, errs := pollAllErr(ctx, m, idx)
+		st := fillMissed(polled, last, missed)
 		now := time.Since(t0)
 		if *members == 0 && allMembers(st, want) {
 			*members = now
 		}
 		why := unsettled(st, want, shards, r)
+		if why == didNotAnswer {
+			why += ": " + silent(idx, st, errs, missed)
+		}
 		if *members > 0 && why == "" {
 			*led = now
 			return votersOf(st), nil
@@ -550,7 +584,7 @@ func unsettled(st []*node.Status, want, shards, r int) string {
 	var ids []mesh.NodeID
 	for _, s := range st {
 		if s == nil {
-			return "a node did not answer"
+			return didNotAnswer
 		}
 		cur := make([]mesh.NodeID, 0, len(s.Members))
 		for _, mem := range s.Members {
@@ -588,6 +622,8 @@ func unsettled(st []*node.Status, want, shards, r int) string {
 	}
 	return ""
 }
+
+const didNotAnswer = "a node did not answer"
 
 // rebinds is how many of nodes idx were restarted on fresh ports.
 func rebinds(m *launch.Mesh, idx []int) int {
@@ -701,10 +737,26 @@ func sampleNode(ctx context.Context, p *launch.Proc) (procSample, error) {
 	return s, nil
 }
 
+// sampleRetries is how many times one node's sample is tried: a /metrics
+// slower than metricsTimeout on a loaded machine is tried again (the
+// counters are cumulative and the sample is timed where it succeeds).
+const sampleRetries = 3
+
+func sampleNodeRetry(ctx context.Context, p *launch.Proc) (procSample, error) {
+	var s procSample
+	var err error
+	for range sampleRetries {
+		if s, err = sampleNode(ctx, p); err == nil || ctx.Err() != nil {
+			return s, err
+		}
+	}
+	return s, fmt.Errorf("%d tries: %w", sampleRetries, err)
+}
+
 func sampleEach(ctx context.Context, m *launch.Mesh, idx []int, window time.Duration) ([]NodeCost, error) {
 	first := make([]procSample, len(idx))
 	for k, i := range idx {
-		s, err := sampleNode(ctx, m.Procs[i])
+		s, err := sampleNodeRetry(ctx, m.Procs[i])
 		if err != nil {
 			return nil, err
 		}
@@ -715,7 +767,7 @@ func sampleEach(ctx context.Context, m *launch.Mesh, idx []int, window time.Dura
 	}
 	out := make([]NodeCost, len(idx))
 	for k, i := range idx {
-		s, err := sampleNode(ctx, m.Procs[i])
+		s, err := sampleNodeRetry(ctx, m.Procs[i])
 		if err != nil {
 			return nil, err
 		}
