@@ -16,7 +16,10 @@
 // in memberlist's node metadata, encoded compactly (≤ [MaxMetaSize] bytes);
 // decoding a peer's metadata never panics. Events are queued without bound
 // and delivered in order on [Membership.Events]; a slow reader never stalls
-// gossip. Members returns a snapshot sorted by node id that the caller owns.
+// gossip. Members returns a snapshot sorted by node id that the caller owns;
+// the memberlist implementation decodes its list once per membership event
+// (join, leave, failure, metadata update) and serves copies in between,
+// rebuilding at least once a second.
 //
 // # Security
 //

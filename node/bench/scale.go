@@ -332,6 +332,9 @@ func runScaleMesh(ctx context.Context, cfg ScaleConfig, v ScaleVariant, p *Scale
 	// Idle: no trainer yet; gossip, heartbeats and upkeep only.
 	st := pollAll(ctx, m, hosts)
 	p.Groups = meanGroups(st)
+	if k, g := busiest(st); k >= 0 {
+		fmt.Fprintf(out, "groups: %.1f a node, most on node %d (%d: %d led)\n", p.Groups, hosts[k], g, ledBy(st[k]))
+	}
 	profiled := make(chan error, 1)
 	if cfg.ProfileDir != "" && n > 1 {
 		path := filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-n%d-s%d-idle.pprof", v.Name, n, p.Shards))
@@ -685,6 +688,37 @@ func meanGroups(st []*node.Status) float64 {
 		return 0
 	}
 	return sum / n
+}
+
+// busiest returns the index in st of the node hosting the most replicas,
+// and how many; -1 when no node answered.
+func busiest(st []*node.Status) (int, int) {
+	k, most := -1, -1
+	for i, s := range st {
+		if s == nil {
+			continue
+		}
+		n := 0
+		for _, sh := range s.Shards {
+			if sh.Local != "" {
+				n++
+			}
+		}
+		if n > most {
+			k, most = i, n
+		}
+	}
+	return k, most
+}
+
+func ledBy(s *node.Status) int {
+	n := 0
+	for _, sh := range s.Shards {
+		if sh.Local == "leader" {
+			n++
+		}
+	}
+	return n
 }
 
 func waitTraining(ctx context.Context, m *launch.Mesh, idx []int, limit time.Duration) error {
