@@ -13,7 +13,10 @@
 // data, batch, learning-rate schedule counted in global samples); only the
 // paradigm changes. Each cell is repeated and the median reported; a
 // target not reached within the limit counts as infinitely late, so a
-// median of "not reached" says so instead of hiding the run.
+// median of "not reached" says so instead of hiding the run. A time to a
+// target runs from the moment every node process was started (the bootstrap
+// node answering) to the first evaluation at or above it, so it includes
+// the mesh forming and the workers joining.
 // [LoadCosts] reads a finished run's per-poll worker counters back and
 // splits each worker's steady iteration into compute and wait (the mesh's
 // cost per iteration where no gate holds the worker), with the spread of
