@@ -36,6 +36,10 @@ func TestChaos(t *testing.T) {
 	stalls := c.RecoverStalls()
 	c.WaitHealthy("warm-up", 10, limit)
 	start, lastCheck := time.Now(), time.Now()
+	// Each fault that took DSSP_CHAOS_EVIDENCE_SLOW (default 10 s) or
+	// longer to recover after it was lifted keeps the nodes' logs and
+	// views around it (evidence.go) in a folder named at the end.
+	ev := c.NewEvidence(evidenceDir(t), envDuration(t, "DSSP_CHAOS_EVIDENCE_SLOW", 10*time.Second))
 	var events []Event
 	// DSSP_CHAOS_FAULTS=none runs the same mesh for the same time without
 	// faults: the baseline for the accuracy figures.
@@ -50,6 +54,8 @@ func TestChaos(t *testing.T) {
 		}
 		kind := rng.IntN(100)
 		t.Logf("%6.0fs: fault %d", time.Since(start).Seconds(), len(events))
+		first := len(events)
+		ev.Begin()
 		switch {
 		case kind < 15:
 			events = append(events, c.KillLeader(limit))
@@ -73,8 +79,13 @@ func TestChaos(t *testing.T) {
 		default:
 			events = append(events, c.KillAll(limit))
 		}
-		t.Logf("%6.0fs: %s %v: detect %v elect %v recover %v", time.Since(start).Seconds(), events[len(events)-1].Kind,
-			events[len(events)-1].Victims, events[len(events)-1].Detect, events[len(events)-1].Elect, events[len(events)-1].Recover)
+		for _, e := range events[first:] {
+			t.Logf("%6.0fs: %s %v: detect %v elect %v recover %v (%v after the lift)", time.Since(start).Seconds(), e.Kind,
+				e.Victims, e.Detect, e.Elect, e.Recover, e.afterLift())
+			if dir := ev.End(e); dir != "" {
+				t.Logf("%6.0fs: slow recovery: evidence kept in %s", time.Since(start).Seconds(), dir)
+			}
+		}
 		// A quiet spell, so consecutive faults are told apart in the figures.
 		c.holdUntil(time.Now().Add(between(3*time.Second, 10*time.Second)))
 		if time.Since(lastCheck) > every {
@@ -92,17 +103,6 @@ func TestChaos(t *testing.T) {
 		t.Fatal("no fault injected")
 	}
 	report(t, c, events)
+	t.Logf("evidence of %d slow recoveries kept under %s", len(ev.Kept), ev.Dir)
 	failures(t, *crashes, *stalls)
-}
-
-func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", name, v, err)
-	}
-	return d
 }

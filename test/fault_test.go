@@ -89,3 +89,16 @@ func report(t *testing.T, c *FaultCluster, events []Event) *Report {
 	}
 	return rep
 }
+
+// envDuration is the duration in the environment variable name, or def.
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}

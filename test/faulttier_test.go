@@ -25,8 +25,13 @@ import (
 // It runs in CI (about 2–5 minutes on 2 cores). Run it alone:
 // go test ./test -run TestFaults -v (DSSP_FAULT_STEPS=a,b for some steps,
 // DSSP_FAULT_LOG_LEVEL=info for raft's elections in the node logs,
-// DSSP_FAULT_REPEAT=n to run each step n times, DSSP_FAULT_KEEP=1 to keep
-// the logs and history of a passing run).
+// DSSP_FAULT_REPEAT=n to run each step n times, DSSP_FAULT_HOLD=d to hold
+// the pause and the partitions for d, DSSP_FAULT_EVIDENCE=d to keep the
+// logs and views around each fault slower than d (evidence.go),
+// DSSP_FAULT_KEEP=1 to keep the logs and history of a passing run). The
+// partition leader+follower step alone, several times, as the long tier
+// draws it: DSSP_FAULT_STEPS=partition-leader-follower DSSP_FAULT_REPEAT=6
+// DSSP_FAULT_HOLD=25s DSSP_FAULT_EVIDENCE=0s.
 func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test; skipped with -short")
@@ -38,6 +43,20 @@ func TestFaults(t *testing.T) {
 	crashes, stalls := c.ReplaceCrashed(), c.RecoverStalls()
 	c.WaitHealthy("warm-up", 10, limit)
 
+	// DSSP_FAULT_HOLD=25s holds the pause and the partitions that long
+	// instead of 3 s and 8 s (the long tier draws 1–8 s and 5–30 s).
+	pause, cut := 3*time.Second, 8*time.Second
+	if v := os.Getenv("DSSP_FAULT_HOLD"); v != "" {
+		pause = envDuration(t, "DSSP_FAULT_HOLD", 0)
+		cut = pause
+	}
+	// DSSP_FAULT_EVIDENCE=10s keeps the nodes' logs and views around every
+	// fault that took 10 s or longer to recover after it was lifted (0s:
+	// around every fault).
+	var ev *Evidence
+	if os.Getenv("DSSP_FAULT_EVIDENCE") != "" {
+		ev = c.NewEvidence(evidenceDir(t), envDuration(t, "DSSP_FAULT_EVIDENCE", 0))
+	}
 	steps := []struct {
 		name string
 		run  func() []Event
@@ -45,9 +64,9 @@ func TestFaults(t *testing.T) {
 		{"kill-leader", func() []Event { return []Event{c.KillLeader(limit)} }},
 		{"kill-worker", func() []Event { return []Event{c.KillWorker(limit)} }},
 		{"kill-restart", func() []Event { return []Event{c.KillRestart(limit)} }},
-		{"pause-leader", func() []Event { return []Event{c.PauseLeader(3*time.Second, limit)} }},
-		{"partition-minority", func() []Event { return []Event{c.PartitionMinority(c.idleTrainer(), 8*time.Second, limit)} }},
-		{"partition-leader-follower", func() []Event { return []Event{c.PartitionLeaderFollower(8*time.Second, limit)} }},
+		{"pause-leader", func() []Event { return []Event{c.PauseLeader(pause, limit)} }},
+		{"partition-minority", func() []Event { return []Event{c.PartitionMinority(c.idleTrainer(), cut, limit)} }},
+		{"partition-leader-follower", func() []Event { return []Event{c.PartitionLeaderFollower(cut, limit)} }},
 		{"lossy", func() []Event { return []Event{c.Lossy(8*time.Second, limit)} }},
 		{"wrong-key", func() []Event { return []Event{c.WrongKeyJoin(limit)} }},
 		{"rolling-restart", func() []Event { return c.RollingRestart(limit) }},
@@ -65,8 +84,16 @@ func TestFaults(t *testing.T) {
 			continue
 		}
 		for range repeat {
+			if ev != nil {
+				ev.Begin()
+			}
 			for _, e := range s.run() {
-				t.Logf("%s %v: detect %v, elect %v, recover %v", e.Kind, e.Victims, e.Detect, e.Elect, e.Recover)
+				t.Logf("%s %v: detect %v, elect %v, recover %v (%v after the lift)", e.Kind, e.Victims, e.Detect, e.Elect, e.Recover, e.afterLift())
+				if ev != nil {
+					if dir := ev.End(e); dir != "" {
+						t.Logf("evidence kept in %s", dir)
+					}
+				}
 				events = append(events, e)
 			}
 		}

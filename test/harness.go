@@ -61,8 +61,11 @@ type Cluster struct {
 	// stalled, if set, handles a WaitFor that ran out of time (true:
 	// handled, WaitFor returns); otherwise the test fails.
 	stalled func(msg string) bool
-	Mesh    *launch.Mesh
-	killed  map[int]bool // nodes killed on purpose and not restarted
+	// poll, if set, is called on every round of WaitFor (the fault
+	// suite's evidence samples the nodes' views through it).
+	poll   func()
+	Mesh   *launch.Mesh
+	killed map[int]bool // nodes killed on purpose and not restarted
 }
 
 // NewCluster prepares n nodes (node 0 bootstraps, the others join it by
@@ -155,6 +158,9 @@ func (c *Cluster) WaitFor(what string, limit time.Duration, cond func() bool) ti
 	c.t.Helper()
 	start := time.Now()
 	for !cond() {
+		if c.poll != nil {
+			c.poll()
+		}
 		for i := range c.Mesh.Procs {
 			if err := c.Mesh.Exited(i); err != nil && !c.killed[i] {
 				if c.crashed == nil || !c.crashed(i, err) {

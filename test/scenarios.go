@@ -376,10 +376,14 @@ func (c *FaultCluster) WrongKeyJoin(limit time.Duration) Event {
 }
 
 // holdUntil keeps a fault in place until t. This is the fault's duration,
-// not synchronisation: nothing waits on it to become true.
+// not synchronisation: nothing waits on it to become true. The evidence's
+// timeline (Cluster.poll) goes on meanwhile.
 func (c *FaultCluster) holdUntil(t time.Time) {
-	if d := time.Until(t); d > 0 {
-		time.Sleep(d)
+	for d := time.Until(t); d > 0; d = time.Until(t) {
+		if c.poll != nil {
+			c.poll()
+		}
+		time.Sleep(min(d, time.Second))
 	}
 }
 
