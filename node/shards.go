@@ -27,9 +27,12 @@ type shardManager struct {
 	spec   JobSpec
 	bounds [][2]int // flat-vector range of each shard
 
-	mu       sync.Mutex // guards replicas; never held across Raft calls
+	mu       sync.Mutex // guards replicas and reconciling; never held across Raft calls
 	replicas map[uint32]Replica
-	peers    []string // gossip addresses last persisted
+	// reconciling is the reconcile step running per shard this node
+	// leads, with the placement it works toward (reconcile).
+	reconciling map[uint32]*reconcileStep
+	peers       []string // gossip addresses last persisted
 
 	places *placementCache
 
@@ -38,7 +41,7 @@ type shardManager struct {
 
 func newShardManager(n *Node, spec JobSpec) *shardManager {
 	return &shardManager{n: n, spec: spec, bounds: shardBounds(n.model.NumParams(), spec.Shards), replicas: map[uint32]Replica{},
-		places: newPlacementCache(spec.Shards, spec.Replication)}
+		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(spec.Shards, spec.Replication)}
 }
 
 // shardBounds cuts total parameters into s contiguous ranges.
@@ -250,9 +253,7 @@ func (m *shardManager) sync(ctx context.Context) {
 		}
 		if rep.IsLeader() {
 			m.removeGoneWorkers(ctx, rep, live)
-			if c, err := rep.Configuration(); err != nil || !configIs(c, want) {
-				m.reconcile(ctx, rep, want)
-			}
+			m.reconcile(ctx, id, rep, want)
 			if led > share && m.handLeadOver(rep, want) {
 				led--
 			}
@@ -316,16 +317,66 @@ func configIs(c shardapi.Configuration, want []mesh.NodeID) bool {
 // reconcile moves the shard's Raft configuration one step toward want in
 // the background: Replica.Reconcile adds and catches up a new replica
 // before it removes an old one, and can block for the catch-up, which must
-// not stall the other shards' upkeep in sync. A call while one is still
-// running returns ErrReconfigActive at once.
-func (m *shardManager) reconcile(ctx context.Context, rep Replica, want []mesh.NodeID) {
+// not stall the other shards' upkeep in sync. One step runs per shard at a
+// time; a step toward a placement that has since changed is cancelled (the
+// next sync round starts one toward the new placement). Without that, a
+// step begun on a passing view of membership — a healed partition
+// re-merges one node before another, so placement names a replica it drops
+// a moment later — waited out reconcileTimeout for a replica whose node no
+// longer runs it, and the shard stayed short of voters for a minute (the
+// fault suite's leader + follower partition, docs/reliability.md).
+func (m *shardManager) reconcile(ctx context.Context, id uint32, rep Replica, want []mesh.NodeID) {
+	m.mu.Lock()
+	if run := m.reconciling[id]; run != nil {
+		if !sameNodes(run.want, want) && run.ctx.Err() == nil {
+			m.n.log.Info("placement changed; cancelling the reconcile step toward the old one", "shard", id, "was", run.want, "now", want)
+			run.cancel()
+		}
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	if c, err := rep.Configuration(); err == nil && configIs(c, want) {
+		return // nothing to do: no goroutine per shard per round
+	}
+	m.mu.Lock()
+	if m.reconciling[id] != nil { // sync is the only caller; kept safe anyway
+		m.mu.Unlock()
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	run := &reconcileStep{want: slices.Clone(want), ctx: rctx, cancel: cancel, done: make(chan struct{})}
+	m.reconciling[id] = run
+	m.mu.Unlock()
 	go func() {
-		ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
-		defer cancel()
-		if _, err := rep.Reconcile(ctx, want); err != nil && !errors.Is(err, shardapi.ErrReconfigActive) && !errors.Is(err, shardapi.ErrNotLeader) {
-			m.n.log.Warn("reconcile replicas", "shard", rep.Status().Shard, "want", want, "err", err)
+		defer func() {
+			cancel()
+			m.mu.Lock()
+			if m.reconciling[id] == run {
+				delete(m.reconciling, id)
+			}
+			m.mu.Unlock()
+			close(run.done)
+		}()
+		if _, err := rep.Reconcile(rctx, want); err != nil && !errors.Is(err, shardapi.ErrReconfigActive) && !errors.Is(err, shardapi.ErrNotLeader) &&
+			!errors.Is(err, context.Canceled) {
+			m.n.log.Warn("reconcile replicas", "shard", id, "want", want, "err", err)
 		}
 	}()
+}
+
+// reconcileStep is one running Replica.Reconcile: the placement it works
+// toward, how to cancel it, and done, closed once it has returned.
+type reconcileStep struct {
+	want   []mesh.NodeID
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// sameNodes reports whether a and b hold the same nodes, in any order.
+func sameNodes(a, b []mesh.NodeID) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(n mesh.NodeID) bool { return !slices.Contains(b, n) })
 }
 
 // reconcileTimeout bounds one reconcile step, catch-up of a new replica
