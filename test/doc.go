@@ -18,7 +18,9 @@
 // ([FaultCluster]: the verbs Kill, Restart, Stop, Cont, Terminate,
 // Partition, Heal on nodes that write --history-dir), checkers.go (the
 // history and every checker), scenarios.go (one method per fault, each
-// leaving the mesh healthy) and figures.go (what each fault cost). The fast
+// leaving the mesh healthy), figures.go (what each fault cost) and
+// evidence.go (the nodes' logs and views around each fault that recovered
+// slowly, kept so a tail in the figures can be analysed). The fast
 // tier is TestFaults (in CI); the long randomized tier is TestChaos behind the chaos
 // build tag; TestCheckersCatchBrokenBuilds (faultinject tag) shows each
 // checker failing on a deliberately broken build.
