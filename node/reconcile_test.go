@@ -15,8 +15,9 @@ import (
 // reports each call's desired set and how it ended.
 type blockingReplica struct {
 	Replica
-	calls chan []mesh.NodeID
-	ended chan error
+	calls  chan []mesh.NodeID
+	ended  chan error
+	config shardapi.Configuration
 }
 
 func (r *blockingReplica) Reconcile(ctx context.Context, desired []mesh.NodeID) (bool, error) {
@@ -55,7 +56,10 @@ func TestReconcileStepTowardAnOldPlacementIsCancelled(t *testing.T) {
 		t.Fatalf("a second step toward %v started while one ran", got)
 	default:
 	}
-	// Placement changed: the running step is cancelled at once.
+	// Placement changed — back to what the configuration already is, as
+	// when a healed partition's members re-merge: the running step is
+	// cancelled at once all the same.
+	rep.config = shardapi.Configuration{Voters: settled}
 	m.mu.Lock()
 	old := m.reconciling[7]
 	m.mu.Unlock()
@@ -63,8 +67,16 @@ func TestReconcileStepTowardAnOldPlacementIsCancelled(t *testing.T) {
 	if err := <-rep.ended; err != context.Canceled {
 		t.Fatalf("the step toward the old placement ended with %v, want context.Canceled", err)
 	}
-	// Once it has returned, the next round starts a step toward the new one.
+	// Once it has returned, nothing is left to do for that placement; a
+	// later change starts a step toward the new one.
 	<-old.done
+	m.reconcile(ctx, 7, rep, settled)
+	m.mu.Lock()
+	if m.reconciling[7] != nil {
+		t.Error("a step started toward the placement the configuration already is")
+	}
+	m.mu.Unlock()
+	rep.config = shardapi.Configuration{}
 	m.reconcile(ctx, 7, rep, settled)
 	if got := <-rep.calls; !sameNodes(got, settled) {
 		t.Fatalf("next step toward %v, want %v", got, settled)
@@ -76,5 +88,5 @@ func TestReconcileStepTowardAnOldPlacementIsCancelled(t *testing.T) {
 }
 
 func (r *blockingReplica) Configuration() (shardapi.Configuration, error) {
-	return shardapi.Configuration{}, nil
+	return r.config, nil
 }
