@@ -18,16 +18,23 @@ import (
 // the node sets, unless told otherwise,
 //
 //	limit = memLimitBase + dataset bytes + memLimitPerModel × model bytes
+//	        + memLimitPerShard × shards
 //
 // memLimitPerModel covers the worker's parameters and gradient (2×), its
 // share of the shards with their optimizer state (2 × replication ÷ nodes,
 // 1.5× for 3 of 4) and a slice in flight; memLimitBase the runtime, the
-// transport's buffers and raft. It is a soft limit: a live heap above it
+// transport's buffers and raft; memLimitPerShard each Raft group's own
+// (its log cache, buffers and goroutines: about 1 MiB a group in dssp bench
+// scale), for every shard of the job, since a fresh mesh's bootstrap node
+// hosts all of them until placement spreads them. Without it the bootstrap
+// node of a 64-shard host-only mesh had a 68 MiB limit and spent half its
+// CPU collecting garbage while the mesh formed. It is a soft limit: a live heap above it
 // makes the collector run more often (at most about half the CPU, by the
 // runtime's own cap), never fails an allocation.
 const (
 	memLimitBase     = 64 << 20
 	memLimitPerModel = 4.5
+	memLimitPerShard = 1 << 20
 )
 
 // MemoryLimitAuto and MemoryLimitOff are the special values of
@@ -53,13 +60,13 @@ func ParseMemoryLimit(s string) (int64, error) {
 }
 
 // autoMemoryLimit is the limit a node sets for a job (see above).
-func autoMemoryLimit(modelBytes, datasetBytes int64) int64 {
-	return memLimitBase + datasetBytes + int64(math.Ceil(memLimitPerModel*float64(modelBytes)))
+func autoMemoryLimit(modelBytes, datasetBytes int64, shards int) int64 {
+	return memLimitBase + datasetBytes + int64(math.Ceil(memLimitPerModel*float64(modelBytes))) + int64(shards)*memLimitPerShard
 }
 
 // applyMemoryLimit sets the soft memory limit for cfg (a GOMEMLIMIT in
 // the environment wins over auto) and returns it (0: none set).
-func applyMemoryLimit(cfg int64, modelBytes, datasetBytes int64) int64 {
+func applyMemoryLimit(cfg int64, modelBytes, datasetBytes int64, shards int) int64 {
 	limit := cfg
 	switch {
 	case cfg == MemoryLimitOff:
@@ -67,7 +74,7 @@ func applyMemoryLimit(cfg int64, modelBytes, datasetBytes int64) int64 {
 	case cfg == MemoryLimitAuto && os.Getenv("GOMEMLIMIT") != "":
 		return 0
 	case cfg == MemoryLimitAuto:
-		limit = autoMemoryLimit(modelBytes, datasetBytes)
+		limit = autoMemoryLimit(modelBytes, datasetBytes, shards)
 	}
 	debug.SetMemoryLimit(limit)
 	return limit

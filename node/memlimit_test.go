@@ -29,11 +29,11 @@ func TestParseMemoryLimit(t *testing.T) {
 // TestAutoMemoryLimit: the MLP on MNIST gets about 120 MiB, a 100 MB model
 // room for its parameters, gradient, shards and a slice in flight.
 func TestAutoMemoryLimit(t *testing.T) {
-	mlp := autoMemoryLimit(4*235146, 47_040_000+7_840_000+70_000)
+	mlp := autoMemoryLimit(4*235146, 47_040_000+7_840_000+70_000, 8)
 	if mlp < 100<<20 || mlp > 140<<20 {
 		t.Errorf("MLP on MNIST: limit %d MiB", mlp>>20)
 	}
-	wide := autoMemoryLimit(4*24_901_642, 37_632_000)
+	wide := autoMemoryLimit(4*24_901_642, 37_632_000, 8)
 	if wide < 4*4*24_901_642 || wide > 6*4*24_901_642 {
 		t.Errorf("mlp-wide: limit %d MiB", wide>>20)
 	}
