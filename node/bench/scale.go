@@ -730,21 +730,38 @@ func waitTraining(ctx context.Context, m *launch.Mesh, idx []int, limit time.Dur
 			}
 		}
 		ok := true
-		for _, s := range pollAll(ctx, m, idx) {
-			if s == nil || s.Worker == nil || s.Worker.Iter < 2 {
+		var seen []string
+		st, errs := pollAllErr(ctx, m, idx)
+		for k, s := range st {
+			switch {
+			case s == nil:
 				ok = false
+				seen = append(seen, fmt.Sprintf("node %d: %v", idx[k], errs[k]))
+			case s.Worker == nil || s.Worker.Iter < 2:
+				ok = false
+				seen = append(seen, describeTrainer(idx[k], s))
 			}
 		}
 		if ok {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("trainers not iterating within %v", limit)
+			return fmt.Errorf("trainers not iterating within %v (%s)", limit, strings.Join(seen, "; "))
 		}
 		if err := sleepCtx(ctx, time.Second); err != nil {
 			return err
 		}
 	}
+}
+
+// describeTrainer says where a trainer that has not reached iteration 2
+// stands: its phase, iteration, retries and last error.
+func describeTrainer(i int, s *node.Status) string {
+	if s.Worker == nil {
+		return fmt.Sprintf("node %d: phase %s, no worker yet", i, s.Phase)
+	}
+	w := s.Worker
+	return fmt.Sprintf("node %d: phase %s, iteration %d, %d retries, wait %.0f s, compute %.0f s, last error %q", i, s.Phase, w.Iter, w.Retries, w.WaitSeconds, w.ComputeSeconds, w.LastError)
 }
 
 // procSample is one node's counters at one instant.
