@@ -96,9 +96,7 @@ func benchShard(b *testing.B, replicas, size int) {
 	n := size / 4
 	c := newCluster(b, 9)
 	c.logger = testLogger(b)
-	ids := nodeIDs(replicas)
-	spec := shardapi.Spec{Shard: 9, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
-	c.boot(ids, spec, make([]float32, n))
+	ids := c.bootZeros(replicas, n, "asp")
 	grad := make([]float32, n)
 	for i := range grad {
 		grad[i] = 1e-6

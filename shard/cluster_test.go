@@ -199,6 +199,17 @@ func (c *cluster) boot(ids []mesh.NodeID, spec shardapi.Spec, theta []float32) {
 	})
 }
 
+// bootZeros boots replicas voters of a shard of n zero parameters under
+// policy with the default optimizer, and returns their ids.
+func (c *cluster) bootZeros(replicas, n int, policy string) []mesh.NodeID {
+	c.t.Helper()
+	ids := nodeIDs(replicas)
+	spec := testSpec(n, policy)
+	spec.Shard = c.shard
+	c.boot(ids, spec, make([]float32, n))
+	return ids
+}
+
 // waitLeader waits for a live replica other than not to lead.
 func (c *cluster) waitLeader(not mesh.NodeID) *Replica {
 	c.t.Helper()

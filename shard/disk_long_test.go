@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"dsspmesh/mesh"
-	"dsspmesh/shardapi"
 )
 
 // TestDiskBoundedUnderLargePushes pushes SHARD_DISK_PUSHES (default 10000)
@@ -32,9 +31,7 @@ func TestDiskBoundedUnderLargePushes(t *testing.T) {
 		x.SnapshotInterval = def.SnapshotInterval
 		return x
 	}
-	ids := nodeIDs(1)
-	spec := shardapi.Spec{Shard: 10, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
-	c.boot(ids, spec, make([]float32, n))
+	ids := c.bootZeros(1, n, "asp")
 	cl := c.client("w", ids)
 	if _, err := cl.AddWorker(context.Background(), 0); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
-	"dsspmesh/shardapi"
 )
 
 // diskCluster is a cluster whose replicas keep raftstore's disk stores under dirs.
@@ -57,9 +56,7 @@ func dirSize(t testing.TB, dir string) int64 {
 func TestRestartFromDiskCatchesUp(t *testing.T) {
 	const n = 256
 	c, _ := diskCluster(t, 8, 8, 4)
-	ids := nodeIDs(3)
-	spec := shardapi.Spec{Shard: 8, Len: n, Policy: "ssp:3", Optimizer: shardapi.DefaultOptimizer()}
-	c.boot(ids, spec, make([]float32, n))
+	ids := c.bootZeros(3, n, "ssp:3")
 	workers := []clock.WorkerID{"a", "b", "c"}
 	runWorkers(t, c, ids, workers, 10, n, nil)
 	leader := c.waitLeader("")

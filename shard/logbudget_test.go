@@ -7,7 +7,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/mesh"
-	"dsspmesh/shardapi"
 )
 
 func TestClampCount(t *testing.T) {
@@ -54,9 +53,7 @@ func TestLogBoundedByBytes(t *testing.T) {
 		x.LogBytes, x.TrailingBytes = def.LogBytes, def.TrailingBytes
 		return x
 	}
-	ids := nodeIDs(1)
-	spec := shardapi.Spec{Shard: 11, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
-	c.boot(ids, spec, make([]float32, n))
+	ids := c.bootZeros(1, n, "asp")
 	cl := c.client("w", ids)
 	if _, err := cl.AddWorker(context.Background(), 0); err != nil {
 		t.Fatal(err)

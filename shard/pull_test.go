@@ -14,9 +14,7 @@ import (
 func TestPushKeepAndVersions(t *testing.T) {
 	const n = 8
 	c := newCluster(t, 6)
-	ids := nodeIDs(3)
-	spec := shardapi.Spec{Shard: 6, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
-	c.boot(ids, spec, make([]float32, n))
+	ids := c.bootZeros(3, n, "ssp:2")
 	leader := c.waitLeader("")
 	a, b := c.client("a", ids), c.client("b", ids)
 	for _, cl := range []*shardapi.Client{a, b} {

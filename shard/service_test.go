@@ -114,9 +114,7 @@ func stripResults(log []shardapi.Applied) []shardapi.Applied {
 func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 	const n = 8
 	c := newCluster(t, 4)
-	ids := nodeIDs(1)
-	spec := shardapi.Spec{Shard: 4, Len: n, Policy: "bsp", Optimizer: shardapi.DefaultOptimizer()}
-	c.boot(ids, spec, make([]float32, n))
+	ids := c.bootZeros(1, n, "bsp")
 	dead := c.client("dead", ids)
 	if _, err := dead.AddWorker(context.Background(), 0); err != nil {
 		t.Fatal(err)
@@ -173,9 +171,7 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 func TestRejectedOverTheWire(t *testing.T) {
 	const n = 8
 	c := newCluster(t, 5)
-	ids := nodeIDs(3)
-	spec := shardapi.Spec{Shard: 5, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
-	c.boot(ids, spec, make([]float32, n))
+	ids := c.bootZeros(3, n, "ssp:2")
 	leader := c.waitLeader("")
 	// Order the replicas so the client tries a follower first.
 	order := []mesh.NodeID{}
@@ -241,9 +237,7 @@ func TestRejectedOverTheWire(t *testing.T) {
 func TestSlowEntrySendsPending(t *testing.T) {
 	const n = 8
 	c := newCluster(t, 6)
-	ids := nodeIDs(1)
-	spec := shardapi.Spec{Shard: 6, Len: n, Policy: "asp", Optimizer: shardapi.DefaultOptimizer()}
-	c.boot(ids, spec, make([]float32, n))
+	ids := c.bootZeros(1, n, "asp")
 	leader := c.waitLeader("")
 	cl := c.client("w", ids) // ReplyTimeout 500ms, HeldKeepAlive 50ms
 	if _, err := cl.AddWorker(context.Background(), 0); err != nil {
