@@ -99,3 +99,29 @@ func TestAppendsWriteEachEntryOnce(t *testing.T) {
 		t.Fatalf("%d MiB of entries wrote %.1f MiB", n, float64(w)/(1<<20))
 	}
 }
+
+// TestSmallAppendsUnmapOncePerBudget: appending and reading back small
+// entries unmaps the file once per unmapEvery bytes, not on every call
+// (each unmapping walks the mapping and the next transaction faults bbolt's
+// pages back in), and a large read still leaves nothing mapped beyond it.
+func TestSmallAppendsUnmapOncePerBudget(t *testing.T) {
+	b, err := openBoltLog(filepath.Join(t.TempDir(), "raft.db"), boltOptions(DefaultConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n, size = 200, 64 << 10
+	var l raft.Log
+	for i := uint64(1); i <= n; i++ {
+		if err := b.StoreLogs([]*raft.Log{entry(i, size)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touched := int64(2 * n * size)
+	if got, most := b.unmaps.Load(), touched/unmapEvery+1; got > most || got < most-2 {
+		t.Fatalf("%d unmappings for %d MiB read and appended, want about %d (one per %d MiB)", got, touched>>20, most, unmapEvery>>20)
+	}
+}
