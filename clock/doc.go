@@ -9,6 +9,9 @@
 //   - [Policy]: which paradigm and its parameters; [ParsePolicy] reads the
 //     text form ("bsp", "asp", "ssp:3", "dssp:3:12", "dssp-paper:3:12",
 //     optionally suffixed ":wait" or ":abs" for the DSSP objective).
+//     [Policy.Pipelined] is the policy a gate releases by when workers
+//     compute one iteration ahead (a job's --pipeline): s_L one lower, so
+//     reads stay within the job's own bound; the gate itself is unchanged.
 //   - [Gate]: the decision logic of one shard leader: on every applied push it
 //     says whether the pusher is released now and which waiting workers this
 //     push released. The exact rules are docs/design.md#the-gate-rules;

@@ -77,6 +77,26 @@ func (p Policy) SU() int64 { return p.SL + p.RMax }
 // Bounded reports whether the policy guarantees gap <= s_U for every OK.
 func (p Policy) Bounded() bool { return p.Paradigm != ASP && p.Paradigm != DSSPPaper }
 
+// Pipelined is the policy a gate releases by when every worker computes
+// one iteration ahead of its acknowledged pushes (a job's --pipeline:
+// iteration t is computed while push t−1 is in flight, on the slices the OK
+// of push t−2 carried). It is p with s_L one lower (s − 1 for ssp) and the
+// same r_max, so releases happen at gap ≤ s_L − 1 (rule 2, sweep) and
+// ≤ s_U − 1 (grants), and the slices an iteration computes on stay within
+// p's own s_L and s_U (docs/design.md, "The read guarantee"). Only ssp and
+// dssp with s_L ≥ 1 have an iteration to give: bsp, ssp:0 and dssp:0:r
+// cannot release earlier than gap 0, and asp and dssp-paper bound nothing.
+func (p Policy) Pipelined() (Policy, error) {
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	if (p.Paradigm != SSP && p.Paradigm != DSSP) || p.SL < 1 {
+		return Policy{}, &PolicyError{Text: p.String(), Reason: "pipelining needs ssp or dssp with s_L >= 1 (one iteration of the bound to compute ahead with)"}
+	}
+	p.SL--
+	return p, nil
+}
+
 // Validate checks the parameters against the paradigm; the error names the
 // bad value.
 func (p Policy) Validate() error {

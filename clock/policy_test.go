@@ -2,6 +2,8 @@ package clock
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -68,6 +70,104 @@ func TestValidateRejectsMismatchedParameters(t *testing.T) {
 		}
 		if _, err := NewGate(p); err == nil {
 			t.Errorf("NewGate(%+v) accepted it", p)
+		}
+	}
+}
+
+func TestPipelinedLowersSLByOne(t *testing.T) {
+	for text, want := range map[string]string{
+		"ssp:1":         "ssp:0",
+		"ssp:3":         "ssp:2",
+		"dssp:3:12":     "dssp:2:12",
+		"dssp:1:4:wait": "dssp:0:4:wait",
+	} {
+		p, _ := ParsePolicy(text)
+		got, err := p.Pipelined()
+		if err != nil || got.String() != want || got.SU() != p.SU()-1 {
+			t.Errorf("%s.Pipelined() = %v, %v; want %s", text, got, err, want)
+		}
+	}
+	for _, text := range []string{"bsp", "asp", "ssp:0", "dssp:0:4", "dssp-paper:3:12"} {
+		p, _ := ParsePolicy(text)
+		if _, err := p.Pipelined(); !errors.Is(err, ErrBadPolicy) {
+			t.Errorf("%s.Pipelined(): %v, want ErrBadPolicy", text, err)
+		}
+	}
+}
+
+// TestPipelinedReadsKeepTheBound drives workers that compute one iteration
+// ahead (iteration u on the t_min at the release of push u−2, while push
+// u−1 waits in the gate) through a gate of p.Pipelined() in a random order,
+// and checks that every iteration's read is within p's s_U, and within s_L
+// when no grant released the push it read at.
+func TestPipelinedReadsKeepTheBound(t *testing.T) {
+	for seed := range uint64(30) {
+		r := rand.New(rand.NewPCG(seed, 16))
+		p := Policy{Paradigm: SSP, SL: 1 + r.Int64N(3)}
+		if seed%2 == 1 {
+			p = Policy{Paradigm: DSSP, SL: 1 + r.Int64N(3), RMax: r.Int64N(6)}
+		}
+		gp, err := p.Pipelined()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _ := NewGate(gp)
+		const n = 4
+		type wk struct {
+			next    int64   // iteration of the next push
+			held    bool    // its last push waits in the gate
+			rel     []int64 // t_min at the release of each push, by iteration
+			granted []bool  // whether a grant (rule 1 or 3) released it
+		}
+		ws := make([]*wk, n)
+		ids := make([]WorkerID, n)
+		for i := range ws {
+			ids[i] = WorkerID(fmt.Sprintf("w%d", i))
+			if _, err := g.AddWorker(ids[i]); err != nil {
+				t.Fatal(err)
+			}
+			ws[i] = &wk{}
+		}
+		released := func(i int, grant bool) {
+			w := ws[i]
+			w.held = false
+			w.rel = append(w.rel, g.Min())
+			w.granted = append(w.granted, grant)
+		}
+		for step := range 4000 {
+			i := r.IntN(n)
+			if r.IntN(4*(i+1)) != 0 { // worker i is i+1 times slower
+				continue
+			}
+			w := ws[i]
+			if w.held {
+				continue
+			}
+			u := w.next + 1 // the iteration computed while push w.next is in flight
+			if u >= 2 {
+				m := w.rel[u-2]
+				bound := p.SL
+				if w.granted[u-2] {
+					bound = p.SU()
+				}
+				if u-m > bound {
+					t.Fatalf("seed %d step %d %s: iteration %d read t_min %d, bound %d (%s)", seed, step, ids[i], u, m, bound, p)
+				}
+			}
+			out, err := g.Push(ids[i], w.next, int64(step)*1000)
+			if err != nil {
+				t.Fatalf("seed %d: push %s/%d: %v", seed, ids[i], w.next, err)
+			}
+			w.next++
+			w.held = !out.Released
+			if out.Released {
+				released(i, out.Rule != RuleWithin)
+			}
+			for _, o := range out.Others {
+				var j int
+				fmt.Sscanf(string(o.Worker), "w%d", &j)
+				released(j, false)
+			}
 		}
 	}
 }
