@@ -3,9 +3,12 @@ package shardapi
 // Assignment is a worker's share of the global batch for one iteration
 // under the balance layer (docs/design.md#balance): shard 0 decides the
 // allocation as replicated state and puts, in its OK reply to push
-// (w, iter), the assignment of w's next iteration iter+1. Every replica
-// and every leader of shard 0 gives the same answer for the same push.
+// (w, iter), the assignment of w's next iteration iter+1 (and, under
+// Spec.Pipeline, of iter+2 in Reply.Ahead). Every replica and every leader
+// of shard 0 gives the same answer for the same push.
 type Assignment struct {
+	// Iter is the iteration the assignment is for.
+	Iter int64 `msgpack:"i" json:"iter"`
 	// Version of the allocation (the balancer's count of changes).
 	Version uint64 `msgpack:"v" json:"version"`
 	// Batch is the number of samples to compute the iteration on.

@@ -105,8 +105,10 @@ type Client struct {
 	// leader's first Held frame to the final reply, per attempt.
 	Held time.Duration
 	// Assign is the balance layer's assignment in the last OK reply to a
-	// push that carried one (shard 0 with --balance), nil before.
-	Assign *Assignment
+	// push that carried one (shard 0 with --balance), nil before; Ahead is
+	// that reply's assignment two iterations on (Spec.Pipeline), else nil.
+	// Written by the push methods: read them on the goroutine that pushes.
+	Assign, Ahead *Assignment
 }
 
 // NewClient returns a client; streams are opened on first use and reused.
@@ -149,7 +151,7 @@ func (c *Client) PushEncoded(ctx context.Context, iter, samples, computeNs int64
 		return nil, err
 	}
 	if rep.Assign != nil {
-		c.Assign = rep.Assign
+		c.Assign, c.Ahead = rep.Assign, rep.Ahead
 	}
 	c.version = Version{Index: rep.Index, Min: rep.Clock}
 	n, err := p.Len(params)

@@ -22,7 +22,7 @@ func (c *Client) PushKeepEncoded(ctx context.Context, iter, samples, computeNs i
 		return Version{}, err
 	}
 	if rep.Assign != nil {
-		c.Assign = rep.Assign
+		c.Assign, c.Ahead = rep.Assign, rep.Ahead
 	}
 	return Version{Index: rep.Index, Min: rep.Clock}, nil
 }

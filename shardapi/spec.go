@@ -93,6 +93,24 @@ type Spec struct {
 	// slices an OK reply carries, on the wire and in the log (tensor.go);
 	// the FSM keeps fp32 master weights whatever it is. Zero is fp32.
 	Precision Precision `msgpack:"wp,omitempty"`
+	// Pipeline: the job's workers compute one iteration ahead, iteration
+	// t+1 while their push of t is in flight (docs/design.md, "The read
+	// guarantee"). The gate then releases by Policy's clock.Policy.Pipelined
+	// (s_L − 1), so the slices an iteration computes on stay within Policy's
+	// bound, and shard 0 puts allocations in force from t_max+2 (not +1)
+	// and names in its OK to push iter the assignments of iter+1 and
+	// iter+2. False in a spec written before the field existed.
+	Pipeline bool `msgpack:"pl,omitempty"`
+}
+
+// GatePolicy is the policy the shard's gate releases by: Policy, or
+// Policy.Pipelined() under Pipeline.
+func (s Spec) GatePolicy() (clock.Policy, error) {
+	p, err := clock.ParsePolicy(s.Policy)
+	if err != nil || !s.Pipeline {
+		return p, err
+	}
+	return p.Pipelined()
 }
 
 // Outlier factor range: below 2 a healthy job's spread of norms would be
@@ -109,6 +127,9 @@ func (s Spec) Validate() error {
 	}
 	if _, err := clock.ParsePolicy(s.Policy); err != nil {
 		return fmt.Errorf("shard: Spec.Policy: %w", err)
+	}
+	if _, err := s.GatePolicy(); err != nil {
+		return fmt.Errorf("shard: Spec.Pipeline with Spec.Policy %q: %w", s.Policy, err)
 	}
 	if !s.Precision.Valid() {
 		return fmt.Errorf("shard: Spec.Precision %d unknown (known: fp32, bf16)", s.Precision)

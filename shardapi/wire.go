@@ -103,9 +103,12 @@ type Reply struct {
 	// Max and Samples answer an OpRead: t_max and the samples applied.
 	Max     int64 `msgpack:"m,omitempty"`
 	Samples int64 `msgpack:"n,omitempty"`
-	// Assign, in shard 0's OK to a push under the balance layer: the
-	// worker's batch for its next iteration.
+	// Assign, in shard 0's OK to a push (w, iter) under the balance
+	// layer: the worker's batch for its next iteration, iter+1. Ahead, only
+	// under Spec.Pipeline: its batch for iter+2, which it computes while
+	// its push of iter+1 is in flight.
 	Assign *Assignment `msgpack:"a,omitempty"`
+	Ahead  *Assignment `msgpack:"a2,omitempty"`
 	// Term is the replica's raft term in a status or NotLeader reply, so
 	// a client weighing several replicas' Leader hints trusts the newest.
 	Term uint64 `msgpack:"tm,omitempty"`
