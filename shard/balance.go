@@ -38,6 +38,11 @@ type balanceState struct {
 	b        *balance.Balancer
 	decided  int64          // the t_min Decide last ran at
 	versions []allocVersion // oldest first: versions[0] is in force at t_min
+	// lead: a new version is in force from t_max+lead. 1, or 2 under
+	// Spec.Pipeline, where a worker at clock c may be computing c+1 (its
+	// push of c in flight), so t_max+1 may already be in use. Derived
+	// from the spec, not stored.
+	lead int64
 }
 
 // balanceSnapshot is balanceState in the snapshot header.
@@ -47,12 +52,16 @@ type balanceSnapshot struct {
 	Versions []allocVersion `msgpack:"v"`
 }
 
-func newBalanceState(base int64) (*balanceState, error) {
-	b, err := balance.New(balance.DefaultConfig(base))
+func newBalanceState(spec shardapi.Spec) (*balanceState, error) {
+	b, err := balance.New(balance.DefaultConfig(spec.BalanceBase))
 	if err != nil {
 		return nil, err
 	}
-	return &balanceState{b: b}, nil
+	s := &balanceState{b: b, lead: 1}
+	if spec.Pipeline {
+		s.lead = 2
+	}
+	return s, nil
 }
 
 // weigh scales the decoded gradient f.grad by samples / BalanceBase: the
@@ -108,10 +117,11 @@ func (f *FSM) balanceTick() {
 }
 
 // record appends the balancer's current allocation as a version in force
-// from t_max+1; one not yet in force is replaced.
+// from t_max+lead, an iteration no worker computes yet; one not yet in
+// force is replaced.
 func (s *balanceState) record(g *clock.Gate) {
 	a := s.b.Allocation()
-	v := allocVersion{Version: a.Version, From: g.Max() + 1, Global: a.Global}
+	v := allocVersion{Version: a.Version, From: g.Max() + s.lead, Global: a.Global}
 	for _, w := range a.Workers {
 		v.Workers = append(v.Workers, clock.WorkerID(w.Worker))
 		v.Batches = append(v.Batches, w.Batch)
@@ -128,17 +138,33 @@ func (s *balanceState) record(g *clock.Gate) {
 	s.versions = append(s.versions, v)
 }
 
-// assignment is w's share for iteration iter+1, the one it computes after
-// its push iter is answered; nil without the balance layer or when w is in
-// no version.
-func (f *FSM) assignment(w clock.WorkerID, iter int64) *shardapi.Assignment {
+// assignments are w's shares for iteration iter+1, the one it computes
+// after its push iter is answered, and (ahead, under Spec.Pipeline) for
+// iter+2, which it computes while its push of iter+1 is in flight; nil
+// without the balance layer or when w is in no version.
+//
+// Both are final once push iter is applied: w's clock is then iter+1, so
+// t_max ≥ iter+1 and every later version is in force from t_max+lead ≥
+// iter+1+lead, after either iteration; every version in force at or
+// before them already exists, none of them is replaced later (record
+// replaces only one in force after t_max+lead), and none is dropped while
+// w's clock keeps t_min at or below iter+1.
+func (f *FSM) assignments(w clock.WorkerID, iter int64) (next, ahead *shardapi.Assignment) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.bal == nil || len(f.bal.versions) == 0 {
-		return nil
+		return nil, nil
 	}
-	t := iter + 1
-	vs := f.bal.versions
+	next = f.bal.assignment(w, iter+1)
+	if f.bal.lead > 1 {
+		ahead = f.bal.assignment(w, iter+2)
+	}
+	return next, ahead
+}
+
+// assignment is w's share for iteration t under the versions.
+func (s *balanceState) assignment(w clock.WorkerID, t int64) *shardapi.Assignment {
+	vs := s.versions
 	k := len(vs) - 1
 	for k > 0 && vs[k].From > t {
 		k--
@@ -149,7 +175,7 @@ func (f *FSM) assignment(w clock.WorkerID, iter int64) *shardapi.Assignment {
 		if !ok {
 			continue
 		}
-		a := &shardapi.Assignment{Version: v.Version, Batch: v.Batches[i], Pos: -1, Global: v.Global, PredictNs: v.Predict[i]}
+		a := &shardapi.Assignment{Iter: t, Version: v.Version, Batch: v.Batches[i], Pos: -1, Global: v.Global, PredictNs: v.Predict[i]}
 		if j == k && t >= v.From {
 			a.Pos = v.Pos + (t-v.From)*v.Global
 			for _, b := range v.Batches[:i] {
@@ -181,7 +207,7 @@ func decodeBalance(spec shardapi.Spec, snap *balanceSnapshot) (*balanceState, er
 	if snap == nil {
 		return nil, nil
 	}
-	s, err := newBalanceState(spec.BalanceBase)
+	s, err := newBalanceState(spec)
 	if err != nil {
 		return nil, err
 	}

@@ -122,12 +122,12 @@ func TestShardZeroAllocatesAsReplicatedState(t *testing.T) {
 		var pos []int64
 		var sum, global int64
 		for _, w := range ids {
-			a := h.f.assignment(w, it)
+			a, _ := h.f.assignments(w, it)
 			if a == nil || a.Pos < 0 {
 				t.Fatalf("iteration %d: %s has no assignment: %+v", it+1, w, a)
 			}
 			if restored != nil {
-				if b := restored.assignment(w, it); *b != *a {
+				if b, _ := restored.assignments(w, it); *b != *a {
 					t.Fatalf("iteration %d: restored replica assigns %+v, the original %+v", it+1, b, a)
 				}
 			}
@@ -172,12 +172,123 @@ func TestShardZeroAllocatesAsReplicatedState(t *testing.T) {
 	h.apply(encodeWorker(entryRemoveWorker, "a", 0))
 	var sum int64
 	for _, w := range ids[1:] {
-		a := h.f.assignment(w, 60)
+		a, _ := h.f.assignments(w, 60)
 		sum += a.Batch
 	}
 	if sum != 128 {
 		t.Fatalf("after a left: Σ %d, want the global batch 128", sum)
 	}
+}
+
+// TestPipelinedAssignmentsAreFinalWhenNamed runs shard 0 of a pipelined
+// job (ssp:2, gate ssp:1) with workers of speeds 1,1,2,4 pushing as the
+// gate lets them, one push per entry: every assignment an OK names (for
+// iter+1, and ahead for iter+2) is the one any later OK names for that
+// iteration, and the slices of every round with one version tile its
+// global batch.
+func TestPipelinedAssignmentsAreFinalWhenNamed(t *testing.T) {
+	spec := testSpec(4, "ssp:2")
+	spec.Shard, spec.BalanceBase, spec.Pipeline = 0, 32, true
+	h := newFSMHarness(t, spec, make([]float32, 4))
+	ids := []clock.WorkerID{"a", "b", "c", "d"}
+	per := []int64{1000, 1000, 2000, 4000} // ns per sample
+	next := map[clock.WorkerID]int64{}
+	batch := map[clock.WorkerID]int64{}
+	for _, w := range ids {
+		if a := h.apply(encodeWorker(entryAddWorker, w, 0)); a.Err != nil {
+			t.Fatal(a.Err)
+		}
+		batch[w] = 32
+	}
+	type key struct {
+		w clock.WorkerID
+		t int64
+	}
+	named := map[key]shardapi.Assignment{}
+	name := func(a *shardapi.Assignment, w clock.WorkerID, iter int64) {
+		if a == nil {
+			return
+		}
+		if a.Iter != iter {
+			t.Fatalf("%s: assignment for iteration %d says %d", w, iter, a.Iter)
+		}
+		if old, ok := named[key{w, iter}]; ok && old != *a {
+			t.Fatalf("%s iteration %d: named %+v, later %+v", w, iter, old, *a)
+		}
+		named[key{w, iter}] = *a
+	}
+	// Worker i gets a turn with probability 1000/per[i] per step, in a
+	// random order; it pushes when its previous push was released (the
+	// gate refuses one while it waits).
+	// Every 250 steps the speeds rotate among the workers, so that the
+	// balancer keeps re-allocating.
+	r := rand.New(rand.NewPCG(7, 16))
+	for step := int64(0); step < 3000; step++ {
+		if step > 0 && step%250 == 0 {
+			per = append(per[1:], per[0])
+		}
+		for _, i := range r.Perm(len(ids)) {
+			w := ids[i]
+			if r.Int64N(per[i]/1000) != 0 {
+				continue
+			}
+			it := next[w]
+			if it > 0 {
+				if st, _, _ := h.f.replyFor(w, it-1, false); st != replyOK {
+					continue
+				}
+			}
+			m := meta(w, it, batch[w])
+			m.ComputeNs = per[i] * batch[w]
+			if a := h.apply(encodePushes([]Push{{PushMeta: m, Grad: gradBytes(make([]float32, 4))}})); a.Pushes[0].Err != nil {
+				t.Fatal(a.Pushes[0].Err)
+			}
+			next[w] = it + 1
+		}
+		// Every OK the shard would send now names the same assignments.
+		for _, w := range ids {
+			it := next[w] - 1
+			if st, _, _ := h.f.replyFor(w, it, false); it < 0 || st != replyOK {
+				continue
+			}
+			a, ahead := h.f.assignments(w, it)
+			if ahead == nil {
+				t.Fatalf("%s push %d: no assignment ahead under Pipeline", w, it)
+			}
+			name(a, w, it+1)
+			name(ahead, w, it+2)
+			if a != nil && a.Pos >= 0 {
+				batch[w] = a.Batch // what the worker computes it+1 on
+			}
+		}
+	}
+	rounds := 0
+	for t0 := int64(1); t0 <= next["d"]; t0++ {
+		var as []shardapi.Assignment
+		for _, w := range ids {
+			if a, ok := named[key{w, t0}]; ok && a.Pos >= 0 {
+				as = append(as, a)
+			}
+		}
+		if len(as) < len(ids) || as[0].Version != as[len(as)-1].Version {
+			continue
+		}
+		rounds++
+		var sum int64
+		for i, a := range as {
+			sum += a.Batch
+			if i > 0 && a.Pos != as[i-1].Pos+as[i-1].Batch {
+				t.Fatalf("iteration %d: positions do not tile: %+v", t0, as)
+			}
+		}
+		if sum != as[0].Global {
+			t.Fatalf("iteration %d: Σ %d, global %d", t0, sum, as[0].Global)
+		}
+	}
+	if st := h.f.bal.b.Stats(); rounds < 100 || st.Moves < 10 {
+		t.Fatalf("only %d full rounds and %+v", rounds, st)
+	}
+	t.Logf("%d full rounds, %+v", rounds, h.f.bal.b.Stats())
 }
 
 func mustEncode(t *testing.T, ps []Push) []byte {

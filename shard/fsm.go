@@ -125,7 +125,7 @@ func (f *FSM) applyInit(e entry) error {
 	if err := e.spec.Validate(); err != nil {
 		return err
 	}
-	pol, _ := clock.ParsePolicy(e.spec.Policy)
+	pol, _ := e.spec.GatePolicy() // Validate checked it
 	g, err := clock.NewGate(pol)
 	if err != nil {
 		return err
@@ -139,7 +139,7 @@ func (f *FSM) applyInit(e entry) error {
 		return fmt.Errorf("shard %d: %w: initial parameter %d is %v", f.shard, shardapi.ErrBadEntry, i, theta[i])
 	}
 	if e.spec.BalanceBase > 0 && e.spec.Shard == 0 {
-		if f.bal, err = newBalanceState(e.spec.BalanceBase); err != nil {
+		if f.bal, err = newBalanceState(e.spec); err != nil {
 			return err
 		}
 	}

@@ -279,6 +279,7 @@ type verdict struct {
 	leader string
 	params []byte // an OK's parameter slice (tensor codec)
 	assign *shardapi.Assignment
+	ahead  *shardapi.Assignment // under Spec.Pipeline: the one after assign
 	ver    shardapi.Version // an OK's: the version of the state it reflects
 }
 
@@ -325,7 +326,7 @@ func (s *service) settle(c *workerConn, id shardapi.PushID, keep bool, at stage)
 		return true
 	}
 	if v.status == shardapi.ReplyOK {
-		v.assign = s.r.fsm.assignment(id.Worker, id.Iter)
+		v.assign, v.ahead = s.r.fsm.assignments(id.Worker, id.Iter)
 	}
 	if v.status == shardapi.ReplyHeld && !already {
 		s.cnt.held.Add(1)
@@ -346,7 +347,7 @@ func (s *service) send(c *workerConn, op shardapi.Op, id shardapi.PushID, v verd
 	case shardapi.ReplyNotLeader:
 		s.cnt.notLeader.Add(1)
 	}
-	c.send(shardapi.Reply{Op: op, PushID: id, Status: v.status, Leader: v.leader, Reason: v.reason, Detail: v.detail, Assign: v.assign,
+	c.send(shardapi.Reply{Op: op, PushID: id, Status: v.status, Leader: v.leader, Reason: v.reason, Detail: v.detail, Assign: v.assign, Ahead: v.ahead,
 		Index: v.ver.Index, Clock: v.ver.Min}, v.params)
 }
 
@@ -490,7 +491,7 @@ func (s *service) reevaluate() {
 	for _, o := range outs {
 		v, _ := decide(o.st, o.params, o.ver, onRelease)
 		if v.status == shardapi.ReplyOK {
-			v.assign = s.r.fsm.assignment(o.k.Worker, o.k.Iter)
+			v.assign, v.ahead = s.r.fsm.assignments(o.k.Worker, o.k.Iter)
 		}
 		s.send(o.k.c, shardapi.OpPush, o.k.PushID, v)
 	}
