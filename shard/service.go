@@ -280,7 +280,7 @@ type verdict struct {
 	params []byte // an OK's parameter slice (tensor codec)
 	assign *shardapi.Assignment
 	ahead  *shardapi.Assignment // under Spec.Pipeline: the one after assign
-	ver    shardapi.Version // an OK's: the version of the state it reflects
+	ver    shardapi.Version     // an OK's: the version of the state it reflects
 }
 
 // decide is the one place a leader decides a push's reply from the
