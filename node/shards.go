@@ -109,7 +109,7 @@ func (m *shardManager) bootstrapShard(ctx context.Context, id uint32, b [2]int, 
 		return err
 	}
 	spec := shardapi.Spec{Shard: id, Len: b[1] - b[0], Policy: m.spec.PolicyText(), Optimizer: m.spec.ShardOptimizer(), OutlierFactor: m.spec.OutlierFactor,
-		BalanceBase: m.spec.BalanceBase(), Precision: m.spec.Precision()}
+		BalanceBase: m.spec.BalanceBase(), Precision: m.spec.Precision(), Pipeline: m.spec.Pipeline}
 	if err := rep.Init(ctx, spec, theta[b[0]:b[1]]); err != nil {
 		return fmt.Errorf("shard %d: init: %w", id, err)
 	}

@@ -53,6 +53,13 @@ type JobSpec struct {
 	// weights a push by its samples / BatchSize, and the workers read one
 	// job-wide data order (cudaops.Order).
 	Balance bool `json:"balance,omitempty"`
+	// Pipeline makes every worker compute iteration t+1 while its push of
+	// t is in flight, and the gate release one iteration earlier to pay
+	// for it (clock.Policy.Pipelined: s_L − 1), so that the slices an
+	// iteration computes on keep the paradigm's bound but lack the
+	// worker's own last update (docs/design.md, "The read guarantee").
+	// Only ssp and dssp with s_L ≥ 1. Off in a spec persisted before it.
+	Pipeline bool `json:"pipeline,omitempty"`
 
 	// InitFrom is a safetensors file (dssp export, a checkpoint, dssp
 	// train --out) whose parameters the bootstrap node proposes as the
@@ -149,8 +156,10 @@ func (s JobSpec) Validate() error {
 	default:
 		return fmt.Errorf("--paradigm %q unknown (known: bsp, asp, ssp, dssp, dssp-paper)", s.Paradigm)
 	}
-	if _, err := s.Policy(); err != nil {
+	if p, err := s.Policy(); err != nil {
 		return err
+	} else if _, err := p.Pipelined(); s.Pipeline && err != nil {
+		return fmt.Errorf("--pipeline needs --paradigm ssp or dssp with --s-lower >= 1 (got %s): the gate releases at s_L−1 to keep the bound", s.PolicyText())
 	}
 	switch s.Optimizer {
 	case "sgd":
@@ -220,6 +229,7 @@ var specFlags = []struct {
 	{"seed", func(s *JobSpec) string { return strconv.FormatUint(s.Seed, 10) }},
 	{"outlier-factor", func(s *JobSpec) string { return strconv.FormatFloat(s.OutlierFactor, 'g', -1, 64) }},
 	{"balance", func(s *JobSpec) string { return strconv.FormatBool(s.Balance) }},
+	{"pipeline", func(s *JobSpec) string { return strconv.FormatBool(s.Pipeline) }},
 	{"init-from", func(s *JobSpec) string { return s.InitFrom }},
 	{"wire-precision", func(s *JobSpec) string { return s.wirePrecision() }},
 }
@@ -242,6 +252,7 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "job: seed of parameter init and data order")
 	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = off, else 2 to 1e6)")
 	fs.BoolVar(&s.Balance, "balance", s.Balance, "job: size each worker's mini-batch to its measured speed (global batch fixed, gradients weighted by samples, one job-wide data order); composes with any --paradigm")
+	fs.BoolVar(&s.Pipeline, "pipeline", s.Pipeline, "job: compute iteration t+1 while the push of t is in flight; the gate releases one iteration earlier (s_L−1) so reads keep the bound (ssp or dssp with --s-lower >= 1)")
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
 	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log, fp32 or bf16 (half the bytes; shards keep fp32 master weights)")
 }

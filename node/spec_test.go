@@ -31,3 +31,42 @@ func TestSpecWirePrecision(t *testing.T) {
 		t.Errorf("fp32 against an unset precision: %v", err)
 	}
 }
+
+func TestSpecPipeline(t *testing.T) {
+	s := DefaultJobSpec() // dssp:3:12
+	if s.Pipeline {
+		t.Fatal("pipelining is on by default")
+	}
+	s.Pipeline = true
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct {
+		paradigm string
+		sl, rmax int64
+	}{{"bsp", 0, 0}, {"asp", 0, 0}, {"ssp", 0, 0}, {"dssp", 0, 4}, {"dssp-paper", 3, 12}} {
+		s.Paradigm, s.SLower, s.RMax = p.paradigm, p.sl, p.rmax
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--pipeline") {
+			t.Errorf("%s with --pipeline: %v, want an error naming the flag", s.PolicyText(), err)
+		}
+	}
+	// A spec persisted before the field existed reads as off.
+	old := must(MarshalSpec(DefaultJobSpec()))
+	got, err := UnmarshalSpec(old)
+	if err != nil || got.Pipeline || strings.Contains(string(old), "pipeline") {
+		t.Fatalf("old spec: %+v, %v", got, err)
+	}
+	s = DefaultJobSpec()
+	s.Pipeline = true
+	back, err := UnmarshalSpec(must(MarshalSpec(s)))
+	if err != nil || !back.Pipeline {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
