@@ -19,12 +19,37 @@ import (
 // worker's share re-allocated, decided by the new leader from the same
 // replicated state).
 func TestInProcessBalancedMeshKeepsTheGlobalBatchThroughFailover(t *testing.T) {
+	balancedFailover(t, nil)
+}
+
+// TestInProcessPipelinedBalancedMeshKeepsTheBound is the same under
+// ssp:1 with --pipeline: the workers compute an iteration while their
+// previous push is in flight (seen by the observer), every iteration's
+// batches still add up to the global batch — each worker takes its batch
+// for t+1 from the OK of t−1, which names it for good — and every slice an
+// iteration computes on, read through the gate, is within s = 1.
+func TestInProcessPipelinedBalancedMeshKeepsTheBound(t *testing.T) {
+	rec := balancedFailover(t, func(c *node.Config) {
+		c.Spec.Paradigm, c.Spec.SLower, c.Spec.Pipeline = "ssp", 1, true
+	})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	t.Logf("reads checked %d, max lag %d, iterations computed with the previous push in flight %d", rec.reads, rec.maxLag, rec.overlapped)
+	if rec.reads == 0 || rec.maxLag > 1 || rec.overlapped == 0 {
+		t.Errorf("reads %d, max lag %d (bound 1), overlapped %d", rec.reads, rec.maxLag, rec.overlapped)
+	}
+}
+
+func balancedFailover(t *testing.T, job func(c *node.Config)) *recorder {
 	const nodes, shards = 4, 2
 	rec := newRecorder()
 	m := startMesh(t, nodes, shards, rec, func(i int, c *node.Config) {
 		c.Spec.Balance = true
 		c.ComputeDelay = 2 * time.Millisecond
 		c.Slowdown = []float64{1, 1, 2, 4}[i]
+		if job != nil {
+			job(c)
+		}
 	})
 	full := func(ids []mesh.NodeID, since map[mesh.NodeID]int64, rounds int) bool {
 		common := rec.commonIters(ids, since)
@@ -44,6 +69,7 @@ func TestInProcessBalancedMeshKeepsTheGlobalBatchThroughFailover(t *testing.T) {
 	rec.wait(t, "the survivors compute 12 more iterations", func() bool { return full(survivors, from, 12) })
 	rec.checkGlobal(t, survivors, from, 3, 64)
 	m.stop(t)
+	return rec
 }
 
 // commonIters are the iterations (≥ since[w] for each w) that every one

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -264,6 +265,10 @@ type recorder struct {
 	leaders map[uint32]leadership
 	removed map[uint32]map[clock.WorkerID]bool
 	samples map[mesh.NodeID]map[int64]int64 // per worker, per iteration acknowledged by shard 0
+
+	reads      int   // slice versions read through the gate
+	maxLag     int64 // the largest iteration − t_min among them
+	overlapped int   // iterations computed before shard 0 acknowledged the previous one
 }
 
 type leadership struct {
@@ -300,7 +305,10 @@ func (r *recorder) wait(t *testing.T, what string, cond func() bool) {
 		select {
 		case <-ch:
 		case <-timeout.C:
-			t.Fatalf("timed out waiting for %s", what)
+			r.mu.Lock()
+			acked := fmt.Sprint(r.acked)
+			r.mu.Unlock()
+			t.Fatalf("timed out waiting for %s (iterations acknowledged by shard 0: %s)", what, acked)
 		}
 	}
 }
@@ -357,8 +365,21 @@ type nodeObserver struct {
 	id mesh.NodeID
 }
 
-func (o nodeObserver) PushSent(uint32, mesh.NodeID, int64, int64)     {}
-func (o nodeObserver) Computing(mesh.NodeID, int64, []node.SliceRead) {}
+func (o nodeObserver) PushSent(uint32, mesh.NodeID, int64, int64) {}
+
+func (o nodeObserver) Computing(w mesh.NodeID, iter int64, reads []node.SliceRead) {
+	o.r.mu.Lock()
+	defer o.r.mu.Unlock()
+	if o.r.acked[w] < iter { // push iter−1 not acknowledged yet: in flight
+		o.r.overlapped++
+	}
+	for _, r := range reads {
+		if r.Index > 0 && !r.Unchecked {
+			o.r.reads++
+			o.r.maxLag = max(o.r.maxLag, iter-r.Min)
+		}
+	}
+}
 
 func (o nodeObserver) PushDone(shard uint32, w mesh.NodeID, iter, samples int64, err error) {
 	if err != nil || shard != 0 || samples == 0 {

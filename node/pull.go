@@ -20,13 +20,16 @@ func pullSlack(spec JobSpec) int64 {
 }
 
 // keepSlice reports whether the worker's copy of shard s's slice is fresh
-// enough for the iteration after the one it pushes now (w.iters[s]): a
-// slice it fetched through the gate (not join's fetch, not one read before
-// align moved the clock) whose t_min is at least w.iters[s]+1−slack. The
-// loop goroutine's push goroutine for s calls it; it reads only s's state.
+// enough for every iteration the reply to its push of w.iters[s] would
+// serve, up to w.iters[s]+w.ahead (the next one; under --pipeline also
+// the one after, computed while the next push is in flight): a slice it
+// fetched through the gate (not join's fetch, not one read before align
+// moved the clock) whose t_min is at least w.iters[s]+w.ahead−slack. The
+// push goroutine for s calls it; it reads only s's state, which the loop
+// does not write while the push is in flight.
 func (w *worker) keepSlice(s int) bool {
 	r := w.reads[s]
-	return w.slack > 0 && r.Index > 0 && !r.Unchecked && r.Covers(w.iters[s]+1, w.slack)
+	return w.slack > 0 && r.Index > 0 && !r.Unchecked && r.Covers(w.iters[s]+w.ahead, w.slack)
 }
 
 // pulled counts an acknowledged push with (keep false) or without its slice.

@@ -18,20 +18,24 @@ import (
 
 // worker is the loop of docs/design.md#one-iteration-end-to-end on this node.
 type worker struct {
-	n       *Node
-	spec    JobSpec
-	bounds  [][2]int
-	clients []*shardapi.Client
-	loader  *cudaops.Loader
-	batches *batchSource // non-nil under --balance (worker_balance.go)
-	x       []float32
-	labels  []int
-	grad    []float32
-	theta   []float32     // written only by the loop goroutine
-	iters   []int64       // next iteration per shard; align keeps them equal
-	reads   []SliceRead   // version of each shard's slice of theta
-	slack   int64         // a kept slice may miss this many iterations (pull.go)
-	done    chan struct{} // closed when run returns; clients are then free
+	n        *Node
+	spec     JobSpec
+	bounds   [][2]int
+	clients  []*shardapi.Client
+	loader   *cudaops.Loader
+	batches  *batchSource // non-nil under --balance (worker_balance.go)
+	x        []float32
+	labels   []int
+	grads    [2][]float32 // gradients: the one computed into (gi), and one a push in flight encodes (pipeline.go)
+	gi       int
+	theta    []float32               // written only by the loop goroutine
+	landing  []float32               // where a push in flight decodes its slices (pipeline.go), nil until one
+	iters    []int64                 // next iteration per shard; align keeps them equal
+	reads    []SliceRead             // version of each shard's slice of theta
+	ahead    int64                   // iterations after a push's that its slice serves: 1, 2 under --pipeline
+	assigned [4]*shardapi.Assignment // the assignments shard 0's last two landed OKs named (pipeline.go)
+	slack    int64                   // a kept slice may miss this many iterations (pull.go)
+	done     chan struct{}           // closed when run returns; clients are then free
 
 	mu     sync.Mutex // guards stats, rate
 	stats  LocalWorker
@@ -53,7 +57,7 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 	}
 	w := &worker{n: n, spec: spec, bounds: n.shards.bounds, loader: loader,
 		x: make([]float32, spec.BatchSize*n.model.InputSize()), labels: make([]int, spec.BatchSize),
-		grad: make([]float32, n.model.NumParams()), theta: make([]float32, n.model.NumParams()),
+		grads: [2][]float32{make([]float32, n.model.NumParams())}, theta: make([]float32, n.model.NumParams()),
 		iters: make([]int64, spec.Shards), reads: make([]SliceRead, spec.Shards), done: make(chan struct{})}
 	w.stats.Slowdown = n.cfg.Slowdown
 	w.stats.Batch = int64(spec.BatchSize)
@@ -63,6 +67,12 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 		}
 	}
 	w.slack = pullSlack(spec)
+	w.ahead = 1
+	if spec.Pipeline {
+		// The OK of push t serves iteration t+2 too: t+1 is computed
+		// before the OK of t+1 arrives (pipeline.go).
+		w.ahead = 2
+	}
 	resolve := mesh.ResolveFromMembership(n.members)
 	for s := range w.bounds {
 		id := uint32(s)
@@ -99,56 +109,67 @@ func (w *worker) run(ctx context.Context) {
 		return
 	}
 	inARow := 0
+	var fl *flight // under --pipeline: the push in flight while the next gradient is computed
+	defer func() {
+		if fl != nil {
+			halt()
+			<-fl.done // it uses the clients, which leave closes once run is done
+		}
+	}()
 	for ctx.Err() == nil {
-		w.n.obs.Computing(w.n.id, slices.Min(w.iters), w.reads)
-		batch := w.next()
+		t := slices.Min(w.iters)
+		if fl != nil {
+			t = fl.iter + 1 // w.iters belongs to the push in flight until it is done
+		}
+		w.n.obs.Computing(w.n.id, t, w.reads)
+		batch, used := w.next(t)
+		grad := w.grads[w.gi]
 		start := time.Now()
-		loss, err := w.n.model.Gradient(w.theta, w.x, w.labels, w.grad)
+		loss, err := w.n.model.Gradient(w.theta, w.x, w.labels, grad)
 		if err != nil {
 			w.fail(err)
 			return
 		}
 		w.pushes++
 		if every := w.n.cfg.FaultNaNEvery; every > 0 && w.pushes%uint64(every) == 0 {
-			for i := range w.grad {
-				w.grad[i] = float32(math.NaN()) // test fault: a flaky accelerator
+			for i := range grad {
+				grad[i] = float32(math.NaN()) // test fault: a flaky accelerator
 			}
 		}
 		compute := w.stretch(ctx, time.Since(start), batch)
 		waitStart := time.Now()
-		if err := w.pushAll(ctx, int64(batch), compute.Nanoseconds(), w.grad); err != nil {
-			if ctx.Err() != nil {
+		if fl != nil {
+			prev := fl
+			fl = nil
+			ok, moved, stop := w.settle(ctx, prev, <-prev.done, &inARow)
+			if stop {
 				return
 			}
-			if refusedGradient(err) {
-				// Nothing was applied where it was refused: compute a
-				// fresh gradient and send the same iteration again to the
-				// shards that refused it (pushAll skips the others).
-				inARow++
-				w.refused(err)
-				if inARow < maxRefusedInARow {
-					continue
-				}
-				err = fmt.Errorf("%d gradients in a row refused (a broken device or a diverging job): %w", inARow, err)
+			if ok {
+				w.completed(prev.loss, prev.compute, time.Since(waitStart), prev.batch, prev.used)
 			}
-			// A rejection the worker cannot repair: stopping loudly beats
-			// a worker that silently holds every other one at the
-			// staleness bound.
-			w.fail(err)
+			if !ok || moved {
+				// This gradient was computed for prev.iter+1: push prev.iter
+				// is to be sent again (refused), or the clocks moved.
+				// Compute again for whatever comes next.
+				continue
+			}
+			waitStart = time.Now()
+		}
+		next := w.newFlight(t, w.theta)
+		next.loss, next.compute, next.batch, next.used = loss, compute, batch, used
+		if w.spec.Pipeline {
+			fl = next
+			w.pipelined(ctx, fl, grad)
+			continue
+		}
+		ok, _, stop := w.settle(ctx, next, w.pushAll(ctx, next, grad), &inARow)
+		if stop {
 			return
 		}
-		inARow = 0
-		if slices.Min(w.iters) != slices.Max(w.iters) {
-			before := slices.Clone(w.iters)
-			if err := w.align(ctx, false); err != nil {
-				return
-			}
-			for s := range w.iters {
-				// Read for a lower clock than the next iteration's.
-				w.reads[s].Unchecked = w.reads[s].Unchecked || w.iters[s] != before[s]
-			}
+		if ok {
+			w.completed(loss, compute, time.Since(waitStart), batch, used)
 		}
-		w.completed(loss, compute, time.Since(waitStart), batch)
 	}
 }
 
@@ -239,8 +260,11 @@ func (w *worker) join(ctx context.Context) error {
 			w.iters[s] = it - 1
 		}
 	}
-	clear(w.grad) // a zero gradient, without a second model-sized buffer
-	return w.pushAll(ctx, 0, 0, w.grad)
+	clear(w.grads[0]) // a zero gradient, without a second model-sized buffer
+	fl := w.newFlight(slices.Min(w.iters), w.theta)
+	err := w.pushAll(ctx, fl, w.grads[0])
+	w.land(fl)
+	return err
 }
 
 // align makes this worker's clock the same on every shard: it adds the
@@ -279,10 +303,14 @@ func (w *worker) align(ctx context.Context, every bool) error {
 }
 
 // pushAll sends each shard its slice of grad at once and waits for every
-// reply, writing each returned slice into θ. A failed push is resent with
-// the same iteration until it succeeds or ctx ends; a worker the shard
-// dropped (declared dead by mistake) is added again.
-func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []float32) error {
+// reply, decoding each returned slice into fl.into with its version in
+// fl.reads (land then makes them θ's) and shard 0's assignments in
+// fl.assign. A failed push is resent with the same iteration until it
+// succeeds or ctx ends; a worker the shard dropped (declared dead by
+// mistake) is added again. It writes w.iters and uses the clients; of the
+// loop's state it only reads w.reads (keepSlice).
+func (w *worker) pushAll(ctx context.Context, fl *flight, grad []float32) error {
+	samples, computeNs := int64(fl.batch), fl.compute.Nanoseconds()
 	var wg sync.WaitGroup
 	errs := make([]error, len(w.clients))
 	low := slices.Min(w.iters)
@@ -307,7 +335,7 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 					_, err = c.PushKeepEncoded(ctx, w.iters[s], samples, computeNs, payload)
 				} else {
 					var dst []float32
-					dst, err = c.PushEncoded(ctx, w.iters[s], samples, computeNs, payload, w.theta[lo:hi:hi])
+					dst, err = c.PushEncoded(ctx, w.iters[s], samples, computeNs, payload, fl.into[lo:hi:hi])
 					if err == nil && len(dst) != hi-lo {
 						err = errors.New("shard returned a slice of the wrong length")
 					}
@@ -322,7 +350,10 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 					w.n.metrics.PushSeconds.Observe(time.Since(start).Seconds())
 					if !keep {
 						// join's fetch (no samples) is answered outside the gate.
-						w.reads[s] = SliceRead{Version: c.Version(), Unchecked: samples == 0}
+						fl.reads[s], fl.got[s] = SliceRead{Version: c.Version(), Unchecked: samples == 0}, true
+					}
+					if s == 0 {
+						fl.assign = [2]*shardapi.Assignment{c.Assign, c.Ahead}
 					}
 					w.pulled(keep)
 					w.iters[s]++
@@ -357,7 +388,7 @@ func (w *worker) pushAll(ctx context.Context, samples, computeNs int64, grad []f
 	return errors.Join(errs...)
 }
 
-func (w *worker) completed(loss float64, compute, wait time.Duration, batch int) {
+func (w *worker) completed(loss float64, compute, wait time.Duration, batch int, used *shardapi.Assignment) {
 	now := time.Now()
 	w.n.metrics.Iterations.Inc()
 	w.n.metrics.Samples.Add(float64(batch))
@@ -367,7 +398,7 @@ func (w *worker) completed(loss float64, compute, wait time.Duration, batch int)
 	defer w.mu.Unlock()
 	w.stats.Iter++
 	w.stats.Samples += uint64(batch)
-	w.noteAssignmentLocked()
+	w.noteAssignmentLocked(used)
 	w.stats.Loss = loss
 	w.stats.ComputeSeconds += compute.Seconds()
 	w.stats.WaitSeconds += wait.Seconds()

@@ -4,15 +4,19 @@ import (
 	"hash/fnv"
 
 	"dsspmesh/cudaops"
+	"dsspmesh/shardapi"
 )
 
 // The worker's side of the balance layer (docs/design.md#balance). With
-// JobSpec.Balance, shard 0's OK replies carry the worker's assignment for
-// its next iteration (shardapi.Client.Assign): the batch size and the
-// position of its slice in the job-wide data order (cudaops.Order, one
-// seeded permutation of the training set per epoch). Without one yet (the
-// first iteration, a joiner not in the allocation in force) it computes
-// the job's batch from a position of its own.
+// JobSpec.Balance, shard 0's OK reply to push t carries the worker's
+// assignment for iteration t+1 and, under --pipeline, for t+2 (each
+// naming its iteration): the batch size and the position of its slice in
+// the job-wide data order (cudaops.Order, one seeded permutation of the
+// training set per epoch). The loop keeps the two of the last OK it
+// landed (w.assigned, pipeline.go) and computes iteration t on the one
+// named for t. Without one (the first iteration, a joiner not in the
+// allocation in force) it computes the job's batch from a position of its
+// own.
 
 // batchSource gives each iteration's mini-batch under the balance layer.
 type batchSource struct {
@@ -30,16 +34,19 @@ func newBatchSource(n *Node, spec JobSpec) (*batchSource, error) {
 	return &batchSource{order: o, own: int64(h.Sum64() % uint64(n.train.Len()))}, nil
 }
 
-// next fills w.x and w.labels with this iteration's mini-batch and returns
-// its size: the assignment's under the balance layer, else the job's batch
-// from the worker's own loader.
-func (w *worker) next() int {
+// next fills w.x and w.labels with iteration t's mini-batch and returns
+// its size and the assignment it follows (nil for none): the one shard 0
+// named for t under the balance layer, else the job's batch from the
+// worker's own loader or, under the balance layer without an assignment
+// for t, from a position of its own.
+func (w *worker) next(t int64) (int, *shardapi.Assignment) {
 	if w.batches == nil {
 		w.loader.Next(w.x, w.labels)
-		return w.spec.BatchSize
+		return w.spec.BatchSize, nil
 	}
 	b, pos := int64(w.spec.BatchSize), int64(-1)
-	if a := w.clients[0].Assign; a != nil && a.Batch > 0 {
+	a := w.assignment(t)
+	if a != nil && a.Batch > 0 {
 		b, pos = a.Batch, a.Pos
 	}
 	if pos < 0 {
@@ -52,19 +59,18 @@ func (w *worker) next() int {
 	}
 	w.x, w.labels = w.x[:int(b)*in], w.labels[:b]
 	w.batches.order.Fill(w.n.train, pos, w.x, w.labels)
-	return int(b)
+	return int(b), a
 }
 
-// noteAssignment copies the latest assignment into the worker's status.
-// Called by the loop goroutine after pushAll, with w.mu held.
-func (w *worker) noteAssignmentLocked() {
-	if w.batches == nil {
+// noteAssignmentLocked copies the assignment a completed iteration
+// followed into the worker's status. Called by the loop goroutine with
+// w.mu held.
+func (w *worker) noteAssignmentLocked(a *shardapi.Assignment) {
+	if w.batches == nil || a == nil {
 		return
 	}
-	if a := w.clients[0].Assign; a != nil {
-		w.stats.Batch = a.Batch
-		w.stats.GlobalBatch = a.Global
-		w.stats.AllocVersion = a.Version
-		w.stats.PredictedSeconds = float64(a.PredictNs) / 1e9
-	}
+	w.stats.Batch = a.Batch
+	w.stats.GlobalBatch = a.Global
+	w.stats.AllocVersion = a.Version
+	w.stats.PredictedSeconds = float64(a.PredictNs) / 1e9
 }
