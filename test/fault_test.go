@@ -23,12 +23,14 @@ func faultLogLevel() string {
 // nanEvery > 0 gives trainer nanNode a flaky accelerator: every
 // nanEvery-th gradient it computes is NaN (the hidden --fault-nan-every).
 // DSSP_FAULT_JOB_FLAGS adds job flags (e.g. --balance=true: the same
-// faults with the balance layer on).
+// faults with the balance layer on; --pipeline=true: with the pipelined
+// loop, the checkers then judging the gate by s_L − 1).
 func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int) *FaultCluster {
+	extra := strings.Fields(os.Getenv("DSSP_FAULT_JOB_FLAGS"))
 	c := NewFaultCluster(t, FaultOptions{Nodes: 4, ReplicaOnly: []int{3}, Policy: "dssp:3:12", Tags: tags, Seed: seed,
-		Args: []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", faultLogLevel(), "--pprof"},
-		Spec: append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"},
-			strings.Fields(os.Getenv("DSSP_FAULT_JOB_FLAGS"))...)})
+		Pipeline: pipelineFlag(extra),
+		Args:     []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", faultLogLevel(), "--pprof"},
+		Spec:     append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"}, extra...)})
 	if nanEvery > 0 {
 		c.Mesh.AddArgs(nanNode, "--fault-nan-every", strconv.Itoa(nanEvery))
 	}
@@ -36,6 +38,21 @@ func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int) *FaultClust
 		c.Start(i)
 	}
 	return c
+}
+
+// pipelineFlag reports whether job flags turn --pipeline on (the last
+// occurrence wins, as for the node's flag parser).
+func pipelineFlag(flags []string) bool {
+	on := false
+	for _, f := range flags {
+		switch f {
+		case "--pipeline", "--pipeline=true", "--pipeline=1":
+			on = true
+		case "--pipeline=false", "--pipeline=0":
+			on = false
+		}
+	}
+	return on
 }
 
 // nanNode is the trainer of faultMesh whose gradients go NaN.
@@ -61,7 +78,7 @@ func report(t *testing.T, c *FaultCluster, events []Event) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := h.Check(c.Policy)
+	rep, err := h.Check(c.Policy, c.Pipeline)
 	if err != nil {
 		t.Fatal(err)
 	}

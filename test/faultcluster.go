@@ -25,6 +25,7 @@ type FaultCluster struct {
 	Net         *FaultNet
 	HistoryDir  string
 	Policy      string
+	Pipeline    bool     // the job runs with --pipeline (the checkers' gate bound)
 	IDs         []string // node ids, known once each node answered /status
 	stopped     map[int]bool
 	replicaOnly []int
@@ -37,8 +38,10 @@ type FaultOptions struct {
 	Args   []string // every node
 	Spec   []string // the bootstrap node's job flags
 	Policy string   // the job's policy text, for the checkers (e.g. "dssp:3:12")
-	Tags   string   // build tags of the binary ("faultinject" for broken builds)
-	Seed   uint64   // network randomness
+	// Pipeline: Spec has --pipeline (the checkers judge the gate by s_L−1).
+	Pipeline bool
+	Tags     string // build tags of the binary ("faultinject" for broken builds)
+	Seed     uint64 // network randomness
 	// ReplicaOnly nodes run with --train=false: they host shards only.
 	ReplicaOnly []int
 }
@@ -49,7 +52,7 @@ type FaultOptions struct {
 func NewFaultCluster(t testing.TB, o FaultOptions) *FaultCluster {
 	t.Helper()
 	c := &FaultCluster{Cluster: newCluster(t, BinaryTags(t, o.Tags), o.Nodes, o.Args, o.Spec),
-		Net: NewFaultNet(o.Seed), HistoryDir: filepath.Join(t.TempDir(), "history"), Policy: o.Policy,
+		Net: NewFaultNet(o.Seed), HistoryDir: filepath.Join(t.TempDir(), "history"), Policy: o.Policy, Pipeline: o.Pipeline,
 		IDs: make([]string, o.Nodes), stopped: map[int]bool{}, replicaOnly: o.ReplicaOnly}
 	c.describe = c.Describe
 	for _, i := range o.ReplicaOnly {
@@ -214,7 +217,7 @@ func (c *FaultCluster) Check() *Report {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	rep, err := h.Check(c.Policy)
+	rep, err := h.Check(c.Policy, c.Pipeline)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -20,10 +20,12 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 		t.Skip("multi-process test; skipped with -short")
 	}
 	dssp := []string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"}
+	pipelined := func(spec ...string) []string { return append(spec, "--pipeline") }
 	cases := []struct {
 		fault  faults.Fault
 		spec   []string
 		policy string
+		pipe   bool // the job runs with --pipeline
 		slow   bool // node 2 computes 10× slower, so the gate holds the others
 		nan    bool // node 1's every 10th gradient is NaN (--fault-nan-every 10)
 		kick   func(c *FaultCluster)
@@ -45,11 +47,21 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 			caught: func(r *Report) bool { return r.NonFinite > 0 }},
 		{fault: faults.StaleRead, spec: dssp, policy: "dssp:3:12",
 			caught: func(r *Report) bool { return r.ReadStale > 0 }},
+		// The same two bounds with the pipelined loop, whose gate releases
+		// at s_L − 1 (ssp:1's at gap 0) and whose reads keep s_U.
+		{fault: faults.SkipStaleness, spec: pipelined("--model", "mlp", "--paradigm", "ssp", "--s-lower", "1"), policy: "ssp:1", pipe: true, slow: true,
+			caught: func(r *Report) bool { return r.GapOver > 0 && r.ReplayMismatch > 0 }},
+		{fault: faults.StaleRead, spec: pipelined(dssp...), policy: "dssp:3:12", pipe: true,
+			caught: func(r *Report) bool { return r.ReadStale > 0 }},
 	}
 	for _, tc := range cases {
-		t.Run(string(tc.fault), func(t *testing.T) {
+		name := string(tc.fault)
+		if tc.pipe {
+			name += "+pipeline"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Setenv("DSSP_FAULTS", string(tc.fault)) // inherited by the nodes
-			c := NewFaultCluster(t, FaultOptions{Nodes: 3, Policy: tc.policy, Tags: "faultinject",
+			c := NewFaultCluster(t, FaultOptions{Nodes: 3, Policy: tc.policy, Pipeline: tc.pipe, Tags: "faultinject",
 				Args: []string{"--threads", "1", "--eval-every", "5s", "--eval-samples", "500", "--log-level", "error"},
 				Spec: tc.spec})
 			if tc.slow {
