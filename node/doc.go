@@ -54,15 +54,24 @@
 // returned, repeat. A slice whose version still covers the next iteration
 // within s_L is kept: that push asks for no parameters (pull.go;
 // docs/design.md, "The read guarantee"), and before each gradient the
-// worker reports the versions of θ's slices to the [Observer] (Computing). NotLeader redirects and resends after a transport
+// worker reports the versions of θ's slices to the [Observer] (Computing).
+// With --pipeline (pipeline.go) the push of t stays in flight while the
+// loop computes t+1 on θ as the OK of t−1 left it; the push's goroutines
+// own w.iters, the clients and a landing buffer the slices are decoded
+// into, the loop owns θ, the versions and the assignments, and copies the
+// landed slices into θ only after the push returned. The shards' gate
+// releases one iteration earlier for it (s_L − 1), so the slices keep the
+// paradigm's bound; a refused push or a moved clock drops the gradient
+// computed ahead. NotLeader redirects and resends after a transport
 // error keep the same (worker, iter), so they are applied at most once.
 // --slowdown and --compute-delay stretch only the compute time of this
 // worker (sleeping after the gradient), never time spent waiting for
 // others: slowdown·(measured + delay·batch/job batch), so emulated compute
 // grows with the batch as real compute does; the stretched time is what
 // the push reports as compute_ns. Under --balance (worker_balance.go) the
-// batch and its position in the job-wide data order come from shard 0's
-// last OK reply (shardapi.Client.Assign), and /status and /metrics show
+// batch and its position in the job-wide data order come from the
+// assignment shard 0's OK named for that iteration (the OK of t−1 names
+// t's, and under --pipeline the OK of t−2 names it too), and /status and /metrics show
 // the batch, the allocation's version and the predicted compute time.
 // Each push is reported to the [Observer] before it is sent and when it
 // returns, and each replica reports its applied entries and led terms
