@@ -128,7 +128,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "node processes per mesh")
-	f.StringVar(&paradigms, "paradigms", joinVariants(cfg.Variants), "paradigms to compare: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX; a suffix +balance adds the balance layer (ssp:1+balance)")
+	f.StringVar(&paradigms, "paradigms", joinVariants(cfg.Variants), "paradigms to compare: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX; suffixes +balance (the balance layer) and +pipeline (the pipelined loop) add job flags (ssp:1+balance+pipeline)")
 	f.BoolVar(&homogeneous, "homogeneous", true, "run the homogeneous setting (--homogeneous=false: skip it)")
 	f.StringVar(&hetero, "slowdown", bench.FormatFloats(cfg.Settings[1].Slowdown), "per-worker compute slowdowns of the heterogeneous setting, cycled (empty: skip it)")
 	f.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs per paradigm and setting; the median is reported")

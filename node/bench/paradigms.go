@@ -18,28 +18,45 @@ import (
 )
 
 // Variant is one paradigm with its parameters, in clock.ParsePolicy's text
-// form: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX; a suffix
-// "+balance" adds the balance layer (job flag --balance).
+// form: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX; the suffixes
+// "+balance" (job flag --balance) and "+pipeline" (--pipeline) add the
+// balance layer and the pipelined loop: ssp:1+balance+pipeline.
 type Variant string
 
-// balanceSuffix marks a variant with the balance layer on.
-const balanceSuffix = "+balance"
+// options are v's policy text and its suffixes, without the "+".
+func (v Variant) options() (policy string, opts []string) {
+	parts := strings.Split(string(v), "+")
+	return parts[0], parts[1:]
+}
 
 // Balanced reports whether v runs with the balance layer.
-func (v Variant) Balanced() bool { return strings.HasSuffix(string(v), balanceSuffix) }
+func (v Variant) Balanced() bool { _, o := v.options(); return slices.Contains(o, "balance") }
+
+// Pipelined reports whether v runs with --pipeline.
+func (v Variant) Pipelined() bool { _, o := v.options(); return slices.Contains(o, "pipeline") }
 
 // specArgs are the job flags that select this paradigm on the bootstrap
 // node.
 func (v Variant) specArgs() ([]string, error) {
-	policy := strings.TrimSuffix(string(v), balanceSuffix)
+	policy, opts := v.options()
 	p, err := clock.ParsePolicy(policy)
 	if err != nil {
 		return nil, fmt.Errorf("--paradigms: %q: %w", v, err)
 	}
 	parts := strings.Split(policy, ":")
 	args := []string{"--paradigm", parts[0]}
-	if v.Balanced() {
-		args = append(args, "--balance=true")
+	for _, o := range opts {
+		switch o {
+		case "balance":
+			args = append(args, "--balance=true")
+		case "pipeline":
+			if _, err := p.Pipelined(); err != nil {
+				return nil, fmt.Errorf("--paradigms: %q: %w", v, err)
+			}
+			args = append(args, "--pipeline=true")
+		default:
+			return nil, fmt.Errorf("--paradigms: %q: unknown suffix +%s (known: +balance, +pipeline)", v, o)
+		}
 	}
 	switch parts[0] {
 	case "ssp":

@@ -125,18 +125,18 @@ func (r *ParadigmsResult) Markdown() string {
 }
 
 // refCells are the rows the ratios divide by: dssp and dssp-paper, and
-// when a run has a balanced variant (the balance layer's figures are
-// against them) bsp and asp.
+// when a run has a balanced or pipelined variant (their figures are
+// against them) bsp and asp; never a variant with a suffix.
 func refCells(cells []Cell) []Cell {
 	var out []Cell
-	balanced := slices.ContainsFunc(cells, func(c Cell) bool { return c.Variant.Balanced() })
+	balanced := slices.ContainsFunc(cells, func(c Cell) bool { return c.Variant.Balanced() || c.Variant.Pipelined() })
 	for _, prefix := range []string{"bsp", "asp", "dssp:", "dssp-paper:"} {
 		exact := !strings.HasSuffix(prefix, ":")
 		if exact && !balanced {
 			continue
 		}
 		for _, c := range cells {
-			if (exact && string(c.Variant) == prefix) || (!exact && strings.HasPrefix(string(c.Variant), prefix) && !c.Variant.Balanced()) {
+			if (exact && string(c.Variant) == prefix) || (!exact && strings.HasPrefix(string(c.Variant), prefix) && !strings.Contains(string(c.Variant), "+")) {
 				out = append(out, c)
 				break
 			}

@@ -181,6 +181,15 @@ func TestBalancedVariantSetsTheJobFlag(t *testing.T) {
 	if _, err := Variant("bogus+balance").specArgs(); err == nil {
 		t.Fatal("a bad policy with +balance accepted")
 	}
+	args, err = Variant("ssp:1+balance+pipeline").specArgs()
+	if err != nil || !slices.Equal(args, []string{"--paradigm", "ssp", "--balance=true", "--pipeline=true", "--s-lower", "1"}) {
+		t.Fatalf("ssp:1+balance+pipeline: %v %v", args, err)
+	}
+	for _, bad := range []Variant{"bsp+pipeline", "ssp:1+fast"} {
+		if _, err := bad.specArgs(); err == nil {
+			t.Fatalf("%s accepted", bad)
+		}
+	}
 	cells := []Cell{{Variant: "bsp"}, {Variant: "asp"}, {Variant: "dssp:3:12"}, {Variant: "ssp:1+balance"}}
 	var refs []Variant
 	for _, c := range refCells(cells) {
