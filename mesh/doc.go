@@ -61,7 +61,8 @@
 // authenticated peer may hold at most TransportConfig.MaxConnsPerPeer
 // connections to a node: beyond it the peer's oldest are closed
 // ([Stats].ConnsRefused). A connection Dial gives up on is closed, not
-// left alive unused.
+// left alive unused — unless it still hears its peer (a packet within
+// IdleTimeout/2): a busy live connection is kept, with its streams.
 //
 // Concurrency: Transport, Listener and Membership methods are safe for
 // concurrent use. A Stream allows one concurrent sender and one concurrent

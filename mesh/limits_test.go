@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -82,4 +83,55 @@ func TestSetMaxPayloadRefusesLargerFrames(t *testing.T) {
 		t.Fatalf("12 bytes: got %v, want a frame error", err)
 	}
 	t.Logf("refused: %v", err)
+}
+
+// TestDialKeepsABusyLiveConnection: a peer at its stream limit makes Dial
+// fail, but the connection still hears the peer, so Dial keeps it: the
+// stream already open on it still works and no second connection is
+// dialled (closing it cut every stream on it, a snapshot in flight too).
+func TestDialKeepsABusyLiveConnection(t *testing.T) {
+	sec := mustSecurity(t, mustKey(t))
+	creds, err := sec.Node("srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultTransportConfig("127.0.0.1:0")
+	cfg.HandshakeTimeout = 2 * time.Second
+	cfg.MaxStreamsPerPeer = 1
+	srv, err := NewQUICTransport(cfg, creds, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ch := Channel{Kind: KindRPC, Shard: 1}
+	serveEcho(t, srv, ch)
+	cli := newQUICNode(t, sec, "cli")
+	a, err := cli.Dial(testCtx(t), "srv", srv.Addr(), ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := func(seq uint64) error {
+		a.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err := a.SendFrame(echoHeader{Seq: seq}, nil); err != nil {
+			return err
+		}
+		var h echoHeader
+		_, err := a.RecvFrame(&h)
+		return err
+	}
+	if err := echo(1); err != nil {
+		t.Fatal(err)
+	}
+	// The server allows one stream: the second cannot open before ctx ends.
+	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	defer cancel()
+	if _, err := cli.Dial(ctx, "srv", srv.Addr(), ch); err == nil {
+		t.Fatal("a second stream opened beyond MaxStreamsPerPeer 1")
+	}
+	if err := echo(2); err != nil {
+		t.Fatalf("the open stream died with the failed Dial: %v", err)
+	}
+	if got := cli.Stats().Dials; got != 1 {
+		t.Fatalf("%d dials, want 1 (the live connection kept)", got)
+	}
 }

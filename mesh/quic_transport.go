@@ -116,8 +116,16 @@ func (t *QUICTransport) Dial(ctx context.Context, peer NodeID, addr string, ch C
 			t.cnt.opened.Add(1)
 			return s, nil
 		}
-		// A connection that cannot open a stream is given up: close it,
-		// or it lives on (keep-alives) on both sides unused.
+		// A connection that cannot open a stream and no longer hears its
+		// peer is given up: close it, or it lives on (keep-alives) on both
+		// sides unused. One that still hears its peer is alive and busy
+		// (its streams at the peer's MaxStreamsPerPeer, or ctx too short
+		// for a loaded peer): closing it would cut every stream on it — a
+		// 25 MB snapshot in flight, the pushes of every shard — for one
+		// probe that timed out, and the redial starts them all over.
+		if t.hears(conn) {
+			return nil, fmt.Errorf("mesh: open %s stream to %s (connection kept: it still hears the peer): %w", ch, peer, err)
+		}
 		t.forget(peer, conn)
 		conn.CloseWithError(codeClosing, "cannot open a stream")
 		if fresh || attempt > 0 || ctx.Err() != nil {

@@ -93,3 +93,16 @@ func (t *QUICTransport) PeerSilence(peer NodeID) (time.Duration, bool) {
 	}
 	return max(least, 0), connected
 }
+
+// hears reports whether c is open and a packet arrived on it within
+// IdleTimeout/2 (two keep-alive periods; a connection not sampled yet
+// counts as heard: it was just made).
+func (t *QUICTransport) hears(c *quic.Conn) bool {
+	if c.Context().Err() != nil {
+		return false
+	}
+	t.sil.mu.Lock()
+	h, ok := t.sil.seen[c]
+	t.sil.mu.Unlock()
+	return !ok || time.Since(h.at) < t.cfg.IdleTimeout/2
+}
