@@ -153,9 +153,17 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		n.mu.Lock()
 		n.worker = w
 		n.mu.Unlock()
-		n.wg.Add(2)
-		go func() { defer n.wg.Done(); n.worker.run(runCtx) }()
-		go func() { defer n.wg.Done(); n.evalLoop(runCtx) }()
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			// Large slices only (trainstart.go). run is called even when
+			// runCtx ended meanwhile: it returns at once and closes the
+			// done channel leave waits for.
+			n.waitForPlacement(runCtx)
+			n.wg.Add(1)
+			go func() { defer n.wg.Done(); n.evalLoop(runCtx) }()
+			w.run(runCtx)
+		}()
 	}
 	n.setPhase("training")
 	n.log.Info("node up", "gossip", n.members.LocalNode().Addr, "quic", n.tr.Addr())

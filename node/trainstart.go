@@ -1,0 +1,93 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Training waits for placement when slices are large. A fresh mesh's
+// bootstrap node hosts and leads every shard until placement has moved
+// each to its replicas (a snapshot per new replica: 25 MB per shard of a
+// 100 MB model) and handed leadership around (shards.go). A worker that
+// pushed from the start sent every push of every worker to that one node:
+// in dssp bench bigmodel its queued pushes (~170 MB), the replies it
+// encoded and its collector took the CPU the snapshots needed, the moves
+// took minutes, leaders lost their lease, and the mesh completed 0–4
+// iterations in 2 minutes. So when a shard's slice exceeds
+// spreadLeadersBytes (the same test that spreads leaders), the worker and
+// the evaluation loop start once every shard's voters are its placement
+// and no node leads more than its share — or after placementWait, whatever
+// the mesh looks like then. Smaller slices start at once, as before.
+const placementWait = 3 * time.Minute
+
+// placementPoll is how often the wait looks at the mesh.
+const placementPoll = time.Second
+
+// shardsAtPlacement reports whether every shard in shards has a leader,
+// its voters are its placement (in any order) and no node leads more than
+// ⌈shards ÷ nodes⌉ of them, nodes the live members.
+func shardsAtPlacement(shards []ShardStatus, nodes int) bool {
+	if len(shards) == 0 || nodes < 1 {
+		return false
+	}
+	share := (len(shards) + nodes - 1) / nodes
+	led := map[string]int{}
+	for _, s := range shards {
+		if s.Leader == "" || len(s.Placement) == 0 || !slices.Contains(s.Placement, s.Leader) || !sameStrings(s.Voters, s.Placement) {
+			return false
+		}
+		led[s.Leader]++
+		if led[s.Leader] > share {
+			return false
+		}
+	}
+	return true
+}
+
+func sameStrings(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(x string) bool { return !slices.Contains(b, x) })
+}
+
+// awaitPlacement returns once settled() holds, polling on tick, or when
+// timeout fires (false: it did not settle) or ctx ends (false).
+func awaitPlacement(ctx context.Context, settled func() bool, tick, timeout <-chan time.Time) bool {
+	for {
+		if settled() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timeout:
+			return false
+		case <-tick:
+		}
+	}
+}
+
+// waitForPlacement is awaitPlacement on this node's view of the mesh, for
+// a job whose slices are large; it logs how long it waited.
+func (n *Node) waitForPlacement(ctx context.Context) {
+	if !n.shards.spreadLeaders() {
+		return
+	}
+	start := time.Now()
+	n.log.Info("waiting for the shards to reach their placement before training", "at_most", placementWait)
+	poll := time.NewTicker(placementPoll)
+	defer poll.Stop()
+	limit := time.NewTimer(placementWait)
+	defer limit.Stop()
+	ok := awaitPlacement(ctx, func() bool {
+		s := n.Status()
+		return shardsAtPlacement(s.Shards, len(s.Members))
+	}, poll.C, limit.C)
+	if ctx.Err() != nil {
+		return
+	}
+	if ok {
+		n.log.Info("shards at their placement: training starts", "waited", time.Since(start).Round(time.Millisecond))
+	} else {
+		n.log.Warn("shards not at their placement yet: training starts anyway", "waited", time.Since(start).Round(time.Millisecond))
+	}
+}
