@@ -39,8 +39,8 @@
 // worker that membership declares failed or that leaves. A replica this
 // node no longer places is shut down once the leader has removed it.
 // When a shard's slice exceeds 1 MiB, the worker and the evaluation loop
-// start only once every shard's voters are its placement and leaders are
-// spread, or after 3 minutes (trainstart.go): otherwise every push of a
+// start only once every shard's voters are its placement, or after 3
+// minutes (trainstart.go): otherwise every push of a
 // fresh mesh lands on the bootstrap node while it ships the snapshots.
 //
 // SIGTERM/SIGINT (ctx cancelled) stops the worker, removes it from every
