@@ -306,7 +306,7 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &watch{stop: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
-	go c.watchSilence(ctx, target, c.failed, w)
+	go c.watchSilence(ctx, target, c.failed, transferAllowance(max(len(payload), c.largest)), w)
 	finish := func(err error) (Reply, []byte, mesh.NodeID, error) {
 		close(w.stop)
 		<-w.done
@@ -388,8 +388,30 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 var errAbandoned = errors.New("abandoned: another replica leads")
 
 // minReplyRate (bytes/s) is the slowest a reply frame may arrive before
-// the client gives up on it.
-const minReplyRate = 1 << 20
+// the client gives up on it. 1 MiB/s cut off replies of a 100 MB model's
+// slices (6 MB) as "truncated payload" by the hundred in dssp bench
+// bigmodel, where 32 such replies share two loaded cores, and each cut
+// cost a resend of the 6 MB push; the watcher's probes, not this
+// deadline, notice a leader that went silent.
+const minReplyRate = 256 << 10
+
+// largeFrame is the frame size beyond which a transfer is given time of
+// its own before the watcher counts silence (transferAllowance).
+const largeFrame = 1 << 20
+
+// transferAllowance is how long a frame of n bytes may take to cross
+// beyond a small one's time, at minReplyRate: 0 up to largeFrame (a
+// push of the default MLP is probed for after ProbeAfter as before), 21 s
+// for 6.25 MB. Without it the watcher probed every ProbeAfter during a
+// large push or reply (two streams per probe, at the peers' stream
+// limits) and abandoned the transfer whenever a leadership hand-over
+// named another leader meanwhile.
+func transferAllowance(n int) time.Duration {
+	if n <= largeFrame {
+		return 0
+	}
+	return time.Duration(float64(n-largeFrame) / minReplyRate * float64(time.Second))
+}
 
 func (c *Client) stream(ctx context.Context, target mesh.NodeID) (mesh.Stream, error) {
 	if s, ok := c.streams[target]; ok {

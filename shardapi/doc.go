@@ -21,7 +21,8 @@
 // resend settles them.
 //
 // It does not wait out ReplyTimeout to learn of a new leader: on silence
-// (ProbeAfter without a frame, HeldSilence after a Held or Pending keep-alive) or a
+// (ProbeAfter without a frame, HeldSilence after a Held or Pending keep-alive,
+// each plus a large frame's transfer time beyond 1 MiB at 256 KiB/s) or a
 // broken stream it asks every other live replica at once (OpStatus: the
 // leader each knows and its term), follows the newest term's answer, and
 // never dials a node outside ClientConfig.Replicas (membership's live

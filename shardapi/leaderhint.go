@@ -20,7 +20,9 @@ import (
 //
 //   - From the dial to the final reply, a watcher counts the frames that
 //     arrive. After ProbeAfter without one (HeldSilence after a Held
-//     frame, whose keep-alives come every HeldKeepAlive) it probes every
+//     frame, whose keep-alives come every HeldKeepAlive) — plus, for a
+//     request or reply over 1 MiB, the time its bytes take to cross at
+//     256 KiB/s (transferAllowance) — it probes every
 //     other replica at once with an OpStatus request, and again every
 //     ProbeAfter while the silence lasts. Each answer names the leader that
 //     replica knows and its raft term; the newest term's leader wins. If
@@ -97,7 +99,9 @@ func (w *watch) abort() {
 // watchSilence runs while try dials target, writes the request and waits
 // for the reply: on silence it probes the other replicas and, when they
 // name another leader, records it in w.found and aborts the attempt.
-func (c *Client) watchSilence(ctx context.Context, target, failed mesh.NodeID, w *watch) {
+// allow is added to the silence it tolerates: the time a large request or
+// reply takes to cross (transferAllowance), during which no frame arrives.
+func (c *Client) watchSilence(ctx context.Context, target, failed mesh.NodeID, allow time.Duration, w *watch) {
 	defer close(w.done)
 	last := w.frames.Load()
 	var silent time.Duration
@@ -114,9 +118,9 @@ func (c *Client) watchSilence(ctx context.Context, target, failed mesh.NodeID, w
 			continue
 		}
 		silent += c.cfg.ProbeAfter
-		need := c.cfg.ProbeAfter
+		need := c.cfg.ProbeAfter + allow
 		if w.held.Load() {
-			need = c.cfg.HeldSilence
+			need = c.cfg.HeldSilence + allow
 		}
 		if silent < need {
 			continue

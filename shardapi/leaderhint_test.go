@@ -334,3 +334,54 @@ func TestClientNeverDialsDeadMember(t *testing.T) {
 func withoutLate0(p []int64) []int64 {
 	return slices.DeleteFunc(slices.Clone(p), func(i int64) bool { return i == 0 })
 }
+
+// TestClientWaitsOutALargeTransferBeforeProbing: a 3 MiB request to a
+// leader that does not answer is given transferAllowance (8 s at 256
+// KiB/s beyond 1 MiB) on top of ProbeAfter before the watcher probes: no
+// probe stream per silence period while a large frame crosses. Then it
+// probes, follows the new leader and resends there as before.
+func TestClientWaitsOutALargeTransferBeforeProbing(t *testing.T) {
+	f := newFakeShard(t, "a", "b", "c")
+	f.set("a", 1)
+	c, timers := f.client()
+	push(t, c, timers, 0)
+
+	f.set("b", 2, "a")
+	payload := make([]byte, 3<<20)
+	p0 := c.Probes() // push 0's timers may have probed
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.call(context.Background(), c.request(OpPush, 1), payload)
+		done <- err
+	}()
+	quiet := int((c.cfg.ProbeAfter + transferAllowance(len(payload))) / c.cfg.ProbeAfter)
+	if quiet < 30 {
+		t.Fatalf("allowance of %d silence periods for 3 MiB, want ≥ 30", quiet)
+	}
+	fired := 0
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fired < quiet {
+				t.Fatalf("resent after %d silence periods, want ≥ %d", fired, quiet)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if b := withoutLate0(f.pushes["b"]); !slices.Equal(b, []int64{1}) {
+				t.Fatalf("b acknowledged %v, want [1]", f.pushes["b"])
+			}
+			return
+		case ch := <-timers:
+			// The watcher asks for its next timer only after handling the
+			// last one (a probe included).
+			if p := c.Probes(); fired < quiet && p != p0 {
+				t.Fatalf("probed after %d silence periods, want none before %d", fired, quiet)
+			}
+			fired++
+			ch <- time.Now()
+		}
+	}
+}
