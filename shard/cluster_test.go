@@ -26,6 +26,7 @@ type cluster struct {
 	logger *slog.Logger
 	cfg    func(id mesh.NodeID) Config
 	stores func(id mesh.NodeID) *raftstore.Stores
+	clock  WallClock // nil: SystemClock
 
 	mu   sync.Mutex
 	trs  map[mesh.NodeID]*mesh.InmemTransport
@@ -136,8 +137,12 @@ func (c *cluster) start(id mesh.NodeID) *Replica {
 		c.t.Fatal(err)
 	}
 	l := &appliedLog{}
+	clk := c.clock
+	if clk == nil {
+		clk = SystemClock{}
+	}
 	r, err := NewReplica(c.cfg(id), Deps{Transport: tr, Resolve: c.resolve, RaftTransport: rt, Stores: c.stores(id),
-		Clock: SystemClock{}, Logger: c.logger.With("node", id), Observer: l.add, OnLeader: l.led,
+		Clock: clk, Logger: c.logger.With("node", id), Observer: l.add, OnLeader: l.led,
 		AllowRaftPeer: c.placed})
 	if err != nil {
 		c.t.Fatal(err)

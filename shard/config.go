@@ -51,6 +51,14 @@ type Config struct {
 	MaxBatchPushes     int
 	MaxBatchBytes      int
 	MaxInflightBatches int
+	// BatchLinger is how long the proposer, holding fewer pushes than the
+	// shard has workers and finding the queue empty, waits for more before
+	// it proposes; it stops as soon as the batch holds one push per worker
+	// (or a batch limit). Workers a gate releases together push within a
+	// few milliseconds of one another, and without the wait the first push
+	// after an idle moment went alone into its own entry. 0 proposes at
+	// once. See DefaultBatchLinger for what it bought.
+	BatchLinger time.Duration
 	// SumBatches makes the leader send the pushes of a batch that the gate
 	// will take as one summed gradient (aggregate.go).
 	SumBatches bool
@@ -70,6 +78,12 @@ type Config struct {
 	Suspect SuspectPolicy
 }
 
+// DefaultBatchLinger is Config.BatchLinger's default. MEASUREMENT PENDING.
+const DefaultBatchLinger = 15 * time.Millisecond
+
+// maxBatchLinger keeps a mistyped linger from stalling every push.
+const maxBatchLinger = time.Second
+
 // DefaultConfig returns the node's settings for shard on node id.
 func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 	return Config{
@@ -87,6 +101,7 @@ func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 		MaxBatchPushes:     64,
 		MaxBatchBytes:      32 << 20,
 		MaxInflightBatches: 1,
+		BatchLinger:        DefaultBatchLinger,
 		SumBatches:         true,
 		ApplyTimeout:       5 * time.Second,
 		HeldKeepAlive:      time.Second,
@@ -221,6 +236,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("shard: Config.IdleStreamTimeout (%s) must exceed HeldKeepAlive (%s)", c.IdleStreamTimeout, c.HeldKeepAlive)
 	case c.MaxInflightBatches < 1:
 		return fmt.Errorf("shard: Config.MaxInflightBatches (%d) must be at least 1", c.MaxInflightBatches)
+	case c.BatchLinger < 0 || c.BatchLinger > maxBatchLinger:
+		return fmt.Errorf("shard: Config.BatchLinger (%s) must be in [0, %s]", c.BatchLinger, maxBatchLinger)
 	}
 	return nil
 }

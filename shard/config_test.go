@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -43,5 +44,22 @@ func TestForEntryBytes(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestValidateNamesABadBatchLinger: a negative or over-long linger is
+// refused with its value; 0 (propose at once) is valid.
+func TestValidateNamesABadBatchLinger(t *testing.T) {
+	for _, d := range []time.Duration{-time.Millisecond, 2 * time.Second} {
+		c := DefaultConfig(0, "n1")
+		c.BatchLinger = d
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "BatchLinger ("+d.String()+")") {
+			t.Errorf("BatchLinger %v: %v", d, err)
+		}
+	}
+	c := DefaultConfig(0, "n1")
+	c.BatchLinger = 0
+	if err := c.Validate(); err != nil {
+		t.Errorf("BatchLinger 0: %v", err)
 	}
 }

@@ -471,6 +471,16 @@ func (f *FSM) Params(dst []float32) []float32 {
 	return dst
 }
 
+// Workers is the number of workers the gate knows (0 before Init).
+func (f *FSM) Workers() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.gate == nil {
+		return 0
+	}
+	return f.gate.Len()
+}
+
 // Status returns the current view.
 func (f *FSM) Status() shardapi.Status {
 	f.mu.RLock()

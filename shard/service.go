@@ -375,15 +375,9 @@ func (s *service) proposer() {
 		case <-s.r.ctx.Done():
 			return
 		}
-		batch, bytes := []*pending{first}, len(first.grad)
-	drain:
-		for len(batch) < s.r.cfg.MaxBatchPushes && bytes < s.r.cfg.MaxBatchBytes {
-			select {
-			case p := <-s.queue:
-				batch, bytes = append(batch, p), bytes+len(p.grad)
-			default:
-				break drain
-			}
+		batch, ok := s.fill(first)
+		if !ok {
+			return
 		}
 		batch, data, err := s.group(batch)
 		if err != nil {
@@ -399,6 +393,38 @@ func (s *service) proposer() {
 		s.cnt.proposed.Add(uint64(len(batch)))
 		s.flight <- flight{start: time.Now(), f: s.r.raft.Apply(data, s.r.cfg.ApplyTimeout), batch: batch}
 	}
+}
+
+// fill drains the queue into a batch that starts with first, up to the
+// batch limits. Finding the queue empty with fewer pushes than the shard
+// has workers, it waits up to BatchLinger for the others. It reports false
+// when the replica stops.
+func (s *service) fill(first *pending) ([]*pending, bool) {
+	batch, bytes := []*pending{first}, len(first.grad)
+	var linger <-chan time.Time
+	for len(batch) < s.r.cfg.MaxBatchPushes && bytes < s.r.cfg.MaxBatchBytes {
+		select {
+		case p := <-s.queue:
+			batch, bytes = append(batch, p), bytes+len(p.grad)
+			continue
+		default:
+		}
+		if s.r.cfg.BatchLinger <= 0 || len(batch) >= s.r.fsm.Workers() {
+			break
+		}
+		if linger == nil {
+			linger = s.r.deps.Clock.After(s.r.cfg.BatchLinger)
+		}
+		select {
+		case p := <-s.queue:
+			batch, bytes = append(batch, p), bytes+len(p.grad)
+		case <-linger:
+			return batch, true
+		case <-s.r.ctx.Done():
+			return batch, false
+		}
+	}
+	return batch, true
 }
 
 // completer waits on proposals in order and answers their pushes.
