@@ -174,7 +174,9 @@
 // at that index (no copy of θ per reply).
 //
 // Time: receipt times, the only time that enters the replicated state, come
-// from the injected [WallClock] (Deps.Clock). Everything else runs on real
+// from the injected [WallClock] (Deps.Clock), and so does the proposer's
+// batch linger (Config.BatchLinger: a batch holding fewer pushes than the
+// shard has workers waits that long for the others). Everything else runs on real
 // time: raft's timers, the client's backoff and read deadlines, the
 // keep-alive ticker.
 package shard
