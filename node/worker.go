@@ -117,9 +117,14 @@ func (w *worker) run(ctx context.Context) {
 		}
 	}()
 	for ctx.Err() == nil {
-		t := slices.Min(w.iters)
+		var t int64
 		if fl != nil {
-			t = fl.iter + 1 // w.iters belongs to the push in flight until it is done
+			// w.iters belongs to the push in flight until it is done: not
+			// even read here (go test -race caught a slices.Min of it
+			// racing with the push's w.iters[s]++).
+			t = fl.iter + 1
+		} else {
+			t = slices.Min(w.iters)
 		}
 		w.n.obs.Computing(w.n.id, t, w.reads)
 		batch, used := w.next(t)
