@@ -45,6 +45,17 @@ func balancedFailover(t *testing.T, job func(c *node.Config)) *recorder {
 	rec := newRecorder()
 	m := startMesh(t, nodes, shards, rec, func(i int, c *node.Config) {
 		c.Spec.Balance = true
+		// A quarter of the default rate: each of the four workers' pushes
+		// is a step, and under --pipeline every one lands a round late
+		// (the worker's own included). At 0.05 the synthetic job
+		// diverged whenever the four started together — on a loaded
+		// machine, or under -race — until, about 24 rounds in, every
+		// gradient was NaN, the shards refused them and the workers
+		// stopped (20 refusals in a row), short of the iterations
+		// waited for. When the first node trained alone for its first
+		// rounds (an idle machine) it had converged before the others
+		// joined, which is why it passed there.
+		c.Spec.LR = 0.0125
 		c.ComputeDelay = 2 * time.Millisecond
 		c.Slowdown = []float64{1, 1, 2, 4}[i]
 		if job != nil {

@@ -265,6 +265,7 @@ type recorder struct {
 	leaders map[uint32]leadership
 	removed map[uint32]map[clock.WorkerID]bool
 	samples map[mesh.NodeID]map[int64]int64 // per worker, per iteration acknowledged by shard 0
+	pushErr map[mesh.NodeID]string          // per worker, its last failed push's error (wait's timeout shows them)
 
 	reads      int   // slice versions read through the gate
 	maxLag     int64 // the largest iteration − t_min among them
@@ -278,7 +279,7 @@ type leadership struct {
 
 func newRecorder() *recorder {
 	return &recorder{changed: make(chan struct{}), acked: map[mesh.NodeID]int64{}, leaders: map[uint32]leadership{},
-		removed: map[uint32]map[clock.WorkerID]bool{}, samples: map[mesh.NodeID]map[int64]int64{}}
+		removed: map[uint32]map[clock.WorkerID]bool{}, samples: map[mesh.NodeID]map[int64]int64{}, pushErr: map[mesh.NodeID]string{}}
 }
 
 func (r *recorder) update(f func()) {
@@ -306,9 +307,9 @@ func (r *recorder) wait(t *testing.T, what string, cond func() bool) {
 		case <-ch:
 		case <-timeout.C:
 			r.mu.Lock()
-			acked := fmt.Sprint(r.acked)
+			acked, errs := fmt.Sprint(r.acked), fmt.Sprint(r.pushErr)
 			r.mu.Unlock()
-			t.Fatalf("timed out waiting for %s (iterations acknowledged by shard 0: %s)", what, acked)
+			t.Fatalf("timed out waiting for %s (iterations acknowledged by shard 0: %s; last push errors: %s)", what, acked, errs)
 		}
 	}
 }
@@ -382,7 +383,13 @@ func (o nodeObserver) Computing(w mesh.NodeID, iter int64, reads []node.SliceRea
 }
 
 func (o nodeObserver) PushDone(shard uint32, w mesh.NodeID, iter, samples int64, err error) {
-	if err != nil || shard != 0 || samples == 0 {
+	if err != nil {
+		o.r.mu.Lock()
+		o.r.pushErr[w] = fmt.Sprintf("shard %d iter %d: %v", shard, iter, err)
+		o.r.mu.Unlock()
+		return
+	}
+	if shard != 0 || samples == 0 {
 		return
 	}
 	o.r.update(func() {
