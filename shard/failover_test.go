@@ -46,11 +46,13 @@ func failoverRun(t *testing.T, seed uint64) time.Duration {
 	var killed mesh.NodeID
 	var stall time.Duration
 	served := make(chan struct{})
+	var killing atomic.Bool
 	onAck := func() {
 		if acks.Add(1) != killAt {
 			return
 		}
 		killed = c.waitLeader("").cfg.ID
+		killing.Store(true)
 		go func() {
 			defer close(served)
 			start := time.Now()
@@ -68,6 +70,9 @@ func failoverRun(t *testing.T, seed uint64) time.Duration {
 		}()
 	}
 	acked := runWorkers(t, c, ids, []clock.WorkerID{"w1", "w2", "w3", "w4"}, iters, n, onAck)
+	if !killing.Load() {
+		t.Fatalf("seed %d: the leader was never killed: %d acks, the kill was due at the %dth", seed, acks.Load(), killAt)
+	}
 	<-served
 	hash := c.waitSame()
 	survivors := c.live()
