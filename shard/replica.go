@@ -230,19 +230,29 @@ func (r *Replica) propose(ctx context.Context, b []byte) (shardapi.Applied, erro
 		return shardapi.Applied{}, r.notLeader()
 	}
 	f := r.raft.Apply(b, r.cfg.ApplyTimeout)
+	switch err := awaitFuture(ctx, f); {
+	case err == nil:
+		return f.Response().(shardapi.Applied), nil
+	case err == ctx.Err():
+		return shardapi.Applied{}, fmt.Errorf("shard %d: apply (outcome unknown): %w", r.cfg.Shard, err)
+	case isLeadershipErr(err):
+		return shardapi.Applied{}, fmt.Errorf("%w (outcome unknown: %v)", r.notLeader(), err)
+	default:
+		return shardapi.Applied{}, fmt.Errorf("shard %d: apply: %w", r.cfg.Shard, err)
+	}
+}
+
+// awaitFuture waits for f's outcome, or for ctx to end (then it returns
+// ctx.Err()): raft may never answer an entry committed as it shut down
+// (hashicorp/raft#498), and Shutdown must not wait on such a waiter.
+func awaitFuture(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
 	case err := <-done:
-		if err != nil {
-			if isLeadershipErr(err) {
-				return shardapi.Applied{}, fmt.Errorf("%w (outcome unknown: %v)", r.notLeader(), err)
-			}
-			return shardapi.Applied{}, fmt.Errorf("shard %d: apply: %w", r.cfg.Shard, err)
-		}
-		return f.Response().(shardapi.Applied), nil
+		return err
 	case <-ctx.Done():
-		return shardapi.Applied{}, fmt.Errorf("shard %d: apply (outcome unknown): %w", r.cfg.Shard, ctx.Err())
+		return ctx.Err()
 	}
 }
 

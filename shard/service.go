@@ -436,15 +436,8 @@ func (s *service) completer() {
 		case <-s.r.ctx.Done():
 			return
 		}
-		// raft may never answer an entry committed as it shut down
-		// (hashicorp/raft#498): waiting on ctx too keeps Shutdown from
-		// waiting on this goroutine for good, as propose does.
-		done := make(chan error, 1)
-		go func() { done <- fl.f.Error() }()
-		var err error
-		select {
-		case err = <-done:
-		case <-s.r.ctx.Done():
+		err := awaitFuture(s.r.ctx, fl.f)
+		if err != nil && err == s.r.ctx.Err() {
 			return
 		}
 		if err == nil && s.r.deps.ApplyTime != nil {
