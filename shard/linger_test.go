@@ -7,6 +7,7 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 // lingerClock hands the proposer a linger timer the test fires, and says
@@ -38,9 +39,7 @@ func TestBatchLingerWaitsForEveryWorker(t *testing.T) {
 	ids := c.bootZeros(1, n, "asp")
 	leader := c.waitLeader("")
 	workers := []clock.WorkerID{"a", "b", "c"}
-	clients := map[clock.WorkerID]interface {
-		Push(context.Context, int64, int64, int64, []float32, []float32) ([]float32, error)
-	}{}
+	clients := map[clock.WorkerID]*shardapi.Client{}
 	for _, w := range workers {
 		cl := c.client(w, ids)
 		if _, err := cl.AddWorker(context.Background(), 0); err != nil {
