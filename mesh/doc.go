@@ -75,6 +75,13 @@
 // peer may or may not have received and acted on the request; callers resend
 // with the same idempotency key (the shard layer's (worker, iter)).
 //
+// A node's stream to itself (a worker pushing to the shard its own node
+// leads) never touches QUIC: [QUICTransport] makes it of two in-memory
+// pipes, as [InmemTransport]'s streams are, and delivers it to its own
+// listener; no connection, packet, AEAD or syscall, and the node always
+// hears itself ([SilenceReporter]). Nothing crosses a process boundary, so
+// there is nothing to authenticate; the far end's Peer is the node itself.
+//
 // [InmemTransport] (from [InmemNetwork.NewTransport]) implements the same
 // interface in memory; the network's [FaultHook] can drop, delay, duplicate
 // or corrupt whole frames (each Write of a raw stream counts as one frame),
@@ -88,7 +95,8 @@
 // leave moves only the replicas that hash to the node concerned.
 //
 // Lock order: InmemCluster.mu before an eventQueue's mu; a listenerSet's mu
-// is taken alone; no other two locks are ever held together. No lock is held
+// is taken alone (a stream to itself is delivered after QUICTransport.mu is
+// released); no other two locks are ever held together. No lock is held
 // while calling memberlist or a FaultHook, nor while quic-go dials or
 // accepts.
 package mesh

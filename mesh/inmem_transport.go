@@ -87,6 +87,7 @@ type InmemTransport struct {
 	frames FrameLimits
 	lis    *listenerSet
 	cnt    counters
+	end    *pipeEnd
 
 	mu      sync.Mutex
 	streams map[*inmemStream]struct{}
@@ -107,6 +108,7 @@ func (n *InmemNetwork) NewTransport(id NodeID, addr string, frames FrameLimits) 
 		return nil, fmt.Errorf("mesh: inmem address %q in use", addr)
 	}
 	t := &InmemTransport{net: n, id: id, addr: addr, frames: frames, lis: newListenerSet(128), streams: make(map[*inmemStream]struct{})}
+	t.end = &pipeEnd{id: id, addr: addr, frames: frames, cnt: &t.cnt, verdict: n.verdict}
 	n.byAddr[addr] = t
 	return t, nil
 }
@@ -133,10 +135,7 @@ func (t *InmemTransport) Dial(ctx context.Context, peer NodeID, addr string, ch 
 		t.cnt.dialFailures.Add(1)
 		return nil, fmt.Errorf("%w: dialled %q but %q answers at %q", ErrPeerIdentity, peer, remote.id, addr)
 	}
-	ab, ba := newPipe(), newPipe()
-	local := &inmemStream{t: t, peer: peer, ch: ch, r: ba, w: ab}
-	far := &inmemStream{t: remote, peer: t.id, ch: ch, r: ab, w: ba}
-	local.other, far.other = far, local
+	local, far := newPipePair(t.end, remote.end, ch)
 	if !t.add(local) {
 		return nil, ErrClosed
 	}
@@ -184,8 +183,20 @@ func (t *InmemTransport) Close() error {
 	return nil
 }
 
+// pipeEnd is what a stream of pipes needs from the transport at one end.
+type pipeEnd struct {
+	id     NodeID
+	addr   string
+	frames FrameLimits
+	cnt    *counters
+	// verdict decides each frame's fate; nil: every frame arrives.
+	verdict func(from, to NodeID, ch Channel, frame []byte) Fault
+}
+
+// inmemStream is one end of a stream made of two pipes: the in-memory
+// transport's, and the QUIC transport's streams to its own node.
 type inmemStream struct {
-	t     *InmemTransport
+	end   *pipeEnd
 	other *inmemStream
 	peer  NodeID
 	ch    Channel
@@ -193,6 +204,18 @@ type inmemStream struct {
 	// maxPayload (SetMaxPayload) is read and written by the receiving
 	// goroutine only.
 	maxPayload int
+	// release, when set, is called on every Close (it must be idempotent):
+	// the QUIC transport forgets its streams to itself.
+	release func()
+}
+
+// newPipePair returns the two ends of a stream on ch from a to b.
+func newPipePair(a, b *pipeEnd, ch Channel) (local, far *inmemStream) {
+	ab, ba := newPipe(), newPipe()
+	local = &inmemStream{end: a, peer: b.id, ch: ch, r: ba, w: ab}
+	far = &inmemStream{end: b, peer: a.id, ch: ch, r: ab, w: ba}
+	local.other, far.other = far, local
+	return local, far
 }
 
 type inmemAddr string
@@ -202,8 +225,8 @@ func (a inmemAddr) String() string  { return string(a) }
 
 func (s *inmemStream) Peer() NodeID               { return s.peer }
 func (s *inmemStream) Channel() Channel           { return s.ch }
-func (s *inmemStream) LocalAddr() net.Addr        { return inmemAddr(s.t.addr) }
-func (s *inmemStream) RemoteAddr() net.Addr       { return inmemAddr(s.other.t.addr) }
+func (s *inmemStream) LocalAddr() net.Addr        { return inmemAddr(s.end.addr) }
+func (s *inmemStream) RemoteAddr() net.Addr       { return inmemAddr(s.other.end.addr) }
 func (s *inmemStream) Read(b []byte) (int, error) { return s.r.read(b) }
 
 func (s *inmemStream) Write(b []byte) (int, error) {
@@ -215,7 +238,10 @@ func (s *inmemStream) Write(b []byte) (int, error) {
 
 // send passes one frame through the network's faults to the peer.
 func (s *inmemStream) send(frame []byte) error {
-	f := s.t.net.verdict(s.t.id, s.peer, s.ch, frame)
+	var f Fault
+	if s.end.verdict != nil {
+		f = s.end.verdict(s.end.id, s.peer, s.ch, frame)
+	}
 	if f.Drop {
 		return s.w.writable()
 	}
@@ -234,6 +260,9 @@ func (s *inmemStream) send(frame []byte) error {
 func (s *inmemStream) Close() error {
 	s.r.close()
 	s.w.close()
+	if s.release != nil {
+		s.release()
+	}
 	return nil
 }
 
@@ -250,7 +279,7 @@ func (s *inmemStream) SetReadDeadline(d time.Time) error {
 func (s *inmemStream) SetWriteDeadline(time.Time) error { return nil }
 
 func (s *inmemStream) SendFrame(header any, payload []byte) error {
-	b, err := appendFramePrefix(nil, header, len(payload), s.t.frames)
+	b, err := appendFramePrefix(nil, header, len(payload), s.end.frames)
 	if err != nil {
 		return err
 	}
@@ -258,10 +287,10 @@ func (s *inmemStream) SendFrame(header any, payload []byte) error {
 }
 
 func (s *inmemStream) RecvFrame(header any) ([]byte, error) {
-	p, err := readFrame(s, header, limitPayload(s.t.frames, s.maxPayload))
+	p, err := readFrame(s, header, limitPayload(s.end.frames, s.maxPayload))
 	if fe, ok := errors.AsType[*FrameError](err); ok {
 		fe.Peer = s.peer
-		s.t.cnt.frameErrors.Add(1)
+		s.end.cnt.frameErrors.Add(1)
 		s.Close()
 	}
 	return p, err

@@ -44,8 +44,11 @@ type QUICTransport struct {
 	mu     sync.Mutex
 	peers  map[NodeID]*quic.Conn // the connection Dial reuses, either direction
 	all    map[*quic.Conn]NodeID
-	byPeer map[NodeID][]*quic.Conn // each peer's connections, oldest first (MaxConnsPerPeer)
+	byPeer map[NodeID][]*quic.Conn   // each peer's connections, oldest first (MaxConnsPerPeer)
+	loops  map[*inmemStream]struct{} // open streams to this node itself, one end each (loopback.go)
 	closed bool
+
+	self *pipeEnd // this node's end of its streams to itself
 
 	sil silence // silence.go
 }
@@ -82,7 +85,9 @@ func NewQUICTransport(cfg TransportConfig, creds *NodeCredentials, log *slog.Log
 		peers:  make(map[NodeID]*quic.Conn),
 		all:    make(map[*quic.Conn]NodeID),
 		byPeer: make(map[NodeID][]*quic.Conn),
+		loops:  make(map[*inmemStream]struct{}),
 	}
+	t.self = &pipeEnd{id: creds.ID(), addr: udp.LocalAddr().String(), frames: cfg.Frames, cnt: &t.cnt}
 	t.ln, err = t.qt.Listen(creds.ServerTLS(), t.qconf)
 	if err != nil {
 		udp.Close()
@@ -104,8 +109,12 @@ func (t *QUICTransport) Stats() Stats { return t.cnt.snapshot() }
 func (t *QUICTransport) Listen(ch Channel) (Listener, error) { return t.lis.listen(ch) }
 
 // Dial opens a stream on ch to peer. A cached connection that turns out to
-// be dead is dropped and dialled again once.
+// be dead is dropped and dialled again once. A stream to this node itself
+// stays in memory (dialSelf).
 func (t *QUICTransport) Dial(ctx context.Context, peer NodeID, addr string, ch Channel) (Stream, error) {
+	if peer == t.LocalID() {
+		return t.dialSelf(ctx, ch)
+	}
 	for attempt := 0; ; attempt++ {
 		conn, fresh, err := t.conn(ctx, peer, addr)
 		if err != nil {
@@ -322,6 +331,7 @@ func (t *QUICTransport) Close() error {
 
 	t.cancel()
 	t.lis.closeAll()
+	t.closeLoops()
 	for c := range conns {
 		c.CloseWithError(codeClosing, "transport closed")
 	}

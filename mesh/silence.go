@@ -69,8 +69,12 @@ func (t *QUICTransport) sampleSilence() {
 }
 
 // PeerSilence implements SilenceReporter: the least silence over peer's
-// open connections (one that still hears the peer is enough).
+// open connections (one that still hears the peer is enough). A node
+// always hears itself: its streams to itself need no connection.
 func (t *QUICTransport) PeerSilence(peer NodeID) (time.Duration, bool) {
+	if peer == t.LocalID() {
+		return 0, true
+	}
 	t.mu.Lock()
 	conns := append([]*quic.Conn(nil), t.byPeer[peer]...)
 	t.mu.Unlock()
