@@ -81,6 +81,11 @@
 // listener; no connection, packet, AEAD or syscall, and the node always
 // hears itself ([SilenceReporter]). Nothing crosses a process boundary, so
 // there is nothing to authenticate; the far end's Peer is the node itself.
+// A payload of 256 KiB or more is lent to the reader, not copied: SendFrame
+// returns once the reader has taken it (or the write deadline passes, or
+// the stream closes, which cuts the frame), so a large model's 6 MB push to
+// itself never exists twice and a slow reader holds its sender back, as
+// QUIC's flow control would.
 //
 // [InmemTransport] (from [InmemNetwork.NewTransport]) implements the same
 // interface in memory; the network's [FaultHook] can drop, delay, duplicate

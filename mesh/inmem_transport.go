@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -191,7 +192,16 @@ type pipeEnd struct {
 	cnt    *counters
 	// verdict decides each frame's fate; nil: every frame arrives.
 	verdict func(from, to NodeID, ch Channel, frame []byte) Fault
+	// lend: SendFrame passes a payload of lendBytes or more to the reader
+	// without copying it and returns once the reader has taken it all (as
+	// a QUIC stream's Write holds the caller's bytes until they are
+	// packed). A node's 6 MB pushes to itself then never exist twice,
+	// and a reader that falls behind holds its sender back.
+	lend bool
 }
+
+// lendBytes is the smallest payload a lending end passes by reference.
+const lendBytes = 256 << 10
 
 // inmemStream is one end of a stream made of two pipes: the in-memory
 // transport's, and the QUIC transport's streams to its own node.
@@ -275,15 +285,26 @@ func (s *inmemStream) SetReadDeadline(d time.Time) error {
 	return nil
 }
 
-// SetWriteDeadline is accepted and ignored: in-memory writes never block.
-func (s *inmemStream) SetWriteDeadline(time.Time) error { return nil }
+// SetWriteDeadline bounds a lent payload's wait for its reader; other
+// writes never block.
+func (s *inmemStream) SetWriteDeadline(d time.Time) error {
+	s.w.setWriteDeadline(d)
+	return nil
+}
 
 func (s *inmemStream) SendFrame(header any, payload []byte) error {
+	lend := s.end.lend && s.end.verdict == nil && len(payload) >= lendBytes
 	b, err := appendFramePrefix(nil, header, len(payload), s.end.frames)
 	if err != nil {
 		return err
 	}
-	return s.send(append(b, payload...))
+	if !lend {
+		return s.send(append(b, payload...))
+	}
+	if err := s.w.write(b, 0); err != nil {
+		return err
+	}
+	return s.w.lend(payload)
 }
 
 func (s *inmemStream) RecvFrame(header any) ([]byte, error) {
@@ -301,19 +322,27 @@ func (s *inmemStream) SetMaxPayload(n int) { s.maxPayload = n }
 // pipe is one direction of an in-memory stream: an unbounded queue of
 // frames, each readable from its arrival time on.
 type pipe struct {
-	mu       sync.Mutex
-	q        []unit
-	closed   bool
-	deadline time.Time
-	wake     chan struct{} // closed and replaced on every change
+	mu        sync.Mutex
+	q         []unit
+	closed    bool
+	deadline  time.Time     // the reader's
+	wdeadline time.Time     // a lender's (lend)
+	wmoved    chan struct{} // closed and replaced when wdeadline changes
+	wake      chan struct{} // closed and replaced on every change
+	done      chan struct{} // closed by close
 }
 
 type unit struct {
 	b  []byte
 	at time.Time
+	// taken, for a lent unit, is closed once the reader has copied b
+	// whole; b is the sender's memory until then.
+	taken chan struct{}
 }
 
-func newPipe() *pipe { return &pipe{wake: make(chan struct{})} }
+func newPipe() *pipe {
+	return &pipe{wake: make(chan struct{}), done: make(chan struct{}), wmoved: make(chan struct{})}
+}
 
 func (p *pipe) changed() {
 	close(p.wake)
@@ -344,6 +373,72 @@ func (p *pipe) write(b []byte, delay time.Duration) error {
 	return nil
 }
 
+// lend queues b without copying it and waits until the reader has taken
+// it whole. If the pipe closes or the write deadline passes first, the
+// part not yet read is withdrawn (the reader copies under p.mu, so b is
+// the caller's again on return) and the pipe is closed: the frame is cut.
+func (p *pipe) lend(b []byte) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return io.ErrClosedPipe
+	}
+	at := time.Now()
+	if n := len(p.q); n > 0 && p.q[n-1].at.After(at) {
+		at = p.q[n-1].at
+	}
+	taken := make(chan struct{})
+	p.q = append(p.q, unit{b: b, at: at, taken: taken})
+	p.changed()
+	p.mu.Unlock()
+	err := p.awaitTaken(taken)
+	p.mu.Lock()
+	p.q = slices.DeleteFunc(p.q, func(u unit) bool { return u.taken == taken })
+	select {
+	case <-taken: // the reader took the last of it meanwhile
+		err = nil
+	default:
+	}
+	p.mu.Unlock()
+	if err != nil {
+		p.close()
+	}
+	return err
+}
+
+// awaitTaken waits for taken, the pipe's close or its write deadline,
+// which a watcher may move while it waits (to abort the send).
+func (p *pipe) awaitTaken(taken chan struct{}) error {
+	for {
+		p.mu.Lock()
+		dl, moved := p.wdeadline, p.wmoved
+		p.mu.Unlock()
+		var expired <-chan time.Time
+		if !dl.IsZero() {
+			t := time.NewTimer(time.Until(dl))
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-taken:
+			return nil
+		case <-p.done:
+			return io.ErrClosedPipe
+		case <-expired:
+			return os.ErrDeadlineExceeded
+		case <-moved:
+		}
+	}
+}
+
+func (p *pipe) setWriteDeadline(d time.Time) {
+	p.mu.Lock()
+	p.wdeadline = d
+	close(p.wmoved)
+	p.wmoved = make(chan struct{})
+	p.mu.Unlock()
+}
+
 func (p *pipe) read(b []byte) (int, error) {
 	for {
 		p.mu.Lock()
@@ -351,6 +446,9 @@ func (p *pipe) read(b []byte) (int, error) {
 		if len(p.q) > 0 && !p.q[0].at.After(now) {
 			n := copy(b, p.q[0].b)
 			if p.q[0].b = p.q[0].b[n:]; len(p.q[0].b) == 0 {
+				if p.q[0].taken != nil {
+					close(p.q[0].taken)
+				}
 				p.q = p.q[1:]
 			}
 			p.mu.Unlock()
@@ -392,6 +490,7 @@ func (p *pipe) close() {
 	defer p.mu.Unlock()
 	if !p.closed {
 		p.closed = true
+		close(p.done)
 		p.changed()
 	}
 }

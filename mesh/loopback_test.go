@@ -3,7 +3,9 @@ package mesh
 import (
 	"errors"
 	"io"
+	"os"
 	"testing"
+	"time"
 )
 
 // A node's stream to itself carries frames to its own listener without a
@@ -84,5 +86,85 @@ func TestQUICDialToItselfOnAnUnknownChannelFails(t *testing.T) {
 	}
 	if st := a.Stats(); st.UnroutedStreams != 1 || st.Dials != 0 {
 		t.Fatalf("stats %+v: want one unrouted stream, no connection", st)
+	}
+}
+
+// A large payload to itself is lent, not copied: SendFrame returns once
+// the reader has it; a write deadline or a close while it waits cuts the
+// stream and gives the payload back.
+func TestQUICDialToItselfLendsLargePayloads(t *testing.T) {
+	sec := mustSecurity(t, mustKey(t))
+	a := newQUICNode(t, sec, "a")
+	ch := Channel{Kind: KindRPC, Shard: 1}
+	ln, err := a.Listen(ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	dial := func() (Stream, Stream) {
+		s, err := a.Dial(ctx, "a", a.Addr(), ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := ln.Accept(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, in
+	}
+	big := make([]byte, 3*lendBytes)
+	for i := range big {
+		big[i] = byte(i)
+	}
+
+	s, in := dial()
+	sent := make(chan error, 1)
+	go func() { sent <- s.SendFrame(echoHeader{Seq: 1}, big) }()
+	var h echoHeader
+	p, err := in.RecvFrame(&h)
+	if err != nil || h.Seq != 1 || string(p) != string(big) {
+		t.Fatalf("got seq %d, %d bytes, %v", h.Seq, len(p), err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("send: %v", err)
+	}
+
+	// Nobody reads: the write deadline ends the wait and the stream.
+	s, in = dial()
+	s.SetWriteDeadline(time.Now().Add(-time.Second))
+	if err := s.SendFrame(echoHeader{Seq: 2}, big); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("send past the write deadline: %v, want ErrDeadlineExceeded", err)
+	}
+	if p, err := in.RecvFrame(&h); err == nil {
+		t.Fatalf("the cut frame arrived whole (%d bytes)", len(p))
+	}
+
+	// The reader closes while the sender waits.
+	s, in = dial()
+	go func() { sent <- s.SendFrame(echoHeader{Seq: 3}, big) }()
+	in.Close()
+	if err := <-sent; err == nil {
+		t.Fatal("send to a closed stream succeeded")
+	}
+}
+
+// A watcher that moves the write deadline while a lent payload waits (the
+// client's abort) ends the wait.
+func TestQUICDialToItselfAbortsALentPayload(t *testing.T) {
+	sec := mustSecurity(t, mustKey(t))
+	a := newQUICNode(t, sec, "a")
+	ch := Channel{Kind: KindRPC, Shard: 1}
+	if _, err := a.Listen(ch); err != nil {
+		t.Fatal(err)
+	}
+	s, err := a.Dial(testCtx(t), "a", a.Addr(), ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- s.SendFrame(echoHeader{Seq: 1}, make([]byte, lendBytes)) }()
+	s.SetWriteDeadline(time.Now())
+	if err := <-sent; err == nil {
+		t.Fatal("a send nobody reads returned no error after the abort")
 	}
 }

@@ -87,7 +87,7 @@ func NewQUICTransport(cfg TransportConfig, creds *NodeCredentials, log *slog.Log
 		byPeer: make(map[NodeID][]*quic.Conn),
 		loops:  make(map[*inmemStream]struct{}),
 	}
-	t.self = &pipeEnd{id: creds.ID(), addr: udp.LocalAddr().String(), frames: cfg.Frames, cnt: &t.cnt}
+	t.self = &pipeEnd{id: creds.ID(), addr: udp.LocalAddr().String(), frames: cfg.Frames, cnt: &t.cnt, lend: true}
 	t.ln, err = t.qt.Listen(creds.ServerTLS(), t.qconf)
 	if err != nil {
 		udp.Close()
