@@ -8,26 +8,37 @@ import (
 	"time"
 )
 
-// A node's stream to itself carries frames to its own listener without a
-// connection: no QUIC connection is made, the far end's peer is the node,
-// the node hears itself, and closing the transport ends the stream.
-func TestQUICDialToItselfStaysInMemory(t *testing.T) {
-	sec := mustSecurity(t, mustKey(t))
-	a := newQUICNode(t, sec, "a")
-	ch := Channel{Kind: KindRPC, Shard: 2}
+// selfNode is a QUIC transport listening on ch, and a way to open a
+// stream to itself on ch: the dialled end and the accepted one.
+func selfNode(t *testing.T, ch Channel) (*QUICTransport, func() (Stream, Stream)) {
+	t.Helper()
+	a := newQUICNode(t, mustSecurity(t, mustKey(t)), "a")
 	ln, err := a.Listen(ch)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t)
-	s, err := a.Dial(ctx, "a", a.Addr(), ch)
-	if err != nil {
-		t.Fatal(err)
+	return a, func() (Stream, Stream) {
+		t.Helper()
+		s, err := a.Dial(ctx, "a", a.Addr(), ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := ln.Accept(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, in
 	}
-	in, err := ln.Accept(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+// A node's stream to itself carries frames to its own listener without a
+// connection: no QUIC connection is made, the far end's peer is the node,
+// the node hears itself, and closing the transport ends the stream.
+func TestQUICDialToItselfStaysInMemory(t *testing.T) {
+	ch := Channel{Kind: KindRPC, Shard: 2}
+	a, dial := selfNode(t, ch)
+	s, in := dial()
 	if in.Peer() != "a" || s.Peer() != "a" || in.Channel() != ch {
 		t.Fatalf("ends: accepted peer %q channel %v, dialled peer %q", in.Peer(), in.Channel(), s.Peer())
 	}
@@ -62,25 +73,18 @@ func TestQUICDialToItselfStaysInMemory(t *testing.T) {
 		t.Fatalf("oversized frame: %v, want ErrBadFrame", err)
 	}
 
-	s2, err := a.Dial(ctx, "a", a.Addr(), ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ln.Accept(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s2, _ := dial()
 	a.Close()
 	if _, err := s2.RecvFrame(&h); !errors.Is(err, io.EOF) {
 		t.Fatalf("after Close: %v, want EOF", err)
 	}
-	if _, err := a.Dial(ctx, "a", a.Addr(), ch); !errors.Is(err, ErrClosed) {
+	if _, err := a.Dial(testCtx(t), "a", a.Addr(), ch); !errors.Is(err, ErrClosed) {
 		t.Fatalf("dial after Close: %v, want ErrClosed", err)
 	}
 }
 
 func TestQUICDialToItselfOnAnUnknownChannelFails(t *testing.T) {
-	sec := mustSecurity(t, mustKey(t))
-	a := newQUICNode(t, sec, "a")
+	a, _ := selfNode(t, Channel{Kind: KindRPC, Shard: 0})
 	if _, err := a.Dial(testCtx(t), "a", a.Addr(), Channel{Kind: KindRaft, Shard: 9}); !errors.Is(err, ErrUnknownChannel) {
 		t.Fatalf("dial: %v, want ErrUnknownChannel", err)
 	}
@@ -93,25 +97,7 @@ func TestQUICDialToItselfOnAnUnknownChannelFails(t *testing.T) {
 // the reader has it; a write deadline or a close while it waits cuts the
 // stream and gives the payload back.
 func TestQUICDialToItselfLendsLargePayloads(t *testing.T) {
-	sec := mustSecurity(t, mustKey(t))
-	a := newQUICNode(t, sec, "a")
-	ch := Channel{Kind: KindRPC, Shard: 1}
-	ln, err := a.Listen(ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := testCtx(t)
-	dial := func() (Stream, Stream) {
-		s, err := a.Dial(ctx, "a", a.Addr(), ch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, err := ln.Accept(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s, in
-	}
+	_, dial := selfNode(t, Channel{Kind: KindRPC, Shard: 1})
 	big := make([]byte, 3*lendBytes)
 	for i := range big {
 		big[i] = byte(i)
@@ -151,16 +137,8 @@ func TestQUICDialToItselfLendsLargePayloads(t *testing.T) {
 // A watcher that moves the write deadline while a lent payload waits (the
 // client's abort) ends the wait.
 func TestQUICDialToItselfAbortsALentPayload(t *testing.T) {
-	sec := mustSecurity(t, mustKey(t))
-	a := newQUICNode(t, sec, "a")
-	ch := Channel{Kind: KindRPC, Shard: 1}
-	if _, err := a.Listen(ch); err != nil {
-		t.Fatal(err)
-	}
-	s, err := a.Dial(testCtx(t), "a", a.Addr(), ch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, dial := selfNode(t, Channel{Kind: KindRPC, Shard: 1})
+	s, _ := dial()
 	sent := make(chan error, 1)
 	go func() { sent <- s.SendFrame(echoHeader{Seq: 1}, make([]byte, lendBytes)) }()
 	s.SetWriteDeadline(time.Now())
