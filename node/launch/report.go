@@ -18,7 +18,8 @@ import (
 // WriteReport writes into dir:
 //
 //	workers.csv   one row per poll per node: elapsed_s, node, id, up, iter,
-//	              iters_per_sec, compute_s, wait_s, loss, slices_kept, slices_pulled
+//	              iters_per_sec, compute_s, wait_s, loss, slices_kept, slices_pulled,
+//	              batch, alloc_version, predicted_s (the last three: --balance)
 //	accuracy.csv  one row per evaluation: elapsed_s, accuracy, loss, by
 //	chaos.csv     one row per kill (only with chaos)
 //	accuracy.png  test accuracy vs time
@@ -29,12 +30,13 @@ func WriteReport(dir string, r *Result) error {
 	}
 	secs := func(d interface{ Seconds() float64 }) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
 	var rows [][]string
-	rows = append(rows, []string{"elapsed_s", "node", "id", "up", "iter", "iters_per_sec", "compute_s", "wait_s", "loss", "slices_kept", "slices_pulled"})
+	rows = append(rows, []string{"elapsed_s", "node", "id", "up", "iter", "iters_per_sec", "compute_s", "wait_s", "loss", "slices_kept", "slices_pulled", "batch", "alloc_version", "predicted_s"})
 	for _, s := range r.Samples {
 		rows = append(rows, []string{secs(s.Elapsed), strconv.Itoa(s.Node), s.ID, strconv.FormatBool(s.Up),
 			strconv.FormatUint(s.Worker.Iter, 10), fmt.Sprintf("%.3f", s.Worker.ItersPerSec),
 			fmt.Sprintf("%.3f", s.Worker.ComputeSeconds), fmt.Sprintf("%.3f", s.Worker.WaitSeconds), fmt.Sprintf("%.5f", s.Worker.Loss),
-			strconv.FormatUint(s.Worker.SlicesKept, 10), strconv.FormatUint(s.Worker.SlicesPulled, 10)})
+			strconv.FormatUint(s.Worker.SlicesKept, 10), strconv.FormatUint(s.Worker.SlicesPulled, 10),
+			strconv.FormatInt(s.Worker.Batch, 10), strconv.FormatUint(s.Worker.AllocVersion, 10), fmt.Sprintf("%.4f", s.Worker.PredictedSeconds)})
 	}
 	if err := writeCSV(filepath.Join(dir, "workers.csv"), rows); err != nil {
 		return err
