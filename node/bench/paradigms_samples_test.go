@@ -86,6 +86,8 @@ func statVariants() []statVariant {
 		{name: "bsp/mom0", entries: 1, momentum: -1},
 		{name: "pipe+balance/extrap0.5", delay: 1, balance: true, entries: 1, extrap: 0.5},
 		{name: "pipe+balance/extrap1", delay: 1, balance: true, entries: 1, extrap: 1},
+		{name: "pipe+balance/4entries", delay: 1, balance: true, entries: statWorkers},
+		{name: "pipe+balance/4entries/extrap0.5", delay: 1, balance: true, entries: statWorkers, extrap: 0.5},
 	}
 }
 
