@@ -25,6 +25,12 @@ type Config struct {
 	// DeadBand: no re-allocation unless it would shorten the slowest
 	// predicted finish by more than this fraction.
 	DeadBand float64
+	// NoiseBand: and none below Rapid unless it would shorten it by more
+	// than NoiseBand × the largest Model.Noise of the fits it compares: a
+	// gain inside the fits' own noise is no gain (on a shared CPU the
+	// compute times move with the load, and chasing them moves the
+	// largest batch, which sets a gated round). 0: off.
+	NoiseBand float64
 	// Step is η, the fraction of the way to the optimum one re-allocation
 	// moves; it halves (down to MinStep) whenever a worker's batch would
 	// move against its previous move, and returns to Step after a rapid one.
@@ -36,11 +42,12 @@ type Config struct {
 
 // DefaultConfig is the configuration for a job whose per-worker batch is
 // base: b_min = max(1, base/8), no memory cap, a window of 16 observations
-// (2 to start), re-allocation at most every 4 rounds, a 5% dead band,
-// steps of ½ halving to ⅛, full steps above a 30% imbalance.
+// (2 to start), re-allocation at most every 4 rounds, a 5% dead band and
+// a noise band of 2.75 standard errors of the fits, steps of ½ halving to ⅛,
+// full steps above a 30% imbalance.
 func DefaultConfig(base int64) Config {
 	return Config{Base: base, Min: max(1, base/8), Window: 16, MinObs: 2, Interval: 4,
-		DeadBand: 0.05, Step: 0.5, MinStep: 0.125, Rapid: 0.3}
+		DeadBand: 0.05, NoiseBand: 2.75, Step: 0.5, MinStep: 0.125, Rapid: 0.3}
 }
 
 // Validate names the bad value.
@@ -56,6 +63,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("balance: window %d and minimum observations %d: want 1 ≤ min ≤ window ≤ 1024", c.Window, c.MinObs)
 	case c.Interval < 1:
 		return fmt.Errorf("balance: interval %d must be at least 1 round", c.Interval)
+	case !(c.NoiseBand >= 0) || c.NoiseBand > 100:
+		return fmt.Errorf("balance: noise band %g: want 0 ≤ noise band ≤ 100", c.NoiseBand)
 	case !(c.DeadBand >= 0) || !(c.Rapid > c.DeadBand):
 		return fmt.Errorf("balance: dead band %g and rapid threshold %g: want 0 ≤ dead band < rapid", c.DeadBand, c.Rapid)
 	case !(c.MinStep > 0) || !(c.Step >= c.MinStep) || c.Step > 1:
@@ -235,7 +244,12 @@ func (b *Balancer) Decide(round int64) bool {
 	// A small imbalance waits Interval rounds, for the last batches to
 	// reach the windows; a large one (a worker slowed, a joiner's first
 	// measurements, the first allocation) is corrected at the next round.
-	if !(gain > b.cfg.DeadBand) || (gain <= b.cfg.Rapid && round-b.changed < b.cfg.Interval) {
+	// Below Rapid, a gain inside the fits' noise is none.
+	var noise float64
+	for _, m := range models {
+		noise = math.Max(noise, m.Noise)
+	}
+	if !(gain > b.cfg.DeadBand) || (gain <= b.cfg.Rapid && (round-b.changed < b.cfg.Interval || !(gain > float64(b.cfg.NoiseBand*noise)))) {
 		return false
 	}
 	next := target

@@ -264,3 +264,49 @@ func twoWorkersObserved(t *testing.T, aNs, bNs int64) *Balancer {
 	}
 	return b
 }
+
+// Equal workers whose compute times are noisy (±30% per iteration, as on
+// two shared cores under load): the predicted gains come from the fits'
+// noise, and re-allocating after them only makes the largest batch, which
+// sets a gated round, larger. With the noise band the allocation stays
+// near the equal split; without it (the 5% dead band alone) it wanders.
+func TestBalancerIgnoresGainsInsideTheFitsNoise(t *testing.T) {
+	run := func(noiseBand float64) (moves uint64, meanMax float64) {
+		cfg := DefaultConfig(64)
+		cfg.NoiseBand = noiseBand
+		b, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &rig{b: b, rng: rand.New(rand.NewPCG(11, 12)), jitter: 0.3}
+		for i := range 4 {
+			r.ids = append(r.ids, fmt.Sprintf("w%02d", i))
+			b.Join(r.ids[i], 0)
+		}
+		per := []float64{1e6, 1e6, 1e6, 1e6}
+		for range 50 {
+			r.step(per)
+		}
+		before := b.Stats().Moves
+		var sum float64
+		for range 400 {
+			r.step(per)
+			var mx int64
+			for _, a := range b.Allocation().Workers {
+				mx = max(mx, a.Batch)
+			}
+			sum += float64(mx)
+		}
+		return b.Stats().Moves - before, sum / 400
+	}
+	offMoves, offMax := run(0)
+	onMoves, onMax := run(DefaultConfig(64).NoiseBand)
+	t.Logf("400 rounds, ±30%% jitter, equal speeds: without the noise band %d moves, mean largest batch %.1f; with it %d moves, %.1f",
+		offMoves, offMax, onMoves, onMax)
+	if onMoves > 4 || onMax > 66 {
+		t.Errorf("with the noise band: %d re-allocations, mean largest batch %.1f (want ≤ 4 and ≤ 66 of 64)", onMoves, onMax)
+	}
+	if offMoves <= onMoves || offMax <= onMax {
+		t.Errorf("the control without the noise band did not wander more: %d moves, %.1f", offMoves, offMax)
+	}
+}

@@ -24,7 +24,9 @@
 //   - [Balancer]: membership, one [Window] per worker, the current
 //     allocation (versioned) and the damping: re-allocation at most every
 //     Interval rounds, only when the predicted gain in the slowest finish
-//     exceeds DeadBand, by a partial step η toward the optimum that halves
+//     exceeds DeadBand and, below Rapid, NoiseBand × the largest relative
+//     standard error of the fits ([Model].Noise: a gain inside the fits'
+//     own noise is none), by a partial step η toward the optimum that halves
 //     on any reversal (down to MinStep), and a full step when the imbalance
 //     exceeds Rapid (a worker that slowed down, joined or left).
 //

@@ -11,6 +11,11 @@ import (
 type Model struct {
 	A float64 // ns per iteration
 	P float64 // ns per sample
+	// Noise is the relative standard error of P as the window fitted it:
+	// the spread of its per-sample times (1.4826·MAD, a robust σ) over
+	// √n, times 1.2533 for a median, over P. Two models whose P differ by
+	// less than a few Noise are not known to differ. 0 when not fitted.
+	Noise float64
 }
 
 // Time is the predicted compute time of a batch of b samples, in ns.
@@ -99,7 +104,14 @@ func (w *Window) Fit(min int) (Model, bool) {
 	for i, o := range w.Obs {
 		per[i] = (float64(o.ComputeNs) - w.A) / float64(o.Samples)
 	}
-	return Model{A: w.A, P: math.Max(median(per), minPerSampleNs)}, true
+	p := math.Max(median(per), minPerSampleNs)
+	dev := make([]float64, n)
+	for i, x := range per {
+		dev[i] = math.Abs(x - p)
+	}
+	sigma := float64(1.4826 * median(dev))
+	noise := float64(1.2533*sigma) / math.Sqrt(float64(n)) / p
+	return Model{A: w.A, P: p, Noise: noise}, true
 }
 
 // median sorts v in place and returns its median (the mean of the middle
