@@ -40,22 +40,6 @@ func TestInProcessPipelinedBalancedMeshKeepsTheBound(t *testing.T) {
 	}
 }
 
-// TestInProcessPipelinedPredictingMeshKeepsTheBound is the same with
-// --pipeline-predict: the gradients computed with a push in flight are
-// taken at θ plus the predicted momentum step, and the reads (θ's
-// versions) keep the bound as before.
-func TestInProcessPipelinedPredictingMeshKeepsTheBound(t *testing.T) {
-	rec := balancedFailover(t, func(c *node.Config) {
-		c.Spec.Paradigm, c.Spec.SLower, c.Spec.Pipeline, c.Spec.PipelinePredict = "ssp", 1, true, true
-	})
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	t.Logf("reads checked %d, max lag %d, iterations computed with the previous push in flight %d", rec.reads, rec.maxLag, rec.overlapped)
-	if rec.reads == 0 || rec.maxLag > 1 || rec.overlapped == 0 {
-		t.Errorf("reads %d, max lag %d (bound 1), overlapped %d", rec.reads, rec.maxLag, rec.overlapped)
-	}
-}
-
 func balancedFailover(t *testing.T, job func(c *node.Config)) *recorder {
 	const nodes, shards = 4, 2
 	rec := newRecorder()

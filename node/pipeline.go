@@ -80,11 +80,7 @@ func (w *worker) land(fl *flight) {
 		if !got {
 			continue
 		}
-		lo, hi := w.bounds[s][0], w.bounds[s][1]
-		if w.predict != nil {
-			w.predict.landed(s, lo, hi, w.theta, fl.into, w.reads[s], fl.reads[s], !fl.apart)
-		}
-		if fl.apart {
+		if lo, hi := w.bounds[s][0], w.bounds[s][1]; fl.apart {
 			copy(w.theta[lo:hi], fl.into[lo:hi])
 		}
 		w.reads[s] = fl.reads[s]
@@ -150,69 +146,4 @@ func (w *worker) settle(ctx context.Context, fl *flight, err error, inARow *int)
 		w.reads[s].Unchecked = w.reads[s].Unchecked || w.iters[s] != fl.iter+1
 	}
 	return true, true, false
-}
-
-// predictor is JobSpec.PipelinePredict: while push t is in flight the loop
-// computes t+1 on the slices of the OK of push t−1, which lack the step
-// the shards are applying for round t. Its momentum part is known: a
-// momentum step is θ −= lr·v with v = μ·v_prev + g, so the step after one
-// of Δ is μ·Δ plus the new gradient's part (BENCHMARKS.md, Balance, run 6:
-// in simulation this recovers most of the extra samples the pipelined
-// gate costs). So the gradient is computed on θ + μ·Δ, Δ being, per
-// slice, the last landed slice minus the one before it, over the rounds
-// between their versions (Version.Min). A slice written straight into θ
-// (no push in flight), one read unchecked, or two versions without a
-// round between them predict nothing. The reads, their versions and their
-// bound are θ's, unchanged; only the point the gradient is taken at moves.
-//
-// Owned by the loop goroutine, like θ.
-type predictor struct {
-	mu    float32   // the job's momentum
-	step  []float32 // per parameter: the last landed slice − the one before
-	scale []float32 // per shard: μ / rounds between the two, 0: none
-	at    []float32 // θ + scale·step, what the gradient is computed on
-	ready bool      // some shard has a step
-}
-
-func newPredictor(spec JobSpec, params, shards int) *predictor {
-	if !spec.PipelinePredict || spec.Momentum <= 0 {
-		return nil
-	}
-	return &predictor{mu: float32(spec.Momentum), step: make([]float32, params),
-		scale: make([]float32, shards), at: make([]float32, params)}
-}
-
-// landed notes that shard s's slice [lo, hi) of θ, at version old, is
-// about to be replaced by next at version nv (next[lo:hi] holds it).
-// direct: the slice was written straight into θ, the old one is gone.
-func (p *predictor) landed(s, lo, hi int, theta, next []float32, old, nv SliceRead, direct bool) {
-	rounds := nv.Min - old.Min
-	if direct || old.Unchecked || nv.Unchecked || rounds <= 0 || old.Index == 0 {
-		p.scale[s] = 0
-		return
-	}
-	for i := lo; i < hi; i++ {
-		p.step[i] = next[i] - theta[i]
-	}
-	p.scale[s] = p.mu / float32(rounds)
-	p.ready = true
-}
-
-// point is what the gradient is computed on: θ + scale·step per shard, or
-// θ itself when no shard has a step.
-func (p *predictor) point(theta []float32, bounds [][2]int) []float32 {
-	if !p.ready {
-		return theta
-	}
-	for s, b := range bounds {
-		lo, hi, k := b[0], b[1], p.scale[s]
-		if k == 0 {
-			copy(p.at[lo:hi], theta[lo:hi])
-			continue
-		}
-		for i := lo; i < hi; i++ {
-			p.at[i] = theta[i] + float32(k*p.step[i])
-		}
-	}
-	return p.at
 }

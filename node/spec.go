@@ -60,12 +60,6 @@ type JobSpec struct {
 	// worker's own last update (docs/design.md, "The read guarantee").
 	// Only ssp and dssp with s_L ≥ 1. Off in a spec persisted before it.
 	Pipeline bool `json:"pipeline,omitempty"`
-	// PipelinePredict (with Pipeline) computes each gradient taken while a
-	// push is in flight on θ + Momentum·(θ − the θ before it), per slice:
-	// the momentum part of the step the read lacks, predicted from the
-	// last step the worker saw (node/pipeline.go, predictor). The reads
-	// and their bound are unchanged. Off in a spec persisted before it.
-	PipelinePredict bool `json:"pipeline_predict,omitempty"`
 
 	// InitFrom is a safetensors file (dssp export, a checkpoint, dssp
 	// train --out) whose parameters the bootstrap node proposes as the
@@ -167,9 +161,6 @@ func (s JobSpec) Validate() error {
 	} else if _, err := p.Pipelined(); s.Pipeline && err != nil {
 		return fmt.Errorf("--pipeline needs --paradigm ssp or dssp with --s-lower >= 1 (got %s): the gate releases at s_L−1 to keep the bound", s.PolicyText())
 	}
-	if s.PipelinePredict && !s.Pipeline {
-		return fmt.Errorf("--pipeline-predict needs --pipeline: only a gradient computed while a push is in flight lacks a step")
-	}
 	switch s.Optimizer {
 	case "sgd":
 		if s.Momentum != 0 {
@@ -239,7 +230,6 @@ var specFlags = []struct {
 	{"outlier-factor", func(s *JobSpec) string { return strconv.FormatFloat(s.OutlierFactor, 'g', -1, 64) }},
 	{"balance", func(s *JobSpec) string { return strconv.FormatBool(s.Balance) }},
 	{"pipeline", func(s *JobSpec) string { return strconv.FormatBool(s.Pipeline) }},
-	{"pipeline-predict", func(s *JobSpec) string { return strconv.FormatBool(s.PipelinePredict) }},
 	{"init-from", func(s *JobSpec) string { return s.InitFrom }},
 	{"wire-precision", func(s *JobSpec) string { return s.wirePrecision() }},
 }
@@ -263,7 +253,6 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = off, else 2 to 1e6)")
 	fs.BoolVar(&s.Balance, "balance", s.Balance, "job: size each worker's mini-batch to its measured speed (global batch fixed, gradients weighted by samples, one job-wide data order); composes with any --paradigm")
 	fs.BoolVar(&s.Pipeline, "pipeline", s.Pipeline, "job: compute iteration t+1 while the push of t is in flight; the gate releases one iteration earlier (s_L−1) so reads keep the bound (ssp or dssp with --s-lower >= 1)")
-	fs.BoolVar(&s.PipelinePredict, "pipeline-predict", s.PipelinePredict, "job: with --pipeline, compute each gradient taken while a push is in flight on θ + momentum·(θ's last step), per slice: the momentum part of the update the read lacks")
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
 	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log, fp32 or bf16 (half the bytes; shards keep fp32 master weights)")
 }

@@ -30,7 +30,6 @@ type worker struct {
 	gi       int
 	theta    []float32               // written only by the loop goroutine
 	landing  []float32               // where a push in flight decodes its slices (pipeline.go), nil until one
-	predict  *predictor              // --pipeline-predict (pipeline.go), else nil
 	iters    []int64                 // next iteration per shard; align keeps them equal
 	reads    []SliceRead             // version of each shard's slice of theta
 	ahead    int64                   // iterations after a push's that its slice serves: 1, 2 under --pipeline
@@ -73,7 +72,6 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 		// The OK of push t serves iteration t+2 too: t+1 is computed
 		// before the OK of t+1 arrives (pipeline.go).
 		w.ahead = 2
-		w.predict = newPredictor(spec, n.model.NumParams(), spec.Shards)
 	}
 	resolve := mesh.ResolveFromMembership(n.members)
 	for s := range w.bounds {
@@ -132,11 +130,7 @@ func (w *worker) run(ctx context.Context) {
 		batch, used := w.next(t)
 		grad := w.grads[w.gi]
 		start := time.Now()
-		at := w.theta
-		if fl != nil && w.predict != nil {
-			at = w.predict.point(w.theta, w.bounds) // push t−1 in flight: predict its step
-		}
-		loss, err := w.n.model.Gradient(at, w.x, w.labels, grad)
+		loss, err := w.n.model.Gradient(w.theta, w.x, w.labels, grad)
 		if err != nil {
 			w.fail(err)
 			return

@@ -20,9 +20,7 @@ import (
 // Variant is one paradigm with its parameters, in clock.ParsePolicy's text
 // form: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX; the suffixes
 // "+balance" (job flag --balance) and "+pipeline" (--pipeline) add the
-// balance layer and the pipelined loop: ssp:1+balance+pipeline; "+predict"
-// (--pipeline-predict, with +pipeline) the pipelined loop's prediction of
-// the step in flight.
+// balance layer and the pipelined loop: ssp:1+balance+pipeline.
 type Variant string
 
 // options are v's policy text and its suffixes, without the "+".
@@ -56,13 +54,8 @@ func (v Variant) specArgs() ([]string, error) {
 				return nil, fmt.Errorf("--paradigms: %q: %w", v, err)
 			}
 			args = append(args, "--pipeline=true")
-		case "predict":
-			if !v.Pipelined() {
-				return nil, fmt.Errorf("--paradigms: %q: +predict needs +pipeline", v)
-			}
-			args = append(args, "--pipeline-predict=true")
 		default:
-			return nil, fmt.Errorf("--paradigms: %q: unknown suffix +%s (known: +balance, +pipeline, +predict)", v, o)
+			return nil, fmt.Errorf("--paradigms: %q: unknown suffix +%s (known: +balance, +pipeline)", v, o)
 		}
 	}
 	switch parts[0] {
