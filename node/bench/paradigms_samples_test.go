@@ -57,6 +57,16 @@ type statVariant struct {
 	// extrap·(θ_{r−2} − θ_{r−3}): the last round's step, scaled, stands in
 	// for the one in flight.
 	extrap float64
+	// bf16: every read of θ is rounded to bfloat16, as slices travel
+	// under the job's default --wire-precision bf16.
+	bf16 bool
+}
+
+// roundBF16 rounds x to bfloat16, to nearest even (shardapi's wire).
+func roundBF16(x float32) float32 {
+	b := math.Float32bits(x)
+	b += 0x7fff + (b>>16)&1
+	return math.Float32frombits(b &^ 0xffff)
 }
 
 const (
@@ -87,6 +97,8 @@ func statVariants() []statVariant {
 		{name: "pipe+balance/extrap0.5", delay: 1, balance: true, entries: 1, extrap: 0.5},
 		{name: "pipe+balance/extrap1", delay: 1, balance: true, entries: 1, extrap: 1},
 		{name: "pipe+balance/4entries", delay: 1, balance: true, entries: statWorkers},
+		{name: "pipe+balance/bf16", delay: 1, balance: true, entries: 1, bf16: true},
+		{name: "pipe+balance/bf16/extrap0.5", delay: 1, balance: true, entries: 1, extrap: 0.5, bf16: true},
 		{name: "pipe+balance/4entries/extrap0.5", delay: 1, balance: true, entries: statWorkers, extrap: 0.5},
 	}
 }
@@ -310,6 +322,11 @@ func (r *statRun) runRounds() (int64, error) {
 			}
 			copy(hist[1:], hist[:len(hist)-1])
 			copy(h, r.theta)
+			if v.bf16 {
+				for i := range h {
+					h[i] = roundBF16(h[i])
+				}
+			}
 			hist[0] = h
 		} else {
 			copy(hist[0], r.theta)
