@@ -192,7 +192,8 @@ type pipeEnd struct {
 	cnt    *counters
 	// verdict decides each frame's fate; nil: every frame arrives.
 	verdict func(from, to NodeID, ch Channel, frame []byte) Fault
-	// lend: SendFrame passes a payload of lendBytes or more to the reader
+	// lend (only on an end without a verdict: a lent payload bypasses
+	// it): SendFrame passes a payload of lendBytes or more to the reader
 	// without copying it and returns once the reader has taken it all (as
 	// a QUIC stream's Write holds the caller's bytes until they are
 	// packed). A node's 6 MB pushes to itself then never exist twice,
@@ -293,7 +294,7 @@ func (s *inmemStream) SetWriteDeadline(d time.Time) error {
 }
 
 func (s *inmemStream) SendFrame(header any, payload []byte) error {
-	lend := s.end.lend && s.end.verdict == nil && len(payload) >= lendBytes
+	lend := s.end.lend && len(payload) >= lendBytes
 	b, err := appendFramePrefix(nil, header, len(payload), s.end.frames)
 	if err != nil {
 		return err
@@ -414,19 +415,26 @@ func (p *pipe) awaitTaken(taken chan struct{}) error {
 		dl, moved := p.wdeadline, p.wmoved
 		p.mu.Unlock()
 		var expired <-chan time.Time
+		var timer *time.Timer
 		if !dl.IsZero() {
-			t := time.NewTimer(time.Until(dl))
-			defer t.Stop()
-			expired = t.C
+			timer = time.NewTimer(time.Until(dl))
+			expired = timer.C
 		}
+		var err error
 		select {
 		case <-taken:
 			return nil
 		case <-p.done:
-			return io.ErrClosedPipe
+			err = io.ErrClosedPipe
 		case <-expired:
-			return os.ErrDeadlineExceeded
+			err = os.ErrDeadlineExceeded
 		case <-moved:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
