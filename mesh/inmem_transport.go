@@ -82,13 +82,10 @@ func (n *InmemNetwork) verdict(from, to NodeID, ch Channel, frame []byte) Fault 
 // InmemTransport is the in-memory Transport. Unlike QUIC, a Dial to a
 // channel nobody listens on fails at once with ErrUnknownChannel.
 type InmemTransport struct {
-	net    *InmemNetwork
-	id     NodeID
-	addr   string
-	frames FrameLimits
-	lis    *listenerSet
-	cnt    counters
-	end    *pipeEnd
+	net *InmemNetwork
+	lis *listenerSet
+	cnt counters
+	end *pipeEnd // its id, address and frame limits
 
 	mu      sync.Mutex
 	streams map[*inmemStream]struct{}
@@ -108,14 +105,14 @@ func (n *InmemNetwork) NewTransport(id NodeID, addr string, frames FrameLimits) 
 	if _, ok := n.byAddr[addr]; ok {
 		return nil, fmt.Errorf("mesh: inmem address %q in use", addr)
 	}
-	t := &InmemTransport{net: n, id: id, addr: addr, frames: frames, lis: newListenerSet(128), streams: make(map[*inmemStream]struct{})}
+	t := &InmemTransport{net: n, lis: newListenerSet(128), streams: make(map[*inmemStream]struct{})}
 	t.end = &pipeEnd{id: id, addr: addr, frames: frames, cnt: &t.cnt, verdict: n.verdict}
 	n.byAddr[addr] = t
 	return t, nil
 }
 
-func (t *InmemTransport) LocalID() NodeID                     { return t.id }
-func (t *InmemTransport) Addr() string                        { return t.addr }
+func (t *InmemTransport) LocalID() NodeID                     { return t.end.id }
+func (t *InmemTransport) Addr() string                        { return t.end.addr }
 func (t *InmemTransport) Stats() Stats                        { return t.cnt.snapshot() }
 func (t *InmemTransport) Listen(ch Channel) (Listener, error) { return t.lis.listen(ch) }
 
@@ -125,16 +122,16 @@ func (t *InmemTransport) Dial(ctx context.Context, peer NodeID, addr string, ch 
 	}
 	t.net.mu.Lock()
 	remote := t.net.byAddr[addr]
-	blocked := t.net.blocked[[2]NodeID{t.id, peer}]
+	blocked := t.net.blocked[[2]NodeID{t.end.id, peer}]
 	t.net.mu.Unlock()
 	t.cnt.dials.Add(1)
 	switch {
 	case remote == nil || blocked:
 		t.cnt.dialFailures.Add(1)
 		return nil, fmt.Errorf("%w: %s at %q", ErrNoRoute, peer, addr)
-	case remote.id != peer:
+	case remote.end.id != peer:
 		t.cnt.dialFailures.Add(1)
-		return nil, fmt.Errorf("%w: dialled %q but %q answers at %q", ErrPeerIdentity, peer, remote.id, addr)
+		return nil, fmt.Errorf("%w: dialled %q but %q answers at %q", ErrPeerIdentity, peer, remote.end.id, addr)
 	}
 	local, far := newPipePair(t.end, remote.end, ch)
 	if !t.add(local) {
@@ -173,8 +170,8 @@ func (t *InmemTransport) Close() error {
 	t.streams = nil
 	t.mu.Unlock()
 	t.net.mu.Lock()
-	if t.net.byAddr[t.addr] == t {
-		delete(t.net.byAddr, t.addr)
+	if t.net.byAddr[t.end.addr] == t {
+		delete(t.net.byAddr, t.end.addr)
 	}
 	t.net.mu.Unlock()
 	t.lis.closeAll()
