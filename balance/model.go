@@ -105,12 +105,11 @@ func (w *Window) Fit(min int) (Model, bool) {
 		per[i] = (float64(o.ComputeNs) - w.A) / float64(o.Samples)
 	}
 	p := math.Max(median(per), minPerSampleNs)
-	dev := make([]float64, n)
-	for i, x := range per {
-		dev[i] = math.Abs(x - p)
+	for i, x := range per { // per's deviations from p, in place: per is spent
+		per[i] = math.Abs(x - p)
 	}
-	sigma := float64(1.4826 * median(dev))
-	noise := float64(1.2533*sigma) / math.Sqrt(float64(n)) / p
+	sigma := 1.4826 * median(per)
+	noise := 1.2533 * sigma / math.Sqrt(float64(n)) / p
 	return Model{A: w.A, P: p, Noise: noise}, true
 }
 
