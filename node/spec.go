@@ -171,7 +171,7 @@ func (s JobSpec) Validate() error {
 		return fmt.Errorf("--optimizer %q unknown (known: sgd, momentum)", s.Optimizer)
 	}
 	if _, err := shardapi.ParsePrecision(s.wirePrecision()); err != nil {
-		return fmt.Errorf("--wire-precision %q unknown (known: fp32, bf16)", s.WirePrecision)
+		return fmt.Errorf("--wire-precision %q unknown (known: fp32, bf16, int8)", s.WirePrecision)
 	}
 	for _, err := range []error{
 		CheckFloat("lr", s.LR, 0, MaxLR, true),
@@ -254,7 +254,7 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.Balance, "balance", s.Balance, "job: size each worker's mini-batch to its measured speed (global batch fixed, gradients weighted by samples, one job-wide data order); composes with any --paradigm")
 	fs.BoolVar(&s.Pipeline, "pipeline", s.Pipeline, "job: compute iteration t+1 while the push of t is in flight; the gate releases one iteration earlier (s_L−1) so reads keep the bound (ssp or dssp with --s-lower >= 1)")
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
-	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log, fp32 or bf16 (half the bytes; shards keep fp32 master weights)")
+	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log: fp32, bf16 (half the bytes) or int8 (gradients in a quarter of the bytes with error feedback, parameters in bf16); shards keep fp32 master weights")
 }
 
 // SpecConflictError says which explicitly set flags disagree with the job

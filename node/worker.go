@@ -330,7 +330,7 @@ func (w *worker) pushAll(ctx context.Context, fl *flight, grad []float32) error 
 			start := time.Now()
 			// Encoded over the gradient's own memory (no second copy of a
 			// 100 MB model's gradient); resends reuse the bytes.
-			payload := c.Precision().EncodeInPlace(grad[lo:hi])
+			payload := c.Encode(grad[lo:hi], samples)
 			for {
 				before, heldBefore, bytesBefore := c.Retries, c.Held, c.Bytes
 				w.n.obs.PushSent(uint32(s), w.n.id, w.iters[s], samples)

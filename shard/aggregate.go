@@ -85,7 +85,8 @@ func (s *service) group(batch []*pending) ([]*pending, []byte, error) {
 	return append(group, rest...), data, nil
 }
 
-// groupSum is the sum of the group's gradients in prec, each weighted as
+// groupSum is the sum of the group's gradients, pushed in prec and encoded
+// in prec.Sums(), each weighted as
 // FSM.weigh weights a push's (samples / base, unless base is 0 or the push
 // has exactly base samples), added in the group's order in float32 as
 // FSM.sumAndCheck adds an entry's gradients.
@@ -103,7 +104,7 @@ func groupSum(group []*pending, n int, prec shardapi.Precision, base int64) []by
 			acc[j] += x
 		}
 	}
-	return prec.Append(nil, acc)
+	return prec.Sums().Append(nil, acc)
 }
 
 // balanceBase is Spec.BalanceBase (0 before Init or without balance).

@@ -272,10 +272,11 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 		}
 		seen[p.Worker] = true
 	}
-	if len(sum) != f.spec.Precision.Bytes(f.spec.Len) {
-		return fail(shardapi.ReasonBadLength, fmt.Sprintf("summed gradient of %d bytes, want %d (%s)", len(sum), f.spec.Precision.Bytes(f.spec.Len), f.spec.Precision))
+	sp := f.spec.Precision.Sums()
+	if len(sum) != sp.Bytes(f.spec.Len) {
+		return fail(shardapi.ReasonBadLength, fmt.Sprintf("summed gradient of %d bytes, want %d (%s)", len(sum), sp.Bytes(f.spec.Len), sp))
 	}
-	if i, _ := f.spec.Precision.Decode(f.grad, sum); i >= 0 {
+	if i, _ := sp.Decode(f.grad, sum); i >= 0 {
 		return fail(shardapi.ReasonNonFinite, fmt.Sprintf("summed value %d is %v", i, f.grad[i]))
 	}
 	if j := f.sumAndCheck(true, lr); j >= 0 {
@@ -450,7 +451,7 @@ func (f *FSM) versionLocked() shardapi.Version {
 	return shardapi.Version{Index: f.lastIndex, Min: f.gate.Min()}
 }
 
-// encodedLocked returns θ in the wire precision as of the applied index,
+// encodedLocked returns θ in the parameters' precision (Precision.Params) as of the applied index,
 // encoding it on the first call after an Apply or Restore. Under f.mu held
 // for reading θ does not change; enc.mu orders the readers that build it.
 func (f *FSM) encodedLocked() []byte {
@@ -458,7 +459,7 @@ func (f *FSM) encodedLocked() []byte {
 	defer f.enc.mu.Unlock()
 	if f.enc.b == nil || f.enc.index != f.lastIndex || f.enc.gen != f.gen {
 		// A new slice every time: replies still being sent hold the old.
-		f.enc.b, f.enc.index, f.enc.gen = f.spec.Precision.Append(nil, f.theta), f.lastIndex, f.gen
+		f.enc.b, f.enc.index, f.enc.gen = f.spec.Precision.Params().Append(nil, f.theta), f.lastIndex, f.gen
 	}
 	return f.enc.b
 }

@@ -3,8 +3,10 @@ package shard
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
+	"dsspmesh/clock"
 	"dsspmesh/shardapi"
 )
 
@@ -62,5 +64,51 @@ func TestFSMBF16(t *testing.T) {
 	}
 	if p := f2.Params(nil); p[3] != 1.001 || f2.Status().Spec.Precision != shardapi.BF16 {
 		t.Fatalf("restored θ %v, spec %+v", p, f2.Status().Spec)
+	}
+}
+
+// With int8 gradients the FSM applies the decoded int8 gradient, takes a
+// leader's sum of a group in bf16 (and refuses one in int8's length),
+// refuses a non-finite block, and replies with bf16 parameters.
+func TestFSMINT8(t *testing.T) {
+	spec := testSpec(3, "asp")
+	spec.Precision = shardapi.INT8
+	spec.Optimizer = shardapi.Optimizer{Kind: shardapi.SGD, Schedule: shardapi.Schedule{LR: 1, Gamma: 1}}
+	h := newFSMHarness(t, spec, []float32{1, 2, 3})
+	for _, w := range []clock.WorkerID{"a", "b", "c"} {
+		h.apply(encodeWorker(entryAddWorker, w, 0))
+	}
+	g := []float32{0.5, -1.27, 0.3}
+	a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 1), Grad: shardapi.INT8.Append(nil, g)}}))
+	if !a.Pushes[0].Applied {
+		t.Fatalf("push: %+v", a.Pushes[0])
+	}
+	dec := make([]float32, 3)
+	shardapi.INT8.Decode(dec, shardapi.INT8.Append(nil, g))
+	want := []float32{1 - dec[0], 2 - dec[1], 3 - dec[2]}
+	if got := h.f.Params(nil); !slices.Equal(got, want) {
+		t.Fatalf("θ = %v, want %v", got, want)
+	}
+	bad := shardapi.INT8.Append(nil, []float32{0, float32(math.Inf(1)), 0})
+	a = h.apply(encodePushes([]Push{{PushMeta: meta("b", 0, 1), Grad: bad}}))
+	var rej *shardapi.RejectError
+	if !errors.As(a.Pushes[0].Err, &rej) || rej.Reason != shardapi.ReasonNonFinite {
+		t.Fatalf("non-finite push: %v", a.Pushes[0].Err)
+	}
+	group := []Push{{PushMeta: meta("b", 0, 1)}, {PushMeta: meta("c", 0, 1)}}
+	a = h.apply(encodeGroup(group, shardapi.INT8.Append(nil, []float32{1, 1, 1}), nil))
+	if !errors.As(a.Pushes[0].Err, &rej) || rej.Reason != shardapi.ReasonBadLength {
+		t.Fatalf("a sum in int8: %+v", a.Pushes[0])
+	}
+	a = h.apply(encodeGroup(group, shardapi.BF16.Append(nil, []float32{1, 1, 1}), nil))
+	if !a.Pushes[0].Applied || !a.Pushes[1].Applied {
+		t.Fatalf("a sum in bf16: %+v", a.Pushes)
+	}
+	if got := h.f.Params(nil); got[0] != want[0]-1 {
+		t.Fatalf("θ after the sum = %v", got)
+	}
+	st, params, _ := h.f.replyFor("a", 0, true)
+	if st != replyOK || len(params) != shardapi.BF16.Bytes(3) {
+		t.Fatalf("reply %v with %d bytes, want OK with %d (bf16)", st, len(params), shardapi.BF16.Bytes(3))
 	}
 }

@@ -234,7 +234,7 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 	}
 	if faults.On(faults.AckUncommitted) && req.Samples > 0 && req.Iter%10 == 5 {
 		// broken build only: never proposed
-		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyOK, params: prec.Append(nil, s.r.fsm.Params(nil))})
+		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyOK, params: prec.Params().Append(nil, s.r.fsm.Params(nil))})
 		return
 	}
 	p := &pending{c: c, req: req, grad: grad, recv: recv}

@@ -34,5 +34,5 @@ func (f *FSM) staleSlice() ([]byte, shardapi.Version) {
 		c = &staleCopy{theta: append([]float32(nil), f.theta...), v: f.versionLocked()}
 		staleCopies[f] = c
 	}
-	return f.spec.Precision.Append(nil, c.theta), c.v
+	return f.spec.Precision.Params().Append(nil, c.theta), c.v
 }

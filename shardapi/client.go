@@ -45,8 +45,8 @@ type ClientConfig struct {
 	// After is the timer of the silence watcher; nil means time.After.
 	// Tests inject their own.
 	After func(time.Duration) <-chan time.Time
-	// Precision of the gradients pushed and the parameters returned: the
-	// shard's Spec.Precision. Zero is fp32.
+	// Precision of the gradients pushed (the parameters return in
+	// Precision.Params): the shard's Spec.Precision. Zero is fp32.
 	Precision Precision
 }
 
@@ -73,7 +73,7 @@ func (c ClientConfig) Validate() error {
 	case c.ProbeAfter <= 0 || c.HeldSilence < c.ProbeAfter || c.ProbeTimeout <= 0:
 		return fmt.Errorf("shard: ClientConfig.ProbeAfter (%s) and ProbeTimeout (%s) must be positive, HeldSilence (%s) at least ProbeAfter", c.ProbeAfter, c.ProbeTimeout, c.HeldSilence)
 	case !c.Precision.Valid():
-		return fmt.Errorf("shard: ClientConfig.Precision %d unknown (known: fp32, bf16)", c.Precision)
+		return fmt.Errorf("shard: ClientConfig.Precision %d unknown (known: %s)", c.Precision, knownPrecisions)
 	}
 	return nil
 }
@@ -89,6 +89,7 @@ type Client struct {
 	leader  mesh.NodeID
 	next    int
 	buf     []byte
+	resid   []float32 // int8: what the encodings of this shard's slice lost so far (int8.go)
 	reads   int64       // numbers read requests, so a late reply is not taken for a newer one's
 	failed  mesh.NodeID // the replica that last failed or went silent: tried last
 	version Version     // of the slice the last successful Push returned
@@ -135,16 +136,37 @@ func (c *Client) after(d time.Duration) <-chan time.Time {
 // wrapping ErrDeadline: then the push may or may not have been applied, and
 // the caller resends the same iter later. A *RejectError is final.
 func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad, dst []float32) ([]float32, error) {
-	c.buf = c.cfg.Precision.Append(c.buf[:0], grad)
+	c.buf = c.cfg.Precision.AppendFeedback(c.buf[:0], grad, c.residual(len(grad), samples))
 	return c.PushEncoded(ctx, iter, samples, computeNs, c.buf, dst)
 }
 
-// PushEncoded is Push with the gradient already encoded in the shard's
-// precision (Precision.EncodeInPlace: no buffer of the encoding besides
-// the gradient's own memory); payload is only read, and may be given again
-// to resend the same iteration.
+// Encode encodes the gradient of a push of samples samples over grad's
+// own memory (Precision.EncodeInPlaceFeedback: no buffer of the encoding
+// besides the gradient's), for PushEncoded and PushKeepEncoded; grad's
+// values are gone. Under int8 it feeds back this client's residual, so
+// encode each iteration's gradient once and resend its bytes.
+func (c *Client) Encode(grad []float32, samples int64) []byte {
+	return c.cfg.Precision.EncodeInPlaceFeedback(grad, c.residual(len(grad), samples))
+}
+
+// residual is the int8 residual of a slice of n values, nil for other
+// precisions and for a join's zero push (samples 0), which is applied
+// outside the gate and would carry the residual nowhere.
+func (c *Client) residual(n int, samples int64) []float32 {
+	if c.cfg.Precision != INT8 || samples == 0 {
+		return nil
+	}
+	if len(c.resid) != n {
+		c.resid = make([]float32, n)
+	}
+	return c.resid
+}
+
+// PushEncoded is Push with the gradient already encoded ([Client.Encode]);
+// payload is only read, and may be given again to resend the same
+// iteration.
 func (c *Client) PushEncoded(ctx context.Context, iter, samples, computeNs int64, payload []byte, dst []float32) ([]float32, error) {
-	p := c.cfg.Precision
+	p := c.cfg.Precision.Params()
 	meta := PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}, Samples: samples, ComputeNs: computeNs}
 	rep, params, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta}, payload)
 	if err != nil {
@@ -171,10 +193,6 @@ func (c *Client) PushEncoded(ctx context.Context, iter, samples, computeNs int64
 // Version is the version of the slice the last successful Push returned
 // (the zero Version before one).
 func (c *Client) Version() Version { return c.version }
-
-// Precision is the precision this client sends gradients in
-// (ClientConfig.Precision), for callers that encode them themselves.
-func (c *Client) Precision() Precision { return c.cfg.Precision }
 
 // AddWorker adds this worker to the shard's clock table and returns its
 // clock (the iteration of its next push), at least from (its clock on

@@ -4,8 +4,10 @@
 // [Reason]s, the shard's [Spec] and [Optimizer], and the reports a replica
 // gives ([Status], [ReplicaStatus], [Applied], [Slice], [Configuration]).
 // [PushID] (worker, iteration) names a push in every one of them, and the
-// tensor codec ([Precision], tensor.go) is the one layout of gradients and
-// parameter slices for the client, the service and the FSM.
+// tensor codec ([Precision], tensor.go, int8.go) is the one layout of
+// gradients and parameter slices for the client, the service and the FSM.
+// Under int8 a Client keeps one residual per shard slice (error feedback):
+// encode a gradient once ([Client.Encode]) and resend its bytes.
 // Package shard implements the replica on raft and uses these types under
 // the same names; package node uses them through this package so that it
 // does not depend on raft.

@@ -89,9 +89,11 @@ type Spec struct {
 	// each push's gradient is weighted by its samples / BalanceBase (the
 	// job's per-worker batch), and shard 0 sizes every worker's batch.
 	BalanceBase int64 `msgpack:"bb,omitempty"`
-	// Precision is the layout of the gradients pushed and of the parameter
-	// slices an OK reply carries, on the wire and in the log (tensor.go);
-	// the FSM keeps fp32 master weights whatever it is. Zero is fp32.
+	// Precision is the layout of the gradients pushed, on the wire and in
+	// the log, and, through Precision.Params and Precision.Sums, of the
+	// parameter slices an OK reply carries and of a leader's summed
+	// gradients (tensor.go); the FSM keeps fp32 master weights whatever it
+	// is. Zero is fp32.
 	Precision Precision `msgpack:"wp,omitempty"`
 	// Pipeline: the job's workers compute one iteration ahead, iteration
 	// t+1 while their push of t is in flight (docs/design.md, "The read
@@ -132,7 +134,7 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("shard: Spec.Pipeline with Spec.Policy %q: %w", s.Policy, err)
 	}
 	if !s.Precision.Valid() {
-		return fmt.Errorf("shard: Spec.Precision %d unknown (known: fp32, bf16)", s.Precision)
+		return fmt.Errorf("shard: Spec.Precision %d unknown (known: %s)", s.Precision, knownPrecisions)
 	}
 	if f := s.OutlierFactor; f != 0 && !(f >= MinOutlierFactor && f <= MaxOutlierFactor) {
 		return fmt.Errorf("shard: Spec.OutlierFactor %g must be 0 (off) or in [%g, %g]", f, float64(MinOutlierFactor), float64(MaxOutlierFactor))

@@ -17,6 +17,8 @@ import (
 //
 //	fp32: n values, 4 bytes each, IEEE-754 binary32, little-endian
 //	bf16: n values, 2 bytes each, the upper half of the binary32, little-endian
+//	int8: blocks of 256 values, each an fp32 scale and a signed byte a
+//	      value (int8.go); gradients only, with error feedback
 //
 // bf16 encoding rounds to nearest, ties to even; a finite value beyond
 // bf16's range (|x| ≥ 2^128·(1−2^−9)) rounds to ±Inf, as IEEE rounding
@@ -31,43 +33,65 @@ type Precision uint8
 const (
 	FP32 Precision = iota // exact float32, 4 bytes a value
 	BF16                  // bfloat16, 2 bytes a value
+	INT8                  // a signed byte a value and an fp32 scale per 256 (int8.go)
 )
 
-// ParsePrecision reads "fp32" or "bf16".
+const knownPrecisions = "fp32, bf16, int8"
+
+
+// ParsePrecision reads "fp32", "bf16" or "int8".
 func ParsePrecision(s string) (Precision, error) {
 	switch s {
 	case "fp32":
 		return FP32, nil
 	case "bf16":
 		return BF16, nil
+	case "int8":
+		return INT8, nil
 	}
-	return 0, fmt.Errorf("precision %q unknown (known: fp32, bf16)", s)
+	return 0, fmt.Errorf("precision %q unknown (known: %s)", s, knownPrecisions)
 }
 
-// String names the precision: fp32 or bf16.
+// String names the precision: fp32, bf16 or int8.
 func (p Precision) String() string {
 	switch p {
 	case FP32:
 		return "fp32"
 	case BF16:
 		return "bf16"
+	case INT8:
+		return "int8"
 	}
 	return fmt.Sprintf("precision(%d)", uint8(p))
 }
 
 // Valid reports whether p is a known precision.
-func (p Precision) Valid() bool { return p == FP32 || p == BF16 }
+func (p Precision) Valid() bool { return p <= INT8 }
 
-// size is the bytes of one value.
-func (p Precision) size() int {
-	if p == BF16 {
-		return 2
+// Params is the precision of the parameter slices a shard returns to a
+// worker that pushes in p: p itself, but bf16 for int8, whose rounding is
+// fed back only by a gradient's sender.
+func (p Precision) Params() Precision {
+	if p == INT8 {
+		return BF16
 	}
-	return 4
+	return p
 }
 
+// Sums is the precision of the sum a leader forms of a group of pushes in
+// p (aggregate.go): like Params, bf16 for int8.
+func (p Precision) Sums() Precision { return p.Params() }
+
 // Bytes is the encoded size of n values.
-func (p Precision) Bytes(n int) int { return p.size() * n }
+func (p Precision) Bytes(n int) int {
+	switch p {
+	case BF16:
+		return 2 * n
+	case INT8:
+		return int8Bytes(n)
+	}
+	return 4 * n
+}
 
 // ToBF16 rounds x to bfloat16 bits, to nearest with ties to even.
 func ToBF16(x float32) uint16 {
@@ -82,11 +106,21 @@ func ToBF16(x float32) uint16 {
 func FromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 // Append appends v to dst encoded.
-func (p Precision) Append(dst []byte, v []float32) []byte {
+func (p Precision) Append(dst []byte, v []float32) []byte { return p.AppendFeedback(dst, v, nil) }
+
+// AppendFeedback is Append with error feedback for int8: resid (as long
+// as v, zero at first) is added to v before rounding and then holds what
+// this encoding lost (int8.go); v is only read. Other precisions ignore
+// resid: fp32 is exact and bf16 trains as fp32 does (BENCHMARKS.md).
+func (p Precision) AppendFeedback(dst []byte, v, resid []float32) []byte {
 	n := len(dst)
 	dst = slices.Grow(dst, p.Bytes(len(v)))[:n+p.Bytes(len(v))]
 	out := dst[n:]
-	if p == BF16 {
+	switch p {
+	case INT8:
+		int8Encode(out, v, resid)
+		return dst
+	case BF16:
 		for i, x := range v {
 			binary.LittleEndian.PutUint16(out[2*i:], ToBF16(x))
 		}
@@ -104,12 +138,24 @@ func (p Precision) Append(dst []byte, v []float32) []byte {
 // (2i+2 ≤ 4i+4), so a worker sends a gradient of a 100 MB model without a
 // second buffer of its encoding. The bytes alias v: they are valid until v
 // is written again.
-func (p Precision) EncodeInPlace(v []float32) []byte {
+func (p Precision) EncodeInPlace(v []float32) []byte { return p.EncodeInPlaceFeedback(v, nil) }
+
+// EncodeInPlaceFeedback is EncodeInPlace with AppendFeedback's error
+// feedback. int8 writes block b's bytes over v's blocks up to b, which it
+// has already read (int8.go).
+func (p Precision) EncodeInPlaceFeedback(v, resid []float32) []byte {
 	if len(v) == 0 {
 		return nil
 	}
+	if p == INT8 && len(v) == 1 {
+		return p.AppendFeedback(nil, v, resid) // 5 bytes: more than the value's own 4
+	}
 	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
-	if p == BF16 {
+	switch p {
+	case INT8:
+		int8Encode(b, v, resid)
+		return b[:int8Bytes(len(v))]
+	case BF16:
 		for i, x := range v[:len(v):len(v)] {
 			binary.LittleEndian.PutUint16(b[2*i:], ToBF16(x))
 		}
@@ -127,6 +173,9 @@ func (p Precision) EncodeInPlace(v []float32) []byte {
 func (p Precision) Decode(dst []float32, b []byte) (nonFinite int, err error) {
 	if len(b) != p.Bytes(len(dst)) {
 		return -1, fmt.Errorf("%w: %d bytes for %d %s values", ErrBadTensor, len(b), len(dst), p)
+	}
+	if p == INT8 {
+		return int8Decode(dst, b), nil
 	}
 	nonFinite = -1
 	if p == BF16 {
@@ -152,17 +201,24 @@ func (p Precision) Decode(dst []float32, b []byte) (nonFinite int, err error) {
 // Len is the number of values b encodes; it fails if len(b) is not a
 // whole number of values.
 func (p Precision) Len(b []byte) (int, error) {
-	if len(b)%p.size() != 0 {
-		return 0, fmt.Errorf("%w: %d bytes is not a whole number of %s values", ErrBadTensor, len(b), p)
+	if p == INT8 {
+		if n, ok := int8Len(b); ok {
+			return n, nil
+		}
+	} else if size := p.Bytes(1); len(b)%size == 0 {
+		return len(b) / size, nil
 	}
-	return len(b) / p.size(), nil
+	return 0, fmt.Errorf("%w: %d bytes is not a whole number of %s values", ErrBadTensor, len(b), p)
 }
 
 // Scan returns the first non-finite value of b and its index (−1 if none)
 // and, when all are finite, the sum of their squares, without decoding
 // into a buffer. A trailing partial value is ignored.
 func (p Precision) Scan(b []byte) (nonFinite int, value float32, sumSq float64) {
-	if p == BF16 {
+	switch p {
+	case INT8:
+		return int8Scan(b)
+	case BF16:
 		for i := 0; i+2 <= len(b); i += 2 {
 			h := binary.LittleEndian.Uint16(b[i:])
 			x := FromBF16(h)

@@ -131,7 +131,7 @@ func TestBF16NonFinite(t *testing.T) {
 }
 
 func TestParsePrecision(t *testing.T) {
-	for _, p := range []Precision{FP32, BF16} {
+	for _, p := range []Precision{FP32, BF16, INT8} {
 		if q, err := ParsePrecision(p.String()); err != nil || q != p {
 			t.Errorf("ParsePrecision(%q) = %v, %v", p, q, err)
 		}

@@ -1,0 +1,161 @@
+package shardapi
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// The int8 layout: values in blocks of int8Block (the last block may be
+// shorter), each block its fp32 scale (4 bytes, little-endian) followed by
+// one signed byte per value; value j of a block decodes as
+// float32(q_j) × scale, exactly. A block's scale is its largest magnitude
+// ÷ 127, so q_j = round(x_j ÷ scale) ∈ [−127, 127]. A block holding a NaN
+// or an Inf gets that value as its scale and zero bytes, so it decodes as
+// non-finite at the block's first index and a non-finite gradient is still
+// refused after encoding.
+//
+// int8 is for gradients only, and with error feedback: the encoder adds
+// what the previous encoding of the same slice lost (a residual the worker
+// keeps) before rounding, and keeps what this one loses, so the rounding
+// errors of a run cancel instead of adding up. The parameters a shard
+// returns and the sums a leader forms travel in bf16 ([Precision.Params],
+// [Precision.Sums]): neither has a sender left to feed their error back to.
+
+// int8Block is the values per scale: 4 bytes of scale per 256 values is
+// 1.6 % on top of one byte a value; a smaller block would follow a
+// gradient's local magnitude more closely at more bytes.
+const int8Block = 256
+
+// int8Bytes is the encoded size of n values.
+func int8Bytes(n int) int { return n + 4*((n+int8Block-1)/int8Block) }
+
+// int8Len is the number of values b encodes, or false when len(b) is no
+// valid size (a block of a scale and no values, or a torn scale).
+func int8Len(b []byte) (int, bool) {
+	full, rem := len(b)/(int8Block+4), len(b)%(int8Block+4)
+	if rem == 0 {
+		return full * int8Block, true
+	}
+	if rem <= 4 {
+		return 0, false
+	}
+	return full*int8Block + rem - 4, true
+}
+
+// int8Encode encodes v into out (int8Bytes(len(v)) long) block by block.
+// out may alias v's memory from its first byte (EncodeInPlace): each block
+// is copied out before its bytes are written, and block b's bytes end at
+// (b+1)·(int8Block+4), never past block b's own values at 4·(b+1)·int8Block.
+// With resid (len(v)), resid is added to v first and then holds what the
+// encoding lost: the value encoded minus the value a receiver decodes.
+func int8Encode(out []byte, v, resid []float32) {
+	var blk [int8Block]float32
+	for lo := 0; lo < len(v); lo += int8Block {
+		hi := min(lo+int8Block, len(v))
+		x := blk[:hi-lo]
+		var r []float32
+		if resid != nil {
+			r = resid[lo:hi:hi]
+			for j, y := range v[lo:hi] {
+				x[j] = y + r[j]
+			}
+		} else {
+			copy(x, v[lo:hi])
+		}
+		o := out[lo/int8Block*(int8Block+4):][: 4+len(x) : 4+len(x)]
+		binary.LittleEndian.PutUint32(o, math.Float32bits(int8Quantize(o[4:], x, r)))
+	}
+}
+
+// int8Quantize writes x's bytes into q and returns the block's scale;
+// with r (len(x)) it sets r to x minus the decoded values, or to zeros
+// when x holds a NaN or Inf (the push is refused; a NaN kept would poison
+// every later one). Branch-free in the loops (an encoder of 10 ns a value
+// cost a tenth of a mesh's CPU): the largest magnitude is the largest of
+// the values' bits with the sign cleared, which orders like the
+// magnitudes and puts NaN and Inf above every finite value; rounding adds
+// 1.5·2²³, after which the float's low mantissa bits are round(f) (to
+// nearest even) + 2²², for |f| ≤ 127.
+func int8Quantize(q []byte, x, r []float32) float32 {
+	var amax uint32
+	for _, y := range x {
+		amax = max(amax, math.Float32bits(y)&0x7fffffff)
+	}
+	if amax >= 0x7f800000 {
+		clear(q)
+		clear(r)
+		for _, y := range x {
+			if isNonFinite(y) {
+				return y
+			}
+		}
+	}
+	// Below ~1e-30 the reciprocal would overflow float32; such a block
+	// encodes as zeros and, under feedback, stays in the residual.
+	a := float64(math.Float32frombits(amax))
+	if a < 1e-30 {
+		clear(q)
+		copy(r, x)
+		return 0
+	}
+	inv, scale := float32(127/a), float32(a/127)
+	q = q[:len(x)]
+	if r == nil {
+		for j, y := range x {
+			q[j] = byte(math.Float32bits(y*inv+roundShift) - roundShiftBits)
+		}
+		return scale
+	}
+	r = r[:len(x)]
+	for j, y := range x {
+		k := int8(math.Float32bits(y*inv+roundShift) - roundShiftBits)
+		q[j] = byte(k)
+		r[j] = y - float32(k)*scale
+	}
+	return scale
+}
+
+// roundShift is 1.5·2²³: a float32 of that magnitude has no fraction bits.
+const (
+	roundShift     = 12582912
+	roundShiftBits = 0x4b400000
+)
+
+// int8Decode decodes b, int8Bytes(len(dst)) long, into dst; see
+// Precision.Decode.
+func int8Decode(dst []float32, b []byte) (nonFinite int) {
+	nonFinite = -1
+	for lo := 0; lo < len(dst); lo += int8Block {
+		hi := min(lo+int8Block, len(dst))
+		o := b[lo/int8Block*(int8Block+4):]
+		scale := math.Float32frombits(binary.LittleEndian.Uint32(o))
+		if nonFinite < 0 && isNonFinite(scale) {
+			nonFinite = lo
+		}
+		q := o[4 : 4+hi-lo]
+		for j := range dst[lo:hi] {
+			dst[lo+j] = float32(int8(q[j])) * scale
+		}
+	}
+	return nonFinite
+}
+
+// int8Scan is Precision.Scan for int8: the first block with a non-finite
+// scale, else the sum of the decoded values' squares.
+func int8Scan(b []byte) (nonFinite int, value float32, sumSq float64) {
+	for off, lo := 0, 0; off+4 < len(b); off, lo = off+int8Block+4, lo+int8Block {
+		scale := math.Float32frombits(binary.LittleEndian.Uint32(b[off:]))
+		if isNonFinite(scale) {
+			return lo, scale, 0
+		}
+		var s int64
+		for _, q := range b[off+4 : min(off+4+int8Block, len(b))] {
+			s += int64(int8(q)) * int64(int8(q))
+		}
+		sumSq += float64(scale) * float64(scale) * float64(s)
+	}
+	return -1, 0, sumSq
+}
+
+// isNonFinite reports NaN or ±Inf.
+func isNonFinite(x float32) bool { return math.Float32bits(x)&0x7f800000 == 0x7f800000 }

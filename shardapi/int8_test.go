@@ -1,0 +1,177 @@
+package shardapi
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// randomGradient is n values of mixed magnitudes, a few blocks of them
+// far smaller than the rest, as a layer's gradient has.
+func randomGradient(n int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64() * math.Pow(10, float64(-(i/int8Block)%4)))
+	}
+	return v
+}
+
+// TestINT8RoundTrip: every value decodes within half a step of its
+// block's scale, sizes and lengths agree, and Scan's sum of squares is the
+// decoded values'.
+func TestINT8RoundTrip(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 255, 256, 257, 600, 1024} {
+		v := randomGradient(n, uint64(n))
+		b := INT8.Append([]byte{9}, v)[1:]
+		if len(b) != INT8.Bytes(n) || INT8.Bytes(n) != n+4*((n+255)/256) {
+			t.Fatalf("n=%d: %d bytes, Bytes says %d", n, len(b), INT8.Bytes(n))
+		}
+		if m, err := INT8.Len(b); err != nil || m != n {
+			t.Fatalf("n=%d: Len = %d, %v", n, m, err)
+		}
+		got := make([]float32, n)
+		if bad, err := INT8.Decode(got, b); err != nil || bad != -1 {
+			t.Fatalf("n=%d: Decode: non-finite %d, %v", n, bad, err)
+		}
+		var sq float64
+		for i := range v {
+			lo := i / int8Block * int8Block
+			var amax float64
+			for _, x := range v[lo:min(lo+int8Block, n)] {
+				amax = max(amax, math.Abs(float64(x)))
+			}
+			if d := math.Abs(float64(got[i] - v[i])); d > amax/127/2*1.001 {
+				t.Fatalf("n=%d value %d: %v came back as %v (step %g)", n, i, v[i], got[i], amax/127)
+			}
+			sq += float64(got[i]) * float64(got[i])
+		}
+		if i, _, s := INT8.Scan(b); i != -1 || math.Abs(s-sq) > 1e-6*sq {
+			t.Errorf("n=%d: Scan = %d, %g; decoded sum of squares %g", n, i, s, sq)
+		}
+	}
+}
+
+// TestINT8NonFinite: a NaN or Inf makes its whole block non-finite,
+// reported at the block's first index, and clears the block's residual.
+func TestINT8NonFinite(t *testing.T) {
+	for _, x := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		v := randomGradient(600, 3)
+		v[300] = x
+		resid := slices.Repeat([]float32{0.001}, 600)
+		b := INT8.AppendFeedback(nil, v, resid)
+		got := make([]float32, 600)
+		if bad, err := INT8.Decode(got, b); err != nil || bad != 256 {
+			t.Errorf("%v: Decode says non-finite %d, %v; want 256", x, bad, err)
+		}
+		if i, s, _ := INT8.Scan(b); i != 256 || math.Float32bits(s) != math.Float32bits(x) {
+			t.Errorf("%v: Scan says %d (%v)", x, i, s)
+		}
+		if slices.ContainsFunc(resid[256:512], func(r float32) bool { return r != 0 }) || resid[0] == 0.001 {
+			t.Errorf("%v: residual of the bad block not cleared, or the good one not updated", x)
+		}
+	}
+}
+
+func TestINT8BadLength(t *testing.T) {
+	for _, n := range []int{3, 4, 260 + 3, 260 + 4} {
+		if _, err := INT8.Len(make([]byte, n)); !errors.Is(err, ErrBadTensor) {
+			t.Errorf("Len(%d bytes) = %v", n, err)
+		}
+	}
+	if _, err := INT8.Decode(make([]float32, 2), make([]byte, 4)); !errors.Is(err, ErrBadTensor) {
+		t.Errorf("Decode(2 values from 4 bytes) = %v", err)
+	}
+}
+
+// TestINT8FeedbackKeepsSmallValues: values below half a step of their
+// block round to zero every time on their own; with feedback the decoded
+// sum over many pushes tracks the true sum to within one step.
+func TestINT8FeedbackKeepsSmallValues(t *testing.T) {
+	g := make([]float32, 300)
+	g[0] = 1 // the block's scale: steps of 1/127
+	for i := 1; i < len(g); i++ {
+		g[i] = 0.001 * float32(i%7-3)
+	}
+	const pushes = 200
+	plain, fed := make([]float64, len(g)), make([]float64, len(g))
+	resid := make([]float32, len(g))
+	dec := make([]float32, len(g))
+	for range pushes {
+		INT8.Decode(dec, INT8.Append(nil, g))
+		for i, x := range dec {
+			plain[i] += float64(x)
+		}
+		INT8.Decode(dec, INT8.EncodeInPlaceFeedback(slices.Clone(g), resid))
+		for i, x := range dec {
+			fed[i] += float64(x)
+		}
+	}
+	for i := 1; i < 256; i++ {
+		want := pushes * float64(g[i])
+		if plain[i] != 0 {
+			t.Fatalf("value %d without feedback summed to %g; expected it to round away", i, plain[i])
+		}
+		if math.Abs(fed[i]-want) > 1.0/127 {
+			t.Fatalf("value %d with feedback summed to %g, want %g ± one step", i, fed[i], want)
+		}
+	}
+}
+
+// TestINT8InPlaceIsAppend: encoding over the gradient's own memory gives
+// AppendFeedback's bytes and residual, at every size, including one value
+// (whose 5 bytes do not fit its 4).
+func TestINT8InPlaceIsAppend(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 255, 256, 257, 513, 1000} {
+		v := randomGradient(n, 7)
+		r1, r2 := randomGradient(n, 8), randomGradient(n, 8)
+		for i := range r1 {
+			r1[i] *= 0.01
+			r2[i] *= 0.01
+		}
+		want := INT8.AppendFeedback(nil, v, r1)
+		got := INT8.EncodeInPlaceFeedback(slices.Clone(v), r2)
+		if !bytes.Equal(got, want) || !slices.Equal(r1, r2) {
+			t.Errorf("n=%d: in place and Append differ", n)
+		}
+		if !bytes.Equal(INT8.EncodeInPlace(slices.Clone(v)), INT8.Append(nil, v)) {
+			t.Errorf("n=%d: without feedback, in place and Append differ", n)
+		}
+	}
+}
+
+// Parameters and sums travel in bf16 when gradients travel in int8.
+func TestINT8ParamsAndSumsInBF16(t *testing.T) {
+	for p, want := range map[Precision]Precision{FP32: FP32, BF16: BF16, INT8: BF16} {
+		if p.Params() != want || p.Sums() != want {
+			t.Errorf("%s: Params %s, Sums %s, want %s", p, p.Params(), p.Sums(), want)
+		}
+	}
+}
+
+// BenchmarkCodec encodes (in place, with feedback under int8) and decodes
+// one shard's slice of the default MLP in each precision.
+func BenchmarkCodec(b *testing.B) {
+	const n = 235146 / 4
+	g := randomGradient(n, 1)
+	for _, p := range []Precision{FP32, BF16, INT8} {
+		resid, v, dst := make([]float32, n), make([]float32, n), make([]float32, n)
+		b.Run("encode-"+p.String(), func(b *testing.B) {
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				copy(v, g)
+				p.EncodeInPlaceFeedback(v, resid)
+			}
+		})
+		enc := p.Append(nil, g)
+		b.Run("decode-"+p.String(), func(b *testing.B) {
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				p.Decode(dst, enc)
+			}
+		})
+	}
+}
