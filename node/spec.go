@@ -68,9 +68,11 @@ type JobSpec struct {
 	InitFrom string `json:"init_from,omitempty"`
 
 	// WirePrecision is how gradients and parameter slices travel on the
-	// wire and sit in the Raft log: fp32 or bf16 (half the bytes, rounded
-	// to nearest even; the shards keep fp32 master weights). Empty, in a
-	// spec persisted by an older build, means fp32.
+	// wire and sit in the Raft log: fp32, bf16 (half the bytes, rounded to
+	// nearest even) or int8 (gradients in blocks of 256 bytes and a scale,
+	// with error feedback; parameters and leaders' sums in bf16); the
+	// shards keep fp32 master weights. Empty, in a spec persisted by an
+	// older build, means fp32.
 	WirePrecision string `json:"wire_precision,omitempty"`
 }
 
@@ -87,7 +89,7 @@ func DefaultJobSpec() JobSpec {
 		Optimizer: "momentum", LR: 0.05, Momentum: 0.5,
 		LRDecay: 0.85, LRDecaySamples: 60000,
 		BatchSize: 64, Shards: 4, Replication: 3, Seed: 1,
-		WirePrecision: "bf16",
+		WirePrecision: "int8",
 	}
 }
 
