@@ -89,7 +89,7 @@ type Client struct {
 	leader  mesh.NodeID
 	next    int
 	buf     []byte
-	resid   []float32 // int8: what the encodings of this shard's slice lost so far (int8.go)
+	resid   []float32   // int8: what the encodings of this shard's slice lost so far (int8.go)
 	reads   int64       // numbers read requests, so a late reply is not taken for a newer one's
 	failed  mesh.NodeID // the replica that last failed or went silent: tried last
 	version Version     // of the slice the last successful Push returned

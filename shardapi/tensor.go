@@ -38,7 +38,6 @@ const (
 
 const knownPrecisions = "fp32, bf16, int8"
 
-
 // ParsePrecision reads "fp32", "bf16" or "int8".
 func ParsePrecision(s string) (Precision, error) {
 	switch s {
