@@ -30,7 +30,8 @@ func TestConfigValidateNamesTheBadValue(t *testing.T) {
 		{func(c *Config) { c.Spec.Paradigm = "fast" }, `--paradigm "fast" unknown`},
 		{func(c *Config) { c.Spec.Paradigm = "dssp"; c.Spec.RMax = -1 }, "--paradigm"},
 		{func(c *Config) { c.Spec.Optimizer = "sgd" }, "--momentum 0.5 needs --optimizer momentum"},
-		{func(c *Config) { c.Spec.Shards = 0 }, "--shards 0"},
+		{func(c *Config) { c.Spec.Shards = -1 }, "--shards -1 outside 0..1024"},
+		{func(c *Config) { c.Spec.Shards = 1025 }, "--shards 1025"},
 		{func(c *Config) { c.Spec.Replication = 9 }, "--replication 9"},
 		{func(c *Config) { c.Spec.BatchSize = -2 }, "--batch -2"},
 		{func(c *Config) { c.Slowdown = math.Inf(1) }, "--slowdown +Inf: must be a finite number in [1, 1000]"},
@@ -135,6 +136,12 @@ func TestSpecAdoptConflicts(t *testing.T) {
 	explicit = map[string]bool{"paradigm": true}
 	if err := mine.CheckAdopt(meshSpec, func(f string) bool { return explicit[f] }); err != nil {
 		t.Fatalf("no conflict expected: %v", err)
+	}
+	// An explicit --shards 0 (auto) takes whatever count the mesh resolved.
+	auto, resolved := DefaultJobSpec(), DefaultJobSpec()
+	resolved.Shards = 3
+	if err := auto.CheckAdopt(resolved, func(f string) bool { return f == "shards" }); err != nil {
+		t.Fatalf("--shards 0 against a mesh of 3: %v", err)
 	}
 }
 

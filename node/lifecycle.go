@@ -237,8 +237,13 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 				return false, fmt.Errorf("data dir %s: %w", n.dir.Path, err)
 			}
 			spec = persisted
-		} else if err := n.dir.SetSpec(spec); err != nil {
-			return false, err
+		} else {
+			if spec, err = resolveShards(spec); err != nil {
+				return false, err
+			}
+			if err := n.dir.SetSpec(spec); err != nil {
+				return false, err
+			}
 		}
 		n.setSpec(spec)
 		return !hasSpec, nil

@@ -39,7 +39,11 @@ type JobSpec struct {
 	LRDecay        float64 `json:"lr_decay"`
 	LRDecaySamples int64   `json:"lr_decay_samples"`
 
-	BatchSize   int    `json:"batch_size"`
+	BatchSize int `json:"batch_size"`
+	// Shards is the job's parameter shards; 0, the default, is one per
+	// AutoShardBytes of fp32 parameters (WithShards), resolved when the
+	// mesh's first node writes the spec, so a persisted or served spec
+	// always names its count.
 	Shards      int    `json:"shards"`
 	Replication int    `json:"replication"`
 	Seed        uint64 `json:"seed"`
@@ -88,7 +92,7 @@ func DefaultJobSpec() JobSpec {
 		Paradigm: "dssp", SLower: 3, RMax: 12,
 		Optimizer: "momentum", LR: 0.05, Momentum: 0.5,
 		LRDecay: 0.85, LRDecaySamples: 60000,
-		BatchSize: 64, Shards: 4, Replication: 3, Seed: 1,
+		BatchSize: 64, Shards: 0, Replication: 3, Seed: 1,
 		WirePrecision: "int8",
 	}
 }
@@ -191,8 +195,8 @@ func (s JobSpec) Validate() error {
 		return fmt.Errorf("--lr-decay-samples %d must be >= 0 (0: constant rate)", s.LRDecaySamples)
 	case s.BatchSize <= 0 || s.BatchSize > 1<<16:
 		return fmt.Errorf("--batch %d: must be in [1, 65536]", s.BatchSize)
-	case s.Shards <= 0 || s.Shards > 1024:
-		return fmt.Errorf("--shards %d outside 1..1024", s.Shards)
+	case s.Shards < 0 || s.Shards > maxShards:
+		return fmt.Errorf("--shards %d outside 0..%d (0: one per %d MiB of parameters)", s.Shards, maxShards, AutoShardBytes>>20)
 	case s.Replication <= 0 || s.Replication > 7:
 		return fmt.Errorf("--replication %d outside 1..7", s.Replication)
 	}
@@ -249,7 +253,7 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&s.LRDecay, "lr-decay", s.LRDecay, "job: multiply the learning rate by this every --lr-decay-samples samples applied mesh-wide")
 	fs.Int64Var(&s.LRDecaySamples, "lr-decay-samples", s.LRDecaySamples, "job: global samples between learning-rate decays")
 	fs.IntVar(&s.BatchSize, "batch", s.BatchSize, "job: mini-batch size per worker")
-	fs.IntVar(&s.Shards, "shards", s.Shards, "job: parameter shards (each its own Raft group)")
+	fs.IntVar(&s.Shards, "shards", s.Shards, "job: parameter shards, each its own Raft group (0: one per 16 MiB of fp32 parameters, at least one)")
 	fs.IntVar(&s.Replication, "replication", s.Replication, "job: Raft voters per shard (fewer while the mesh is smaller)")
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "job: seed of parameter init and data order")
 	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = off, else 2 to 1e6)")
@@ -278,6 +282,9 @@ func (s JobSpec) CheckAdopt(mesh JobSpec, explicit func(flag string) bool) error
 		if !explicit(f.name) {
 			continue
 		}
+		if f.name == "shards" && s.Shards == 0 {
+			continue // auto: whatever the mesh resolved it to
+		}
 		if mine, theirs := f.value(&s), f.value(&mesh); mine != theirs {
 			bad = append(bad, fmt.Sprintf("--%s %s (mesh: %s)", f.name, mine, theirs))
 		}
@@ -286,6 +293,39 @@ func (s JobSpec) CheckAdopt(mesh JobSpec, explicit func(flag string) bool) error
 		return &SpecConflictError{Flags: bad}
 	}
 	return nil
+}
+
+// AutoShardBytes is the fp32 parameter bytes per shard that --shards 0
+// aims at. Every shard costs, per push, a Raft entry with an fsync on each
+// replica and its own messages, whatever its slice's size, so a small
+// model is cheapest whole (the 0.94 MB MLP moves ~1.3× the samples/s as
+// one shard as it does as four, BENCHMARKS.md "round 5"); a large one
+// spreads its pushes, applies and snapshots over several leaders.
+const AutoShardBytes = 16 << 20
+
+const maxShards = 1024
+
+// WithShards returns s with Shards resolved for a model of numParams
+// parameters: as set, or with 0 one shard per AutoShardBytes of fp32
+// parameters, rounded up, at least 1.
+func (s JobSpec) WithShards(numParams int) JobSpec {
+	if s.Shards == 0 {
+		s.Shards = min(max(1, (4*numParams+AutoShardBytes-1)/AutoShardBytes), maxShards)
+	}
+	return s
+}
+
+// resolveShards is WithShards for s's model, which it builds (without
+// parameters) to count them.
+func resolveShards(s JobSpec) (JobSpec, error) {
+	if s.Shards != 0 {
+		return s, nil
+	}
+	m, err := cudaops.NewModel(s.Model, cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		return s, fmt.Errorf("--shards 0 needs the model's size: %w", err)
+	}
+	return s.WithShards(m.NumParams()), nil
 }
 
 // MarshalSpec and UnmarshalSpec are the spec's persisted and wire form.

@@ -70,3 +70,27 @@ func must(b []byte, err error) []byte {
 	}
 	return b
 }
+
+// --shards 0 resolves to one shard per AutoShardBytes of fp32 parameters
+// when the first node writes the spec; a count given stays.
+func TestWithShards(t *testing.T) {
+	for _, c := range []struct{ shards, params, want int }{
+		{0, 0, 1},
+		{0, 235146, 1}, // the MLP
+		{0, AutoShardBytes / 4, 1},
+		{0, AutoShardBytes/4 + 1, 2},
+		{0, 24_900_000, 6}, // mlp-wide's ~99.6 MB
+		{0, 1 << 40, maxShards},
+		{4, 235146, 4},
+	} {
+		s := DefaultJobSpec()
+		s.Shards = c.shards
+		if got := s.WithShards(c.params).Shards; got != c.want {
+			t.Errorf("--shards %d, %d parameters: %d shards, want %d", c.shards, c.params, got, c.want)
+		}
+	}
+	s, err := resolveShards(DefaultJobSpec())
+	if err != nil || s.Shards != 1 || s.Validate() != nil {
+		t.Fatalf("the default job resolves to %d shards, %v", s.Shards, err)
+	}
+}

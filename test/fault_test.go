@@ -19,7 +19,9 @@ func faultLogLevel() string {
 
 // faultMesh is the mesh every fault scenario runs on: three trainers and a
 // replica-only node (so a shard can lose a replica and keep a quorum of
-// three), the MLP under DSSP with s_L = 3, r_max = 12 (s_U = 15).
+// three), the MLP under DSSP with s_L = 3, r_max = 12 (s_U = 15), in four
+// shards (the MLP's own default is one: a fault here also meets
+// cross-shard alignment and leaders on several nodes).
 // nanEvery > 0 gives trainer nanNode a flaky accelerator: every
 // nanEvery-th gradient it computes is NaN (the hidden --fault-nan-every).
 // DSSP_FAULT_JOB_FLAGS adds job flags (e.g. --balance=true: the same
@@ -30,7 +32,7 @@ func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int) *FaultClust
 	c := NewFaultCluster(t, FaultOptions{Nodes: 4, ReplicaOnly: []int{3}, Policy: "dssp:3:12", Tags: tags, Seed: seed,
 		Pipeline: pipelineFlag(extra),
 		Args:     []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", faultLogLevel(), "--pprof"},
-		Spec:     append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"}, extra...)})
+		Spec:     append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12", "--shards", "4"}, extra...)})
 	if nanEvery > 0 {
 		c.Mesh.AddArgs(nanNode, "--fault-nan-every", strconv.Itoa(nanEvery))
 	}

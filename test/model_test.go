@@ -105,18 +105,18 @@ func TestModelOutAndIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mlp, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	meta := ff.Meta
-	if meta.Source != "export" || meta.Model != "mlp" || meta.Eval != nil || len(meta.Shards) != node.DefaultJobSpec().Shards || meta.Clock < ef.Meta.Clock {
+	if meta.Source != "export" || meta.Model != "mlp" || meta.Eval != nil || len(meta.Shards) != node.DefaultJobSpec().WithShards(mlp.NumParams()).Shards || meta.Clock < ef.Meta.Clock {
 		t.Fatalf("fresh export's metadata %+v (evaluated snapshot at clock %d)", meta, ef.Meta.Clock)
 	}
 	for _, sc := range meta.Shards {
 		if sc.Leader == "" || sc.Min < meta.Clock || sc.Max < sc.Min || sc.Index == 0 {
 			t.Fatalf("shard clocks %+v, mesh clock %d", sc, meta.Clock)
 		}
-	}
-	mlp, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
-	if err != nil {
-		t.Fatal(err)
 	}
 	theta, err := ff.Params(mlp.Layout())
 	if err != nil {

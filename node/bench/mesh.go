@@ -90,9 +90,12 @@ func (c MeshConfig) Validate() error {
 
 // MeshResult is every measurement with its baseline.
 type MeshResult struct {
-	Config      MeshConfig
-	CPU         string
-	Cores       int
+	Config MeshConfig
+	CPU    string
+	Cores  int
+	// Shards is the job's shard count on this build (--shards 0 resolved
+	// for the model); a baseline binary resolves its own default.
+	Shards      int
 	Transport   TransportResult
 	Replication ReplicationResult
 	Gate        []GateCost
@@ -122,15 +125,15 @@ func RunMesh(ctx context.Context, cfg MeshConfig, log *slog.Logger) (*MeshResult
 		out = io.Discard
 	}
 	res := &MeshResult{Config: cfg, CPU: CPUModel(), Cores: runtime.NumCPU(), Start: time.Now(), LoadStart: LoadAverage()}
+	m, err := cudaops.NewModel(cfg.Spec.Model, cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		return nil, err
+	}
+	res.Shards = cfg.Spec.WithShards(m.NumParams()).Shards
 	if cfg.Payload == 0 {
-		m, err := cudaops.NewModel(cfg.Spec.Model, cudaops.ModelOptions{})
-		if err != nil {
-			return nil, err
-		}
-		cfg.Payload = (m.NumParams() + cfg.Spec.Shards - 1) / cfg.Spec.Shards * 4
+		cfg.Payload = (m.NumParams() + res.Shards - 1) / res.Shards * 4
 		res.Config.Payload = cfg.Payload
 	}
-	var err error
 	fmt.Fprintf(out, "transport: %d-byte round trips, mesh QUIC vs raw quic-go, %v...\n", cfg.Payload, cfg.Transport)
 	if res.Transport, err = MeasureTransport(ctx, cfg.Payload, cfg.Transport, log); err != nil {
 		return res, err
@@ -296,7 +299,7 @@ func (r *MeshResult) Markdown() string {
 	fmt.Fprintf(&b, "| %d goroutines, shared in-process parameters, no network (baseline) | %.1f | — | 1.00 |\n", cfg.Workers, r.Inproc.ItersPerSec)
 	if r.Mesh != nil {
 		fmt.Fprintf(&b, "| %d `dssp node` processes, %s, %d shards × %d replicas | %.1f | %s | %.2f |\n", cfg.Workers, cfg.Spec.PolicyText(),
-			cfg.Spec.Shards, cfg.Spec.Replication, r.Mesh.ItersPerSec, fmtShares(r.Mesh.Wait), r.Mesh.ItersPerSec/r.Inproc.ItersPerSec)
+			r.Shards, cfg.Spec.Replication, r.Mesh.ItersPerSec, fmtShares(r.Mesh.Wait), r.Mesh.ItersPerSec/r.Inproc.ItersPerSec)
 	} else {
 		b.WriteString("| process mesh | not run | | |\n")
 	}
