@@ -86,10 +86,10 @@ func (s *service) group(batch []*pending) ([]*pending, []byte, error) {
 }
 
 // groupSum is the sum of the group's gradients, pushed in prec and encoded
-// in prec.Sums(), each weighted as
-// FSM.weigh weights a push's (samples / base, unless base is 0 or the push
-// has exactly base samples), added in the group's order in float32 as
-// FSM.sumAndCheck adds an entry's gradients.
+// in prec.Sums(), each weighted as FSM.weigh weights a push's (samples /
+// base, unless base is 0 or the push has exactly base samples), added in
+// the group's order in float32 as FSM.sumAndCheck adds an entry's
+// gradients.
 func groupSum(group []*pending, n int, prec shardapi.Precision, base int64) []byte {
 	acc, v := make([]float32, n), make([]float32, n)
 	for _, p := range group {

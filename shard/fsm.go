@@ -451,9 +451,10 @@ func (f *FSM) versionLocked() shardapi.Version {
 	return shardapi.Version{Index: f.lastIndex, Min: f.gate.Min()}
 }
 
-// encodedLocked returns θ in the parameters' precision (Precision.Params) as of the applied index,
-// encoding it on the first call after an Apply or Restore. Under f.mu held
-// for reading θ does not change; enc.mu orders the readers that build it.
+// encodedLocked returns θ in the parameters' precision (Precision.Params)
+// as of the applied index, encoding it on the first call after an Apply or
+// Restore. Under f.mu held for reading θ does not change; enc.mu orders
+// the readers that build it.
 func (f *FSM) encodedLocked() []byte {
 	f.enc.mu.Lock()
 	defer f.enc.mu.Unlock()
