@@ -11,7 +11,8 @@ import (
 // The tensor codec: the one layout of every tensor a shard's data path
 // carries — a push's gradient and an OK reply's parameter slice on the
 // wire, the gradients of a push entry in the raft log — in the shard's
-// [Spec.Precision]; and, always in fp32, the initial θ of an Init entry,
+// [Spec.Precision] (an OK's slice and a leader's sum in its Params and
+// Sums: bf16 under int8); and, always in fp32, the initial θ of an Init entry,
 // a snapshot's parameters and a read's slice. The client, the service and
 // the FSM all encode and decode through it.
 //
