@@ -249,7 +249,7 @@ func (b *Balancer) Decide(round int64) bool {
 	for _, m := range models {
 		noise = math.Max(noise, m.Noise)
 	}
-	if !(gain > b.cfg.DeadBand) || (gain <= b.cfg.Rapid && (round-b.changed < b.cfg.Interval || !(gain > float64(b.cfg.NoiseBand*noise)))) {
+	if !(gain > b.cfg.DeadBand) || (gain <= b.cfg.Rapid && (round-b.changed < b.cfg.Interval || !(gain > b.cfg.NoiseBand*noise))) {
 		return false
 	}
 	next := target

@@ -253,7 +253,7 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&s.LRDecay, "lr-decay", s.LRDecay, "job: multiply the learning rate by this every --lr-decay-samples samples applied mesh-wide")
 	fs.Int64Var(&s.LRDecaySamples, "lr-decay-samples", s.LRDecaySamples, "job: global samples between learning-rate decays")
 	fs.IntVar(&s.BatchSize, "batch", s.BatchSize, "job: mini-batch size per worker")
-	fs.IntVar(&s.Shards, "shards", s.Shards, "job: parameter shards, each its own Raft group (0: one per 16 MiB of fp32 parameters, at least one)")
+	fs.IntVar(&s.Shards, "shards", s.Shards, fmt.Sprintf("job: parameter shards, each its own Raft group (0: one per %d MiB of fp32 parameters, at least one)", AutoShardBytes>>20))
 	fs.IntVar(&s.Replication, "replication", s.Replication, "job: Raft voters per shard (fewer while the mesh is smaller)")
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "job: seed of parameter init and data order")
 	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = off, else 2 to 1e6)")
