@@ -89,7 +89,7 @@ type Client struct {
 	leader  mesh.NodeID
 	next    int
 	buf     []byte
-	resid   []float32   // int8: what the encodings of this shard's slice lost so far (int8.go)
+	resid   []byte      // int8: what the encodings of this shard's slice lost so far (int8.go)
 	reads   int64       // numbers read requests, so a late reply is not taken for a newer one's
 	failed  mesh.NodeID // the replica that last failed or went silent: tried last
 	version Version     // of the slice the last successful Push returned
@@ -152,12 +152,12 @@ func (c *Client) Encode(grad []float32, samples int64) []byte {
 // residual is the int8 residual of a slice of n values, nil for other
 // precisions and for a join's zero push (samples 0), which is applied
 // outside the gate and would carry the residual nowhere.
-func (c *Client) residual(n int, samples int64) []float32 {
+func (c *Client) residual(n int, samples int64) []byte {
 	if c.cfg.Precision != INT8 || samples == 0 {
 		return nil
 	}
-	if len(c.resid) != n {
-		c.resid = make([]float32, n)
+	if len(c.resid) != int8Bytes(n) {
+		c.resid = c.cfg.Precision.NewResidual(n)
 	}
 	return c.resid
 }

@@ -6,7 +6,8 @@
 // [PushID] (worker, iteration) names a push in every one of them, and the
 // tensor codec ([Precision], tensor.go, int8.go) is the one layout of
 // gradients and parameter slices for the client, the service and the FSM.
-// Under int8 a Client keeps one residual per shard slice (error feedback):
+// Under int8 a Client keeps one residual per shard slice (error feedback,
+// itself in int8 blocks: a quarter of the slice's fp32 bytes):
 // encode a gradient once ([Client.Encode]) and resend its bytes.
 // Package shard implements the replica on raft and uses these types under
 // the same names; package node uses them through this package so that it

@@ -61,7 +61,7 @@ func TestINT8NonFinite(t *testing.T) {
 	for _, x := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 		v := randomGradient(600, 3)
 		v[300] = x
-		resid := slices.Repeat([]float32{0.001}, 600)
+		resid := INT8.Append(nil, slices.Repeat([]float32{0.001}, 600))
 		b := INT8.AppendFeedback(nil, v, resid)
 		got := make([]float32, 600)
 		if bad, err := INT8.Decode(got, b); err != nil || bad != 256 {
@@ -70,7 +70,9 @@ func TestINT8NonFinite(t *testing.T) {
 		if i, s, _ := INT8.Scan(b); i != 256 || math.Float32bits(s) != math.Float32bits(x) {
 			t.Errorf("%v: Scan says %d (%v)", x, i, s)
 		}
-		if slices.ContainsFunc(resid[256:512], func(r float32) bool { return r != 0 }) || resid[0] == 0.001 {
+		r := make([]float32, 600)
+		INT8.Decode(r, resid)
+		if slices.ContainsFunc(r[256:512], func(r float32) bool { return r != 0 }) || r[0] == 0.001 {
 			t.Errorf("%v: residual of the bad block not cleared, or the good one not updated", x)
 		}
 	}
@@ -98,7 +100,7 @@ func TestINT8FeedbackKeepsSmallValues(t *testing.T) {
 	}
 	const pushes = 200
 	plain, fed := make([]float64, len(g)), make([]float64, len(g))
-	resid := make([]float32, len(g))
+	resid := INT8.NewResidual(len(g))
 	dec := make([]float32, len(g))
 	for range pushes {
 		INT8.Decode(dec, INT8.Append(nil, g))
@@ -121,20 +123,50 @@ func TestINT8FeedbackKeepsSmallValues(t *testing.T) {
 	}
 }
 
+// TestINT8ResidualWithinItsBound: the residual, kept in int8's layout,
+// holds what the encoding lost to within 1/508 of the block's step (it is
+// at most half a step, rounded to 1/254 of its own largest value).
+func TestINT8ResidualWithinItsBound(t *testing.T) {
+	const n = 1000
+	v := randomGradient(n, 5)
+	resid := INT8.NewResidual(n)
+	dec, r := make([]float32, n), make([]float32, n)
+	INT8.Decode(dec, INT8.AppendFeedback(nil, v, resid))
+	INT8.Decode(r, resid)
+	for lo := 0; lo < n; lo += 256 {
+		hi := min(lo+256, n)
+		var amax float64
+		for _, x := range v[lo:hi] {
+			amax = max(amax, math.Abs(float64(x)))
+		}
+		step := amax / 127
+		for i := lo; i < hi; i++ {
+			lost := float64(v[i]) - float64(dec[i])
+			if math.Abs(lost) > step/2*(1+1e-6) {
+				t.Fatalf("value %d lost %g, more than half a step %g", i, lost, step/2)
+			}
+			if d := math.Abs(float64(r[i]) - lost); d > step/508*(1+1e-5) {
+				t.Fatalf("residual %d is %g, lost %g: off by %g > step/508 = %g", i, r[i], lost, d, step/508)
+			}
+		}
+	}
+}
+
 // TestINT8InPlaceIsAppend: encoding over the gradient's own memory gives
 // AppendFeedback's bytes and residual, at every size, including one value
 // (whose 5 bytes do not fit its 4).
 func TestINT8InPlaceIsAppend(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 255, 256, 257, 513, 1000} {
 		v := randomGradient(n, 7)
-		r1, r2 := randomGradient(n, 8), randomGradient(n, 8)
-		for i := range r1 {
-			r1[i] *= 0.01
-			r2[i] *= 0.01
+		r := randomGradient(n, 8)
+		for i := range r {
+			r[i] *= 0.01
 		}
+		r1 := INT8.Append(nil, r)
+		r2 := slices.Clone(r1)
 		want := INT8.AppendFeedback(nil, v, r1)
 		got := INT8.EncodeInPlaceFeedback(slices.Clone(v), r2)
-		if !bytes.Equal(got, want) || !slices.Equal(r1, r2) {
+		if !bytes.Equal(got, want) || !bytes.Equal(r1, r2) {
 			t.Errorf("n=%d: in place and Append differ", n)
 		}
 		if !bytes.Equal(INT8.EncodeInPlace(slices.Clone(v)), INT8.Append(nil, v)) {
@@ -158,7 +190,7 @@ func BenchmarkCodec(b *testing.B) {
 	const n = 235146 / 4
 	g := randomGradient(n, 1)
 	for _, p := range []Precision{FP32, BF16, INT8} {
-		resid, v, dst := make([]float32, n), make([]float32, n), make([]float32, n)
+		resid, v, dst := p.NewResidual(n), make([]float32, n), make([]float32, n)
 		b.Run("encode-"+p.String(), func(b *testing.B) {
 			b.SetBytes(4 * n)
 			for b.Loop() {

@@ -108,11 +108,11 @@ func FromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 // Append appends v to dst encoded.
 func (p Precision) Append(dst []byte, v []float32) []byte { return p.AppendFeedback(dst, v, nil) }
 
-// AppendFeedback is Append with error feedback for int8: resid (as long
-// as v, zero at first) is added to v before rounding and then holds what
-// this encoding lost (int8.go); v is only read. Other precisions ignore
+// AppendFeedback is Append with error feedback for int8: resid (from
+// [Precision.NewResidual], zero at first) is added to v before rounding
+// and then holds what this encoding lost (int8.go); v is only read. Other precisions ignore
 // resid: fp32 is exact and bf16 trains as fp32 does (BENCHMARKS.md).
-func (p Precision) AppendFeedback(dst []byte, v, resid []float32) []byte {
+func (p Precision) AppendFeedback(dst []byte, v []float32, resid []byte) []byte {
 	n := len(dst)
 	dst = slices.Grow(dst, p.Bytes(len(v)))[:n+p.Bytes(len(v))]
 	out := dst[n:]
@@ -132,6 +132,16 @@ func (p Precision) AppendFeedback(dst []byte, v, resid []float32) []byte {
 	return dst
 }
 
+// NewResidual returns the zero error-feedback residual of n values for
+// AppendFeedback and EncodeInPlaceFeedback: int8Bytes(n) bytes under int8
+// (the residual is kept in int8's own layout, int8.go), nil otherwise.
+func (p Precision) NewResidual(n int) []byte {
+	if p != INT8 {
+		return nil
+	}
+	return make([]byte, int8Bytes(n))
+}
+
 // EncodeInPlace encodes v into v's own memory and returns those bytes
 // (the first Bytes(len(v)) of it), the encoding Append would give; v's
 // values are gone. bf16 writes value i's two bytes over bytes already read
@@ -143,7 +153,7 @@ func (p Precision) EncodeInPlace(v []float32) []byte { return p.EncodeInPlaceFee
 // EncodeInPlaceFeedback is EncodeInPlace with AppendFeedback's error
 // feedback. int8 writes block b's bytes over v's blocks up to b, which it
 // has already read (int8.go).
-func (p Precision) EncodeInPlaceFeedback(v, resid []float32) []byte {
+func (p Precision) EncodeInPlaceFeedback(v []float32, resid []byte) []byte {
 	if len(v) == 0 {
 		return nil
 	}
