@@ -547,15 +547,13 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // one (see readSnapshot).
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	b, err := readSnapshot(rc)
+	st, err := readSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("shard %d: read snapshot: %w", f.shard, err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.decodeLocked(b); err != nil {
-		return err
-	}
+	f.installLocked(st)
 	f.gen++
 	f.signal()
 	return nil

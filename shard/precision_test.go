@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"slices"
@@ -59,7 +60,7 @@ func TestFSMBF16(t *testing.T) {
 		t.Fatal(err)
 	}
 	f2 := NewFSM(spec.Shard, nil)
-	if err := f2.decodeLocked(b); err != nil {
+	if err := f2.Restore(nopCloser{bytes.NewReader(b)}); err != nil {
 		t.Fatal(err)
 	}
 	if p := f2.Params(nil); p[3] != 1.001 || f2.Status().Spec.Precision != shardapi.BF16 {

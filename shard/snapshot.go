@@ -70,91 +70,46 @@ func (f *FSM) encodeLocked() ([]byte, error) {
 	return shardapi.FP32.Append(b, f.velocity), nil
 }
 
-// decodeLocked replaces the state with b's; on error nothing changed.
-func (f *FSM) decodeLocked(b []byte) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("shard %d: %w: %s", f.shard, shardapi.ErrBadSnapshot, fmt.Sprintf(format, args...))
-	}
-	pre := len(snapshotMagic) + 5
-	if len(b) < pre || string(b[:len(snapshotMagic)]) != snapshotMagic {
-		return bad("not a shard snapshot")
-	}
-	if v := b[len(snapshotMagic)]; v != snapshotVersion {
-		return bad("version %d, want %d", v, snapshotVersion)
-	}
-	hl := binary.BigEndian.Uint32(b[len(snapshotMagic)+1:])
-	if uint64(hl) > uint64(len(b)-pre) {
-		return bad("header length %d", hl)
-	}
-	var h snapshotHeader
-	if err := boundedmsgpack.Unmarshal(b[pre:pre+int(hl)], &h); err != nil {
-		return bad("header: %v", err)
-	}
-	body := b[pre+int(hl):]
-	// Older builds knew fewer reasons; their counters come first.
-	if len(h.Rejected) > int(shardapi.NumReasons)-1 {
-		return bad("%d rejection counters, this build knows %d", len(h.Rejected), int(shardapi.NumReasons)-1)
-	}
-	var theta, velocity []float32
-	var gate *clock.Gate
-	var bal *balanceState
-	if h.Initialized {
-		if err := h.Spec.Validate(); err != nil {
-			return bad("%v", err)
-		}
-		n, vectors := h.Spec.Len, 1
-		if h.Spec.Optimizer.Kind == shardapi.Momentum {
-			vectors = 2
-		}
-		// Check the size before allocating: Len comes from the snapshot.
-		if len(body) != shardapi.FP32.Bytes(n*vectors) {
-			return bad("%d parameter bytes for length %d", len(body), n)
-		}
-		theta = make([]float32, n)
-		if vectors == 2 {
-			velocity = make([]float32, n)
-		}
-		_, _ = shardapi.FP32.Decode(theta, body[:shardapi.FP32.Bytes(n)])
-		_, _ = shardapi.FP32.Decode(velocity, body[shardapi.FP32.Bytes(n):])
-		if i := max(firstNonFinite(theta), firstNonFinite(velocity)); i >= 0 {
-			return bad("parameter %d is not finite", i)
-		}
-		gate = &clock.Gate{}
-		if err := gate.UnmarshalBinary(h.Gate); err != nil {
-			return bad("gate: %v", err)
-		}
-		var err error
-		if bal, err = decodeBalance(h.Spec, h.Balance); err != nil {
-			return bad("balance: %v", err)
-		}
-	} else if len(body) != 0 || len(h.Gate) != 0 || h.Balance != nil {
-		return bad("state in an uninitialised snapshot")
-	}
+// snapshotState is a snapshot read and checked (readSnapshot), ready to
+// become an FSM's state.
+type snapshotState struct {
+	h               snapshotHeader
+	theta, velocity []float32
+	gate            *clock.Gate
+	bal             *balanceState
+}
+
+// installLocked replaces the state with st's.
+func (f *FSM) installLocked(st *snapshotState) {
+	h := st.h
 	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
-	f.theta, f.velocity, f.gate, f.bal = theta, velocity, gate, bal
+	f.theta, f.velocity, f.gate, f.bal = st.theta, st.velocity, st.gate, st.bal
 	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
 	f.rejected = [shardapi.NumReasons]uint64{}
 	copy(f.rejected[1:], h.Rejected)
 	f.sum, f.grad = nil, nil
-	return nil
 }
 
 // maxSnapshotHeader bounds the msgpack header of a snapshot: the gate's
 // table of a few thousand workers is far below it.
 const maxSnapshotHeader = 64 << 20
 
-// snapshotChunk bounds how far the buffer runs ahead of the bytes read.
-const snapshotChunk = 16 << 20
+// snapshotChunk is how many bytes of a snapshot's body are read before
+// they are decoded into the state.
+const snapshotChunk = 1 << 20
 
-// readSnapshot reads one snapshot from r and returns its bytes. It reads
-// the prefix and the header (at most maxSnapshotHeader), computes from the
-// header the exact length of the body a valid snapshot has, reads that
-// much, growing its buffer only as bytes arrive, and then refuses the
-// snapshot if r has even one byte more. So a reader that never ends, or
-// a header that lies about its size, costs at most the largest valid
-// snapshot (bounded by maxShardLen) plus snapshotChunk.
-func readSnapshot(r io.Reader) ([]byte, error) {
-	bad := func(format string, args ...any) ([]byte, error) {
+// readSnapshot reads one snapshot from r and checks it. It reads the
+// prefix and the header (at most maxSnapshotHeader, its buffer growing
+// only as bytes arrive), computes from the header the exact length of the
+// body a valid snapshot has, and decodes the body chunk by chunk straight
+// into θ and the velocity, allocated once the body's first chunk has
+// arrived; then it refuses the snapshot if r has even one byte more. So a
+// restore holds the state and one chunk, never a second copy of the state
+// in bytes (25 MB for a large shard), and a reader that never ends, or a
+// header that lies about its size, costs at most the largest valid state
+// (bounded by shardapi.MaxShardLen) plus a chunk.
+func readSnapshot(r io.Reader) (*snapshotState, error) {
+	bad := func(format string, args ...any) (*snapshotState, error) {
 		return nil, fmt.Errorf("%w: %s", shardapi.ErrBadSnapshot, fmt.Sprintf(format, args...))
 	}
 	pre := len(snapshotMagic) + 5
@@ -165,6 +120,9 @@ func readSnapshot(r io.Reader) ([]byte, error) {
 	if string(b[:len(snapshotMagic)]) != snapshotMagic {
 		return bad("not a shard snapshot")
 	}
+	if v := b[len(snapshotMagic)]; v != snapshotVersion {
+		return bad("version %d, want %d", v, snapshotVersion)
+	}
 	hl := binary.BigEndian.Uint32(b[len(snapshotMagic)+1:])
 	if hl > maxSnapshotHeader {
 		return bad("header length %d exceeds %d", hl, maxSnapshotHeader)
@@ -173,28 +131,85 @@ func readSnapshot(r io.Reader) ([]byte, error) {
 	if err != nil {
 		return bad("header: %v", err)
 	}
-	var h snapshotHeader
-	if err := boundedmsgpack.Unmarshal(b[pre:], &h); err != nil {
+	st := &snapshotState{}
+	h := &st.h
+	if err := boundedmsgpack.Unmarshal(b[pre:], h); err != nil {
 		return bad("header: %v", err)
 	}
-	body := 0
-	if h.Initialized {
-		if err := h.Spec.Validate(); err != nil {
+	// Older builds knew fewer reasons; their counters come first.
+	if len(h.Rejected) > int(shardapi.NumReasons)-1 {
+		return bad("%d rejection counters, this build knows %d", len(h.Rejected), int(shardapi.NumReasons)-1)
+	}
+	if !h.Initialized {
+		if len(h.Gate) != 0 || h.Balance != nil {
+			return bad("state in an uninitialised snapshot")
+		}
+		if err := readEnd(r); err != nil {
 			return bad("%v", err)
 		}
-		body = 4 * h.Spec.Len
-		if h.Spec.Optimizer.Kind == shardapi.Momentum {
-			body *= 2
-		}
+		return st, nil
 	}
-	if b, err = readGrowing(r, b, body); err != nil {
+	if err := h.Spec.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	var chunk []byte
+	if st.theta, chunk, err = readInto(r, nil, h.Spec.Len); err != nil {
 		return bad("parameters: %v", err)
 	}
+	if h.Spec.Optimizer.Kind == shardapi.Momentum {
+		if st.velocity, _, err = readInto(r, chunk, h.Spec.Len); err != nil {
+			return bad("velocity: %v", err)
+		}
+	}
+	if err := readEnd(r); err != nil {
+		return bad("%v", err)
+	}
+	if i := max(firstNonFinite(st.theta), firstNonFinite(st.velocity)); i >= 0 {
+		return bad("parameter %d is not finite", i)
+	}
+	st.gate = &clock.Gate{}
+	if err := st.gate.UnmarshalBinary(h.Gate); err != nil {
+		return bad("gate: %v", err)
+	}
+	if st.bal, err = decodeBalance(h.Spec, h.Balance); err != nil {
+		return bad("balance: %v", err)
+	}
+	return st, nil
+}
+
+// readInto reads n little-endian float32 from r chunk by chunk (through
+// chunk, allocated if nil) and returns them; the slice of n is allocated
+// once the first chunk has arrived.
+func readInto(r io.Reader, chunk []byte, n int) ([]float32, []byte, error) {
+	if chunk == nil {
+		chunk = make([]byte, min(shardapi.FP32.Bytes(n), snapshotChunk))
+	}
+	var v []float32
+	for lo := 0; lo < n; {
+		c := chunk[:min(len(chunk), shardapi.FP32.Bytes(n-lo))]
+		if _, err := io.ReadFull(r, c); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, chunk, err
+		}
+		if v == nil {
+			v = make([]float32, n)
+		}
+		k := len(c) / 4
+		_, _ = shardapi.FP32.Decode(v[lo:lo+k], c)
+		lo += k
+	}
+	return v, chunk, nil
+}
+
+// readEnd refuses a reader with bytes left after a snapshot.
+func readEnd(r io.Reader) error {
 	var one [1]byte
 	if n, _ := io.ReadFull(r, one[:]); n > 0 {
-		return bad("longer than the %d bytes its header describes", len(b))
+		return errors.New("longer than its header describes")
 	}
-	return b, nil
+	return nil
 }
 
 // readGrowing appends exactly n bytes from r to b, growing b by at most
