@@ -166,9 +166,9 @@
 // Slices: a parameter slice returned by [shardapi.Client.Push] is owned by the
 // caller (it is the dst given, or freshly allocated). Entry payloads
 // decoded by the FSM are not retained. The float32 scratch of a push
-// entry's Apply (its decoded gradient and the running sum) is borrowed from
-// one process-wide bounded free list (scratch.go, a leaf lock) and given
-// back when the Apply ends, so a replica holds θ and the velocity between
+// entry's Apply (its decoded gradient and, from a second push on, the
+// running sum) is borrowed from one process-wide bounded free list
+// (scratch.go, a leaf lock) and given back when the Apply ends, so a replica holds θ and the velocity between
 // Applies and nothing of a slice's size besides. The parameters an OK reply carries
 // are encoded once per applied index and shared, read-only, by every reply
 // at that index (no copy of θ per reply).

@@ -156,7 +156,6 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 	ps := e.pushes
 	res := make([]shardapi.PushResult, len(ps))
 	if f.initialized {
-		f.sum, f.grad = scratch.get(f.spec.Len), scratch.get(f.spec.Len)
 		defer func() {
 			scratch.put(f.sum)
 			scratch.put(f.grad)
@@ -210,6 +209,7 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 		case faults.On(faults.Diverge) && faults.Coin(16):
 			// broken build only: this replica drops the gradient
 			if accepted == 0 {
+				f.take(true)
 				clear(f.sum)
 			}
 		default:
@@ -276,7 +276,7 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 	if len(sum) != sp.Bytes(f.spec.Len) {
 		return fail(shardapi.ReasonBadLength, fmt.Sprintf("summed gradient of %d bytes, want %d (%s)", len(sum), sp.Bytes(f.spec.Len), sp))
 	}
-	if i, _ := sp.Decode(f.grad, sum); i >= 0 {
+	if i, _ := sp.Decode(f.gradBuf(), sum); i >= 0 {
 		return fail(shardapi.ReasonNonFinite, fmt.Sprintf("summed value %d is %v", i, f.grad[i]))
 	}
 	if j := f.sumAndCheck(true, lr); j >= 0 {
@@ -299,10 +299,9 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 		applied++
 		f.balanceObserve(p)
 	}
+	f.take(true)
 	if faults.On(faults.Diverge) && faults.Coin(16) {
 		clear(f.sum) // broken build only: this replica drops the gradients
-	} else {
-		f.take(true)
 	}
 	return applied, samples
 }
@@ -333,6 +332,16 @@ func (f *FSM) take(first bool) {
 	}
 }
 
+// gradBuf returns f.grad, borrowing it from the pool first if the entry's
+// Apply has none yet: an entry of one push (or one summed group) borrows
+// one buffer, which take then makes the sum.
+func (f *FSM) gradBuf() []float32 {
+	if f.grad == nil {
+		f.grad = scratch.get(f.spec.Len)
+	}
+	return f.grad
+}
+
 // check validates p against the shard and decodes its gradient into f.grad.
 func (f *FSM) check(p Push) (shardapi.Reason, string) {
 	switch {
@@ -343,7 +352,7 @@ func (f *FSM) check(p Push) (shardapi.Reason, string) {
 	case len(p.Grad) != f.spec.Precision.Bytes(f.spec.Len):
 		return shardapi.ReasonBadLength, fmt.Sprintf("%d bytes, want %d (%s)", len(p.Grad), f.spec.Precision.Bytes(f.spec.Len), f.spec.Precision)
 	}
-	if i, _ := f.spec.Precision.Decode(f.grad, p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
+	if i, _ := f.spec.Precision.Decode(f.gradBuf(), p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
 		return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])
 	}
 	return 0, ""
