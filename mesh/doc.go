@@ -94,10 +94,12 @@
 //
 // # Placement
 //
-// [Place] and [PlaceAll] assign shards to replicas by rendezvous hashing over
-// the node ids given; the result depends only on that set, so every node with
-// the same membership view computes the same replica sets, and a join or
-// leave moves only the replicas that hash to the node concerned.
+// [PlaceAll] assigns shards to replicas by rendezvous hashing with bounded
+// loads over the node ids given (no node above ⌈shards·r/n⌉ replicas); the
+// result depends only on that set, so every node with the same membership
+// view computes the same replica sets, and a join or leave moves the
+// replicas that hash to the node concerned and a few more where the cap
+// changes.
 //
 // Lock order: InmemCluster.mu before an eventQueue's mu; a listenerSet's mu
 // is taken alone (a stream to itself is delivered after QUICTransport.mu is

@@ -6,45 +6,83 @@ import (
 	"slices"
 )
 
-// Place returns the replicas of shard among nodes, best first: the r nodes
-// with the highest rendezvous score for the shard (all of them if fewer
-// than r). The result depends only on the set of nodes, not their order, so
-// every node with the same membership view agrees; when one node joins or
-// leaves, only the shards whose top r include that node change. The first
-// replica is a natural preferred leader.
-func Place(shard uint32, nodes []NodeID, r int) []NodeID {
-	type scored struct {
-		id    NodeID
-		score uint64
+// PlaceAll returns the replicas of shards 0..shards-1 among nodes, each
+// shard's best first (the first is a natural preferred leader): rendezvous
+// hashing with bounded loads. Shards are placed in order, each on the r
+// nodes with the highest rendezvous score for it among those below the
+// cap ⌈shards·r/n⌉ replicas, except that a node which must take every
+// remaining shard to reach its share comes first (see pick). So no node
+// holds more than the cap: plain rendezvous left 8 of 8 shards on one node
+// of four and 3 on another, and a node's memory is its replicas' (a 100 MB
+// model's 8 shards are 25 MB each with momentum). The result depends only
+// on the set of nodes, not their order, so every node with the same
+// membership view computes the same replica sets; a join or leave moves
+// the replicas that hash to that node and, where the cap changes, a few
+// more (TestPlaceMovement). All of them if fewer than r.
+func PlaceAll(shards int, nodes []NodeID, r int) [][]NodeID {
+	ids := slices.Clone(nodes)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	r = min(r, len(ids))
+	out := make([][]NodeID, shards)
+	if r == 0 {
+		return out
 	}
-	all := make([]scored, 0, len(nodes))
-	seen := make(map[NodeID]bool, len(nodes))
-	for _, id := range nodes {
-		if !seen[id] {
-			seen[id] = true
-			all = append(all, scored{id, rendezvousScore(shard, id)})
-		}
+	capacity := (shards*r + len(ids) - 1) / len(ids)
+	spare := make(map[NodeID]int, len(ids))
+	for _, id := range ids {
+		spare[id] = capacity
 	}
-	slices.SortFunc(all, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
+	order := make([]scored, len(ids))
+	for s := range out {
+		for i, id := range ids {
+			order[i] = scored{id, rendezvousScore(uint32(s), id)}
 		}
-		return cmp.Compare(a.id, b.id)
-	})
-	out := make([]NodeID, 0, min(r, len(all)))
-	for _, s := range all[:min(r, len(all))] {
-		out = append(out, s.id)
+		slices.SortFunc(order, byScore)
+		out[s] = pick(order, spare, shards-s, r)
 	}
 	return out
 }
 
-// PlaceAll returns Place for shards 0..shards-1.
-func PlaceAll(shards int, nodes []NodeID, r int) [][]NodeID {
-	out := make([][]NodeID, shards)
-	for s := range out {
-		out[s] = Place(uint32(s), nodes, r)
+type scored struct {
+	id    NodeID
+	score uint64
+}
+
+func byScore(a, b scored) int {
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
 	}
-	return out
+	return cmp.Compare(a.id, b.id)
+}
+
+// pick chooses r of order (best score first) for a shard with left shards
+// still to place, this one included, and takes one from each one's spare.
+// A node with spare ≥ left is urgent: not taking it now would leave it
+// more spare than shards, a share no later shard can fill. Taking the
+// urgent first (by score among them) keeps Σ min(spare, left) ≥ left·r,
+// which holds at the start (n·cap ≥ shards·r) and guarantees r nodes with
+// spare for every shard: each urgent node left out lowers that slack by
+// one, and when more than r are urgent the slack is at least left·(urgent−r).
+func pick(order []scored, spare map[NodeID]int, left, r int) []NodeID {
+	taken := make([]bool, len(order))
+	n := 0
+	for _, urgent := range []bool{true, false} {
+		for i, c := range order {
+			if sp := spare[c.id]; n < r && !taken[i] && sp > 0 && (sp >= left) == urgent {
+				taken[i] = true
+				n++
+			}
+		}
+	}
+	chosen := make([]NodeID, 0, n)
+	for i, c := range order { // best score first: the first is the preferred leader
+		if taken[i] {
+			chosen = append(chosen, c.id)
+			spare[c.id]--
+		}
+	}
+	return chosen
 }
 
 // LiveIDs returns the ids of members, the usual input to Place.

@@ -8,14 +8,14 @@ import (
 	"dsspmesh/mesh"
 )
 
-func TestPlacementCacheMatchesPlaceAndFollowsMembership(t *testing.T) {
+func TestPlacementCacheMatchesPlaceAllAndFollowsMembership(t *testing.T) {
 	c := newPlacementCache(16, 3)
 	ids := []mesh.NodeID{"node-c", "node-a", "node-b", "node-d"}
 	for _, live := range [][]mesh.NodeID{ids, {"node-d", "node-b", "node-a", "node-c"}, ids[:3], append(slices.Clone(ids), "node-e")} {
-		got := c.get(live)
+		got, want := c.get(live), mesh.PlaceAll(16, live, 3)
 		for s := range 16 {
-			if want := mesh.Place(uint32(s), live, 3); !slices.Equal(got[s], want) {
-				t.Fatalf("members %v shard %d: cached %v, Place %v", live, s, got[s], want)
+			if !slices.Equal(got[s], want[s]) {
+				t.Fatalf("members %v shard %d: cached %v, PlaceAll %v", live, s, got[s], want[s])
 			}
 		}
 	}

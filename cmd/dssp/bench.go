@@ -256,14 +256,15 @@ func newBenchScaleCmd() *cobra.Command {
 		Long: `For every N of --nodes and S of --shards (and every --variant), start N
 host-only 'dssp node' processes (--train=false) on loopback and measure:
   formation     time until every node lists every other, and until every shard
-                has a leader whose Raft voters are the replicas rendezvous
-                placement gives it over those members;
+                has a leader whose Raft voters are the replicas placement
+                gives it over those members;
   idle costs    per node over --idle: RSS, CPU, memberlist bytes sent, Raft
                 heartbeats answered, goroutines, Raft groups hosted;
   churn         one more node joins, then leaves gracefully: the replicas
                 added to shards' voter sets each time, counted between polls
                 in which every node answered and the voters matched placement
-                (rendezvous placement should move about S·R/(N+1)), and how
+                (placement should move about S·R/(N+1), a few more where its
+                per-node cap changes), and how
                 long the mesh took to settle;
   training      --trainers training nodes join; CPU and RSS of hosts and
                 trainers over --train, and the iterations/s.

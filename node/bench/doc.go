@@ -38,7 +38,7 @@
 // measures formation, idle costs per node, one node joining and leaving,
 // and training costs. A poll counts as settled only when every node
 // answered, all list the same members, and every shard's leader has as
-// Raft voters exactly the replicas rendezvous placement (mesh.Place) gives
+// Raft voters exactly the replicas placement (mesh.PlaceAll) gives
 // it over those members; replicas moved on a join or leave are counted
 // between two such polls, so a node missing from a poll, or a leader whose
 // placement followed a membership view missing a node, is waited out

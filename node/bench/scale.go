@@ -579,8 +579,8 @@ func leaders(st []*node.Status) map[uint32]node.ShardStatus {
 
 // unsettled says why one poll does not show a settled mesh, "" when it
 // does: every node answered and lists the same want members, and every
-// shard has a leader whose Raft voters are the r replicas rendezvous
-// placement gives it over those members (mesh.Place). A leader's own
+// shard has a leader whose Raft voters are the r replicas placement gives
+// it over those members (mesh.PlaceAll). A leader's own
 // placement follows its membership view, which under load can miss a
 // node for a while; voters equal to that placement are not settled.
 func unsettled(st []*node.Status, want, shards, r int) string {
@@ -607,13 +607,14 @@ func unsettled(st []*node.Status, want, shards, r int) string {
 		return "no status"
 	}
 	lead := leaders(st)
+	placement := mesh.PlaceAll(shards, ids, r)
 	for id := uint32(0); id < uint32(shards); id++ {
 		sh, ok := lead[id]
 		if !ok {
 			return fmt.Sprintf("shard %d has no leader", id)
 		}
 		var place []string
-		for _, n := range mesh.Place(id, ids, r) {
+		for _, n := range placement[id] {
 			place = append(place, string(n))
 		}
 		switch {

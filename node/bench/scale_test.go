@@ -44,9 +44,10 @@ func settledStatuses(ids, members []mesh.NodeID, shards, r int) []*node.Status {
 		for _, m := range members {
 			s.Members = append(s.Members, node.MemberStatus{ID: string(m)})
 		}
+		all := mesh.PlaceAll(shards, members, r)
 		for sh := uint32(0); sh < uint32(shards); sh++ {
 			var place []string
-			for _, n := range mesh.Place(sh, members, r) {
+			for _, n := range all[sh] {
 				place = append(place, string(n))
 			}
 			e := node.ShardStatus{ID: sh, Term: 1, Placement: place}
@@ -110,18 +111,20 @@ func TestSettledNeedsEveryNodeAndRendezvousVoters(t *testing.T) {
 		t.Fatalf("two views of the members: %q", why)
 	}
 
-	// Between settled polls, the replicas moved are rendezvous placement's
-	// own: those node-e takes over when it joins node-a..d.
+	// Between settled polls, the replicas moved are placement's own: those
+	// placed anew when node-e joins node-a..d.
 	before := votersOf(settledStatuses(ids[:4], ids[:4], shards, r))
 	after := votersOf(st)
-	want := 0
-	for sh := uint32(0); sh < shards; sh++ {
-		if slices.Contains(mesh.Place(sh, ids, r), "node-e") {
-			want++
+	want, old, cur := 0, mesh.PlaceAll(shards, ids[:4], r), mesh.PlaceAll(shards, ids, r)
+	for sh := range cur {
+		for _, n := range cur[sh] {
+			if !slices.Contains(old[sh], n) {
+				want++
+			}
 		}
 	}
 	if n := moved(before, after); n != want || want == 0 {
-		t.Fatalf("moved %d, want %d (the shards placed on node-e)", n, want)
+		t.Fatalf("moved %d, want %d (the replicas placed anew when node-e joined)", n, want)
 	}
 }
 
