@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ import (
 func newBenchBigModelCmd() *cobra.Command {
 	cfg := bench.DefaultBigModelConfig()
 	var out string
+	var jobFlags []string
 	cmd := &cobra.Command{
 		Use:   "bigmodel",
 		Short: "Train a ~100 MB model on a local mesh and report each node's RSS and data dir as multiples of its size",
@@ -34,6 +36,7 @@ processes each holding several hundred megabytes for --time.`,
 			}
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
+			cfg.SpecArgs = append(cfg.SpecArgs, jobFlags...) // after the defaults, so they win
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
@@ -54,7 +57,7 @@ processes each holding several hundred megabytes for --time.`,
 	f.StringVar(&cfg.Model, "model", cfg.Model, "model to train")
 	f.StringVar(&cfg.Dataset, "dataset", cfg.Dataset, "dataset")
 	f.DurationVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "evaluation cadence (an evaluation reads the whole model)")
-	f.StringSliceVar(&cfg.SpecArgs, "job-flag", cfg.SpecArgs, "further job flags for the bootstrap node, repeatable")
+	f.StringSliceVar(&jobFlags, "job-flag", nil, "further job flags for the bootstrap node, repeatable, after the defaults ("+strings.Join(cfg.SpecArgs, " ")+"), which they override")
 	f.StringSliceVar(&cfg.NodeArgs, "node-flag", nil, "further flags for every node, repeatable (--node-flag=--pprof)")
 	f.StringVar(&cfg.Dir, "dir", "", "keep the run folder (data dirs, node logs) here (default: a temporary folder, removed afterwards)")
 	f.Float64Var(&cfg.RSSFactor, "rss-factor", cfg.RSSFactor, "target: peak RSS per node ≤ this × the model's bytes")
