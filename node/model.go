@@ -36,8 +36,24 @@ type modelReader struct {
 
 func newModelReader() *modelReader { return &modelReader{turn: make(chan struct{}, 1)} }
 
-// readModel reads every shard's slice from its leader concurrently (each a
-// linearizable read, shardapi.Client.Read) and assembles the flat vector.
+// readBytesInFlight bounds the fp32 replies a model read holds at once:
+// every shard of a small model is read side by side, a 100 MB model's
+// 12.5 MB slices two at a time (each reply is decoded into the snapshot
+// as it arrives; all eight at once held 100 MB of replies on the reader).
+const readBytesInFlight = 32 << 20
+
+// readsInFlight is how many of the shards (bounds) a read asks at once.
+func readsInFlight(bounds [][2]int) int {
+	largest := 1
+	for _, b := range bounds {
+		largest = max(largest, 4*(b[1]-b[0]))
+	}
+	return max(1, min(len(bounds), readBytesInFlight/largest))
+}
+
+// readModel reads every shard's slice from its leader (each a linearizable
+// read, shardapi.Client.ReadInto), concurrently up to readBytesInFlight of
+// replies, each decoded straight into the flat vector.
 func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, error) {
 	n.mu.RLock()
 	shards, spec := n.shards, n.spec
@@ -64,21 +80,25 @@ func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, er
 			r.clients = append(r.clients, c)
 		}
 	}
+	snap := &modelSnapshot{theta: make([]float32, n.model.NumParams())}
 	got := make([]shardapi.Slice, len(r.clients))
 	errs := make([]error, len(r.clients))
 	var wg sync.WaitGroup
+	turns := make(chan struct{}, readsInFlight(shards.bounds))
 	for i, c := range r.clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], errs[i] = c.Read(ctx)
+			turns <- struct{}{}
+			defer func() { <-turns }()
+			b := shards.bounds[i]
+			got[i], errs[i] = c.ReadInto(ctx, snap.theta[b[0]:b[1]])
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("read the model: %w", err)
 	}
-	snap := &modelSnapshot{theta: make([]float32, n.model.NumParams())}
 	job, _ := json.Marshal(spec)
 	snap.meta = modelfile.Meta{Model: spec.Model, Dataset: spec.Dataset, Source: source, TakenAt: time.Now(), Job: string(job)}
 	for i, sl := range got {
@@ -86,7 +106,6 @@ func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, er
 		if len(sl.Params) != b[1]-b[0] {
 			return nil, fmt.Errorf("read the model: shard %d returned %d parameters, want %d", i, len(sl.Params), b[1]-b[0])
 		}
-		copy(snap.theta[b[0]:b[1]], sl.Params)
 		snap.meta.Shards = append(snap.meta.Shards, modelfile.ShardClock{Shard: sl.Shard, Leader: string(sl.Leader),
 			Min: sl.Min, Max: sl.Max, Index: sl.Index, Samples: sl.Samples})
 		if i == 0 || sl.Min < snap.meta.Clock {

@@ -54,3 +54,25 @@ func TestInitFromChecksTheFile(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+// A model read asks every shard of a small model at once and a 100 MB
+// model's 12.5 MB slices two at a time (readBytesInFlight).
+func TestReadsInFlight(t *testing.T) {
+	even := func(shards, params int) [][2]int {
+		var b [][2]int
+		for s := range shards {
+			b = append(b, [2]int{s * params / shards, (s + 1) * params / shards})
+		}
+		return b
+	}
+	for _, c := range []struct {
+		bounds [][2]int
+		want   int
+	}{
+		{even(1, 235146), 1}, {even(4, 235146), 4}, {even(8, 24901642), 2}, {even(6, 24901642), 2}, {even(4, 24901642), 1}, {even(2, 1<<28), 1},
+	} {
+		if got := readsInFlight(c.bounds); got != c.want {
+			t.Errorf("%d shards up to %d: %d reads in flight, want %d", len(c.bounds), c.bounds[len(c.bounds)-1][1], got, c.want)
+		}
+	}
+}

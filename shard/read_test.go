@@ -70,11 +70,15 @@ func TestReadIsLinearizable(t *testing.T) {
 	c.kill(l.cfg.ID)
 	nl := c.waitLeader(l.cfg.ID)
 	r2 := c.client("reader2", ids)
-	sl2, err := r2.Read(context.Background())
+	dst := make([]float32, len(last))
+	sl2, err := r2.ReadInto(context.Background(), dst)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sl2.Leader != nl.cfg.ID || sl2.Min != 5 || !equalFloats(sl2.Params, last) {
 		t.Fatalf("read after failover %+v, want leader %s with every acknowledged push", sl2, nl.cfg.ID)
+	}
+	if &sl2.Params[0] != &dst[0] {
+		t.Fatal("ReadInto did not decode into the slice given")
 	}
 }

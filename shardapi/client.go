@@ -454,7 +454,12 @@ func (c *Client) stream(ctx context.Context, target mesh.NodeID) (mesh.Stream, e
 // other replicas until ctx (or Config.Deadline) ends (an error wrapping
 // ErrDeadline). A read changes nothing, so retrying is always safe. A shard
 // without its Init entry yet gives an error wrapping ErrNotInitialized.
-func (c *Client) Read(ctx context.Context) (Slice, error) {
+func (c *Client) Read(ctx context.Context) (Slice, error) { return c.ReadInto(ctx, nil) }
+
+// ReadInto is Read decoding the parameters into dst when it has their
+// length (Slice.Params is then dst), so that a reader of a large model
+// assembles it without a second copy of every slice.
+func (c *Client) ReadInto(ctx context.Context, dst []float32) (Slice, error) {
 	c.reads++
 	rep, params, err := c.call(ctx, c.request(OpRead, c.reads), nil)
 	if errors.Is(err, ErrRejected) {
@@ -467,7 +472,10 @@ func (c *Client) Read(ctx context.Context) (Slice, error) {
 	if err != nil {
 		return Slice{}, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
 	}
-	sl := Slice{Shard: c.cfg.Shard, Leader: c.leader, Params: make([]float32, n),
+	if len(dst) != n {
+		dst = make([]float32, n)
+	}
+	sl := Slice{Shard: c.cfg.Shard, Leader: c.leader, Params: dst,
 		Min: rep.Clock, Max: rep.Max, Index: rep.Index, Samples: rep.Samples}
 	if _, err := FP32.Decode(sl.Params, params); err != nil {
 		return Slice{}, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
