@@ -108,6 +108,25 @@ func TestMNISTFromIDXKeepsTheFileBytes(t *testing.T) {
 	}
 }
 
+// TestSyntheticOnItsGrid: a synthetic value is the class mean plus noise
+// rounded to the nearest multiple of synthStep, and reads back as that.
+func TestSyntheticOnItsGrid(t *testing.T) {
+	for _, x := range []float64{0, 1.0 / 32 * 0.99, -3.3, 7.96, 9, -8.2, -100} {
+		got := float64(synthScale[synthByte(x)])
+		want := math.Max(-8, math.Min(127.0/16, math.Round(x*16)/16))
+		if got != want {
+			t.Errorf("%g reads back as %g, want %g", x, got, want)
+		}
+	}
+	ds, err := NewSynthetic(DefaultSyntheticConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Bytes() != 512*784+512 {
+		t.Fatalf("512 samples take %d bytes, want one a value and one a label", ds.Bytes())
+	}
+}
+
 // TestSyntheticSplitIsTheSeparateDraws: the synthetic training set is what
 // a draw of 10000 samples gives, and the test set the 2000 after them.
 func TestSyntheticSplitIsTheSeparateDraws(t *testing.T) {
@@ -124,10 +143,10 @@ func TestSyntheticSplitIsTheSeparateDraws(t *testing.T) {
 	if train.Len() != 10000 || test.Len() != 2000 {
 		t.Fatalf("sizes %d/%d", train.Len(), test.Len())
 	}
-	if !slices.Equal(train.x, want.x) || !slices.Equal(train.y, want.y) {
-		t.Fatal("training set differs from a draw of 10000")
+	if train.b == nil || !slices.Equal(train.b, want.b) || !slices.Equal(train.y, want.y) {
+		t.Fatal("training set differs from a draw of 10000 (or is not held as bytes)")
 	}
-	if len(test.x) != 2000*784 || &test.x[0] != &train.x[:cap(train.x)][10000*784] {
+	if len(test.b) != 2000*784 || &test.b[0] != &train.b[:cap(train.b)][10000*784] {
 		t.Fatal("test set is not the 2000 draws after the training set")
 	}
 }
