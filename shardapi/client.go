@@ -284,7 +284,7 @@ func (c *Client) call(ctx context.Context, req Request, payload []byte) (Reply, 
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return Reply{}, nil, fmt.Errorf("shard %d: (%q, %d): %w: %w (last: %v)", c.cfg.Shard, req.Worker, req.Iter, ErrDeadline, ctx.Err(), last)
+			return Reply{}, nil, fmt.Errorf("shard %d: %s (%q, %d): %w: %w (last: %v)", c.cfg.Shard, req.Op, req.Worker, req.Iter, ErrDeadline, ctx.Err(), last)
 		}
 		backoff = min(2*backoff, c.cfg.MaxBackoff)
 	}

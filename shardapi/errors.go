@@ -15,7 +15,7 @@ var (
 	ErrBadSnapshot    = errors.New("shard: bad snapshot")
 	ErrRejected       = errors.New("shard: push rejected")
 	ErrNotLeader      = errors.New("shard: not the leader")
-	ErrDeadline       = errors.New("shard: no replica acknowledged the push in time")
+	ErrDeadline       = errors.New("shard: no replica answered in time")
 	ErrReconfigActive = errors.New("shard: a configuration change is in flight")
 	ErrBadTensor      = errors.New("shard: bad tensor payload")
 )
