@@ -23,9 +23,7 @@ type Config struct {
 	// Without it raft reads every entry back from disk once per follower
 	// it replicates to and once more on each follower to apply it (a read
 	// and a decoding copy of the entry, on the path of every push). It
-	// pins at most LogCacheBytes of memory per shard: 4 MiB holds 16 of
-	// the MLP's entries and one of a 100 MB model's 8-shard int8 pushes
-	// (3.2 MB); 8 MiB held two, 38 MB on a node of 6 such replicas.
+	// pins at most LogCacheBytes of memory per shard.
 	LogCacheBytes int64
 	// CompactAt: on Open, a log database file larger than this whose live
 	// pages fill less than half of it is rewritten compactly first (see
@@ -41,7 +39,7 @@ type Config struct {
 
 // DefaultConfig returns the settings the node uses.
 func DefaultConfig() Config {
-	return Config{RetainSnapshots: 2, LogCacheBytes: 4 << 20, CompactAt: 32 << 20, OpenTimeout: 5 * time.Second}
+	return Config{RetainSnapshots: 2, LogCacheBytes: 8 << 20, CompactAt: 32 << 20, OpenTimeout: 5 * time.Second}
 }
 
 // Validate reports the first bad field, naming its value.
