@@ -57,8 +57,9 @@ type statVariant struct {
 	// extrap·(θ_{r−2} − θ_{r−3}): the last round's step, scaled, stands in
 	// for the one in flight.
 	extrap float64
-	// bf16: every read of θ is rounded to bfloat16, as slices travel
-	// under the job's default --wire-precision bf16.
+	// bf16: every read of θ is rounded to bfloat16, as parameter slices
+	// travel in bf16 under the job's default --wire-precision int8 (and
+	// under bf16).
 	bf16 bool
 }
 
