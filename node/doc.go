@@ -119,8 +119,10 @@
 //
 // # Model snapshots
 //
-// A snapshot is read by one node from every shard concurrently, each with
-// shardapi.Client.Read: a linearizable read on the shard's current leader
+// A snapshot is read by one node from every shard concurrently (up to
+// 32 MiB of fp32 replies in flight: a 100 MB model's eight slices two at a
+// time), each with shardapi.Client.ReadInto, decoded straight into the
+// snapshot: a linearizable read on the shard's current leader
 // after a Raft barrier, over the shard RPC channel the pushes use. So each
 // shard's slice holds every push that shard acknowledged before the read
 // began. "Consistent" means exactly that, per shard: the shards are
@@ -131,8 +133,8 @@
 // samples, and the mesh clock, the lowest t_min, below which every live
 // worker's iterations are in every slice. The slices differ only by the
 // pushes applied between the shards' reads, which run concurrently
-// (milliseconds apart on a healthy mesh); the per-shard clocks say by how
-// many iterations.
+// (milliseconds apart on a healthy mesh with a small model); the
+// per-shard clocks say by how many iterations.
 //
 // GET /model.safetensors on any node returns a fresh snapshot
 // (modelfile's format; ?timeout= bounds the read, default 30s, 503 with
