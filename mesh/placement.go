@@ -18,7 +18,8 @@ import (
 // on the set of nodes, not their order, so every node with the same
 // membership view computes the same replica sets; a join or leave moves
 // the replicas that hash to that node and, where the cap changes, a few
-// more (TestPlaceMovement). All of them if fewer than r.
+// more (TestPlaceMovement). With fewer than r nodes every shard is on all
+// of them.
 func PlaceAll(shards int, nodes []NodeID, r int) [][]NodeID {
 	ids := slices.Clone(nodes)
 	slices.Sort(ids)
@@ -85,7 +86,7 @@ func pick(order []scored, spare map[NodeID]int, left, r int) []NodeID {
 	return chosen
 }
 
-// LiveIDs returns the ids of members, the usual input to Place.
+// LiveIDs returns the ids of members, the usual input to PlaceAll.
 func LiveIDs(members []Member) []NodeID {
 	ids := make([]NodeID, len(members))
 	for i, m := range members {
