@@ -153,11 +153,11 @@ func readSnapshot(r io.Reader) (*snapshotState, error) {
 		return bad("%v", err)
 	}
 	var chunk []byte
-	if st.theta, chunk, err = readInto(r, nil, h.Spec.Len); err != nil {
+	if st.theta, chunk, err = readFloats(r, nil, h.Spec.Len); err != nil {
 		return bad("parameters: %v", err)
 	}
 	if h.Spec.Optimizer.Kind == shardapi.Momentum {
-		if st.velocity, _, err = readInto(r, chunk, h.Spec.Len); err != nil {
+		if st.velocity, _, err = readFloats(r, chunk, h.Spec.Len); err != nil {
 			return bad("velocity: %v", err)
 		}
 	}
@@ -177,10 +177,10 @@ func readSnapshot(r io.Reader) (*snapshotState, error) {
 	return st, nil
 }
 
-// readInto reads n little-endian float32 from r chunk by chunk (through
+// readFloats reads n little-endian float32 from r chunk by chunk (through
 // chunk, allocated if nil) and returns them; the slice of n is allocated
 // once the first chunk has arrived.
-func readInto(r io.Reader, chunk []byte, n int) ([]float32, []byte, error) {
+func readFloats(r io.Reader, chunk []byte, n int) ([]float32, []byte, error) {
 	if chunk == nil {
 		chunk = make([]byte, min(shardapi.FP32.Bytes(n), snapshotChunk))
 	}
