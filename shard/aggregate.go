@@ -91,7 +91,10 @@ func (s *service) group(batch []*pending) ([]*pending, []byte, error) {
 // the group's order in float32 as FSM.sumAndCheck adds an entry's
 // gradients.
 func groupSum(group []*pending, n int, prec shardapi.Precision, base int64) []byte {
-	acc, v := make([]float32, n), make([]float32, n)
+	acc, v := scratch.get(n), scratch.get(n)
+	defer scratch.put(acc)
+	defer scratch.put(v)
+	clear(acc)
 	for _, p := range group {
 		prec.Decode(v, p.grad) // the length was checked by group
 		if base > 0 && p.req.Samples != base {
