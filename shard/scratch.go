@@ -6,9 +6,9 @@ import (
 )
 
 // The FSMs of one process borrow their per-Apply float32 buffers (a push
-// entry's decoded gradient and the sum of those accepted), and leaders the
-// two of a group's sum (groupSum), from one bounded
-// free list instead of each keeping its own: a replica holds them only
+// entry's decoded gradient and the sum of those accepted), and its leaders
+// the two buffers of a group's sum (groupSum), from one bounded free list
+// instead of each keeping its own: a replica holds them only
 // while it applies a push entry, and an entry of one push (or of one
 // summed group) borrows one buffer, not two (FSM.gradBuf). So a node
 // hosting G replicas of a 100 MB model's shards keeps two slices' worth of

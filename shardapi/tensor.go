@@ -12,8 +12,8 @@ import (
 // carries — a push's gradient and an OK reply's parameter slice on the
 // wire, the gradients of a push entry in the raft log — in the shard's
 // [Spec.Precision] (an OK's slice and a leader's sum in its Params and
-// Sums: bf16 under int8); and, always in fp32, the initial θ of an Init entry,
-// a snapshot's parameters and a read's slice. The client, the service and
+// Sums: bf16 under int8); and, always in fp32, the initial θ of an Init
+// entry, a snapshot's parameters and a read's slice. The client, the service and
 // the FSM all encode and decode through it.
 //
 //	fp32: n values, 4 bytes each, IEEE-754 binary32, little-endian
@@ -110,8 +110,9 @@ func (p Precision) Append(dst []byte, v []float32) []byte { return p.AppendFeedb
 
 // AppendFeedback is Append with error feedback for int8: resid (from
 // [Precision.NewResidual], zero at first) is added to v before rounding
-// and then holds what this encoding lost (int8.go); v is only read. Other precisions ignore
-// resid: fp32 is exact and bf16 trains as fp32 does (BENCHMARKS.md).
+// and then holds what this encoding lost (int8.go); v is only read.
+// Other precisions ignore resid: fp32 is exact and bf16 trains as fp32
+// does (BENCHMARKS.md).
 func (p Precision) AppendFeedback(dst []byte, v []float32, resid []byte) []byte {
 	n := len(dst)
 	dst = slices.Grow(dst, p.Bytes(len(v)))[:n+p.Bytes(len(v))]
