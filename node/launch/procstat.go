@@ -87,9 +87,8 @@ const AutoWorkers = -1
 
 // Memory a local node needs at its peak, measured by dssp up on this
 // project's default job as it was then (MLP on MNIST in 4 shards): a
-// training node holds the
-// dataset (700–900 MiB RSS), a host-only node its replicas (~260 MiB with
-// one trainer pushing, see BENCHMARKS.md "Scale").
+// training node holds the dataset (700–900 MiB RSS), a host-only node its
+// replicas (~260 MiB with one trainer pushing, see BENCHMARKS.md "Scale").
 const (
 	TrainerBytes = 1 << 30
 	HostBytes    = 320 << 20
