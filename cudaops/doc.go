@@ -24,14 +24,18 @@
 //
 // # Concurrency and ownership
 //
-// A Model owns scratch memory reused across calls; [Model.Gradient] and
-// [Model.Evaluate] take an internal lock, so concurrent calls on one Model are
-// safe but serialized. For parallel workers in one process, build one Model
-// each. Inside one call the mini-batch is split across goroutines (one per
-// available CPU, see [ModelOptions.Workers]) and their gradients are summed in
-// a fixed order, so results do not depend on scheduling. The params, x,
-// labels and grad slices passed in stay owned by the caller and are not
-// retained after the call returns.
+// A Model owns scratch memory reused across calls; [Model.Gradient],
+// [Model.GradientTo] and [Model.Evaluate] take an internal lock, so
+// concurrent calls on one Model are safe but serialized. For parallel
+// workers in one process, build one Model each. Inside one call the
+// mini-batch is split across goroutines (one per available CPU, see
+// [ModelOptions.Workers]) and their gradients are summed in a fixed order,
+// so results do not depend on scheduling. The params, x, labels and grad
+// slices passed in stay owned by the caller and are not retained after the
+// call returns. GradientTo hands the gradient out in pieces of the model's
+// scratch instead of one slice (with one goroutine a dense layer's weight
+// gradient a block of rows at a time), so its caller need not hold a
+// gradient of the model's size.
 //
 // # Datasets
 //

@@ -57,6 +57,7 @@ type Dense struct {
 	in, out int
 	x       []float32 // last input, not owned
 	y, dx   []float32
+	gw      []float32 // BackwardTo: the block of the gradient being handed out
 }
 
 // NewDense returns a dense layer mapping in features to out.
@@ -84,6 +85,33 @@ func (d *Dense) Forward(be Backend, p [][]float32, x []float32, n int) []float32
 func (d *Dense) Backward(be Backend, p, g [][]float32, dy []float32, n int) []float32 {
 	be.Gemm(true, false, d.out, d.in, n, 1, dy, d.out, d.x, d.in, 1, g[0], d.in)
 	be.SumRowsInto(g[1], dy, n, d.out)
+	return d.inputGrad(be, p, dy, n)
+}
+
+// BackwardTo is Backward handing the weight gradient out a block of rows
+// at a time (GradientTo): rows o0…o1 of dW = dyᵀ·x are dy's columns o0…o1
+// (a submatrix at dy[o0:] with stride out) times x, formed as Backward
+// forms them (added into zeros) and scaled.
+func (d *Dense) BackwardTo(be Backend, p [][]float32, dy []float32, n int, scale float32, emit func(off int, v []float32)) []float32 {
+	rows := max(1, gradChunk/d.in)
+	for o0 := 0; o0 < d.out; o0 += rows {
+		o1 := min(d.out, o0+rows)
+		d.gw = grow(d.gw, (o1-o0)*d.in)
+		clear(d.gw)
+		be.Gemm(true, false, o1-o0, d.in, n, 1, dy[o0:], d.out, d.x, d.in, 1, d.gw, d.in)
+		be.Scale(scale, d.gw)
+		emit(o0*d.in, d.gw)
+	}
+	d.gw = grow(d.gw, d.out)
+	clear(d.gw)
+	be.SumRowsInto(d.gw, dy, n, d.out)
+	be.Scale(scale, d.gw)
+	emit(d.out*d.in, d.gw)
+	return d.inputGrad(be, p, dy, n)
+}
+
+// inputGrad is dx = dy·W, the gradient with respect to the layer's input.
+func (d *Dense) inputGrad(be Backend, p [][]float32, dy []float32, n int) []float32 {
 	d.dx = grow(d.dx, n*d.in)
 	be.Gemm(false, false, n, d.in, d.out, 1, dy, d.out, p[0], d.in, 0, d.dx, d.in)
 	return d.dx

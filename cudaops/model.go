@@ -88,16 +88,18 @@ type Model struct {
 
 	mu       sync.Mutex
 	replicas []*replica
+	sum      []float32 // GradientTo's sum of several replicas' gradients, made at its first such call
 }
 
 // replica is one goroutine's private copy of the layers and its scratch.
 type replica struct {
-	layers []Layer
-	pv, gv [][][]float32 // per-layer param and grad views, rebuilt per call
-	grad   []float32     // private gradient sum (unused by replica 0)
-	probs  []float32
-	loss   float64
-	ok     int
+	layers  []Layer
+	pv, gv  [][][]float32 // per-layer param and grad views, rebuilt per call
+	grad    []float32     // private gradient sum (unused by replica 0)
+	scratch []float32     // GradientTo: a layer's gradient when the layer does not stream it
+	probs   []float32
+	loss    float64
+	ok      int
 }
 
 // NewSequential builds a model from layers whose shapes chain; in is the
@@ -225,6 +227,11 @@ func (m *Model) Gradient(params, x []float32, labels []int, grad []float32) (flo
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.gradient(params, x, labels, grad), nil
+}
+
+// gradient is Gradient's work, m.mu held.
+func (m *Model) gradient(params, x []float32, labels []int, grad []float32) float64 {
 	n := len(labels)
 	used := m.run(params, x, labels, grad, true)
 	for _, r := range used[1:] {
@@ -235,15 +242,55 @@ func (m *Model) Gradient(params, x []float32, labels []int, grad []float32) (flo
 	for _, r := range used {
 		loss += r.loss
 	}
-	return loss / float64(n), nil
+	return loss / float64(n)
 }
+
+// GradientTo is Gradient handing the gradient to emit in pieces as
+// backpropagation forms them, instead of writing it into one slice of the
+// model's size: emit(off, v) gives values off … off+len(v)−1 of the flat
+// gradient (the Layout), every index exactly once, the last layer's
+// first; v is the model's scratch, valid only during the call. The values
+// are Gradient's. When one goroutine takes the whole batch (Workers 1, or
+// a batch under 2·minChunk) no buffer of the model's size is held: a dense
+// layer's weight gradient is formed gradChunk values at a time, so a
+// worker of a 100 MB model keeps its parameters and its gradient's
+// encoding, not a second 100 MB. With several goroutines their gradients
+// are summed into a buffer of the model's size, kept for the next call,
+// and handed out from it.
+func (m *Model) GradientTo(params, x []float32, labels []int, emit func(off int, v []float32)) (float64, error) {
+	if err := m.checkBatch(params, x, labels); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(labels)
+	if m.parts(n) > 1 {
+		m.sum = grow(m.sum, len(params))
+		loss := m.gradient(params, x, labels, m.sum)
+		for off := 0; off < len(m.sum); off += gradChunk {
+			emit(off, m.sum[off:min(len(m.sum), off+gradChunk)])
+		}
+		return loss, nil
+	}
+	r := m.replicas[0]
+	m.forward(r, params, x, labels)
+	m.backwardTo(r, labels, emit)
+	return r.loss / float64(n), nil
+}
+
+// gradChunk is how many values of a gradient GradientTo hands out at once
+// (4 MiB of scratch).
+const gradChunk = 1 << 20
+
+// parts is how many replicas share a batch of n samples.
+func (m *Model) parts(n int) int { return min(len(m.replicas), max(1, n/minChunk)) }
 
 // run splits the batch across replicas, runs forward (and backward when
 // train is set; replica 0 writes into grad0, the rest into their own
 // buffers) and returns the replicas used, in batch order.
 func (m *Model) run(params, x []float32, labels []int, grad0 []float32, train bool) []*replica {
 	n := len(labels)
-	parts := min(len(m.replicas), max(1, n/minChunk))
+	parts := m.parts(n)
 	chunk := (n + parts - 1) / parts
 	used := m.replicas[:(n+chunk-1)/chunk]
 	in := m.InputSize()
@@ -267,16 +314,34 @@ func (m *Model) run(params, x []float32, labels []int, grad0 []float32, train bo
 // when train is set, backward into grad (zeroed first).
 func (m *Model) pass(r *replica, params, x []float32, labels []int, grad []float32, train bool) {
 	n := len(labels)
+	m.forward(r, params, x, labels)
+	if !train {
+		return
+	}
 	off := 0
 	for i, l := range m.proto {
-		ps := l.Params()
-		r.pv[i] = r.pv[i][:0]
 		r.gv[i] = r.gv[i][:0]
-		for _, p := range ps {
+		for _, p := range l.Params() {
+			r.gv[i] = append(r.gv[i], grad[off:off+p.Size()])
+			off += p.Size()
+		}
+	}
+	clear(grad)
+	d := m.lossGradient(r, labels)
+	for i := len(r.layers) - 1; i >= 0; i-- {
+		d = r.layers[i].Backward(m.be, r.pv[i], r.gv[i], d, n)
+	}
+}
+
+// forward runs the replica's layers over x and sets its loss, its count
+// of correct answers and its probabilities (lossGradient's input).
+func (m *Model) forward(r *replica, params, x []float32, labels []int) {
+	n := len(labels)
+	off := 0
+	for i, l := range m.proto {
+		r.pv[i] = r.pv[i][:0]
+		for _, p := range l.Params() {
 			r.pv[i] = append(r.pv[i], params[off:off+p.Size()])
-			if train {
-				r.gv[i] = append(r.gv[i], grad[off:off+p.Size()])
-			}
 			off += p.Size()
 		}
 	}
@@ -292,14 +357,56 @@ func (m *Model) pass(r *replica, params, x []float32, labels []int, grad []float
 			r.ok++
 		}
 	}
-	if !train {
-		return
-	}
-	clear(grad)
-	d := r.probs // the gradient overwrites probs, which are not needed after
-	m.be.SoftmaxCrossEntropyBackward(d, r.probs, labels, n, m.classes)
+}
+
+// lossGradient is the gradient of the summed loss with respect to the
+// logits, written over the replica's probabilities (not needed after).
+func (m *Model) lossGradient(r *replica, labels []int) []float32 {
+	m.be.SoftmaxCrossEntropyBackward(r.probs, r.probs, labels, len(labels), m.classes)
+	return r.probs
+}
+
+// streamingLayer is a layer that hands its parameters' gradient out in
+// pieces (GradientTo) rather than adding it into one slice a tensor.
+type streamingLayer interface {
+	// BackwardTo is Backward with the parameters' gradient, times scale,
+	// given to emit (off within the layer's parameters, in ParamSpec
+	// order), every value once.
+	BackwardTo(be Backend, params [][]float32, dy []float32, n int, scale float32, emit func(off int, v []float32)) []float32
+}
+
+// backwardTo runs the replica's backward pass after forward, handing the
+// mean gradient to emit (GradientTo). A layer that does not stream forms
+// its gradient in the replica's scratch, the size of its own parameters.
+func (m *Model) backwardTo(r *replica, labels []int, emit func(off int, v []float32)) {
+	n := len(labels)
+	scale := 1 / float32(n)
+	d := m.lossGradient(r, labels)
+	end := m.NumParams()
 	for i := len(r.layers) - 1; i >= 0; i-- {
+		size := 0
+		for _, p := range m.proto[i].Params() {
+			size += p.Size()
+		}
+		base := end - size
+		end = base
+		if sl, ok := r.layers[i].(streamingLayer); ok {
+			d = sl.BackwardTo(m.be, r.pv[i], d, n, scale, func(off int, v []float32) { emit(base+off, v) })
+			continue
+		}
+		r.scratch = grow(r.scratch, size)
+		clear(r.scratch)
+		r.gv[i] = r.gv[i][:0]
+		off := 0
+		for _, p := range m.proto[i].Params() {
+			r.gv[i] = append(r.gv[i], r.scratch[off:off+p.Size()])
+			off += p.Size()
+		}
 		d = r.layers[i].Backward(m.be, r.pv[i], r.gv[i], d, n)
+		if size > 0 {
+			m.be.Scale(scale, r.scratch)
+			emit(base, r.scratch)
+		}
 	}
 }
 

@@ -157,3 +157,71 @@ func TestSGDStep(t *testing.T) {
 		t.Fatalf("Validate = %v", err)
 	}
 }
+
+// TestGradientToMatchesGradient: the gradient GradientTo hands out in
+// pieces is Gradient's, every index given once: a dense layer wider than
+// gradChunk (handed out in blocks of rows), conv layers (formed whole in
+// scratch), and several goroutines (summed, then handed out).
+func TestGradientToMatchesGradient(t *testing.T) {
+	wide := func(workers int) *Model {
+		m, err := NewSequential("wide", []int{1, 28, 28}, 10, []Layer{NewFlatten("flatten", 1, 28, 28),
+			NewDense("fc1", 784, 2048), NewReLU("relu1", 2048), NewDense("fc2", 2048, 10)}, ModelOptions{Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	lenet := func(workers int) *Model {
+		m, _ := NewModel("lenet", ModelOptions{Workers: workers})
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		m    *Model
+		n    int
+	}{{"wide", wide(1), 12}, {"lenet", lenet(1), 12}, {"lenet-split", lenet(4), 40}, {"wide-small-batch", wide(4), 6}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if 784*2048 <= gradChunk {
+				t.Fatal("the wide layer must exceed gradChunk to be handed out in blocks")
+			}
+			rng := rand.New(rand.NewPCG(5, 6))
+			x := randSlice(rng, tc.n*tc.m.InputSize(), 1)
+			labels := make([]int, tc.n)
+			for i := range labels {
+				labels[i] = rng.IntN(10)
+			}
+			p := tc.m.Init(7)
+			want := make([]float32, len(p))
+			lw, err := tc.m.Gradient(p, x, labels, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, len(p))
+			seen := make([]int, len(p))
+			pieces := 0
+			lg, err := tc.m.GradientTo(p, x, labels, func(off int, v []float32) {
+				pieces++
+				copy(got[off:], v)
+				for i := range v {
+					seen[off+i]++
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range seen {
+				if c != 1 {
+					t.Fatalf("index %d handed out %d times", i, c)
+				}
+			}
+			a, b := make([]float64, len(p)), make([]float64, len(p))
+			for i := range p {
+				a[i], b[i] = float64(want[i]), float64(got[i])
+			}
+			if e := relErr(a, b); e > 1e-6 || lw != lg {
+				t.Fatalf("GradientTo differs from Gradient: rel %.2e, loss %v vs %v", e, lg, lw)
+			}
+			t.Logf("%d pieces, rel diff %.1e", pieces, relErr(a, b))
+		})
+	}
+}

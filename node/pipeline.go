@@ -22,8 +22,8 @@ import (
 // Ownership while a push is in flight: its goroutines own w.iters, the
 // clients and the flight (its landing buffer w.landing, its reads, got
 // and assign); the loop owns θ, w.reads and w.assigned, which the flight
-// does not write, and the gradient buffer it computes into (the push
-// encodes the other one in place). The loop reads the flight's results
+// does not write, and the encoder set it encodes the next gradient into
+// (the push sends the other set's bytes). The loop reads the flight's results
 // only after receiving from fl.done. With no push in flight (join, the
 // lock-step loop, after a refusal or a moved clock) pushAll decodes
 // straight into θ on the loop's behalf.
@@ -56,10 +56,10 @@ func (w *worker) newFlight(iter int64, into []float32) *flight {
 }
 
 // pipelined starts fl's push of grad and returns at once; the result
-// arrives on fl.done. The slices go into w.landing, and the next gradient
-// into the other buffer (both model-sized, made at the first pipelined
-// push: a job without --pipeline never holds them).
-func (w *worker) pipelined(ctx context.Context, fl *flight, grad []float32) {
+// arrives on fl.done. The slices go into w.landing (model-sized), and the
+// next gradient's encodings into the other encoder set (both made at the
+// first pipelined push: a job without --pipeline never holds them).
+func (w *worker) pipelined(ctx context.Context, fl *flight, grad [][]byte) {
 	if w.landing == nil {
 		w.landing = make([]float32, len(w.theta))
 	}
@@ -67,8 +67,8 @@ func (w *worker) pipelined(ctx context.Context, fl *flight, grad []float32) {
 	fl.done = make(chan error, 1)
 	go func() { fl.done <- w.pushAll(ctx, fl, grad) }()
 	w.gi ^= 1
-	if w.grads[w.gi] == nil {
-		w.grads[w.gi] = make([]float32, len(grad))
+	if w.encs[w.gi] == nil {
+		w.encs[w.gi] = w.newEncoders()
 	}
 }
 

@@ -26,7 +26,7 @@ type worker struct {
 	batches  *batchSource // non-nil under --balance (worker_balance.go)
 	x        []float32
 	labels   []int
-	grads    [2][]float32 // gradients: the one computed into (gi), and one a push in flight encodes (pipeline.go)
+	encs     [2][]*shardapi.Encoder // per shard: the set the gradient is encoded into (gi), and one a push in flight sends (pipeline.go)
 	gi       int
 	theta    []float32               // written only by the loop goroutine
 	landing  []float32               // where a push in flight decodes its slices (pipeline.go), nil until one
@@ -57,7 +57,7 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 	}
 	w := &worker{n: n, spec: spec, bounds: n.shards.bounds, loader: loader,
 		x: make([]float32, spec.BatchSize*n.model.InputSize()), labels: make([]int, spec.BatchSize),
-		grads: [2][]float32{make([]float32, n.model.NumParams())}, theta: make([]float32, n.model.NumParams()),
+		theta: make([]float32, n.model.NumParams()),
 		iters: make([]int64, spec.Shards), reads: make([]SliceRead, spec.Shards), done: make(chan struct{})}
 	w.stats.Slowdown = n.cfg.Slowdown
 	w.stats.Batch = int64(spec.BatchSize)
@@ -85,7 +85,69 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 		}
 		w.clients = append(w.clients, c)
 	}
+	w.encs[0] = w.newEncoders()
 	return w, nil
+}
+
+// newEncoders is an encoder a shard, for one gradient's encodings.
+func (w *worker) newEncoders() []*shardapi.Encoder {
+	encs := make([]*shardapi.Encoder, len(w.bounds))
+	for s, b := range w.bounds {
+		encs[s] = shardapi.NewEncoder(w.spec.Precision(), b[1]-b[0])
+	}
+	return encs
+}
+
+// gradient computes the gradient of the batch in w.x on θ and encodes each
+// shard's slice as backpropagation forms it (cudaops.Model.GradientTo:
+// the worker never holds the gradient in float32, only its encodings),
+// feeding back the shard's int8 residual for the shards in push; a shard
+// not in push (it took this iteration already) gets an encoding that
+// touches no residual, and is not sent. It returns the loss and the
+// encodings, which stay valid until this encoder set is used again.
+//
+// A gradient computed while a push is in flight is dropped when that
+// push is refused or moves the clocks (run computes again): its encoding
+// has by then moved the residuals as if sent, which leaves the error
+// feedback at most one int8 step of each block off, once, per dropped
+// gradient, the size of one rounding it exists to cancel.
+func (w *worker) gradient(batch int, push []bool) (float64, [][]byte, error) {
+	encs := w.encs[w.gi]
+	for s, e := range encs {
+		var resid []byte
+		if push[s] {
+			resid = w.clients[s].Residual(w.bounds[s][1]-w.bounds[s][0], int64(batch))
+		}
+		e.Start(resid)
+	}
+	w.pushes++
+	poison := w.n.cfg.FaultNaNEvery > 0 && w.pushes%uint64(w.n.cfg.FaultNaNEvery) == 0
+	s := 0
+	loss, err := w.n.model.GradientTo(w.theta, w.x, w.labels, func(off int, v []float32) {
+		if poison {
+			for i := range v {
+				v[i] = float32(math.NaN()) // test fault: a flaky accelerator
+			}
+		}
+		for end := off + len(v); off < end; {
+			for off < w.bounds[s][0] || off >= w.bounds[s][1] {
+				s = (s + 1) % len(w.bounds) // pieces come mostly in order: the search is short
+			}
+			hi := min(end, w.bounds[s][1])
+			encs[s].Put(off-w.bounds[s][0], v[:hi-off])
+			v, off = v[hi-off:], hi
+		}
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	payloads := make([][]byte, len(encs))
+	for s, e := range encs {
+		if payloads[s], err = e.Finish(); err != nil {
+			return 0, nil, fmt.Errorf("shard %d: %w", s, err)
+		}
+	}
+	return loss, payloads, nil
 }
 
 // maxRefusedInARow is how many iterations in a row the shards may refuse
@@ -128,18 +190,11 @@ func (w *worker) run(ctx context.Context) {
 		}
 		w.n.obs.Computing(w.n.id, t, w.reads)
 		batch, used := w.next(t)
-		grad := w.grads[w.gi]
 		start := time.Now()
-		loss, err := w.n.model.Gradient(w.theta, w.x, w.labels, grad)
+		loss, grad, err := w.gradient(batch, w.toPush(fl))
 		if err != nil {
 			w.fail(err)
 			return
-		}
-		w.pushes++
-		if every := w.n.cfg.FaultNaNEvery; every > 0 && w.pushes%uint64(every) == 0 {
-			for i := range grad {
-				grad[i] = float32(math.NaN()) // test fault: a flaky accelerator
-			}
 		}
 		compute := w.stretch(ctx, time.Since(start), batch)
 		waitStart := time.Now()
@@ -265,9 +320,12 @@ func (w *worker) join(ctx context.Context) error {
 			w.iters[s] = it - 1
 		}
 	}
-	clear(w.grads[0]) // a zero gradient, without a second model-sized buffer
+	zero := make([][]byte, len(w.clients))
+	for s, e := range w.encs[0] {
+		zero[s] = e.Zero()
+	}
 	fl := w.newFlight(slices.Min(w.iters), w.theta)
-	err := w.pushAll(ctx, fl, w.grads[0])
+	err := w.pushAll(ctx, fl, zero)
 	w.land(fl)
 	return err
 }
@@ -307,14 +365,30 @@ func (w *worker) align(ctx context.Context, every bool) error {
 	}
 }
 
-// pushAll sends each shard its slice of grad at once and waits for every
+// toPush says which shards the next gradient goes to: with no push in
+// flight, those whose clock is the lowest (pushAll skips the others,
+// which took the iteration before another shard refused it); with one in
+// flight (whose w.iters the loop may not read), every shard.
+func (w *worker) toPush(fl *flight) []bool {
+	push := make([]bool, len(w.clients))
+	low := int64(math.MaxInt64)
+	if fl == nil {
+		low = slices.Min(w.iters)
+	}
+	for s := range push {
+		push[s] = fl != nil || w.iters[s] <= low
+	}
+	return push
+}
+
+// pushAll sends each shard its encoded slice grad[s] at once and waits for every
 // reply, decoding each returned slice into fl.into with its version in
 // fl.reads (land then makes them θ's) and shard 0's assignments in
 // fl.assign. A failed push is resent with the same iteration until it
 // succeeds or ctx ends; a worker the shard dropped (declared dead by
 // mistake) is added again. It writes w.iters and uses the clients; of the
 // loop's state it only reads w.reads (keepSlice).
-func (w *worker) pushAll(ctx context.Context, fl *flight, grad []float32) error {
+func (w *worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 	samples, computeNs := int64(fl.batch), fl.compute.Nanoseconds()
 	var wg sync.WaitGroup
 	errs := make([]error, len(w.clients))
@@ -328,9 +402,7 @@ func (w *worker) pushAll(ctx context.Context, fl *flight, grad []float32) error 
 			defer wg.Done()
 			lo, hi := w.bounds[s][0], w.bounds[s][1]
 			start := time.Now()
-			// Encoded over the gradient's own memory (no second copy of a
-			// 100 MB model's gradient); resends reuse the bytes.
-			payload := c.Encode(grad[lo:hi], samples)
+			payload := grad[s] // resends reuse the bytes
 			for {
 				before, heldBefore, bytesBefore := c.Retries, c.Held, c.Bytes
 				w.n.obs.PushSent(uint32(s), w.n.id, w.iters[s], samples)

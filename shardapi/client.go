@@ -136,23 +136,16 @@ func (c *Client) after(d time.Duration) <-chan time.Time {
 // wrapping ErrDeadline: then the push may or may not have been applied, and
 // the caller resends the same iter later. A *RejectError is final.
 func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad, dst []float32) ([]float32, error) {
-	c.buf = c.cfg.Precision.AppendFeedback(c.buf[:0], grad, c.residual(len(grad), samples))
+	c.buf = c.cfg.Precision.AppendFeedback(c.buf[:0], grad, c.Residual(len(grad), samples))
 	return c.PushEncoded(ctx, iter, samples, computeNs, c.buf, dst)
 }
 
-// Encode encodes the gradient of a push of samples samples over grad's
-// own memory (Precision.EncodeInPlaceFeedback: no buffer of the encoding
-// besides the gradient's), for PushEncoded and PushKeepEncoded; grad's
-// values are gone. Under int8 it feeds back this client's residual, so
-// encode each iteration's gradient once and resend its bytes.
-func (c *Client) Encode(grad []float32, samples int64) []byte {
-	return c.cfg.Precision.EncodeInPlaceFeedback(grad, c.residual(len(grad), samples))
-}
-
-// residual is the int8 residual of a slice of n values, nil for other
-// precisions and for a join's zero push (samples 0), which is applied
-// outside the gate and would carry the residual nowhere.
-func (c *Client) residual(n int, samples int64) []byte {
+// Residual is the int8 error-feedback residual of this client's shard, a
+// slice of n values, for a gradient of samples samples: the one Push feeds
+// back, for an [Encoder] that encodes the gradient for PushEncoded. It is
+// nil for other precisions and for a join's zero push (samples 0), which
+// is applied outside the gate and would carry the residual nowhere.
+func (c *Client) Residual(n int, samples int64) []byte {
 	if c.cfg.Precision != INT8 || samples == 0 {
 		return nil
 	}
@@ -162,7 +155,7 @@ func (c *Client) residual(n int, samples int64) []byte {
 	return c.resid
 }
 
-// PushEncoded is Push with the gradient already encoded ([Client.Encode]);
+// PushEncoded is Push with the gradient already encoded (an [Encoder]);
 // payload is only read, and may be given again to resend the same
 // iteration.
 func (c *Client) PushEncoded(ctx context.Context, iter, samples, computeNs int64, payload []byte, dst []float32) ([]float32, error) {

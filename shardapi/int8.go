@@ -47,9 +47,6 @@ func int8Len(b []byte) (int, bool) {
 }
 
 // int8Encode encodes v into out (int8Bytes(len(v)) long) block by block.
-// out may alias v's memory from its first byte (EncodeInPlace): each block
-// is copied out before its bytes are written, and block b's bytes end at
-// (b+1)·(int8Block+4), never past block b's own values at 4·(b+1)·int8Block.
 // With resid (int8Bytes(len(v)) long, a residual in this layout) its
 // values are added to v first, and it then holds what the encoding lost:
 // the value encoded minus the value a receiver decodes.

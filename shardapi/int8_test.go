@@ -1,7 +1,6 @@
 package shardapi
 
 import (
-	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -107,7 +106,7 @@ func TestINT8FeedbackKeepsSmallValues(t *testing.T) {
 		for i, x := range dec {
 			plain[i] += float64(x)
 		}
-		INT8.Decode(dec, INT8.EncodeInPlaceFeedback(slices.Clone(g), resid))
+		INT8.Decode(dec, INT8.AppendFeedback(nil, g, resid))
 		for i, x := range dec {
 			fed[i] += float64(x)
 		}
@@ -152,29 +151,6 @@ func TestINT8ResidualWithinItsBound(t *testing.T) {
 	}
 }
 
-// TestINT8InPlaceIsAppend: encoding over the gradient's own memory gives
-// AppendFeedback's bytes and residual, at every size, including one value
-// (whose 5 bytes do not fit its 4).
-func TestINT8InPlaceIsAppend(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 255, 256, 257, 513, 1000} {
-		v := randomGradient(n, 7)
-		r := randomGradient(n, 8)
-		for i := range r {
-			r[i] *= 0.01
-		}
-		r1 := INT8.Append(nil, r)
-		r2 := slices.Clone(r1)
-		want := INT8.AppendFeedback(nil, v, r1)
-		got := INT8.EncodeInPlaceFeedback(slices.Clone(v), r2)
-		if !bytes.Equal(got, want) || !bytes.Equal(r1, r2) {
-			t.Errorf("n=%d: in place and Append differ", n)
-		}
-		if !bytes.Equal(INT8.EncodeInPlace(slices.Clone(v)), INT8.Append(nil, v)) {
-			t.Errorf("n=%d: without feedback, in place and Append differ", n)
-		}
-	}
-}
-
 // Parameters and sums travel in bf16 when gradients travel in int8.
 func TestINT8ParamsAndSumsInBF16(t *testing.T) {
 	for p, want := range map[Precision]Precision{FP32: FP32, BF16: BF16, INT8: BF16} {
@@ -184,18 +160,19 @@ func TestINT8ParamsAndSumsInBF16(t *testing.T) {
 	}
 }
 
-// BenchmarkCodec encodes (in place, with feedback under int8) and decodes
-// one shard's slice of the default MLP in each precision.
+// BenchmarkCodec encodes (an Encoder given the slice whole, with feedback
+// under int8) and decodes one shard's slice of the default MLP in each
+// precision.
 func BenchmarkCodec(b *testing.B) {
 	const n = 235146 / 4
 	g := randomGradient(n, 1)
 	for _, p := range []Precision{FP32, BF16, INT8} {
-		resid, v, dst := p.NewResidual(n), make([]float32, n), make([]float32, n)
+		resid, e, dst := p.NewResidual(n), NewEncoder(p, n), make([]float32, n)
 		b.Run("encode-"+p.String(), func(b *testing.B) {
 			b.SetBytes(4 * n)
 			for b.Loop() {
-				copy(v, g)
-				p.EncodeInPlaceFeedback(v, resid)
+				e.Start(resid)
+				e.Put(0, g)
 			}
 		})
 		enc := p.Append(nil, g)

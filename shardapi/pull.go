@@ -9,7 +9,7 @@ import "context"
 // released the push (not the caller's copy's: that keeps its own). Errors
 // and resends are Push's.
 func (c *Client) PushKeep(ctx context.Context, iter, samples, computeNs int64, grad []float32) (Version, error) {
-	c.buf = c.cfg.Precision.AppendFeedback(c.buf[:0], grad, c.residual(len(grad), samples))
+	c.buf = c.cfg.Precision.AppendFeedback(c.buf[:0], grad, c.Residual(len(grad), samples))
 	return c.PushKeepEncoded(ctx, iter, samples, computeNs, c.buf)
 }
 

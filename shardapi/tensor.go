@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"unsafe"
 )
 
 // The tensor codec: the one layout of every tensor a shard's data path
@@ -117,65 +116,35 @@ func (p Precision) AppendFeedback(dst []byte, v []float32, resid []byte) []byte 
 	n := len(dst)
 	dst = slices.Grow(dst, p.Bytes(len(v)))[:n+p.Bytes(len(v))]
 	out := dst[n:]
-	switch p {
-	case INT8:
+	if p == INT8 {
 		int8Encode(out, v, resid)
-		return dst
-	case BF16:
-		for i, x := range v {
-			binary.LittleEndian.PutUint16(out[2*i:], ToBF16(x))
-		}
-		return dst
-	}
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
+	} else {
+		p.encode(out, v)
 	}
 	return dst
 }
 
+// encode writes v's fp32 or bf16 encoding into out (p.Bytes(len(v)) long).
+func (p Precision) encode(out []byte, v []float32) {
+	if p == BF16 {
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(out[2*i:], ToBF16(x))
+		}
+		return
+	}
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
+	}
+}
+
 // NewResidual returns the zero error-feedback residual of n values for
-// AppendFeedback and EncodeInPlaceFeedback: int8Bytes(n) bytes under int8
+// AppendFeedback and an [Encoder]: int8Bytes(n) bytes under int8
 // (the residual is kept in int8's own layout, int8.go), nil otherwise.
 func (p Precision) NewResidual(n int) []byte {
 	if p != INT8 {
 		return nil
 	}
 	return make([]byte, int8Bytes(n))
-}
-
-// EncodeInPlace encodes v into v's own memory and returns those bytes
-// (the first Bytes(len(v)) of it), the encoding Append would give; v's
-// values are gone. bf16 writes value i's two bytes over bytes already read
-// (2i+2 ≤ 4i+4), so a worker sends a gradient of a 100 MB model without a
-// second buffer of its encoding. The bytes alias v: they are valid until v
-// is written again.
-func (p Precision) EncodeInPlace(v []float32) []byte { return p.EncodeInPlaceFeedback(v, nil) }
-
-// EncodeInPlaceFeedback is EncodeInPlace with AppendFeedback's error
-// feedback. int8 writes block b's bytes over v's blocks up to b, which it
-// has already read (int8.go).
-func (p Precision) EncodeInPlaceFeedback(v []float32, resid []byte) []byte {
-	if len(v) == 0 {
-		return nil
-	}
-	if p == INT8 && len(v) == 1 {
-		return p.AppendFeedback(nil, v, resid) // 5 bytes: more than the value's own 4
-	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
-	switch p {
-	case INT8:
-		int8Encode(b, v, resid)
-		return b[:int8Bytes(len(v))]
-	case BF16:
-		for i, x := range v[:len(v):len(v)] {
-			binary.LittleEndian.PutUint16(b[2*i:], ToBF16(x))
-		}
-		return b[:2*len(v)]
-	}
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
 }
 
 // Decode decodes b into dst, which must hold exactly the values b encodes,

@@ -1,10 +1,8 @@
 package shardapi
 
 import (
-	"bytes"
 	"errors"
 	"math"
-	"slices"
 	"testing"
 )
 
@@ -144,18 +142,3 @@ func TestParsePrecision(t *testing.T) {
 	}
 }
 
-// TestEncodeInPlaceIsAppend: encoding a slice over its own memory gives
-// Append's bytes, in both precisions.
-func TestEncodeInPlaceIsAppend(t *testing.T) {
-	v := []float32{0, 1, -2.5, 3.1415927, 1e-40, float32(math.Inf(1)), float32(math.NaN()), 65504, -7e30}
-	for _, p := range []Precision{FP32, BF16} {
-		want := p.Append(nil, v)
-		got := p.EncodeInPlace(slices.Clone(v))
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s: in place % x, Append % x", p, got, want)
-		}
-	}
-	if b := BF16.EncodeInPlace(nil); len(b) != 0 {
-		t.Errorf("empty: %d bytes", len(b))
-	}
-}
