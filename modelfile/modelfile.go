@@ -1,7 +1,7 @@
 package modelfile
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/nlpodyssey/safetensors"
 
@@ -164,48 +165,87 @@ func parseMeta(s map[string]string) (Meta, error) {
 }
 
 // Encode writes theta, cut into the tensors of layout, and meta as
-// safetensors to w.
+// safetensors to w, straight from theta: a 100 MB model is not copied into
+// a buffer first (an export of one held three copies of it on the node).
 func Encode(w io.Writer, layout cudaops.Layout, theta []float32, meta Meta) error {
 	if len(theta) != layout.Total() {
 		return fmt.Errorf("modelfile: %d parameters for a layout of %d", len(theta), layout.Total())
 	}
 	meta.Layers = nil
-	views := make(map[string]safetensors.TensorView, len(layout))
+	views := make(map[string]f32View, len(layout))
 	for _, r := range layout {
 		shape := make([]uint64, len(r.Shape))
 		for i, d := range r.Shape {
 			shape[i] = uint64(d)
 		}
-		v, err := safetensors.NewTensorView(safetensors.F32, shape, float32Bytes(theta[r.Offset:r.End()]))
-		if err != nil {
-			return fmt.Errorf("modelfile: tensor %s: %w", r.Name, err)
-		}
-		views[r.Name] = v
+		views[r.Name] = f32View{shape: shape, v: theta[r.Offset:r.End()]}
 		meta.Layers = append(meta.Layers, Layer{Name: r.Name, Shape: slices.Clone(r.Shape)})
 	}
 	return safetensors.SerializeToWriter(views, meta.strings(), w)
 }
 
-func float32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
+// Size is the length of Encode's output (an HTTP Content-Length), found
+// by encoding into a counter: the tensors' bytes are counted, not copied.
+func Size(layout cudaops.Layout, theta []float32, meta Meta) (int64, error) {
+	var c counter
+	err := Encode(&c, layout, theta, meta)
+	return int64(c), err
+}
+
+type counter int64
+
+func (c *counter) Write(p []byte) (int, error) { *c += counter(len(p)); return len(p), nil }
+
+// f32View is a safetensors tensor of float32 values, little-endian.
+type f32View struct {
+	shape []uint64
+	v     []float32
+}
+
+func (t f32View) DType() safetensors.DType { return safetensors.F32 }
+func (t f32View) Shape() []uint64          { return t.shape }
+func (t f32View) DataLen() uint64          { return 4 * uint64(len(t.v)) }
+
+// Data is the values' memory itself where the machine is little-endian,
+// else a little-endian copy.
+func (t f32View) Data() []byte {
+	if len(t.v) == 0 {
+		return nil
+	}
+	if littleEndian {
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.v))), 4*len(t.v))
+	}
+	b := make([]byte, 4*len(t.v))
+	for i, x := range t.v {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
 	return b
 }
 
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 // WriteFile writes the file at path atomically (see the package doc).
 func WriteFile(path string, layout cudaops.Layout, theta []float32, meta Meta) error {
-	var buf bytes.Buffer
-	if err := Encode(&buf, layout, theta, meta); err != nil {
-		return err
-	}
-	return WriteAtomic(path, buf.Bytes())
+	return writeAtomic(path, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if err := Encode(bw, layout, theta, meta); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
 }
 
 // WriteAtomic writes data at path through a synced temporary file in the
 // same folder renamed over it, then syncs the folder.
 func WriteAtomic(path string, data []byte) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomic is WriteAtomic with the file's bytes written by write.
+func writeAtomic(path string, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {
@@ -222,7 +262,7 @@ func WriteAtomic(path string, data []byte) error {
 	if err := tmp.Chmod(0o644); err != nil {
 		return fmt.Errorf("modelfile: %w", err)
 	}
-	if _, err := tmp.Write(data); err != nil {
+	if err := write(tmp); err != nil {
 		return fmt.Errorf("modelfile: write %s: %w", path, err)
 	}
 	if err := tmp.Sync(); err != nil {

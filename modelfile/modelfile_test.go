@@ -289,3 +289,22 @@ func TestCheckpointsKeepNewestAndRefuseNaN(t *testing.T) {
 		t.Fatal("keep 0 accepted")
 	}
 }
+
+// TestSizeIsEncodedLength: Size, which counts instead of encoding, gives
+// the length of Encode's output.
+func TestSizeIsEncodedLength(t *testing.T) {
+	m, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theta := m.Init(1)
+	meta := modelfile.Meta{Model: "mlp", Clock: 7}
+	var buf bytes.Buffer
+	if err := modelfile.Encode(&buf, m.Layout(), theta, meta); err != nil {
+		t.Fatal(err)
+	}
+	size, err := modelfile.Size(m.Layout(), theta, meta)
+	if err != nil || size != int64(buf.Len()) {
+		t.Fatalf("Size %d (%v), encoded %d bytes", size, err, buf.Len())
+	}
+}

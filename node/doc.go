@@ -140,7 +140,9 @@
 // (modelfile's format; ?timeout= bounds the read, default 30s, 503 with
 // the reason on failure); with ?evaluated it returns the snapshot this
 // node last evaluated, its accuracy in the metadata (404 on a node that
-// has not evaluated). `dssp export` and `dssp up`'s report/model.safetensors
+// has not evaluated, and on the evaluator while its next evaluation reads
+// the model into that snapshot's memory: an evaluator holds one copy of
+// the model, not two). Both are written straight from the snapshot. `dssp export` and `dssp up`'s report/model.safetensors
 // use them.
 //
 // Checkpoints (--checkpoint-dir, --checkpoint-every, --checkpoint-keep)

@@ -25,11 +25,13 @@ func (n *Node) evaluator() string {
 // evalLoop evaluates the global parameters every EvalEvery while this node
 // is the evaluator: a snapshot read from every shard's leader (readModel),
 // the same a `dssp export` gives. It keeps that snapshot for
-// GET /model.safetensors?evaluated, saves it as a checkpoint when one is
-// due, and sends the result to every member.
+// GET /model.safetensors?evaluated (and reads the next one into its
+// memory: evaluatedModel), saves it as a checkpoint when one is due, and
+// sends the result to every member.
 func (n *Node) evalLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.EvalEvery)
 	defer t.Stop()
+	var buf []float32 // the memory the next read goes into: the last evaluated snapshot's
 	for {
 		select {
 		case <-ctx.Done():
@@ -39,14 +41,20 @@ func (n *Node) evalLoop(ctx context.Context) {
 		if n.evaluator() != string(n.id) {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, evalReadTimeout)
-		snap, err := n.readModel(rctx, "evaluation")
+		if buf == nil {
+			buf = n.evaluated.take()
+		}
+		if buf == nil {
+			buf = make([]float32, n.model.NumParams())
+		}
+		rctx, cancel := context.WithTimeout(ctx, evalReadTimeout(4*int64(n.model.NumParams())))
+		snap, err := n.readModel(rctx, "evaluation", buf)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				n.log.Warn("evaluation skipped", "err", err)
 			}
-			continue
+			continue // buf is kept for the next try
 		}
 		start := time.Now()
 		ev, err := n.evalModel.Evaluate(snap.theta, n.test)
@@ -56,7 +64,8 @@ func (n *Node) evalLoop(ctx context.Context) {
 			continue
 		}
 		snap.meta.Eval = &modelfile.Eval{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples}
-		n.setEvaluated(snap)
+		n.evaluated.set(snap)
+		buf = nil
 		var seq uint64
 		for _, sc := range snap.meta.Shards {
 			seq += uint64(max(sc.Samples, 0))
@@ -75,9 +84,17 @@ func (n *Node) evalLoop(ctx context.Context) {
 	}
 }
 
-// evalReadTimeout bounds the read of the parameters for one evaluation;
-// while shards elect leaders the evaluation is skipped, not queued.
-const evalReadTimeout = 10 * time.Second
+// evalReadTimeout bounds the read of a model of modelBytes for one
+// evaluation: 10 s, and a second for every evalReadRate bytes beyond (at
+// a flat 10 s not one evaluation of a 100 MB model finished while its
+// mesh trained on two loaded cores). While shards elect leaders the
+// evaluation is skipped, not queued.
+func evalReadTimeout(modelBytes int64) time.Duration {
+	return 10*time.Second + time.Duration(float64(modelBytes)/evalReadRate*float64(time.Second))
+}
+
+// evalReadRate (bytes/s) is the slowest model read an evaluation waits for.
+const evalReadRate = 4 << 20
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 

@@ -44,12 +44,13 @@ type Node struct {
 	reader    *modelReader
 	ckpt      *checkpointer // nil unless --checkpoint-dir
 
-	mu        sync.RWMutex
-	evaluated *modelSnapshot // the snapshot this node last evaluated
-	spec      *JobSpec
-	phase     string
-	eval      *EvalResult
-	evals     []EvalResult // the last evalHistorySize evaluations, oldest first
+	evaluated evaluatedModel // the snapshot this node last evaluated
+
+	mu    sync.RWMutex
+	spec  *JobSpec
+	phase string
+	eval  *EvalResult
+	evals []EvalResult // the last evalHistorySize evaluations, oldest first
 }
 
 // evalHistorySize bounds the evaluations kept for the dashboard's charts.

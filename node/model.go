@@ -1,7 +1,7 @@
 package node
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,8 +53,9 @@ func readsInFlight(bounds [][2]int) int {
 
 // readModel reads every shard's slice from its leader (each a linearizable
 // read, shardapi.Client.ReadInto), concurrently up to readBytesInFlight of
-// replies, each decoded straight into the flat vector.
-func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, error) {
+// replies, each decoded straight into the flat vector: into's memory when
+// it has the model's length, else new memory.
+func (n *Node) readModel(ctx context.Context, source string, into []float32) (*modelSnapshot, error) {
 	n.mu.RLock()
 	shards, spec := n.shards, n.spec
 	n.mu.RUnlock()
@@ -80,7 +81,10 @@ func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, er
 			r.clients = append(r.clients, c)
 		}
 	}
-	snap := &modelSnapshot{theta: make([]float32, n.model.NumParams())}
+	if len(into) != n.model.NumParams() {
+		into = make([]float32, n.model.NumParams())
+	}
+	snap := &modelSnapshot{theta: into}
 	got := make([]shardapi.Slice, len(r.clients))
 	errs := make([]error, len(r.clients))
 	var wg sync.WaitGroup
@@ -118,21 +122,40 @@ func (n *Node) readModel(ctx context.Context, source string) (*modelSnapshot, er
 	return snap, nil
 }
 
-// encode is the snapshot as a safetensors file.
-func (s *modelSnapshot) encode(layout cudaops.Layout) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := modelfile.Encode(&buf, layout, s.theta, s.meta); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+// evaluatedModel holds the snapshot this node last evaluated, for
+// GET /model.safetensors?evaluated. The next evaluation reads into its
+// parameters' memory (take), so an evaluator holds one snapshot of the
+// model, not two: while that read runs there is none to serve, unless an
+// export was streaming it when the evaluation began — then it is left
+// whole and the evaluation reads into new memory.
+type evaluatedModel struct {
+	mu   sync.RWMutex // held for reading while an export streams snap
+	snap *modelSnapshot
 }
 
-func (n *Node) setEvaluated(s *modelSnapshot) { n.mu.Lock(); n.evaluated = s; n.mu.Unlock() }
+// take removes the snapshot and returns its parameters' memory to read
+// the next evaluation into; nil when there is none or one is being served.
+func (e *evaluatedModel) take() []float32 {
+	if !e.mu.TryLock() {
+		return nil
+	}
+	defer e.mu.Unlock()
+	if e.snap == nil {
+		return nil
+	}
+	theta := e.snap.theta
+	e.snap = nil
+	return theta
+}
 
-func (n *Node) lastEvaluated() *modelSnapshot {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.evaluated
+func (e *evaluatedModel) set(s *modelSnapshot) { e.mu.Lock(); e.snap = s; e.mu.Unlock() }
+
+// serve calls f with the snapshot (nil if none), which stays whole until
+// f returns.
+func (e *evaluatedModel) serve(f func(*modelSnapshot)) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	f(e.snap)
 }
 
 // Export timeouts: the default of GET /model.safetensors and the most a
@@ -146,39 +169,57 @@ const (
 // every shard's leader, or with ?evaluated the snapshot this node last
 // evaluated (404 where it has none).
 func (n *Node) serveModel(w http.ResponseWriter, r *http.Request) {
-	var snap *modelSnapshot
 	if r.URL.Query().Has("evaluated") {
-		if snap = n.lastEvaluated(); snap == nil {
-			http.Error(w, fmt.Sprintf("node %s has evaluated no model (the evaluator is %q); ask it, or drop ?evaluated for a fresh snapshot", n.id, n.evaluator()), http.StatusNotFound)
-			return
-		}
-	} else {
-		timeout := exportTimeout
-		if v := r.URL.Query().Get("timeout"); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				http.Error(w, fmt.Sprintf("timeout %q is not a positive duration", v), http.StatusBadRequest)
+		n.evaluated.serve(func(snap *modelSnapshot) {
+			if snap == nil {
+				http.Error(w, fmt.Sprintf("node %s holds no evaluated model (the evaluator is %q; its last one is gone while the next evaluation reads the model); ask it again, or drop ?evaluated for a fresh snapshot", n.id, n.evaluator()), http.StatusNotFound)
 				return
 			}
-			timeout = min(d, maxExportTimeout)
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
-		defer cancel()
-		var err error
-		if snap, err = n.readModel(ctx, "export"); err != nil {
-			http.Error(w, fmt.Sprintf("node %s: %v", n.id, err), http.StatusServiceUnavailable)
+			n.writeModel(w, snap)
+		})
+		return
+	}
+	timeout := exportTimeout
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			http.Error(w, fmt.Sprintf("timeout %q is not a positive duration", v), http.StatusBadRequest)
 			return
 		}
+		timeout = min(d, maxExportTimeout)
 	}
-	b, err := snap.encode(n.model.Layout())
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	snap, err := n.readModel(ctx, "export", nil)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("node %s: %v", n.id, err), http.StatusServiceUnavailable)
+		return
+	}
+	n.writeModel(w, snap)
+}
+
+// writeModel answers with snap as a safetensors file, written straight
+// from the snapshot with its length counted first: a 100 MB model is not
+// encoded into a buffer on the node.
+func (n *Node) writeModel(w http.ResponseWriter, snap *modelSnapshot) {
+	layout := n.model.Layout()
+	size, err := modelfile.Size(layout, snap.theta, snap.meta)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.Header().Set("Cache-Control", "no-store")
-	w.Write(b)
+	bw := bufio.NewWriterSize(w, 1<<20)
+	err = modelfile.Encode(bw, layout, snap.theta, snap.meta)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		// The header is out: all that is left is to say why the body stopped.
+		n.log.Warn("model export cut short", "err", err)
+	}
 }
 
 // withModel adds GET /model.safetensors to h.
