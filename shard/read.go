@@ -2,18 +2,38 @@ package shard
 
 import (
 	"context"
-	"dsspmesh/shardapi"
 	"errors"
 	"fmt"
 	"time"
+
+	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 // Read returns the shard's state after a barrier (leader only): the
 // barrier commits through a quorum, so a deposed leader cannot answer
 // with stale parameters, and waits until every earlier entry is applied.
 func (r *Replica) Read(ctx context.Context) (shardapi.Slice, error) {
+	var s shardapi.Slice
+	err := r.read(ctx, func(f *FSM) { s = f.sliceLocked(r.cfg.ID, append([]float32(nil), f.theta...)) })
+	return s, err
+}
+
+// readFP32 is Read with the parameters in their fp32 encoding, made under
+// the FSM's lock straight from θ: a read reply holds one copy of the
+// slice, not a copy and its encoding.
+func (r *Replica) readFP32(ctx context.Context) (shardapi.Slice, []byte, error) {
+	var s shardapi.Slice
+	var b []byte
+	err := r.read(ctx, func(f *FSM) { s, b = f.sliceLocked(r.cfg.ID, nil), shardapi.FP32.Append(nil, f.theta) })
+	return s, b, err
+}
+
+// read runs the barrier, then take under the FSM's read lock, once the
+// shard is initialized.
+func (r *Replica) read(ctx context.Context, take func(*FSM)) error {
 	if !r.IsLeader() {
-		return shardapi.Slice{}, r.notLeader()
+		return r.notLeader()
 	}
 	timeout := r.cfg.ApplyTimeout
 	if d, ok := ctx.Deadline(); ok {
@@ -21,33 +41,31 @@ func (r *Replica) Read(ctx context.Context) (shardapi.Slice, error) {
 	}
 	if err := r.raft.Barrier(timeout).Error(); err != nil {
 		if isLeadershipErr(err) {
-			return shardapi.Slice{}, r.notLeader()
+			return r.notLeader()
 		}
-		return shardapi.Slice{}, fmt.Errorf("shard %d: read barrier: %w", r.cfg.Shard, err)
+		return fmt.Errorf("shard %d: read barrier: %w", r.cfg.Shard, err)
 	}
-	s, ok := r.fsm.read()
-	if !ok {
-		return shardapi.Slice{}, fmt.Errorf("shard %d: %w", r.cfg.Shard, shardapi.ErrNotInitialized)
-	}
-	s.Leader = r.cfg.ID
-	return s, nil
-}
-
-// read copies the applied state under the FSM's lock.
-func (f *FSM) read() (shardapi.Slice, bool) {
+	f := r.fsm
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if !f.initialized {
-		return shardapi.Slice{}, false
+		return fmt.Errorf("shard %d: %w", r.cfg.Shard, shardapi.ErrNotInitialized)
 	}
-	return shardapi.Slice{Shard: f.shard, Params: append([]float32(nil), f.theta...), Min: f.gate.Min(), Max: f.gate.Max(),
-		Index: f.lastIndex, Samples: f.samples}, true
+	take(f)
+	return nil
+}
+
+// sliceLocked is the applied state with params as its parameters, read
+// from leader; f.mu held.
+func (f *FSM) sliceLocked(leader mesh.NodeID, params []float32) shardapi.Slice {
+	return shardapi.Slice{Shard: f.shard, Leader: leader, Params: params, Min: f.gate.Min(), Max: f.gate.Max(),
+		Index: f.lastIndex, Samples: f.samples}
 }
 
 // handleRead answers an opRead on the replica's RPC channel; the barrier
 // may take a round trip, so it runs on its own goroutine.
 func (s *service) handleRead(c *workerConn, req shardapi.Request) {
-	sl, err := s.r.Read(s.r.ctx)
+	sl, params, err := s.r.readFP32(s.r.ctx)
 	var nl *shardapi.NotLeaderError
 	switch {
 	case errors.As(err, &nl):
@@ -59,6 +77,6 @@ func (s *service) handleRead(c *workerConn, req shardapi.Request) {
 		c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
 	default:
 		c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK,
-			Clock: sl.Min, Max: sl.Max, Index: sl.Index, Samples: sl.Samples}, shardapi.FP32.Append(nil, sl.Params))
+			Clock: sl.Min, Max: sl.Max, Index: sl.Index, Samples: sl.Samples}, params)
 	}
 }
