@@ -181,7 +181,7 @@ func TestGradientToMatchesGradient(t *testing.T) {
 		n    int
 	}{{"wide", wide(1), 12}, {"lenet", lenet(1), 12}, {"lenet-split", lenet(4), 40}, {"wide-small-batch", wide(4), 6}} {
 		t.Run(tc.name, func(t *testing.T) {
-			if 784*2048 <= gradChunk {
+			if 784*2048 <= 2*gradChunk {
 				t.Fatal("the wide layer must exceed gradChunk to be handed out in blocks")
 			}
 			rng := rand.New(rand.NewPCG(5, 6))

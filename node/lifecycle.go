@@ -285,7 +285,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	}
 	modelBytes := 4 * int64(n.model.NumParams())
 	if !n.cfg.Train {
-		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, 0, spec.Shards)
+		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, 0, spec.Shards, spec.Precision())
 		return nil
 	}
 	// Evaluation gets its own model: a Model runs one call at a time, so
@@ -299,7 +299,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 		return fmt.Errorf("dataset %s: %w", spec.Dataset, err)
 	}
 	n.train, n.test = train, test
-	n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, int64(train.Bytes()+test.Bytes()), spec.Shards)
+	n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, int64(train.Bytes()+test.Bytes()), spec.Shards, spec.Precision())
 	if n.memLimit > 0 {
 		n.log.Info("node: soft memory limit set", "mib", n.memLimit>>20, "model_mib", modelBytes>>20)
 	}

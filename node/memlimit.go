@@ -7,33 +7,38 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"dsspmesh/shardapi"
 )
 
 // The node's soft memory limit (runtime/debug.SetMemoryLimit). A node's
 // heap is mostly pointer-free float32 slices (the worker's parameters and
-// gradient, its shards' parameters and optimizer state, the dataset's
-// bytes), which the garbage collector marks for almost nothing, so keeping
-// the heap near its live size costs little CPU; with GOGC alone the heap
-// grows to twice its live size between collections. Once the job is known
-// the node sets, unless told otherwise,
+// its gradient's encodings, its shards' parameters and optimizer state, the
+// dataset's bytes), which the garbage collector marks for almost nothing,
+// so keeping the heap near its live size costs little CPU; with GOGC alone
+// the heap grows to twice its live size between collections. Once the job
+// is known the node sets, unless told otherwise,
 //
-//	limit = memLimitBase + dataset bytes + memLimitPerModel × model bytes
-//	        + memLimitPerShard × shards
+//	limit = memLimitBase + dataset bytes + memLimitShares × model bytes
+//	        + the worker's gradient encodings + memLimitPerShard × shards
 //
-// memLimitPerModel covers the worker's parameters and gradient (2×), its
-// share of the shards with their optimizer state (2 × replication ÷ nodes,
-// 1.5× for 3 of 4) and a slice in flight; memLimitBase the runtime, the
+// memLimitShares covers the worker's parameters (1×), its share of the
+// shards with their optimizer state (2 × replication ÷ nodes, 1.5× for 3
+// of 4) and a slice in flight (1×); the encodings are what the worker
+// keeps of its gradient (shardapi.Encoder: the wire encoding, and under
+// int8 the error-feedback residual too — half the model's bytes under
+// int8 and bf16, all of it under fp32); memLimitBase the runtime, the
 // transport's buffers and raft; memLimitPerShard each Raft group's own
 // (its log cache, buffers and goroutines: about 1 MiB a group in dssp bench
 // scale), for every shard of the job, since a fresh mesh's bootstrap node
 // hosts all of them until placement spreads them. Without it the bootstrap
 // node of a 64-shard host-only mesh had a 68 MiB limit and spent half its
-// CPU collecting garbage while the mesh formed. It is a soft limit: a live heap above it
-// makes the collector run more often (at most about half the CPU, by the
-// runtime's own cap), never fails an allocation.
+// CPU collecting garbage while the mesh formed. It is a soft limit: a live
+// heap above it makes the collector run more often (at most about half the
+// CPU, by the runtime's own cap), never fails an allocation.
 const (
 	memLimitBase     = 64 << 20
-	memLimitPerModel = 4.5
+	memLimitShares   = 3.5
 	memLimitPerShard = 1 << 20
 )
 
@@ -59,14 +64,19 @@ func ParseMemoryLimit(s string) (int64, error) {
 	return mib << 20, nil
 }
 
-// autoMemoryLimit is the limit a node sets for a job (see above).
-func autoMemoryLimit(modelBytes, datasetBytes int64, shards int) int64 {
-	return memLimitBase + datasetBytes + int64(math.Ceil(memLimitPerModel*float64(modelBytes))) + int64(shards)*memLimitPerShard
+// autoMemoryLimit is the limit a node sets for a job whose gradients
+// travel in prec (see above).
+func autoMemoryLimit(modelBytes, datasetBytes int64, shards int, prec shardapi.Precision) int64 {
+	encodings := int64(prec.Bytes(int(modelBytes / 4)))
+	if prec == shardapi.INT8 {
+		encodings *= 2 // the residual, in int8's own layout
+	}
+	return memLimitBase + datasetBytes + int64(math.Ceil(memLimitShares*float64(modelBytes))) + encodings + int64(shards)*memLimitPerShard
 }
 
 // applyMemoryLimit sets the soft memory limit for cfg (a GOMEMLIMIT in
 // the environment wins over auto) and returns it (0: none set).
-func applyMemoryLimit(cfg int64, modelBytes, datasetBytes int64, shards int) int64 {
+func applyMemoryLimit(cfg int64, modelBytes, datasetBytes int64, shards int, prec shardapi.Precision) int64 {
 	limit := cfg
 	switch {
 	case cfg == MemoryLimitOff:
@@ -74,7 +84,7 @@ func applyMemoryLimit(cfg int64, modelBytes, datasetBytes int64, shards int) int
 	case cfg == MemoryLimitAuto && os.Getenv("GOMEMLIMIT") != "":
 		return 0
 	case cfg == MemoryLimitAuto:
-		limit = autoMemoryLimit(modelBytes, datasetBytes, shards)
+		limit = autoMemoryLimit(modelBytes, datasetBytes, shards, prec)
 	}
 	debug.SetMemoryLimit(limit)
 	return limit

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"dsspmesh/shardapi"
 )
 
 func TestParseMemoryLimit(t *testing.T) {
@@ -27,14 +29,19 @@ func TestParseMemoryLimit(t *testing.T) {
 }
 
 // TestAutoMemoryLimit: the MLP on MNIST gets about 120 MiB, a 100 MB model
-// room for its parameters, gradient, shards and a slice in flight.
+// room for its parameters, its gradient's encodings, shards and a slice in
+// flight: half a model less under int8 than under fp32.
 func TestAutoMemoryLimit(t *testing.T) {
-	mlp := autoMemoryLimit(4*235146, 47_040_000+7_840_000+70_000, 8)
+	mlp := autoMemoryLimit(4*235146, 47_040_000+7_840_000+70_000, 8, shardapi.INT8)
 	if mlp < 100<<20 || mlp > 140<<20 {
 		t.Errorf("MLP on MNIST: limit %d MiB", mlp>>20)
 	}
-	wide := autoMemoryLimit(4*24_901_642, 37_632_000, 8)
-	if wide < 4*4*24_901_642 || wide > 6*4*24_901_642 {
-		t.Errorf("mlp-wide: limit %d MiB", wide>>20)
+	const model = 4 * 24_901_642
+	wide := autoMemoryLimit(model, 9_408_000, 8, shardapi.INT8)
+	if wide < 4*model || wide > 5*model {
+		t.Errorf("mlp-wide under int8: limit %d MiB", wide>>20)
+	}
+	if d := autoMemoryLimit(model, 9_408_000, 8, shardapi.FP32) - wide; d < model/2-model/50 || d > model/2 {
+		t.Errorf("mlp-wide: fp32's limit %d MiB above int8's, want half the model", d>>20)
 	}
 }

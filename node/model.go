@@ -38,9 +38,10 @@ func newModelReader() *modelReader { return &modelReader{turn: make(chan struct{
 
 // readBytesInFlight bounds the fp32 replies a model read holds at once:
 // every shard of a small model is read side by side, a 100 MB model's
-// 12.5 MB slices two at a time (each reply is decoded into the snapshot
-// as it arrives; all eight at once held 100 MB of replies on the reader).
-const readBytesInFlight = 32 << 20
+// 12.5 MB slices one at a time (each reply is decoded into the snapshot
+// as it arrives; all eight at once held 100 MB of replies on the reader,
+// and the evaluator of that model peaks while it reads).
+const readBytesInFlight = 16 << 20
 
 // readsInFlight is how many of the shards (bounds) a read asks at once.
 func readsInFlight(bounds [][2]int) int {
