@@ -78,36 +78,96 @@ func appendFramePrefix(dst []byte, header any, payloadLen int, lim FrameLimits) 
 // returns the payload, which the caller owns. Any error other than a clean
 // io.EOF before the first byte is a *FrameError or an I/O error.
 func readFrame(r io.Reader, header any, lim FrameLimits) ([]byte, error) {
-	var pre [framePrefixSize]byte
-	if n, err := io.ReadFull(r, pre[:]); err != nil {
-		if n > 0 && err == io.ErrUnexpectedEOF {
-			return nil, &FrameError{Reason: "truncated length prefix"}
-		}
+	pl, err := readHeader(r, header, lim)
+	if err != nil {
 		return nil, err
 	}
-	hl := binary.BigEndian.Uint32(pre[0:4])
-	pl := binary.BigEndian.Uint32(pre[4:8])
-	if hl == 0 || uint64(hl) > uint64(lim.MaxHeader) {
-		return nil, &FrameError{Reason: fmt.Sprintf("header length %d outside [1, %d]", hl, lim.MaxHeader)}
-	}
-	if uint64(pl) > uint64(lim.MaxPayload) {
-		return nil, &FrameError{Reason: fmt.Sprintf("payload length %d exceeds limit %d", pl, lim.MaxPayload)}
-	}
-	hb := make([]byte, hl)
-	if _, err := io.ReadFull(r, hb); err != nil {
-		return nil, truncated("header", err)
-	}
-	if err := boundedmsgpack.Validate(hb, lim.MaxDepth); err != nil {
-		return nil, &FrameError{Reason: "header: " + err.Error()}
-	}
-	if err := msgpack.Unmarshal(hb, header); err != nil {
-		return nil, &FrameError{Reason: "header: " + err.Error()}
-	}
-	payload, err := readPayload(r, int(pl))
+	payload, err := readPayload(r, pl)
 	if err != nil {
 		return nil, truncated("payload", err)
 	}
 	return payload, nil
+}
+
+// readFrameTo is readFrame handing the payload to take as a reader of
+// exactly its bytes (Stream.RecvFrameTo); what take leaves unread is
+// discarded, so the next frame starts where it should. A read error of the
+// payload, whether take saw it or the discard did, is the error (a
+// *FrameError for a truncation); else take's.
+func readFrameTo(r io.Reader, header any, lim FrameLimits, take func(n int, r io.Reader) error) error {
+	pl, err := readHeader(r, header, lim)
+	if err != nil {
+		return err
+	}
+	pr := &payloadReader{r: r, left: pl}
+	var terr error
+	if take != nil {
+		terr = take(pl, pr)
+	}
+	if pr.err == nil && pr.left > 0 {
+		io.Copy(io.Discard, pr)
+	}
+	if pr.err != nil {
+		return truncated("payload", pr.err)
+	}
+	return terr
+}
+
+// payloadReader reads the left bytes of a frame's payload from r and
+// keeps the first error.
+type payloadReader struct {
+	r    io.Reader
+	left int
+	err  error
+}
+
+func (p *payloadReader) Read(b []byte) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	if p.left == 0 {
+		return 0, io.EOF
+	}
+	n, err := p.r.Read(b[:min(len(b), p.left)])
+	p.left -= n
+	if err == io.EOF && p.left > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil && err != io.EOF {
+		p.err = err
+	}
+	return n, err
+}
+
+// readHeader reads a frame's length prefix and header, decodes the header
+// into header and returns the payload's length.
+func readHeader(r io.Reader, header any, lim FrameLimits) (int, error) {
+	var pre [framePrefixSize]byte
+	if n, err := io.ReadFull(r, pre[:]); err != nil {
+		if n > 0 && err == io.ErrUnexpectedEOF {
+			return 0, &FrameError{Reason: "truncated length prefix"}
+		}
+		return 0, err
+	}
+	hl := binary.BigEndian.Uint32(pre[0:4])
+	pl := binary.BigEndian.Uint32(pre[4:8])
+	if hl == 0 || uint64(hl) > uint64(lim.MaxHeader) {
+		return 0, &FrameError{Reason: fmt.Sprintf("header length %d outside [1, %d]", hl, lim.MaxHeader)}
+	}
+	if uint64(pl) > uint64(lim.MaxPayload) {
+		return 0, &FrameError{Reason: fmt.Sprintf("payload length %d exceeds limit %d", pl, lim.MaxPayload)}
+	}
+	hb := make([]byte, hl)
+	if _, err := io.ReadFull(r, hb); err != nil {
+		return 0, truncated("header", err)
+	}
+	if err := boundedmsgpack.Validate(hb, lim.MaxDepth); err != nil {
+		return 0, &FrameError{Reason: "header: " + err.Error()}
+	}
+	if err := msgpack.Unmarshal(hb, header); err != nil {
+		return 0, &FrameError{Reason: "header: " + err.Error()}
+	}
+	return int(pl), nil
 }
 
 // limitPayload is lim with MaxPayload lowered to n when 0 < n < it.

@@ -158,3 +158,47 @@ func FuzzReadFrame(f *testing.F) {
 		readFrame(bytes.NewReader(in), &any, lim)
 	})
 }
+
+// TestReadFrameTo: take reads a payload from the stream itself; what it
+// leaves unread is skipped, so the next frame decodes; its own error is
+// returned; a truncated payload is a *FrameError whatever take did.
+func TestReadFrameTo(t *testing.T) {
+	payload := bytes.Repeat([]byte{1, 2, 3, 4, 5}, 1000)
+	h := pushHeader{Type: "push", Worker: "w", Iter: 3}
+	stream := append(encodeFrame(t, h, payload), encodeFrame(t, h, []byte{9})...)
+	r := bytes.NewReader(stream)
+	var got pushHeader
+	var head []byte
+	if err := readFrameTo(r, &got, DefaultFrameLimits(), func(n int, pr io.Reader) error {
+		if n != len(payload) || got.Iter != 3 {
+			t.Fatalf("take called with %d bytes, header %+v", n, got)
+		}
+		head = make([]byte, 7)
+		_, err := io.ReadFull(pr, head)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(head, payload[:7]) {
+		t.Fatalf("read % x, want % x", head, payload[:7])
+	}
+	stop := errors.New("not mine")
+	if err := readFrameTo(r, &got, DefaultFrameLimits(), func(n int, pr io.Reader) error { return stop }); err != stop {
+		t.Fatalf("second frame: %v, want take's error", err)
+	}
+	if r.Len() != 0 {
+		t.Fatalf("%d bytes left after two frames", r.Len())
+	}
+	cut := encodeFrame(t, h, payload)
+	var fe *FrameError
+	err := readFrameTo(bytes.NewReader(cut[:len(cut)-10]), &got, DefaultFrameLimits(), func(n int, pr io.Reader) error {
+		_, err := io.Copy(io.Discard, pr)
+		return err
+	})
+	if !errors.As(err, &fe) {
+		t.Fatalf("truncated payload: %v, want a *FrameError", err)
+	}
+	if err := readFrameTo(bytes.NewReader(cut[:len(cut)-10]), &got, DefaultFrameLimits(), nil); !errors.As(err, &fe) {
+		t.Fatalf("truncated payload left to the discard: %v, want a *FrameError", err)
+	}
+}

@@ -307,12 +307,21 @@ func (s *inmemStream) SendFrame(header any, payload []byte) error {
 
 func (s *inmemStream) RecvFrame(header any) ([]byte, error) {
 	p, err := readFrame(s, header, limitPayload(s.end.frames, s.maxPayload))
+	return p, s.frameErr(err)
+}
+
+func (s *inmemStream) RecvFrameTo(header any, take func(n int, r io.Reader) error) error {
+	return s.frameErr(readFrameTo(s, header, limitPayload(s.end.frames, s.maxPayload), take))
+}
+
+// frameErr counts a bad frame and closes the stream; err passes.
+func (s *inmemStream) frameErr(err error) error {
 	if fe, ok := errors.AsType[*FrameError](err); ok {
 		fe.Peer = s.peer
 		s.end.cnt.frameErrors.Add(1)
 		s.Close()
 	}
-	return p, err
+	return err
 }
 
 func (s *inmemStream) SetMaxPayload(n int) { s.maxPayload = n }

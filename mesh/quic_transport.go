@@ -384,6 +384,15 @@ func (s *quicStream) SendFrame(header any, payload []byte) error {
 
 func (s *quicStream) RecvFrame(header any) ([]byte, error) {
 	p, err := readFrame(s.Stream, header, limitPayload(s.t.cfg.Frames, s.maxPayload))
+	return p, s.frameErr(err)
+}
+
+func (s *quicStream) RecvFrameTo(header any, take func(n int, r io.Reader) error) error {
+	return s.frameErr(readFrameTo(s.Stream, header, limitPayload(s.t.cfg.Frames, s.maxPayload), take))
+}
+
+// frameErr counts and logs a bad frame and closes the stream; err passes.
+func (s *quicStream) frameErr(err error) error {
 	if fe, ok := errors.AsType[*FrameError](err); ok {
 		fe.Peer = s.peer
 		s.t.cnt.frameErrors.Add(1)
@@ -391,5 +400,5 @@ func (s *quicStream) RecvFrame(header any) ([]byte, error) {
 		s.Stream.CancelRead(codeBadFrame)
 		s.Stream.CancelWrite(codeBadFrame)
 	}
-	return p, err
+	return err
 }

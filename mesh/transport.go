@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
 	"time"
@@ -122,6 +123,14 @@ type Stream interface {
 	// closes the stream, is counted in Stats.FrameErrors and returns a
 	// *FrameError.
 	RecvFrame(header any) ([]byte, error)
+	// RecvFrameTo is RecvFrame handing the payload to take, once header
+	// is decoded, as its length n and a reader of exactly those bytes,
+	// instead of returning it in new memory: a receiver that decodes a
+	// payload as it arrives holds no buffer of the frame's size. What take
+	// leaves unread is discarded. A read error of the payload (a
+	// truncation is a *FrameError, as in RecvFrame) wins over take's own
+	// error, which is returned as is.
+	RecvFrameTo(header any, take func(n int, r io.Reader) error) error
 	// SetMaxPayload lowers the largest payload RecvFrame accepts on this
 	// stream below the transport's FrameLimits.MaxPayload (n ≤ 0 or above
 	// it: the transport's limit), so a service that knows its frames'

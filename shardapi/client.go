@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -161,25 +162,32 @@ func (c *Client) Residual(n int, samples int64) []byte {
 func (c *Client) PushEncoded(ctx context.Context, iter, samples, computeNs int64, payload []byte, dst []float32) ([]float32, error) {
 	p := c.cfg.Precision.Params()
 	meta := PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}, Samples: samples, ComputeNs: computeNs}
-	rep, params, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta}, payload)
+	var bad error
+	rep, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta}, payload, func(n int, r io.Reader) error {
+		// Decoded from the stream as it arrives: no buffer of the slice's
+		// encoding (a 100 MB model's worker gets eight 6 MB slices an
+		// iteration).
+		vals, err := p.values(n)
+		if bad = err; err != nil {
+			return nil
+		}
+		if cap(dst) < vals {
+			dst = make([]float32, vals)
+		}
+		dst = dst[:vals]
+		_, err = p.DecodeFrom(dst, r)
+		return err
+	})
 	if err != nil {
 		return nil, err
+	}
+	if bad != nil {
+		return nil, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, bad)
 	}
 	if rep.Assign != nil {
 		c.Assign, c.Ahead = rep.Assign, rep.Ahead
 	}
 	c.version = Version{Index: rep.Index, Min: rep.Clock}
-	n, err := p.Len(params)
-	if err != nil {
-		return nil, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
-	}
-	if cap(dst) < n {
-		dst = make([]float32, n)
-	}
-	dst = dst[:n]
-	if _, err := p.Decode(dst, params); err != nil {
-		return nil, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
-	}
 	return dst, nil
 }
 
@@ -191,13 +199,13 @@ func (c *Client) Version() Version { return c.version }
 // clock (the iteration of its next push), at least from (its clock on
 // the other shards); idempotent.
 func (c *Client) AddWorker(ctx context.Context, from int64) (int64, error) {
-	rep, _, err := c.call(ctx, c.request(OpAddWorker, from), nil)
+	rep, err := c.call(ctx, c.request(OpAddWorker, from), nil, nil)
 	return rep.Clock, err
 }
 
 // RemoveWorker removes this worker (it leaves); idempotent.
 func (c *Client) RemoveWorker(ctx context.Context) error {
-	_, _, err := c.call(ctx, c.request(OpRemoveWorker, 0), nil)
+	_, err := c.call(ctx, c.request(OpRemoveWorker, 0), nil, nil)
 	return err
 }
 
@@ -215,7 +223,10 @@ func (c *Client) Close() error {
 	return nil
 }
 
-func (c *Client) call(ctx context.Context, req Request, payload []byte) (Reply, []byte, error) {
+// call sends req with payload until a final reply, resending as Push
+// says; take, if set, reads the payload of the OK reply to req as it
+// arrives (mesh.Stream.RecvFrameTo), each attempt's anew.
+func (c *Client) call(ctx context.Context, req Request, payload []byte, take func(n int, r io.Reader) error) (Reply, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.Deadline)
@@ -232,7 +243,7 @@ func (c *Client) call(ctx context.Context, req Request, payload []byte) (Reply, 
 		if target == "" {
 			last = fmt.Errorf("shard %d: no replicas known", c.cfg.Shard)
 		} else {
-			rep, pl, moved, err := c.try(ctx, target, req, payload)
+			rep, moved, err := c.try(ctx, target, req, payload, take)
 			switch {
 			case err != nil:
 				// Silent or broken: ask the other replicas at once
@@ -252,9 +263,9 @@ func (c *Client) call(ctx context.Context, req Request, payload []byte) (Reply, 
 				// succeeds: probes skip c.failed, and a node that was
 				// paused and came back may lead the next time.
 				c.leader, c.failed = target, ""
-				return rep, pl, nil
+				return rep, nil
 			case rep.Status == ReplyRejected:
-				return rep, nil, &RejectError{Op: req.Op.String(), Shard: c.cfg.Shard, Worker: req.Worker, Iter: req.Iter, Reason: rep.Reason, Detail: rep.Detail}
+				return rep, &RejectError{Op: req.Op.String(), Shard: c.cfg.Shard, Worker: req.Worker, Iter: req.Iter, Reason: rep.Reason, Detail: rep.Detail}
 			case rep.Status == ReplyNotLeader:
 				last = &NotLeaderError{Shard: c.cfg.Shard, Leader: mesh.NodeID(rep.Leader)}
 				c.leader = mesh.NodeID(rep.Leader)
@@ -277,7 +288,7 @@ func (c *Client) call(ctx context.Context, req Request, payload []byte) (Reply, 
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return Reply{}, nil, fmt.Errorf("shard %d: %s (%q, %d): %w: %w (last: %v)", c.cfg.Shard, req.Op, req.Worker, req.Iter, ErrDeadline, ctx.Err(), last)
+			return Reply{}, fmt.Errorf("shard %d: %s (%q, %d): %w: %w (last: %v)", c.cfg.Shard, req.Op, req.Worker, req.Iter, ErrDeadline, ctx.Err(), last)
 		}
 		backoff = min(2*backoff, c.cfg.MaxBackoff)
 	}
@@ -312,26 +323,26 @@ func (c *Client) pick() mesh.NodeID {
 // is full, until the connection's idle timeout; neither is a reply's
 // silence, and both are cut short the same way. If the probes name another
 // leader the attempt is abandoned and try returns it as moved, with an
-// error.
-func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, payload []byte) (_ Reply, _ []byte, moved mesh.NodeID, _ error) {
+// error. take reads the final OK's payload (call).
+func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, payload []byte, take func(n int, r io.Reader) error) (_ Reply, moved mesh.NodeID, _ error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &watch{stop: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
 	go c.watchSilence(ctx, target, c.failed, transferAllowance(max(len(payload), c.largest)), w)
-	finish := func(err error) (Reply, []byte, mesh.NodeID, error) {
+	finish := func(err error) (Reply, mesh.NodeID, error) {
 		close(w.stop)
 		<-w.done
 		moved, _ := w.found.Load().(mesh.NodeID)
 		if moved != "" {
 			err = fmt.Errorf("%w (silent; the other replicas name %s)", err, moved)
 		}
-		return Reply{}, nil, moved, fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
+		return Reply{}, moved, fmt.Errorf("shard %d: %s: %w", c.cfg.Shard, target, err)
 	}
 	s, err := c.stream(actx, target)
 	if err != nil {
 		return finish(err)
 	}
-	fail := func(err error) (Reply, []byte, mesh.NodeID, error) {
+	fail := func(err error) (Reply, mesh.NodeID, error) {
 		s.Close()
 		delete(c.streams, target)
 		return finish(err)
@@ -365,13 +376,18 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 		}
 		s.SetReadDeadline(dl)
 		var rep Reply
-		pl, err := s.RecvFrame(&rep)
+		err := s.RecvFrameTo(&rep, func(n int, r io.Reader) error {
+			c.Bytes += uint64(n)
+			c.largest = max(c.largest, n)
+			if take == nil || rep.Status != ReplyOK || rep.Op != req.Op || rep.PushID != req.PushID {
+				return nil // another request's, or none to read: skipped
+			}
+			return take(n, r)
+		})
 		if err != nil {
 			return fail(err)
 		}
 		w.frames.Add(1)
-		c.Bytes += uint64(len(pl))
-		c.largest = max(c.largest, len(pl))
 		if rep.Op != req.Op || rep.PushID != req.PushID {
 			continue
 		}
@@ -390,7 +406,7 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 			// The watcher closed the stream as the reply arrived.
 			delete(c.streams, target)
 		}
-		return rep, pl, "", nil
+		return rep, "", nil
 	}
 }
 
@@ -454,24 +470,27 @@ func (c *Client) Read(ctx context.Context) (Slice, error) { return c.ReadInto(ct
 // assembles it without a second copy of every slice.
 func (c *Client) ReadInto(ctx context.Context, dst []float32) (Slice, error) {
 	c.reads++
-	rep, params, err := c.call(ctx, c.request(OpRead, c.reads), nil)
+	var bad error
+	rep, err := c.call(ctx, c.request(OpRead, c.reads), nil, func(n int, r io.Reader) error {
+		vals, err := FP32.values(n)
+		if bad = err; err != nil {
+			return nil
+		}
+		if len(dst) != vals {
+			dst = make([]float32, vals)
+		}
+		_, err = FP32.DecodeFrom(dst, r)
+		return err
+	})
 	if errors.Is(err, ErrRejected) {
 		return Slice{}, fmt.Errorf("shard %d: read: %w", c.cfg.Shard, ErrNotInitialized)
 	}
 	if err != nil {
 		return Slice{}, err
 	}
-	n, err := FP32.Len(params)
-	if err != nil {
-		return Slice{}, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
+	if bad != nil {
+		return Slice{}, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, bad)
 	}
-	if len(dst) != n {
-		dst = make([]float32, n)
-	}
-	sl := Slice{Shard: c.cfg.Shard, Leader: c.leader, Params: dst,
-		Min: rep.Clock, Max: rep.Max, Index: rep.Index, Samples: rep.Samples}
-	if _, err := FP32.Decode(sl.Params, params); err != nil {
-		return Slice{}, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, err)
-	}
-	return sl, nil
+	return Slice{Shard: c.cfg.Shard, Leader: c.leader, Params: dst,
+		Min: rep.Clock, Max: rep.Max, Index: rep.Index, Samples: rep.Samples}, nil
 }

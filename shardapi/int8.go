@@ -33,10 +33,10 @@ const int8Block = 256
 // int8Bytes is the encoded size of n values.
 func int8Bytes(n int) int { return n + 4*((n+int8Block-1)/int8Block) }
 
-// int8Len is the number of values b encodes, or false when len(b) is no
+// int8Len is the number of values n bytes encode, or false when n is no
 // valid size (a block of a scale and no values, or a torn scale).
-func int8Len(b []byte) (int, bool) {
-	full, rem := len(b)/(int8Block+4), len(b)%(int8Block+4)
+func int8Len(n int) (int, bool) {
+	full, rem := n/(int8Block+4), n%(int8Block+4)
 	if rem == 0 {
 		return full * int8Block, true
 	}

@@ -351,7 +351,7 @@ func TestClientWaitsOutALargeTransferBeforeProbing(t *testing.T) {
 	p0 := c.Probes() // push 0's timers may have probed
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := c.call(context.Background(), c.request(OpPush, 1), payload)
+		_, err := c.call(context.Background(), c.request(OpPush, 1), payload, nil)
 		done <- err
 	}()
 	quiet := int((c.cfg.ProbeAfter + transferAllowance(len(payload))) / c.cfg.ProbeAfter)

@@ -17,7 +17,7 @@ func (c *Client) PushKeep(ctx context.Context, iter, samples, computeNs int64, g
 // [Client.PushEncoded] takes it.
 func (c *Client) PushKeepEncoded(ctx context.Context, iter, samples, computeNs int64, payload []byte) (Version, error) {
 	meta := PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}, Samples: samples, ComputeNs: computeNs}
-	rep, _, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta, Keep: true}, payload)
+	rep, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta, Keep: true}, payload, nil)
 	if err != nil {
 		return Version{}, err
 	}

@@ -3,8 +3,10 @@ package shardapi
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"slices"
+	"sync"
 )
 
 // The tensor codec: the one layout of every tensor a shard's data path
@@ -178,18 +180,51 @@ func (p Precision) Decode(dst []float32, b []byte) (nonFinite int, err error) {
 	return nonFinite, nil
 }
 
+// DecodeFrom is Decode of the encoding of len(dst) values read from r, a
+// chunk at a time (decodeChunk bytes, no buffer of the encoding's size):
+// a receiver decodes a payload as it arrives (mesh.Stream.RecvFrameTo).
+func (p Precision) DecodeFrom(dst []float32, r io.Reader) (nonFinite int, err error) {
+	buf := chunks.Get().(*[decodeChunk]byte)
+	defer chunks.Put(buf)
+	per := decodeChunk / p.Bytes(1) // values a chunk: whole values, whole int8 blocks
+	if p == INT8 {
+		per = decodeChunk / (int8Block + 4) * int8Block
+	}
+	nonFinite = -1
+	for lo := 0; lo < len(dst); lo += per {
+		v := dst[lo:min(len(dst), lo+per)]
+		b := buf[:p.Bytes(len(v))]
+		if _, err := io.ReadFull(r, b); err != nil {
+			return -1, err
+		}
+		if nf, _ := p.Decode(v, b); nf >= 0 && nonFinite < 0 {
+			nonFinite = lo + nf
+		}
+	}
+	return nonFinite, nil
+}
+
+// decodeChunk is the bytes DecodeFrom reads at a time.
+const decodeChunk = 64 << 10
+
+var chunks = sync.Pool{New: func() any { return new([decodeChunk]byte) }}
+
+// values is how many values an encoding of n bytes holds; it fails if n
+// is no whole number of them.
+func (p Precision) values(n int) (int, error) {
+	v, ok := n/p.Bytes(1), n%p.Bytes(1) == 0
+	if p == INT8 {
+		v, ok = int8Len(n)
+	}
+	if !ok {
+		return 0, fmt.Errorf("%w: %d bytes is not a whole number of %s values", ErrBadTensor, n, p)
+	}
+	return v, nil
+}
+
 // Len is the number of values b encodes; it fails if len(b) is not a
 // whole number of values.
-func (p Precision) Len(b []byte) (int, error) {
-	if p == INT8 {
-		if n, ok := int8Len(b); ok {
-			return n, nil
-		}
-	} else if size := p.Bytes(1); len(b)%size == 0 {
-		return len(b) / size, nil
-	}
-	return 0, fmt.Errorf("%w: %d bytes is not a whole number of %s values", ErrBadTensor, len(b), p)
-}
+func (p Precision) Len(b []byte) (int, error) { return p.values(len(b)) }
 
 // Scan returns the first non-finite value of b and its index (−1 if none)
 // and, when all are finite, the sum of their squares, without decoding

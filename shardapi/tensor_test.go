@@ -1,9 +1,13 @@
 package shardapi
 
 import (
+	"bytes"
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
+	"testing/iotest"
 )
 
 func TestFP32RoundTrip(t *testing.T) {
@@ -142,3 +146,32 @@ func TestParsePrecision(t *testing.T) {
 	}
 }
 
+// TestDecodeFromIsDecode: decoding from a reader a chunk at a time gives
+// Decode's values and first non-finite index, in every precision, across
+// chunk boundaries; a short reader is an error.
+func TestDecodeFromIsDecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, p := range []Precision{FP32, BF16, INT8} {
+		for _, n := range []int{0, 1, 300, decodeChunk/4 + 7, 3*decodeChunk + 1} {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(rng.NormFloat64())
+			}
+			if n > 100 {
+				v[n-50] = float32(math.Inf(1))
+			}
+			enc := p.Append(nil, v)
+			want, got := make([]float32, n), make([]float32, n)
+			wantNF, _ := p.Decode(want, enc)
+			gotNF, err := p.DecodeFrom(got, iotest.OneByteReader(bytes.NewReader(enc)))
+			if err != nil || gotNF != wantNF || !slices.EqualFunc(got, want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+				t.Fatalf("%s n=%d: DecodeFrom (non-finite at %d, %v) differs from Decode (at %d)", p, n, gotNF, err, wantNF)
+			}
+			if n > 0 {
+				if _, err := p.DecodeFrom(got, bytes.NewReader(enc[:len(enc)-1])); err == nil {
+					t.Fatalf("%s n=%d: a short reader decoded", p, n)
+				}
+			}
+		}
+	}
+}
