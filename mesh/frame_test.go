@@ -131,6 +131,19 @@ func TestReadPayloadGrowsWithData(t *testing.T) {
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
 		t.Fatalf("allocated %d bytes", grew)
 	}
+	// Under a receiver's own bound the payload is allocated whole, once:
+	// 3 MB in, about 3 MB allocated (growing by doubling took twice that).
+	const n = 3 << 20
+	in = encodeFrame(t, map[string]any{"op": 1}, make([]byte, n))
+	runtime.ReadMemStats(&before)
+	p, err := readFrame(bytes.NewReader(in), &h, limitPayload(DefaultFrameLimits(), n))
+	runtime.ReadMemStats(&after)
+	if err != nil || len(p) != n {
+		t.Fatalf("bounded stream: %d bytes, %v", len(p), err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > n+n/4 {
+		t.Fatalf("bounded stream: allocated %d bytes for a payload of %d", grew, n)
+	}
 }
 
 func TestFrameLimitsValidate(t *testing.T) {
