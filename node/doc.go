@@ -142,7 +142,10 @@
 // node last evaluated, its accuracy in the metadata (404 on a node that
 // has not evaluated, and on the evaluator while its next evaluation reads
 // the model into that snapshot's memory: an evaluator holds one copy of
-// the model, not two). Both are written straight from the snapshot. `dssp export` and `dssp up`'s report/model.safetensors
+// the model, not two). Both are written straight from the snapshot. A
+// model of 32 MiB or more is evaluated in the evaluator's worker's θ,
+// borrowed while the worker waits (lend.go), and its evaluated snapshot
+// is kept in the data dir (evaluated.safetensors), not in memory. `dssp export` and `dssp up`'s report/model.safetensors
 // use them.
 //
 // Checkpoints (--checkpoint-dir, --checkpoint-every, --checkpoint-keep)

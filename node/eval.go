@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"time"
 
 	"dsspmesh/modelfile"
+	"dsspmesh/shardapi"
 )
 
 // evaluator is the live training member with the lowest node id: every
@@ -26,8 +28,9 @@ func (n *Node) evaluator() string {
 // is the evaluator: a snapshot read from every shard's leader (readModel),
 // the same a `dssp export` gives. It keeps that snapshot for
 // GET /model.safetensors?evaluated (and reads the next one into its
-// memory: evaluatedModel), saves it as a checkpoint when one is due, and
-// sends the result to every member.
+// memory: evaluatedModel) — unless the model is large enough that it reads
+// into the worker's θ instead (lend.go) —, saves it as a checkpoint when
+// one is due, and sends the result to every member.
 func (n *Node) evalLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.EvalEvery)
 	defer t.Stop()
@@ -41,47 +44,88 @@ func (n *Node) evalLoop(ctx context.Context) {
 		if n.evaluator() != string(n.id) {
 			continue
 		}
-		if buf == nil {
-			buf = n.evaluated.take()
-		}
-		if buf == nil {
-			buf = make([]float32, n.model.NumParams())
-		}
-		rctx, cancel := context.WithTimeout(ctx, evalReadTimeout(4*int64(n.model.NumParams())))
-		snap, err := n.readModel(rctx, "evaluation", buf)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				n.log.Warn("evaluation skipped", "err", err)
-			}
-			continue // buf is kept for the next try
-		}
-		start := time.Now()
-		ev, err := n.evalModel.Evaluate(snap.theta, n.test)
-		n.metrics.EvalSeconds.Observe(time.Since(start).Seconds())
-		if err != nil {
-			n.log.Warn("evaluate", "err", err)
-			continue
-		}
-		snap.meta.Eval = &modelfile.Eval{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples}
-		n.evaluated.set(snap)
-		buf = nil
-		var seq uint64
-		for _, sc := range snap.meta.Shards {
-			seq += uint64(max(sc.Samples, 0))
-		}
-		e := EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: n.now(), By: string(n.id), Iter: uint64(snap.meta.Clock), Seq: seq,
-			Diverged: !finite(ev.Loss) || !finite(ev.Accuracy)}
-		if !e.Diverged {
-			// A diverged state is never checkpointed: the last checkpoint
-			// stays the last good one.
-			n.ckpt.maybeSave(n, snap)
-		}
-		n.metrics.Evals.Inc()
-		n.setEval(e)
-		n.broadcastEval(ctx, e)
-		n.log.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "clock", snap.meta.Clock, "seq", seq)
+		n.evaluate(ctx, &buf)
 	}
+}
+
+// evaluate runs one evaluation. A model of evalLendBytes or more is read
+// into the worker's θ, borrowed for the evaluation (lend.go), and not kept
+// after; a smaller one into *buf, the last evaluated snapshot's memory,
+// and kept. *buf survives a failed read for the next try.
+func (n *Node) evaluate(ctx context.Context, buf *[]float32) {
+	rctx, cancel := context.WithTimeout(ctx, evalReadTimeout(4*int64(n.model.NumParams())))
+	defer cancel()
+	var snap *modelSnapshot
+	var err error
+	release := func() {} // gives a borrowed θ back: at once after the checkpoint, at the latest on return
+	defer func() { release() }()
+	n.mu.RLock()
+	w := n.worker
+	n.mu.RUnlock()
+	lend := w != nil && 4*n.model.NumParams() >= evalLendBytes
+	if lend {
+		theta, back, ok := w.borrow(rctx)
+		if !ok {
+			if ctx.Err() == nil {
+				n.log.Warn("evaluation skipped: the worker did not lend its parameters in time", "timeout", evalReadTimeout(4*int64(n.model.NumParams())))
+			}
+			return
+		}
+		n.evaluated.set(nil, "") // θ moves on once given back
+		var versions []*shardapi.Version
+		snap, versions, err = n.readModelVersions(rctx, "evaluation", theta)
+		release = func() { back(versions); release = func() {} }
+	} else {
+		if *buf == nil {
+			*buf = n.evaluated.take()
+		}
+		if *buf == nil {
+			*buf = make([]float32, n.model.NumParams())
+		}
+		snap, err = n.readModel(rctx, "evaluation", *buf)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("evaluation skipped", "err", err)
+		}
+		return
+	}
+	start := time.Now()
+	ev, err := n.evalModel.Evaluate(snap.theta, n.test)
+	n.metrics.EvalSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		n.log.Warn("evaluate", "err", err)
+		return
+	}
+	snap.meta.Eval = &modelfile.Eval{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples}
+	var seq uint64
+	for _, sc := range snap.meta.Shards {
+		seq += uint64(max(sc.Samples, 0))
+	}
+	e := EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: n.now(), By: string(n.id), Iter: uint64(snap.meta.Clock), Seq: seq,
+		Diverged: !finite(ev.Loss) || !finite(ev.Accuracy)}
+	if !e.Diverged {
+		// A diverged state is never checkpointed: the last checkpoint
+		// stays the last good one.
+		n.ckpt.maybeSave(n, snap)
+	}
+	if lend {
+		// Kept on disk, where θ's values stay once it is given back.
+		path := filepath.Join(n.dir.Path, evaluatedFile)
+		if err := modelfile.WriteFile(path, n.model.Layout(), snap.theta, snap.meta); err != nil {
+			n.log.Warn("the evaluated model not kept", "path", path, "err", err)
+		} else {
+			n.evaluated.set(nil, path)
+		}
+		release()
+	} else {
+		n.evaluated.set(snap, "")
+		*buf = nil
+	}
+	n.metrics.Evals.Inc()
+	n.setEval(e)
+	n.broadcastEval(ctx, e)
+	n.log.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "clock", snap.meta.Clock, "seq", seq)
 }
 
 // evalReadTimeout bounds the read of a model of modelBytes for one

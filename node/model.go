@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -57,18 +58,26 @@ func readsInFlight(bounds [][2]int) int {
 // replies, each decoded straight into the flat vector: into's memory when
 // it has the model's length, else new memory.
 func (n *Node) readModel(ctx context.Context, source string, into []float32) (*modelSnapshot, error) {
+	snap, _, err := n.readModelVersions(ctx, source, into)
+	return snap, err
+}
+
+// readModelVersions is readModel also giving the version of each shard's
+// slice it read whole, nil for a shard whose read failed (its part of into
+// may be half written), whether or not the read as a whole succeeded.
+func (n *Node) readModelVersions(ctx context.Context, source string, into []float32) (*modelSnapshot, []*shardapi.Version, error) {
 	n.mu.RLock()
 	shards, spec := n.shards, n.spec
 	n.mu.RUnlock()
 	if shards == nil || spec == nil {
-		return nil, errors.New("the node has not joined the mesh's shards yet")
+		return nil, nil, errors.New("the node has not joined the mesh's shards yet")
 	}
 	r := n.reader
 	select {
 	case r.turn <- struct{}{}:
 		defer func() { <-r.turn }()
 	case <-ctx.Done():
-		return nil, fmt.Errorf("read the model: another read still runs: %w", ctx.Err())
+		return nil, nil, fmt.Errorf("read the model: another read still runs: %w", ctx.Err())
 	}
 	if r.clients == nil {
 		resolve := mesh.ResolveFromMembership(n.members)
@@ -77,7 +86,7 @@ func (n *Node) readModel(ctx context.Context, source string, into []float32) (*m
 			c, err := shardapi.NewClient(shardapi.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return shards.candidates(id) }),
 				n.tr, resolve, n.log)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			r.clients = append(r.clients, c)
 		}
@@ -101,15 +110,21 @@ func (n *Node) readModel(ctx context.Context, source string, into []float32) (*m
 		}()
 	}
 	wg.Wait()
+	versions := make([]*shardapi.Version, len(got))
+	for i, sl := range got {
+		if b := shards.bounds[i]; errs[i] == nil && len(sl.Params) == b[1]-b[0] {
+			versions[i] = &shardapi.Version{Index: sl.Index, Min: sl.Min}
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("read the model: %w", err)
+		return nil, versions, fmt.Errorf("read the model: %w", err)
 	}
 	job, _ := json.Marshal(spec)
 	snap.meta = modelfile.Meta{Model: spec.Model, Dataset: spec.Dataset, Source: source, TakenAt: time.Now(), Job: string(job)}
 	for i, sl := range got {
 		b := shards.bounds[i]
 		if len(sl.Params) != b[1]-b[0] {
-			return nil, fmt.Errorf("read the model: shard %d returned %d parameters, want %d", i, len(sl.Params), b[1]-b[0])
+			return nil, versions, fmt.Errorf("read the model: shard %d returned %d parameters, want %d", i, len(sl.Params), b[1]-b[0])
 		}
 		snap.meta.Shards = append(snap.meta.Shards, modelfile.ShardClock{Shard: sl.Shard, Leader: string(sl.Leader),
 			Min: sl.Min, Max: sl.Max, Index: sl.Index, Samples: sl.Samples})
@@ -120,19 +135,25 @@ func (n *Node) readModel(ctx context.Context, source string, into []float32) (*m
 			snap.meta.Samples = sl.Samples
 		}
 	}
-	return snap, nil
+	return snap, versions, nil
 }
 
 // evaluatedModel holds the snapshot this node last evaluated, for
-// GET /model.safetensors?evaluated. The next evaluation reads into its
-// parameters' memory (take), so an evaluator holds one snapshot of the
-// model, not two: while that read runs there is none to serve, unless an
-// export was streaming it when the evaluation began — then it is left
+// GET /model.safetensors?evaluated: in memory (snap), or for a model whose
+// evaluation borrows the worker's θ (lend.go) in a file of the data dir
+// (file, evaluatedFile), written while θ was lent. The next evaluation
+// reads into snap's memory (take), so an evaluator holds one snapshot of
+// the model, not two: while that read runs there is none to serve, unless
+// an export was streaming it when the evaluation began — then it is left
 // whole and the evaluation reads into new memory.
 type evaluatedModel struct {
 	mu   sync.RWMutex // held for reading while an export streams snap
 	snap *modelSnapshot
+	file string // replaced by a rename: an export streaming the old one reads it whole
 }
+
+// evaluatedFile is the evaluated snapshot of a large model, in the data dir.
+const evaluatedFile = "evaluated.safetensors"
 
 // take removes the snapshot and returns its parameters' memory to read
 // the next evaluation into; nil when there is none or one is being served.
@@ -149,14 +170,19 @@ func (e *evaluatedModel) take() []float32 {
 	return theta
 }
 
-func (e *evaluatedModel) set(s *modelSnapshot) { e.mu.Lock(); e.snap = s; e.mu.Unlock() }
+// set keeps s in memory, or when file is set, says the snapshot is there.
+func (e *evaluatedModel) set(s *modelSnapshot, file string) {
+	e.mu.Lock()
+	e.snap, e.file = s, file
+	e.mu.Unlock()
+}
 
-// serve calls f with the snapshot (nil if none), which stays whole until
-// f returns.
-func (e *evaluatedModel) serve(f func(*modelSnapshot)) {
+// serve calls f with the snapshot in memory or the path of its file (nil
+// and "" if none); the snapshot stays whole until f returns.
+func (e *evaluatedModel) serve(f func(*modelSnapshot, string)) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	f(e.snap)
+	f(e.snap, e.file)
 }
 
 // Export timeouts: the default of GET /model.safetensors and the most a
@@ -171,12 +197,15 @@ const (
 // evaluated (404 where it has none).
 func (n *Node) serveModel(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Has("evaluated") {
-		n.evaluated.serve(func(snap *modelSnapshot) {
-			if snap == nil {
-				http.Error(w, fmt.Sprintf("node %s holds no evaluated model (the evaluator is %q; its last one is gone while the next evaluation reads the model); ask it again, or drop ?evaluated for a fresh snapshot", n.id, n.evaluator()), http.StatusNotFound)
-				return
+		n.evaluated.serve(func(snap *modelSnapshot, file string) {
+			switch {
+			case snap != nil:
+				n.writeModel(w, snap)
+			case file != "":
+				n.serveFile(w, r, file)
+			default:
+				http.Error(w, fmt.Sprintf("node %s holds no evaluated model (the evaluator is %q; the last one is gone while the next evaluation reads the model); ask the evaluator again, or drop ?evaluated for a fresh snapshot", n.id, n.evaluator()), http.StatusNotFound)
 			}
-			n.writeModel(w, snap)
 		})
 		return
 	}
@@ -221,6 +250,24 @@ func (n *Node) writeModel(w http.ResponseWriter, snap *modelSnapshot) {
 		// The header is out: all that is left is to say why the body stopped.
 		n.log.Warn("model export cut short", "err", err)
 	}
+}
+
+// serveFile answers with the model file at path, as it is when opened.
+func (n *Node) serveFile(w http.ResponseWriter, r *http.Request, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("node %s: the evaluated model: %v", n.id, err), http.StatusInternalServerError)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		http.Error(w, fmt.Sprintf("node %s: the evaluated model: %v", n.id, err), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	http.ServeContent(w, r, "", st.ModTime(), f)
 }
 
 // withModel adds GET /model.safetensors to h.

@@ -36,6 +36,7 @@ type worker struct {
 	assigned [4]*shardapi.Assignment // the assignments shard 0's last two landed OKs named (pipeline.go)
 	slack    int64                   // a kept slice may miss this many iterations (pull.go)
 	done     chan struct{}           // closed when run returns; clients are then free
+	lends    chan lendRequest        // an evaluation asking to borrow θ (lend.go)
 
 	mu     sync.Mutex // guards stats, rate
 	stats  LocalWorker
@@ -58,7 +59,8 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 	w := &worker{n: n, spec: spec, bounds: n.shards.bounds, loader: loader,
 		x: make([]float32, spec.BatchSize*n.model.InputSize()), labels: make([]int, spec.BatchSize),
 		theta: make([]float32, n.model.NumParams()),
-		iters: make([]int64, spec.Shards), reads: make([]SliceRead, spec.Shards), done: make(chan struct{})}
+		iters: make([]int64, spec.Shards), reads: make([]SliceRead, spec.Shards), done: make(chan struct{}),
+		lends: make(chan lendRequest)}
 	w.stats.Slowdown = n.cfg.Slowdown
 	w.stats.Batch = int64(spec.BatchSize)
 	if spec.Balance {
@@ -179,6 +181,9 @@ func (w *worker) run(ctx context.Context) {
 		}
 	}()
 	for ctx.Err() == nil {
+		if fl == nil && !w.lendPoint(ctx) {
+			return
+		}
 		var t int64
 		if fl != nil {
 			// w.iters belongs to the push in flight until it is done: not
@@ -213,6 +218,9 @@ func (w *worker) run(ctx context.Context) {
 				// is to be sent again (refused), or the clocks moved.
 				// Compute again for whatever comes next.
 				continue
+			}
+			if !w.lendPoint(ctx) { // no push in flight until the next starts
+				return
 			}
 			waitStart = time.Now()
 		}

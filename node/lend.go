@@ -1,0 +1,77 @@
+package node
+
+import (
+	"context"
+
+	"dsspmesh/shardapi"
+)
+
+// Lending θ to the evaluation (eval.go). An evaluation reads the whole
+// model into memory of its own and evaluates it there, beside the worker's
+// θ: for a model of evalLendBytes or more that second copy is what decides
+// the evaluating node's peak memory (a 100 MB model's evaluator held 7× the
+// model where the others held 6×). So for such a model the evaluation
+// borrows the worker's θ instead: at the top of an iteration, with no push
+// in flight, the worker hands θ over and waits; the evaluation reads the
+// model into it, evaluates, saves its checkpoint and hands θ back with the
+// version of every slice it read, which the worker then computes on as if
+// a push's OK had brought them — a linearizable read after its last OK is
+// at least as fresh as that OK (docs/design.md, "The read guarantee"). A
+// shard whose read failed keeps its old version: its values are that
+// version's or newer ones. The worker computes nothing while θ is lent;
+// the evaluation computes in its place. The evaluated snapshot, for
+// GET /model.safetensors?evaluated, is written to the data dir
+// (evaluatedFile) before θ goes back: a model's bytes more on disk, none
+// in memory.
+
+// evalLendBytes is the model size from which the evaluation borrows θ: a
+// second copy of a smaller model costs less than the runtime's own base
+// (memLimitBase), and the pause would show in a small model's iterations.
+var evalLendBytes = 32 << 20 // a var only for tests (export_test.go)
+
+// lendRequest is the evaluation asking for θ: the loop sends θ on theta,
+// then waits on back for the versions read into it (nil for a shard whose
+// read failed).
+type lendRequest struct {
+	theta chan<- []float32
+	back  <-chan []*shardapi.Version
+}
+
+// lendPoint hands θ to an evaluation that asks for it and waits for it
+// back; false if ctx ended meanwhile (the worker stops). The loop calls it
+// where it owns θ and no push is in flight.
+func (w *worker) lendPoint(ctx context.Context) bool {
+	select {
+	case req := <-w.lends:
+		req.theta <- w.theta
+		select {
+		case got := <-req.back:
+			for s, v := range got {
+				if v != nil {
+					w.reads[s] = SliceRead{Version: *v}
+				}
+			}
+		case <-ctx.Done():
+			return false
+		}
+	default:
+	}
+	return true
+}
+
+// borrow asks the worker loop for θ, waiting until it reaches a lend
+// point, ctx ends or the loop is done (false); giveBack returns θ with the
+// version each shard's slice now has (nil: unchanged). Call giveBack
+// exactly once after a true.
+func (w *worker) borrow(ctx context.Context) (theta []float32, giveBack func([]*shardapi.Version), ok bool) {
+	got := make(chan []float32, 1)
+	back := make(chan []*shardapi.Version, 1)
+	select {
+	case w.lends <- lendRequest{theta: got, back: back}:
+	case <-ctx.Done():
+		return nil, nil, false
+	case <-w.done:
+		return nil, nil, false
+	}
+	return <-got, func(v []*shardapi.Version) { back <- v }, true
+}

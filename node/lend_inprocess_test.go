@@ -1,0 +1,56 @@
+package node_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"dsspmesh/cudaops"
+	"dsspmesh/modelfile"
+	"dsspmesh/node"
+)
+
+// TestInProcessEvaluationBorrowsTheWorkersParameters evaluates every
+// 100 ms in the worker's own θ (the lending of a large model, turned on
+// for the MLP), lock-step and pipelined: the workers keep training, every
+// slice an iteration computes on is still within the bound — a borrowed
+// θ comes back holding the read's newer versions — and the evaluator's
+// checkpoints, written while θ is lent, are whole models.
+func TestInProcessEvaluationBorrowsTheWorkersParameters(t *testing.T) {
+	defer node.SetEvalLendBytes(0)()
+	for _, pipeline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lock-step", true: "pipelined"}[pipeline], func(t *testing.T) {
+			ckpt := t.TempDir()
+			rec := newRecorder()
+			m := startMesh(t, 3, 2, rec, func(i int, c *node.Config) {
+				c.EvalEvery = 100 * time.Millisecond
+				c.CheckpointDir, c.CheckpointEvery, c.CheckpointKeep = ckpt, 100*time.Millisecond, 100
+				c.Spec.Paradigm, c.Spec.SLower, c.Spec.Pipeline = "ssp", 1, pipeline
+			})
+			rec.wait(t, "every worker computes 30 iterations", func() bool { return rec.allAcked(m.ids(), 30) })
+			m.stop(t)
+			rec.mu.Lock()
+			t.Logf("reads checked %d, max lag %d", rec.reads, rec.maxLag)
+			if rec.reads == 0 || rec.maxLag > 1 {
+				t.Errorf("reads %d, max lag %d (bound 1)", rec.reads, rec.maxLag)
+			}
+			rec.mu.Unlock()
+			names, _ := filepath.Glob(filepath.Join(ckpt, "*"+".safetensors"))
+			if len(names) < 2 {
+				entries, _ := os.ReadDir(ckpt)
+				t.Fatalf("%d checkpoints written (%d files) while the workers trained 30 iterations with an evaluation every 100 ms", len(names), len(entries))
+			}
+			mlp, _ := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
+			for _, name := range names {
+				if strings.Contains(filepath.Base(name), ".tmp") {
+					continue
+				}
+				if _, f, err := modelfile.LoadParams(name, mlp); err != nil || f.Meta.Eval == nil {
+					t.Errorf("checkpoint %s: %v (evaluation %v)", filepath.Base(name), err, f != nil && f.Meta.Eval != nil)
+				}
+			}
+		})
+	}
+}
