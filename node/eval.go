@@ -62,7 +62,7 @@ func (n *Node) evaluate(ctx context.Context, buf *[]float32) {
 	n.mu.RLock()
 	w := n.worker
 	n.mu.RUnlock()
-	lend := w != nil && 4*n.model.NumParams() >= evalLendBytes
+	lend := w != nil && !w.finished() && 4*n.model.NumParams() >= evalLendBytes
 	if lend {
 		theta, back, ok := w.borrow(rctx)
 		if !ok {

@@ -75,3 +75,14 @@ func (w *worker) borrow(ctx context.Context) (theta []float32, giveBack func([]*
 	}
 	return <-got, func(v []*shardapi.Version) { back <- v }, true
 }
+
+// finished reports whether the loop has returned (a stopped worker lends
+// nothing; the evaluation then reads into memory of its own).
+func (w *worker) finished() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}

@@ -80,3 +80,15 @@ func TestBorrowGivesUp(t *testing.T) {
 		t.Fatal("the loop went on after its context ended with θ lent")
 	}
 }
+
+// TestFinished: a worker whose loop returned says so, and lends nothing.
+func TestFinished(t *testing.T) {
+	w := &worker{lends: make(chan lendRequest), done: make(chan struct{})}
+	if w.finished() {
+		t.Fatal("a running loop reads as finished")
+	}
+	close(w.done)
+	if !w.finished() {
+		t.Fatal("a returned loop reads as running")
+	}
+}
