@@ -112,13 +112,15 @@ func (e *Encoder) encode(b int, v []float32) {
 }
 
 // Finish returns the slice's encoding, valid until the next Start; it
-// fails if values are missing or were given more than once.
+// fails if the pieces given add up to more or fewer than n values, or one
+// lay outside the slice (it counts values: one given twice and another
+// never is not caught).
 func (e *Encoder) Finish() ([]byte, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
 	if e.left != 0 || len(e.part) != 0 {
-		return nil, fmt.Errorf("shardapi: encoder of %d values: %d values not given (or given twice), %d blocks incomplete", e.n, e.left, len(e.part))
+		return nil, fmt.Errorf("shardapi: encoder of %d values given %d, %d int8 blocks incomplete", e.n, e.n-e.left, len(e.part))
 	}
 	return e.out, nil
 }
