@@ -36,7 +36,7 @@ func TestInProcessEvaluationBorrowsTheWorkersParameters(t *testing.T) {
 			}
 			rec.mu.Unlock()
 			names, _ := filepath.Glob(filepath.Join(ckpt, "*.safetensors")) // not the temporary files
-			if len(names) == 0 { // how many depends on the machine's speed: at least the first
+			if len(names) == 0 {                                            // how many depends on the machine's speed: at least the first
 
 				t.Fatalf("%d checkpoints written while the workers trained 30 iterations with an evaluation every 100 ms", len(names))
 			}
