@@ -36,8 +36,8 @@ func TestInProcessEvaluationBorrowsTheWorkersParameters(t *testing.T) {
 			}
 			rec.mu.Unlock()
 			names, _ := filepath.Glob(filepath.Join(ckpt, "*.safetensors")) // not the temporary files
-			if len(names) == 0 {                                            // how many depends on the machine's speed: at least the first
-
+			// How many depends on the machine's speed: at least the first.
+			if len(names) == 0 {
 				t.Fatalf("%d checkpoints written while the workers trained 30 iterations with an evaluation every 100 ms", len(names))
 			}
 			mlp, _ := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
