@@ -53,7 +53,9 @@ func (n *Node) evalLoop(ctx context.Context) {
 // after; a smaller one into *buf, the last evaluated snapshot's memory,
 // and kept. *buf survives a failed read for the next try.
 func (n *Node) evaluate(ctx context.Context, buf *[]float32) {
-	rctx, cancel := context.WithTimeout(ctx, evalReadTimeout(4*int64(n.model.NumParams())))
+	modelBytes := 4 * int64(n.model.NumParams())
+	timeout := evalReadTimeout(modelBytes)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var snap *modelSnapshot
 	var err error
@@ -62,12 +64,12 @@ func (n *Node) evaluate(ctx context.Context, buf *[]float32) {
 	n.mu.RLock()
 	w := n.worker
 	n.mu.RUnlock()
-	lend := w != nil && !w.finished() && 4*n.model.NumParams() >= evalLendBytes
+	lend := w != nil && !w.finished() && modelBytes >= int64(evalLendBytes)
 	if lend {
 		theta, back, ok := w.borrow(rctx)
 		if !ok {
 			if ctx.Err() == nil {
-				n.log.Warn("evaluation skipped: the worker did not lend its parameters in time", "timeout", evalReadTimeout(4*int64(n.model.NumParams())))
+				n.log.Warn("evaluation skipped: the worker did not lend its parameters in time", "timeout", timeout)
 			}
 			return
 		}
