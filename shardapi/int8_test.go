@@ -29,7 +29,7 @@ func TestINT8RoundTrip(t *testing.T) {
 		if len(b) != INT8.Bytes(n) || INT8.Bytes(n) != n+4*((n+255)/256) {
 			t.Fatalf("n=%d: %d bytes, Bytes says %d", n, len(b), INT8.Bytes(n))
 		}
-		if m, err := INT8.Len(b); err != nil || m != n {
+		if m, err := INT8.values(len(b)); err != nil || m != n {
 			t.Fatalf("n=%d: Len = %d, %v", n, m, err)
 		}
 		got := make([]float32, n)
@@ -79,7 +79,7 @@ func TestINT8NonFinite(t *testing.T) {
 
 func TestINT8BadLength(t *testing.T) {
 	for _, n := range []int{3, 4, 260 + 3, 260 + 4} {
-		if _, err := INT8.Len(make([]byte, n)); !errors.Is(err, ErrBadTensor) {
+		if _, err := INT8.values(n); !errors.Is(err, ErrBadTensor) {
 			t.Errorf("Len(%d bytes) = %v", n, err)
 		}
 	}

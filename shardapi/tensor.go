@@ -222,10 +222,6 @@ func (p Precision) values(n int) (int, error) {
 	return v, nil
 }
 
-// Len is the number of values b encodes; it fails if len(b) is not a
-// whole number of values.
-func (p Precision) Len(b []byte) (int, error) { return p.values(len(b)) }
-
 // Scan returns the first non-finite value of b and its index (−1 if none)
 // and, when all are finite, the sum of their squares, without decoding
 // into a buffer. A trailing partial value is ignored.

@@ -16,7 +16,7 @@ func TestFP32RoundTrip(t *testing.T) {
 	if len(b) != 1+FP32.Bytes(len(v)) {
 		t.Fatalf("appended %d bytes, want %d", len(b)-1, FP32.Bytes(len(v)))
 	}
-	n, err := FP32.Len(b[1:])
+	n, err := FP32.values(len(b[1:]))
 	if err != nil || n != len(v) {
 		t.Fatalf("Len = %d, %v", n, err)
 	}
@@ -52,7 +52,7 @@ func TestFP32NonFinite(t *testing.T) {
 }
 
 func TestFP32BadLength(t *testing.T) {
-	if _, err := FP32.Len(make([]byte, 7)); !errors.Is(err, ErrBadTensor) {
+	if _, err := FP32.values(7); !errors.Is(err, ErrBadTensor) {
 		t.Errorf("Len(7 bytes) = %v", err)
 	}
 	if _, err := FP32.Decode(make([]float32, 2), make([]byte, 4)); !errors.Is(err, ErrBadTensor) {
@@ -108,10 +108,10 @@ func TestBF16RoundTrip(t *testing.T) {
 			t.Errorf("%v: re-encoding %v changed it", x, got[i])
 		}
 	}
-	if n, err := BF16.Len(b); err != nil || n != len(v) {
+	if n, err := BF16.values(len(b)); err != nil || n != len(v) {
 		t.Errorf("Len = %d, %v", n, err)
 	}
-	if _, err := BF16.Len(b[:3]); !errors.Is(err, ErrBadTensor) {
+	if _, err := BF16.values(len(b[:3])); !errors.Is(err, ErrBadTensor) {
 		t.Errorf("Len(3 bytes) = %v", err)
 	}
 }
