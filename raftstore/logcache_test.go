@@ -53,11 +53,59 @@ func TestByteCacheBoundedByBytes(t *testing.T) {
 			t.Fatalf("entry %d from the cache differs from the store's", i)
 		}
 	}
-	if err := c.DeleteRange(1, 10); err != nil {
+}
+
+// TestByteCacheDeleteRange: deleting a prefix of the log (a compaction)
+// or a suffix (a conflicting leader's) keeps the rest of the cached run,
+// which reads as the store does; a range inside the run empties the cache.
+func TestByteCacheDeleteRange(t *testing.T) {
+	store := raft.NewInmemStore()
+	c, err := newByteCache(1<<20, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := func(from, to uint64) {
+		t.Helper()
+		for i := from; i <= to; i++ {
+			if err := c.StoreLogs([]*raft.Log{entry(i, 100)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fill(1, 6)
+	for _, tc := range []struct {
+		min, max uint64
+		want     int
+	}{
+		{1, 3, 3}, // compaction: 4..6 stay
+		{1, 2, 3}, // before the cached run: nothing changes
+		{6, 9, 2}, // a suffix: 4..5 stay
+		{1, 5, 0}, // the whole run
+	} {
+		if err := c.DeleteRange(tc.min, tc.max); err != nil {
+			t.Fatal(err)
+		}
+		if n, b := c.cachedBytes(); n != tc.want || b != int64(100*tc.want) {
+			t.Fatalf("after DeleteRange(%d, %d) the cache holds %d entries, %d bytes; want %d", tc.min, tc.max, n, b, tc.want)
+		}
+	}
+	fill(1, 6)
+	if err := c.DeleteRange(3, 4); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := c.cachedBytes(); n != 0 {
-		t.Fatal("DeleteRange left entries cached")
+		t.Fatalf("a range inside the cached run left %d entries cached", n)
+	}
+	fill(7, 8) // after 6, which the store still holds
+	for _, i := range []uint64{1, 2, 5, 6, 7, 8} {
+		var a, b raft.Log
+		if err := c.GetLog(i, &a); err != nil {
+			t.Fatal(err)
+		}
+		store.GetLog(i, &b)
+		if a.Index != b.Index || !bytes.Equal(a.Data, b.Data) {
+			t.Fatalf("entry %d from the cache differs from the store's", i)
+		}
 	}
 }
 
