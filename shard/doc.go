@@ -16,7 +16,10 @@
 //     whose learning rate is a function of the global samples applied before
 //     it ([Schedule]), and the FSM never reads the clock. Snapshots encode
 //     everything (snapshot.go); [FSM.StateHash] is a SHA-256 of that
-//     encoding, equal on replicas that applied the same entries.
+//     encoding, equal on replicas that applied the same entries. A
+//     snapshot takes θ and the velocity without copying them: until it has
+//     written them (Persist) the FSM is frozen and an Apply steps a copy
+//     instead, so the snapshot's bytes are the state at its index.
 //   - The balance layer (balance.go, docs/design.md#balance), with
 //     Spec.BalanceBase > 0: every shard weights a push's gradient by its
 //     samples / BalanceBase before summing; shard 0's FSM also holds a
@@ -160,6 +163,8 @@
 //
 // Lock order: service.mu → workerConn.sendMu; service.mu → FSM.mu →
 // FSM.enc.mu (the reply encoding cache, built under the read lock).
+// FSM.Snapshot waits on snapshotMem (scratch.go) before FSM.mu; a
+// snapshot's Persist takes FSM.mu only to unfreeze, after writing.
 // FSM.Apply never takes a service lock: it signals the evaluator through a
 // one-slot channel.
 //

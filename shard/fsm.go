@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -44,6 +45,10 @@ type FSM struct {
 	// is the decoded gradient of the push being examined, sum the sum of
 	// those accepted so far.
 	sum, grad []float32
+
+	// frozen is the snapshot still reading θ and the velocity (Snapshot
+	// until Persist has written them); an Apply then steps copies.
+	frozen *fsmSnapshot
 
 	// gen counts Restores, so that a cached encoding is never taken for
 	// the state of a snapshot restored at the same index.
@@ -223,6 +228,7 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 		f.balanceTick()
 	}
 	if accepted > 0 {
+		f.thawLocked()
 		step(f.opt, f.theta, f.velocity, f.sum, lr)
 		f.samples += samples
 		f.pushes += uint64(accepted)
@@ -533,22 +539,38 @@ func (f *FSM) AppliedIndex() uint64 {
 }
 
 // Snapshot captures the state; raft persists it on another goroutine.
-// The encoding is a copy of the state (a large shard's 25 MB), held
-// until raft has persisted it; the encodings of this process's replicas
-// share one budget (snapshotMem), so replicas that snapshot together wait
-// their turn instead of holding a copy each. The wait is taken before the
-// FSM's lock.
+// It encodes the header and takes θ and the velocity as they are, copying
+// nothing: until Persist has written them the FSM is frozen, and an Apply
+// in that time steps a copy of them instead (thawLocked). A snapshot of a
+// large shard used to copy its 25 MB every time; an entry that arrives
+// while one is written is rare (a shard applies one every second or so of
+// the 100 MB model's mesh; writing takes tens of milliseconds). The copy
+// an Apply may make is what snapshotMem bounds: this process's replicas
+// that snapshot together wait their turn rather than each risk one. The
+// wait is taken before the FSM's lock.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	n := f.stateBytes()
 	snapshotMem.acquire(n)
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	b, err := f.encodeLocked()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	head, err := f.headLocked()
 	if err != nil {
 		snapshotMem.release(n)
 		return nil, err
 	}
-	return &fsmSnapshot{b: b, held: n}, nil
+	s := &fsmSnapshot{f: f, head: head, theta: f.theta, velocity: f.velocity, held: n}
+	f.frozen = s
+	return s, nil
+}
+
+// thawLocked makes θ and the velocity the FSM's own again before an Apply
+// changes them, if a snapshot still reads them.
+func (f *FSM) thawLocked() {
+	if f.frozen == nil {
+		return
+	}
+	f.theta, f.velocity = slices.Clone(f.theta), slices.Clone(f.velocity)
+	f.frozen = nil
 }
 
 // Restore replaces the state with a snapshot's. It reads no more than
@@ -569,23 +591,41 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 }
 
 type fsmSnapshot struct {
-	b    []byte
-	held int64 // of snapshotMem, given back by Release
-	once sync.Once
+	f               *FSM
+	head            []byte
+	theta, velocity []float32 // the FSM's own until unfreeze, read only
+	held            int64     // of snapshotMem, given back by Release
+	once            sync.Once
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s.b); err != nil {
+	_, err := sink.Write(s.head)
+	if err == nil {
+		err = writeBody(sink, s.theta, s.velocity)
+	}
+	s.unfreeze() // the bytes are in the sink; its fsync needs no state
+	if err != nil {
 		return errors.Join(err, sink.Cancel())
 	}
 	return sink.Close()
 }
 
-// Release gives the encoding's bytes back to snapshotMem (raft calls it
-// once the snapshot is persisted or abandoned).
+// unfreeze lets the FSM step θ in place again, unless an Apply has
+// already stepped a copy (or a Restore replaced it).
+func (s *fsmSnapshot) unfreeze() {
+	s.f.mu.Lock()
+	if s.f.frozen == s {
+		s.f.frozen = nil
+	}
+	s.f.mu.Unlock()
+}
+
+// Release unfreezes the FSM and gives the bytes back to snapshotMem (raft
+// calls it once the snapshot is persisted or abandoned).
 func (s *fsmSnapshot) Release() {
 	s.once.Do(func() {
-		s.b = nil
+		s.unfreeze()
+		s.theta, s.velocity, s.head = nil, nil, nil
 		snapshotMem.release(s.held)
 	})
 }

@@ -175,6 +175,64 @@ func TestFSMSnapshotRestoreIsIdentical(t *testing.T) {
 	}
 }
 
+// TestSnapshotSharesTheStateUntilWritten: a snapshot copies no parameter
+// when taken. An entry applied before it is written steps a copy, so the
+// snapshot still writes the state at its index, byte for byte; once it is
+// written, entries step θ in place again.
+func TestSnapshotSharesTheStateUntilWritten(t *testing.T) {
+	h := newFSMHarness(t, testSpec(8, "ssp:1"), make([]float32, 8))
+	h.apply(encodeWorker(entryAddWorker, "a", 0))
+	push := func(iter int64) {
+		t.Helper()
+		a := h.apply(encodePushes([]Push{{PushMeta: meta("a", iter, 4), Grad: gradBytes([]float32{1, 2, 3, 4, 5, 6, 7, 8})}}))
+		if !a.Pushes[0].Applied {
+			t.Fatalf("push %d not applied: %+v", iter, a.Pushes[0])
+		}
+	}
+	push(0)
+	h.f.mu.RLock()
+	want, err := h.f.encodeLocked()
+	h.f.mu.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	theta := &h.f.theta[0]
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &h.f.theta[0] != theta {
+		t.Fatal("taking a snapshot copied θ")
+	}
+	push(1) // while the snapshot is unwritten: a copy is stepped
+	if &h.f.theta[0] == theta {
+		t.Fatal("an entry stepped θ in place under an unwritten snapshot")
+	}
+	var buf bytes.Buffer
+	if err := snap.Persist(&memSink{Buffer: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatal("the snapshot wrote a state other than the one at its index")
+	}
+
+	snap, err = h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if err := snap.Persist(&memSink{Buffer: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	theta = &h.f.theta[0]
+	push(2)
+	if &h.f.theta[0] != theta {
+		t.Fatal("an entry after the snapshot was written copied θ")
+	}
+}
+
 type memSink struct{ *bytes.Buffer }
 
 func (memSink) ID() string    { return "mem" }

@@ -42,7 +42,8 @@ type snapshotHeader struct {
 	Balance *balanceSnapshot `msgpack:"bal,omitempty"`
 }
 
-func (f *FSM) encodeLocked() ([]byte, error) {
+// headLocked encodes the snapshot's prefix and header: everything before θ.
+func (f *FSM) headLocked() ([]byte, error) {
 	h := snapshotHeader{Initialized: f.initialized, Spec: f.spec, Samples: f.samples, Pushes: f.pushes,
 		Duplicates: f.duplicates, Rejected: f.rejected[1:], LastIndex: f.lastIndex}
 	if f.gate != nil {
@@ -61,13 +62,39 @@ func (f *FSM) encodeLocked() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: encode snapshot header: %w", f.shard, err)
 	}
-	b := make([]byte, 0, len(snapshotMagic)+5+len(hb)+4*(len(f.theta)+len(f.velocity)))
+	b := make([]byte, 0, len(snapshotMagic)+5+len(hb))
 	b = append(b, snapshotMagic...)
 	b = append(b, snapshotVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(hb)))
-	b = append(b, hb...)
+	return append(b, hb...), nil
+}
+
+// encodeLocked is the whole snapshot in one slice (for the state hash).
+func (f *FSM) encodeLocked() ([]byte, error) {
+	head, err := f.headLocked()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(head)+4*(len(f.theta)+len(f.velocity)))
+	b = append(b, head...)
 	b = shardapi.FP32.Append(b, f.theta)
 	return shardapi.FP32.Append(b, f.velocity), nil
+}
+
+// writeBody writes θ then the velocity as a snapshot's body, through one
+// chunk of snapshotChunk bytes.
+func writeBody(w io.Writer, theta, velocity []float32) error {
+	chunk := make([]byte, 0, snapshotChunk)
+	for _, v := range [][]float32{theta, velocity} {
+		for len(v) > 0 {
+			n := min(len(v), snapshotChunk/4)
+			if _, err := w.Write(shardapi.FP32.Append(chunk[:0], v[:n])); err != nil {
+				return err
+			}
+			v = v[n:]
+		}
+	}
+	return nil
 }
 
 // snapshotState is a snapshot read and checked (readSnapshot), ready to
@@ -85,6 +112,7 @@ func (f *FSM) installLocked(st *snapshotState) {
 	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
 	f.theta, f.velocity, f.gate, f.bal = st.theta, st.velocity, st.gate, st.bal
 	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
+	f.frozen = nil // a snapshot being persisted keeps the arrays it took
 	f.rejected = [shardapi.NumReasons]uint64{}
 	copy(f.rejected[1:], h.Rejected)
 	f.sum, f.grad = nil, nil
