@@ -101,8 +101,9 @@ type Replica interface {
 	RemoveWorker(ctx context.Context, w clock.WorkerID) error
 	Status() shardapi.ReplicaStatus
 	Configuration() (shardapi.Configuration, error)
-	// TransferLeadership hands leadership to another voter (leader only).
-	TransferLeadership() error
+	// TransferLeadership hands leadership to voter to, or with to empty
+	// to the most up-to-date other voter (leader only).
+	TransferLeadership(to mesh.NodeID) error
 	// Shutdown stops the replica and closes its stores. Idempotent.
 	Shutdown() error
 }

@@ -29,12 +29,19 @@ func (r *Replica) Configuration() (shardapi.Configuration, error) {
 	return c, nil
 }
 
-// TransferLeadership hands leadership to the most up-to-date other voter
-// and waits for the outcome (leader only). A graceful leave calls it so
-// the shard does not wait out an election timeout.
-func (r *Replica) TransferLeadership() error {
-	if err := r.raft.LeadershipTransfer().Error(); err != nil {
-		return fmt.Errorf("shard %d: leadership transfer: %w", r.cfg.Shard, err)
+// TransferLeadership hands leadership to voter to, or, with to empty, to
+// the most up-to-date other voter, and waits for the outcome (leader
+// only). A graceful leave calls it so the shard does not wait out an
+// election timeout; a node leading more than its share names the voter.
+func (r *Replica) TransferLeadership(to mesh.NodeID) error {
+	f := r.raft.LeadershipTransfer
+	if to != "" {
+		f = func() raft.Future {
+			return r.raft.LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(to))
+		}
+	}
+	if err := f().Error(); err != nil {
+		return fmt.Errorf("shard %d: leadership transfer to %q: %w", r.cfg.Shard, to, err)
 	}
 	return nil
 }

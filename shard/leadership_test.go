@@ -23,7 +23,7 @@ func TestLeadershipEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := awaitLeader(t, c, ids, "")
-	if err := c.replica(first).TransferLeadership(); err != nil {
+	if err := c.replica(first).TransferLeadership(""); err != nil {
 		t.Fatal(err)
 	}
 	second := awaitLeader(t, c, ids, first)
@@ -34,6 +34,19 @@ func TestLeadershipEvents(t *testing.T) {
 	slices.Sort(conf.Voters)
 	if !slices.Equal(conf.Voters, ids) || len(conf.Nonvoters) != 0 || !conf.Has(first) {
 		t.Fatalf("configuration %+v, want voters %v", conf, ids)
+	}
+	// Named: the one voter that is neither of the two leaders so far.
+	var third mesh.NodeID
+	for _, id := range ids {
+		if id != first && id != second {
+			third = id
+		}
+	}
+	if err := c.replica(second).TransferLeadership(third); err != nil {
+		t.Fatal(err)
+	}
+	if got := awaitLeader(t, c, ids, second); got != third {
+		t.Fatalf("leadership went to %s, want %s, named", got, third)
 	}
 
 	byTerm := map[uint64]mesh.NodeID{}
