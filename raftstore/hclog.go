@@ -2,10 +2,13 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // HCLogger adapts logger for the hashicorp libraries (raft, raft-boltdb),
@@ -23,6 +26,9 @@ type slogSink struct{ l *slog.Logger }
 
 func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any) {
 	lv := slogLevel(level)
+	if level == hclog.Error && msg == "failed to take snapshot" && snapshotLater(args) {
+		lv = slog.LevelDebug
+	}
 	ctx := context.Background()
 	if !s.l.Enabled(ctx, lv) {
 		return
@@ -46,4 +52,19 @@ func slogLevel(l hclog.Level) slog.Level {
 	default:
 		return slog.LevelInfo
 	}
+}
+
+// snapshotLater reports whether a failed snapshot's error (args' "error")
+// only says "not now": raft retries on its own, and a shard catching up
+// after a join, or handing leadership over, logged it at error level
+// several times a second.
+func snapshotLater(args []any) bool {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, _ := args[i].(string); k == "error" {
+			err, _ := args[i+1].(error)
+			return err != nil && (errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
+				strings.HasPrefix(err.Error(), "cannot take snapshot now"))
+		}
+	}
+	return false
 }
