@@ -39,7 +39,8 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 		return node.Deps{}, err
 	}
 	closers = append(closers, dir.Close)
-	log = log.With("node", dir.ID)
+	// node.New, the transport and the membership name the node in their
+	// own records; the replicas' raft records get it here.
 	d = node.Deps{Dir: dir, Logger: log, InitParams: initParams}
 	if cfg.HistoryDir != "" {
 		h, err := node.OpenHistory(cfg.HistoryDir, dir.ID)
@@ -81,7 +82,7 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 		return node.Deps{}, bindError("--gossip-port", cfg.GossipAddr(), unwrapOp(err))
 	}
 	d.Membership = members
-	d.Replicas = &RaftReplicas{DataDir: dir.Path, Transport: tr, Resolve: mesh.ResolveFromMembership(members), Logger: log,
+	d.Replicas = &RaftReplicas{DataDir: dir.Path, Transport: tr, Resolve: mesh.ResolveFromMembership(members), Logger: log.With("node", dir.ID),
 		FixedTiming: cfg.RaftTiming == "fixed"}
 	return d, nil
 }
