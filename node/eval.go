@@ -73,7 +73,7 @@ func (n *Node) evaluate(ctx context.Context, buf *[]float32) {
 			}
 			return
 		}
-		n.evaluated.set(nil, "") // θ moves on once given back
+		n.evaluated.dropMemory()
 		var versions []*shardapi.Version
 		snap, versions, err = n.readModelVersions(rctx, "evaluation", theta)
 		release = func() { back(versions); release = func() {} }

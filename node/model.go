@@ -177,6 +177,16 @@ func (e *evaluatedModel) set(s *modelSnapshot, file string) {
 	e.mu.Unlock()
 }
 
+// dropMemory drops a snapshot kept in memory but keeps a file: before an
+// evaluation that borrows the worker's θ, memory is what it saves, and
+// the file stays whole until the next one replaces it by a rename, so
+// ?evaluated answers all through the evaluation.
+func (e *evaluatedModel) dropMemory() {
+	e.mu.Lock()
+	e.snap = nil
+	e.mu.Unlock()
+}
+
 // serve calls f with the snapshot in memory or the path of its file (nil
 // and "" if none); the snapshot stays whole until f returns.
 func (e *evaluatedModel) serve(f func(*modelSnapshot, string)) {

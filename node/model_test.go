@@ -117,4 +117,9 @@ func TestServeEvaluated(t *testing.T) {
 	if rec := get(); rec.Code != 200 || !bytes.Equal(rec.Body.Bytes(), want) {
 		t.Fatalf("from the file: %d, %d bytes, want the file's %d", rec.Code, rec.Body.Len(), len(want))
 	}
+	// An evaluation in the worker's θ starts: the file is still served.
+	n.evaluated.dropMemory()
+	if rec := get(); rec.Code != 200 || !bytes.Equal(rec.Body.Bytes(), want) {
+		t.Fatalf("during the next evaluation: %d, %d bytes, want the file's %d", rec.Code, rec.Body.Len(), len(want))
+	}
 }
