@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -123,5 +124,49 @@ func TestSmallAppendsUnmapOncePerBudget(t *testing.T) {
 	touched := int64(2 * n * size)
 	if got, most := b.unmaps.Load(), touched/unmapEvery+1; got > most || got < most-2 {
 		t.Fatalf("%d unmappings for %d MiB read and appended, want about %d (one per %d MiB)", got, touched>>20, most, unmapEvery>>20)
+	}
+}
+
+// TestLargeEntriesLeaveLittleMapped: appending, reading back and deleting
+// entries of a 100 MB model's size (3 MB pushes) leaves little of the file
+// mapped. A touched page maps its whole folio, up to 2 MiB of ext4's page
+// cache: deleting an entry's bucket reads its first page, so a compaction
+// that unmapped nothing afterwards left 2 MiB per entry deleted mapped (six
+// replicas of that model held 60 MB of their logs resident on a node).
+func TestLargeEntriesLeaveLittleMapped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "raft.db")
+	b, err := openBoltLog(path, boltOptions(DefaultConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const size = 3 << 20
+	for i := uint64(1); i <= 9; i++ {
+		if err := b.StoreLogs([]*raft.Log{entry(i, size)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Out of the page cache, so that reads bring the file back in the
+	// large folios of readahead, as on a node whose cache turned over.
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, 4 /* POSIX_FADV_DONTNEED */, 0, 0)
+	f.Close()
+	before := rssFile(t)
+	var l raft.Log
+	for i := uint64(1); i <= 8; i++ {
+		if err := b.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.DeleteRange(1, 8); err != nil { // a compaction
+		t.Fatal(err)
+	}
+	grew := rssFile(t) - before
+	t.Logf("file-backed resident memory grew %d KiB reading and deleting 8 entries of 3 MiB", grew>>10)
+	if grew > 2<<20 {
+		t.Fatalf("%d KiB of the file left mapped after reading and deleting the entries", grew>>10)
 	}
 }
