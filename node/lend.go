@@ -39,7 +39,9 @@ type lendRequest struct {
 
 // lendPoint hands θ to an evaluation that asks for it and waits for it
 // back; false if ctx ended meanwhile (the worker stops). The loop calls it
-// where it owns θ and no push is in flight.
+// where it owns θ and no push is in flight: at the top of a lock-step
+// iteration, and under --pipeline once a push settled with an OK, before
+// the next goes out (worker.go says why not at the top).
 func (w *worker) lendPoint(ctx context.Context) bool {
 	select {
 	case req := <-w.lends:

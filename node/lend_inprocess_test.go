@@ -15,7 +15,11 @@ import (
 // for the MLP), lock-step and pipelined: the workers keep training, every
 // slice an iteration computes on is still within the bound — a borrowed
 // θ comes back holding the read's newer versions — and the evaluator's
-// checkpoints, written while θ is lent, are whole models.
+// checkpoints, written while θ is lent, are whole models. Under
+// --pipeline θ was once lent at the top of an iteration after a refused
+// push or a moved clock, and the iteration computed ahead of its push then
+// ran on a read one short of the bound (max lag 2, one run in six on a
+// loaded machine).
 func TestInProcessEvaluationBorrowsTheWorkersParameters(t *testing.T) {
 	defer node.SetEvalLendBytes(0)()
 	for _, pipeline := range []bool{false, true} {
@@ -27,7 +31,15 @@ func TestInProcessEvaluationBorrowsTheWorkersParameters(t *testing.T) {
 				c.CheckpointDir, c.CheckpointEvery, c.CheckpointKeep = ckpt, 100*time.Millisecond, 100
 				c.Spec.Paradigm, c.Spec.SLower, c.Spec.Pipeline = "ssp", 1, pipeline
 			})
-			rec.wait(t, "every worker computes 30 iterations", func() bool { return rec.allAcked(m.ids(), 30) })
+			checkpoints := func() []string {
+				names, _ := filepath.Glob(filepath.Join(ckpt, "*.safetensors")) // not the temporary files
+				return names
+			}
+			// How many evaluations finish in 30 iterations depends on the
+			// machine's load: training goes on until the first has.
+			rec.wait(t, "every worker computes 30 iterations and an evaluation writes a checkpoint", func() bool {
+				return rec.allAcked(m.ids(), 30) && len(checkpoints()) > 0
+			})
 			m.stop(t)
 			rec.mu.Lock()
 			t.Logf("reads checked %d, max lag %d", rec.reads, rec.maxLag)
@@ -35,11 +47,7 @@ func TestInProcessEvaluationBorrowsTheWorkersParameters(t *testing.T) {
 				t.Errorf("reads %d, max lag %d (bound 1)", rec.reads, rec.maxLag)
 			}
 			rec.mu.Unlock()
-			names, _ := filepath.Glob(filepath.Join(ckpt, "*.safetensors")) // not the temporary files
-			// How many depends on the machine's speed: at least the first.
-			if len(names) == 0 {
-				t.Fatalf("%d checkpoints written while the workers trained 30 iterations with an evaluation every 100 ms", len(names))
-			}
+			names := checkpoints()
 			mlp, _ := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
 			for _, name := range names {
 				if _, f, err := modelfile.LoadParams(name, mlp); err != nil || f.Meta.Eval == nil {

@@ -181,7 +181,13 @@ func (w *worker) run(ctx context.Context) {
 		}
 	}()
 	for ctx.Err() == nil {
-		if fl == nil && !w.lendPoint(ctx) {
+		// Under --pipeline θ is lent only after a push has settled (below):
+		// here, after a refused push or a moved clock, the slices read
+		// into θ would also serve the iteration computed ahead of this
+		// one's push, for which a read at the gate's t_min of now is one
+		// iteration short of the bound (TestInProcessEvaluationBorrowsTheWorkersParameters
+		// saw lag 2 under ssp:1).
+		if fl == nil && !w.spec.Pipeline && !w.lendPoint(ctx) {
 			return
 		}
 		var t int64
