@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -148,6 +149,7 @@ type MeshItersResult struct {
 	PushBytes, ReplicatedBytes, LogWrites uint64
 	Counted                               bool
 	PeakRSS                               int64 // the largest node's, bytes
+	DataDir                               int64 // the largest node's data dir after the run, bytes
 }
 
 // WirePerIter is the data path's bytes per worker-iteration.
@@ -160,8 +162,9 @@ func (m MeshItersResult) LogWritesPerIter() float64 {
 	return float64(m.LogWrites) / float64(max(m.Iters, 1))
 }
 
-// MeasureMeshIters runs a `dssp up` mesh for Duration (no target) and
-// reads its throughput from the polls.
+// MeasureMeshIters runs a `dssp up` mesh for Duration (no target), reads
+// its throughput from the polls, and measures each node's data dir once
+// the nodes have stopped.
 func MeasureMeshIters(ctx context.Context, cfg MeshItersConfig, log *slog.Logger) (MeshItersResult, error) {
 	var res MeshItersResult
 	lc := launch.DefaultConfig()
@@ -184,9 +187,16 @@ func MeasureMeshIters(ctx context.Context, cfg MeshItersConfig, log *slog.Logger
 	}
 	defer os.RemoveAll(dir)
 	lc.ReportDir = dir
+	lc.Dir = filepath.Join(dir, "run")
+	if err := os.Mkdir(lc.Dir, 0o700); err != nil {
+		return res, err
+	}
 	r, err := launch.Run(ctx, lc, log)
 	if err != nil {
 		return res, err
+	}
+	for _, size := range nodeDataDirs(lc.Dir) {
+		res.DataDir = max(res.DataDir, size)
 	}
 	res.ItersPerSec, res.Wait = rates(r.Samples)
 	dataPathTotals(&res, r.Samples)

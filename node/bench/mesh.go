@@ -346,6 +346,8 @@ func (r *MeshResult) dataPathMarkdown() string {
 		counted(r.Mesh, func(m MeshItersResult) string { return fmt.Sprintf("%.2f", m.LogWritesPerIter()) }), "")
 	rss := func(m MeshItersResult) string { return fmt.Sprintf("%.0f MiB", float64(m.PeakRSS)/(1<<20)) }
 	row("peak RSS, largest node", mesh(r.BaselineMesh, rss), mesh(r.Mesh, rss), "≤ 200 MiB")
+	disk := func(m MeshItersResult) string { return fmt.Sprintf("%.1f MiB", float64(m.DataDir)/(1<<20)) }
+	row("data dir after the run, largest node", mesh(r.BaselineMesh, disk), mesh(r.Mesh, disk), "≤ 64 MiB")
 	repl := func(rr *ReplicationResult) string {
 		if rr == nil {
 			return dash

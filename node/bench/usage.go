@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,18 +61,30 @@ func (w *usageWatch) finish() []NodeUsage {
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	entries, _ := os.ReadDir(w.dir)
 	var out []NodeUsage
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "node") {
-			continue
-		}
-		u := w.node(e.Name())
-		u.DataDir = dirBytes(filepath.Join(w.dir, e.Name()))
+	for name, size := range nodeDataDirs(w.dir) {
+		u := w.node(name)
+		u.DataDir = size
 		u.PeakDataDir = max(u.PeakDataDir, u.DataDir)
 		out = append(out, *u)
 	}
 	return out
+}
+
+// nodeDataDirs is the size of each node's data dir (node0, node1, …)
+// under a launcher's run folder, in the order of their names.
+func nodeDataDirs(dir string) iter.Seq2[string, int64] {
+	return func(yield func(string, int64) bool) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), "node") {
+				continue
+			}
+			if !yield(e.Name(), dirBytes(filepath.Join(dir, e.Name()))) {
+				return
+			}
+		}
+	}
 }
 
 func (w *usageWatch) node(name string) *NodeUsage {
