@@ -180,6 +180,55 @@ func TestShardZeroAllocatesAsReplicatedState(t *testing.T) {
 	}
 }
 
+// TestSuspendedWorkersShareGoesToTheOthers suspends a worker the way the
+// leader does when it falls silent (a kill -9, before gossip notices): its
+// share of the global batch goes to the others from the next version on,
+// as after a removal, so the mesh keeps training on B samples a round and
+// no slice of the data order goes unread for the suspension's length.
+func TestSuspendedWorkersShareGoesToTheOthers(t *testing.T) {
+	spec := testSpec(4, "ssp:1")
+	spec.Shard, spec.BalanceBase = 0, 32
+	h := newFSMHarness(t, spec, make([]float32, 4))
+	ids := []clock.WorkerID{"a", "b", "c", "d"}
+	for _, w := range ids {
+		if a := h.apply(encodeWorker(entryAddWorker, w, 0)); a.Err != nil {
+			t.Fatal(a.Err)
+		}
+	}
+	push := func(it int64, ws ...clock.WorkerID) {
+		var ps []Push
+		for _, w := range ws {
+			m := meta(w, it, 32)
+			m.ComputeNs = 32_000
+			ps = append(ps, Push{PushMeta: m, Grad: gradBytes(make([]float32, 4))})
+		}
+		h.apply(encodePushes(ps))
+	}
+	for it := int64(0); it < 5; it++ {
+		push(it, ids...)
+	}
+	// a goes silent at 5; the others run ahead until they are held.
+	push(5, ids[1:]...)
+	push(6, ids[1:]...)
+	if a := h.apply(encodeSuspend("a", 5)); a.Kind != "remove-worker" || !a.Suspected {
+		t.Fatalf("suspension of a at t_min with the others held: %+v", a)
+	}
+	var sum int64
+	for _, w := range ids[1:] {
+		a, _ := h.f.assignments(w, 7)
+		if a == nil {
+			t.Fatalf("%s has no assignment for iteration 8", w)
+		}
+		sum += a.Batch
+	}
+	if sum != 128 {
+		t.Fatalf("after a was suspended: Σ %d for iteration 8, want the global batch 128", sum)
+	}
+	if a, _ := h.f.assignments("a", 7); a != nil {
+		t.Fatalf("suspended a still assigned %+v", a)
+	}
+}
+
 // TestPipelinedAssignmentsAreFinalWhenNamed runs shard 0 of a pipelined
 // job (ssp:2, gate ssp:1) with workers of speeds 1,1,2,4 pushing as the
 // gate lets them, one push per entry: every assignment an OK names (for

@@ -412,6 +412,13 @@ func (f *FSM) applyRemoveWorker(w clock.WorkerID) ([]clock.Release, error) {
 	if _, ok := f.gate.Clock(w); !ok {
 		return nil, nil
 	}
+	return f.removeWorker(w)
+}
+
+// removeWorker takes w out of the gate and, under the balance layer, its
+// share of the global batch from the next allocation on: a removal and a
+// suspension leave the same state.
+func (f *FSM) removeWorker(w clock.WorkerID) ([]clock.Release, error) {
 	rel, err := f.gate.RemoveWorker(w)
 	if err == nil {
 		f.balanceLeave(w)

@@ -35,7 +35,8 @@ import (
 // It then proposes a suspend entry (entrySuspendWorker) naming the worker
 // and the clock it saw. Every replica applies it the same way: if the
 // worker is still at that clock and still Suspectable it is removed from
-// the gate — exactly a RemoveWorker, reported as Applied{Kind:
+// the gate — exactly a RemoveWorker (under the balance layer its share of
+// the global batch goes to the others too), reported as Applied{Kind:
 // "remove-worker", Suspected: true}, so the workers it held are released
 // — otherwise (it pushed meanwhile) the entry changes nothing (Kind
 // "suspect"). One proposal per worker at a time.
@@ -101,7 +102,7 @@ func (f *FSM) applySuspendWorker(w clock.WorkerID, clk int64) (bool, []clock.Rel
 	if c, ok := f.gate.Clock(w); !ok || c != clk || !f.gate.Suspectable(w) {
 		return false, nil, nil
 	}
-	rel, err := f.gate.RemoveWorker(w)
+	rel, err := f.removeWorker(w)
 	return err == nil, rel, err
 }
 
