@@ -119,8 +119,11 @@ type Observer interface {
 	PushDone(shard uint32, worker mesh.NodeID, iter, samples int64, err error)
 	// Computing: the worker computes iteration iter on parameters whose
 	// slice of shard s is of version reads[s].Version (docs/design.md, "The
-	// read guarantee"). reads is the caller's: copy what you keep.
-	Computing(worker mesh.NodeID, iter int64, reads []SliceRead)
+	// read guarantee"). reads is the caller's: copy what you keep. share,
+	// under the balance layer, is the slice of the job's data order the
+	// iteration reads as its share of the global batch (shard 0's
+	// assignment); nil when the worker reads a batch of its own.
+	Computing(worker mesh.NodeID, iter int64, reads []SliceRead, share *shardapi.Assignment)
 	// Applied: this node's replica of shard applied an entry. It runs under
 	// the state machine's lock (shard.NewFSM's contract).
 	Applied(shard uint32, a shardapi.Applied)
@@ -134,9 +137,9 @@ type Observer interface {
 // noObserver records nothing.
 type noObserver struct{}
 
-func (noObserver) PushSent(uint32, mesh.NodeID, int64, int64)        {}
-func (noObserver) PushDone(uint32, mesh.NodeID, int64, int64, error) {}
-func (noObserver) Computing(mesh.NodeID, int64, []SliceRead)         {}
-func (noObserver) Applied(uint32, shardapi.Applied)                  {}
-func (noObserver) Leading(uint32, uint64)                            {}
-func (noObserver) StateHashEvery() uint64                            { return 0 }
+func (noObserver) PushSent(uint32, mesh.NodeID, int64, int64)                      {}
+func (noObserver) PushDone(uint32, mesh.NodeID, int64, int64, error)               {}
+func (noObserver) Computing(mesh.NodeID, int64, []SliceRead, *shardapi.Assignment) {}
+func (noObserver) Applied(uint32, shardapi.Applied)                                {}
+func (noObserver) Leading(uint32, uint64)                                          {}
+func (noObserver) StateHashEvery() uint64                                          { return 0 }

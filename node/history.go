@@ -24,7 +24,8 @@ import (
 //	start                  the process started (Pid)
 //	invoke, ok, fail       a push by this node's worker: Shard, Worker, Iter, Samples (fail: Err)
 //	read                   this node's worker computes iteration Iter on parameters whose slices
-//	                       have the versions Reads, one per shard (docs/design.md, "The read guarantee")
+//	                       have the versions Reads, one per shard (docs/design.md, "The read guarantee"),
+//	                       and, under the balance layer, on its Share of the global batch
 //	apply                  an entry applied by this node's replica of Shard: Index, Entry and, for
 //	                       pushes, Pushes; for add/remove-worker, Worker, Clock and Released
 //	                       (Suspected: a removal that was the leader's suspension); Hash
@@ -70,6 +71,21 @@ type HistoryRecord struct {
 	// Reads (kind read) are the versions of the parameters an iteration
 	// is computed on, one per shard in shard order.
 	Reads []HistoryRead `json:"rd,omitempty"`
+	// Share (kind read) is the slice of the job's data order the
+	// iteration reads as the worker's share of the global batch; nil
+	// without the balance layer or for a batch read from a position of
+	// the worker's own.
+	Share *HistoryShare `json:"sh,omitempty"`
+}
+
+// HistoryShare is a worker's share of one iteration's global batch: Batch
+// samples from position Pos of the data order, under allocation Version of
+// global batch Global ([shardapi.Assignment]).
+type HistoryShare struct {
+	Version uint64 `json:"v"`
+	Pos     int64  `json:"p"`
+	Batch   int64  `json:"n"`
+	Global  int64  `json:"g"`
 }
 
 // HistoryRead is the version of one shard's slice of the parameters a
@@ -159,11 +175,15 @@ func (h *History) PushDone(shard uint32, w mesh.NodeID, iter, samples int64, err
 	h.write(r)
 }
 
-// Computing records the versions of the parameters worker computes iter on.
-func (h *History) Computing(w mesh.NodeID, iter int64, reads []SliceRead) {
+// Computing records the versions of the parameters worker computes iter on
+// and the share of the global batch it reads.
+func (h *History) Computing(w mesh.NodeID, iter int64, reads []SliceRead, share *shardapi.Assignment) {
 	r := HistoryRecord{Kind: "read", Worker: string(w), Iter: iter, Reads: make([]HistoryRead, len(reads))}
 	for i, v := range reads {
 		r.Reads[i] = HistoryRead{Index: v.Index, Min: v.Min, Unchecked: v.Unchecked}
+	}
+	if share != nil {
+		r.Share = &HistoryShare{Version: share.Version, Pos: share.Pos, Batch: share.Batch, Global: share.Global}
 	}
 	h.write(r)
 }

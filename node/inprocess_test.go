@@ -368,7 +368,7 @@ type nodeObserver struct {
 
 func (o nodeObserver) PushSent(uint32, mesh.NodeID, int64, int64) {}
 
-func (o nodeObserver) Computing(w mesh.NodeID, iter int64, reads []node.SliceRead) {
+func (o nodeObserver) Computing(w mesh.NodeID, iter int64, reads []node.SliceRead, _ *shardapi.Assignment) {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
 	if o.r.acked[w] < iter { // push iter−1 not acknowledged yet: in flight

@@ -199,8 +199,8 @@ func (w *worker) run(ctx context.Context) {
 		} else {
 			t = slices.Min(w.iters)
 		}
-		w.n.obs.Computing(w.n.id, t, w.reads)
 		batch, used := w.next(t)
+		w.n.obs.Computing(w.n.id, t, w.reads, used.Share())
 		start := time.Now()
 		loss, grad, err := w.gradient(batch, w.toPush(fl))
 		if err != nil {

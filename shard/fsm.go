@@ -421,7 +421,9 @@ func (f *FSM) applyRemoveWorker(w clock.WorkerID) ([]clock.Release, error) {
 func (f *FSM) removeWorker(w clock.WorkerID) ([]clock.Release, error) {
 	rel, err := f.gate.RemoveWorker(w)
 	if err == nil {
-		f.balanceLeave(w)
+		if !faults.On(faults.KeepLeaverShare) {
+			f.balanceLeave(w)
+		}
 		f.balanceTick()
 	}
 	return rel, err

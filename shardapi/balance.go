@@ -23,3 +23,14 @@ type Assignment struct {
 	// before the worker's model has enough observations.
 	PredictNs int64 `msgpack:"t" json:"predicted_ns"`
 }
+
+// Share returns a when it names a slice of the data order for the worker
+// to read (Batch samples from Pos), and nil otherwise: for nil, or for a
+// joiner's assignment, whose batch the worker reads from a position of
+// its own.
+func (a *Assignment) Share() *Assignment {
+	if a == nil || a.Pos < 0 || a.Batch <= 0 {
+		return nil
+	}
+	return a
+}

@@ -83,23 +83,32 @@ type Report struct {
 	ReadStale      int   // violation: an iteration computed on a slice missing more than s_U iterations
 	ReadOverclaim  int   // violation: a slice's version claims a t_min above the log's at its index
 	MaxReadLag     int64 // largest iteration − version t_min seen
-	Violations     []string
+	// The balance layer's shares of the global batch (shares.go).
+	ShareRounds int   // iterations with acknowledged shares
+	ShareShort  int   // of them, iterations whose global batch was partly unread
+	MaxShortRun int64 // longest run of consecutive such iterations
+	ShareTiling int   // violation: shares overlap in the data order, or one iteration mixes allocations
+	ShareUnread int   // violation: an iteration short of its global batch that no departure explains
+	ShortRuns   []ShortRun
+	Violations  []string
 }
 
 // OK reports whether no checker found a violation.
 func (r *Report) OK() bool {
 	return r.Lost+r.AppliedTwice+r.ClockBack+r.GapOver+r.TwoLeaders+r.HashMismatch+r.Disagree+r.ReplayMismatch+r.NonFinite+
-		r.ReadStale+r.ReadOverclaim == 0
+		r.ReadStale+r.ReadOverclaim+r.ShareTiling+r.ShareUnread == 0
 }
 
 func (r *Report) String() string {
 	return fmt.Sprintf("acked %d, lost %d, applied twice %d, clock back %d, gap over the gate's s_U %d (max gap %d, gate's s_U %d, reads' s_U %d), "+
 		"two leaders %d of %d terms, hash mismatches %d of %d checkpoints, replica disagreements %d, "+
 		"replay mismatches %d of %d pushes, dedupe answers %d, non-finite parameters at %d of %d replica checkpoints, "+
-		"reads beyond the bound %d of %d (max lag %d, %d unchecked), versions overclaimed %d",
+		"reads beyond the bound %d of %d (max lag %d, %d unchecked), versions overclaimed %d, "+
+		"shares overlapping %d, batches short and unexplained %d (short %d of %d iterations, longest run %d)",
 		r.Acked, r.Lost, r.AppliedTwice, r.ClockBack, r.GapOver, r.MaxGap, r.GateSU, r.SU, r.TwoLeaders, r.Terms,
 		r.HashMismatch, r.HashCompared, r.Disagree, r.ReplayMismatch, r.Replayed, r.Duplicates, r.NonFinite, r.FiniteChecked,
-		r.ReadStale, r.Reads, r.MaxReadLag, r.ReadsUnchecked, r.ReadOverclaim)
+		r.ReadStale, r.Reads, r.MaxReadLag, r.ReadsUnchecked, r.ReadOverclaim,
+		r.ShareTiling, r.ShareUnread, r.ShareShort, r.ShareRounds, r.MaxShortRun)
 }
 
 func (r *Report) violate(format string, args ...any) {
@@ -147,6 +156,7 @@ func (h *History) Check(policy string, pipeline bool) (*Report, error) {
 	}
 	h.checkAcks(rep, releases, applies)
 	h.checkReads(rep, mins)
+	h.checkShares(rep, pipeline)
 	return rep, nil
 }
 

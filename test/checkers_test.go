@@ -109,3 +109,100 @@ func TestPipelinedReadsAndGaps(t *testing.T) {
 		t.Error("bsp pipelined: no error")
 	}
 }
+
+// TestSharesChecker runs the balance layer's shares checker on hand-made
+// histories under s_U = 1 (a departed worker's share may stay unread for
+// s_U + lead + 1 = 3 iterations past its last clock): workers share a
+// global batch of 12 over ten iterations.
+func TestSharesChecker(t *testing.T) {
+	const global = 12
+	type cut struct {
+		worker  string
+		version uint64
+		batch   int64
+	}
+	// history gives each iteration's records: each worker's read of its
+	// share (cut in order from the global batch's start) and its ok.
+	history := func(rounds func(iter int64) []cut) *History {
+		h := &History{}
+		for iter := int64(0); iter < 10; iter++ {
+			pos := iter * global
+			for _, c := range rounds(iter) {
+				sh := &node.HistoryShare{Version: c.version, Pos: pos, Batch: c.batch, Global: global}
+				pos += c.batch
+				h.Records = append(h.Records,
+					node.HistoryRecord{Kind: "read", Worker: c.worker, Iter: iter, Share: sh},
+					node.HistoryRecord{Kind: "ok", Worker: c.worker, Iter: iter, Samples: c.batch})
+			}
+		}
+		return h
+	}
+	three := []cut{{"a", 1, 4}, {"b", 1, 4}, {"c", 1, 4}}
+	two := []cut{{"a", 1, 4}, {"b", 1, 4}}    // c gone, its share not handed on
+	twoNew := []cut{{"a", 2, 6}, {"b", 2, 6}} // c's share handed on
+	cLeaves := func(handedOn int64) *History {
+		return history(func(i int64) []cut {
+			switch {
+			case i <= 2:
+				return three
+			case i < handedOn:
+				return two
+			}
+			return twoNew
+		})
+	}
+	overlap := history(func(int64) []cut { return three })
+	for i, r := range overlap.Records {
+		if r.Kind == "read" && r.Worker == "b" && r.Iter == 4 {
+			sh := *r.Share
+			sh.Pos -= 2
+			overlap.Records[i].Share = &sh
+		}
+	}
+	mixed := history(func(i int64) []cut {
+		if i == 5 {
+			return []cut{{"a", 1, 4}, {"b", 2, 4}, {"c", 1, 4}}
+		}
+		return three
+	})
+	// c is added at clock 5 (version 2 gives it a third from there) and
+	// dies before its first push; version 3 hands its share on at 7.
+	cJoins := func(added bool) *History {
+		h := history(func(i int64) []cut {
+			switch {
+			case i < 5:
+				return []cut{{"a", 1, 6}, {"b", 1, 6}}
+			case i < 7:
+				return []cut{{"a", 2, 4}, {"b", 2, 4}}
+			}
+			return []cut{{"a", 3, 6}, {"b", 3, 6}}
+		})
+		if added {
+			h.Records = append(h.Records, node.HistoryRecord{Kind: "apply", Shard: 0, Entry: "add-worker", Worker: "c", Clock: 5})
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name                  string
+		h                     *History
+		short, run, tile, bad int
+	}{
+		{"every share read", history(func(int64) []cut { return three }), 0, 0, 0, 0},
+		{"c's share handed on two iterations after it left", cLeaves(5), 2, 2, 0, 0},
+		{"c's share handed on too late", cLeaves(7), 4, 4, 0, 1},
+		{"c's share never handed on", cLeaves(10), 7, 7, 0, 4},
+		{"b reads two of a's samples", overlap, 0, 0, 1, 0},
+		{"one iteration under two allocations", mixed, 0, 0, 1, 0},
+		{"c added at 5, dead before its first push", cJoins(true), 2, 2, 0, 0},
+		{"a share of a worker never added", cJoins(false), 2, 2, 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := &Report{SU: 1}
+			tc.h.checkShares(rep, false)
+			if rep.ShareShort != tc.short || rep.MaxShortRun != int64(tc.run) || rep.ShareTiling != tc.tile || rep.ShareUnread != tc.bad {
+				t.Fatalf("short %d (run %d), tiling %d, unread %d; want %d (%d), %d, %d: %v",
+					rep.ShareShort, rep.MaxShortRun, rep.ShareTiling, rep.ShareUnread, tc.short, tc.run, tc.tile, tc.bad, rep.Violations)
+			}
+		})
+	}
+}

@@ -17,7 +17,7 @@
 // loopback that cut, drop, duplicate and delay peer traffic), faultcluster.go
 // ([FaultCluster]: the verbs Kill, Restart, Stop, Cont, Terminate,
 // Partition, Heal on nodes that write --history-dir), checkers.go (the
-// history and every checker), scenarios.go (one method per fault, each
+// history and every checker; shares.go the balance layer's), scenarios.go (one method per fault, each
 // leaving the mesh healthy), figures.go (what each fault cost) and
 // evidence.go (the nodes' logs and views around each fault that recovered
 // slowly, kept so a tail in the figures can be analysed). The fast

@@ -30,9 +30,9 @@ func faultLogLevel() string {
 func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int) *FaultCluster {
 	extra := strings.Fields(os.Getenv("DSSP_FAULT_JOB_FLAGS"))
 	c := NewFaultCluster(t, FaultOptions{Nodes: 4, ReplicaOnly: []int{3}, Policy: "dssp:3:12", Tags: tags, Seed: seed,
-		Pipeline: pipelineFlag(extra),
-		Args:     []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", faultLogLevel(), "--pprof"},
-		Spec:     append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12", "--shards", "4"}, extra...)})
+		Pipeline: jobFlag(extra, "pipeline"), Balance: jobFlag(extra, "balance"),
+		Args: []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", faultLogLevel(), "--pprof"},
+		Spec: append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12", "--shards", "4"}, extra...)})
 	if nanEvery > 0 {
 		c.Mesh.AddArgs(nanNode, "--fault-nan-every", strconv.Itoa(nanEvery))
 	}
@@ -42,15 +42,15 @@ func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int) *FaultClust
 	return c
 }
 
-// pipelineFlag reports whether job flags turn --pipeline on (the last
-// occurrence wins, as for the node's flag parser).
-func pipelineFlag(flags []string) bool {
+// jobFlag reports whether job flags turn the boolean flag --name on (the
+// last occurrence wins, as for the node's flag parser).
+func jobFlag(flags []string, name string) bool {
 	on := false
 	for _, f := range flags {
 		switch f {
-		case "--pipeline", "--pipeline=true", "--pipeline=1":
+		case "--" + name, "--" + name + "=true", "--" + name + "=1":
 			on = true
-		case "--pipeline=false", "--pipeline=0":
+		case "--" + name + "=false", "--" + name + "=0":
 			on = false
 		}
 	}
@@ -97,13 +97,17 @@ func report(t *testing.T, c *FaultCluster, events []Event) *Report {
 	if a := Accuracy(c.Statuses()); a != nil {
 		t.Logf("final accuracy %.3f at evaluator iteration %d", a.Accuracy, a.Iter)
 	}
+	for _, r := range rep.ShortRuns {
+		t.Logf("global batch short: %s", r)
+	}
 	t.Logf("checkers: %s", rep)
 	if !rep.OK() {
 		for _, v := range rep.Violations {
 			t.Error(v)
 		}
 	}
-	if rep.Acked == 0 || rep.HashCompared == 0 || rep.Terms == 0 || rep.Replayed == 0 || rep.FiniteChecked == 0 || rep.Reads == 0 {
+	if rep.Acked == 0 || rep.HashCompared == 0 || rep.Terms == 0 || rep.Replayed == 0 || rep.FiniteChecked == 0 || rep.Reads == 0 ||
+		(c.Balance && rep.ShareRounds == 0) {
 		t.Errorf("the checkers saw too little to judge: %s", rep)
 	}
 	return rep

@@ -26,6 +26,7 @@ type FaultCluster struct {
 	HistoryDir  string
 	Policy      string
 	Pipeline    bool     // the job runs with --pipeline (the checkers' gate bound)
+	Balance     bool     // the job runs with --balance (the shares checker must see shares)
 	IDs         []string // node ids, known once each node answered /status
 	stopped     map[int]bool
 	replicaOnly []int
@@ -40,8 +41,10 @@ type FaultOptions struct {
 	Policy string   // the job's policy text, for the checkers (e.g. "dssp:3:12")
 	// Pipeline: Spec has --pipeline (the checkers judge the gate by s_L−1).
 	Pipeline bool
-	Tags     string // build tags of the binary ("faultinject" for broken builds)
-	Seed     uint64 // network randomness
+	// Balance: Spec has --balance (the shares checker must see shares).
+	Balance bool
+	Tags    string // build tags of the binary ("faultinject" for broken builds)
+	Seed    uint64 // network randomness
 	// ReplicaOnly nodes run with --train=false: they host shards only.
 	ReplicaOnly []int
 }
@@ -53,7 +56,8 @@ func NewFaultCluster(t testing.TB, o FaultOptions) *FaultCluster {
 	t.Helper()
 	c := &FaultCluster{Cluster: newCluster(t, BinaryTags(t, o.Tags), o.Nodes, o.Args, o.Spec),
 		Net: NewFaultNet(o.Seed), HistoryDir: filepath.Join(t.TempDir(), "history"), Policy: o.Policy, Pipeline: o.Pipeline,
-		IDs: make([]string, o.Nodes), stopped: map[int]bool{}, replicaOnly: o.ReplicaOnly}
+		Balance: o.Balance,
+		IDs:     make([]string, o.Nodes), stopped: map[int]bool{}, replicaOnly: o.ReplicaOnly}
 	c.describe = c.Describe
 	for _, i := range o.ReplicaOnly {
 		c.Mesh.AddArgs(i, "--train=false")

@@ -21,6 +21,7 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 	}
 	dssp := []string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"}
 	pipelined := func(spec ...string) []string { return append(spec, "--pipeline") }
+	balanced := append(dssp[:len(dssp):len(dssp)], "--balance")
 	cases := []struct {
 		fault  faults.Fault
 		spec   []string
@@ -53,6 +54,13 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 			caught: func(r *Report) bool { return r.GapOver > 0 && r.ReplayMismatch > 0 }},
 		{fault: faults.StaleRead, spec: pipelined(dssp...), policy: "dssp:3:12", pipe: true,
 			caught: func(r *Report) bool { return r.ReadStale > 0 }},
+		// The balance layer's shares: a killed worker's share must go to
+		// the survivors, and no two shares may overlap.
+		{fault: faults.KeepLeaverShare, spec: balanced, policy: "dssp:3:12",
+			kick:   func(c *FaultCluster) { c.Kill(1) },
+			caught: func(r *Report) bool { return r.ShareUnread > 0 }},
+		{fault: faults.OverlapShares, spec: balanced, policy: "dssp:3:12",
+			caught: func(r *Report) bool { return r.ShareTiling > 0 }},
 	}
 	for _, tc := range cases {
 		name := string(tc.fault)

@@ -30,4 +30,15 @@ const (
 	// that slice's own version. Caught by the reads-within-the-bound
 	// checker: an iteration computed on parameters older than s_U allows.
 	StaleRead Fault = "stale-read"
+	// KeepLeaverShare: under the balance layer, a worker taken out of
+	// shard 0's clock table (removed or suspended) keeps its share of the
+	// global batch, which then goes unread. Caught by the shares checker
+	// as iterations short of their global batch long after the worker
+	// left.
+	KeepLeaverShare Fault = "keep-leaver-share"
+	// OverlapShares: under the balance layer, every worker's share of an
+	// iteration starts at the global batch's first position, so the
+	// workers read the same samples. Caught by the shares checker's
+	// tiling.
+	OverlapShares Fault = "overlap-shares"
 )
