@@ -27,8 +27,9 @@ func faultLogLevel() string {
 // DSSP_FAULT_JOB_FLAGS adds job flags (e.g. --balance=true: the same
 // faults with the balance layer on; --pipeline=true: with the pipelined
 // loop, the checkers then judging the gate by s_L − 1).
-func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int) *FaultCluster {
-	extra := strings.Fields(os.Getenv("DSSP_FAULT_JOB_FLAGS"))
+// job adds job flags before those.
+func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int, job ...string) *FaultCluster {
+	extra := append(job, strings.Fields(os.Getenv("DSSP_FAULT_JOB_FLAGS"))...)
 	c := NewFaultCluster(t, FaultOptions{Nodes: 4, ReplicaOnly: []int{3}, Policy: "dssp:3:12", Tags: tags, Seed: seed,
 		Pipeline: jobFlag(extra, "pipeline"), Balance: jobFlag(extra, "balance"),
 		Args: []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", faultLogLevel(), "--pprof"},
