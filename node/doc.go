@@ -58,7 +58,8 @@
 // returned, repeat. A slice whose version still covers the next iteration
 // within s_L is kept: that push asks for no parameters (pull.go;
 // docs/design.md, "The read guarantee"), and before each gradient the
-// worker reports the versions of θ's slices to the [Observer] (Computing).
+// worker reports the versions of θ's slices and, under --balance, its
+// share of the global batch to the [Observer] (Computing).
 // With --pipeline (pipeline.go) the push of t stays in flight while the
 // loop computes t+1 on θ as the OK of t−1 left it; the push's goroutines
 // own w.iters, the clients and a landing buffer the slices are decoded
