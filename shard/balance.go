@@ -20,10 +20,11 @@ import (
 // shard 0 decides alike and a new leader answers as the old one would.
 
 // allocVersion is one allocation and the iterations it is in force for:
-// From until the next version's From. From is t_max+1 when it was decided
-// (no worker had started computing that iteration, so every worker's
-// iteration uses one version and the slices of one round tile the data
-// order without overlap).
+// From until the next version's From. From is t_max+lead when it was
+// decided, t_max being the highest clock the gate has had (no worker had
+// been named its share of that iteration, so every worker's iteration uses
+// one version and the slices of one round tile the data order without
+// overlap).
 type allocVersion struct {
 	Version uint64           `msgpack:"v"`
 	From    int64            `msgpack:"f"`
@@ -39,6 +40,12 @@ type balanceState struct {
 	b        *balance.Balancer
 	decided  int64          // the t_min Decide last ran at
 	versions []allocVersion // oldest first: versions[0] is in force at t_min
+	// hiMax is the gate's t_max before its last removal: removing the
+	// worker at t_max lowers the gate's max, but not the iterations whose
+	// shares its OKs already named (it may have computed and pushed them
+	// before the removal), so a version must not come in force before
+	// hiMax+lead either.
+	hiMax int64
 	// lead: a new version is in force from t_max+lead. 1, or 2 under
 	// Spec.Pipeline, where a worker at clock c may be computing c+1 (its
 	// push of c in flight), so t_max+1 may already be in use. Derived
@@ -51,6 +58,7 @@ type balanceSnapshot struct {
 	Balancer []byte         `msgpack:"b"`
 	Decided  int64          `msgpack:"d"`
 	Versions []allocVersion `msgpack:"v"`
+	HiMax    int64          `msgpack:"h"`
 }
 
 func newBalanceState(spec shardapi.Spec) (*balanceState, error) {
@@ -99,6 +107,13 @@ func (f *FSM) balanceLeave(w clock.WorkerID) {
 	}
 }
 
+// balanceHoldMax remembers the gate's t_max before a removal may lower it.
+func (f *FSM) balanceHoldMax() {
+	if f.bal != nil {
+		f.bal.hiMax = max(f.bal.hiMax, f.gate.Max())
+	}
+}
+
 // balanceTick runs the balancer's decision when t_min has risen and drops
 // the versions no iteration at or above t_min uses.
 func (f *FSM) balanceTick() {
@@ -118,11 +133,11 @@ func (f *FSM) balanceTick() {
 }
 
 // record appends the balancer's current allocation as a version in force
-// from t_max+lead, an iteration no worker computes yet; one not yet in
-// force is replaced.
+// from t_max+lead, an iteration no worker has been named its share of yet
+// (t_max as high as it has been: hiMax); one not yet in force is replaced.
 func (s *balanceState) record(g *clock.Gate) {
 	a := s.b.Allocation()
-	v := allocVersion{Version: a.Version, From: g.Max() + s.lead, Global: a.Global}
+	v := allocVersion{Version: a.Version, From: max(g.Max(), s.hiMax) + s.lead, Global: a.Global}
 	for _, w := range a.Workers {
 		v.Workers = append(v.Workers, clock.WorkerID(w.Worker))
 		v.Batches = append(v.Batches, w.Batch)
@@ -146,7 +161,8 @@ func (s *balanceState) record(g *clock.Gate) {
 //
 // Both are final once push iter is applied: w's clock is then iter+1, so
 // t_max ≥ iter+1 and every later version is in force from t_max+lead ≥
-// iter+1+lead, after either iteration; every version in force at or
+// iter+1+lead, after either iteration (t_max as high as it has been, even
+// after w is removed: hiMax); every version in force at or
 // before them already exists, none of them is replaced later (record
 // replaces only one in force after t_max+lead), and none is dropped while
 // w's clock keeps t_min at or below iter+1.
@@ -199,7 +215,7 @@ func (s *balanceState) encode() (*balanceSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &balanceSnapshot{Balancer: b, Decided: s.decided, Versions: s.versions}, nil
+	return &balanceSnapshot{Balancer: b, Decided: s.decided, Versions: s.versions, HiMax: s.hiMax}, nil
 }
 
 func decodeBalance(spec shardapi.Spec, snap *balanceSnapshot) (*balanceState, error) {
@@ -223,6 +239,6 @@ func decodeBalance(spec shardapi.Spec, snap *balanceSnapshot) (*balanceState, er
 			return nil, fmt.Errorf("allocation version %d is malformed", i)
 		}
 	}
-	s.decided, s.versions = snap.Decided, snap.Versions
+	s.decided, s.versions, s.hiMax = snap.Decided, snap.Versions, snap.HiMax
 	return s, nil
 }

@@ -348,3 +348,76 @@ func mustEncode(t *testing.T, ps []Push) []byte {
 	}
 	return b
 }
+
+// TestRemovingTheFastestKeepsTheSharesItWasNamed removes the worker whose
+// clock is the gate's t_max just after an OK named its share of the next
+// iteration. The new allocation must come in force after that iteration:
+// the gate's t_max falls with the removal, and a version from the lowered
+// t_max+1 would cut the others' shares of an iteration the removed worker
+// may already have computed and pushed (an acknowledged push of a worker
+// the shards then remove), so two workers would read the same samples — what
+// a 10-minute chaos run with --balance caught (shares overlapping 4).
+func TestRemovingTheFastestKeepsTheSharesItWasNamed(t *testing.T) {
+	spec := testSpec(4, "ssp:1")
+	spec.Shard, spec.BalanceBase = 0, 32
+	h := newFSMHarness(t, spec, make([]float32, 4))
+	ids := []clock.WorkerID{"a", "b", "c", "d"}
+	for _, w := range ids {
+		if a := h.apply(encodeWorker(entryAddWorker, w, 0)); a.Err != nil {
+			t.Fatal(a.Err)
+		}
+	}
+	type key struct {
+		w clock.WorkerID
+		t int64
+	}
+	named := map[key]shardapi.Assignment{}
+	push := func(it int64, ws ...clock.WorkerID) {
+		t.Helper()
+		for _, w := range ws {
+			m := meta(w, it, 32)
+			m.ComputeNs = 32_000
+			if a := h.apply(encodePushes([]Push{{PushMeta: m, Grad: gradBytes(make([]float32, 4))}})); a.Pushes[0].Err != nil {
+				t.Fatal(a.Pushes[0].Err)
+			}
+			if st, _, _ := h.f.replyFor(w, it, false); st != replyOK {
+				continue
+			}
+			if a, _ := h.f.assignments(w, it); a != nil && a.Pos >= 0 {
+				named[key{w, it + 1}] = *a
+			}
+		}
+	}
+	for it := int64(0); it < 5; it++ {
+		push(it, ids...)
+	}
+	// a runs one ahead: its OK of push 5 names its share of iteration 6
+	// while the others' clocks are 5; then the shards remove it.
+	push(5, "a")
+	if _, ok := named[key{"a", 6}]; !ok {
+		t.Fatal("a's push 5 was not answered with its share of iteration 6")
+	}
+	if a := h.apply(encodeWorker(entryRemoveWorker, "a", 0)); a.Err != nil {
+		t.Fatal(a.Err)
+	}
+	for it := int64(5); it < 9; it++ {
+		push(it, ids[1:]...)
+	}
+	for it := int64(1); it <= 9; it++ {
+		var as []shardapi.Assignment
+		for _, w := range ids {
+			if a, ok := named[key{w, it}]; ok {
+				as = append(as, a)
+			}
+		}
+		slices.SortFunc(as, func(x, y shardapi.Assignment) int { return int(x.Pos - y.Pos) })
+		for i := 1; i < len(as); i++ {
+			if as[i].Version != as[0].Version || as[i].Pos < as[i-1].Pos+as[i-1].Batch {
+				t.Fatalf("iteration %d: shares overlap or come from two allocations: %+v", it, as)
+			}
+		}
+	}
+	if a, ok := named[key{"b", 8}]; !ok || a.Batch <= 32 {
+		t.Fatalf("b's share of iteration 8 after a left: %+v (named %v), want more than its 32", a, ok)
+	}
+}

@@ -28,7 +28,9 @@
 //     allocations in force as versions. Its OK to push (w, iter) carries
 //     w's [shardapi.Assignment] for iteration iter+1 (read under the FSM's
 //     read lock after the reply's parameters; a later decision is in force
-//     only from t_max+1, so both reads agree). With Spec.Pipeline the gate
+//     only from t_max+1, so both reads agree; t_max as high as it has
+//     been, as a removal lowers the gate's max but not the iterations whose
+//     shares were named). With Spec.Pipeline the gate
 //     releases by Spec.GatePolicy (s_L − 1), new allocations are in force
 //     from t_max+2 and the OK also carries iter+2's (Reply.Ahead): both are
 //     final once push iter is applied.

@@ -419,6 +419,9 @@ func (f *FSM) applyRemoveWorker(w clock.WorkerID) ([]clock.Release, error) {
 // share of the global batch from the next allocation on: a removal and a
 // suspension leave the same state.
 func (f *FSM) removeWorker(w clock.WorkerID) ([]clock.Release, error) {
+	if !faults.On(faults.ForgetRemovedMax) { // broken builds only
+		f.balanceHoldMax()
+	}
 	rel, err := f.gate.RemoveWorker(w)
 	if err == nil {
 		if !faults.On(faults.KeepLeaverShare) {

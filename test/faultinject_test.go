@@ -3,6 +3,7 @@
 package test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -13,6 +14,10 @@ import (
 // runs a mesh of dssp binaries built with -tags faultinject and one
 // deliberate bug switched on through DSSP_FAULTS (internal/faults), and
 // waits until the checker meant to catch it reports a violation.
+//
+// DSSP_FAULT_CONTROL=1 runs each case's scenario with its fault off
+// instead, for a minute after the kick, and requires every checker clean:
+// the scenario alone is no violation, the bug is.
 //
 //	go test -tags faultinject ./test -run TestCheckersCatchBrokenBuilds -v
 func TestCheckersCatchBrokenBuilds(t *testing.T) {
@@ -28,6 +33,7 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 		policy string
 		pipe   bool // the job runs with --pipeline
 		slow   bool // node 2 computes 10× slower, so the gate holds the others
+		ahead  bool // nodes 0 and 2 compute 100× slower, so node 1 runs s_U ahead of them
 		nan    bool // node 1's every 10th gradient is NaN (--fault-nan-every 10)
 		kick   func(c *FaultCluster)
 		caught func(r *Report) bool
@@ -61,19 +67,38 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 			caught: func(r *Report) bool { return r.ShareUnread > 0 }},
 		{fault: faults.OverlapShares, spec: balanced, policy: "dssp:3:12",
 			caught: func(r *Report) bool { return r.ShareTiling > 0 }},
+		// The worker at t_max dies after its pushes of iterations the
+		// others have not reached were acknowledged: the next allocation
+		// must not cut those iterations again.
+		{fault: faults.ForgetRemovedMax, spec: balanced, policy: "dssp:3:12", ahead: true,
+			kick: func(c *FaultCluster) {
+				c.WaitFor("node 1 ahead of the others", 2*time.Minute, func() bool { return c.Iter(1) >= max(c.Iter(0), c.Iter(2))+5 })
+				c.Kill(1)
+			},
+			caught: func(r *Report) bool { return r.ShareTiling > 0 }},
 	}
+	control := os.Getenv("DSSP_FAULT_CONTROL") != ""
 	for _, tc := range cases {
 		name := string(tc.fault)
 		if tc.pipe {
 			name += "+pipeline"
 		}
 		t.Run(name, func(t *testing.T) {
-			t.Setenv("DSSP_FAULTS", string(tc.fault)) // inherited by the nodes
+			fault := string(tc.fault)
+			if control {
+				fault = ""
+			}
+			t.Setenv("DSSP_FAULTS", fault) // inherited by the nodes
 			c := NewFaultCluster(t, FaultOptions{Nodes: 3, Policy: tc.policy, Pipeline: tc.pipe, Tags: "faultinject",
 				Args: []string{"--threads", "1", "--eval-every", "5s", "--eval-samples", "500", "--log-level", "error"},
 				Spec: tc.spec})
 			if tc.slow {
 				c.Mesh.AddArgs(2, "--slowdown", "10", "--compute-delay", "10ms")
+			}
+			if tc.ahead {
+				for _, i := range []int{0, 2} {
+					c.Mesh.AddArgs(i, "--slowdown", "100", "--compute-delay", "10ms")
+				}
 			}
 			if tc.nan {
 				c.Mesh.AddArgs(1, "--fault-nan-every", "10")
@@ -89,6 +114,14 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 				tc.kick(c)
 			}
 			var rep *Report
+			if control {
+				c.holdUntil(time.Now().Add(time.Minute))
+				if rep = c.Check(); len(rep.Violations) > 0 {
+					t.Fatalf("%s's scenario with the fault off: %s; e.g. %s", tc.fault, rep, rep.Violations[0])
+				}
+				t.Logf("%s's scenario with the fault off, clean: %s", tc.fault, rep)
+				return
+			}
 			c.WaitFor("the checker to catch "+string(tc.fault), 3*time.Minute, func() bool {
 				rep = c.Check()
 				return tc.caught(rep)

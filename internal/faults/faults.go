@@ -41,4 +41,11 @@ const (
 	// workers read the same samples. Caught by the shares checker's
 	// tiling.
 	OverlapShares Fault = "overlap-shares"
+	// ForgetRemovedMax: under the balance layer, an allocation decided
+	// when the worker at the gate's t_max is removed comes in force from
+	// the lowered t_max+1, cutting the others' shares of iterations whose
+	// shares the removed worker was already named (the bug a chaos run
+	// caught). Caught by the shares checker's tiling when the removed
+	// worker's last pushes were acknowledged.
+	ForgetRemovedMax Fault = "forget-removed-max"
 )
