@@ -186,15 +186,7 @@ func TestShardZeroAllocatesAsReplicatedState(t *testing.T) {
 // as after a removal, so the mesh keeps training on B samples a round and
 // no slice of the data order goes unread for the suspension's length.
 func TestSuspendedWorkersShareGoesToTheOthers(t *testing.T) {
-	spec := testSpec(4, "ssp:1")
-	spec.Shard, spec.BalanceBase = 0, 32
-	h := newFSMHarness(t, spec, make([]float32, 4))
-	ids := []clock.WorkerID{"a", "b", "c", "d"}
-	for _, w := range ids {
-		if a := h.apply(encodeWorker(entryAddWorker, w, 0)); a.Err != nil {
-			t.Fatal(a.Err)
-		}
-	}
+	h, ids := balancedSSP1(t)
 	push := func(it int64, ws ...clock.WorkerID) {
 		var ps []Push
 		for _, w := range ws {
@@ -358,15 +350,7 @@ func mustEncode(t *testing.T, ps []Push) []byte {
 // the shards then remove), so two workers would read the same samples — what
 // a 10-minute chaos run with --balance caught (shares overlapping 4).
 func TestRemovingTheFastestKeepsTheSharesItWasNamed(t *testing.T) {
-	spec := testSpec(4, "ssp:1")
-	spec.Shard, spec.BalanceBase = 0, 32
-	h := newFSMHarness(t, spec, make([]float32, 4))
-	ids := []clock.WorkerID{"a", "b", "c", "d"}
-	for _, w := range ids {
-		if a := h.apply(encodeWorker(entryAddWorker, w, 0)); a.Err != nil {
-			t.Fatal(a.Err)
-		}
-	}
+	h, ids := balancedSSP1(t)
 	type key struct {
 		w clock.WorkerID
 		t int64
@@ -420,4 +404,20 @@ func TestRemovingTheFastestKeepsTheSharesItWasNamed(t *testing.T) {
 	if a, ok := named[key{"b", 8}]; !ok || a.Batch <= 32 {
 		t.Fatalf("b's share of iteration 8 after a left: %+v (named %v), want more than its 32", a, ok)
 	}
+}
+
+// balancedSSP1 is shard 0 of an ssp:1 job with the balance layer on (base
+// 32) and workers a, b, c and d added at clock 0.
+func balancedSSP1(t *testing.T) (*fsmHarness, []clock.WorkerID) {
+	t.Helper()
+	spec := testSpec(4, "ssp:1")
+	spec.Shard, spec.BalanceBase = 0, 32
+	h := newFSMHarness(t, spec, make([]float32, 4))
+	ids := []clock.WorkerID{"a", "b", "c", "d"}
+	for _, w := range ids {
+		if a := h.apply(encodeWorker(entryAddWorker, w, 0)); a.Err != nil {
+			t.Fatal(a.Err)
+		}
+	}
+	return h, ids
 }
