@@ -40,8 +40,8 @@ type balanceState struct {
 	b        *balance.Balancer
 	decided  int64          // the t_min Decide last ran at
 	versions []allocVersion // oldest first: versions[0] is in force at t_min
-	// hiMax is the gate's t_max before its last removal: removing the
-	// worker at t_max lowers the gate's max, but not the iterations whose
+	// hiMax is the highest t_max the gate had before a removal: removing
+	// the worker at t_max lowers the gate's max, but not the iterations whose
 	// shares its OKs already named (it may have computed and pushed them
 	// before the removal), so a version must not come in force before
 	// hiMax+lead either.
