@@ -5,6 +5,7 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/node"
+	"dsspmesh/shardapi"
 )
 
 // TestReadsWithinTheBound runs the reads checker on a hand-made history of
@@ -182,6 +183,10 @@ func TestSharesChecker(t *testing.T) {
 		}
 		return h
 	}
+	// c's push 3 applied on shard 0, its OK lost with c: its clock was 4.
+	cAppliedUnacked := cLeaves(7)
+	cAppliedUnacked.Records = append(cAppliedUnacked.Records, node.HistoryRecord{Kind: "apply", Shard: 0, Entry: "push",
+		Pushes: []node.HistoryPush{{PushID: shardapi.PushID{Worker: "c", Iter: 3}, Applied: true}}})
 	for _, tc := range []struct {
 		name                  string
 		h                     *History
@@ -191,6 +196,7 @@ func TestSharesChecker(t *testing.T) {
 		{"c's share handed on two iterations after it left", cLeaves(5), 2, 2, 0, 0},
 		{"c's share handed on too late", cLeaves(7), 4, 4, 0, 1},
 		{"c's share never handed on", cLeaves(10), 7, 7, 0, 4},
+		{"c's last push applied, its OK lost", cAppliedUnacked, 4, 4, 0, 0},
 		{"b reads two of a's samples", overlap, 0, 0, 1, 0},
 		{"one iteration under two allocations", mixed, 0, 0, 1, 0},
 		{"c added at 5, dead before its first push", cJoins(true), 2, 2, 0, 0},

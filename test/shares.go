@@ -20,8 +20,8 @@ import (
 //     allocation (version and global batch alike);
 //   - re-allocation: an iteration whose shares fall short of its global
 //     batch must be explained by a worker that has no share of it and was
-//     at a clock within s_U + lead + 1 iterations below it (its last
-//     acknowledged push or its add-worker on shard 0): a member of the gate
+//     at a clock within s_U + lead + 1 iterations below it (its last push
+//     acknowledged or applied on shard 0, or its add-worker there): a member of the gate
 //     holds everyone within s_U of its clock, and its departure puts a new
 //     allocation in force by t_max + lead, so a dead or suspended worker's
 //     share stays unread for at most that many iterations. lead is 1, or 2
@@ -50,6 +50,14 @@ func (h *History) checkShares(rep *Report, pipeline bool) {
 			}
 		case r.Kind == "apply" && r.Shard == 0 && r.Entry == "add-worker" && r.Err == "":
 			mark(r.Worker, r.Clock)
+		case r.Kind == "apply" && r.Shard == 0 && r.Entry == "push":
+			// The gate's clock moves with an applied push whether or not
+			// its OK reached the worker (killed while it was on its way).
+			for _, p := range r.Pushes {
+				if p.Applied {
+					mark(string(p.Worker), p.Iter)
+				}
+			}
 		}
 	}
 	type share struct {
