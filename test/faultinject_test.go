@@ -27,14 +27,14 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 	dssp := []string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"}
 	pipelined := func(spec ...string) []string { return append(spec, "--pipeline") }
 	balanced := append(dssp[:len(dssp):len(dssp)], "--balance")
+	tenfold := map[int]string{2: "10"} // the gate holds the others for node 2
 	cases := []struct {
 		fault  faults.Fault
 		spec   []string
 		policy string
-		pipe   bool // the job runs with --pipeline
-		slow   bool // node 2 computes 10× slower, so the gate holds the others
-		ahead  bool // nodes 0 and 2 compute 100× slower, so node 1 runs s_U ahead of them
-		nan    bool // node 1's every 10th gradient is NaN (--fault-nan-every 10)
+		pipe   bool           // the job runs with --pipeline
+		slow   map[int]string // --slowdown per node (with --compute-delay 10ms)
+		nan    bool           // node 1's every 10th gradient is NaN (--fault-nan-every 10)
 		kick   func(c *FaultCluster)
 		caught func(r *Report) bool
 	}{
@@ -44,7 +44,7 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 			// A restarted worker's first push resends an applied iteration.
 			kick:   func(c *FaultCluster) { c.Kill(1); c.Restart(1) },
 			caught: func(r *Report) bool { return r.AppliedTwice > 0 && r.ClockBack > 0 }},
-		{fault: faults.SkipStaleness, spec: []string{"--model", "mlp", "--paradigm", "ssp", "--s-lower", "1"}, policy: "ssp:1", slow: true,
+		{fault: faults.SkipStaleness, spec: []string{"--model", "mlp", "--paradigm", "ssp", "--s-lower", "1"}, policy: "ssp:1", slow: tenfold,
 			caught: func(r *Report) bool { return r.GapOver > 0 && r.ReplayMismatch > 0 }},
 		{fault: faults.Diverge, spec: dssp, policy: "dssp:3:12",
 			caught: func(r *Report) bool { return r.HashMismatch > 0 }},
@@ -56,7 +56,7 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 			caught: func(r *Report) bool { return r.ReadStale > 0 }},
 		// The same two bounds with the pipelined loop, whose gate releases
 		// at s_L − 1 (ssp:1's at gap 0) and whose reads keep s_U.
-		{fault: faults.SkipStaleness, spec: pipelined("--model", "mlp", "--paradigm", "ssp", "--s-lower", "1"), policy: "ssp:1", pipe: true, slow: true,
+		{fault: faults.SkipStaleness, spec: pipelined("--model", "mlp", "--paradigm", "ssp", "--s-lower", "1"), policy: "ssp:1", pipe: true, slow: tenfold,
 			caught: func(r *Report) bool { return r.GapOver > 0 && r.ReplayMismatch > 0 }},
 		{fault: faults.StaleRead, spec: pipelined(dssp...), policy: "dssp:3:12", pipe: true,
 			caught: func(r *Report) bool { return r.ReadStale > 0 }},
@@ -70,7 +70,7 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 		// The worker at t_max dies after its pushes of iterations the
 		// others have not reached were acknowledged: the next allocation
 		// must not cut those iterations again.
-		{fault: faults.ForgetRemovedMax, spec: balanced, policy: "dssp:3:12", ahead: true,
+		{fault: faults.ForgetRemovedMax, spec: balanced, policy: "dssp:3:12", slow: map[int]string{0: "100", 2: "100"},
 			kick: func(c *FaultCluster) {
 				c.WaitFor("node 1 ahead of the others", 2*time.Minute, func() bool { return c.Iter(1) >= max(c.Iter(0), c.Iter(2))+5 })
 				c.Kill(1)
@@ -92,13 +92,8 @@ func TestCheckersCatchBrokenBuilds(t *testing.T) {
 			c := NewFaultCluster(t, FaultOptions{Nodes: 3, Policy: tc.policy, Pipeline: tc.pipe, Tags: "faultinject",
 				Args: []string{"--threads", "1", "--eval-every", "5s", "--eval-samples", "500", "--log-level", "error"},
 				Spec: tc.spec})
-			if tc.slow {
-				c.Mesh.AddArgs(2, "--slowdown", "10", "--compute-delay", "10ms")
-			}
-			if tc.ahead {
-				for _, i := range []int{0, 2} {
-					c.Mesh.AddArgs(i, "--slowdown", "100", "--compute-delay", "10ms")
-				}
+			for i, f := range tc.slow {
+				c.Mesh.AddArgs(i, "--slowdown", f, "--compute-delay", "10ms")
 			}
 			if tc.nan {
 				c.Mesh.AddArgs(1, "--fault-nan-every", "10")

@@ -21,8 +21,8 @@ import (
 //   - re-allocation: an iteration whose shares fall short of its global
 //     batch must be explained by a worker that has no share of it and was
 //     at a clock within s_U + lead + 1 iterations below it (its last push
-//     acknowledged or applied on shard 0, or its add-worker there): a member of the gate
-//     holds everyone within s_U of its clock, and its departure puts a new
+//     acknowledged, or applied on shard 0, or its add-worker there): a
+//     member of the gate holds everyone within s_U of its clock, and its departure puts a new
 //     allocation in force by t_max + lead, so a dead or suspended worker's
 //     share stays unread for at most that many iterations. lead is 1, or 2
 //     under --pipeline. Under an unbounded policy only tiling is judged.
@@ -93,6 +93,7 @@ func (h *History) checkShares(rep *Report, pipeline bool) {
 	window := rep.SU + lead + 1
 	for w := range marks {
 		slices.Sort(marks[w])
+		marks[w] = slices.Compact(marks[w]) // every replica of shard 0 applied the same pushes
 	}
 	iters := make([]int64, 0, len(byIter))
 	for t := range byIter {
