@@ -16,8 +16,9 @@ import (
 // model into it, evaluates, saves its checkpoint and hands θ back with the
 // version of every slice it read, which the worker then computes on as if
 // a push's OK had brought them — a linearizable read after its last OK is
-// at least as fresh as that OK (docs/design.md, "The read guarantee"). A
-// shard whose read failed keeps its old version: its values are that
+// at least as fresh as that OK (docs/design.md, "The read guarantee"),
+// and a slice last read outside the gate stays marked so. A shard whose
+// read failed keeps its old version: its values are that
 // version's or newer ones. The worker computes nothing while θ is lent;
 // the evaluation computes in its place. The evaluated snapshot, for
 // GET /model.safetensors?evaluated, is written to the data dir
@@ -50,7 +51,10 @@ func (w *worker) lendPoint(ctx context.Context) bool {
 		case got := <-req.back:
 			for s, v := range got {
 				if v != nil {
-					w.reads[s] = SliceRead{Version: *v}
+					// A read made after one outside the gate (join's fetch,
+					// a moved clock) is as far outside: no OK waited for the
+					// bound since.
+					w.reads[s] = SliceRead{Version: *v, Unchecked: w.reads[s].Unchecked}
 				}
 			}
 		case <-ctx.Done():
