@@ -201,18 +201,36 @@ func (c *FaultCluster) KillAll(limit time.Duration) Event {
 		c.t.Errorf("kill all: clocks at %d after the restart, %d before: training did not resume from the replicated state", resumed, maxClock)
 	}
 	if accBefore != nil {
-		var after float64
+		// Up to three evaluations, until one is within 0.15 of the last
+		// before: early in training, under a gate that lets reads lag 15
+		// iterations and after a paused worker's stale push, evaluations
+		// a second apart fall by 0.15–0.19 and recover within seconds,
+		// with --balance or without (0.845 → 0.694 → 0.823; 0.816 →
+		// 0.694 → 0.657 → 0.796), while parameters lost to the restart
+		// stay lost. Whether they were is decided exactly by the samples
+		// the first model evaluated after the restart holds.
+		var after []*node.EvalResult
+		recovered := func() bool {
+			return slices.ContainsFunc(after, func(a *node.EvalResult) bool { return a.Accuracy >= accBefore.Accuracy-0.15 })
+		}
 		c.WaitFor("an evaluation after the restart", limit, func() bool {
 			a := Accuracy(c.Statuses())
-			if a != nil && a.At.After(e.End) {
-				after = a.Accuracy
-				return true
+			if a != nil && a.At.After(e.End) && (len(after) == 0 || a.Seq > after[len(after)-1].Seq) {
+				after = append(after, a)
 			}
-			return false
+			return len(after) == 3 || recovered()
 		})
-		c.t.Logf("kill all: accuracy %.3f before, %.3f after the restart; max clock %d → %d", accBefore.Accuracy, after, maxClock, resumed)
-		if after < accBefore.Accuracy-0.15 {
-			c.t.Errorf("kill all: accuracy fell from %.3f to %.3f: parameters not recovered", accBefore.Accuracy, after)
+		accs := make([]string, len(after))
+		for i, a := range after {
+			accs[i] = fmt.Sprintf("%.3f", a.Accuracy)
+		}
+		c.t.Logf("kill all: accuracy %.3f before, %s after the restart; samples applied %d → %d; max clock %d → %d",
+			accBefore.Accuracy, strings.Join(accs, ", "), accBefore.Seq, after[0].Seq, maxClock, resumed)
+		if after[0].Seq < accBefore.Seq {
+			c.t.Errorf("kill all: the first model evaluated after the restart holds %d samples, the last before it %d: parameters rolled back", after[0].Seq, accBefore.Seq)
+		}
+		if !recovered() {
+			c.t.Errorf("kill all: accuracy fell from %.3f to %s in three evaluations: parameters not recovered", accBefore.Accuracy, strings.Join(accs, ", "))
 		}
 	}
 	return e
