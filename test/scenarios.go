@@ -220,6 +220,9 @@ func (c *FaultCluster) KillAll(limit time.Duration) Event {
 			}
 			return len(after) == 3 || recovered()
 		})
+		if len(after) == 0 {
+			return e // a stall, recorded by WaitFor
+		}
 		accs := make([]string, len(after))
 		for i, a := range after {
 			accs[i] = fmt.Sprintf("%.3f", a.Accuracy)
