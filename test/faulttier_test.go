@@ -40,17 +40,18 @@ func TestFaults(t *testing.T) {
 }
 
 // TestFaultsBalanced is the fast tier's faults that take a worker out of
-// the gate — kill -9 of a shard leader, of a worker, of a follower
-// restarted at once, SIGSTOP of a leader (suspended when it holds the
-// others), every node killed — on a mesh with --balance: each departed
-// worker's share of the global batch must go to the others (the shares
-// checker) while every other checker stays clean. It runs in CI (about a
-// minute on 2 cores).
+// the gate — kill -9 of a shard leader, of a worker, of the trainer ahead
+// of the others, of a follower restarted at once, SIGSTOP of a leader
+// (suspended when it holds the others), every node killed — on a mesh
+// with --balance: each departed worker's share of the global batch must
+// go to the others, and no iteration the departed one read may be cut
+// again (the shares checker), while every other checker stays clean. It
+// runs in CI (about a minute on 2 cores).
 func TestFaultsBalanced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test; skipped with -short")
 	}
-	faultTier(t, []string{"--balance"}, []string{"kill-leader", "kill-worker", "kill-restart", "pause-leader", "kill-all"})
+	faultTier(t, []string{"--balance"}, []string{"kill-leader", "kill-worker", "kill-fastest", "kill-restart", "pause-leader", "kill-all"})
 }
 
 // faultTier runs the fast tier's steps (nil: all; DSSP_FAULT_STEPS
@@ -83,6 +84,7 @@ func faultTier(t *testing.T, job, only []string) {
 	}{
 		{"kill-leader", func() []Event { return []Event{c.KillLeader(limit)} }},
 		{"kill-worker", func() []Event { return []Event{c.KillWorker(limit)} }},
+		{"kill-fastest", func() []Event { return []Event{c.KillFastest(limit)} }},
 		{"kill-restart", func() []Event { return []Event{c.KillRestart(limit)} }},
 		{"pause-leader", func() []Event { return []Event{c.PauseLeader(pause, limit)} }},
 		{"partition-minority", func() []Event { return []Event{c.PartitionMinority(c.idleTrainer(), cut, limit)} }},

@@ -142,6 +142,56 @@ func (c *FaultCluster) KillWorker(limit time.Duration) Event {
 	return c.killThenRestart("kill worker", v, limit)
 }
 
+// KillFastest kills the trainer whose clock is strictly ahead of every
+// other trainer's, once one is: its pushes of iterations the others have
+// not reached are acknowledged, so its removal lowers the gate's t_max
+// (under --balance the next allocation must still start after them: bug
+// 12 in docs/reliability.md). It restarts it as KillWorker does.
+func (c *FaultCluster) KillFastest(limit time.Duration) Event {
+	c.t.Helper()
+	v, clocks := -1, map[int]int64{}
+	c.WaitFor("a trainer ahead of the others", limit, func() bool {
+		clocks = c.gateClocks()
+		v = -1
+		tie := false
+		for _, i := range c.Trainers() {
+			it, ok := clocks[i]
+			switch {
+			case !ok:
+				return false // not in a clock table now: wait
+			case v < 0 || it > clocks[v]:
+				v, tie = i, false
+			case it == clocks[v]:
+				tie = true
+			}
+		}
+		if tie {
+			v = -1
+		}
+		return v >= 0
+	})
+	if v < 0 { // a stall, recorded by WaitFor: still a fault to run
+		v = c.Trainers()[0]
+	}
+	c.t.Logf("kill fastest worker: node%d at clock %d, the trainers at %v", v, clocks[v], clocks)
+	return c.killThenRestart("kill fastest worker", v, limit)
+}
+
+// gateClocks is each node's clock in the shard leaders' clock tables, the
+// highest any status shows (a worker's own iteration count starts over
+// when its process does).
+func (c *FaultCluster) gateClocks() map[int]int64 {
+	out := map[int]int64{}
+	for _, s := range c.Statuses() {
+		for _, w := range workersOf(s) {
+			if i := slices.Index(c.IDs, w.ID); i >= 0 {
+				out[i] = max(out[i], w.Clock)
+			}
+		}
+	}
+	return out
+}
+
 // killThenRestart kills v, waits for the survivors to take over and move
 // on, and restarts v on its data dir.
 func (c *FaultCluster) killThenRestart(kind string, v int, limit time.Duration) Event {
