@@ -177,6 +177,15 @@ func (c *FaultCluster) KillFastest(limit time.Duration) Event {
 	return c.killThenRestart("kill fastest worker", v, limit)
 }
 
+// highest is the highest of clocks, 0 for none.
+func highest(clocks map[int]int64) int64 {
+	var h int64
+	for _, c := range clocks {
+		h = max(h, c)
+	}
+	return h
+}
+
 // gateClocks is each node's clock in the shard leaders' clock tables, the
 // highest any status shows (a worker's own iteration count starts over
 // when its process does).
@@ -227,12 +236,7 @@ func (c *FaultCluster) KillRestart(limit time.Duration) Event {
 func (c *FaultCluster) KillAll(limit time.Duration) Event {
 	c.t.Helper()
 	all := c.all()
-	maxClock := int64(0)
-	for _, s := range c.Statuses() {
-		for _, w := range workersOf(s) {
-			maxClock = max(maxClock, w.Clock)
-		}
-	}
+	maxClock := highest(c.gateClocks())
 	accBefore := Accuracy(c.Statuses())
 	e := Event{Kind: "kill all + restart", Victims: all, At: time.Now()}
 	for _, i := range all {
@@ -241,12 +245,7 @@ func (c *FaultCluster) KillAll(limit time.Duration) Event {
 	c.StartAll(all...)
 	e.End = time.Now()
 	e.Recover = c.WaitHealthy(e.Kind, 5, limit) + e.End.Sub(e.At)
-	resumed := int64(0)
-	for _, s := range c.Statuses() {
-		for _, w := range workersOf(s) {
-			resumed = max(resumed, w.Clock)
-		}
-	}
+	resumed := highest(c.gateClocks())
 	if resumed <= maxClock {
 		c.t.Errorf("kill all: clocks at %d after the restart, %d before: training did not resume from the replicated state", resumed, maxClock)
 	}
