@@ -252,10 +252,10 @@ func (c *FaultCluster) KillAll(limit time.Duration) Event {
 	if accBefore != nil {
 		// Up to three evaluations, until one is within 0.15 of the last
 		// before: early in training, under a gate that lets reads lag 15
-		// iterations and after a paused worker's stale push, evaluations
-		// a second apart fall by 0.15–0.24 and recover within seconds,
-		// with --balance or without (0.845 → 0.694 → 0.823; 0.725 →
-		// 0.484 → 0.605 → 0.716), while parameters lost to the restart
+		// iterations, evaluations a second apart fall by 0.15–0.24 and
+		// recover within seconds, before a fault as after it, with
+		// --balance or without (0.845 → 0.694 → 0.823; 0.725 → 0.484 →
+		// 0.605 → 0.716), while parameters lost to the restart
 		// stay lost. Whether they were is decided exactly by the samples
 		// the first model evaluated after the restart holds.
 		var after []*node.EvalResult
