@@ -151,7 +151,7 @@ func (c *FaultCluster) KillFastest(limit time.Duration) Event {
 	c.t.Helper()
 	v, clocks := -1, map[int]int64{}
 	c.WaitFor("a trainer ahead of the others", limit, func() bool {
-		clocks = c.gateClocks()
+		clocks = c.gateClocks(c.Statuses())
 		v = -1
 		tie := false
 		for _, i := range c.Trainers() {
@@ -187,11 +187,11 @@ func highest(clocks map[int]int64) int64 {
 }
 
 // gateClocks is each node's clock in the shard leaders' clock tables, the
-// highest any status shows (a worker's own iteration count starts over
-// when its process does).
-func (c *FaultCluster) gateClocks() map[int]int64 {
+// highest any of the statuses st shows (a worker's own iteration count
+// starts over when its process does).
+func (c *FaultCluster) gateClocks(st []*node.Status) map[int]int64 {
 	out := map[int]int64{}
-	for _, s := range c.Statuses() {
+	for _, s := range st {
 		for _, w := range workersOf(s) {
 			if i := slices.Index(c.IDs, w.ID); i >= 0 {
 				out[i] = max(out[i], w.Clock)
@@ -236,8 +236,8 @@ func (c *FaultCluster) KillRestart(limit time.Duration) Event {
 func (c *FaultCluster) KillAll(limit time.Duration) Event {
 	c.t.Helper()
 	all := c.all()
-	maxClock := highest(c.gateClocks())
-	accBefore := Accuracy(c.Statuses())
+	before := c.Statuses()
+	maxClock, accBefore := highest(c.gateClocks(before)), Accuracy(before)
 	e := Event{Kind: "kill all + restart", Victims: all, At: time.Now()}
 	for _, i := range all {
 		c.Kill(i)
@@ -245,7 +245,7 @@ func (c *FaultCluster) KillAll(limit time.Duration) Event {
 	c.StartAll(all...)
 	e.End = time.Now()
 	e.Recover = c.WaitHealthy(e.Kind, 5, limit) + e.End.Sub(e.At)
-	resumed := highest(c.gateClocks())
+	resumed := highest(c.gateClocks(c.Statuses()))
 	if resumed <= maxClock {
 		c.t.Errorf("kill all: clocks at %d after the restart, %d before: training did not resume from the replicated state", resumed, maxClock)
 	}

@@ -22,10 +22,11 @@ import (
 //     batch must be explained by a worker that has no share of it and was
 //     at a clock within s_U + lead + 1 iterations below it (its last push
 //     acknowledged, or applied on shard 0, or its add-worker there): a
-//     member of the gate holds everyone within s_U of its clock, and its departure puts a new
-//     allocation in force by t_max + lead, so a dead or suspended worker's
-//     share stays unread for at most that many iterations. lead is 1, or 2
-//     under --pipeline. Under an unbounded policy only tiling is judged.
+//     member of the gate holds everyone within s_U of its clock, and its
+//     departure puts a new allocation in force by t_max + lead, so a dead
+//     or suspended worker's share stays unread for at most that many
+//     iterations. lead is 1, or 2 under --pipeline. Under an unbounded
+//     policy only tiling is judged.
 //
 // A share is taken from the worker's last read record of the iteration
 // before its first acknowledgement of it (a refused push is computed again).
