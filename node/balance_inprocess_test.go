@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -27,16 +28,22 @@ func TestInProcessBalancedMeshKeepsTheGlobalBatchThroughFailover(t *testing.T) {
 // previous push is in flight (seen by the observer), every iteration's
 // batches still add up to the global batch — each worker takes its batch
 // for t+1 from the OK of t−1, which names it for good — and every slice an
-// iteration computes on, read through the gate, is within s = 1.
+// iteration computes on, read through the gate, is within s = 1. Both with
+// the whole batch computed ahead and with half of it computed on the θ the
+// push brings back (--pipeline-fresh, the default).
 func TestInProcessPipelinedBalancedMeshKeepsTheBound(t *testing.T) {
-	rec := balancedFailover(t, func(c *node.Config) {
-		c.Spec.Paradigm, c.Spec.SLower, c.Spec.Pipeline = "ssp", 1, true
-	})
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	t.Logf("reads checked %d, max lag %d, iterations computed with the previous push in flight %d", rec.reads, rec.maxLag, rec.overlapped)
-	if rec.reads == 0 || rec.maxLag > 1 || rec.overlapped == 0 {
-		t.Errorf("reads %d, max lag %d (bound 1), overlapped %d", rec.reads, rec.maxLag, rec.overlapped)
+	for _, fresh := range []float64{0, node.DefaultPipelineFresh} {
+		t.Run(fmt.Sprintf("fresh-%g", fresh), func(t *testing.T) {
+			rec := balancedFailover(t, func(c *node.Config) {
+				c.Spec.Paradigm, c.Spec.SLower, c.Spec.Pipeline, c.Spec.PipelineFresh = "ssp", 1, true, fresh
+			})
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			t.Logf("reads checked %d, max lag %d, iterations computed with the previous push in flight %d", rec.reads, rec.maxLag, rec.overlapped)
+			if rec.reads == 0 || rec.maxLag > 1 || rec.overlapped == 0 {
+				t.Errorf("reads %d, max lag %d (bound 1), overlapped %d", rec.reads, rec.maxLag, rec.overlapped)
+			}
+		})
 	}
 }
 

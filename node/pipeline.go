@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -27,6 +28,15 @@ import (
 // only after receiving from fl.done. With no push in flight (join, the
 // lock-step loop, after a refusal or a moved clock) pushAll decodes
 // straight into θ on the loop's behalf.
+//
+// With JobSpec.PipelineFresh > 0 only the first samples of iteration t+1
+// are computed while push t is in flight (aheadGradient, into w.part); the
+// rest waits for push t to land and is computed on the θ it brought, and
+// the two gradients are mixed by their samples before encoding (gradient).
+// The read the checkers see is the older one, taken before the first part;
+// the second part's is fresher. The simulation of BENCHMARKS.md (Balance,
+// run 12) puts the samples to 95% of a fresh half at the lock-step loop's
+// and of a whole batch ahead at 1.33× them.
 //
 // What the balance layer needs: shard 0's OK to push t names the
 // assignments of t+1 and (under Pipeline) t+2, both final when named
@@ -53,6 +63,28 @@ type flight struct {
 // newFlight is a push of iteration iter whose slices go into into.
 func (w *worker) newFlight(iter int64, into []float32) *flight {
 	return &flight{iter: iter, into: into, reads: make([]SliceRead, len(w.clients)), got: make([]bool, len(w.clients))}
+}
+
+// aheadOf is how many samples of a batch the loop computes while the push
+// before it is in flight: all but JobSpec.PipelineFresh of them, at least
+// one on each side (a batch of one goes whole).
+func (w *worker) aheadOf(batch int) int {
+	fresh := int(math.Round(w.spec.PipelineFresh * float64(batch)))
+	if fresh <= 0 || batch < 2 {
+		return batch
+	}
+	return min(max(batch-fresh, 1), batch-1)
+}
+
+// aheadGradient computes the gradient of the first k samples of w.x on θ
+// into w.part (made at the first call) for gradient to mix in once the push
+// in flight has landed, and returns their loss.
+func (w *worker) aheadGradient(k int) (float64, error) {
+	if w.part == nil {
+		w.part = make([]float32, len(w.theta))
+	}
+	in := w.n.model.InputSize()
+	return w.n.model.GradientTo(w.theta, w.x[:k*in], w.labels[:k], func(off int, v []float32) { copy(w.part[off:], v) })
 }
 
 // pipelined starts fl's push of grad and returns at once; the result

@@ -64,6 +64,14 @@ type JobSpec struct {
 	// worker's own last update (docs/design.md, "The read guarantee").
 	// Only ssp and dssp with s_L ≥ 1. Off in a spec persisted before it.
 	Pipeline bool `json:"pipeline,omitempty"`
+	// PipelineFresh is, under Pipeline, the share of each batch a worker
+	// computes after the push in flight returns, on the parameters it
+	// brought; the rest is computed while the push is in flight, on the
+	// parameters before it. 0 (a spec persisted before it) computes the
+	// whole batch ahead. A fresh half costs none of the samples a whole
+	// batch ahead costs (BENCHMARKS.md, Balance, run 12) while most of the
+	// push's round trip stays hidden behind the half computed ahead.
+	PipelineFresh float64 `json:"pipeline_fresh,omitempty"`
 
 	// InitFrom is a safetensors file (dssp export, a checkpoint, dssp
 	// train --out) whose parameters the bootstrap node proposes as the
@@ -80,6 +88,10 @@ type JobSpec struct {
 	WirePrecision string `json:"wire_precision,omitempty"`
 }
 
+// DefaultPipelineFresh is JobSpec.PipelineFresh's default: half of each
+// batch on the fresh parameters.
+const DefaultPipelineFresh = 0.5
+
 // DefaultJobSpec is the MLP on MNIST under bounded DSSP(3, 12), bf16 on the
 // wire (`dssp up` back to back: fp32 97.09 % in 118 s, bf16 97.06 % in
 // 102 s; BENCHMARKS.md). Momentum is
@@ -93,7 +105,7 @@ func DefaultJobSpec() JobSpec {
 		Optimizer: "momentum", LR: 0.05, Momentum: 0.5,
 		LRDecay: 0.85, LRDecaySamples: 60000,
 		BatchSize: 64, Shards: 0, Replication: 3, Seed: 1,
-		WirePrecision: "int8",
+		WirePrecision: "int8", PipelineFresh: DefaultPipelineFresh,
 	}
 }
 
@@ -183,6 +195,7 @@ func (s JobSpec) Validate() error {
 		CheckFloat("lr", s.LR, 0, MaxLR, true),
 		CheckFloat("lr-decay", s.LRDecay, 0, 1, true),
 		checkOutlierFactor(s.OutlierFactor),
+		checkPipelineFresh(s.PipelineFresh),
 	} {
 		if err != nil {
 			return err
@@ -199,6 +212,13 @@ func (s JobSpec) Validate() error {
 		return fmt.Errorf("--shards %d outside 0..%d (0: one per %d MiB of parameters)", s.Shards, maxShards, AutoShardBytes>>20)
 	case s.Replication <= 0 || s.Replication > 7:
 		return fmt.Errorf("--replication %d outside 1..7", s.Replication)
+	}
+	return nil
+}
+
+func checkPipelineFresh(f float64) error {
+	if math.IsNaN(f) || f < 0 || f >= 1 {
+		return fmt.Errorf("--pipeline-fresh %v: must be in [0, 1) (0: the whole batch computed while the push is in flight)", f)
 	}
 	return nil
 }
@@ -236,6 +256,7 @@ var specFlags = []struct {
 	{"outlier-factor", func(s *JobSpec) string { return strconv.FormatFloat(s.OutlierFactor, 'g', -1, 64) }},
 	{"balance", func(s *JobSpec) string { return strconv.FormatBool(s.Balance) }},
 	{"pipeline", func(s *JobSpec) string { return strconv.FormatBool(s.Pipeline) }},
+	{"pipeline-fresh", func(s *JobSpec) string { return strconv.FormatFloat(s.PipelineFresh, 'g', -1, 64) }},
 	{"init-from", func(s *JobSpec) string { return s.InitFrom }},
 	{"wire-precision", func(s *JobSpec) string { return s.wirePrecision() }},
 }
@@ -259,6 +280,7 @@ func (s *JobSpec) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = off, else 2 to 1e6)")
 	fs.BoolVar(&s.Balance, "balance", s.Balance, "job: size each worker's mini-batch to its measured speed (global batch fixed, gradients weighted by samples, one job-wide data order); composes with any --paradigm")
 	fs.BoolVar(&s.Pipeline, "pipeline", s.Pipeline, "job: compute iteration t+1 while the push of t is in flight; the gate releases one iteration earlier (s_L−1) so reads keep the bound (ssp or dssp with --s-lower >= 1)")
+	fs.Float64Var(&s.PipelineFresh, "pipeline-fresh", s.PipelineFresh, "job: under --pipeline, the share of each batch computed after the push in flight returns, on the parameters it brings; the rest is computed while it is in flight (0: the whole batch ahead)")
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
 	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log: fp32, bf16 (half the bytes) or int8 (gradients in a quarter of the bytes with error feedback, parameters in bf16); shards keep fp32 master weights")
 }

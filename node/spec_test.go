@@ -1,6 +1,7 @@
 package node
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -50,11 +51,21 @@ func TestSpecPipeline(t *testing.T) {
 			t.Errorf("%s with --pipeline: %v, want an error naming the flag", s.PolicyText(), err)
 		}
 	}
-	// A spec persisted before the field existed reads as off.
-	old := must(MarshalSpec(DefaultJobSpec()))
+	// A spec persisted before the fields existed reads as off, and as the
+	// whole batch ahead had it been on.
+	before := DefaultJobSpec()
+	before.PipelineFresh = 0
+	old := must(MarshalSpec(before))
 	got, err := UnmarshalSpec(old)
-	if err != nil || got.Pipeline || strings.Contains(string(old), "pipeline") {
+	if err != nil || got.Pipeline || got.PipelineFresh != 0 || strings.Contains(string(old), "pipeline") {
 		t.Fatalf("old spec: %+v, %v", got, err)
+	}
+	for _, f := range []float64{-0.1, 1, 1.5, math.NaN()} {
+		s := DefaultJobSpec()
+		s.Pipeline, s.Paradigm, s.SLower, s.PipelineFresh = true, "ssp", 1, f
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--pipeline-fresh") {
+			t.Errorf("--pipeline-fresh %v: %v, want an error naming the flag", f, err)
+		}
 	}
 	s = DefaultJobSpec()
 	s.Pipeline = true

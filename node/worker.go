@@ -30,6 +30,7 @@ type worker struct {
 	gi       int
 	theta    []float32               // written only by the loop goroutine
 	landing  []float32               // where a push in flight decodes its slices (pipeline.go), nil until one
+	part     []float32               // the gradient of a batch's samples computed ahead (pipeline.go), nil until one
 	iters    []int64                 // next iteration per shard; align keeps them equal
 	reads    []SliceRead             // version of each shard's slice of theta
 	ahead    int64                   // iterations after a push's that its slice serves: 1, 2 under --pipeline
@@ -108,12 +109,18 @@ func (w *worker) newEncoders() []*shardapi.Encoder {
 // touches no residual, and is not sent. It returns the loss and the
 // encodings, which stay valid until this encoder set is used again.
 //
+// With from > 0 it computes samples from…batch−1 of w.x and encodes their
+// gradient mixed with w.part, the gradient of samples 0…from−1 computed
+// on an older θ (aheadGradient), each weighted by its samples: the mean
+// gradient of the batch. The loss returned is that of the samples it
+// computed.
+//
 // A gradient computed while a push is in flight is dropped when that
 // push is refused or moves the clocks (run computes again): its encoding
 // has by then moved the residuals as if sent, which leaves the error
 // feedback at most one int8 step of each block off, once, per dropped
 // gradient, the size of one rounding it exists to cancel.
-func (w *worker) gradient(batch int, push []bool) (float64, [][]byte, error) {
+func (w *worker) gradient(from, batch int, push []bool) (float64, [][]byte, error) {
 	encs := w.encs[w.gi]
 	for s, e := range encs {
 		var resid []byte
@@ -125,7 +132,14 @@ func (w *worker) gradient(batch int, push []bool) (float64, [][]byte, error) {
 	w.pushes++
 	poison := w.n.cfg.FaultNaNEvery > 0 && w.pushes%uint64(w.n.cfg.FaultNaNEvery) == 0
 	s := 0
-	loss, err := w.n.model.GradientTo(w.theta, w.x, w.labels, func(off int, v []float32) {
+	in := w.n.model.InputSize()
+	own, mix := float32(float64(batch-from)/float64(batch)), float32(float64(from)/float64(batch))
+	loss, err := w.n.model.GradientTo(w.theta, w.x[from*in:batch*in], w.labels[from:batch], func(off int, v []float32) {
+		if from > 0 {
+			for i, p := range w.part[off : off+len(v)] {
+				v[i] = own*v[i] + mix*p
+			}
+		}
 		if poison {
 			for i := range v {
 				v[i] = float32(math.NaN()) // test fault: a flaky accelerator
@@ -201,13 +215,27 @@ func (w *worker) run(ctx context.Context) {
 		}
 		batch, used := w.next(t)
 		w.n.obs.Computing(w.n.id, t, w.reads, used.Share())
+		push := w.toPush(fl)
+		ahead := batch // samples computed before the push in flight lands
+		if fl != nil {
+			ahead = w.aheadOf(batch)
+		}
 		start := time.Now()
-		loss, grad, err := w.gradient(batch, w.toPush(fl))
+		var (
+			loss float64
+			grad [][]byte
+			err  error
+		)
+		if ahead < batch {
+			loss, err = w.aheadGradient(ahead)
+		} else {
+			loss, grad, err = w.gradient(0, batch, push)
+		}
 		if err != nil {
 			w.fail(err)
 			return
 		}
-		compute := w.stretch(ctx, time.Since(start), batch)
+		compute := w.stretch(ctx, time.Since(start), ahead)
 		waitStart := time.Now()
 		if fl != nil {
 			prev := fl
@@ -227,6 +255,17 @@ func (w *worker) run(ctx context.Context) {
 			}
 			if !w.lendPoint(ctx) { // no push in flight until the next starts
 				return
+			}
+			if ahead < batch {
+				start := time.Now()
+				rest, g, err := w.gradient(ahead, batch, push)
+				if err != nil {
+					w.fail(err)
+					return
+				}
+				grad = g
+				loss = (float64(ahead)*loss + float64(batch-ahead)*rest) / float64(batch)
+				compute += w.stretch(ctx, time.Since(start), batch-ahead)
 			}
 			waitStart = time.Now()
 		}

@@ -61,6 +61,11 @@ type statVariant struct {
 	// travel in bf16 under the job's default --wire-precision int8 (and
 	// under bf16).
 	bf16 bool
+	// split: under delay 1, this fraction of each worker's batch is
+	// computed on the delayed read and the rest on θ after round r−1, the
+	// two parts weighted by their samples (a worker that starts its batch
+	// while its push is in flight and finishes it on the fresh θ).
+	split float64
 }
 
 // roundBF16 rounds x to bfloat16, to nearest even (shardapi's wire).
@@ -101,6 +106,10 @@ func statVariants() []statVariant {
 		{name: "pipe+balance/bf16", delay: 1, balance: true, entries: 1, bf16: true},
 		{name: "pipe+balance/bf16/extrap0.5", delay: 1, balance: true, entries: 1, extrap: 0.5, bf16: true},
 		{name: "pipe+balance/4entries/extrap0.5", delay: 1, balance: true, entries: statWorkers, extrap: 0.5},
+		{name: "pipe+balance/het/split0.25", delay: 1, balance: true, slow: het, entries: 1, split: 0.25},
+		{name: "pipe+balance/het/split0.5", delay: 1, balance: true, slow: het, entries: 1, split: 0.5},
+		{name: "pipe+balance/het/split0.75", delay: 1, balance: true, slow: het, entries: 1, split: 0.75},
+		{name: "pipe+balance/het/split0.875", delay: 1, balance: true, slow: het, entries: 1, split: 0.875},
 	}
 }
 
@@ -266,6 +275,7 @@ func (r *statRun) runRounds() (int64, error) {
 		depth++
 	}
 	ext := make([]float32, n)
+	split := make([]float32, n)
 	var pos int64
 	next := int64(statEvalEvery)
 	for round := 0; ; round++ {
@@ -288,6 +298,12 @@ func (r *statRun) runRounds() (int64, error) {
 			at := readAt
 			if v.ssp1 {
 				at = reads[i]
+			}
+			if k := int(v.split * float64(b)); k > 0 && k < b {
+				if err := r.splitGradient(at, hist[0], xb, lb, k, grads[i], split); err != nil {
+					return 0, err
+				}
+				continue
 			}
 			if _, err := r.model.Gradient(at, xb, lb, grads[i]); err != nil {
 				return 0, err
@@ -346,6 +362,24 @@ func (r *statRun) runRounds() (int64, error) {
 			}
 		}
 	}
+}
+
+// splitGradient is the mean gradient of the b = len(lb) samples of xb,
+// the first k taken at stale and the rest at fresh, into g.
+func (r *statRun) splitGradient(stale, fresh, xb []float32, lb []int, k int, g, tmp []float32) error {
+	in := r.model.InputSize()
+	b := len(lb)
+	if _, err := r.model.Gradient(stale, xb[:k*in], lb[:k], g); err != nil {
+		return err
+	}
+	if _, err := r.model.Gradient(fresh, xb[k*in:], lb[k:], tmp); err != nil {
+		return err
+	}
+	a, c := float32(float64(k)/float64(b)), float32(float64(b-k)/float64(b))
+	for j := range g {
+		g[j] = a*g[j] + c*tmp[j]
+	}
+	return nil
 }
 
 // runASP orders pushes by simulated finish time: worker i computes for
