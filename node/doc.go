@@ -61,7 +61,9 @@
 // worker reports the versions of θ's slices and, under --balance, its
 // share of the global batch to the [Observer] (Computing).
 // With --pipeline (pipeline.go) the push of t stays in flight while the
-// loop computes t+1 on θ as the OK of t−1 left it; the push's goroutines
+// loop computes t+1 on θ as the OK of t−1 left it — the first 1 −
+// --pipeline-fresh of its batch; the rest waits for the push and is computed
+// on the θ it brought, the two gradients mixed by samples; the push's goroutines
 // own w.iters, the clients and a landing buffer the slices are decoded
 // into, the loop owns θ, the versions and the assignments, and copies the
 // landed slices into θ only after the push returned. The shards' gate

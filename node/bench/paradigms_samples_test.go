@@ -61,11 +61,12 @@ type statVariant struct {
 	// travel in bf16 under the job's default --wire-precision int8 (and
 	// under bf16).
 	bf16 bool
-	// split: under delay 1, this fraction of each worker's batch is
+	// ahead: under delay 1, this fraction of each worker's batch is
 	// computed on the delayed read and the rest on θ after round r−1, the
 	// two parts weighted by their samples (a worker that starts its batch
-	// while its push is in flight and finishes it on the fresh θ).
-	split float64
+	// while its push is in flight and finishes it on the fresh θ: the job's
+	// --pipeline-fresh is 1 − ahead).
+	ahead float64
 }
 
 // roundBF16 rounds x to bfloat16, to nearest even (shardapi's wire).
@@ -106,10 +107,10 @@ func statVariants() []statVariant {
 		{name: "pipe+balance/bf16", delay: 1, balance: true, entries: 1, bf16: true},
 		{name: "pipe+balance/bf16/extrap0.5", delay: 1, balance: true, entries: 1, extrap: 0.5, bf16: true},
 		{name: "pipe+balance/4entries/extrap0.5", delay: 1, balance: true, entries: statWorkers, extrap: 0.5},
-		{name: "pipe+balance/het/split0.25", delay: 1, balance: true, slow: het, entries: 1, split: 0.25},
-		{name: "pipe+balance/het/split0.5", delay: 1, balance: true, slow: het, entries: 1, split: 0.5},
-		{name: "pipe+balance/het/split0.75", delay: 1, balance: true, slow: het, entries: 1, split: 0.75},
-		{name: "pipe+balance/het/split0.875", delay: 1, balance: true, slow: het, entries: 1, split: 0.875},
+		{name: "pipe+balance/het/ahead0.25", delay: 1, balance: true, slow: het, entries: 1, ahead: 0.25},
+		{name: "pipe+balance/het/ahead0.5", delay: 1, balance: true, slow: het, entries: 1, ahead: 0.5},
+		{name: "pipe+balance/het/ahead0.75", delay: 1, balance: true, slow: het, entries: 1, ahead: 0.75},
+		{name: "pipe+balance/het/ahead0.875", delay: 1, balance: true, slow: het, entries: 1, ahead: 0.875},
 	}
 }
 
@@ -299,7 +300,7 @@ func (r *statRun) runRounds() (int64, error) {
 			if v.ssp1 {
 				at = reads[i]
 			}
-			if k := int(v.split * float64(b)); k > 0 && k < b {
+			if k := int(v.ahead * float64(b)); k > 0 && k < b {
 				if err := r.splitGradient(at, hist[0], xb, lb, k, grads[i], split); err != nil {
 					return 0, err
 				}
