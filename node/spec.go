@@ -69,8 +69,9 @@ type JobSpec struct {
 	// brought; the rest is computed while the push is in flight, on the
 	// parameters before it. 0 (a spec persisted before it) computes the
 	// whole batch ahead. A fresh half costs none of the samples a whole
-	// batch ahead costs (BENCHMARKS.md, Balance, run 12) while most of the
-	// push's round trip stays hidden behind the half computed ahead.
+	// batch ahead costs (1.36× to 95 % in simulation; BENCHMARKS.md,
+	// Balance, run 12), while up to half a batch's compute of the push's
+	// round trip stays hidden behind the part computed ahead.
 	PipelineFresh float64 `json:"pipeline_fresh,omitempty"`
 
 	// InitFrom is a safetensors file (dssp export, a checkpoint, dssp
