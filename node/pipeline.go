@@ -83,8 +83,7 @@ func (w *worker) aheadGradient(k int) (float64, error) {
 	if w.part == nil {
 		w.part = make([]float32, len(w.theta))
 	}
-	in := w.n.model.InputSize()
-	return w.n.model.GradientTo(w.theta, w.x[:k*in], w.labels[:k], func(off int, v []float32) { copy(w.part[off:], v) })
+	return w.n.model.Gradient(w.theta, w.x[:k*w.n.model.InputSize()], w.labels[:k], w.part)
 }
 
 // pipelined starts fl's push of grad and returns at once; the result
