@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"dsspmesh/node"
 )
 
 // faultLogLevel is the nodes' log level in the fault tests: warn, or
@@ -26,14 +30,22 @@ func faultLogLevel() string {
 // nanEvery-th gradient it computes is NaN (the hidden --fault-nan-every).
 // DSSP_FAULT_JOB_FLAGS adds job flags (e.g. --balance=true: the same
 // faults with the balance layer on; --pipeline=true: with the pipelined
-// loop, the checkers then judging the gate by s_L − 1).
+// loop, the checkers then judging the gate by s_L − 1; --paradigm=ssp
+// --s-lower=1: another gate, which the checkers judge by).
 // job adds job flags before those.
 func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int, job ...string) *FaultCluster {
-	extra := append(job, strings.Fields(os.Getenv("DSSP_FAULT_JOB_FLAGS"))...)
-	c := NewFaultCluster(t, FaultOptions{Nodes: 4, ReplicaOnly: []int{3}, Policy: "dssp:3:12", Tags: tags, Seed: seed,
-		Pipeline: jobFlag(extra, "pipeline"), Balance: jobFlag(extra, "balance"),
+	spec := append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12", "--shards", "4"}, job...)
+	spec = append(spec, strings.Fields(os.Getenv("DSSP_FAULT_JOB_FLAGS"))...)
+	js := node.DefaultJobSpec()
+	fs := pflag.NewFlagSet("job", pflag.ContinueOnError)
+	js.BindFlags(fs)
+	if err := fs.Parse(spec); err != nil {
+		t.Fatalf("job flags %q: %v", spec, err)
+	}
+	c := NewFaultCluster(t, FaultOptions{Nodes: 4, ReplicaOnly: []int{3}, Policy: js.PolicyText(), Tags: tags, Seed: seed,
+		Pipeline: js.Pipeline, Balance: js.Balance,
 		Args: []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", faultLogLevel(), "--pprof"},
-		Spec: append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12", "--shards", "4"}, extra...)})
+		Spec: spec})
 	if nanEvery > 0 {
 		c.Mesh.AddArgs(nanNode, "--fault-nan-every", strconv.Itoa(nanEvery))
 	}
@@ -41,21 +53,6 @@ func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int, job ...stri
 		c.Start(i)
 	}
 	return c
-}
-
-// jobFlag reports whether job flags turn the boolean flag --name on (the
-// last occurrence wins, as for the node's flag parser).
-func jobFlag(flags []string, name string) bool {
-	on := false
-	for _, f := range flags {
-		switch f {
-		case "--" + name, "--" + name + "=true", "--" + name + "=1":
-			on = true
-		case "--" + name + "=false", "--" + name + "=0":
-			on = false
-		}
-	}
-	return on
 }
 
 // nanNode is the trainer of faultMesh whose gradients go NaN.
