@@ -27,6 +27,7 @@ type worker struct {
 	x        []float32
 	labels   []int
 	encs     [2][]*shardapi.Encoder // per shard: the set the gradient is encoded into (gi), and one a push in flight sends (pipeline.go)
+	zero     [][]byte                // per shard: the encoding of a zero gradient, which a fetch sends (join, pushAll)
 	gi       int
 	theta    []float32               // written only by the loop goroutine
 	landing  []float32               // where a push in flight decodes its slices (pipeline.go), nil until one
@@ -89,7 +90,18 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 		w.clients = append(w.clients, c)
 	}
 	w.encs[0] = w.newEncoders()
+	w.zero = zeroPayloads(w.newEncoders())
 	return w, nil
+}
+
+// zeroPayloads keeps each encoder's encoding of zeros; the encoders are
+// not used again.
+func zeroPayloads(encs []*shardapi.Encoder) [][]byte {
+	zero := make([][]byte, len(encs))
+	for s, e := range encs {
+		zero[s] = e.Zero()
+	}
+	return zero
 }
 
 // newEncoders is an encoder a shard, for one gradient's encodings.
@@ -373,12 +385,8 @@ func (w *worker) join(ctx context.Context) error {
 			w.iters[s] = it - 1
 		}
 	}
-	zero := make([][]byte, len(w.clients))
-	for s, e := range w.encs[0] {
-		zero[s] = e.Zero()
-	}
 	fl := w.newFlight(slices.Min(w.iters), w.theta)
-	err := w.pushAll(ctx, fl, zero)
+	err := w.pushAll(ctx, fl, w.zero)
 	w.land(fl)
 	return err
 }
@@ -456,6 +464,7 @@ func (w *worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 			lo, hi := w.bounds[s][0], w.bounds[s][1]
 			start := time.Now()
 			payload := grad[s] // resends reuse the bytes
+			samples, computeNs := samples, computeNs
 			for {
 				before, heldBefore, bytesBefore := c.Retries, c.Held, c.Bytes
 				w.n.obs.PushSent(uint32(s), w.n.id, w.iters[s], samples)
@@ -504,7 +513,20 @@ func (w *worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 					// this iteration, or at the shard's t_min if that is
 					// higher — then align, after this push, moves the other
 					// shards up to it.
-					if clk, err := c.AddWorker(ctx, w.iters[s]); err == nil {
+					clk, err := c.AddWorker(ctx, w.iters[s])
+					switch {
+					case err != nil:
+					case clk > w.iters[s]:
+						// Re-added ahead: this gradient, pushed at clk,
+						// would wait at the gate for workers that may in
+						// turn wait for this one on a shard where it is
+						// still at this iteration — a cycle no push
+						// breaks (a bsp mesh stalled so after a healed
+						// partition). Fetch the slice instead, with the
+						// iteration before clk, which dedupe answers
+						// outside the gate; the gradient is dropped here.
+						w.iters[s], samples, computeNs, payload = clk-1, 0, 0, w.zero[s]
+					default:
 						w.iters[s] = clk
 					}
 				} else if errors.As(err, &rej) {
