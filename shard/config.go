@@ -73,6 +73,14 @@ type Config struct {
 	// holding a stream open); the worker's client reopens one on its next
 	// push. It must exceed HeldKeepAlive.
 	IdleStreamTimeout time.Duration
+	// ReplyWriteTimeout bounds how long a reply frame may wait for its
+	// worker to read it, plus the frame's time at shardapi.MinReplyRate;
+	// then the stream is dropped and the worker resends (dedupe answers).
+	// A worker that keeps a stream open without reading it (its client
+	// moved to another replica, its process paused) would otherwise hold
+	// the goroutine that answers it — the evaluator, which answers every
+	// released push of the shard, and Shutdown, which waits for it.
+	ReplyWriteTimeout time.Duration
 	// Suspect tunes how the leader suspects a dead worker (suspect.go);
 	// the zero value is DefaultSuspectPolicy.
 	Suspect SuspectPolicy
@@ -115,6 +123,7 @@ func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 		ApplyTimeout:       5 * time.Second,
 		HeldKeepAlive:      time.Second,
 		IdleStreamTimeout:  2 * time.Minute,
+		ReplyWriteTimeout:  10 * time.Second,
 	}
 }
 
@@ -220,6 +229,7 @@ func (c Config) Validate() error {
 		{"HeartbeatTimeout", c.HeartbeatTimeout}, {"ElectionTimeout", c.ElectionTimeout},
 		{"LeaderLeaseTimeout", c.LeaderLeaseTimeout}, {"CommitTimeout", c.CommitTimeout},
 		{"SnapshotInterval", c.SnapshotInterval}, {"ApplyTimeout", c.ApplyTimeout}, {"HeldKeepAlive", c.HeldKeepAlive},
+		{"ReplyWriteTimeout", c.ReplyWriteTimeout},
 	}
 	for _, p := range pos {
 		if p.d <= 0 {

@@ -104,7 +104,12 @@
 // vouches for the peer (the node: placement assigns it to the shard). A
 // worker stream's payload is limited to the shard's gradient size, and a
 // stream silent for Config.IdleStreamTimeout while none of its pushes is
-// held is closed (the client reopens one).
+// held is closed (the client reopens one). A reply waits at most
+// Config.ReplyWriteTimeout (plus its frame's time at
+// shardapi.MinReplyRate) for its worker to read it, and a stream that ends
+// or a replica that stops cuts a write in progress: a worker that keeps a
+// stream open without reading it holds neither the goroutine that answers
+// the shard's released pushes nor Shutdown.
 //
 // # Reads
 //

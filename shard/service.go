@@ -4,6 +4,7 @@ import (
 	"dsspmesh/shardapi"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,20 +44,40 @@ type service struct {
 }
 
 type serviceCounters struct {
-	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors, entryBytes, summed, pendingFrames atomic.Uint64
+	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors, entryBytes, summed, pendingFrames, writeTimeouts atomic.Uint64
 }
 
 type workerConn struct {
-	s      mesh.Stream
-	sendMu sync.Mutex
+	s       mesh.Stream
+	timeout time.Duration  // Config.ReplyWriteTimeout
+	cut     *atomic.Uint64 // serviceCounters.writeTimeouts
+	sendMu  sync.Mutex
 }
 
+// send writes one reply frame, waiting at most the conn's timeout plus the
+// frame's time at shardapi.MinReplyRate for the worker to take it; a
+// failed or timed-out write closes the stream (the worker resends).
 func (c *workerConn) send(h shardapi.Reply, payload []byte) {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
+	c.s.SetWriteDeadline(time.Now().Add(c.timeout + time.Duration(float64(len(payload))/shardapi.MinReplyRate*float64(time.Second))))
 	if err := c.s.SendFrame(h, payload); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.cut.Add(1)
+		}
 		c.s.Close()
 	}
+}
+
+// close ends the stream at once: a send blocked on a worker that does not
+// read returns (its deadline moved to now), then the stream closes. A
+// stream's Close alone does not unblock a write (quic-go's SendStream.Close
+// must not even run beside one).
+func (c *workerConn) close() {
+	c.s.SetWriteDeadline(time.Now())
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	c.s.Close()
 }
 
 type pending struct {
@@ -109,7 +130,7 @@ func (s *service) stop() {
 	s.conns, s.held, s.pending = map[*workerConn]struct{}{}, map[heldKey]struct{}{}, map[heldKey]int{}
 	s.mu.Unlock()
 	for c := range conns {
-		c.s.Close()
+		c.close()
 	}
 }
 
@@ -117,7 +138,8 @@ func (s *service) stats() shardapi.ServiceStats {
 	c := &s.cnt
 	return shardapi.ServiceStats{Requests: c.requests.Load(), Batches: c.batches.Load(), ProposedPushes: c.proposed.Load(),
 		Rejected: c.rejected.Load(), NotLeader: c.notLeader.Load(), Held: c.held.Load(), Acked: c.acked.Load(),
-		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats(), EntryBytes: c.entryBytes.Load(), SummedPushes: c.summed.Load(), PendingFrames: c.pendingFrames.Load()}
+		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats(), EntryBytes: c.entryBytes.Load(), SummedPushes: c.summed.Load(), PendingFrames: c.pendingFrames.Load(),
+		ReplyWriteTimeouts: c.writeTimeouts.Load()}
 }
 
 func (s *service) heldCount() int {
@@ -132,7 +154,7 @@ func (s *service) acceptLoop() {
 		if err != nil {
 			return
 		}
-		c := &workerConn{s: st}
+		c := &workerConn{s: st, timeout: s.r.cfg.ReplyWriteTimeout, cut: &s.cnt.writeTimeouts}
 		s.mu.Lock()
 		if s.stopped {
 			s.mu.Unlock()
@@ -150,7 +172,7 @@ func (s *service) acceptLoop() {
 // serve reads requests from one worker stream until it breaks.
 func (s *service) serve(c *workerConn) {
 	defer func() {
-		c.s.Close()
+		c.close() // a reply still being written to it is cut
 		s.mu.Lock()
 		delete(s.conns, c)
 		for k := range s.held {

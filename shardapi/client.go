@@ -364,11 +364,11 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 		}
 	}()
 	// A reply may carry a slice as large as the gradient sent: its frame
-	// gets the time to arrive at minReplyRate on top of the silence
+	// gets the time to arrive at MinReplyRate on top of the silence
 	// allowed (a 6 MB slice on a loaded machine took longer than 5 s and
 	// was cut off as a truncated frame). Silence is still noticed by the
 	// watcher's probes, not by this deadline.
-	frameTime := c.cfg.ReplyTimeout + time.Duration(float64(max(len(payload), c.largest))/minReplyRate*float64(time.Second))
+	frameTime := c.cfg.ReplyTimeout + time.Duration(float64(max(len(payload), c.largest))/MinReplyRate*float64(time.Second))
 	for {
 		dl := time.Now().Add(frameTime)
 		if d, ok := ctx.Deadline(); ok && d.Before(dl) {
@@ -414,20 +414,21 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 // another leader) before the request was sent.
 var errAbandoned = errors.New("abandoned: another replica leads")
 
-// minReplyRate (bytes/s) is the slowest a reply frame may arrive before
-// the client gives up on it. 1 MiB/s cut off replies of a 100 MB model's
+// MinReplyRate (bytes/s) is the slowest a reply frame may arrive before
+// the client gives up on it (and the slowest a shard's write of one may
+// drain before the shard drops the stream, shard.Config.ReplyWriteTimeout). 1 MiB/s cut off replies of a 100 MB model's
 // slices (6 MB) as "truncated payload" by the hundred in dssp bench
 // bigmodel, where 32 such replies share two loaded cores, and each cut
 // cost a resend of the 6 MB push; the watcher's probes, not this
 // deadline, notice a leader that went silent.
-const minReplyRate = 256 << 10
+const MinReplyRate = 256 << 10
 
 // largeFrame is the frame size beyond which a transfer is given time of
 // its own before the watcher counts silence (transferAllowance).
 const largeFrame = 1 << 20
 
 // transferAllowance is how long a frame of n bytes may take to cross
-// beyond a small one's time, at minReplyRate: 0 up to largeFrame (a
+// beyond a small one's time, at MinReplyRate: 0 up to largeFrame (a
 // push of the default MLP is probed for after ProbeAfter as before), 21 s
 // for 6.25 MB. Without it the watcher probed every ProbeAfter during a
 // large push or reply (two streams per probe, at the peers' stream
@@ -437,7 +438,7 @@ func transferAllowance(n int) time.Duration {
 	if n <= largeFrame {
 		return 0
 	}
-	return time.Duration(float64(n-largeFrame) / minReplyRate * float64(time.Second))
+	return time.Duration(float64(n-largeFrame) / MinReplyRate * float64(time.Second))
 }
 
 func (c *Client) stream(ctx context.Context, target mesh.NodeID) (mesh.Stream, error) {

@@ -87,6 +87,9 @@ type ServiceStats struct {
 	PendingFrames    uint64 // Pending keep-alives sent (pushes queued or replicating past a keep-alive period)
 	StreamsAccepted  uint64
 	StreamErrorsRecv uint64 // streams closed on a receive error (bad frames included)
+	// ReplyWriteTimeouts counts streams dropped because a reply waited
+	// longer than Config.ReplyWriteTimeout for its worker to read it.
+	ReplyWriteTimeouts uint64
 	// Refused counts, per worker, the gradients this replica refused as
 	// its leader before proposing them (NaN/Inf, norm outliers).
 	Refused map[clock.WorkerID]WorkerRefusals
