@@ -54,6 +54,20 @@ func TestFaultsBalanced(t *testing.T) {
 	faultTier(t, []string{"--balance"}, []string{"kill-leader", "kill-worker", "kill-fastest", "kill-restart", "pause-leader", "kill-all"})
 }
 
+// TestFaultsLockstep is the fast tier's partitions on a mesh whose gate
+// releases in lock step (--paradigm bsp; --pipeline under ssp:1 releases
+// so too): a partition suspends live workers, which are re-added, some
+// shards ahead of the iteration they were pushing, and at staleness 0 no
+// slack hides a worker that waits at one shard's gate for workers waiting
+// on it at another (docs/reliability.md, fixed 13). It runs in CI (about
+// 30 s on 2 cores).
+func TestFaultsLockstep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test; skipped with -short")
+	}
+	faultTier(t, []string{"--paradigm=bsp"}, []string{"partition-minority", "partition-leader-follower"})
+}
+
 // faultTier runs the fast tier's steps (nil: all; DSSP_FAULT_STEPS
 // overrides) on a mesh with the job flags job.
 func faultTier(t *testing.T, job, only []string) {
