@@ -27,7 +27,7 @@ type worker struct {
 	x        []float32
 	labels   []int
 	encs     [2][]*shardapi.Encoder // per shard: the set the gradient is encoded into (gi), and one a push in flight sends (pipeline.go)
-	zero     [][]byte                // per shard: the encoding of a zero gradient, which a fetch sends (join, pushAll)
+	zero     [][]byte               // per shard: the encoding of a zero gradient, which a fetch sends (join, pushAll)
 	gi       int
 	theta    []float32               // written only by the loop goroutine
 	landing  []float32               // where a push in flight decodes its slices (pipeline.go), nil until one
