@@ -1,8 +1,9 @@
-package node
+package node_test
 
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,8 +11,8 @@ import (
 	"dsspmesh/internal/testlogger"
 	"dsspmesh/internal/wait"
 	"dsspmesh/mesh"
-	"dsspmesh/raftstore"
-	"dsspmesh/shard"
+	"dsspmesh/node"
+	"dsspmesh/node/assemble"
 	"dsspmesh/shardapi"
 )
 
@@ -37,21 +38,13 @@ func TestWorkerReaddedAheadDoesNotWaitAtTheGate(t *testing.T) {
 		t.Cleanup(func() { tr.Close() })
 		return tr
 	}
-	spec := DefaultJobSpec()
+	spec := node.DefaultJobSpec()
 	spec.WirePrecision = "fp32"
 	hosts := []mesh.NodeID{"host0", "host1"}
-	reps := make([]*shard.Replica, len(hosts))
+	reps := make([]node.Replica, len(hosts))
 	for s, host := range hosts {
-		tr := transport(host)
-		rt, err := raftstore.NewMeshTransport(tr, uint32(s), resolve, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := shard.DefaultConfig(uint32(s), host)
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 50*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
-		cfg.BatchLinger = 0
-		rep, err := shard.NewReplica(cfg, shard.Deps{Transport: tr, Resolve: resolve, RaftTransport: rt,
-			Stores: raftstore.NewInmem(), Clock: shard.SystemClock{}, Logger: log})
+		opener := &assemble.RaftReplicas{DataDir: t.TempDir(), Transport: transport(host), Resolve: resolve, Logger: log, FixedTiming: true}
+		rep, err := opener.Open(uint32(s), node.ReplicaHooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,23 +80,21 @@ func TestWorkerReaddedAheadDoesNotWaitAtTheGate(t *testing.T) {
 	// "fast" is driven here push by push; "w" is the worker under test.
 	fast := clients("fast", transport("fast"))
 	tr := transport("w")
-	w := &worker{n: &Node{log: log, id: "w", tr: tr, obs: noObserver{}, metrics: NewMetrics(func() Status { return Status{} }),
-		events: newEventLog(time.Now)}, spec: spec, bounds: [][2]int{{0, n}, {n, 2 * n}},
-		theta: make([]float32, 2*n), iters: make([]int64, 2), reads: make([]SliceRead, 2), clients: clients("w", tr)}
-	w.zero = zeroPayloads(w.newEncoders())
-	for _, cs := range [][]*shardapi.Client{fast, w.clients} {
+	wClients := clients("w", tr)
+	w := node.NewPushWorker(log, "w", tr, spec, [][2]int{{0, n}, {n, 2 * n}}, wClients)
+	for _, cs := range [][]*shardapi.Client{fast, wClients} {
 		for _, c := range cs {
 			if _, err := c.AddWorker(ctx, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	grad := make([]float32, n)
+	grad := make([]float32, 2*n)
 	for i := range grad {
 		grad[i] = 0.01
 	}
 	push := func(s int, iter int64) error {
-		_, err := fast[s].Push(ctx, iter, 1, 1, grad, nil)
+		_, err := fast[s].Push(ctx, iter, 1, 1, grad[:n], nil)
 		return err
 	}
 
@@ -127,39 +118,32 @@ func TestWorkerReaddedAheadDoesNotWaitAtTheGate(t *testing.T) {
 		fastDone <- err
 	}()
 
-	enc := w.newEncoders()
-	payloads := make([][]byte, len(enc))
-	for s, e := range enc {
-		e.Start(nil)
-		e.Put(0, grad)
-		var err error
-		if payloads[s], err = e.Finish(); err != nil {
-			t.Fatal(err)
-		}
+	payloads, err := w.Encode(grad)
+	if err != nil {
+		t.Fatal(err)
 	}
-	fl := w.newFlight(0, make([]float32, 2*n))
-	fl.batch = 1
 	pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
 	defer pcancel()
-	if err := w.pushAll(pctx, fl, payloads); err != nil {
-		t.Fatalf("pushAll of iteration 0, re-added at shard 0's clock 2: %v (iterations %v)", err, w.iters)
+	iters, got, unchecked, err := w.PushAll(pctx, 0, payloads)
+	if err != nil {
+		t.Fatalf("pushAll of iteration 0, re-added at shard 0's clock 2: %v (iterations %v)", err, iters)
 	}
-	if w.iters[0] != 2 || w.iters[1] != 1 {
-		t.Fatalf("after the push w is at %v on the shards, want [2 1]", w.iters)
+	if !slices.Equal(iters, []int64{2, 1}) {
+		t.Fatalf("after the push w is at %v on the shards, want [2 1]", iters)
 	}
-	if !fl.got[0] || !fl.reads[0].Unchecked {
-		t.Errorf("shard 0's slice: fetched %v, read %+v; want a fetched slice marked unchecked", fl.got[0], fl.reads[0])
+	if !got[0] || !unchecked[0] {
+		t.Errorf("shard 0's slice: fetched %v, unchecked %v; want a fetched slice marked unchecked", got[0], unchecked[0])
 	}
 	select {
 	case err := <-fastDone:
 		t.Fatalf("fast's push of 1 on shard 1 returned (%v) before w reached 2 there", err)
 	default:
 	}
-	if err := w.align(ctx, false); err != nil {
+	if iters, err = w.Align(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if w.iters[0] != 2 || w.iters[1] != 2 {
-		t.Fatalf("after align w is at %v on the shards, want [2 2]", w.iters)
+	if !slices.Equal(iters, []int64{2, 2}) {
+		t.Fatalf("after align w is at %v on the shards, want [2 2]", iters)
 	}
 	if err := <-fastDone; err != nil {
 		t.Fatalf("fast's pushes on shard 1: %v", err)
