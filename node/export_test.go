@@ -28,7 +28,6 @@ func NewPushWorker(log *slog.Logger, id mesh.NodeID, tr mesh.Transport, spec Job
 	w := &worker{n: &Node{log: log, id: id, tr: tr, obs: noObserver{}, metrics: NewMetrics(func() Status { return Status{} }),
 		events: newEventLog(time.Now)}, spec: spec, bounds: bounds, theta: make([]float32, bounds[len(bounds)-1][1]),
 		iters: make([]int64, len(bounds)), reads: make([]SliceRead, len(bounds)), clients: clients}
-	w.zero = zeroPayloads(w.newEncoders())
 	return &PushWorker{w: w}
 }
 

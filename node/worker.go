@@ -27,7 +27,6 @@ type worker struct {
 	x        []float32
 	labels   []int
 	encs     [2][]*shardapi.Encoder // per shard: the set the gradient is encoded into (gi), and one a push in flight sends (pipeline.go)
-	zero     [][]byte               // per shard: the encoding of a zero gradient, which a fetch sends (join, pushAll)
 	gi       int
 	theta    []float32               // written only by the loop goroutine
 	landing  []float32               // where a push in flight decodes its slices (pipeline.go), nil until one
@@ -90,18 +89,14 @@ func newWorker(n *Node, spec JobSpec) (*worker, error) {
 		w.clients = append(w.clients, c)
 	}
 	w.encs[0] = w.newEncoders()
-	w.zero = zeroPayloads(w.newEncoders())
 	return w, nil
 }
 
-// zeroPayloads keeps each encoder's encoding of zeros; the encoders are
-// not used again.
-func zeroPayloads(encs []*shardapi.Encoder) [][]byte {
-	zero := make([][]byte, len(encs))
-	for s, e := range encs {
-		zero[s] = e.Zero()
-	}
-	return zero
+// zeroPayload is the encoding of shard s's slice of a zero gradient, in a
+// buffer of its own: the fetch of a worker re-added ahead (pushAll), rare
+// enough not to keep one per shard for the worker's life.
+func (w *worker) zeroPayload(s int) []byte {
+	return shardapi.NewEncoder(w.spec.Precision(), w.bounds[s][1]-w.bounds[s][0]).Zero()
 }
 
 // newEncoders is an encoder a shard, for one gradient's encodings.
@@ -385,8 +380,12 @@ func (w *worker) join(ctx context.Context) error {
 			w.iters[s] = it - 1
 		}
 	}
+	zero := make([][]byte, len(w.clients))
+	for s, e := range w.encs[0] {
+		zero[s] = e.Zero()
+	}
 	fl := w.newFlight(slices.Min(w.iters), w.theta)
-	err := w.pushAll(ctx, fl, w.zero)
+	err := w.pushAll(ctx, fl, zero)
 	w.land(fl)
 	return err
 }
@@ -525,7 +524,7 @@ func (w *worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 						// partition). Fetch the slice instead, with the
 						// iteration before clk, which dedupe answers
 						// outside the gate; the gradient is dropped here.
-						w.iters[s], samples, computeNs, payload = clk-1, 0, 0, w.zero[s]
+						w.iters[s], samples, computeNs, payload = clk-1, 0, 0, w.zeroPayload(s)
 					default:
 						w.iters[s] = clk
 					}
