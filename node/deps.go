@@ -107,39 +107,3 @@ type Replica interface {
 	// Shutdown stops the replica and closes its stores. Idempotent.
 	Shutdown() error
 }
-
-// Observer is told what this node's worker and replicas do, for the debug
-// history of the fault checkers. Calls come from the worker's push
-// goroutines and the replicas' apply and leadership goroutines at once;
-// each must be quick and must not call back into the node.
-type Observer interface {
-	// PushSent: the worker sends push (worker, iter) of samples to shard.
-	PushSent(shard uint32, worker mesh.NodeID, iter, samples int64)
-	// PushDone: that push returned, with err nil when acknowledged.
-	PushDone(shard uint32, worker mesh.NodeID, iter, samples int64, err error)
-	// Computing: the worker computes iteration iter on parameters whose
-	// slice of shard s is of version reads[s].Version (docs/design.md, "The
-	// read guarantee"). reads is the caller's: copy what you keep. share,
-	// under the balance layer, is the slice of the job's data order the
-	// iteration reads as its share of the global batch (shard 0's
-	// assignment); nil when the worker reads a batch of its own.
-	Computing(worker mesh.NodeID, iter int64, reads []SliceRead, share *shardapi.Assignment)
-	// Applied: this node's replica of shard applied an entry. It runs under
-	// the state machine's lock (shard.NewFSM's contract).
-	Applied(shard uint32, a shardapi.Applied)
-	// Leading: this node's replica of shard leads term (once per term).
-	Leading(shard uint32, term uint64)
-	// StateHashEvery > 0 asks the replicas to put the state hash into the
-	// Applied of every index it divides.
-	StateHashEvery() uint64
-}
-
-// noObserver records nothing.
-type noObserver struct{}
-
-func (noObserver) PushSent(uint32, mesh.NodeID, int64, int64)                      {}
-func (noObserver) PushDone(uint32, mesh.NodeID, int64, int64, error)               {}
-func (noObserver) Computing(mesh.NodeID, int64, []SliceRead, *shardapi.Assignment) {}
-func (noObserver) Applied(uint32, shardapi.Applied)                                {}
-func (noObserver) Leading(uint32, uint64)                                          {}
-func (noObserver) StateHashEvery() uint64                                          { return 0 }

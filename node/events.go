@@ -9,28 +9,6 @@ import (
 	"dsspmesh/mesh"
 )
 
-// Event kinds in [Status].Events.
-const (
-	EventJoin     = "join"     // a member joined or came back
-	EventLeave    = "leave"    // a member left gracefully
-	EventFailed   = "failed"   // a member stopped answering and was declared dead
-	EventSuspect  = "suspect"  // gossip suspects a member (it may refute it)
-	EventLeader   = "leader"   // a shard has a new leader or term
-	EventRejected = "rejected" // a shard refused this node's push, or gossip refused a peer
-)
-
-// Event is one thing that happened to the mesh, as this node saw it.
-type Event struct {
-	At   time.Time `json:"at"`
-	Kind string    `json:"kind"`
-	// Node is the member concerned: who joined, left, failed or is
-	// suspected; the new leader; the worker whose push was rejected.
-	Node   string  `json:"node,omitempty"`
-	Shard  *uint32 `json:"shard,omitempty"`
-	Term   uint64  `json:"term,omitempty"`
-	Detail string  `json:"detail,omitempty"`
-}
-
 // eventLogSize bounds the events a node keeps.
 const eventLogSize = 256
 

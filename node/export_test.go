@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
 )
 
@@ -25,7 +26,7 @@ type PushWorker struct{ w *worker }
 
 // NewPushWorker returns a worker named id pushing through clients.
 func NewPushWorker(log *slog.Logger, id mesh.NodeID, tr mesh.Transport, spec JobSpec, bounds [][2]int, clients []*shardapi.Client) *PushWorker {
-	w := &worker{n: &Node{log: log, id: id, tr: tr, obs: noObserver{}, metrics: NewMetrics(func() Status { return Status{} }),
+	w := &worker{n: &Node{log: log, id: id, tr: tr, obs: records.NoObserver{}, metrics: NewMetrics(func() Status { return Status{} }),
 		events: newEventLog(time.Now)}, spec: spec, bounds: bounds, theta: make([]float32, bounds[len(bounds)-1][1]),
 		iters: make([]int64, len(bounds)), reads: make([]SliceRead, len(bounds)), clients: clients}
 	return &PushWorker{w: w}

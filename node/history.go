@@ -99,17 +99,6 @@ type HistoryRead struct {
 	Unchecked bool `json:"u,omitempty"`
 }
 
-// SliceRead is the version of one shard's slice of a worker's parameters.
-type SliceRead struct {
-	shardapi.Version
-	// Unchecked: the slice was not read through the gate by the OK of a
-	// push before the iteration it serves (the one before, or under
-	// --pipeline the one before that) — it is join's fetch, or was read
-	// for a lower clock before align moved this shard's clock forward — so
-	// the read guarantee's bound does not cover it.
-	Unchecked bool
-}
-
 // HistoryPush is what one push of an applied entry did.
 type HistoryPush struct {
 	shardapi.PushID                  // keys w, i

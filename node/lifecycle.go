@@ -13,6 +13,7 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
+	"dsspmesh/node/records"
 )
 
 // Node is one running dssp process. Build it with [Run].
@@ -73,7 +74,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	}
 	obs := d.Observer
 	if obs == nil {
-		obs = noObserver{}
+		obs = records.NoObserver{}
 	}
 	if c, ok := obs.(io.Closer); ok {
 		defer c.Close() // after the replicas: every return path shuts them down first
