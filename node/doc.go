@@ -50,40 +50,13 @@
 // recovered from its bbolt log and snapshots (raftstore), seeds from the
 // persisted peers.
 //
-// # Worker loop (docs/design.md#one-iteration-end-to-end)
+// # Worker loop
 //
-// One goroutine: compute the gradient of the next mini-batch on the local θ,
-// push each shard's slice to that shard's leader concurrently (one
-// shardapi.Client per shard), wait for every reply, replace θ with the slices
-// returned, repeat. A slice whose version still covers the next iteration
-// within s_L is kept: that push asks for no parameters (pull.go;
-// docs/design.md, "The read guarantee"), and before each gradient the
-// worker reports the versions of θ's slices and, under --balance, its
-// share of the global batch to the [Observer] (Computing).
-// With --pipeline (pipeline.go) the push of t stays in flight while the
-// loop computes t+1 on θ as the OK of t−1 left it — the first 1 −
-// --pipeline-fresh of its batch; the rest waits for the push and is computed
-// on the θ it brought, the two gradients mixed by samples; the push's goroutines
-// own w.iters, the clients and a landing buffer the slices are decoded
-// into, the loop owns θ, the versions and the assignments, and copies the
-// landed slices into θ only after the push returned. The shards' gate
-// releases one iteration earlier for it (s_L − 1), so the slices keep the
-// paradigm's bound; a refused push or a moved clock drops the gradient
-// computed ahead. NotLeader redirects and resends after a transport
-// error keep the same (worker, iter), so they are applied at most once.
-// --slowdown and --compute-delay stretch only the compute time of this
-// worker (sleeping after the gradient), never time spent waiting for
-// others: slowdown·(measured + delay·batch/job batch), so emulated compute
-// grows with the batch as real compute does; the stretched time is what
-// the push reports as compute_ns. Under --balance (worker_balance.go) the
-// batch and its position in the job-wide data order come from the
-// assignment shard 0's OK named for that iteration (the OK of t−1 names
-// t's, and under --pipeline the OK of t−2 names it too), and /status and /metrics show
-// the batch, the allocation's version and the predicted compute time.
-// Each push is reported to the [Observer] before it is sent and when it
-// returns, and each replica reports its applied entries and led terms
-// through [ReplicaHooks]; with --history-dir the observer is a [History],
-// otherwise one that records nothing.
+// The worker is a room of its own, node/worker: the loop, its decisions
+// as a step machine, the compute interface and the lab's emulation around
+// it. The node builds it ([Node.newWorker]) from its parts: the Go
+// model's compute, the shard manager's candidates, the metrics, the
+// observer and the event record.
 //
 // # Evaluation
 //
@@ -106,9 +79,7 @@
 // A gradient the shards refuse (NaN/Inf, a norm outlier under
 // --outlier-factor, a step that would make a parameter non-finite) is
 // logged, counted (LocalWorker.Refused, worker_gradients_refused_total) and
-// replaced: the worker computes another and sends the same iteration to the
-// shards that refused it; after 20 refusals in a row it stops with the
-// reason. Shard leaders count refusals per worker (Status.Refusals, with
+// replaced by the worker (node/worker). Shard leaders count refusals per worker (Status.Refusals, with
 // the repeat offenders, and dssp_shard_gradients_refused_total). A non-finite
 // loss at evaluation marks the evaluation Diverged; every node that
 // receives it stops its worker with a message saying so (LocalWorker.Stopped)
@@ -147,7 +118,7 @@
 // the model into that snapshot's memory: an evaluator holds one copy of
 // the model, not two). Both are written straight from the snapshot. A
 // model of 32 MiB or more is evaluated in the evaluator's worker's θ,
-// borrowed while the worker waits (lend.go), and its evaluated snapshot
+// borrowed while the worker waits (node/worker/lend.go), and its evaluated snapshot
 // is kept in the data dir (evaluated.safetensors), not in memory. `dssp export` and `dssp up`'s report/model.safetensors
 // use them.
 //
@@ -196,5 +167,6 @@
 // Run owns every goroutine it starts and waits for them before returning.
 // [Node.Status] is safe for concurrent use (HTTP handlers, the metrics
 // collector); it takes Node.mu for reading and never calls into Raft or
-// the network while holding it. Lock order: Node.mu before worker.mu.
+// the network while holding it. Lock order: Node.mu before the rooms' locks (a room never calls back
+// into the node while holding its own).
 package node

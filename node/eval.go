@@ -29,7 +29,7 @@ func (n *Node) evaluator() string {
 // the same a `dssp export` gives. It keeps that snapshot for
 // GET /model.safetensors?evaluated (and reads the next one into its
 // memory: evaluatedModel) — unless the model is large enough that it reads
-// into the worker's θ instead (lend.go) —, saves it as a checkpoint when
+// into the worker's θ instead (node/worker/lend.go) —, saves it as a checkpoint when
 // one is due, and sends the result to every member.
 func (n *Node) evalLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.EvalEvery)
@@ -49,7 +49,7 @@ func (n *Node) evalLoop(ctx context.Context) {
 }
 
 // evaluate runs one evaluation. A model of evalLendBytes or more is read
-// into the worker's θ, borrowed for the evaluation (lend.go), and not kept
+// into the worker's θ, borrowed for the evaluation (node/worker/lend.go), and not kept
 // after; a smaller one into *buf, the last evaluated snapshot's memory,
 // and kept. *buf survives a failed read for the next try.
 func (n *Node) evaluate(ctx context.Context, buf *[]float32) {
@@ -64,9 +64,9 @@ func (n *Node) evaluate(ctx context.Context, buf *[]float32) {
 	n.mu.RLock()
 	w := n.worker
 	n.mu.RUnlock()
-	lend := w != nil && !w.finished() && modelBytes >= int64(evalLendBytes)
+	lend := w != nil && !w.Finished() && modelBytes >= int64(evalLendBytes)
 	if lend {
-		theta, back, ok := w.borrow(rctx)
+		theta, back, ok := w.Borrow(rctx)
 		if !ok {
 			if ctx.Err() == nil {
 				n.log.Warn("evaluation skipped: the worker did not lend its parameters in time", "timeout", timeout)
@@ -172,11 +172,19 @@ func (n *Node) setEval(e EvalResult) {
 // checkpoints a diverged state, so the newest checkpoint in
 // --checkpoint-dir is the last good one to restart from (--init-from),
 // with a smaller --lr.
-func (n *Node) diverged(w *worker, e EvalResult) {
+func (n *Node) diverged(w trainer, e EvalResult) {
 	reason := fmt.Sprintf("the job diverged: evaluation by %s at sequence %d (its iteration %d) gave loss %v, accuracy %v; "+
 		"workers stop rather than train on garbage — restart from the last checkpoint (--init-from) with a smaller --lr", e.By, e.Seq, e.Iter, e.Loss, e.Accuracy)
-	w.stop(reason)
+	w.Stop(reason)
 }
+
+// evalLendBytes is the model size from which the evaluation borrows the
+// worker's θ (node/worker/lend.go): a second copy of a smaller model costs
+// less than the runtime's own base (memLimitBase), and the pause would
+// show in a small model's iterations. The evaluated snapshot, for
+// GET /model.safetensors?evaluated, is then written to the data dir
+// (evaluatedFile) before θ goes back.
+var evalLendBytes = 32 << 20 // a var only for tests (export_test.go)
 
 // Status is this node's view of the mesh; safe for concurrent use.
 func (n *Node) Status() Status {
@@ -213,7 +221,7 @@ func (n *Node) Status() Status {
 		}
 	}
 	if w != nil {
-		s.Worker = w.status()
+		s.Worker = w.Status()
 	}
 	n.view.fill(&s)
 	s.Events = n.events.list()

@@ -14,6 +14,8 @@ import (
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
 	"dsspmesh/node/records"
+	"dsspmesh/node/worker"
+	"dsspmesh/shardapi"
 )
 
 // Node is one running dssp process. Build it with [Run].
@@ -37,7 +39,7 @@ type Node struct {
 	memLimit    int64 // the soft memory limit set (memlimit.go); 0 = none
 
 	shards *shardManager
-	worker *worker
+	worker trainer // nil when the node does not train
 	events *eventLog
 	view   meshView
 
@@ -146,7 +148,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
 	if cfg.Train {
-		w, err := newWorker(n, spec)
+		w, err := n.newWorker(spec)
 		if err != nil {
 			stop()
 			n.shards.shutdown()
@@ -164,7 +166,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			n.waitForPlacement(runCtx)
 			n.wg.Add(1)
 			go func() { defer n.wg.Done(); n.evalLoop(runCtx) }()
-			w.run(runCtx)
+			w.Run(runCtx)
 		}()
 	}
 	n.setPhase("training")
@@ -175,7 +177,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n.log.Info("leaving")
 	stop()
 	if n.worker != nil {
-		n.worker.leave(n.cfg.LeaveTimeout)
+		n.worker.Leave(n.cfg.LeaveTimeout)
 	}
 	n.shards.handOff()
 	if err := n.members.Leave(n.cfg.LeaveTimeout); err != nil {
@@ -317,4 +319,39 @@ func (n *Node) jobSpec() *JobSpec {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return n.spec
+}
+
+// trainer is what the node asks of its worker room ([worker.Worker]).
+type trainer interface {
+	Run(ctx context.Context)
+	Leave(limit time.Duration)
+	Status() *LocalWorker
+	Stop(reason string)
+	Borrow(ctx context.Context) (theta []float32, giveBack func([]*shardapi.Version), ok bool)
+	Finished() bool
+}
+
+// newWorker builds the worker room for spec: the Go model's compute, with
+// the lab's emulation around it when --slowdown, --compute-delay or the
+// fault poison ask for it.
+func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
+	comp, err := worker.NewModelCompute(n.model, n.train, n.id, spec.BatchSize, spec.Seed, spec.Balance)
+	if err != nil {
+		return nil, err
+	}
+	slack := int64(0)
+	if p, err := spec.Policy(); err == nil {
+		slack = p.SL // a kept slice may miss s_L iterations (node/worker/pull.go)
+	}
+	m := n.metrics
+	return worker.New(worker.Deps{
+		ID: n.id,
+		Compute: worker.Emulate(comp, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize,
+			NaNEvery: n.cfg.FaultNaNEvery}),
+		Transport: n.tr, Members: n.members, Candidates: n.shards.candidates, Alive: n.isMember,
+		Observer: n.obs, Event: n.events.add, DataPath: n.shards.dataPath, Logger: n.log,
+		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
+			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
+	}, worker.Config{Bounds: n.shards.bounds, Batch: spec.BatchSize, Precision: spec.Precision(), Pipeline: spec.Pipeline,
+		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown})
 }

@@ -62,7 +62,7 @@ func (n *Node) localView() peerView {
 		v.Workers = workers
 	}
 	if w != nil {
-		v.Worker = w.status()
+		v.Worker = w.Status()
 	}
 	return v
 }

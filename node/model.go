@@ -140,7 +140,7 @@ func (n *Node) readModelVersions(ctx context.Context, source string, into []floa
 
 // evaluatedModel holds the snapshot this node last evaluated, for
 // GET /model.safetensors?evaluated: in memory (snap), or for a model whose
-// evaluation borrows the worker's θ (lend.go) in a file of the data dir
+// evaluation borrows the worker's θ (node/worker/lend.go) in a file of the data dir
 // (file, evaluatedFile), written while θ was lent. The next evaluation
 // reads into snap's memory (take), so an evaluator holds one snapshot of
 // the model, not two: while that read runs there is none to serve, unless

@@ -1,14 +1,15 @@
-package node
+package worker
 
 import (
 	"context"
 
+	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
 )
 
-// Lending θ to the evaluation (eval.go). An evaluation reads the whole
+// Lending θ to the evaluation (node/eval.go). An evaluation reads the whole
 // model into memory of its own and evaluates it there, beside the worker's
-// θ: for a model of evalLendBytes or more that second copy is what decides
+// θ: for a model of at least a size the node chooses that second copy is what decides
 // the evaluating node's peak memory (a 100 MB model's evaluator held 7× the
 // model where the others held 6×). So for such a model the evaluation
 // borrows the worker's θ instead: at the top of an iteration, with no push
@@ -22,13 +23,8 @@ import (
 // version's or newer ones. The worker computes nothing while θ is lent;
 // the evaluation computes in its place. The evaluated snapshot, for
 // GET /model.safetensors?evaluated, is written to the data dir
-// (evaluatedFile) before θ goes back: a model's bytes more on disk, none
+//  before θ goes back: a model's bytes more on disk, none
 // in memory.
-
-// evalLendBytes is the model size from which the evaluation borrows θ: a
-// second copy of a smaller model costs less than the runtime's own base
-// (memLimitBase), and the pause would show in a small model's iterations.
-var evalLendBytes = 32 << 20 // a var only for tests (export_test.go)
 
 // lendRequest is the evaluation asking for θ: the loop sends θ on theta,
 // then waits on back for the versions read into it (nil for a shard whose
@@ -42,8 +38,8 @@ type lendRequest struct {
 // back; false if ctx ended meanwhile (the worker stops). The loop calls it
 // where it owns θ and no push is in flight: at the top of a lock-step
 // iteration, and under --pipeline once a push settled with an OK, before
-// the next goes out (worker.go says why not at the top).
-func (w *worker) lendPoint(ctx context.Context) bool {
+// the next goes out (Run says why not at the top).
+func (w *Worker) lendPoint(ctx context.Context) bool {
 	select {
 	case req := <-w.lends:
 		req.theta <- w.theta
@@ -54,7 +50,7 @@ func (w *worker) lendPoint(ctx context.Context) bool {
 					// A read made after one outside the gate (join's fetch,
 					// a moved clock) is as far outside: no OK waited for the
 					// bound since.
-					w.reads[s] = SliceRead{Version: *v, Unchecked: w.reads[s].Unchecked}
+					w.step.Reads[s] = records.SliceRead{Version: *v, Unchecked: w.step.Reads[s].Unchecked}
 				}
 			}
 		case <-ctx.Done():
@@ -65,11 +61,11 @@ func (w *worker) lendPoint(ctx context.Context) bool {
 	return true
 }
 
-// borrow asks the worker loop for θ, waiting until it reaches a lend
+// Borrow asks the worker loop for θ, waiting until it reaches a lend
 // point, ctx ends or the loop is done (false); giveBack returns θ with the
 // version each shard's slice now has (nil: unchanged). Call giveBack
 // exactly once after a true.
-func (w *worker) borrow(ctx context.Context) (theta []float32, giveBack func([]*shardapi.Version), ok bool) {
+func (w *Worker) Borrow(ctx context.Context) (theta []float32, giveBack func([]*shardapi.Version), ok bool) {
 	got := make(chan []float32, 1)
 	back := make(chan []*shardapi.Version, 1)
 	select {
@@ -82,9 +78,9 @@ func (w *worker) borrow(ctx context.Context) (theta []float32, giveBack func([]*
 	return <-got, func(v []*shardapi.Version) { back <- v }, true
 }
 
-// finished reports whether the loop has returned (a stopped worker lends
+// Finished reports whether the loop has returned (a stopped worker lends
 // nothing; the evaluation then reads into memory of its own).
-func (w *worker) finished() bool {
+func (w *Worker) Finished() bool {
 	select {
 	case <-w.done:
 		return true

@@ -1,9 +1,10 @@
-package node
+package worker
 
 import (
 	"context"
 	"testing"
 
+	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
 )
 
@@ -13,25 +14,25 @@ import (
 // and one last read outside the gate stays outside it (CI once saw lag 2
 // under ssp:1 where a lend came after a moved clock).
 func TestLendTheta(t *testing.T) {
-	w := &worker{theta: make([]float32, 4), reads: []SliceRead{{Version: shardapi.Version{Index: 3, Min: 1}}, {Version: shardapi.Version{Index: 5, Min: 1}},
-		{Version: shardapi.Version{Index: 2, Min: 1}, Unchecked: true}},
+	w := &Worker{theta: make([]float32, 4), step: &Step{Reads: []records.SliceRead{{Version: shardapi.Version{Index: 3, Min: 1}}, {Version: shardapi.Version{Index: 5, Min: 1}},
+		{Version: shardapi.Version{Index: 2, Min: 1}, Unchecked: true}}},
 		lends: make(chan lendRequest), done: make(chan struct{})}
 	ctx := context.Background()
 	lent := make(chan bool)
 	go func() {
 		for {
-			before := w.reads[0]
+			before := w.step.Reads[0]
 			if !w.lendPoint(ctx) {
 				lent <- false
 				return
 			}
-			if w.reads[0] != before {
+			if w.step.Reads[0] != before {
 				lent <- true
 				return
 			}
 		}
 	}()
-	theta, giveBack, ok := w.borrow(ctx)
+	theta, giveBack, ok := w.Borrow(ctx)
 	if !ok || &theta[0] != &w.theta[0] {
 		t.Fatalf("borrow: ok %v, θ shared %v", ok, ok && &theta[0] == &w.theta[0])
 	}
@@ -40,26 +41,26 @@ func TestLendTheta(t *testing.T) {
 	if !<-lent {
 		t.Fatal("the loop stopped while θ was lent")
 	}
-	if w.theta[0] != 7 || w.reads[0].Version != (shardapi.Version{Index: 9, Min: 4}) || w.reads[0].Unchecked || w.reads[1].Version.Index != 5 ||
-		w.reads[2] != (SliceRead{Version: shardapi.Version{Index: 8, Min: 2}, Unchecked: true}) {
-		t.Fatalf("after the lend: θ[0] %v, reads %+v", w.theta[0], w.reads)
+	if w.theta[0] != 7 || w.step.Reads[0].Version != (shardapi.Version{Index: 9, Min: 4}) || w.step.Reads[0].Unchecked || w.step.Reads[1].Version.Index != 5 ||
+		w.step.Reads[2] != (records.SliceRead{Version: shardapi.Version{Index: 8, Min: 2}, Unchecked: true}) {
+		t.Fatalf("after the lend: θ[0] %v, reads %+v", w.theta[0], w.step.Reads)
 	}
 }
 
 // TestBorrowGivesUp: borrowing ends without θ when the caller's deadline
 // passes or the loop is done; a loop whose ctx ends while θ is lent stops.
 func TestBorrowGivesUp(t *testing.T) {
-	w := &worker{theta: make([]float32, 1), reads: make([]SliceRead, 1), lends: make(chan lendRequest), done: make(chan struct{})}
+	w := &Worker{theta: make([]float32, 1), step: &Step{Reads: make([]records.SliceRead, 1)}, lends: make(chan lendRequest), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, ok := w.borrow(ctx); ok {
+	if _, _, ok := w.Borrow(ctx); ok {
 		t.Fatal("borrowed with an ended context")
 	}
 	close(w.done)
-	if _, _, ok := w.borrow(context.Background()); ok {
+	if _, _, ok := w.Borrow(context.Background()); ok {
 		t.Fatal("borrowed from a loop that is done")
 	}
-	w2 := &worker{theta: make([]float32, 1), reads: make([]SliceRead, 1), lends: make(chan lendRequest), done: make(chan struct{})}
+	w2 := &Worker{theta: make([]float32, 1), step: &Step{Reads: make([]records.SliceRead, 1)}, lends: make(chan lendRequest), done: make(chan struct{})}
 	loopCtx, stop := context.WithCancel(context.Background())
 	res := make(chan bool)
 	go func() {
@@ -76,7 +77,7 @@ func TestBorrowGivesUp(t *testing.T) {
 			}
 		}
 	}()
-	if _, _, ok := w2.borrow(context.Background()); !ok {
+	if _, _, ok := w2.Borrow(context.Background()); !ok {
 		t.Fatal("borrow from a running loop failed")
 	}
 	stop() // never given back
@@ -87,12 +88,12 @@ func TestBorrowGivesUp(t *testing.T) {
 
 // TestFinished: a worker whose loop returned says so, and lends nothing.
 func TestFinished(t *testing.T) {
-	w := &worker{lends: make(chan lendRequest), done: make(chan struct{})}
-	if w.finished() {
+	w := &Worker{lends: make(chan lendRequest), done: make(chan struct{})}
+	if w.Finished() {
 		t.Fatal("a running loop reads as finished")
 	}
 	close(w.done)
-	if !w.finished() {
+	if !w.Finished() {
 		t.Fatal("a returned loop reads as running")
 	}
 }

@@ -1,12 +1,10 @@
-package node
+package worker
 
 import (
 	"context"
-	"fmt"
-	"math"
-	"slices"
 	"time"
 
+	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
 )
 
@@ -22,7 +20,7 @@ import (
 //
 // Ownership while a push is in flight: its goroutines own w.iters, the
 // clients and the flight (its landing buffer w.landing, its reads, got
-// and assign); the loop owns θ, w.reads and w.assigned, which the flight
+// and assign); the loop owns θ, the versions (w.step.Reads) and w.assigned, which the flight
 // does not write, and the encoder set it encodes the next gradient into
 // (the push sends the other set's bytes). The loop reads the flight's results
 // only after receiving from fl.done. With no push in flight (join, the
@@ -54,43 +52,32 @@ type flight struct {
 
 	into   []float32               // θ (no push in flight) or w.landing (pipelined)
 	apart  bool                    // into is w.landing: land copies the slices into θ
-	reads  []SliceRead             // per shard: the version of the slice written into into
+	reads  []records.SliceRead     // per shard: the version of the slice written into into
 	got    []bool                  // per shard: a slice was written (not kept)
 	assign [2]*shardapi.Assignment // shard 0's last OK: for iter+1 and iter+2
 	done   chan error              // pipelined: pushAll's result
 }
 
 // newFlight is a push of iteration iter whose slices go into into.
-func (w *worker) newFlight(iter int64, into []float32) *flight {
-	return &flight{iter: iter, into: into, reads: make([]SliceRead, len(w.clients)), got: make([]bool, len(w.clients))}
+func (w *Worker) newFlight(iter int64, into []float32) *flight {
+	return &flight{iter: iter, into: into, reads: make([]records.SliceRead, len(w.cfg.Bounds)), got: make([]bool, len(w.cfg.Bounds))}
 }
 
-// aheadOf is how many samples of a batch the loop computes while the push
-// before it is in flight: all but JobSpec.PipelineFresh of them, at least
-// one on each side (a batch of one goes whole).
-func (w *worker) aheadOf(batch int) int {
-	fresh := int(math.Round(w.spec.PipelineFresh * float64(batch)))
-	if fresh <= 0 || batch < 2 {
-		return batch
-	}
-	return min(max(batch-fresh, 1), batch-1)
-}
-
-// aheadGradient computes the gradient of the first k samples of w.x on θ
+// aheadGradient computes the gradient of the first k samples of the batch on θ
 // into w.part (made at the first call) for gradient to mix in once the push
 // in flight has landed, and returns their loss.
-func (w *worker) aheadGradient(k int) (float64, error) {
+func (w *Worker) aheadGradient(ctx context.Context, k int) (float64, error) {
 	if w.part == nil {
 		w.part = make([]float32, len(w.theta))
 	}
-	return w.n.model.Gradient(w.theta, w.x[:k*w.n.model.InputSize()], w.labels[:k], w.part)
+	return w.compute.Gradient(ctx, w.theta, 0, k, func(off int, v []float32) { copy(w.part[off:], v) })
 }
 
 // pipelined starts fl's push of grad and returns at once; the result
 // arrives on fl.done. The slices go into w.landing (model-sized), and the
 // next gradient's encodings into the other encoder set (both made at the
 // first pipelined push: a job without --pipeline never holds them).
-func (w *worker) pipelined(ctx context.Context, fl *flight, grad [][]byte) {
+func (w *Worker) pipelined(ctx context.Context, fl *flight, grad [][]byte) {
 	if w.landing == nil {
 		w.landing = make([]float32, len(w.theta))
 	}
@@ -106,15 +93,15 @@ func (w *worker) pipelined(ctx context.Context, fl *flight, grad [][]byte) {
 // land writes what fl's push brought into the loop's state: each pulled
 // slice into θ (when it went to the landing buffer) with its version, and
 // shard 0's assignments. The loop calls it once fl's push returned.
-func (w *worker) land(fl *flight) {
+func (w *Worker) land(fl *flight) {
 	for s, got := range fl.got {
 		if !got {
 			continue
 		}
-		if lo, hi := w.bounds[s][0], w.bounds[s][1]; fl.apart {
+		if lo, hi := w.cfg.Bounds[s][0], w.cfg.Bounds[s][1]; fl.apart {
 			copy(w.theta[lo:hi], fl.into[lo:hi])
 		}
-		w.reads[s] = fl.reads[s]
+		w.step.Reads[s] = fl.reads[s]
 	}
 	if fl.assign[0] != nil {
 		// The previous OK's are kept too: after a refused push the loop
@@ -126,55 +113,11 @@ func (w *worker) land(fl *flight) {
 // assignment is the assignment named for iteration t by one of the last
 // two OKs of shard 0 the loop landed, nil if none names it. Any two that
 // name t are equal: an assignment is final when named (shard/balance.go).
-func (w *worker) assignment(t int64) *shardapi.Assignment {
+func (w *Worker) assignment(t int64) *shardapi.Assignment {
 	for _, a := range w.assigned {
 		if a != nil && a.Iter == t {
 			return a
 		}
 	}
 	return nil
-}
-
-// settle lands fl's push, whose pushAll returned err, and says how it
-// went: ok when every shard took it; moved when the clocks are then not all
-// fl.iter+1 (a shard re-added the worker higher; align has made them equal
-// again, and the slices read for a lower clock are marked unchecked); stop
-// when the worker is done (ctx ended, or a rejection it cannot repair).
-func (w *worker) settle(ctx context.Context, fl *flight, err error, inARow *int) (ok, moved, stop bool) {
-	w.land(fl)
-	if err != nil {
-		if ctx.Err() != nil {
-			return false, false, true
-		}
-		if refusedGradient(err) {
-			// Nothing was applied where it was refused: compute a fresh
-			// gradient and send the same iteration again to the shards
-			// that refused it (pushAll skips the others).
-			*inARow++
-			w.refused(err)
-			if *inARow < maxRefusedInARow {
-				return false, false, false
-			}
-			err = fmt.Errorf("%d gradients in a row refused (a broken device or a diverging job): %w", *inARow, err)
-		}
-		// A rejection the worker cannot repair: stopping loudly beats a
-		// worker that silently holds every other one at the staleness
-		// bound.
-		w.fail(err)
-		return false, false, true
-	}
-	*inARow = 0
-	if slices.Min(w.iters) == fl.iter+1 && slices.Max(w.iters) == fl.iter+1 {
-		return true, false, false
-	}
-	if slices.Min(w.iters) != slices.Max(w.iters) {
-		if err := w.align(ctx, false); err != nil {
-			return false, false, true
-		}
-	}
-	for s := range w.iters {
-		// Read for a lower clock than the next iteration's.
-		w.reads[s].Unchecked = w.reads[s].Unchecked || w.iters[s] != fl.iter+1
-	}
-	return true, true, false
 }

@@ -1,6 +1,7 @@
-package node
+package worker
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -23,42 +24,41 @@ func TestGradientInTwoPartsIsTheWholeBatchs(t *testing.T) {
 	}
 	const batch = 47
 	n, in := model.NumParams(), model.InputSize()
-	spec := DefaultJobSpec()
-	spec.WirePrecision = "fp32"
-	w := &worker{n: &Node{model: model}, spec: spec, bounds: [][2]int{{0, n / 3}, {n / 3, n}},
-		theta: model.Init(7), x: make([]float32, batch*in), labels: make([]int, batch)}
+	mc := &ModelCompute{model: model, x: make([]float32, batch*in), labels: make([]int, batch)}
 	for i := range batch {
-		w.labels[i] = data.Sample(i, w.x[i*in:(i+1)*in])
+		mc.labels[i] = data.Sample(i, mc.x[i*in:(i+1)*in])
 	}
+	w := newWorker(Deps{Compute: mc}, Config{Bounds: [][2]int{{0, n / 3}, {n / 3, n}}, Batch: batch, Precision: shardapi.FP32}, nil)
+	w.theta = model.Init(7)
 	w.encs[0] = w.newEncoders()
 	push := []bool{false, false} // no int8 residual to feed back
 
 	decode := func(grad [][]byte) []float32 {
 		out := make([]float32, n)
-		for s, b := range w.bounds {
+		for s, b := range w.cfg.Bounds {
 			if _, err := shardapi.FP32.Decode(out[b[0]:b[1]], grad[s]); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return out
 	}
-	wholeLoss, g, err := w.gradient(0, batch, push)
+	ctx := context.Background()
+	wholeLoss, g, err := w.gradient(ctx, 0, batch, push)
 	if err != nil {
 		t.Fatal(err)
 	}
 	whole := decode(g)
 
 	for _, fresh := range []float64{0.5, 0.25, 0.9} {
-		w.spec.PipelineFresh = fresh
-		ahead := w.aheadOf(batch)
+		ahead := aheadOf(fresh, batch)
 		if ahead < 1 || ahead >= batch {
 			t.Fatalf("fresh %g: %d of %d ahead", fresh, ahead, batch)
 		}
-		lossA, err := w.aheadGradient(ahead)
+		lossA, err := w.aheadGradient(ctx, ahead)
 		if err != nil {
 			t.Fatal(err)
 		}
-		lossB, g, err := w.gradient(ahead, batch, push)
+		lossB, g, err := w.gradient(ctx, ahead, batch, push)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,6 @@ func TestGradientInTwoPartsIsTheWholeBatchs(t *testing.T) {
 }
 
 func TestAheadOf(t *testing.T) {
-	w := &worker{}
 	for _, c := range []struct {
 		fresh        float64
 		batch, ahead int
@@ -90,8 +89,7 @@ func TestAheadOf(t *testing.T) {
 		{0.99, 10, 1}, // at least one ahead
 		{0.5, 2, 1},
 	} {
-		w.spec.PipelineFresh = c.fresh
-		if got := w.aheadOf(c.batch); got != c.ahead {
+		if got := aheadOf(c.fresh, c.batch); got != c.ahead {
 			t.Errorf("fresh %g, batch %d: %d ahead, want %d", c.fresh, c.batch, got, c.ahead)
 		}
 	}
