@@ -43,7 +43,8 @@ var mayImport = map[string][]string{
 	"shard":                   {"balance", "clock", "mesh", "raftstore", "shardapi", "internal/boundedmsgpack", "internal/faults", "internal/wait"},
 	"node/records":            {"mesh", "shardapi"},
 	"node/worker":             {"node/records", "clock", "cudaops", "mesh", "shardapi"},
-	"node":                    {"node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi", "internal/faults"},
+	"node/shards":             {"node/records", "clock", "mesh", "shardapi", "internal/faults"},
+	"node":                    {"node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
 	"node/launch":             {"node", "mesh"},
 	"node/bench":              {"node/launch", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
@@ -71,8 +72,11 @@ var forbidden = map[string][]string{
 	// memberlist, quic-go and msgpack only: Raft sits above the mesh.
 	"mesh": {"github.com/hashicorp/raft"},
 	// A node is assembled from interfaces; raft is node/assemble's to wire.
-	"node":     {"github.com/hashicorp/raft"},
-	"shardapi": {"github.com/hashicorp/raft"},
+	"node":         {"github.com/hashicorp/raft"},
+	"node/records": {"github.com/hashicorp/raft"},
+	"node/shards":  {"github.com/hashicorp/raft"},
+	"node/worker":  {"github.com/hashicorp/raft"},
+	"shardapi":     {"github.com/hashicorp/raft"},
 }
 
 // defaultBuildForbidden may not be reached by any package without build

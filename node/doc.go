@@ -32,16 +32,12 @@
 //     disagrees is a [*SpecConflictError]; a data directory holding another
 //     job's spec is refused.
 //
-// From then on a shard manager follows membership: every node runs a
-// replica of each shard whose placement (mesh.Place over the live members)
-// includes it, the leader of each shard reconciles the Raft configuration
-// toward the placement, and removes from the shard's clock table every
-// worker that membership declares failed or that leaves. A replica this
-// node no longer places is shut down once the leader has removed it.
-// When a shard's slice exceeds 1 MiB, the worker and the evaluation loop
-// start only once every shard's voters are its placement, or after 3
-// minutes (trainstart.go): otherwise every push of a
-// fresh mesh lands on the bootstrap node while it ships the snapshots.
+// From then on the shard manager (node/shards) follows membership and
+// hosts the replicas placement assigns; each replica reports its applied
+// entries and led terms through [ReplicaHooks] to the [Observer]. When a
+// shard's slice exceeds 1 MiB, the worker and the evaluation loop start
+// only once every shard's voters are its placement, or after 3 minutes
+// (node/shards/trainstart.go).
 //
 // SIGTERM/SIGINT (ctx cancelled) stops the worker, removes it from every
 // shard it can reach, leaves the gossip mesh (peers see a leave, not a

@@ -214,8 +214,8 @@ func (n *Node) Status() Status {
 		s.Checkpoint, _ = n.ckpt.dir.Latest()
 	}
 	if shards != nil {
-		s.Refusals = shards.refusals()
-		s.Shards, s.Workers = shards.status()
+		s.Refusals = shards.Refusals()
+		s.Shards, s.Workers = shards.Status()
 		if s.Workers == nil {
 			s.Workers = []WorkerStatus{}
 		}

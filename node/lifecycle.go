@@ -14,6 +14,7 @@ import (
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
 	"dsspmesh/node/records"
+	"dsspmesh/node/shards"
 	"dsspmesh/node/worker"
 	"dsspmesh/shardapi"
 )
@@ -38,7 +39,7 @@ type Node struct {
 	train, test cudaops.Dataset
 	memLimit    int64 // the soft memory limit set (memlimit.go); 0 = none
 
-	shards *shardManager
+	shards *shards.Manager
 	worker trainer // nil when the node does not train
 	events *eventLog
 	view   meshView
@@ -132,17 +133,17 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if err := n.loadCompute(spec); err != nil {
 		return err
 	}
-	shards := newShardManager(n, spec)
+	shards := n.newShards(spec)
 	n.mu.Lock()
 	n.shards = shards
 	n.mu.Unlock()
-	if err := shards.start(ctx, fresh); err != nil {
-		shards.shutdown()
+	if err := shards.Start(ctx, fresh); err != nil {
+		shards.Shutdown()
 		return err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.shards.run(runCtx) }()
+	go func() { defer n.wg.Done(); n.shards.Run(runCtx) }()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.reconnect(runCtx) }()
 	n.wg.Add(1)
@@ -151,7 +152,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		w, err := n.newWorker(spec)
 		if err != nil {
 			stop()
-			n.shards.shutdown()
+			n.shards.Shutdown()
 			return err
 		}
 		n.mu.Lock()
@@ -160,10 +161,10 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			// Large slices only (trainstart.go). run is called even when
+			// Large slices only (node/shards/trainstart.go). run is called even when
 			// runCtx ended meanwhile: it returns at once and closes the
 			// done channel leave waits for.
-			n.waitForPlacement(runCtx)
+			n.shards.WaitForPlacement(runCtx, func() []ShardStatus { return n.Status().Shards })
 			n.wg.Add(1)
 			go func() { defer n.wg.Done(); n.evalLoop(runCtx) }()
 			w.Run(runCtx)
@@ -179,11 +180,11 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if n.worker != nil {
 		n.worker.Leave(n.cfg.LeaveTimeout)
 	}
-	n.shards.handOff()
+	n.shards.HandOff()
 	if err := n.members.Leave(n.cfg.LeaveTimeout); err != nil {
 		n.log.Warn("leave", "err", err)
 	}
-	n.shards.shutdown()
+	n.shards.Shutdown()
 	stopCtl()
 	ctlLn.Close()
 	n.tr.Close()
@@ -348,10 +349,30 @@ func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
 		ID: n.id,
 		Compute: worker.Emulate(comp, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize,
 			NaNEvery: n.cfg.FaultNaNEvery}),
-		Transport: n.tr, Members: n.members, Candidates: n.shards.candidates, Alive: n.isMember,
-		Observer: n.obs, Event: n.events.add, DataPath: n.shards.dataPath, Logger: n.log,
+		Transport: n.tr, Members: n.members, Candidates: n.shards.Candidates, Alive: n.isMember,
+		Observer: n.obs, Event: n.events.add, DataPath: n.shards.DataPath, Logger: n.log,
 		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
 			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
-	}, worker.Config{Bounds: n.shards.bounds, Batch: spec.BatchSize, Precision: spec.Precision(), Pipeline: spec.Pipeline,
+	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, Precision: spec.Precision(), Pipeline: spec.Pipeline,
 		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown})
+}
+
+// newShards builds the shard manager room for spec.
+func (n *Node) newShards(spec JobSpec) *shards.Manager {
+	return shards.New(shards.Deps{ID: n.id, Replicas: n.replicas, Members: n.members, Observer: n.obs, Event: n.events.add,
+		ApplySeconds: n.metrics.RaftApplySeconds, SetPeers: n.dir.SetPeers, Logger: n.log,
+		PeerShards: func(own []ShardStatus) []ShardStatus {
+			s := Status{Shards: own, Now: n.now()}
+			n.view.fill(&s)
+			return s.Shards
+		},
+		Theta: func() []float32 {
+			if n.initTheta != nil {
+				return n.initTheta
+			}
+			return n.model.Init(spec.Seed)
+		},
+	}, shards.Config{NumParams: n.model.NumParams(), Shards: spec.Shards, Replication: spec.Replication,
+		Spec: shardapi.Spec{Policy: spec.PolicyText(), Optimizer: spec.ShardOptimizer(), OutlierFactor: spec.OutlierFactor,
+			BalanceBase: spec.BalanceBase(), Precision: spec.Precision(), Pipeline: spec.Pipeline}})
 }

@@ -53,7 +53,7 @@ func (n *Node) localView() peerView {
 	n.mu.RUnlock()
 	var v peerView
 	if shards != nil {
-		all, workers := shards.status()
+		all, workers := shards.Status()
 		for _, sh := range all {
 			if sh.Local != "" {
 				v.Shards = append(v.Shards, sh)

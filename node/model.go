@@ -81,9 +81,9 @@ func (n *Node) readModelVersions(ctx context.Context, source string, into []floa
 	}
 	if r.clients == nil {
 		resolve := mesh.ResolveFromMembership(n.members)
-		for s := range shards.bounds {
+		for s := range shards.Bounds() {
 			id := uint32(s)
-			c, err := shardapi.NewClient(shardapi.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return shards.candidates(id) }),
+			c, err := shardapi.NewClient(shardapi.DefaultClientConfig(id, clock.WorkerID(n.id), func() []mesh.NodeID { return shards.Candidates(id) }),
 				n.tr, resolve, n.log)
 			if err != nil {
 				return nil, nil, err
@@ -98,21 +98,21 @@ func (n *Node) readModelVersions(ctx context.Context, source string, into []floa
 	got := make([]shardapi.Slice, len(r.clients))
 	errs := make([]error, len(r.clients))
 	var wg sync.WaitGroup
-	turns := make(chan struct{}, readsInFlight(shards.bounds))
+	turns := make(chan struct{}, readsInFlight(shards.Bounds()))
 	for i, c := range r.clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			turns <- struct{}{}
 			defer func() { <-turns }()
-			b := shards.bounds[i]
+			b := shards.Bounds()[i]
 			got[i], errs[i] = c.ReadInto(ctx, snap.theta[b[0]:b[1]])
 		}()
 	}
 	wg.Wait()
 	versions := make([]*shardapi.Version, len(got))
 	for i, sl := range got {
-		if b := shards.bounds[i]; errs[i] == nil && len(sl.Params) == b[1]-b[0] {
+		if b := shards.Bounds()[i]; errs[i] == nil && len(sl.Params) == b[1]-b[0] {
 			versions[i] = &shardapi.Version{Index: sl.Index, Min: sl.Min}
 		}
 	}
@@ -122,7 +122,7 @@ func (n *Node) readModelVersions(ctx context.Context, source string, into []floa
 	job, _ := json.Marshal(spec)
 	snap.meta = modelfile.Meta{Model: spec.Model, Dataset: spec.Dataset, Source: source, TakenAt: time.Now(), Job: string(job)}
 	for i, sl := range got {
-		b := shards.bounds[i]
+		b := shards.Bounds()[i]
 		if len(sl.Params) != b[1]-b[0] {
 			return nil, versions, fmt.Errorf("read the model: shard %d returned %d parameters, want %d", i, len(sl.Params), b[1]-b[0])
 		}

@@ -1,4 +1,4 @@
-package node
+package shards
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func (r *blockingReplica) RemoveWorker(context.Context, clock.WorkerID) error { 
 // passing view of membership after a healed partition waited out the
 // one-minute reconcileTimeout for a replica its node no longer ran.)
 func TestReconcileStepTowardAnOldPlacementIsCancelled(t *testing.T) {
-	m := &shardManager{n: &Node{log: slog.New(slog.DiscardHandler)}, reconciling: map[uint32]*reconcileStep{}}
+	m := &Manager{d: Deps{Logger: slog.New(slog.DiscardHandler)}, reconciling: map[uint32]*reconcileStep{}}
 	rep := &blockingReplica{calls: make(chan []mesh.NodeID, 4), ended: make(chan error, 4)}
 	ctx := context.Background()
 	passing := []mesh.NodeID{"a", "b", "c"}

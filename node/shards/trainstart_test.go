@@ -1,28 +1,29 @@
-package node
+package shards
 
 import (
 	"context"
+	"dsspmesh/node/records"
 	"testing"
 	"time"
 )
 
 func TestShardsAtPlacement(t *testing.T) {
-	sh := func(leader string, voters, place []string) ShardStatus {
-		return ShardStatus{Leader: leader, Voters: voters, Placement: place}
+	sh := func(leader string, voters, place []string) records.ShardStatus {
+		return records.ShardStatus{Leader: leader, Voters: voters, Placement: place}
 	}
 	abc, bca := []string{"a", "b", "c"}, []string{"b", "c", "a"}
 	cases := []struct {
 		name   string
-		shards []ShardStatus
+		shards []records.ShardStatus
 		want   bool
 	}{
-		{"placed, leaders spread, voters in another order", []ShardStatus{sh("a", abc, bca), sh("b", bca, abc), sh("c", abc, abc)}, true},
+		{"placed, leaders spread, voters in another order", []records.ShardStatus{sh("a", abc, bca), sh("b", bca, abc), sh("c", abc, abc)}, true},
 		{"no shards", nil, false},
-		{"a shard without a leader", []ShardStatus{sh("", abc, abc)}, false},
-		{"voters not yet placement (the bootstrap node alone)", []ShardStatus{sh("a", []string{"a"}, abc)}, false},
-		{"a voter placement dropped still in", []ShardStatus{sh("a", []string{"a", "b", "c", "d"}, abc)}, false},
-		{"leader outside placement", []ShardStatus{sh("d", abc, abc)}, false},
-		{"one node leads them all: fine", []ShardStatus{sh("a", abc, abc), sh("a", abc, abc), sh("a", abc, abc)}, true},
+		{"a shard without a leader", []records.ShardStatus{sh("", abc, abc)}, false},
+		{"voters not yet placement (the bootstrap node alone)", []records.ShardStatus{sh("a", []string{"a"}, abc)}, false},
+		{"a voter placement dropped still in", []records.ShardStatus{sh("a", []string{"a", "b", "c", "d"}, abc)}, false},
+		{"leader outside placement", []records.ShardStatus{sh("d", abc, abc)}, false},
+		{"one node leads them all: fine", []records.ShardStatus{sh("a", abc, abc), sh("a", abc, abc), sh("a", abc, abc)}, true},
 	}
 	for _, c := range cases {
 		if got := shardsAtPlacement(c.shards); got != c.want {

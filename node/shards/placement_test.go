@@ -1,4 +1,4 @@
-package node
+package shards
 
 import (
 	"fmt"

@@ -1,9 +1,10 @@
-package node
+package shards
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -13,18 +14,21 @@ import (
 	"dsspmesh/clock"
 	"dsspmesh/internal/faults"
 	"dsspmesh/mesh"
+	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// shardManager runs this node's replicas and follows placement: it starts a
+// Manager runs this node's replicas and follows placement: it starts a
 // replica for every shard placed here (or with state on disk), has the
 // leader of each shard move the Raft configuration toward the placement one
 // change at a time (add before remove) and remove workers that left the
 // membership from the clock table, and shuts down replicas the leader has
 // removed.
-type shardManager struct {
-	n      *Node
-	spec   JobSpec
+type Manager struct {
+	d      Deps
+	cfg    Config
 	bounds [][2]int // flat-vector range of each shard
 
 	mu       sync.Mutex // guards replicas and reconciling; never held across Raft calls
@@ -39,13 +43,54 @@ type shardManager struct {
 	transferring atomic.Bool // a leadership hand-over runs (handLeadOver)
 }
 
-func newShardManager(n *Node, spec JobSpec) *shardManager {
-	return &shardManager{n: n, spec: spec, bounds: shardBounds(n.model.NumParams(), spec.Shards), replicas: map[uint32]Replica{},
-		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(spec.Shards, spec.Replication)}
+// Deps are the shard manager's edges, built by the node that runs it.
+type Deps struct {
+	ID       mesh.NodeID
+	Replicas Replicas
+	Members  mesh.Membership
+	// Observer sees every entry the replicas apply and every term they lead.
+	Observer records.Observer
+	// Event records a term this node's replica leads.
+	Event func(records.Event)
+	// ApplySeconds observes the leaders' proposal-to-application times.
+	ApplySeconds prometheus.Observer
+	// SetPeers persists the other members' gossip addresses (the data dir).
+	SetPeers func(peers []string) error
+	// PeerShards completes this node's own shard records with what the
+	// other members said (the node's mesh view): leaders of the shards it
+	// does not host.
+	PeerShards func(own []records.ShardStatus) []records.ShardStatus
+	// Theta is the parameters a fresh mesh starts from (--init-from, or
+	// the model's initialisation from the job's seed), asked once.
+	Theta  func() []float32
+	Logger *slog.Logger
 }
 
-// shardBounds cuts total parameters into s contiguous ranges.
-func shardBounds(total, s int) [][2]int {
+// Config is the job as the shard manager runs it.
+type Config struct {
+	// NumParams is the model's parameter count, cut into Spec.Shards.
+	NumParams int
+	Shards    int
+	// Replication is the replicas per shard placement asks for.
+	Replication int
+	// Spec is every shard's spec but its Shard and Len.
+	Spec shardapi.Spec
+}
+
+// New is a shard manager for cfg; Start starts it.
+func New(d Deps, cfg Config) *Manager {
+	if d.Observer == nil {
+		d.Observer = records.NoObserver{}
+	}
+	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{},
+		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication)}
+}
+
+// Bounds is each shard's range of the flat parameter vector.
+func (m *Manager) Bounds() [][2]int { return m.bounds }
+
+// Bounds cuts total parameters into s contiguous ranges.
+func Bounds(total, s int) [][2]int {
 	b := make([][2]int, s)
 	for i := range b {
 		b[i] = [2]int{i * total / s, (i + 1) * total / s}
@@ -53,14 +98,14 @@ func shardBounds(total, s int) [][2]int {
 	return b
 }
 
-// start brings up the replicas with state on disk and those placed here;
+// Start brings up the replicas with state on disk and those placed here;
 // on a fresh mesh it bootstraps every shard with this node as sole voter
 // and proposes Init with θ from --init-from, or else from the spec's seed.
-func (m *shardManager) start(ctx context.Context, fresh bool) error {
+func (m *Manager) Start(ctx context.Context, fresh bool) error {
 	fresh = fresh || faults.On(faults.SplitBrain) // broken builds only
 	for s := range m.bounds {
 		id := uint32(s)
-		if fresh || m.n.replicas.HasState(id) || m.placedHere(id) {
+		if fresh || m.d.Replicas.HasState(id) || m.placedHere(id) {
 			if _, err := m.replica(id); err != nil {
 				return err
 			}
@@ -69,10 +114,7 @@ func (m *shardManager) start(ctx context.Context, fresh bool) error {
 	if !fresh {
 		return nil
 	}
-	theta := m.n.initTheta
-	if theta == nil {
-		theta = m.n.model.Init(m.spec.Seed)
-	}
+	theta := m.d.Theta()
 	// The shards bootstrap concurrently: each waits out an election
 	// timeout before its sole voter leads, and one after the other that
 	// took S × 0.5–1 s (30 s for 64 shards; dssp bench scale).
@@ -91,7 +133,7 @@ func (m *shardManager) start(ctx context.Context, fresh bool) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	m.n.log.Info("bootstrapped shards", "shards", len(m.bounds))
+	m.d.Logger.Info("bootstrapped shards", "shards", len(m.bounds))
 	return nil
 }
 
@@ -100,16 +142,16 @@ const bootstrapParallel = 16
 
 // bootstrapShard makes this node the sole voter of shard id, waits until it
 // leads, and proposes Init with its slice b of theta.
-func (m *shardManager) bootstrapShard(ctx context.Context, id uint32, b [2]int, theta []float32) error {
+func (m *Manager) bootstrapShard(ctx context.Context, id uint32, b [2]int, theta []float32) error {
 	rep, _ := m.replica(id)
-	if err := rep.Bootstrap([]mesh.NodeID{m.n.id}); err != nil {
+	if err := rep.Bootstrap([]mesh.NodeID{m.d.ID}); err != nil {
 		return err
 	}
 	if err := waitLeader(ctx, rep, 30*time.Second); err != nil {
 		return err
 	}
-	spec := shardapi.Spec{Shard: id, Len: b[1] - b[0], Policy: m.spec.PolicyText(), Optimizer: m.spec.ShardOptimizer(), OutlierFactor: m.spec.OutlierFactor,
-		BalanceBase: m.spec.BalanceBase(), Precision: m.spec.Precision(), Pipeline: m.spec.Pipeline}
+	spec := m.cfg.Spec
+	spec.Shard, spec.Len = id, b[1]-b[0]
 	if err := rep.Init(ctx, spec, theta[b[0]:b[1]]); err != nil {
 		return fmt.Errorf("shard %d: init: %w", id, err)
 	}
@@ -132,24 +174,24 @@ func waitLeader(ctx context.Context, rep Replica, limit time.Duration) error {
 }
 
 // replica returns this node's replica of shard id, starting it if needed.
-func (m *shardManager) replica(id uint32) (Replica, error) {
+func (m *Manager) replica(id uint32) (Replica, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r, ok := m.replicas[id]; ok {
 		return r, nil
 	}
-	n := m.n
+	d := m.d
 	groups := max(len(m.replicas)+1, m.placedCount())
-	rep, err := n.replicas.Open(id, ReplicaHooks{
+	rep, err := d.Replicas.Open(id, ReplicaHooks{
 		Groups:         groups,
-		EntryBytes:     int64(m.spec.Precision().Bytes(m.bounds[id][1] - m.bounds[id][0])),
-		Applied:        func(a shardapi.Applied) { n.obs.Applied(id, a) },
-		StateHashEvery: n.obs.StateHashEvery(),
+		EntryBytes:     int64(m.cfg.Spec.Precision.Bytes(m.bounds[id][1] - m.bounds[id][0])),
+		Applied:        func(a shardapi.Applied) { d.Observer.Applied(id, a) },
+		StateHashEvery: d.Observer.StateHashEvery(),
 		Leading: func(term uint64) {
-			n.obs.Leading(id, term)
-			n.events.add(Event{Kind: EventLeader, Node: string(n.id), Shard: &id, Term: term, Detail: fmt.Sprintf("shard %d: this node leads", id)})
+			d.Observer.Leading(id, term)
+			d.Event(records.Event{Kind: records.EventLeader, Node: string(d.ID), Shard: &id, Term: term, Detail: fmt.Sprintf("shard %d: this node leads", id)})
 		},
-		ApplyTime: func(d time.Duration) { n.metrics.RaftApplySeconds.Observe(d.Seconds()) },
+		ApplyTime: func(t time.Duration) { d.ApplySeconds.Observe(t.Seconds()) },
 		// Raft streams from outside the shard's configuration are refused
 		// unless placement assigns the peer to the shard.
 		AllowRaftPeer: func(p mesh.NodeID) bool { return slices.Contains(m.placement(id), p) },
@@ -161,37 +203,37 @@ func (m *shardManager) replica(id uint32) (Replica, error) {
 	return rep, nil
 }
 
-func (m *shardManager) local(id uint32) Replica {
+func (m *Manager) local(id uint32) Replica {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.replicas[id]
 }
 
-func (m *shardManager) placement(id uint32) []mesh.NodeID {
-	return slices.Clone(m.places.get(mesh.LiveIDs(m.n.members.Members()))[id])
+func (m *Manager) placement(id uint32) []mesh.NodeID {
+	return slices.Clone(m.places.get(mesh.LiveIDs(m.d.Members.Members()))[id])
 }
 
 // placedCount is how many shards placement assigns this node now.
-func (m *shardManager) placedCount() int {
+func (m *Manager) placedCount() int {
 	n := 0
-	for _, p := range m.places.get(mesh.LiveIDs(m.n.members.Members())) {
-		if slices.Contains(p, m.n.id) {
+	for _, p := range m.places.get(mesh.LiveIDs(m.d.Members.Members())) {
+		if slices.Contains(p, m.d.ID) {
 			n++
 		}
 	}
 	return n
 }
 
-func (m *shardManager) placedHere(id uint32) bool {
-	return slices.Contains(m.placement(id), m.n.id)
+func (m *Manager) placedHere(id uint32) bool {
+	return slices.Contains(m.placement(id), m.d.ID)
 }
 
-// candidates is where a worker looks for shard id's leader: the replicas
+// Candidates is where a worker looks for shard id's leader: the replicas
 // placement names first, then every other live member (during a move the
 // Raft configuration lags placement).
-func (m *shardManager) candidates(id uint32) []mesh.NodeID {
+func (m *Manager) Candidates(id uint32) []mesh.NodeID {
 	out := m.placement(id)
-	for _, mem := range m.n.members.Members() {
+	for _, mem := range m.d.Members.Members() {
 		if !slices.Contains(out, mem.ID) {
 			out = append(out, mem.ID)
 		}
@@ -199,8 +241,8 @@ func (m *shardManager) candidates(id uint32) []mesh.NodeID {
 	return out
 }
 
-// run follows membership until ctx ends.
-func (m *shardManager) run(ctx context.Context) {
+// Run follows membership until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
 	t := time.NewTicker(300 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -213,18 +255,18 @@ func (m *shardManager) run(ctx context.Context) {
 	}
 }
 
-func (m *shardManager) sync(ctx context.Context) {
-	members := m.n.members.Members()
+func (m *Manager) sync(ctx context.Context) {
+	members := m.d.Members.Members()
 	live := map[mesh.NodeID]bool{}
 	var peers []string
 	for _, mem := range members {
 		live[mem.ID] = true
-		if mem.ID != m.n.id {
+		if mem.ID != m.d.ID {
 			peers = append(peers, mem.Addr)
 		}
 	}
 	if len(peers) > 0 && !slices.Equal(peers, m.peers) {
-		if err := m.n.dir.SetPeers(peers); err == nil {
+		if err := m.d.SetPeers(peers); err == nil {
 			m.peers = peers
 		}
 	}
@@ -232,7 +274,7 @@ func (m *shardManager) sync(ctx context.Context) {
 	places := m.places.get(liveIDs)
 	led := 0
 	var leads map[mesh.NodeID]int
-	if m.spreadLeaders() {
+	if m.SpreadLeaders() {
 		for _, rep := range m.all() {
 			if rep.IsLeader() {
 				led++
@@ -248,9 +290,9 @@ func (m *shardManager) sync(ctx context.Context) {
 		want := slices.Clone(places[id])
 		rep := m.local(id)
 		if rep == nil {
-			if slices.Contains(want, m.n.id) {
+			if slices.Contains(want, m.d.ID) {
 				if _, err := m.replica(id); err != nil {
-					m.n.log.Warn("start replica", "shard", id, "err", err)
+					m.d.Logger.Warn("start replica", "shard", id, "err", err)
 				}
 			}
 			continue
@@ -263,7 +305,7 @@ func (m *shardManager) sync(ctx context.Context) {
 			}
 			continue
 		}
-		if !slices.Contains(want, m.n.id) && !m.inConfig(rep) {
+		if !slices.Contains(want, m.d.ID) && !m.inConfig(rep) {
 			m.stopReplica(id)
 		}
 	}
@@ -284,18 +326,16 @@ func (m *shardManager) sync(ctx context.Context) {
 // the nodes' views agree. Smaller slices keep today's behaviour.
 const spreadLeadersBytes = 1 << 20
 
-func (m *shardManager) spreadLeaders() bool {
-	return len(m.bounds) > 0 && m.spec.Precision().Bytes(m.bounds[0][1]-m.bounds[0][0]) > spreadLeadersBytes
+func (m *Manager) SpreadLeaders() bool {
+	return len(m.bounds) > 0 && m.cfg.Spec.Precision.Bytes(m.bounds[0][1]-m.bounds[0][0]) > spreadLeadersBytes
 }
 
 // leads counts the shards each node leads as this node knows it: its own
 // replicas' leaders and, for the shards it does not host, its peers' word.
-func (m *shardManager) leads() map[mesh.NodeID]int {
-	var s Status
-	s.Shards, _ = m.status()
-	m.n.view.fill(&s)
+func (m *Manager) leads() map[mesh.NodeID]int {
+	own, _ := m.Status()
 	out := map[mesh.NodeID]int{}
-	for _, sh := range s.Shards {
+	for _, sh := range m.d.PeerShards(own) {
 		if sh.Leader != "" {
 			out[mesh.NodeID(sh.Leader)]++
 		}
@@ -308,12 +348,12 @@ func (m *shardManager) leads() map[mesh.NodeID]int {
 // if rep's voters are want, that voter leads at least two fewer and no
 // transfer from this node runs; it reports whether it started one. The
 // count of the voter chosen is raised in leads.
-func (m *shardManager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.NodeID]int, led int) bool {
+func (m *Manager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.NodeID]int, led int) bool {
 	c, err := rep.Configuration()
 	if err != nil || len(want) < 2 || !configIs(c, want) {
 		return false
 	}
-	to := leadTarget(m.n.id, want, leads, led)
+	to := leadTarget(m.d.ID, want, leads, led)
 	if to == "" {
 		return false
 	}
@@ -324,7 +364,7 @@ func (m *shardManager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[m
 	go func() {
 		defer m.transferring.Store(false)
 		if err := rep.TransferLeadership(to); err != nil {
-			m.n.log.Debug("spread leaders", "shard", rep.Status().Shard, "to", string(to), "err", err)
+			m.d.Logger.Debug("spread leaders", "shard", rep.Status().Shard, "to", string(to), "err", err)
 		}
 	}()
 	return true
@@ -372,11 +412,11 @@ func configIs(c shardapi.Configuration, want []mesh.NodeID) bool {
 // a moment later — waited out reconcileTimeout for a replica whose node no
 // longer runs it, and the shard stayed short of voters for a minute (the
 // fault suite's leader + follower partition, docs/reliability.md).
-func (m *shardManager) reconcile(ctx context.Context, id uint32, rep Replica, want []mesh.NodeID) {
+func (m *Manager) reconcile(ctx context.Context, id uint32, rep Replica, want []mesh.NodeID) {
 	m.mu.Lock()
 	if run := m.reconciling[id]; run != nil {
 		if !sameNodes(run.want, want) && run.ctx.Err() == nil {
-			m.n.log.Info("placement changed; cancelling the reconcile step toward the old one", "shard", id, "was", run.want, "now", want)
+			m.d.Logger.Info("placement changed; cancelling the reconcile step toward the old one", "shard", id, "was", run.want, "now", want)
 			run.cancel()
 		}
 		m.mu.Unlock()
@@ -407,7 +447,7 @@ func (m *shardManager) reconcile(ctx context.Context, id uint32, rep Replica, wa
 		}()
 		if _, err := rep.Reconcile(rctx, want); err != nil && !errors.Is(err, shardapi.ErrReconfigActive) && !errors.Is(err, shardapi.ErrNotLeader) &&
 			!errors.Is(err, context.Canceled) {
-			m.n.log.Warn("reconcile replicas", "shard", id, "want", want, "err", err)
+			m.d.Logger.Warn("reconcile replicas", "shard", id, "want", want, "err", err)
 		}
 	}()
 }
@@ -432,7 +472,7 @@ const reconcileTimeout = time.Minute
 
 // removeGoneWorkers removes from the clock table every worker whose node is
 // no longer a live member, so it stops holding the others back.
-func (m *shardManager) removeGoneWorkers(ctx context.Context, rep Replica, live map[mesh.NodeID]bool) {
+func (m *Manager) removeGoneWorkers(ctx context.Context, rep Replica, live map[mesh.NodeID]bool) {
 	for _, w := range rep.Status().Workers {
 		if live[mesh.NodeID(w.ID)] {
 			continue
@@ -441,44 +481,44 @@ func (m *shardManager) removeGoneWorkers(ctx context.Context, rep Replica, live 
 		err := rep.RemoveWorker(rctx, w.ID)
 		cancel()
 		if err != nil {
-			m.n.log.Warn("remove dead worker", "worker", w.ID, "err", err)
+			m.d.Logger.Warn("remove dead worker", "worker", w.ID, "err", err)
 			return
 		}
-		m.n.log.Info("removed dead worker", "shard", rep.Status().Shard, "worker", w.ID)
+		m.d.Logger.Info("removed dead worker", "shard", rep.Status().Shard, "worker", w.ID)
 	}
 }
 
 // inConfig reports whether this node is in rep's raft configuration; a
 // replica that cannot read it is presumed in, so it is not stopped early.
-func (m *shardManager) inConfig(rep Replica) bool {
+func (m *Manager) inConfig(rep Replica) bool {
 	c, err := rep.Configuration()
-	return err != nil || c.Has(m.n.id)
+	return err != nil || c.Has(m.d.ID)
 }
 
-func (m *shardManager) stopReplica(id uint32) {
+func (m *Manager) stopReplica(id uint32) {
 	m.mu.Lock()
 	rep := m.replicas[id]
 	delete(m.replicas, id)
 	m.mu.Unlock()
 	if rep != nil {
-		m.n.log.Info("replica no longer placed here; stopped", "shard", id)
+		m.d.Logger.Info("replica no longer placed here; stopped", "shard", id)
 		rep.Shutdown()
 	}
 }
 
-// handOff transfers leadership of the shards this node leads, so a
+// HandOff transfers leadership of the shards this node leads, so a
 // graceful leave does not wait out an election timeout.
-func (m *shardManager) handOff() {
+func (m *Manager) HandOff() {
 	for _, rep := range m.all() {
 		if rep.IsLeader() {
 			if err := rep.TransferLeadership(""); err != nil {
-				m.n.log.Debug("hand off", "err", err)
+				m.d.Logger.Debug("hand off", "err", err)
 			}
 		}
 	}
 }
 
-func (m *shardManager) all() []Replica {
+func (m *Manager) all() []Replica {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]Replica, 0, len(m.replicas))
@@ -488,7 +528,7 @@ func (m *shardManager) all() []Replica {
 	return out
 }
 
-func (m *shardManager) shutdown() {
+func (m *Manager) Shutdown() {
 	m.mu.Lock()
 	reps := m.replicas
 	m.replicas = map[uint32]Replica{}
@@ -498,21 +538,21 @@ func (m *shardManager) shutdown() {
 		errs = append(errs, r.Shutdown())
 	}
 	if err := errors.Join(errs...); err != nil {
-		m.n.log.Debug("replica shutdown", "err", err)
+		m.d.Logger.Debug("replica shutdown", "err", err)
 	}
 }
 
-// status describes every shard from this node's view.
-func (m *shardManager) status() ([]ShardStatus, []WorkerStatus) {
-	var out []ShardStatus
-	var workers []WorkerStatus
+// Status describes every shard from this node's view.
+func (m *Manager) Status() ([]records.ShardStatus, []records.WorkerStatus) {
+	var out []records.ShardStatus
+	var workers []records.WorkerStatus
 	// One placement for all shards: asking per shard copied and sorted the
 	// member list S times (a sixth of an idle node's CPU at 32 nodes × 64
 	// shards, where peers ask for this view 8 times a second).
-	places := m.places.get(mesh.LiveIDs(m.n.members.Members()))
+	places := m.places.get(mesh.LiveIDs(m.d.Members.Members()))
 	for s := range m.bounds {
 		id := uint32(s)
-		st := ShardStatus{ID: id}
+		st := records.ShardStatus{ID: id}
 		for _, p := range places[id] {
 			st.Placement = append(st.Placement, string(p))
 		}
@@ -534,10 +574,10 @@ func (m *shardManager) status() ([]ShardStatus, []WorkerStatus) {
 	return out, workers
 }
 
-// refusals sums, per worker, the gradients refused by the shard leaders on
+// Refusals sums, per worker, the gradients refused by the shard leaders on
 // this node (each leader counts its own; a new leader starts at zero).
-func (m *shardManager) refusals() []RefusalStatus {
-	byWorker := map[string]*RefusalStatus{}
+func (m *Manager) Refusals() []records.RefusalStatus {
+	byWorker := map[string]*records.RefusalStatus{}
 	for s := range m.bounds {
 		rep := m.local(uint32(s))
 		if rep == nil {
@@ -546,7 +586,7 @@ func (m *shardManager) refusals() []RefusalStatus {
 		for w, r := range rep.Status().Service.Refused {
 			out := byWorker[string(w)]
 			if out == nil {
-				out = &RefusalStatus{Worker: string(w)}
+				out = &records.RefusalStatus{Worker: string(w)}
 				byWorker[string(w)] = out
 			}
 			out.NonFinite += r.NonFinite
@@ -555,25 +595,25 @@ func (m *shardManager) refusals() []RefusalStatus {
 			out.RepeatOffender = out.Streak >= shardapi.RepeatOffender
 		}
 	}
-	out := make([]RefusalStatus, 0, len(byWorker))
+	out := make([]records.RefusalStatus, 0, len(byWorker))
 	for _, r := range byWorker {
 		out = append(out, *r)
 	}
-	slices.SortFunc(out, func(a, b RefusalStatus) int { return strings.Compare(a.Worker, b.Worker) })
+	slices.SortFunc(out, func(a, b records.RefusalStatus) int { return strings.Compare(a.Worker, b.Worker) })
 	return out
 }
 
-func workerStatuses(ws []clock.WorkerInfo) []WorkerStatus {
-	out := make([]WorkerStatus, 0, len(ws))
+func workerStatuses(ws []clock.WorkerInfo) []records.WorkerStatus {
+	out := make([]records.WorkerStatus, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, WorkerStatus{ID: string(w.ID), Clock: w.Clock, Gap: w.Gap, Grant: w.Grant, Waiting: w.Waiting})
+		out = append(out, records.WorkerStatus{ID: string(w.ID), Clock: w.Clock, Gap: w.Gap, Grant: w.Grant, Waiting: w.Waiting})
 	}
 	return out
 }
 
-// dataPath sums, over the replicas on this node, the push entry bytes
+// DataPath sums, over the replicas on this node, the push entry bytes
 // proposed times the followers they go to, and the Raft log writes.
-func (m *shardManager) dataPath() (replicated, logWrites uint64) {
+func (m *Manager) DataPath() (replicated, logWrites uint64) {
 	if m == nil {
 		return 0, 0 // a worker tested without shards
 	}
