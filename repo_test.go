@@ -44,7 +44,8 @@ var mayImport = map[string][]string{
 	"node/records":            {"mesh", "shardapi"},
 	"node/worker":             {"node/records", "clock", "cudaops", "mesh", "shardapi"},
 	"node/shards":             {"node/records", "clock", "mesh", "shardapi", "internal/faults"},
-	"node":                    {"node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
+	"node/status":             {"node/records", "mesh", "shardapi"},
+	"node":                    {"node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
 	"node/launch":             {"node", "mesh"},
 	"node/bench":              {"node/launch", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
@@ -75,6 +76,7 @@ var forbidden = map[string][]string{
 	"node":         {"github.com/hashicorp/raft"},
 	"node/records": {"github.com/hashicorp/raft"},
 	"node/shards":  {"github.com/hashicorp/raft"},
+	"node/status":  {"github.com/hashicorp/raft"},
 	"node/worker":  {"github.com/hashicorp/raft"},
 	"shardapi":     {"github.com/hashicorp/raft"},
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/status"
 )
 
 // ControlShard is the shard id of the node-to-node control channel
@@ -71,7 +72,7 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 						n.setEval(e)
 					}
 				case "view":
-					payload, _ = marshalFinite(n.localView())
+					payload, _ = status.MarshalFinite(n.localView())
 				default:
 					rep.Err = fmt.Sprintf("unknown op %q", req.Op)
 				}
@@ -150,7 +151,7 @@ func (n *Node) fetchSpec(ctx context.Context) (JobSpec, error) {
 // broadcastEval sends e to every other member, best effort: a member that
 // misses one gets the next.
 func (n *Node) broadcastEval(ctx context.Context, e EvalResult) {
-	b, err := marshalFinite(e)
+	b, err := status.MarshalFinite(e)
 	if err != nil {
 		return
 	}

@@ -2,14 +2,15 @@
 // job spec; its lifecycle (bootstrap a mesh or join one by seed, host the
 // shards placement assigns, leave gracefully, recover after a crash); the
 // worker loop; evaluation of the global parameters; and HTTP (/metrics,
-// /status, the dashboard).
+// /status, the dashboard). It assembles them from three rooms below it —
+// node/worker (the worker loop), node/shards (the shard manager) and
+// node/status (status, HTTP, metrics, events) — and the records they
+// share (node/records); no room imports node or another room.
 //
 // A node started with --train=false only hosts shards: it loads the model
 // (for its size and initial θ) but no dataset and runs no worker.
-// [CountLibraryTelemetry] (called by dssp node, once per process) counts
-// memberlist's gossip bytes and raft's answered heartbeats from their
-// go-metrics calls into /metrics (dssp_gossip_sent_bytes_total,
-// dssp_raft_heartbeats_total), the per-node costs dssp bench scale reads.
+// What a node shows (/status, /metrics, the dashboard, the event record,
+// the debug history) is the status room, node/status.
 //
 // # Lifecycle
 //
@@ -83,9 +84,8 @@
 // which the FSM guarantees finite, and the evaluator never checkpoints a
 // diverged state: the newest checkpoint is the last good one.
 //
-// /status is encoded before it is written: NaN and ±Inf become null, and an
-// encoding failure is a 500, never an empty 200. --insecure is shown in
-// /status (insecure), /metrics (dssp_insecure) and the dashboard.
+// --insecure is shown in /status (insecure), /metrics (dssp_insecure) and
+// the dashboard.
 //
 // # Model snapshots
 //
@@ -133,20 +133,9 @@
 //
 // # The mesh from any node
 //
-// Every second a node asks each other live member for its view (control op
-// "view", one call per member, each bounded by a second): the shards it
-// hosts (leader, term, voters), the clock table of the lowest shard it
-// leads, and its worker loop. [Node.Status] merges the answers into what the
-// node knows itself, so /status on any node describes every shard and every
-// worker; what came from a peer names it and carries its age (a member that
-// stops answering keeps its last answer, ageing, until membership drops it).
-// Status itself never waits on the network.
-//
-// The same loop compares every shard's (leader, term) with its last sighting
-// and records a leader event when it changes. Membership events (join,
-// suspect, failed, leave, rejected peer) and pushes this node's worker sees
-// rejected join them in a bounded in-memory record (the last 256, with
-// timestamps) served in /status.
+// [Node.Status] merges what the other members last said (the status room,
+// node/status) into what the node knows itself, so /status on any node
+// describes every shard and every worker; it never waits on the network.
 //
 // # Memory
 //

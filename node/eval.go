@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"dsspmesh/modelfile"
+	"dsspmesh/node/status"
 	"dsspmesh/shardapi"
 )
 
@@ -223,8 +224,8 @@ func (n *Node) Status() Status {
 	if w != nil {
 		s.Worker = w.Status()
 	}
-	n.view.fill(&s)
-	s.Events = n.events.list()
+	status.Fill(&n.view, &s)
+	s.Events = n.events.List()
 	if n.tr != nil {
 		ts := n.tr.Stats()
 		s.Transport = TransportStatus{FrameErrors: ts.FrameErrors, PreambleErrors: ts.PreambleErrors, DialFailures: ts.DialFailures, Dials: ts.Dials}

@@ -15,6 +15,7 @@ import (
 	"dsspmesh/mesh"
 	"dsspmesh/node/records"
 	"dsspmesh/node/shards"
+	"dsspmesh/node/status"
 	"dsspmesh/node/worker"
 	"dsspmesh/shardapi"
 )
@@ -41,8 +42,8 @@ type Node struct {
 
 	shards *shards.Manager
 	worker trainer // nil when the node does not train
-	events *eventLog
-	view   meshView
+	events *status.EventLog
+	view   status.View
 
 	initTheta []float32 // θ from --init-from for a fresh mesh; nil: from the seed
 	reader    *modelReader
@@ -93,7 +94,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		}
 	}
 	n := &Node{cfg: cfg, log: d.Logger.With("node", d.Dir.ID), id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
-		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: newEventLog(now), initTheta: initTheta, reader: newModelReader()}
+		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now), initTheta: initTheta, reader: newModelReader()}
 	n.metrics = NewMetrics(n.Status)
 	if n.ckpt, err = openCheckpointer(cfg); err != nil {
 		return err
@@ -106,11 +107,11 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 
 	var srv *http.Server
 	if d.HTTP != nil {
-		h := withModel(NewHTTPHandler(n.Status, n.metrics), n.serveModel)
+		h := withModel(status.NewHTTPHandler(n.Status, n.metrics), n.serveModel)
 		if cfg.Pprof {
-			h = withPprof(h)
+			h = status.WithPprof(h)
 		}
-		srv = newHTTPServer(h)
+		srv = status.NewServer(h)
 		go srv.Serve(d.HTTP)
 		defer srv.Close()
 	}
@@ -120,7 +121,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.serveControl(ctlCtx, ctlLn) }()
 	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.events.followMembership(ctlCtx, n.members.Events()) }()
+	go func() { defer n.wg.Done(); n.events.FollowMembership(ctlCtx, n.members.Events()) }()
 
 	n.setPhase("joining")
 	fresh, err := n.joinAndAdoptSpec(ctx, explicit)
@@ -350,7 +351,7 @@ func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
 		Compute: worker.Emulate(comp, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize,
 			NaNEvery: n.cfg.FaultNaNEvery}),
 		Transport: n.tr, Members: n.members, Candidates: n.shards.Candidates, Alive: n.isMember,
-		Observer: n.obs, Event: n.events.add, DataPath: n.shards.DataPath, Logger: n.log,
+		Observer: n.obs, Event: n.events.Add, DataPath: n.shards.DataPath, Logger: n.log,
 		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
 			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
 	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, Precision: spec.Precision(), Pipeline: spec.Pipeline,
@@ -359,11 +360,11 @@ func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
 
 // newShards builds the shard manager room for spec.
 func (n *Node) newShards(spec JobSpec) *shards.Manager {
-	return shards.New(shards.Deps{ID: n.id, Replicas: n.replicas, Members: n.members, Observer: n.obs, Event: n.events.add,
+	return shards.New(shards.Deps{ID: n.id, Replicas: n.replicas, Members: n.members, Observer: n.obs, Event: n.events.Add,
 		ApplySeconds: n.metrics.RaftApplySeconds, SetPeers: n.dir.SetPeers, Logger: n.log,
 		PeerShards: func(own []ShardStatus) []ShardStatus {
 			s := Status{Shards: own, Now: n.now()}
-			n.view.fill(&s)
+			status.Fill(&n.view, &s)
 			return s.Shards
 		},
 		Theta: func() []float32 {

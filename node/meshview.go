@@ -2,56 +2,21 @@ package node
 
 import (
 	"context"
-	"encoding/json"
-	"slices"
-	"strings"
-	"sync"
-	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/status"
 )
 
-// View cadence: every viewEvery a node asks up to viewPeers other live
-// members, in turn, for their [peerView] over the control channel, each
-// call bounded by viewTimeout. On a mesh of up to viewPeers+1 nodes every
-// peer is asked every second; on a larger one each peer's answer is at
-// most ⌈(N−1)/viewPeers⌉ s old, and a node sends and answers viewPeers
-// requests a second instead of N−1 (asking everyone made the view O(N²)
-// requests a second mesh-wide: 999 a node at 1 000 nodes, docs/scale.md).
-// It keeps /status answering from memory, never waiting on the network.
-const (
-	viewEvery   = time.Second
-	viewTimeout = time.Second
-	viewPeers   = 8
-)
-
-// peerView is what a node tells others about itself (control op "view"):
-// the shards it hosts, the clock table of the lowest shard it leads, and
-// its own worker loop.
-type peerView struct {
-	Shards  []ShardStatus  `json:"shards"`
-	Workers []WorkerStatus `json:"workers,omitempty"`
-	Worker  *LocalWorker   `json:"worker,omitempty"`
-}
-
-// meshView holds the latest answer of every live member; safe for
-// concurrent use.
-type meshView struct {
-	mu    sync.Mutex
-	peers map[mesh.NodeID]heardView
-}
-
-type heardView struct {
-	at   time.Time
-	view peerView
-}
+// The mesh view (node/status/meshview.go): every second this node asks
+// other members for their view over the control channel and merges the
+// answers into its status; this is its own answer.
 
 // localView is this node's answer to op "view".
-func (n *Node) localView() peerView {
+func (n *Node) localView() status.PeerView {
 	n.mu.RLock()
 	shards, w := n.shards, n.worker
 	n.mu.RUnlock()
-	var v peerView
+	var v status.PeerView
 	if shards != nil {
 		all, workers := shards.Status()
 		for _, sh := range all {
@@ -67,177 +32,13 @@ func (n *Node) localView() peerView {
 	return v
 }
 
-// watchMesh refreshes the view of the other members and turns what it sees
-// into leader events until ctx ends.
+// watchMesh refreshes the view of the other members and turns what it
+// sees into leader events until ctx ends.
 func (n *Node) watchMesh(ctx context.Context) {
-	t := time.NewTicker(viewEvery)
-	defer t.Stop()
-	var leaders leaderWatch
-	next := 0
-	for {
-		next = n.refreshView(ctx, next)
-		leaders.observe(n.events, n.Status().Shards)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// refreshView asks viewPeers other live members, from the from-th in id
-// order on, for their views at once and waits for the answers (each
-// bounded by viewTimeout); it returns where the next call starts. A member
-// that does not answer keeps its last answer, which ages; a member no
-// longer live is forgotten.
-func (n *Node) refreshView(ctx context.Context, from int) int {
-	members := n.members.Members()
-	var others []mesh.Member
-	for _, m := range members {
-		if m.ID != n.id {
-			others = append(others, m)
-		}
-	}
-	ask, next := viewRound(others, from, viewPeers)
-	var wg sync.WaitGroup
-	for _, m := range ask {
-		wg.Add(1)
-		go func(m mesh.Member) {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, viewTimeout)
-			defer cancel()
-			_, payload, err := n.controlCallPayload(cctx, m, controlMsg{Op: "view"})
-			if err != nil {
-				n.log.Debug("view", "peer", m.ID, "err", err)
-				return
-			}
-			var v peerView
-			if err := json.Unmarshal(payload, &v); err != nil {
-				n.log.Debug("view: bad answer", "peer", m.ID, "err", err)
-				return
-			}
-			n.view.set(m.ID, v, n.now())
-		}(m)
-	}
-	wg.Wait()
-	n.view.keep(mesh.LiveIDs(members))
-	return next
-}
-
-// viewRound picks the k members to ask this round: all of them when there
-// are at most k, else k in id order from the from-th on, wrapping; next is
-// where the following round starts.
-func viewRound(others []mesh.Member, from, k int) (ask []mesh.Member, next int) {
-	if len(others) <= k {
-		return others, 0
-	}
-	sorted := slices.Clone(others)
-	slices.SortFunc(sorted, func(a, b mesh.Member) int { return strings.Compare(string(a.ID), string(b.ID)) })
-	from %= len(sorted)
-	return append(sorted[from:], sorted[:from]...)[:k], from + k
-}
-
-func (v *meshView) set(id mesh.NodeID, pv peerView, at time.Time) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.peers == nil {
-		v.peers = map[mesh.NodeID]heardView{}
-	}
-	v.peers[id] = heardView{at: at, view: pv}
-}
-
-// keep forgets every member not in live.
-func (v *meshView) keep(live []mesh.NodeID) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for id := range v.peers {
-		if !slices.Contains(live, id) {
-			delete(v.peers, id)
-		}
-	}
-}
-
-// fill completes s (built from this node's own replicas and worker) with
-// what the other members said: every shard this node does not host, the
-// clock table when this node leads no shard, and every member's worker.
-// Whatever comes from a peer names it and says how old it is.
-func (v *meshView) fill(s *Status) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	age := func(at time.Time) float64 { return max(0, s.Now.Sub(at).Seconds()) }
-	for i := range s.Shards {
-		sh := &s.Shards[i]
-		if sh.Local != "" {
-			continue
-		}
-		var best *ShardStatus
-		var bestFrom mesh.NodeID
-		var bestAt time.Time
-		for id, h := range v.peers {
-			for j := range h.view.Shards {
-				c := &h.view.Shards[j]
-				if c.ID != sh.ID || c.Leader == "" {
-					continue
-				}
-				if best == nil || betterShardView(c, h.at, best, bestAt) {
-					best, bestFrom, bestAt = c, id, h.at
-				}
-			}
-		}
-		if best != nil {
-			sh.Leader, sh.Term, sh.Voters, sh.Applied, sh.Pushes = best.Leader, best.Term, best.Voters, best.Applied, best.Pushes
-			sh.From, sh.AgeSeconds = string(bestFrom), age(bestAt)
-		}
-	}
-	if len(s.Workers) == 0 {
-		var bestAt time.Time
-		for id, h := range v.peers {
-			if len(h.view.Workers) > 0 && h.at.After(bestAt) {
-				s.Workers, s.WorkersFrom, bestAt = h.view.Workers, string(id), h.at
-			}
-		}
-		if s.WorkersFrom != "" {
-			s.WorkersAgeSeconds = age(bestAt)
-		}
-	}
-	if s.Worker != nil {
-		s.Trainers = append(s.Trainers, trainerStatus(s.Node, s.Worker, 0))
-	}
-	for id, h := range v.peers {
-		if h.view.Worker != nil {
-			s.Trainers = append(s.Trainers, trainerStatus(string(id), h.view.Worker, age(h.at)))
-		}
-	}
-	slices.SortFunc(s.Trainers, func(a, b TrainerStatus) int {
-		if a.ID < b.ID {
-			return -1
-		}
-		if a.ID > b.ID {
-			return 1
-		}
-		return 0
-	})
-}
-
-// betterShardView prefers the leader's own answer, then the higher term,
-// then the fresher answer.
-func betterShardView(c *ShardStatus, cAt time.Time, b *ShardStatus, bAt time.Time) bool {
-	cl, bl := c.Local == "leader", b.Local == "leader"
-	if cl != bl {
-		return cl
-	}
-	if c.Term != b.Term {
-		return c.Term > b.Term
-	}
-	return cAt.After(bAt)
-}
-
-func trainerStatus(id string, w *LocalWorker, age float64) TrainerStatus {
-	t := TrainerStatus{ID: id, Iter: w.Iter, ItersPerSec: w.ItersPerSec, Loss: w.Loss,
-		ComputeSeconds: w.ComputeSeconds, WaitSeconds: w.WaitSeconds, AgeSeconds: age,
-		Batch: w.Batch, PredictedSeconds: w.PredictedSeconds}
-	if total := w.ComputeSeconds + w.WaitSeconds; total > 0 {
-		t.WaitShare = w.WaitSeconds / total
-	}
-	return t
+	n.view.Watch(ctx, status.Watch{Self: n.id, Members: n.members, Events: n.events, Now: n.now, Logger: n.log,
+		Shards: func() []ShardStatus { return n.Status().Shards },
+		Ask: func(ctx context.Context, m mesh.Member) ([]byte, error) {
+			_, payload, err := n.controlCallPayload(ctx, m, controlMsg{Op: "view"})
+			return payload, err
+		}})
 }

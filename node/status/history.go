@@ -1,4 +1,4 @@
-package node
+package status
 
 import (
 	"encoding/hex"
@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
 )
 
-// History is the debug record behind --history-dir, an [Observer]: one JSON object per
+// History is the debug record behind --history-dir, a records.Observer: one JSON object per
 // line in DIR/<node id>.jsonl, appended with one write(2) each so what was
 // written survives kill -9 (it is in the page cache) and a torn record can
 // only be the last line. The fault checkers of test/ read these files after
@@ -32,7 +33,7 @@ import (
 //	                       and NonFinite (parameters NaN or ±Inf) at the indices HistoryHashEvery divides
 //	leader                 this node's replica of Shard became leader in Term
 //
-// Open it with [OpenHistory] and pass it as Deps.Observer.
+// Open it with [OpenHistory] and pass it as node.Deps.Observer.
 type History struct {
 	mu sync.Mutex
 	f  *os.File
@@ -94,7 +95,7 @@ type HistoryShare struct {
 type HistoryRead struct {
 	Index uint64 `json:"x"`
 	Min   int64  `json:"m"`
-	// Unchecked: read outside the gate (see [SliceRead]); the bound does
+	// Unchecked: read outside the gate (see records.SliceRead); the bound does
 	// not cover it.
 	Unchecked bool `json:"u,omitempty"`
 }
@@ -166,7 +167,7 @@ func (h *History) PushDone(shard uint32, w mesh.NodeID, iter, samples int64, err
 
 // Computing records the versions of the parameters worker computes iter on
 // and the share of the global batch it reads.
-func (h *History) Computing(w mesh.NodeID, iter int64, reads []SliceRead, share *shardapi.Assignment) {
+func (h *History) Computing(w mesh.NodeID, iter int64, reads []records.SliceRead, share *shardapi.Assignment) {
 	r := HistoryRecord{Kind: "read", Worker: string(w), Iter: iter, Reads: make([]HistoryRead, len(reads))}
 	for i, v := range reads {
 		r.Reads[i] = HistoryRead{Index: v.Index, Min: v.Min, Unchecked: v.Unchecked}

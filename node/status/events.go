@@ -1,4 +1,4 @@
-package node
+package status
 
 import (
 	"context"
@@ -7,32 +7,33 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/records"
 )
 
 // eventLogSize bounds the events a node keeps.
 const eventLogSize = 256
 
-// eventLog is a bounded ring of events, oldest dropped first; safe for
+// EventLog is a bounded ring of events, oldest dropped first; safe for
 // concurrent use. now is injected so tests control timestamps.
-type eventLog struct {
+type EventLog struct {
 	mu   sync.Mutex
 	now  func() time.Time
-	buf  []Event
+	buf  []records.Event
 	next int // where the next event goes once buf is full
 }
 
-func newEventLog(now func() time.Time) *eventLog {
-	return &eventLog{now: now, buf: make([]Event, 0, eventLogSize)}
+func NewEventLog(now func() time.Time) *EventLog {
+	return &EventLog{now: now, buf: make([]records.Event, 0, eventLogSize)}
 }
 
-// add records e, stamped now unless e.At is set.
-func (l *eventLog) add(e Event) {
+// Add records e, stamped now unless e.At is set.
+func (l *EventLog) Add(e records.Event) {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e.Kind == EventLeader && l.hasLeader(*e.Shard, e.Term) {
+	if e.Kind == records.EventLeader && l.hasLeader(*e.Shard, e.Term) {
 		return // the replica's own report and a later sighting of it
 	}
 	if e.At.IsZero() {
@@ -47,30 +48,30 @@ func (l *eventLog) add(e Event) {
 }
 
 // hasLeader reports whether a leader event for shard in term is kept.
-func (l *eventLog) hasLeader(shard uint32, term uint64) bool {
+func (l *EventLog) hasLeader(shard uint32, term uint64) bool {
 	for _, e := range l.buf {
-		if e.Kind == EventLeader && *e.Shard == shard && e.Term == term {
+		if e.Kind == records.EventLeader && *e.Shard == shard && e.Term == term {
 			return true
 		}
 	}
 	return false
 }
 
-// list returns the events oldest first; the caller owns the slice.
-func (l *eventLog) list() []Event {
+// List returns the events oldest first; the caller owns the slice.
+func (l *EventLog) List() []records.Event {
 	if l == nil {
-		return []Event{}
+		return []records.Event{}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Event, 0, len(l.buf))
+	out := make([]records.Event, 0, len(l.buf))
 	out = append(out, l.buf[l.next:]...)
 	return append(out, l.buf[:l.next]...)
 }
 
-// followMembership records membership events until events is closed or ctx
+// FollowMembership records membership events until events is closed or ctx
 // ends. Metadata updates are not events an operator needs.
-func (l *eventLog) followMembership(ctx context.Context, events <-chan mesh.Event) {
+func (l *EventLog) FollowMembership(ctx context.Context, events <-chan mesh.Event) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -80,7 +81,7 @@ func (l *eventLog) followMembership(ctx context.Context, events <-chan mesh.Even
 				return
 			}
 			if kind := memberEventKind(ev.Type); kind != "" {
-				l.add(Event{Kind: kind, Node: string(ev.Member.ID), Detail: ev.Member.Addr})
+				l.Add(records.Event{Kind: kind, Node: string(ev.Member.ID), Detail: ev.Member.Addr})
 			}
 		}
 	}
@@ -89,15 +90,15 @@ func (l *eventLog) followMembership(ctx context.Context, events <-chan mesh.Even
 func memberEventKind(t mesh.EventType) string {
 	switch t {
 	case mesh.EventJoin:
-		return EventJoin
+		return records.EventJoin
 	case mesh.EventLeave:
-		return EventLeave
+		return records.EventLeave
 	case mesh.EventFailed:
-		return EventFailed
+		return records.EventFailed
 	case mesh.EventSuspect:
-		return EventSuspect
+		return records.EventSuspect
 	case mesh.EventRejected:
-		return EventRejected
+		return records.EventRejected
 	}
 	return ""
 }
@@ -108,12 +109,12 @@ func memberEventKind(t mesh.EventType) string {
 // recorded twice. The first sighting of a shard is not an event: at start
 // every shard would report one.
 type leaderWatch struct {
-	seen map[uint32]ShardStatus
+	seen map[uint32]records.ShardStatus
 }
 
-func (w *leaderWatch) observe(l *eventLog, shards []ShardStatus) {
+func (w *leaderWatch) observe(l *EventLog, shards []records.ShardStatus) {
 	if w.seen == nil {
-		w.seen = map[uint32]ShardStatus{}
+		w.seen = map[uint32]records.ShardStatus{}
 	}
 	for _, sh := range shards {
 		if sh.Leader == "" {
@@ -135,7 +136,7 @@ func (w *leaderWatch) observe(l *eventLog, shards []ShardStatus) {
 		if sh.From != "" {
 			detail += " (seen via " + sh.From + ")"
 		}
-		l.add(Event{Kind: EventLeader, Node: sh.Leader, Shard: &id, Term: sh.Term, Detail: detail})
+		l.Add(records.Event{Kind: records.EventLeader, Node: sh.Leader, Shard: &id, Term: sh.Term, Detail: detail})
 	}
 }
 

@@ -1,7 +1,8 @@
-package node
+package status
 
 import (
 	"context"
+	"dsspmesh/node/records"
 	"fmt"
 	"testing"
 	"time"
@@ -11,22 +12,22 @@ import (
 
 func TestMeshViewFillsShardsNotHostedHereAndMarksTheirAge(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	var v meshView
+	var v View
 	// node-b follows shard 1 and is behind; node-c leads it, and shard 2.
-	v.set("node-b", peerView{Shards: []ShardStatus{{ID: 1, Leader: "node-x", Term: 2, Local: "follower", Voters: []string{"node-b", "node-c", "node-d"}}}}, t0.Add(-time.Second))
-	v.set("node-c", peerView{
-		Shards: []ShardStatus{
+	v.set("node-b", PeerView{Shards: []records.ShardStatus{{ID: 1, Leader: "node-x", Term: 2, Local: "follower", Voters: []string{"node-b", "node-c", "node-d"}}}}, t0.Add(-time.Second))
+	v.set("node-c", PeerView{
+		Shards: []records.ShardStatus{
 			{ID: 1, Leader: "node-c", Term: 3, Local: "leader", Voters: []string{"node-b", "node-c", "node-d"}, Pushes: 7},
 			{ID: 2, Leader: "node-c", Term: 1, Local: "leader"},
 		},
-		Workers: []WorkerStatus{{ID: "node-a", Clock: 5}, {ID: "node-c", Clock: 6}},
-		Worker:  &LocalWorker{Iter: 6, ComputeSeconds: 3, WaitSeconds: 1, ItersPerSec: 2},
+		Workers: []records.WorkerStatus{{ID: "node-a", Clock: 5}, {ID: "node-c", Clock: 6}},
+		Worker:  &records.LocalWorker{Iter: 6, ComputeSeconds: 3, WaitSeconds: 1, ItersPerSec: 2},
 	}, t0.Add(-3*time.Second))
 
-	s := Status{Node: "node-a", Now: t0,
-		Shards: []ShardStatus{{ID: 0, Leader: "node-a", Term: 1, Local: "leader"}, {ID: 1}, {ID: 2}, {ID: 3}},
-		Worker: &LocalWorker{Iter: 5}}
-	v.fill(&s)
+	s := Status[testSpec]{Node: "node-a", Now: t0,
+		Shards: []records.ShardStatus{{ID: 0, Leader: "node-a", Term: 1, Local: "leader"}, {ID: 1}, {ID: 2}, {ID: 3}},
+		Worker: &records.LocalWorker{Iter: 5}}
+	Fill(&v, &s)
 
 	if sh := s.Shards[0]; sh.From != "" || sh.Leader != "node-a" {
 		t.Errorf("a local replica must not be overwritten: %+v", sh)
@@ -45,8 +46,8 @@ func TestMeshViewFillsShardsNotHostedHereAndMarksTheirAge(t *testing.T) {
 	}
 
 	v.keep([]mesh.NodeID{"node-a", "node-b"})
-	s = Status{Node: "node-a", Now: t0, Shards: []ShardStatus{{ID: 1}}, Workers: []WorkerStatus{{ID: "node-a"}}}
-	v.fill(&s)
+	s = Status[testSpec]{Node: "node-a", Now: t0, Shards: []records.ShardStatus{{ID: 1}}, Workers: []records.WorkerStatus{{ID: "node-a"}}}
+	Fill(&v, &s)
 	if sh := s.Shards[0]; sh.Leader != "node-x" || sh.From != "node-b" {
 		t.Errorf("after node-c is gone, shard 1 from node-b's answer: %+v", sh)
 	}
@@ -57,11 +58,11 @@ func TestMeshViewFillsShardsNotHostedHereAndMarksTheirAge(t *testing.T) {
 
 func TestEventLogKeepsTheLastEventsInOrder(t *testing.T) {
 	now := time.Unix(0, 0)
-	l := newEventLog(func() time.Time { now = now.Add(time.Second); return now })
+	l := NewEventLog(func() time.Time { now = now.Add(time.Second); return now })
 	for i := range eventLogSize + 10 {
-		l.add(Event{Kind: EventJoin, Node: fmt.Sprint(i)})
+		l.Add(records.Event{Kind: records.EventJoin, Node: fmt.Sprint(i)})
 	}
-	got := l.list()
+	got := l.List()
 	if len(got) != eventLogSize || got[0].Node != "10" || got[len(got)-1].Node != fmt.Sprint(eventLogSize+9) {
 		t.Fatalf("kept %d events, %s..%s", len(got), got[0].Node, got[len(got)-1].Node)
 	}
@@ -70,23 +71,23 @@ func TestEventLogKeepsTheLastEventsInOrder(t *testing.T) {
 			t.Fatalf("events out of order at %d", i)
 		}
 	}
-	var nilLog *eventLog
-	nilLog.add(Event{})
-	if len(nilLog.list()) != 0 {
+	var nilLog *EventLog
+	nilLog.Add(records.Event{})
+	if len(nilLog.List()) != 0 {
 		t.Fatal("a nil log records nothing")
 	}
 }
 
 func TestEventLogFollowsMembership(t *testing.T) {
-	l := newEventLog(time.Now)
+	l := NewEventLog(time.Now)
 	ch := make(chan mesh.Event, 8)
 	for _, typ := range []mesh.EventType{mesh.EventJoin, mesh.EventUpdate, mesh.EventSuspect, mesh.EventFailed, mesh.EventLeave, mesh.EventRejected} {
 		ch <- mesh.Event{Type: typ, Member: mesh.Member{Meta: mesh.Meta{ID: "node-b"}}}
 	}
 	close(ch)
-	l.followMembership(context.Background(), ch)
+	l.FollowMembership(context.Background(), ch)
 	var kinds []string
-	for _, e := range l.list() {
+	for _, e := range l.List() {
 		if e.Node != "node-b" {
 			t.Errorf("event names %q", e.Node)
 		}
@@ -98,27 +99,27 @@ func TestEventLogFollowsMembership(t *testing.T) {
 }
 
 func TestLeaderWatchRecordsChangesNotFirstSightings(t *testing.T) {
-	l := newEventLog(time.Now)
+	l := NewEventLog(time.Now)
 	var w leaderWatch
-	w.observe(l, []ShardStatus{{ID: 0, Leader: "a", Term: 1}, {ID: 1}})
-	w.observe(l, []ShardStatus{{ID: 0, Leader: "a", Term: 1}, {ID: 1, Leader: "b", Term: 1}})
-	if n := len(l.list()); n != 0 {
-		t.Fatalf("first sightings recorded: %+v", l.list())
+	w.observe(l, []records.ShardStatus{{ID: 0, Leader: "a", Term: 1}, {ID: 1}})
+	w.observe(l, []records.ShardStatus{{ID: 0, Leader: "a", Term: 1}, {ID: 1, Leader: "b", Term: 1}})
+	if n := len(l.List()); n != 0 {
+		t.Fatalf("first sightings recorded: %+v", l.List())
 	}
-	w.observe(l, []ShardStatus{{ID: 0, Leader: "c", Term: 2, From: "c"}, {ID: 1, Leader: "b", Term: 1}})
-	w.observe(l, []ShardStatus{{ID: 0, Leader: "a", Term: 1}}) // a stale answer
-	w.observe(l, []ShardStatus{{ID: 0, Leader: "c", Term: 3}}) // re-elected
-	got := l.list()
-	if len(got) != 2 || got[0].Kind != EventLeader || got[0].Node != "c" || *got[0].Shard != 0 || got[0].Term != 2 ||
+	w.observe(l, []records.ShardStatus{{ID: 0, Leader: "c", Term: 2, From: "c"}, {ID: 1, Leader: "b", Term: 1}})
+	w.observe(l, []records.ShardStatus{{ID: 0, Leader: "a", Term: 1}}) // a stale answer
+	w.observe(l, []records.ShardStatus{{ID: 0, Leader: "c", Term: 3}}) // re-elected
+	got := l.List()
+	if len(got) != 2 || got[0].Kind != records.EventLeader || got[0].Node != "c" || *got[0].Shard != 0 || got[0].Term != 2 ||
 		got[0].Detail != "shard 0: a → c (seen via c)" || got[1].Term != 3 {
 		t.Fatalf("events: %+v", got)
 	}
 	// This node's replica reports its own leadership first; the sighting
 	// of the same term that follows is not a second event.
 	zero := uint32(0)
-	l.add(Event{Kind: EventLeader, Node: "me", Shard: &zero, Term: 4})
-	w.observe(l, []ShardStatus{{ID: 0, Leader: "me", Term: 4, Local: "leader"}})
-	if got := l.list(); len(got) != 3 || got[2].Node != "me" {
+	l.Add(records.Event{Kind: records.EventLeader, Node: "me", Shard: &zero, Term: 4})
+	w.observe(l, []records.ShardStatus{{ID: 0, Leader: "me", Term: 4, Local: "leader"}})
+	if got := l.List(); len(got) != 3 || got[2].Node != "me" {
 		t.Fatalf("events after the replica's own report: %+v", got)
 	}
 }
@@ -126,7 +127,7 @@ func TestLeaderWatchRecordsChangesNotFirstSightings(t *testing.T) {
 func TestMetricsExportOnlyTheClockTableThisNodeHolds(t *testing.T) {
 	s := sampleStatus()
 	s.WorkersFrom, s.WorkersAgeSeconds = "node-b", 1
-	fams, err := NewMetrics(func() Status { return s }).Registry.Gather()
+	fams, err := NewMetrics(func() Status[testSpec] { return s }).Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

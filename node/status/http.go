@@ -1,4 +1,4 @@
-package node
+package status
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ var dashboardHTML []byte
 // /status (with ?ready, a 503 until the node's phase is training: a
 // readiness probe) and Prometheus metrics at /metrics. status must be safe for
 // concurrent use.
-func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
+func NewHTTPHandler[S any](status func() Status[S], m *Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -31,7 +31,7 @@ func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
 		// reason, never a 200 with an empty or truncated body. Non-finite
 		// numbers (a diverging job) are null.
 		st := status()
-		b, err := marshalFinite(st)
+		b, err := MarshalFinite(st)
 		var out bytes.Buffer
 		if err == nil {
 			err = json.Indent(&out, b, "", "  ")
@@ -54,9 +54,9 @@ func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
 	return mux
 }
 
-// withPprof adds net/http/pprof's handlers to h under /debug/pprof/ and
+// WithPprof adds net/http/pprof's handlers to h under /debug/pprof/ and
 // turns on block and mutex sampling, off by default in the runtime.
-func withPprof(h http.Handler) http.Handler {
+func WithPprof(h http.Handler) http.Handler {
 	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
 	runtime.SetMutexProfileFraction(100)
 	mux := http.NewServeMux()
@@ -69,7 +69,8 @@ func withPprof(h http.Handler) http.Handler {
 	return mux
 }
 
-func newHTTPServer(h http.Handler) *http.Server {
+// NewServer is the HTTP server of a node, serving h.
+func NewServer(h http.Handler) *http.Server {
 	// IdleTimeout closes kept-alive connections nobody uses; ReadTimeout
 	// bounds a slow request body. No WriteTimeout: a pprof CPU profile
 	// streams for its whole duration.

@@ -1,7 +1,8 @@
-package node
+package status
 
 import (
 	"bytes"
+	"dsspmesh/node/records"
 	"encoding/json"
 	"io"
 	"math"
@@ -18,14 +19,14 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-func sampleStatus() Status {
-	return Status{
+func sampleStatus() Status[testSpec] {
+	return Status[testSpec]{
 		Node: "node-a", Phase: "training", Policy: "dssp:3:12",
 		Members: []MemberStatus{{ID: "node-a"}, {ID: "node-b"}},
-		Shards: []ShardStatus{{ID: 0, Leader: "node-a", Term: 3, Local: "leader", Pushes: 42},
+		Shards: []records.ShardStatus{{ID: 0, Leader: "node-a", Term: 3, Local: "leader", Pushes: 42},
 			{ID: 1, Leader: "node-b", Term: 2, Local: "follower", Pushes: 40}},
-		Workers:   []WorkerStatus{{ID: "node-a", Clock: 12, Gap: 2, Grant: 1}, {ID: "node-b", Clock: 10, Waiting: true}},
-		Worker:    &LocalWorker{Iter: 12, Slowdown: 1},
+		Workers:   []records.WorkerStatus{{ID: "node-a", Clock: 12, Gap: 2, Grant: 1}, {ID: "node-b", Clock: 10, Waiting: true}},
+		Worker:    &records.LocalWorker{Iter: 12, Slowdown: 1},
 		Eval:      &EvalResult{Accuracy: 0.91, Loss: 0.3, Samples: 10000, At: time.Unix(100, 0), By: "node-a"},
 		Transport: TransportStatus{FrameErrors: 1, DialFailures: 2},
 	}
@@ -42,7 +43,7 @@ func TestHTTPServesStatusMetricsAndDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got Status
+	var got Status[testSpec]
 	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestHTTPServesStatusMetricsAndDashboard(t *testing.T) {
 	if res, _ := http.Get(srv.URL + "/status?ready"); res.StatusCode != http.StatusOK {
 		t.Fatalf("/status?ready of a training node: %d", res.StatusCode)
 	}
-	joining := httptest.NewServer(NewHTTPHandler(func() Status { s := sampleStatus(); s.Phase = "joining"; return s }, m))
+	joining := httptest.NewServer(NewHTTPHandler(func() Status[testSpec] { s := sampleStatus(); s.Phase = "joining"; return s }, m))
 	defer joining.Close()
 	if res, _ := http.Get(joining.URL + "/status?ready"); res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("/status?ready of a joining node: %d, want 503", res.StatusCode)
@@ -171,7 +172,7 @@ func TestMetricsPassPromtool(t *testing.T) {
 // TestStatusWithNonFiniteValuesIsValidJSON: a diverging job's NaN and ±Inf
 // are null in /status, which stays a 200 with a valid body.
 func TestStatusWithNonFiniteValuesIsValidJSON(t *testing.T) {
-	status := func() Status {
+	status := func() Status[testSpec] {
 		s := sampleStatus()
 		s.Worker.Loss = math.NaN()
 		s.Worker.ItersPerSec = math.Inf(1)
@@ -197,7 +198,7 @@ func TestStatusWithNonFiniteValuesIsValidJSON(t *testing.T) {
 	if w["loss"] != nil || w["iters_per_sec"] != nil || e["loss"] != nil || e["diverged"] != true || w["iter"] != 12.0 || e["accuracy"] != 0.91 {
 		t.Fatalf("worker %v, eval %v", w, e)
 	}
-	var got Status
+	var got Status[testSpec]
 	if err := json.Unmarshal(body, &got); err != nil || got.Node != "node-a" || got.Worker.Iter != 12 {
 		t.Fatalf("decode: %v %+v", err, got)
 	}
@@ -216,7 +217,7 @@ func TestMarshalFiniteMatchesEncodingJSON(t *testing.T) {
 	s := sampleStatus()
 	want, _ := json.Marshal(s)
 	s.Worker.Loss = math.NaN()
-	got, err := marshalFinite(s)
+	got, err := MarshalFinite(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestMarshalFiniteMatchesEncodingJSON(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("fallback encoding differs:\n%s\n%s", want, got)
 	}
-	if _, err := marshalFinite(make(chan int)); err == nil {
+	if _, err := MarshalFinite(make(chan int)); err == nil {
 		t.Fatal("a channel encoded")
 	}
 }

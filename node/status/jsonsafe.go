@@ -1,4 +1,4 @@
-package node
+package status
 
 import (
 	"encoding"
@@ -9,12 +9,12 @@ import (
 	"strings"
 )
 
-// marshalFinite is json.Marshal, except that a NaN or ±Inf float (which
+// MarshalFinite is json.Marshal, except that a NaN or ±Inf float (which
 // encoding/json refuses) is written as null. A diverging job produces
 // them (a loss of NaN), and that is exactly when /status, the dashboard
 // and the mesh view must keep working. The common, finite case costs one
 // json.Marshal.
-func marshalFinite(v any) ([]byte, error) {
+func MarshalFinite(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	var uv *json.UnsupportedValueError
 	if !errors.As(err, &uv) {
