@@ -45,7 +45,8 @@ var mayImport = map[string][]string{
 	"node/worker":             {"node/records", "clock", "cudaops", "mesh", "shardapi"},
 	"node/shards":             {"node/records", "clock", "mesh", "shardapi", "internal/faults"},
 	"node/status":             {"node/records", "mesh", "shardapi"},
-	"node":                    {"node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
+	"node/eval":               {"node/records", "clock", "cudaops", "mesh", "modelfile", "shardapi"},
+	"node":                    {"node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
 	"node/launch":             {"node", "mesh"},
 	"node/bench":              {"node/launch", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
@@ -74,6 +75,7 @@ var forbidden = map[string][]string{
 	"mesh": {"github.com/hashicorp/raft"},
 	// A node is assembled from interfaces; raft is node/assemble's to wire.
 	"node":         {"github.com/hashicorp/raft"},
+	"node/eval":    {"github.com/hashicorp/raft"},
 	"node/records": {"github.com/hashicorp/raft"},
 	"node/shards":  {"github.com/hashicorp/raft"},
 	"node/status":  {"github.com/hashicorp/raft"},

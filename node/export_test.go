@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/eval"
 	"dsspmesh/node/worker"
 	"dsspmesh/shardapi"
 )
@@ -11,9 +12,9 @@ import (
 // SetEvalLendBytes sets the model size from which an evaluation borrows
 // the worker's θ (node/worker/lend.go) for the external tests, and returns the undo.
 func SetEvalLendBytes(n int) (restore func()) {
-	old := evalLendBytes
-	evalLendBytes = n
-	return func() { evalLendBytes = old }
+	old := eval.LendBytes
+	eval.LendBytes = n
+	return func() { eval.LendBytes = old }
 }
 
 // PushWorker is a worker with only its push path (worker.PushOnly).

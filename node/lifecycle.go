@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
+	"dsspmesh/node/eval"
 	"dsspmesh/node/records"
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
@@ -45,11 +47,8 @@ type Node struct {
 	events *status.EventLog
 	view   status.View
 
-	initTheta []float32 // θ from --init-from for a fresh mesh; nil: from the seed
-	reader    *modelReader
-	ckpt      *checkpointer // nil unless --checkpoint-dir
-
-	evaluated evaluatedModel // the snapshot this node last evaluated
+	initTheta []float32  // θ from --init-from for a fresh mesh; nil: from the seed
+	snaps     *eval.Room // model snapshots, the evaluation, checkpoints
 
 	mu    sync.RWMutex
 	spec  *JobSpec
@@ -94,11 +93,13 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		}
 	}
 	n := &Node{cfg: cfg, log: d.Logger.With("node", d.Dir.ID), id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
-		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now), initTheta: initTheta, reader: newModelReader()}
+		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now), initTheta: initTheta}
 	n.metrics = NewMetrics(n.Status)
-	if n.ckpt, err = openCheckpointer(cfg); err != nil {
+	ckpt, err := eval.OpenCheckpointer(cfg.CheckpointDir, cfg.CheckpointKeep, cfg.CheckpointEvery)
+	if err != nil {
 		return err
 	}
+	n.snaps = eval.New(eval.Deps{ID: n.id, Transport: n.tr, Members: n.members, Job: n.evalJob, Evaluator: n.evaluator, Logger: n.log, Now: n.now}, ckpt)
 	ctlLn, err := n.tr.Listen(controlChannel)
 	if err != nil {
 		return err
@@ -107,7 +108,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 
 	var srv *http.Server
 	if d.HTTP != nil {
-		h := withModel(status.NewHTTPHandler(n.Status, n.metrics), n.serveModel)
+		h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
 		if cfg.Pprof {
 			h = status.WithPprof(h)
 		}
@@ -167,7 +168,12 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			// done channel leave waits for.
 			n.shards.WaitForPlacement(runCtx, func() []ShardStatus { return n.Status().Shards })
 			n.wg.Add(1)
-			go func() { defer n.wg.Done(); n.evalLoop(runCtx) }()
+			go func() {
+				defer n.wg.Done()
+				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Model: n.evalModel, Test: n.test, Worker: w, DataDir: n.dir.Path,
+					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
+					Done: func(ctx context.Context, e EvalResult) { n.setEval(e); n.broadcastEval(ctx, e) }})
+			}()
 			w.Run(runCtx)
 		}()
 	}
@@ -376,4 +382,17 @@ func (n *Node) newShards(spec JobSpec) *shards.Manager {
 	}, shards.Config{NumParams: n.model.NumParams(), Shards: spec.Shards, Replication: spec.Replication,
 		Spec: shardapi.Spec{Policy: spec.PolicyText(), Optimizer: spec.ShardOptimizer(), OutlierFactor: spec.OutlierFactor,
 			BalanceBase: spec.BalanceBase(), Precision: spec.Precision(), Pipeline: spec.Pipeline}})
+}
+
+// evalJob is what a model read needs of the job; false until the node
+// has joined the mesh's shards.
+func (n *Node) evalJob() (eval.Job, bool) {
+	n.mu.RLock()
+	shards, spec := n.shards, n.spec
+	n.mu.RUnlock()
+	if shards == nil || spec == nil {
+		return eval.Job{}, false
+	}
+	b, _ := json.Marshal(spec)
+	return eval.Job{Model: n.model, Bounds: shards.Bounds(), Candidates: shards.Candidates, Name: spec.Model, Dataset: spec.Dataset, Spec: b}, true
 }

@@ -11,7 +11,7 @@ type (
 	Status          = status.Status[JobSpec]
 	MemberStatus    = status.MemberStatus
 	TrainerStatus   = status.TrainerStatus
-	EvalResult      = status.EvalResult
+	EvalResult      = records.EvalResult
 	TransportStatus = status.TransportStatus
 	Metrics         = status.Metrics
 	History         = status.History

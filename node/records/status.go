@@ -1,5 +1,7 @@
 package records
 
+import "time"
+
 // RefusalStatus counts one worker's refused gradients.
 type RefusalStatus struct {
 	Worker    string `json:"worker"`
@@ -80,4 +82,24 @@ type LocalWorker struct {
 	PushBytes       uint64 `json:"push_bytes"`
 	ReplicatedBytes uint64 `json:"replicated_bytes"`
 	LogWrites       uint64 `json:"log_writes"`
+}
+
+// EvalResult is one evaluation of the global parameters.
+type EvalResult struct {
+	Accuracy float64   `json:"accuracy"`
+	Loss     float64   `json:"loss"`
+	Samples  int       `json:"samples"`
+	At       time.Time `json:"at"`
+	By       string    `json:"by"`
+	// Iter is the training clock of the parameters evaluated: the lowest
+	// t_min over the shards read (see "Model snapshots" in node/eval's package doc).
+	Iter uint64 `json:"iter"`
+	// Seq orders evaluations mesh-wide: the samples the shards had applied
+	// (summed over shards, Raft-replicated state) when they sent the
+	// parameters evaluated. Newer parameters have a larger Seq whichever
+	// node evaluated them and whatever its clock says.
+	Seq uint64 `json:"seq"`
+	// Diverged: the loss was NaN or ±Inf (Loss then reads null); every
+	// worker stops on receiving it.
+	Diverged bool `json:"diverged,omitempty"`
 }

@@ -27,7 +27,7 @@ func sampleStatus() Status[testSpec] {
 			{ID: 1, Leader: "node-b", Term: 2, Local: "follower", Pushes: 40}},
 		Workers:   []records.WorkerStatus{{ID: "node-a", Clock: 12, Gap: 2, Grant: 1}, {ID: "node-b", Clock: 10, Waiting: true}},
 		Worker:    &records.LocalWorker{Iter: 12, Slowdown: 1},
-		Eval:      &EvalResult{Accuracy: 0.91, Loss: 0.3, Samples: 10000, At: time.Unix(100, 0), By: "node-a"},
+		Eval:      &records.EvalResult{Accuracy: 0.91, Loss: 0.3, Samples: 10000, At: time.Unix(100, 0), By: "node-a"},
 		Transport: TransportStatus{FrameErrors: 1, DialFailures: 2},
 	}
 }

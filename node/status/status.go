@@ -41,17 +41,17 @@ type Status[S any] struct {
 	Events []records.Event `json:"events"`
 	// EvalHistory is the evaluations this node has seen, oldest first
 	// (the last 360 are kept): the dashboard's accuracy and loss charts.
-	EvalHistory []EvalResult `json:"eval_history"`
+	EvalHistory []records.EvalResult `json:"eval_history"`
 	// Worker is this node's own worker loop; nil when it does not train.
 	Worker *records.LocalWorker `json:"worker,omitempty"`
 	// Eval is the latest evaluation of the global parameters known to this
 	// node (made here or received from the evaluating node).
-	Eval *EvalResult `json:"eval,omitempty"`
+	Eval *records.EvalResult `json:"eval,omitempty"`
 	// Evaluator is the node that evaluates now: the live training member
 	// with the lowest id.
 	Evaluator string `json:"evaluator,omitempty"`
 	// Checkpoint is the newest model file in this node's --checkpoint-dir
-	// (written while it evaluates; see "Model snapshots" in the package doc).
+	// (written while it evaluates; see "Model snapshots" in node/eval's package doc).
 	Checkpoint string          `json:"checkpoint,omitempty"`
 	Transport  TransportStatus `json:"transport"`
 	// Insecure is true when this node runs without a mesh key (--insecure):
@@ -88,26 +88,6 @@ type TrainerStatus struct {
 	// --balance, its predicted compute time (records.LocalWorker's).
 	Batch            int64   `json:"batch"`
 	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
-}
-
-// EvalResult is one evaluation of the global parameters.
-type EvalResult struct {
-	Accuracy float64   `json:"accuracy"`
-	Loss     float64   `json:"loss"`
-	Samples  int       `json:"samples"`
-	At       time.Time `json:"at"`
-	By       string    `json:"by"`
-	// Iter is the training clock of the parameters evaluated: the lowest
-	// t_min over the shards read (see "Model snapshots" in the package doc).
-	Iter uint64 `json:"iter"`
-	// Seq orders evaluations mesh-wide: the samples the shards had applied
-	// (summed over shards, Raft-replicated state) when they sent the
-	// parameters evaluated. Newer parameters have a larger Seq whichever
-	// node evaluated them and whatever its clock says.
-	Seq uint64 `json:"seq"`
-	// Diverged: the loss was NaN or ±Inf (Loss then reads null); every
-	// worker stops on receiving it.
-	Diverged bool `json:"diverged,omitempty"`
 }
 
 // TransportStatus counts mesh transport events.
