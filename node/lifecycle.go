@@ -135,19 +135,19 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if err := n.loadCompute(spec); err != nil {
 		return err
 	}
-	shards := n.newShards(spec)
+	sm := n.newShards(spec)
 	n.mu.Lock()
-	n.shards = shards
+	n.shards = sm
 	n.mu.Unlock()
-	if err := shards.Start(ctx, fresh); err != nil {
-		shards.Shutdown()
+	if err := sm.Start(ctx, fresh); err != nil {
+		sm.Shutdown()
 		return err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.shards.Run(runCtx) }()
 	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.reconnect(runCtx) }()
+	go func() { defer n.wg.Done(); shards.Reconnect(runCtx, n.members, n.id, n.now, n.log) }()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
 	if cfg.Train {

@@ -1,21 +1,24 @@
-package node
+package shards
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"time"
 
 	"dsspmesh/mesh"
 )
 
-// reconnect rejoins members that dropped out of the live list: memberlist
+// Reconnect rejoins members that dropped out of the live list: memberlist
 // never probes a node it declared dead, so after a network partition heals
 // each side would go on believing the other dead, and the mesh would stay
 // split for good. Every reconnectEvery this loop asks memberlist to join
 // the last known gossip address of each such member (serf's reconnect does
 // the same). A member that left gracefully is retried too, which costs one
-// refused dial; members gone for reconnectFor are forgotten.
-func (n *Node) reconnect(ctx context.Context) {
+// refused dial; members gone for reconnectFor are forgotten. It runs
+// until ctx ends. It lives with the shard manager, the room that follows
+// membership.
+func Reconnect(ctx context.Context, members mesh.Membership, self mesh.NodeID, now func() time.Time, log *slog.Logger) {
 	const (
 		reconnectEvery = 2 * time.Second
 		reconnectFor   = time.Hour
@@ -34,11 +37,11 @@ func (n *Node) reconnect(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := n.now()
+		now := now()
 		live := map[mesh.NodeID]bool{}
-		for _, m := range n.members.Members() {
+		for _, m := range members.Members() {
 			live[m.ID] = true
-			if m.ID != n.id {
+			if m.ID != self {
 				known[m.ID] = seen{addr: m.Addr, last: now}
 			}
 		}
@@ -61,8 +64,8 @@ func (n *Node) reconnect(ctx context.Context) {
 		addr := lost[tick%len(lost)]
 		tick++
 		jctx, cancel := context.WithTimeout(ctx, reconnectEvery)
-		k, err := n.members.Join(jctx, []string{addr})
+		k, err := members.Join(jctx, []string{addr})
 		cancel()
-		n.log.Debug("reconnect", "peer", addr, "joined", k, "err", err)
+		log.Debug("reconnect", "peer", addr, "joined", k, "err", err)
 	}
 }
