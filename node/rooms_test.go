@@ -24,14 +24,14 @@ import (
 // arrow goes back up when its files are in one cycle: no order of the
 // files puts every file above the helpers it uses. The test lists each
 // room's arrows and cycles (go test -run TestRoomFileArrows -v ./node/)
-// and fails on a cycle in a room that had none when this was written
-// (records, eval), so the rooms keep what they have.
+// and fails on a cycle in a room (node itself, the small thing that
+// starts and stops them, is listed and not held to it).
 
 // roomDirs are the room packages, relative to node/.
 var roomDirs = []string{".", "worker", "shards", "status", "eval", "records"}
 
 // acyclicRooms must keep an acyclic file graph.
-var acyclicRooms = []string{"records"}
+var acyclicRooms = []string{"worker", "shards", "status", "eval", "records"}
 
 type fileGraph struct {
 	files  []string

@@ -1,41 +1,11 @@
 package eval
 
 import (
-	"log/slog"
-	"time"
+	"context"
+	"errors"
 
-	"dsspmesh/cudaops"
-	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
-
-// Deps are the evaluation room's edges, built by the node that runs it.
-type Deps struct {
-	ID        mesh.NodeID
-	Transport mesh.Transport
-	Members   mesh.Membership
-	// Job is the job once the node has joined the mesh's shards; false
-	// before (a read then fails).
-	Job func() (Job, bool)
-	// Evaluator is the node that evaluates now (named in a 404).
-	Evaluator func() string
-	Logger    *slog.Logger
-	// Now reads the wall clock for the evaluations' times.
-	Now func() time.Time
-}
-
-// Job is what a model read needs of the job.
-type Job struct {
-	// Model is the model trained (its layout and size).
-	Model *cudaops.Model
-	// Bounds is each shard's range of the flat parameter vector;
-	// Candidates where to look for a shard's leader.
-	Bounds     [][2]int
-	Candidates func(shard uint32) []mesh.NodeID
-	// Name and Dataset are the job's model and dataset, Spec the job
-	// spec as JSON: each snapshot's metadata.
-	Name, Dataset string
-	Spec          []byte
-}
 
 // Room reads model snapshots, serves them, keeps the one last evaluated
 // and, on the evaluating node, evaluates and checkpoints.
@@ -58,4 +28,24 @@ func (r *Room) Latest() string {
 	}
 	p, _ := r.ckpt.dir.Latest()
 	return p
+}
+
+// Read reads every shard's slice from its leader (each a linearizable
+// read, shardapi.Client.ReadInto), concurrently up to readBytesInFlight of
+// replies, each decoded straight into the flat vector: into's memory when
+// it has the model's length, else new memory.
+func (r *Room) Read(ctx context.Context, source string, into []float32) (*Snapshot, error) {
+	snap, _, err := r.ReadVersions(ctx, source, into)
+	return snap, err
+}
+
+// ReadVersions is Read also giving the version of each shard's
+// slice it read whole, nil for a shard whose read failed (its part of into
+// may be half written), whether or not the read as a whole succeeded.
+func (r *Room) ReadVersions(ctx context.Context, source string, into []float32) (*Snapshot, []*shardapi.Version, error) {
+	job, ok := r.d.Job()
+	if !ok {
+		return nil, nil, errors.New("the node has not joined the mesh's shards yet")
+	}
+	return r.reader.read(ctx, r.d, job, source, into)
 }

@@ -45,24 +45,8 @@ func readsInFlight(bounds [][2]int) int {
 	return max(1, min(len(bounds), readBytesInFlight/largest))
 }
 
-// Read reads every shard's slice from its leader (each a linearizable
-// read, shardapi.Client.ReadInto), concurrently up to readBytesInFlight of
-// replies, each decoded straight into the flat vector: into's memory when
-// it has the model's length, else new memory.
-func (r *Room) Read(ctx context.Context, source string, into []float32) (*Snapshot, error) {
-	snap, _, err := r.ReadVersions(ctx, source, into)
-	return snap, err
-}
-
-// ReadVersions is Read also giving the version of each shard's
-// slice it read whole, nil for a shard whose read failed (its part of into
-// may be half written), whether or not the read as a whole succeeded.
-func (r *Room) ReadVersions(ctx context.Context, source string, into []float32) (*Snapshot, []*shardapi.Version, error) {
-	job, ok := r.d.Job()
-	if !ok {
-		return nil, nil, errors.New("the node has not joined the mesh's shards yet")
-	}
-	rd := r.reader
+// read is ReadVersions with the room's edges d and the job.
+func (rd *modelReader) read(ctx context.Context, d Deps, job Job, source string, into []float32) (*Snapshot, []*shardapi.Version, error) {
 	select {
 	case rd.turn <- struct{}{}:
 		defer func() { <-rd.turn }()
@@ -70,11 +54,11 @@ func (r *Room) ReadVersions(ctx context.Context, source string, into []float32) 
 		return nil, nil, fmt.Errorf("read the model: another read still runs: %w", ctx.Err())
 	}
 	if rd.clients == nil {
-		resolve := mesh.ResolveFromMembership(r.d.Members)
+		resolve := mesh.ResolveFromMembership(d.Members)
 		for s := range job.Bounds {
 			id := uint32(s)
-			c, err := shardapi.NewClient(shardapi.DefaultClientConfig(id, clock.WorkerID(r.d.ID), func() []mesh.NodeID { return job.Candidates(id) }),
-				r.d.Transport, resolve, r.d.Logger)
+			c, err := shardapi.NewClient(shardapi.DefaultClientConfig(id, clock.WorkerID(d.ID), func() []mesh.NodeID { return job.Candidates(id) }),
+				d.Transport, resolve, d.Logger)
 			if err != nil {
 				return nil, nil, err
 			}

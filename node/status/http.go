@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -76,5 +75,3 @@ func NewServer(h http.Handler) *http.Server {
 	// streams for its whole duration.
 	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
 }
-
-func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }

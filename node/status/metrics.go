@@ -1,6 +1,8 @@
 package status
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -153,3 +155,5 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
+
+func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }

@@ -42,3 +42,15 @@ func (w *Worker) noteAssignmentLocked(a *shardapi.Assignment) {
 	w.stats.AllocVersion = a.Version
 	w.stats.PredictedSeconds = float64(a.PredictNs) / 1e9
 }
+
+// assignment is the assignment named for iteration t by one of the last
+// two OKs of shard 0 the loop landed, nil if none names it. Any two that
+// name t are equal: an assignment is final when named (shard/balance.go).
+func (w *Worker) assignment(t int64) *shardapi.Assignment {
+	for _, a := range w.assigned {
+		if a != nil && a.Iter == t {
+			return a
+		}
+	}
+	return nil
+}

@@ -7,33 +7,6 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// Lending θ to the evaluation (node/eval.go). An evaluation reads the whole
-// model into memory of its own and evaluates it there, beside the worker's
-// θ: for a model of at least a size the node chooses that second copy is what decides
-// the evaluating node's peak memory (a 100 MB model's evaluator held 7× the
-// model where the others held 6×). So for such a model the evaluation
-// borrows the worker's θ instead: at the top of an iteration, with no push
-// in flight, the worker hands θ over and waits; the evaluation reads the
-// model into it, evaluates, saves its checkpoint and hands θ back with the
-// version of every slice it read, which the worker then computes on as if
-// a push's OK had brought them — a linearizable read after its last OK is
-// at least as fresh as that OK (docs/design.md, "The read guarantee"),
-// and a slice last read outside the gate stays marked so. A shard whose
-// read failed keeps its old version: its values are that
-// version's or newer ones. The worker computes nothing while θ is lent;
-// the evaluation computes in its place. The evaluated snapshot, for
-// GET /model.safetensors?evaluated, is written to the data dir
-//  before θ goes back: a model's bytes more on disk, none
-// in memory.
-
-// lendRequest is the evaluation asking for θ: the loop sends θ on theta,
-// then waits on back for the versions read into it (nil for a shard whose
-// read failed).
-type lendRequest struct {
-	theta chan<- []float32
-	back  <-chan []*shardapi.Version
-}
-
 // lendPoint hands θ to an evaluation that asks for it and waits for it
 // back; false if ctx ended meanwhile (the worker stops). The loop calls it
 // where it owns θ and no push is in flight: at the top of a lock-step

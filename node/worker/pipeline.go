@@ -1,12 +1,6 @@
 package worker
 
-import (
-	"context"
-	"time"
-
-	"dsspmesh/node/records"
-	"dsspmesh/shardapi"
-)
+import "context"
 
 // The pipelined loop (JobSpec.Pipeline; docs/design.md, "The read
 // guarantee"): the worker sends the push of iteration t and, without
@@ -41,28 +35,6 @@ import (
 // (shard/balance.go), so iteration t+1, computed while push t is in
 // flight, takes the one named by the OK of t−1.
 
-// flight is one pushAll of iteration iter: what it carries and where its
-// replies go.
-type flight struct {
-	iter    int64
-	loss    float64
-	compute time.Duration
-	batch   int
-	used    *shardapi.Assignment // the assignment the gradient was computed on, if any
-
-	into   []float32               // θ (no push in flight) or w.landing (pipelined)
-	apart  bool                    // into is w.landing: land copies the slices into θ
-	reads  []records.SliceRead     // per shard: the version of the slice written into into
-	got    []bool                  // per shard: a slice was written (not kept)
-	assign [2]*shardapi.Assignment // shard 0's last OK: for iter+1 and iter+2
-	done   chan error              // pipelined: pushAll's result
-}
-
-// newFlight is a push of iteration iter whose slices go into into.
-func (w *Worker) newFlight(iter int64, into []float32) *flight {
-	return &flight{iter: iter, into: into, reads: make([]records.SliceRead, len(w.cfg.Bounds)), got: make([]bool, len(w.cfg.Bounds))}
-}
-
 // aheadGradient computes the gradient of the first k samples of the batch on θ
 // into w.part (made at the first call) for gradient to mix in once the push
 // in flight has landed, and returns their loss.
@@ -88,36 +60,4 @@ func (w *Worker) pipelined(ctx context.Context, fl *flight, grad [][]byte) {
 	if w.encs[w.gi] == nil {
 		w.encs[w.gi] = w.newEncoders()
 	}
-}
-
-// land writes what fl's push brought into the loop's state: each pulled
-// slice into θ (when it went to the landing buffer) with its version, and
-// shard 0's assignments. The loop calls it once fl's push returned.
-func (w *Worker) land(fl *flight) {
-	for s, got := range fl.got {
-		if !got {
-			continue
-		}
-		if lo, hi := w.cfg.Bounds[s][0], w.cfg.Bounds[s][1]; fl.apart {
-			copy(w.theta[lo:hi], fl.into[lo:hi])
-		}
-		w.step.Reads[s] = fl.reads[s]
-	}
-	if fl.assign[0] != nil {
-		// The previous OK's are kept too: after a refused push the loop
-		// computes that iteration again, which only an older OK named.
-		w.assigned = [4]*shardapi.Assignment{w.assigned[2], w.assigned[3], fl.assign[0], fl.assign[1]}
-	}
-}
-
-// assignment is the assignment named for iteration t by one of the last
-// two OKs of shard 0 the loop landed, nil if none names it. Any two that
-// name t are equal: an assignment is final when named (shard/balance.go).
-func (w *Worker) assignment(t int64) *shardapi.Assignment {
-	for _, a := range w.assigned {
-		if a != nil && a.Iter == t {
-			return a
-		}
-	}
-	return nil
 }

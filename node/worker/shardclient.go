@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"dsspmesh/clock"
@@ -15,18 +16,19 @@ import (
 // change of the client's push API is made here alone.
 type shardClient struct{ c *shardapi.Client }
 
-// newShardClients dials nothing yet: one client per shard, each finding
-// its shard's leader among d.Candidates, never dialling a node d.Alive
-// says is dead, encoding in prec.
-func newShardClients(d Deps, shards int, prec shardapi.Precision) ([]shardClient, error) {
-	resolve := mesh.ResolveFromMembership(d.Members)
+// newShardClients dials nothing yet: one client per shard for worker id,
+// each finding its shard's leader among candidates, never dialling a node
+// alive says is dead, encoding in prec.
+func newShardClients(id mesh.NodeID, tr mesh.Transport, members mesh.Membership, candidates func(uint32) []mesh.NodeID, alive func(mesh.NodeID) bool,
+	log *slog.Logger, shards int, prec shardapi.Precision) ([]shardClient, error) {
+	resolve := mesh.ResolveFromMembership(members)
 	out := make([]shardClient, 0, shards)
 	for s := range shards {
-		id := uint32(s)
-		cfg := shardapi.DefaultClientConfig(id, clock.WorkerID(d.ID), func() []mesh.NodeID { return d.Candidates(id) })
-		cfg.Alive = d.Alive
+		shard := uint32(s)
+		cfg := shardapi.DefaultClientConfig(shard, clock.WorkerID(id), func() []mesh.NodeID { return candidates(shard) })
+		cfg.Alive = alive
 		cfg.Precision = prec
-		c, err := shardapi.NewClient(cfg, d.Transport, resolve, d.Logger)
+		c, err := shardapi.NewClient(cfg, tr, resolve, log)
 		if err != nil {
 			for _, c := range out {
 				c.close()
