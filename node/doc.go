@@ -1,16 +1,17 @@
 // Package node is one dssp process: its configuration, data directory and
-// job spec; its lifecycle (bootstrap a mesh or join one by seed, host the
-// shards placement assigns, leave gracefully, recover after a crash); the
-// worker loop; evaluation of the global parameters; and HTTP (/metrics,
-// /status, the dashboard). It assembles them from three rooms below it —
-// node/worker (the worker loop), node/shards (the shard manager) and
-// node/status (status, HTTP, metrics, events) — and the records they
-// share (node/records); no room imports node or another room.
+// job spec; its lifecycle (bootstrap a mesh or join one by seed, leave
+// gracefully, recover after a crash) and the control channel. It starts
+// and stops four rooms below it, each built from an explicit Deps and
+// none holding the Node: node/worker (the worker loop), node/shards (the
+// shard manager: replicas, placement, reconcile), node/status (what a
+// node shows: /status, /metrics, the dashboard, events, the mesh view,
+// the debug history) and node/eval (model snapshots, the evaluation,
+// checkpoints), with the records they share in node/records. No room
+// imports node or another room (repo_test.go's mayImport), and inside a
+// room no file-to-file arrow goes back up (rooms_test.go).
 //
 // A node started with --train=false only hosts shards: it loads the model
 // (for its size and initial θ) but no dataset and runs no worker.
-// What a node shows (/status, /metrics, the dashboard, the event record,
-// the debug history) is the status room, node/status.
 //
 // # Lifecycle
 //
@@ -71,8 +72,9 @@
 // A gradient the shards refuse (NaN/Inf, a norm outlier under
 // --outlier-factor, a step that would make a parameter non-finite) is
 // logged, counted (LocalWorker.Refused, worker_gradients_refused_total) and
-// replaced by the worker (node/worker). Shard leaders count refusals per worker (Status.Refusals, with
-// the repeat offenders, and dssp_shard_gradients_refused_total). A non-finite
+// replaced by the worker (node/worker). Shard leaders count refusals per
+// worker (Status.Refusals, with the repeat offenders, and
+// dssp_shard_gradients_refused_total). A non-finite
 // loss at evaluation marks the evaluation Diverged; every node that
 // receives it stops its worker with a message saying so (LocalWorker.Stopped)
 // rather than train on garbage. The shards keep their last parameters,
@@ -103,6 +105,6 @@
 // Run owns every goroutine it starts and waits for them before returning.
 // [Node.Status] is safe for concurrent use (HTTP handlers, the metrics
 // collector); it takes Node.mu for reading and never calls into Raft or
-// the network while holding it. Lock order: Node.mu before the rooms' locks (a room never calls back
-// into the node while holding its own).
+// the network while holding it. Lock order: Node.mu before the rooms'
+// locks; a room never calls back into the node while holding its own.
 package node
