@@ -79,9 +79,7 @@ func (c *emulated) Gradient(ctx context.Context, theta []float32, lo, hi int, em
 // stretch sleeps until a computation of samples that took measured has
 // taken slowdown·(measured + delay·samples/Batch), or ctx ends.
 func (c *emulated) stretch(ctx context.Context, measured time.Duration, samples int) {
-	delay := time.Duration(float64(c.e.Delay) * float64(samples) / float64(max(c.e.Batch, 1)))
-	target := time.Duration(float64(measured+delay) * c.e.Slowdown)
-	if extra := target - measured; extra > 0 {
+	if extra := c.e.stretched(measured, samples) - measured; extra > 0 {
 		t := time.NewTimer(extra)
 		select {
 		case <-t.C:
@@ -89,4 +87,11 @@ func (c *emulated) stretch(ctx context.Context, measured time.Duration, samples 
 			t.Stop()
 		}
 	}
+}
+
+// stretched is the time a computation of samples that took measured is
+// to take: slowdown·(measured + delay·samples/Batch).
+func (e Emulation) stretched(measured time.Duration, samples int) time.Duration {
+	delay := time.Duration(float64(e.Delay) * float64(samples) / float64(max(e.Batch, 1)))
+	return time.Duration(float64(measured+delay) * e.Slowdown)
 }
