@@ -3,7 +3,7 @@ package worker
 import "dsspmesh/shardapi"
 
 // The worker's side of the balance layer (docs/design.md#balance). With
-// JobSpec.Balance, shard 0's OK reply to push t carries the worker's
+// Config.Balance (the job's --balance), shard 0's OK reply to push t carries the worker's
 // assignment for iteration t+1 and, under --pipeline, for t+2 (each
 // naming its iteration): the batch size and the position of its slice in
 // the job-wide data order (cudaops.Order, one seeded permutation of the

@@ -2,7 +2,7 @@ package worker
 
 import "context"
 
-// The pipelined loop (JobSpec.Pipeline; docs/design.md, "The read
+// The pipelined loop (Config.Pipeline, the job's --pipeline; docs/design.md, "The read
 // guarantee"): the worker sends the push of iteration t and, without
 // waiting for it, computes iteration t+1 on θ as the OK of push t−1 left
 // it; then it waits for push t, writes the slices it brought into θ, sends
@@ -12,16 +12,17 @@ import "context"
 // released them); what they lack is the worker's own update of t, in
 // flight.
 //
-// Ownership while a push is in flight: its goroutines own w.iters, the
-// clients and the flight (its landing buffer w.landing, its reads, got
-// and assign); the loop owns θ, the versions (w.step.Reads) and w.assigned, which the flight
-// does not write, and the encoder set it encodes the next gradient into
-// (the push sends the other set's bytes). The loop reads the flight's results
-// only after receiving from fl.done. With no push in flight (join, the
+// Ownership while a push is in flight: its goroutines own the clocks
+// (w.step.Iters), the clients and the flight (its landing buffer
+// w.landing, its reads, got and assign); the loop owns θ, the versions
+// (w.step.Reads) and w.assigned, which the flight does not write, and the
+// encoder set it encodes the next gradient into (the push sends the other
+// set's bytes). The loop reads the flight's results only after receiving
+// from fl.done. With no push in flight (join, the
 // lock-step loop, after a refusal or a moved clock) pushAll decodes
 // straight into θ on the loop's behalf.
 //
-// With JobSpec.PipelineFresh > 0 only the first samples of iteration t+1
+// With Config.PipelineFresh > 0 only the first samples of iteration t+1
 // are computed while push t is in flight (aheadGradient, into w.part); the
 // rest waits for push t to land and is computed on the θ it brought, and
 // the two gradients are mixed by their samples before encoding (gradient).
