@@ -69,9 +69,9 @@ type JobSpec struct {
 	// brought; the rest is computed while the push is in flight, on the
 	// parameters before it. 0 (a spec persisted before it) computes the
 	// whole batch ahead. A fresh half costs none of the samples a whole
-	// batch ahead costs (1.36× to 95 % in simulation; BENCHMARKS.md,
-	// Balance, run 12), while up to half a batch's compute of the push's
-	// round trip stays hidden behind the part computed ahead.
+	// batch ahead costs (1.36× to 95 % in simulation; docs/design.md),
+	// while up to half a batch's compute of the push's round trip stays
+	// hidden behind the part computed ahead.
 	PipelineFresh float64 `json:"pipeline_fresh,omitempty"`
 
 	// InitFrom is a safetensors file (dssp export, a checkpoint, dssp
@@ -322,7 +322,7 @@ func (s JobSpec) CheckAdopt(mesh JobSpec, explicit func(flag string) bool) error
 // aims at. Every shard costs, per push, a Raft entry with an fsync on each
 // replica and its own messages, whatever its slice's size, so a small
 // model is cheapest whole (the 0.94 MB MLP moves ~1.3× the samples/s as
-// one shard as it does as four, BENCHMARKS.md "round 5"); a large one
+// one shard as it does as four, BENCHMARKS.md); a large one
 // spreads its pushes, applies and snapshots over several leaders.
 const AutoShardBytes = 16 << 20
 
