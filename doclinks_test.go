@@ -26,7 +26,7 @@ import (
 // library's). A link to something renamed or deleted fails here instead of
 // rendering as plain text in go doc.
 func TestDocLinksResolve(t *testing.T) {
-	bad, err := checkDocLinks(".", module)
+	bad, err := checkDocLinks(goTool(t), ".", module)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ package b
 
 import _ "example/a"
 `)
-	bad, err := checkDocLinks(dir, "example")
+	bad, err := checkDocLinks(goTool(t), dir, "example")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,8 +331,9 @@ func importName(spec *ast.ImportSpec) (name, importPath string) {
 }
 
 // checkDocLinks returns one line per doc link in root's packages (modulePath
-// being root's module) that names nothing, as "file:line: [link] ...".
-func checkDocLinks(root, modulePath string) ([]string, error) {
+// being root's module) that names nothing, as "file:line: [link] ..."; goCmd
+// finds the standard library and other modules' packages.
+func checkDocLinks(goCmd, root, modulePath string) ([]string, error) {
 	fset := token.NewFileSet()
 	type pkg struct {
 		dir   string
@@ -376,7 +377,7 @@ func checkDocLinks(root, modulePath string) ([]string, error) {
 	// load finds a package outside the module: the standard library's in
 	// GOROOT, any other through go list (a missing one is nil).
 	goroot := runtime.GOROOT()
-	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+	if out, err := exec.Command(goCmd, "env", "GOROOT").Output(); err == nil {
 		goroot = strings.TrimSpace(string(out))
 	}
 	load := func(importPath string) *symbols {
@@ -388,7 +389,7 @@ func checkDocLinks(root, modulePath string) ([]string, error) {
 		if !strings.Contains(first, ".") {
 			dir = filepath.Join(goroot, "src", filepath.FromSlash(importPath))
 		} else {
-			cmd := exec.Command("go", "list", "-e", "-f", "{{.Dir}}", importPath)
+			cmd := exec.Command(goCmd, "list", "-e", "-f", "{{.Dir}}", importPath)
 			cmd.Dir = root
 			if out, err := cmd.Output(); err == nil {
 				dir = strings.TrimSpace(string(out))
