@@ -14,7 +14,7 @@
 //     internal/boundedmsgpack, as they are input from another replica. Apply is deterministic: the receipt time of every push is in
 //     the entry, gradients of one entry are summed into one optimizer step
 //     whose learning rate is a function of the global samples applied before
-//     it ([Schedule]), and the FSM never reads the clock. Snapshots encode
+//     it ([shardapi.Schedule]), and the FSM never reads the clock. Snapshots encode
 //     everything (snapshot.go); [FSM.StateHash] is a SHA-256 of that
 //     encoding, equal on replicas that applied the same entries. A
 //     snapshot takes θ and the velocity without copying them: until it has
@@ -46,7 +46,7 @@
 //     mean entry (logbudget.go), so the log and its bbolt file stay a few
 //     megabytes whether an entry is a quarter of a megabyte or tens.
 //   - [shardapi.Client]: a worker's push-and-pull to one shard (in
-//     package shardapi with the RPC protocol, errors, [Spec] and the
+//     package shardapi with the RPC protocol, errors, [shardapi.Spec] and the
 //     reports, so that node can use them without raft).
 //   - [Replica.Read] and [shardapi.Client.Read]: a linearizable read of the shard's
 //     parameters and clocks (see Reads).
@@ -72,11 +72,11 @@
 // NotLeader after proposing, timeout) may or may not have been applied. The
 // [shardapi.Client] resends the same (worker, iter) to whichever replica leads; the
 // dedupe makes that safe. Rejections are not ambiguous: a push refused with
-// a [*RejectError] changed nothing and resending it is pointless.
+// a [*shardapi.RejectError] changed nothing and resending it is pointless.
 //
 // Rejected input (wrong length, NaN/Inf, unknown worker, iteration from
 // the future, a push while the previous one is held, a shard not
-// initialised) is refused with a [*RejectError] naming the [Reason],
+// initialised) is refused with a [*shardapi.RejectError] naming the [shardapi.Reason],
 // counted, and leaves the shard unchanged. Bad frames from a peer close that
 // stream only.
 //
@@ -84,15 +84,15 @@
 //
 // A push, add-worker or remove-worker request must name as its worker the
 // node the stream's TLS certificate authenticates (mesh.Stream.Peer), or it
-// is refused with [ReasonNotPeer]. Before proposing a push the leader
-// refuses a gradient holding NaN or ±Inf ([ReasonNonFinite]) and, when
+// is refused with [shardapi.ReasonNotPeer]. Before proposing a push the leader
+// refuses a gradient holding NaN or ±Inf ([shardapi.ReasonNonFinite]) and, when
 // Spec.OutlierFactor is set, one whose norm exceeds that factor times the
-// median of the shard's recent norms ([ReasonOutlier]); it counts both per
-// worker ([ServiceStats].Refused, with the streak that marks a worker
+// median of the shard's recent norms ([shardapi.ReasonOutlier]); it counts both per
+// worker ([shardapi.ServiceStats].Refused, with the streak that marks a worker
 // that keeps sending them). The FSM checks again, deterministically, so a
 // replica never applies a non-finite entry whoever wrote it: a NaN/Inf
 // gradient, and a push whose optimizer step would make a parameter or
-// velocity non-finite ([ReasonNonFiniteStep], computed with the step's own
+// velocity non-finite ([shardapi.ReasonNonFiniteStep], computed with the step's own
 // float32 arithmetic), are refused alike on every replica; Init and
 // snapshots with non-finite parameters are refused. Restore reads at most
 // the snapshot its header describes plus one byte, and refuses a longer
@@ -146,7 +146,7 @@
 // 100 MB model's slice) can take longer than the client's ReplyTimeout to
 // commit on a loaded machine, and silence would have the client resend it.
 // When a worker is removed its own held push is answered with a
-// [*RejectError] of [ReasonUnknownWorker]; the pushes of others it was
+// [*shardapi.RejectError] of [shardapi.ReasonUnknownWorker]; the pushes of others it was
 // holding back are released.
 //
 // # Concurrency and goroutines

@@ -460,7 +460,7 @@ func (c *Client) stream(ctx context.Context, target mesh.NodeID) (mesh.Stream, e
 }
 
 // Read asks the shard's leader for a linearizable read of its parameters
-// and clocks ([Replica.Read]), following NotLeader redirects and retrying
+// and clocks ([dsspmesh/shard.Replica.Read]), following NotLeader redirects and retrying
 // other replicas until ctx (or Config.Deadline) ends (an error wrapping
 // ErrDeadline). A read changes nothing, so retrying is always safe. A shard
 // without its Init entry yet gives an error wrapping ErrNotInitialized.

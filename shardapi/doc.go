@@ -8,7 +8,7 @@
 // gradients and parameter slices for the client, the service and the FSM.
 // Under int8 a Client keeps one residual per shard slice (error feedback,
 // itself in int8 blocks: a quarter of the slice's fp32 bytes):
-// encode a gradient once ([Client.Encode]) and resend its bytes.
+// encode a gradient once and resend its bytes.
 // Package shard implements the replica on raft and uses these types under
 // the same names; package node uses them through this package so that it
 // does not depend on raft.
