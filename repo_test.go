@@ -28,7 +28,6 @@ var mayImport = map[string][]string{
 	"":                        nil,
 	"balance":                 nil,
 	"clock":                   nil,
-	"clock/sim":               {"clock", "balance"},
 	"cudaops":                 nil,
 	"cudaops/cuda":            {"cudaops"},
 	"internal/boundedmsgpack": nil,
@@ -43,11 +42,15 @@ var mayImport = map[string][]string{
 	"shard":                   {"balance", "clock", "mesh", "raftstore", "shardapi", "internal/boundedmsgpack", "internal/faults", "internal/wait"},
 	"node":                    {"clock", "cudaops", "modelfile", "mesh", "shardapi", "internal/faults"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
-	"node/launch":             {"node", "mesh"},
-	"node/bench":              {"node/launch", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
-	"cmd/dssp": {"node/bench", "node/launch", "node/assemble", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile",
-		"clock/sim", "balance", "cudaops/cuda", "cudaops", "clock", "internal/faults"},
-	"test": {"node/launch", "node", "mesh", "modelfile", "clock", "internal/faults"},
+	"nodeclient":              {"node", "modelfile"},
+	"node/launch":             {"nodeclient", "node", "mesh"},
+	// The lab: benchmarks, the simulator, the launcher's plots.
+	"lab/sim":   {"clock", "balance"},
+	"lab/plot":  {"node/launch"},
+	"lab/bench": {"lab/plot", "node/launch", "nodeclient", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
+	"cmd/dssp": {"lab/bench", "lab/sim", "lab/plot", "nodeclient", "node/launch", "node/assemble", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile",
+		"balance", "cudaops/cuda", "cudaops", "clock", "internal/faults"},
+	"test": {"nodeclient", "node/launch", "node", "mesh", "modelfile", "clock", "internal/faults"},
 }
 
 // testSupport are packages for tests only: any package's tests may import
@@ -63,9 +66,9 @@ var xtestAssembles = map[string]string{"node": "node/assemble"}
 // must not depend on, directly or not, in any build. "std" stands for every
 // package outside the standard library.
 var forbidden = map[string][]string{
-	"balance":   {"std"},
-	"clock":     {"std"},
-	"clock/sim": {"std"},
+	"balance": {"std"},
+	"clock":   {"std"},
+	"lab/sim": {"std"},
 	// memberlist, quic-go and msgpack only: Raft sits above the mesh.
 	"mesh": {"github.com/hashicorp/raft"},
 	// A node is assembled from interfaces; raft is node/assemble's to wire.

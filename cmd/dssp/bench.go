@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"dsspmesh/lab/bench"
 	"dsspmesh/node"
-	"dsspmesh/node/bench"
 )
 
 func newBenchCmd() *cobra.Command {

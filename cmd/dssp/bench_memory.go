@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"dsspmesh/node/bench"
+	"dsspmesh/lab/bench"
 )
 
 func newBenchMemoryCmd() *cobra.Command {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"dsspmesh/clock"
-	"dsspmesh/clock/sim"
+	"dsspmesh/lab/sim"
 	"dsspmesh/node"
 )
 

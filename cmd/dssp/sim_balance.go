@@ -8,7 +8,7 @@ import (
 
 	"dsspmesh/balance"
 	"dsspmesh/clock"
-	"dsspmesh/clock/sim"
+	"dsspmesh/lab/sim"
 )
 
 // balanceParadigms is --paradigms' default under --balance: the gates of

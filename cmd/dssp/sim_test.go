@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"dsspmesh/clock/sim"
+	"dsspmesh/lab/sim"
 )
 
 // TestRunParadigmsInParallelIsSequential: the results do not depend on how
