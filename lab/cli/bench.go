@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -17,7 +17,8 @@ import (
 	"dsspmesh/node"
 )
 
-func newBenchCmd() *cobra.Command {
+// NewBenchCmd is `dssp bench` and its subcommands (package lab/bench).
+func NewBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmarks: paradigms on real local meshes, and the mesh's own costs",

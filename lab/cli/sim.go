@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -17,7 +17,8 @@ import (
 	"dsspmesh/node"
 )
 
-func newSimCmd() *cobra.Command {
+// NewSimCmd is `dssp sim`: the discrete-event simulator of package lab/sim.
+func NewSimCmd() *cobra.Command {
 	var (
 		workers, iters, stragIters   int
 		speeds, paradigms, dist      string
