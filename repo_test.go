@@ -47,7 +47,7 @@ var mayImport = map[string][]string{
 	// The lab: benchmarks, the simulator, the launcher's plots.
 	"lab/sim":   {"clock", "balance"},
 	"lab/plot":  {"node/launch"},
-	"lab/bench": {"lab/plot", "node/launch", "nodeclient", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
+	"lab/bench": {"lab/plot", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
 	"lab/cli":   {"lab/bench", "lab/sim", "node", "balance", "clock"},
 	// `dssp node`: what a node process runs (TestNodeRunPathHasNoLab).
 	"cmd/dssp/nodecmd": {"node/assemble", "node", "cudaops/cuda"},
