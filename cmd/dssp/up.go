@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"dsspmesh/lab/plot"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
@@ -51,6 +52,7 @@ recover and the node to rejoin.`,
 			}
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
+			cfg.Charts = plot.Up
 			if slowdown != "" {
 				if cfg.Slowdown, err = node.ParseFloats("slowdown", slowdown); err != nil {
 					return err

@@ -1,9 +1,11 @@
 // Package launch is `dssp up`: it starts N real `dssp node` processes on
 // loopback (the running binary itself, so `go run ./cmd/dssp up` works on a
 // fresh clone), polls each node's /status, shows live progress, stops at a
-// target accuracy or a time limit, and writes a report (CSV and PNG plots,
+// target accuracy or a time limit, and writes a report (CSV files, the
+// PNG plots of the Config.Charts it is given — `dssp up` gives lab/plot's —
 // and model.safetensors: the snapshot behind the last evaluation, fetched
-// from the evaluating node before the mesh stops, see FetchModel).
+// from the evaluating node before the mesh stops with
+// nodeclient.FetchModel). It reads nodes through package nodeclient.
 // With chaos on it kills a random non-bootstrap node with SIGKILL every
 // period, restarts it on the same data directory and ports, and measures
 // how long the survivors take to train again and the restarted node to

@@ -16,6 +16,7 @@ import (
 
 	"dsspmesh/modelfile"
 	"dsspmesh/node"
+	"dsspmesh/nodeclient"
 )
 
 // Sample is one poll of one node.
@@ -176,7 +177,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 	model, meta := w.finalModel()
 	w.sampleRSS()
 	m.Stop(10 * time.Second)
-	if err := WriteReport(cfg.ReportDir, res); err != nil {
+	if err := WriteReport(cfg.ReportDir, res, cfg.Charts); err != nil {
 		return res, err
 	}
 	res.ReportDir = cfg.ReportDir
@@ -204,7 +205,7 @@ func (w *watcher) finalModel() ([]byte, *modelfile.Meta) {
 			if s == nil || s.Node != f.By {
 				continue
 			}
-			b, file, err := FetchModel(ctx, w.mesh.Procs[i].HTTP, true, 0)
+			b, file, err := nodeclient.FetchModel(ctx, w.mesh.Procs[i].HTTP, true, 0)
 			if err == nil {
 				return b, &file.Meta
 			}
@@ -215,7 +216,7 @@ func (w *watcher) finalModel() ([]byte, *modelfile.Meta) {
 		if s == nil {
 			continue
 		}
-		b, file, err := FetchModel(ctx, w.mesh.Procs[i].HTTP, false, 30*time.Second)
+		b, file, err := nodeclient.FetchModel(ctx, w.mesh.Procs[i].HTTP, false, 30*time.Second)
 		if err == nil {
 			return b, &file.Meta
 		}
@@ -308,7 +309,7 @@ func (w *watcher) poll(ctx context.Context) []*node.Status {
 		wg.Add(1)
 		go func(i int, addr string) {
 			defer wg.Done()
-			if s, err := FetchStatus(ctx, addr); err == nil {
+			if s, err := nodeclient.FetchStatus(ctx, addr); err == nil {
 				out[i] = &s
 			}
 		}(i, p.HTTP)

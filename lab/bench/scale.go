@@ -18,6 +18,7 @@ import (
 	"dsspmesh/mesh"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
+	"dsspmesh/nodeclient"
 )
 
 // ScaleConfig is one `dssp bench scale` run: a real local mesh for every
@@ -450,7 +451,7 @@ func pollAllErr(ctx context.Context, m *launch.Mesh, idx []int) ([]*node.Status,
 		go func() {
 			defer func() { done <- struct{}{} }()
 			t := time.Now()
-			s, err := launch.FetchStatusWithin(ctx, m.Procs[i].HTTP, scalePollTimeout)
+			s, err := nodeclient.FetchStatusWithin(ctx, m.Procs[i].HTTP, scalePollTimeout)
 			if err != nil {
 				errs[k] = fmt.Errorf("after %s: %w", time.Since(t).Round(100*time.Millisecond), err)
 				return
@@ -868,7 +869,7 @@ const metricsTimeout = 5 * time.Second
 // fetchProfile saves a CPU profile of the node at addr over d.
 func fetchProfile(ctx context.Context, addr string, d time.Duration, path string) error {
 	secs := max(1, int(d.Seconds()))
-	b, err := launch.Get(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), d+10*time.Second)
+	b, err := nodeclient.Get(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), d+10*time.Second)
 	if err != nil {
 		return fmt.Errorf("%w (run the nodes with --pprof)", err)
 	}
@@ -881,7 +882,7 @@ func fetchProfile(ctx context.Context, addr string, d time.Duration, path string
 // scrapeMetrics reads the named metrics from a node's /metrics (Prometheus
 // text), each summed over its label sets.
 func scrapeMetrics(ctx context.Context, addr string, names ...string) (map[string]float64, error) {
-	b, err := launch.Get(ctx, "http://"+addr+"/metrics", metricsTimeout)
+	b, err := nodeclient.FetchMetrics(ctx, addr, metricsTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"dsspmesh/lab/plot"
 	"dsspmesh/node/launch"
 )
 
@@ -64,6 +65,7 @@ func MeasureUsage(ctx context.Context, cfg UsageConfig, log *slog.Logger) (Usage
 		return res, err
 	}
 	lc := launch.DefaultConfig()
+	lc.Charts = plot.Up // each run's accuracy.png and clocks.png, as `dssp up` draws them
 	lc.Binary = cfg.Binary
 	lc.Nodes = cfg.Nodes
 	lc.Dir = dir + "/run"

@@ -13,8 +13,8 @@ import (
 	"dsspmesh/clock"
 	"dsspmesh/internal/wait"
 	"dsspmesh/mesh"
-	"dsspmesh/raftstore"
-	"dsspmesh/shard"
+	"dsspmesh/node"
+	"dsspmesh/node/assemble"
 	"dsspmesh/shardapi"
 )
 
@@ -175,7 +175,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 		return "", mesh.ErrNoRoute
 	}
 	var ids []mesh.NodeID
-	var reps []*shard.Replica
+	var reps []node.Replica
 	var trs []*mesh.QUICTransport
 	defer func() {
 		for _, r := range reps {
@@ -196,23 +196,19 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 		addrs[id] = tr.Addr()
 		mu.Unlock()
 		ids = append(ids, id)
-		stores := raftstore.NewInmem()
+		// A node's replica wiring, with shard.DefaultConfig's timing (no
+		// stretch for entry size or group count) and, without cfg.Dir,
+		// in-memory raft stores.
+		opener := &assemble.RaftReplicas{Transport: tr, Resolve: resolve, Logger: log, FixedTiming: true, InMemory: cfg.Dir == ""}
 		if cfg.Dir != "" {
 			dir, err := os.MkdirTemp(cfg.Dir, "replica-*")
 			if err != nil {
 				return PushRate{}, err
 			}
 			defer os.RemoveAll(dir)
-			if stores, err = raftstore.Open(dir, shardID, raftstore.DefaultConfig(), log); err != nil {
-				return PushRate{}, err
-			}
+			opener.DataDir = dir
 		}
-		rt, err := raftstore.NewMeshTransport(tr, shardID, resolve, log)
-		if err != nil {
-			return PushRate{}, err
-		}
-		rep, err := shard.NewReplica(shard.DefaultConfig(shardID, id), shard.Deps{Transport: tr, Resolve: resolve,
-			RaftTransport: rt, Stores: stores, Clock: shard.SystemClock{}, Logger: log})
+		rep, err := opener.Open(shardID, node.ReplicaHooks{})
 		if err != nil {
 			return PushRate{}, err
 		}
@@ -225,17 +221,17 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 	spec := shardapi.Spec{Shard: shardID, Len: floats, Policy: "asp", Optimizer: shardapi.DefaultOptimizer(), Precision: cfg.Precision}
 	// Init is ambiguous while leadership settles: retry on whichever
 	// replica leads until one reports the shard initialised.
-	var leader *shard.Replica
+	var leader node.Replica
 	err := wait.Until(ctx, 30*time.Second, "the shard initialised", func() bool {
 		for _, r := range reps {
 			if r.IsLeader() {
-				if !r.FSM().Status().Initialized {
+				if !r.Status().Initialized {
 					ictx, c := context.WithTimeout(ctx, 5*time.Second)
 					r.Init(ictx, spec, make([]float32, floats))
 					c()
 				}
 				leader = r
-				return r.FSM().Status().Initialized
+				return r.Status().Initialized
 			}
 		}
 		return false

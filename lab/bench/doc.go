@@ -48,6 +48,20 @@
 // instead of counted. Nodes are started through launch.Mesh.WaitUp, which
 // restarts one whose port was taken before it bound on fresh ports.
 //
+// # What it builds on
+//
+// Meshes are real `dssp node` processes started through node/launch and
+// read through nodeclient. The replicated-push measurement opens its
+// shard replicas through node/assemble's RaftReplicas (a node's own
+// wiring: raft stores, raft transport over the mesh, shard timing), with
+// in-memory raft stores unless a folder is given, and pushes through
+// shardapi's client as a worker does. Two pieces use lower-level public
+// packages on purpose, because what they measure is that layer alone:
+// the transport measurement sets mesh's QUIC transport against raw
+// quic-go (mesh.NewRawQUIC) with the same TLS, and the gate measurement
+// drives a clock.Gate directly, with no shard around it. No file here
+// imports shard or raftstore.
+//
 // # Contract
 //
 // Every measurement is bounded: meshes by a time limit, in-process loops by

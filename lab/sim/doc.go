@@ -1,5 +1,5 @@
 // Package sim is a discrete-event simulator of N workers pushing through a
-// clock.Gate, for studying the paradigms at scales we cannot run.
+// clock.Gate, for studying the paradigms at scales no local mesh reaches.
 //
 // Each worker computes (a duration drawn from its own [Model]), pushes,
 // and waits for the gate's release; a release reaches the worker one

@@ -1,4 +1,4 @@
-package main
+package nodecmd
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	_ "dsspmesh/cudaops/cuda"
 )
 
-func newNodeCmd() *cobra.Command {
+func New() *cobra.Command {
 	cfg := node.DefaultConfig()
 	var configFile string
 	cmd := &cobra.Command{
@@ -34,7 +34,12 @@ environment, which wins over the file.
 
 SIGTERM or SIGINT leaves the mesh gracefully. After a crash, restart with the
 same --data-dir: the node keeps its id, job and Raft state, and rejoins the
-peers it last saw.`,
+peers it last saw.
+
+Emulation and A/B flags (--slowdown, --compute-delay, --raft-timing,
+--pipeline-fresh, --history-dir) are accepted but not listed here; they are
+for the lab (dssp up, dssp bench, the fault suite) and described in
+lab/README.md.`,
 		Example: `  dssp keygen --out mesh.key
   dssp node --key mesh.key --host 10.0.0.1 --data-dir /var/lib/dssp --paradigm dssp --s-lower 3 --r-max 12
   dssp node --key mesh.key --host 10.0.0.2 --data-dir /var/lib/dssp --join 10.0.0.1:7946`,
@@ -65,6 +70,12 @@ peers it last saw.`,
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "JSON file of flag values, keyed by flag name")
 	cfg.BindFlags(cmd.Flags())
+	for _, name := range LabKnobs {
+		if err := cmd.Flags().MarkHidden(name); err != nil {
+			panic("nodecmd: lab knob " + name + ": " + err.Error())
+		}
+	}
+	cmd.SetUsageFunc(groupedUsage)
 	cmd.SetContext(context.Background())
 	return cmd
 }

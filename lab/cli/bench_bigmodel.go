@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"dsspmesh/node/bench"
+	"dsspmesh/lab/bench"
 )
 
 func newBenchBigModelCmd() *cobra.Command {

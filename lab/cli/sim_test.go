@@ -1,9 +1,9 @@
-package main
+package cli
 
 import (
 	"testing"
 
-	"dsspmesh/clock/sim"
+	"dsspmesh/lab/sim"
 )
 
 // TestRunParadigmsInParallelIsSequential: the results do not depend on how

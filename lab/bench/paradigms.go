@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"dsspmesh/clock"
+	"dsspmesh/lab/plot"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
@@ -241,6 +242,7 @@ func runOne(ctx context.Context, cfg ParadigmsConfig, set Setting, v Variant, re
 	sum := RunSummary{Setting: set.Name, Variant: v, Repeat: rep, Limit: cfg.TimeLimit}
 	args, _ := v.specArgs()
 	lc := launch.DefaultConfig()
+	lc.Charts = plot.Up // each run's accuracy.png and clocks.png, as `dssp up` draws them
 	lc.Binary = cfg.Binary
 	lc.Nodes = cfg.Workers
 	lc.Slowdown = set.Slowdown

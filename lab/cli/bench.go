@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -13,11 +13,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"dsspmesh/lab/bench"
 	"dsspmesh/node"
-	"dsspmesh/node/bench"
 )
 
-func newBenchCmd() *cobra.Command {
+// NewBenchCmd is `dssp bench` and its subcommands (package lab/bench).
+func NewBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmarks: paradigms on real local meshes, and the mesh's own costs",

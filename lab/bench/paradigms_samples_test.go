@@ -21,7 +21,7 @@ import (
 // wall clock. Time is simulated only to order ASP's pushes; every other
 // paradigm is a sequence of rounds. Deterministic for a seed.
 //
-//	DSSP_SAMPLES=1 go test ./node/bench -run TestSamplesToTarget -v -timeout 30m
+//	DSSP_SAMPLES=1 go test ./lab/bench -run TestSamplesToTarget -v -timeout 30m
 //
 // DSSP_SAMPLES_VARIANTS (comma-separated names below), DSSP_SAMPLES_SEEDS
 // (count, default 5) and DSSP_SAMPLES_TARGET (default 0.95) narrow it. It

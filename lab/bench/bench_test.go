@@ -12,7 +12,7 @@ import (
 	"dsspmesh/node"
 )
 
-// The go test benchmark set: `go test -run X -bench . ./node/bench/` runs
+// The go test benchmark set: `go test -run X -bench . ./lab/bench/` runs
 // in well under a minute and prints each cost with its ratio to the
 // baseline measured in the same benchmark. Each Measure call lasts seconds,
 // so the framework runs it once (b.N = 1); the figures are the metrics,

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -13,11 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"dsspmesh/clock"
-	"dsspmesh/clock/sim"
+	"dsspmesh/lab/sim"
 	"dsspmesh/node"
 )
 
-func newSimCmd() *cobra.Command {
+// NewSimCmd is `dssp sim`: the discrete-event simulator of package lab/sim.
+func NewSimCmd() *cobra.Command {
 	var (
 		workers, iters, stragIters   int
 		speeds, paradigms, dist      string

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 
 	"dsspmesh/balance"
 	"dsspmesh/clock"
-	"dsspmesh/clock/sim"
+	"dsspmesh/lab/sim"
 )
 
 // balanceParadigms is --paradigms' default under --balance: the gates of

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"dsspmesh/node/bench"
+	"dsspmesh/lab/bench"
 )
 
 func newBenchMemoryCmd() *cobra.Command {
