@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 func TestClampCount(t *testing.T) {
@@ -62,11 +63,11 @@ func TestLogBoundedByBytes(t *testing.T) {
 	var params []float32
 	var peak int64
 	for i := range pushes {
-		p, err := cl.Push(context.Background(), int64(i), 1, 1, grad, params)
+		p, err := cl.Push(context.Background(), shardapi.Push{Iter: int64(i), Samples: 1, ComputeNs: 1, Payload: cl.Encode(grad, 1), Into: params})
 		if err != nil {
 			t.Fatal(err)
 		}
-		params = p
+		params = p.Params
 		if i%10 == 9 {
 			peak = max(peak, dirSize(t, dirs["n1"]))
 		}
