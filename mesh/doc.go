@@ -48,8 +48,8 @@
 // and re-established on the next Dial once broken.
 //
 // Frames are a fixed 8-byte length prefix, a msgpack header and raw payload
-// bytes (tensors as little-endian float32, see [AppendFloat32s]); the layout is
-// written in frame.go. Every length a peer sends is checked against
+// bytes, which mesh does not interpret (a shard's tensors are in
+// shardapi's codec, shardapi/tensor.go); the layout is written in frame.go. Every length a peer sends is checked against
 // [FrameLimits] before anything is allocated, and the header's msgpack is
 // structurally validated (every declared length must fit in the bytes that
 // remain, nesting is bounded) before it is decoded, so no input can make the

@@ -128,3 +128,10 @@ func TestByteBudgetTakesTurns(t *testing.T) {
 		t.Fatalf("held %d after releasing all", b.held)
 	}
 }
+
+// counts is what the budget asks of raft now.
+func (b *logBudget) counts() (threshold, trailing uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.thresh, b.trail
+}
