@@ -11,10 +11,20 @@ import (
 // not already in an entry still in flight, one push per worker — travel as
 // one summed gradient (entry.go's group) with each push's metadata, so a
 // follower receives and logs one gradient for them. The FSM applies the
-// group all or nothing (FSM.applyGroup): a push the gate would not take
-// after all (its worker removed meanwhile, ...) sends the group's other
-// pushes back to their workers to resend (ErrRegroup), never half of a
-// sum. The other pushes of the batch follow with their own gradients.
+// group all or nothing (FSM.applyGroup): when a push the gate would not
+// take after all (its worker removed meanwhile, ...) is in it, nothing of
+// the group is applied, never half of a sum, and the leader proposes the
+// group's pushes again itself (ErrRegroup, service.regroup) on the state
+// as it is then; their workers only wait longer. The other pushes of the
+// batch follow with their own gradients.
+//
+// Why the leader sums rather than the FSM (which sums an entry's gradients
+// into one optimizer step anyway): a sum made in the FSM would leave every
+// gradient in the entry, so every follower would receive, log and fsync k
+// gradients for k pushes; summed by the leader they receive one. The price
+// is the speculation: the leader groups on its applied state, which an
+// entry still in flight may change, hence the all-or-nothing apply and the
+// regroup.
 
 // summable reports, for each push of ps, whether it may join the batch's
 // summed group as far as the applied state says.
