@@ -465,33 +465,26 @@ func (w *worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 			payload := grad[s] // resends reuse the bytes
 			samples, computeNs := samples, computeNs
 			for {
-				before, heldBefore, bytesBefore := c.Retries, c.Held, c.Bytes
 				w.n.obs.PushSent(uint32(s), w.n.id, w.iters[s], samples)
 				keep := samples > 0 && w.keepSlice(s)
-				var err error
-				if keep {
-					_, err = c.PushKeepEncoded(ctx, w.iters[s], samples, computeNs, payload)
-				} else {
-					var dst []float32
-					dst, err = c.PushEncoded(ctx, w.iters[s], samples, computeNs, payload, fl.into[lo:hi:hi])
-					if err == nil && len(dst) != hi-lo {
-						err = errors.New("shard returned a slice of the wrong length")
-					}
+				rep, err := c.Push(ctx, shardapi.Push{Iter: w.iters[s], Samples: samples, ComputeNs: computeNs, Payload: payload, Keep: keep, Into: fl.into[lo:hi:hi]})
+				if err == nil && !keep && len(rep.Params) != hi-lo {
+					err = errors.New("shard returned a slice of the wrong length")
 				}
-				w.addRetries(c.Retries - before)
-				w.addBytes(c.Bytes - bytesBefore)
-				if held := c.Held - heldBefore; held > 0 {
-					w.n.metrics.GateHoldSeconds.Observe(held.Seconds())
+				w.addRetries(rep.Retries)
+				w.addBytes(rep.Bytes)
+				if rep.Held > 0 {
+					w.n.metrics.GateHoldSeconds.Observe(rep.Held.Seconds())
 				}
 				w.n.obs.PushDone(uint32(s), w.n.id, w.iters[s], samples, err)
 				if err == nil {
 					w.n.metrics.PushSeconds.Observe(time.Since(start).Seconds())
 					if !keep {
 						// join's fetch (no samples) is answered outside the gate.
-						fl.reads[s], fl.got[s] = SliceRead{Version: c.Version(), Unchecked: samples == 0}, true
+						fl.reads[s], fl.got[s] = SliceRead{Version: rep.Version, Unchecked: samples == 0}, true
 					}
 					if s == 0 {
-						fl.assign = [2]*shardapi.Assignment{c.Assign, c.Ahead}
+						fl.assign = [2]*shardapi.Assignment{rep.Assign, rep.Ahead}
 					}
 					w.pulled(keep)
 					w.iters[s]++

@@ -268,8 +268,9 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 	}
 	before := leader.Status().Service
 	cnt, el, err := drive(ctx, cfg.Workers, cfg.Duration, func(w int, i int64) error {
-		p, err := clients[w].Push(ctx, i, 1, 1, grad, params[w])
-		params[w] = p
+		c := clients[w]
+		rep, err := c.Push(ctx, shardapi.Push{Iter: i, Samples: 1, ComputeNs: 1, Payload: c.Encode(grad, 1), Into: params[w]})
+		params[w] = rep.Params
 		return err
 	})
 	if err != nil {
