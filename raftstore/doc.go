@@ -72,7 +72,9 @@
 // elect itself and roll the shard back to the snapshot. hashicorp/raft has
 // no way for a replica to demote itself to a non-voter before it catches
 // up; only an operator who knows the other replicas hold the shard can
-// make that call.
+// make that call. The fresh replica has forgotten its vote too, which
+// matters only if an election of the very term it voted in is still
+// under way when it comes back.
 //
 // # Why bbolt and not raft-wal
 //
