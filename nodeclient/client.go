@@ -14,6 +14,19 @@ import (
 	"dsspmesh/node"
 )
 
+// Bounds on what a call reads of a reply: a node that answers with an
+// endless or oversized body costs the caller at most this much memory.
+const (
+	// MaxStatusBytes bounds a /status reply: a node of a mesh of hundreds
+	// of nodes and thousands of shards answers a few hundred KiB.
+	MaxStatusBytes = 8 << 20
+	// MaxReplyBytes bounds what [Get] reads: /metrics, and the profiles
+	// and goroutine dumps of /debug/pprof.
+	MaxReplyBytes = 64 << 20
+	// maxErrorBytes bounds the reason read from a reply other than 200.
+	maxErrorBytes = 4 << 10
+)
+
 // StatusTimeout bounds one /status read of [FetchStatus] (a live progress
 // poll).
 const StatusTimeout = 2 * time.Second
@@ -29,7 +42,7 @@ func FetchStatus(ctx context.Context, addr string) (node.Status, error) {
 // progress display does.
 func FetchStatusWithin(ctx context.Context, addr string, d time.Duration) (node.Status, error) {
 	var s node.Status
-	b, err := Get(ctx, "http://"+addr+"/status", d)
+	b, err := get(ctx, "http://"+addr+"/status", d, MaxStatusBytes)
 	if err != nil {
 		return s, err
 	}
@@ -45,9 +58,13 @@ func FetchMetrics(ctx context.Context, addr string, d time.Duration) ([]byte, er
 	return Get(ctx, "http://"+addr+"/metrics", d)
 }
 
-// Get reads url's body, giving up after d; a status other than 200 is an
-// error naming the url.
+// Get reads url's body, giving up after d; a status other than 200, or a
+// body longer than MaxReplyBytes, is an error naming the url.
 func Get(ctx context.Context, url string, d time.Duration) ([]byte, error) {
+	return get(ctx, url, d, MaxReplyBytes)
+}
+
+func get(ctx context.Context, url string, d time.Duration, limit int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -62,9 +79,15 @@ func Get(ctx context.Context, url string, d time.Duration) ([]byte, error) {
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, res.Status)
 	}
-	b, err := io.ReadAll(res.Body)
+	if res.ContentLength > limit {
+		return nil, fmt.Errorf("GET %s: a reply of %d bytes, more than %d", url, res.ContentLength, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("GET %s: a reply longer than %d bytes", url, limit)
 	}
 	return b, nil
 }
@@ -72,8 +95,10 @@ func Get(ctx context.Context, url string, d time.Duration) ([]byte, error) {
 // FetchModel downloads GET /model.safetensors from the node whose HTTP
 // address is addr: a fresh snapshot read from every shard's leader within
 // timeout, or with evaluated the snapshot the node last evaluated. It
-// returns the file's bytes, validated by decoding them. ctx bounds the
-// whole call; the node's answer to a failed read (503, 404) is the error.
+// returns the file's bytes, validated by decoding them. It reads the
+// file's header first and then only the size the header declares, at most
+// modelfile.MaxFileBytes (modelfile.Read). ctx bounds the whole call; the
+// node's answer to a failed read (503, 404) is the error.
 func FetchModel(ctx context.Context, addr string, evaluated bool, timeout time.Duration) ([]byte, *modelfile.File, error) {
 	q := url.Values{}
 	if evaluated {
@@ -91,14 +116,14 @@ func FetchModel(ctx context.Context, addr string, evaluated bool, timeout time.D
 		return nil, nil, err
 	}
 	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, modelfile.MaxFileBytes+1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("GET %s: %w", u, err)
-	}
 	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBytes))
 		return nil, nil, fmt.Errorf("GET %s: %s: %s", u, res.Status, strings.TrimSpace(string(b)))
 	}
-	f, err := modelfile.Decode(b)
+	if res.ContentLength > modelfile.MaxFileBytes {
+		return nil, nil, fmt.Errorf("GET %s: a model of %d bytes, more than %d", u, res.ContentLength, int64(modelfile.MaxFileBytes))
+	}
+	b, f, err := modelfile.Read(res.Body, modelfile.MaxFileBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("GET %s: %w", u, err)
 	}

@@ -97,3 +97,65 @@ func TestFetchModelAsksForWhatItWantsAndValidates(t *testing.T) {
 		t.Error("FetchModel accepted a body that is not a model file")
 	}
 }
+
+// endlessHandler answers status with prefix and then the byte fill
+// forever, until the client goes away.
+func endlessHandler(status int, prefix []byte, fill byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(status)
+		chunk := bytes.Repeat([]byte{fill}, 64<<10)
+		if _, err := w.Write(prefix); err != nil {
+			return
+		}
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// A node (or anything at its address) that answers with an endless body
+// costs each call its bound, not all of memory.
+func TestEndlessRepliesAreCutAtTheirBound(t *testing.T) {
+	ctx := context.Background()
+	status := serve(t, endlessHandler(http.StatusOK, []byte(`{"node":"`), 'a'))
+	if _, err := FetchStatusWithin(ctx, status, 30*time.Second); err == nil || !strings.Contains(err.Error(), "longer than 8388608 bytes") {
+		t.Errorf("FetchStatus of an endless body: %v, want refused at MaxStatusBytes", err)
+	}
+	if _, err := Get(ctx, "http://"+status+"/metrics", 30*time.Second); err == nil || !strings.Contains(err.Error(), "longer than 67108864 bytes") {
+		t.Errorf("Get of an endless body: %v, want refused at MaxReplyBytes", err)
+	}
+
+	zeros := serve(t, endlessHandler(http.StatusOK, nil, 0))
+	if _, _, err := FetchModel(ctx, zeros, false, time.Second); err == nil || !strings.Contains(err.Error(), "a header of 0 bytes") {
+		t.Errorf("FetchModel of endless zeros: %v, want refused at the header", err)
+	}
+
+	layout := cudaops.Layout{{Name: "fc.weight", Offset: 0, Shape: []int{2, 3}}}
+	var file bytes.Buffer
+	if err := modelfile.Encode(&file, layout, make([]float32, 6), modelfile.Meta{Model: "mlp"}); err != nil {
+		t.Fatal(err)
+	}
+	longer := serve(t, endlessHandler(http.StatusOK, file.Bytes(), 0))
+	if _, _, err := FetchModel(ctx, longer, false, time.Second); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("FetchModel of a model followed by endless bytes: %v, want refused past the declared size", err)
+	}
+
+	failing := serve(t, endlessHandler(http.StatusServiceUnavailable, []byte("busy "), 'x'))
+	_, _, err := FetchModel(ctx, failing, false, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "503") || len(err.Error()) > maxErrorBytes+200 {
+		t.Errorf("FetchModel of an endless 503: %d-byte error %.80q, want the status and a bounded reason", len(err.Error()), err)
+	}
+
+	huge := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10000000000")
+		w.WriteHeader(http.StatusOK)
+	}))
+	if _, err := FetchStatus(ctx, huge); err == nil || !strings.Contains(err.Error(), "a reply of 10000000000 bytes") {
+		t.Errorf("FetchStatus of a declared 10 GB: %v, want refused before reading", err)
+	}
+	if _, _, err := FetchModel(ctx, huge, false, time.Second); err == nil || !strings.Contains(err.Error(), "a model of 10000000000 bytes") {
+		t.Errorf("FetchModel of a declared 10 GB: %v, want refused before reading", err)
+	}
+}

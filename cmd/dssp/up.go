@@ -61,6 +61,18 @@ recover and the node to rejoin.`,
 			if err := spec.Validate(); err != nil {
 				return err
 			}
+			// Refused here, before any node starts: a NaN target that no
+			// accuracy reaches, a momentum float32 rounds to 1, a report
+			// folder that would fail only after the run.
+			if err := node.CheckFloat("target-acc", cfg.TargetAcc, 0, 1, false); err != nil {
+				return err
+			}
+			if err := checkMomentum(spec.Momentum); err != nil {
+				return err
+			}
+			if err := checkWritableDir("report", cfg.ReportDir); err != nil {
+				return err
+			}
 			// Only the flags the user set travel to the bootstrap node;
 			// the node's defaults are the same as ours.
 			cmd.Flags().Visit(func(f *pflag.Flag) {
