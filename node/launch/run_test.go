@@ -1,0 +1,44 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunKeepsTheTempFolderOfAFailedRun: a run in a temporary folder whose
+// node fails keeps the folder, says where its logs are, and the error
+// names the log.
+func TestRunKeepsTheTempFolderOfAFailedRun(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	bin := filepath.Join(tmp, "fake-dssp")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho 'fake node: no mesh today' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Binary, cfg.Nodes, cfg.Workers = bin, 2, 0
+	cfg.ReportDir = filepath.Join(tmp, "report")
+	var out bytes.Buffer
+	cfg.Out = &out
+	res, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		t.Fatal("a mesh whose nodes exit at once ran")
+	}
+	if res == nil || res.KeptDir == "" {
+		t.Fatalf("the failed run's folder was not kept (result %+v); output:\n%s", res, &out)
+	}
+	log, rerr := os.ReadFile(filepath.Join(res.KeptDir, "node0.log"))
+	if rerr != nil || !strings.Contains(string(log), "no mesh today") {
+		t.Fatalf("node0.log in the kept folder: %q, %v", log, rerr)
+	}
+	for _, want := range []string{"removed at the end unless the run fails", "is kept", filepath.Join(res.KeptDir, "node*.log")} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, &out)
+		}
+	}
+}
