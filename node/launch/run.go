@@ -58,8 +58,9 @@ type ChaosEvent struct {
 
 // Result is what a run observed.
 type Result struct {
-	Elapsed time.Duration
-	Reached bool // the target accuracy was reached
+	Elapsed   time.Duration
+	Reached   bool    // the target accuracy was reached
+	TargetAcc float64 // the target (Config.TargetAcc; 0: none)
 	// Interrupted says the run was stopped by its context (Ctrl-C,
 	// SIGTERM) before the target or the time limit.
 	Interrupted bool
@@ -194,6 +195,7 @@ func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger)
 		return nil, err
 	}
 	w := &watcher{cfg: cfg, mesh: m, start: start, view: newView(out), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed))}
+	w.res.TargetAcc = cfg.TargetAcc
 	w.res.PeakRSS = make([]int64, cfg.Nodes)
 	for _, p := range m.Procs {
 		w.res.Trains = append(w.res.Trains, p.Trains())
