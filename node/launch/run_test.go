@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRunKeepsTheTempFolderOfAFailedRun: a run in a temporary folder whose
@@ -40,5 +41,22 @@ func TestRunKeepsTheTempFolderOfAFailedRun(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, &out)
 		}
+	}
+}
+
+// TestWatcherInterrupted: a run whose context ends (Ctrl-C) is
+// Interrupted and says so, with the accuracy it had.
+func TestWatcherInterrupted(t *testing.T) {
+	var out bytes.Buffer
+	w := &watcher{cfg: Config{Out: &out, Poll: time.Hour, TargetAcc: 0.97}, mesh: &Mesh{}, start: time.Now(), view: newView(&out)}
+	w.res.Final = &EvalPoint{Accuracy: 0.91}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := w.loop(ctx)
+	if err != nil || !res.Interrupted || res.Reached {
+		t.Fatalf("loop after cancel: %+v, %v", res, err)
+	}
+	if got := out.String(); !strings.HasPrefix(got, "interrupted after ") || !strings.Contains(got, "at 91.00% test accuracy") {
+		t.Errorf("output %q", got)
 	}
 }
