@@ -58,8 +58,9 @@ func slogLevel(l hclog.Level) slog.Level {
 }
 
 // routine are raft's (and its file snapshot store's) info records that
-// come with every snapshot, compaction or catch-up: a shard under load
-// snapshots every few seconds, and these were 90% of a node's log.
+// come with every snapshot, compaction, catch-up or election: a shard
+// under load snapshots every few seconds, and these were 90% of a node's
+// log.
 var routine = map[string]bool{
 	"starting snapshot up to":                                true,
 	"snapshot complete up to":                                true,
@@ -70,6 +71,15 @@ var routine = map[string]bool{
 	"snapshot network transfer progress":                     true,
 	"copied to local snapshot":                               true,
 	"pre-vote campaign failed, waiting for election timeout": true,
+	// An election's steps: its outcome is "entering leader state" (or a
+	// follower's "entering follower state"), which stay info.
+	"pre-vote successful, starting election": true,
+	"entering candidate state":               true,
+	"election won":                           true,
+	// A replica's configuration at start, and a leader starting to
+	// replicate to each peer; changes are "updating configuration".
+	"initial configuration":            true,
+	"added peer, starting replication": true,
 }
 
 // toPeer are raft's errors for one failed RPC to a peer; raft retries
@@ -84,7 +94,8 @@ var toPeer = map[string]bool{
 
 // RecordLevel is the slog level of one hclog record. It is hclog's level
 // (slogLevel) except for these records, matched by message and condition:
-//   - routine snapshot, compaction, transfer-progress and pre-vote info: debug.
+//   - routine snapshot, compaction, transfer-progress, election-step and
+//     replica-start info (the map routine): debug.
 //   - "no known peers, aborting election" (a replica not yet in any
 //     configuration: the leader adds it) and "appendEntries rejected,
 //     sending older logs" (a follower behind): debug.

@@ -96,6 +96,10 @@ func TestRecordLevel(t *testing.T) {
 		{hclog.Info, "snapshot network transfer progress", nil, D},
 		{hclog.Info, "copied to local snapshot", []any{"bytes", 10}, D},
 		{hclog.Info, "pre-vote campaign failed, waiting for election timeout", nil, D},
+		{hclog.Info, "entering candidate state", []any{"term", 2}, D},
+		{hclog.Info, "election won", []any{"term", 2, "tally", 1}, D},
+		{hclog.Info, "initial configuration", []any{"index", 0}, D},
+		{hclog.Info, "added peer, starting replication", []any{"peer", "n2"}, D},
 		{hclog.Warn, "no known peers, aborting election", nil, D},
 		{hclog.Warn, "appendEntries rejected, sending older logs", []any{"next", 1}, D},
 		{hclog.Error, "failed to get log", []any{"index", 1, "error", notFound}, D},
@@ -135,7 +139,7 @@ func TestHCLoggerFormatsFmtValues(t *testing.T) {
 	var buf bytes.Buffer
 	l := HCLogger(slog.New(slog.NewTextHandler(&buf, nil)), "raft")
 	servers := []raft.Server{{Suffrage: raft.Voter, ID: "n1", Address: "n1"}}
-	l.Info("initial configuration", "index", 0, "servers", hclog.Fmt("%+v", servers), "flags", hclog.Hex(255))
+	l.Info("updating configuration", "command", "AddVoter", "servers", hclog.Fmt("%+v", servers), "flags", hclog.Hex(255))
 	out := buf.String()
 	if want := `servers="[{Suffrage:Voter ID:n1 Address:n1}]" flags=0xff`; !strings.Contains(out, want) {
 		t.Errorf("output lacks %s:\n%s", want, out)
