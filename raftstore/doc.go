@@ -3,7 +3,8 @@
 // in hashicorp/raft-boltdb's layout, boltlog.go), a
 // snapshot store (raft's file snapshot store), an in-memory twin of all
 // three for tests, an hclog bridge so raft logs through the node's
-// *slog.Logger, a raft.StreamLayer over the mesh's QUIC Raft streams and
+// *slog.Logger (routine snapshot and catch-up records at debug, and
+// errors on healthy paths moved down: [RecordLevel]), a raft.StreamLayer over the mesh's QUIC Raft streams and
 // the raft transport built on it ([NewMeshTransport]), whose
 // [GuardedTransport.Quiesce] lets a replica close its stores only after
 // no heartbeat can still write to them.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -83,16 +84,15 @@ func newTrainCmd() *cobra.Command {
 			fmt.Fprintf(stdout, "model %s (%d params) on %s: %d train, %d test samples; backend %s; batch %d, lr %.4g, momentum %.4g, lr decay %.4g/epoch\n",
 				model, m.NumParams(), dataset, train.Len(), test.Len(), be.Name(), cfg.BatchSize, lr, momentum, cfg.LRDecay)
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			steps := newProgressLine(cmd.ErrOrStderr())
 			res, err := cudaops.Train(cmd.Context(), m, train, test, cfg, log, func(p cudaops.Progress) {
 				if p.EpochDone {
 					fmt.Fprintf(stdout, "epoch %d/%d  train loss %.4f  test acc %.4f  test loss %.4f  train time %s\n",
 						p.Epoch+1, cfg.Epochs, p.TrainLoss, p.Test.Accuracy, p.Test.Loss, p.Elapsed.Round(time.Millisecond))
 					return
 				}
-				fmt.Fprintf(os.Stderr, "\repoch %d/%d  step %d/%d  loss %.4f", p.Epoch+1, cfg.Epochs, p.Step, p.StepsPerEpoch, p.TrainLoss)
-				if p.Step+cfg.ProgressEvery > p.StepsPerEpoch {
-					fmt.Fprintln(os.Stderr)
-				}
+				steps.show(fmt.Sprintf("epoch %d/%d  step %d/%d  loss %.4f", p.Epoch+1, cfg.Epochs, p.Step, p.StepsPerEpoch, p.TrainLoss),
+					p.Step+cfg.ProgressEvery > p.StepsPerEpoch)
 			})
 			if err != nil {
 				return err
@@ -236,4 +236,34 @@ func checkWritableDir(flag, dir string) error {
 	}
 	probe.Close()
 	return os.Remove(probe.Name())
+}
+
+// progressLine shows step progress: redrawn in place ("\r") on a
+// terminal, one line per update otherwise, so a pipe or a file gets whole
+// lines instead of updates run together.
+type progressLine struct {
+	w   io.Writer
+	tty bool
+}
+
+func newProgressLine(w io.Writer) *progressLine {
+	p := &progressLine{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+// show writes text; last ends the line on a terminal too.
+func (p *progressLine) show(text string, last bool) {
+	switch {
+	case !p.tty:
+		fmt.Fprintln(p.w, text)
+	case last:
+		fmt.Fprintf(p.w, "\r%s\n", text)
+	default:
+		fmt.Fprintf(p.w, "\r%s", text)
+	}
 }

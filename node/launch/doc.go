@@ -29,7 +29,10 @@
 // [Run] blocks until the run ends (target, time limit, ctx cancelled or the
 // bootstrap node exiting) and always stops every child it started: SIGTERM,
 // then SIGKILL after a grace period. Children are the only processes it
-// signals. Each node's log is kept in its folder under the run directory.
+// signals. Each node's log is node<i>.log in the run directory; a
+// temporary run directory (no Config.Dir) is removed after a run that
+// succeeded and kept, named on Config.Out and in Result.KeptDir, after one
+// that failed, missed its target or was interrupted (Result.Interrupted).
 // A Mesh's methods are not safe for concurrent use (reading its Procs'
 // addresses concurrently is). Polling uses short HTTP timeouts; a node that
 // does not answer shows as down in the progress view and in the CSV, it

@@ -28,7 +28,7 @@ type Config struct {
 	// (-1) as many as this machine's available memory holds (see
 	// [FitWorkers]).
 	Workers   int
-	Dir       string    // run folder (data dirs, logs, key); "" = a temp folder removed at the end
+	Dir       string    // run folder (data dirs, logs, key); "" = a temp folder, removed at the end unless the run fails (see Run)
 	ReportDir string    // where the CSV and plots go
 	Slowdown  []float64 // per-node --slowdown, cycled; nil = all 1
 	TargetAcc float64   // stop when the mesh's test accuracy reaches this (0 = never)
