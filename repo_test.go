@@ -28,7 +28,6 @@ var mayImport = map[string][]string{
 	"":                        nil,
 	"balance":                 nil,
 	"clock":                   nil,
-	"clock/sim":               {"clock", "balance"},
 	"cudaops":                 nil,
 	"cudaops/cuda":            {"cudaops"},
 	"internal/boundedmsgpack": nil,
@@ -48,11 +47,17 @@ var mayImport = map[string][]string{
 	"node/eval":               {"node/records", "clock", "cudaops", "mesh", "modelfile", "shardapi"},
 	"node":                    {"node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
-	"node/launch":             {"node", "mesh"},
-	"node/bench":              {"node/launch", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
-	"cmd/dssp": {"node/bench", "node/launch", "node/assemble", "node", "shard", "shardapi", "raftstore", "mesh", "modelfile",
-		"clock/sim", "balance", "cudaops/cuda", "cudaops", "clock", "internal/faults"},
-	"test": {"node/launch", "node", "mesh", "modelfile", "clock", "internal/faults"},
+	"nodeclient":              {"node", "modelfile"},
+	"node/launch":             {"nodeclient", "node", "mesh"},
+	// The lab: benchmarks, the simulator, the launcher's plots.
+	"lab/sim":   {"clock", "balance"},
+	"lab/plot":  {"node/launch"},
+	"lab/bench": {"lab/plot", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
+	"lab/cli":   {"lab/bench", "lab/sim", "node", "balance", "clock"},
+	// `dssp node`: what a node process runs (TestNodeRunPathHasNoLab).
+	"cmd/dssp/nodecmd": {"node/assemble", "node", "cudaops/cuda"},
+	"cmd/dssp":         {"cmd/dssp/nodecmd", "lab/cli", "lab/plot", "nodeclient", "node/launch", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
+	"test":             {"nodeclient", "node/launch", "node", "mesh", "modelfile", "clock", "internal/faults"},
 }
 
 // testSupport are packages for tests only: any package's tests may import
@@ -68,9 +73,9 @@ var xtestAssembles = map[string]string{"node": "node/assemble"}
 // must not depend on, directly or not, in any build. "std" stands for every
 // package outside the standard library.
 var forbidden = map[string][]string{
-	"balance":   {"std"},
-	"clock":     {"std"},
-	"clock/sim": {"std"},
+	"balance": {"std"},
+	"clock":   {"std"},
+	"lab/sim": {"std"},
 	// memberlist, quic-go and msgpack only: Raft sits above the mesh.
 	"mesh": {"github.com/hashicorp/raft"},
 	// A node is assembled from interfaces; raft is node/assemble's to wire.
@@ -490,5 +495,64 @@ func TestGoModMarksDirectDependencies(t *testing.T) {
 	}
 	for m := range direct {
 		t.Errorf("this module imports %s, which go.mod does not require (go mod tidy)", m)
+	}
+}
+
+// nodeRunPath is the package that implements `dssp node` (package main
+// only adds its command): its dependencies are what a node process runs.
+const nodeRunPath = module + "/cmd/dssp/nodecmd"
+
+// runPathForbidden are what a node's run path must not reach: the lab, and
+// a plotting library (the lab's).
+var runPathForbidden = []string{module + "/lab", "gonum.org/v1/plot"}
+
+// TestNodeRunPathHasNoLab: the dependencies of the package that runs
+// `dssp node` hold no package of lab/ and no plotting library, in every
+// build checked, and cmd/dssp dispatches `node` to that package. By hand:
+//
+//	go list -deps ./cmd/dssp/nodecmd | grep -E '^dsspmesh/lab/|^gonum.org/v1/plot'   # prints nothing
+//	go list -deps ./cmd/dssp/nodecmd | grep -c '^dsspmesh/'                          # the module's packages on it
+//
+// Every package linked into the binary runs its init at start-up, lab's
+// too; the test also checks that no file under lab/ declares an init.
+func TestNodeRunPathHasNoLab(t *testing.T) {
+	g := goTool(t)
+	for _, ts := range tagSets {
+		out, err := exec.Command(g, "list", "-tags", ts.tags, "-deps", "-f", "{{.ImportPath}}", "./cmd/dssp/nodecmd").CombinedOutput()
+		if err != nil {
+			if ts.optional {
+				t.Logf("tags %q not checked: %v: %s", ts.tags, err, out)
+				continue
+			}
+			t.Fatalf("go list -tags %q -deps ./cmd/dssp/nodecmd: %v: %s", ts.tags, err, out)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, nodeRunPath) || !slices.Contains(deps, module+"/node") {
+			t.Fatalf("tags %q: go list -deps ./cmd/dssp/nodecmd did not list the node: %v", ts.tags, deps)
+		}
+		for _, d := range deps {
+			for _, f := range runPathForbidden {
+				if d == f || strings.HasPrefix(d, f+"/") {
+					t.Errorf("tags %q: dssp node's run path (%s) depends on %s", ts.tags, nodeRunPath, d)
+				}
+			}
+		}
+	}
+	pkgs, err := goList(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		if p.ImportPath == module+"/cmd/dssp" && !slices.Contains(p.Imports, nodeRunPath) {
+			t.Errorf("cmd/dssp does not import %s: `dssp node` runs elsewhere, and this test checks the wrong package", nodeRunPath)
+		}
+	}
+	initDecl := regexp.MustCompile(`(?m)^func init\(\)`)
+	for _, f := range repoFiles(t) {
+		if strings.HasPrefix(f, "lab/") && strings.HasSuffix(f, ".go") && !strings.HasSuffix(f, "_test.go") {
+			if b, err := os.ReadFile(f); err == nil && initDecl.Match(b) {
+				t.Errorf("%s declares an init, which would run in every dssp process, dssp node's included", f)
+			}
+		}
 	}
 }

@@ -314,3 +314,21 @@ func TestTrainMNISTSubset(t *testing.T) {
 		t.Fatalf("accuracy %.3f", res.Test.Accuracy)
 	}
 }
+
+// TestMNISTNotFoundNamesDataFlag: on a host with no module cache (and no
+// go command) the error says how to give the folder: --data.
+func TestMNISTNotFoundNamesDataFlag(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv("GOMODCACHE", empty)
+	t.Setenv("GOPATH", empty)
+	t.Setenv("HOME", empty)
+	t.Setenv("PATH", empty)
+	_, err := FindMNIST()
+	if !IsNotFound(err) || !strings.Contains(err.Error(), "--data") {
+		t.Fatalf("FindMNIST without a module cache: %v", err)
+	}
+	_, _, err = LoadDataset("mnist", empty)
+	if !IsNotFound(err) || !strings.Contains(err.Error(), "--data") || !strings.Contains(err.Error(), empty) {
+		t.Fatalf("LoadDataset(mnist, empty folder): %v", err)
+	}
+}

@@ -27,8 +27,9 @@ const (
 
 // FindMNIST returns the GoMNIST data folder in the module cache, trying in
 // order $GOMODCACHE, each $GOPATH entry's pkg/mod, ~/go/pkg/mod, and the
-// output of `go env GOMODCACHE`. The error wraps ErrNoMNIST and lists the
-// places tried.
+// output of `go env GOMODCACHE`. The error wraps ErrNoMNIST, lists the
+// places tried and names the --data flag (DSSP_DATA) of the commands that
+// load MNIST, which is how a host without a module cache gives the folder.
 func FindMNIST() (string, error) {
 	var caches []string
 	if c := os.Getenv("GOMODCACHE"); c != "" {
@@ -61,7 +62,7 @@ func FindMNIST() (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("%w (tried %s); pass the folder holding the IDX files", ErrNoMNIST, strings.Join(tried, ", "))
+	return "", fmt.Errorf("%w (tried %s); give the folder holding the MNIST IDX files with --data (DSSP_DATA)", ErrNoMNIST, strings.Join(tried, ", "))
 }
 
 // mnistPath returns dir/stem or dir/stem.gz, whichever exists.
@@ -72,7 +73,7 @@ func mnistPath(dir, stem string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%w: no %s or %s.gz in %s", ErrNoMNIST, stem, stem, dir)
+	return "", fmt.Errorf("%w: no %s or %s.gz in %s (the folder --data names)", ErrNoMNIST, stem, stem, dir)
 }
 
 // LoadMNIST reads the MNIST training and test sets from dir (plain or

@@ -48,8 +48,9 @@
 // and re-established on the next Dial once broken.
 //
 // Frames are a fixed 8-byte length prefix, a msgpack header and raw payload
-// bytes (tensors as little-endian float32, see [AppendFloat32s]); the layout is
-// written in frame.go. Every length a peer sends is checked against
+// bytes that the mesh does not interpret (a shard's tensors travel in the
+// job's wire precision, fp32, bf16 or int8, laid out by package shardapi's
+// codec); the layout is written in frame.go. Every length a peer sends is checked against
 // [FrameLimits] before anything is allocated, and the header's msgpack is
 // structurally validated (every declared length must fit in the bytes that
 // remain, nesting is bounded) before it is decoded, so no input can make the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -209,31 +208,4 @@ func readPayload(r io.Reader, n int, whole bool) ([]byte, error) {
 		}
 	}
 	return b, nil
-}
-
-// AppendFloat32s appends v to dst as little-endian float32 (4·len(v)
-// bytes): the layout of every tensor payload.
-func AppendFloat32s(dst []byte, v []float32) []byte {
-	n := len(dst)
-	dst = slices.Grow(dst, 4*len(v))[:n+4*len(v)]
-	out := dst[n:]
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
-	}
-	return dst
-}
-
-// Float32s decodes little-endian float32 bytes into dst, which must hold
-// len(b)/4 values; it fails if len(b) is not a multiple of 4.
-func Float32s(dst []float32, b []byte) error {
-	if len(b)%4 != 0 {
-		return fmt.Errorf("%w: tensor payload of %d bytes is not a multiple of 4", ErrBadFrame, len(b))
-	}
-	if len(dst) < len(b)/4 {
-		return fmt.Errorf("mesh: Float32s: dst holds %d values, payload has %d", len(dst), len(b)/4)
-	}
-	for i := range len(b) / 4 {
-		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return nil
 }

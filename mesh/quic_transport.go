@@ -200,7 +200,7 @@ func (t *QUICTransport) track(c *quic.Conn, peer NodeID, prefer bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		c.CloseWithError(codeClosing, "transport closed")
+		c.CloseWithError(codeClosing, closeMessage)
 		return false
 	}
 	t.wg.Add(1)
@@ -333,7 +333,7 @@ func (t *QUICTransport) Close() error {
 	t.lis.closeAll()
 	t.closeLoops()
 	for c := range conns {
-		c.CloseWithError(codeClosing, "transport closed")
+		c.CloseWithError(codeClosing, closeMessage)
 	}
 	t.ln.Close()
 	err := t.qt.Close()

@@ -17,6 +17,9 @@
 // shard's clocks, and the evaluation when there was one. Values that are
 // not strings are JSON inside the string.
 //
+// [Read] (and [ReadFile]) reads a file header first, bounded by
+// MaxHeaderBytes, and then only the data the header declares within a
+// limit, so /dev/zero or an endless HTTP body is refused after 8 bytes.
 // [Decode] validates the whole header (offsets contiguous, sizes equal to
 // dtype × shape, the buffer exactly covered) and never panics on bad input;
 // [File.Params] then checks the file against a model's layout — every

@@ -27,6 +27,11 @@ const Format = "dssp/1"
 // HTTP download of dssp export): far above any registered model.
 const MaxFileBytes = 1 << 31
 
+// MaxHeaderBytes bounds a file's JSON header, read (by [Read]) before
+// anything else: the header of the largest registered model with all of
+// dssp's metadata is a few KiB.
+const MaxHeaderBytes = 16 << 20
+
 // Meta is what a model file says about its parameters.
 type Meta struct {
 	Model   string // registry name (cudaops.NewModel)
@@ -319,25 +324,68 @@ func Decode(b []byte) (*File, error) {
 	return &File{Meta: meta, Raw: raw, st: st}, nil
 }
 
-// ReadFile reads and decodes the file at path.
+// ReadFile reads and decodes the file at path (see [Read]): a file whose
+// header is not a model file's is refused before its body is read.
 func ReadFile(path string) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("modelfile: %w", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("modelfile: read %s: %w", path, err)
-	}
-	if len(b) > MaxFileBytes {
-		return nil, fmt.Errorf("modelfile: %s is larger than %d bytes", path, MaxFileBytes)
-	}
-	mf, err := Decode(b)
+	_, mf, err := Read(f, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return mf, nil
+}
+
+// Read reads one file from r, header first: the 8-byte header length (at
+// most MaxHeaderBytes) and the JSON header, which must parse and name the
+// data's size; a file larger than limit in all is refused then, before
+// its data is read. It then reads exactly the data the header declares
+// and one byte more, to refuse a stream longer than its file, and decodes
+// the whole. So an endless or hostile stream costs at most the header
+// bound, or the declared size within limit. It returns the file's bytes
+// and the decoded file, which refers to them.
+func Read(r io.Reader, limit int64) ([]byte, *File, error) {
+	var head [8]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, nil, fmt.Errorf("modelfile: %w: reading the header length: %w", ErrFormat, err)
+	}
+	n := binary.LittleEndian.Uint64(head[:])
+	if n < 2 || n > MaxHeaderBytes {
+		return nil, nil, fmt.Errorf("modelfile: %w: a header of %d bytes (at most %d)", ErrFormat, n, MaxHeaderBytes)
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return nil, nil, fmt.Errorf("modelfile: %w: reading the %d-byte header: %w", ErrFormat, n, err)
+	}
+	var md safetensors.Metadata
+	if err := json.Unmarshal(hdr, &md); err != nil {
+		return nil, nil, fmt.Errorf("modelfile: %w: header: %w", ErrFormat, err)
+	}
+	var data uint64
+	for _, t := range md.Tensors() {
+		data = max(data, t.DataOffsets[1])
+	}
+	total := 8 + n + data
+	if data > math.MaxInt64/2 || total > uint64(limit) {
+		return nil, nil, fmt.Errorf("modelfile: the header declares a file of %d bytes, more than %d", total, limit)
+	}
+	b := make([]byte, total)
+	copy(b, head[:])
+	copy(b[8:], hdr)
+	if _, err := io.ReadFull(r, b[8+n:]); err != nil {
+		return nil, nil, fmt.Errorf("modelfile: %w: the header declares %d bytes of data: %w", ErrFormat, data, err)
+	}
+	if k, _ := io.ReadFull(r, make([]byte, 1)); k > 0 {
+		return nil, nil, fmt.Errorf("modelfile: %w: longer than the %d bytes its header declares", ErrFormat, total)
+	}
+	f, err := Decode(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, f, nil
 }
 
 // Tensors lists the file's tensors in buffer order.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -306,5 +307,82 @@ func TestSizeIsEncodedLength(t *testing.T) {
 	size, err := modelfile.Size(m.Layout(), theta, meta)
 	if err != nil || size != int64(buf.Len()) {
 		t.Fatalf("Size %d (%v), encoded %d bytes", size, err, buf.Len())
+	}
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
+}
+
+// endless repeats b forever.
+type endless struct{ b []byte }
+
+func (e endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = e.b[i%len(e.b)]
+	}
+	return len(p), nil
+}
+
+// TestReadChecksTheHeaderBeforeTheBody: an endless stream of zeros (what
+// `dssp eval --model /dev/zero` reads) is refused after its 8-byte header
+// length; a header that declares more than the limit after the header; a
+// good file followed by more bytes after one byte more; a good file is
+// read whole.
+func TestReadChecksTheHeaderBeforeTheBody(t *testing.T) {
+	m := mlp(t)
+	var buf bytes.Buffer
+	if err := modelfile.Encode(&buf, m.Layout(), make([]float32, m.NumParams()), sampleMeta()); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	hdrLen := 8 + int64(binary.LittleEndian.Uint64(good))
+	bigHeader := []byte(`{"w":{"dtype":"F32","shape":[1073741824],"data_offsets":[0,4294967296]}}`)
+	big := append(binary.LittleEndian.AppendUint64(nil, uint64(len(bigHeader))), bigHeader...)
+	for _, c := range []struct {
+		name    string
+		r       io.Reader
+		limit   int64
+		want    string
+		maxRead int64
+	}{
+		{"zeros", endless{[]byte{0}}, modelfile.MaxFileBytes, "a header of 0 bytes", 8},
+		{"ones", endless{[]byte{0xff}}, modelfile.MaxFileBytes, "a header of", 8},
+		{"declares 4 GiB", io.MultiReader(bytes.NewReader(big), endless{[]byte{0}}), modelfile.MaxFileBytes, "declares a file of", int64(len(big))},
+		{"over the limit", io.MultiReader(bytes.NewReader(good), endless{[]byte{0}}), int64(len(good)) - 1, "more than", hdrLen},
+		{"longer than declared", io.MultiReader(bytes.NewReader(good), endless{[]byte{0}}), modelfile.MaxFileBytes, "longer than", int64(len(good)) + 1},
+		{"short", bytes.NewReader(good[:len(good)-3]), modelfile.MaxFileBytes, "declares", int64(len(good)) - 3},
+	} {
+		cr := &countingReader{r: c.r}
+		_, _, err := modelfile.Read(cr, c.limit)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one containing %q", c.name, err, c.want)
+		}
+		if cr.n > c.maxRead {
+			t.Errorf("%s: read %d bytes, want at most %d", c.name, cr.n, c.maxRead)
+		}
+	}
+	b, f, err := modelfile.Read(bytes.NewReader(good), int64(len(good)))
+	if err != nil || !bytes.Equal(b, good) || f.Meta.Clock != 1234 {
+		t.Fatalf("Read(good) = %d bytes, %v", len(b), err)
+	}
+}
+
+// ReadFile of /dev/zero is refused at once, not after 2 GiB.
+func TestReadFileRefusesDevZero(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	_, err := modelfile.ReadFile("/dev/zero")
+	if err == nil || !strings.Contains(err.Error(), "/dev/zero") || !errors.Is(err, modelfile.ErrFormat) {
+		t.Fatalf("ReadFile(/dev/zero) = %v, want ErrFormat naming the file", err)
 	}
 }

@@ -94,7 +94,7 @@ func TestWorkerReaddedAheadDoesNotWaitAtTheGate(t *testing.T) {
 		grad[i] = 0.01
 	}
 	push := func(s int, iter int64) error {
-		_, err := fast[s].Push(ctx, iter, 1, 1, grad[:n], nil)
+		_, err := fast[s].Push(ctx, shardapi.Push{Iter: iter, Samples: 1, ComputeNs: 1, Payload: fast[s].Encode(grad[:n], 1)})
 		return err
 	}
 

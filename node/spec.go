@@ -69,9 +69,9 @@ type JobSpec struct {
 	// brought; the rest is computed while the push is in flight, on the
 	// parameters before it. 0 (a spec persisted before it) computes the
 	// whole batch ahead. A fresh half costs none of the samples a whole
-	// batch ahead costs (1.36× to 95 % in simulation; BENCHMARKS.md,
-	// Balance, run 12), while up to half a batch's compute of the push's
-	// round trip stays hidden behind the part computed ahead.
+	// batch ahead costs (1.36× to 95 % in simulation; docs/design.md),
+	// while up to half a batch's compute of the push's round trip stays
+	// hidden behind the part computed ahead.
 	PipelineFresh float64 `json:"pipeline_fresh,omitempty"`
 
 	// InitFrom is a safetensors file (dssp export, a checkpoint, dssp
@@ -93,9 +93,9 @@ type JobSpec struct {
 // batch on the fresh parameters.
 const DefaultPipelineFresh = 0.5
 
-// DefaultJobSpec is the MLP on MNIST under bounded DSSP(3, 12), bf16 on the
-// wire (`dssp up` back to back: fp32 97.09 % in 118 s, bf16 97.06 % in
-// 102 s; BENCHMARKS.md). Momentum is
+// DefaultJobSpec is the MLP on MNIST under bounded DSSP(3, 12), int8
+// gradients with error feedback on the wire (`dssp up` to 97 %, alternated
+// on one binary: int8 53.9 s, bf16 60.6 s on average; BENCHMARKS.md). Momentum is
 // 0.5, not the single-node baseline's 0.9: stale gradients from several
 // workers already act as momentum, and at 0.9 a 4-node mesh oscillated
 // between 30% and 45% test accuracy for a minute where 0.5 passed 92%.
@@ -322,7 +322,7 @@ func (s JobSpec) CheckAdopt(mesh JobSpec, explicit func(flag string) bool) error
 // aims at. Every shard costs, per push, a Raft entry with an fsync on each
 // replica and its own messages, whatever its slice's size, so a small
 // model is cheapest whole (the 0.94 MB MLP moves ~1.3× the samples/s as
-// one shard as it does as four, BENCHMARKS.md "round 5"); a large one
+// one shard as it does as four, BENCHMARKS.md); a large one
 // spreads its pushes, applies and snapshots over several leaders.
 const AutoShardBytes = 16 << 20
 

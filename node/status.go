@@ -47,7 +47,7 @@ type (
 	Event         = records.Event
 )
 
-// Event kinds in [Status].Events (records.).
+// Event kinds in [Status].Events (node/records).
 const (
 	EventJoin     = records.EventJoin
 	EventLeave    = records.EventLeave

@@ -3,7 +3,8 @@
 // in hashicorp/raft-boltdb's layout, boltlog.go), a
 // snapshot store (raft's file snapshot store), an in-memory twin of all
 // three for tests, an hclog bridge so raft logs through the node's
-// *slog.Logger, a raft.StreamLayer over the mesh's QUIC Raft streams and
+// *slog.Logger (routine snapshot and catch-up records at debug, and
+// errors on healthy paths moved down: [RecordLevel]), a raft.StreamLayer over the mesh's QUIC Raft streams and
 // the raft transport built on it ([NewMeshTransport]), whose
 // [GuardedTransport.Quiesce] lets a replica close its stores only after
 // no heartbeat can still write to them.
@@ -14,6 +15,7 @@
 //
 //	<data>/shards/<shard id>/raft.db     the log and the stable store (bbolt)
 //	<data>/shards/<shard id>/snapshots/  raft file snapshots (the newest Retain kept)
+//	<data>/shards/<shard id>.creating/   a shard folder being created (see Storage integrity)
 //
 // # Contract
 //
@@ -44,6 +46,36 @@
 // (missing permission, a corrupt database, the file lock held by another
 // process past Config.OpenTimeout, a data dir from the older raft-wal
 // layout). Log entries up to bbolt's value limit (2 GiB) are accepted.
+//
+// # Storage integrity
+//
+// A shard folder appears only with an initialised raft.db in it (built
+// in <id>.creating and renamed into place), so a folder whose raft.db is
+// missing or empty lost it. Before bbolt opens a database, Open checks it
+// with pread, never through bbolt's mapping (integrity.go): a valid meta
+// page, a file as long as that page says (a truncated file made bbolt
+// 1.3.6 fault in checkBucket while rebuilding its freelist), and a tree
+// whose every page lies inside the file, carries its own id and type, is
+// reached once and holds its elements, with the "logs" and "conf" buckets.
+// It reads the first page of each tree page, not the entries' bodies: on
+// 32 MiB of entries, page cache warm, it took 0.14 ms of an Open of 5.5 ms
+// with 8 MiB entries, 0.75 of 10 ms with 64 KiB ones, and 27 of 100 ms
+// with 1 KiB ones (a 64 MB file; BenchmarkCheckShardDir). bbolt keeps no checksum of data pages, so a
+// flipped bit inside an entry passes and fails that entry's decoding.
+//
+// A missing, empty or damaged raft.db is refused with a [*DamagedError]
+// naming the file and the remedy: remove the shard folder, and the node
+// joins the shard as a fresh replica that the leader catches up. Open does
+// not start such a replica afresh itself: raft keeps the replica's term,
+// vote and acknowledged entries in that file, and the rest of the shard
+// still counts it as a voter, so an empty start could vote twice in a
+// term, drop committed entries from a quorum, or (with a snapshot on disk)
+// elect itself and roll the shard back to the snapshot. hashicorp/raft has
+// no way for a replica to demote itself to a non-voter before it catches
+// up; only an operator who knows the other replicas hold the shard can
+// make that call. The fresh replica has forgotten its vote too, which
+// matters only if an election of the very term it voted in is still
+// under way when it comes back.
 //
 // # Why bbolt and not raft-wal
 //

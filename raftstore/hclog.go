@@ -3,19 +3,25 @@ package raftstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"dsspmesh/mesh"
 )
 
 // HCLogger adapts logger for the hashicorp libraries (raft, raft-boltdb),
 // which log through hclog. Each record reaches slog at its own level
 // (hclog's Trace as slog.LevelDebug-4), so a node at --log-level warn still
-// shows raft's warnings and errors; the message is "<name>: <msg>" with
-// hclog's key/value arguments as slog attributes.
+// shows raft's warnings and errors, except the records [RecordLevel] moves:
+// raft's routine snapshot and catch-up chatter goes to debug, and errors
+// raft logs on healthy paths (a follower behind, a peer that left) go to
+// debug or warn. The message is "<name>: <msg>" with hclog's key/value
+// arguments as slog attributes (hclog.Fmt values formatted).
 func HCLogger(logger *slog.Logger, name string) hclog.Logger {
 	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: name, Level: hclog.Off, Output: io.Discard})
 	l.RegisterSink(slogSink{logger})
@@ -25,10 +31,7 @@ func HCLogger(logger *slog.Logger, name string) hclog.Logger {
 type slogSink struct{ l *slog.Logger }
 
 func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any) {
-	lv := slogLevel(level)
-	if level == hclog.Error && msg == "failed to take snapshot" && snapshotLater(args) {
-		lv = slog.LevelDebug
-	}
+	lv := RecordLevel(level, msg, args)
 	ctx := context.Background()
 	if !s.l.Enabled(ctx, lv) {
 		return
@@ -36,7 +39,7 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any
 	if name != "" {
 		msg = name + ": " + msg
 	}
-	s.l.Log(ctx, lv, msg, args...)
+	s.l.Log(ctx, lv, msg, formatArgs(args)...)
 }
 
 func slogLevel(l hclog.Level) slog.Level {
@@ -54,17 +57,169 @@ func slogLevel(l hclog.Level) slog.Level {
 	}
 }
 
-// snapshotLater reports whether a failed snapshot's error (args' "error")
-// only says "not now": raft retries on its own, and a shard catching up
-// after a join, or handing leadership over, logged it at error level
-// several times a second.
-func snapshotLater(args []any) bool {
-	for i := 0; i+1 < len(args); i += 2 {
-		if k, _ := args[i].(string); k == "error" {
-			err, _ := args[i+1].(error)
-			return err != nil && (errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
-				strings.HasPrefix(err.Error(), "cannot take snapshot now"))
+// routine are raft's (and its file snapshot store's) info records that
+// come with every snapshot, compaction, catch-up or election: a shard
+// under load snapshots every few seconds, and these were 90% of a node's
+// log.
+var routine = map[string]bool{
+	"starting snapshot up to":                                true,
+	"snapshot complete up to":                                true,
+	"compacting logs":                                        true,
+	"creating new snapshot":                                  true,
+	"reaping snapshot":                                       true,
+	"snapshot restore progress":                              true,
+	"snapshot network transfer progress":                     true,
+	"copied to local snapshot":                               true,
+	"pre-vote campaign failed, waiting for election timeout": true,
+	// An election's steps: its outcome is "entering leader state" (or a
+	// follower's "entering follower state"), which stay info.
+	"pre-vote successful, starting election": true,
+	"entering candidate state":               true,
+	"election won":                           true,
+	// A replica's configuration at start, and a leader starting to
+	// replicate to each peer; changes are "updating configuration".
+	"initial configuration":            true,
+	"added peer, starting replication": true,
+}
+
+// toPeer are raft's errors for one failed RPC to a peer; raft retries
+// each with a backoff, and "failed to contact" (a warning) names a peer
+// that stays silent.
+var toPeer = map[string]bool{
+	"failed to heartbeat to":         true,
+	"failed to appendEntries to":     true,
+	"failed to make requestVote RPC": true,
+	"failed to send snapshot to":     true,
+}
+
+// RecordLevel is the slog level of one hclog record. It is hclog's level
+// (slogLevel) except for these records, matched by message and condition:
+//   - routine snapshot, compaction, transfer-progress, election-step and
+//     replica-start info (the map routine): debug.
+//   - "no known peers, aborting election" (a replica not yet in any
+//     configuration: the leader adds it) and "appendEntries rejected,
+//     sending older logs" (a follower behind): debug.
+//   - "failed to get log" and "failed to get previous log" for
+//     raft.ErrLogNotFound (the entry was compacted or not received yet;
+//     raft sends older entries or a snapshot instead): debug.
+//   - "heartbeat timeout reached, starting election" with no last leader
+//     (a new replica's first election): info.
+//   - "failed to take snapshot" that must only wait (snapshotLater): debug.
+//   - "failed to decode incoming command" for a stream or connection
+//     closed in order (mesh.Orderly: the peer or this node shut down): debug.
+//   - an RPC to a peer (toPeer) that failed because the peer left in
+//     order or membership no longer lists it: debug; because its
+//     connection timed out (mesh.Unreachable: killed or partitioned): warn.
+func RecordLevel(level hclog.Level, msg string, args []any) slog.Level {
+	lv := slogLevel(level)
+	switch {
+	case level <= hclog.Info && routine[msg]:
+		return slog.LevelDebug
+	case level == hclog.Warn && (msg == "no known peers, aborting election" || msg == "appendEntries rejected, sending older logs"):
+		return slog.LevelDebug
+	case (msg == "failed to get log" || msg == "failed to get previous log") && errors.Is(argErr(args), raft.ErrLogNotFound):
+		return slog.LevelDebug
+	case level == hclog.Warn && msg == "heartbeat timeout reached, starting election" && argString(args, "last-leader-id") == "":
+		return slog.LevelInfo
+	case level == hclog.Error && msg == "failed to take snapshot" && snapshotLater(argErr(args)):
+		return slog.LevelDebug
+	case level == hclog.Error && msg == "failed to decode incoming command" && mesh.Orderly(cause(argErr(args))):
+		return slog.LevelDebug
+	case level == hclog.Error && toPeer[msg]:
+		switch err := cause(argErr(args)); {
+		case mesh.Orderly(err) || errors.Is(err, mesh.ErrNoRoute):
+			return slog.LevelDebug
+		case mesh.Unreachable(err):
+			return slog.LevelWarn
 		}
 	}
-	return false
+	return lv
+}
+
+// arg returns the value of key in hclog's key/value args.
+func arg(args []any, key string) (any, bool) {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, _ := args[i].(string); k == key {
+			return args[i+1], true
+		}
+	}
+	return nil, false
+}
+
+// argErr is args' "error" value as an error (raft passes both errors and
+// strings there), nil if none.
+func argErr(args []any) error {
+	v, _ := arg(args, "error")
+	switch e := v.(type) {
+	case error:
+		return e
+	case string:
+		return errors.New(e)
+	}
+	return nil
+}
+
+func argString(args []any, key string) string {
+	v, ok := arg(args, key)
+	if !ok || v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+// cause follows err's Cause chain: the msgpack codec wraps a read's error
+// in a type with Cause but no Unwrap, so errors.Is cannot see through it.
+func cause(err error) error {
+	for range 8 {
+		c, ok := err.(interface{ Cause() error })
+		if !ok || c.Cause() == nil || c.Cause() == err {
+			return err
+		}
+		err = c.Cause()
+	}
+	return err
+}
+
+// formatArgs renders hclog's formatting values (hclog.Fmt, Hex, Octal,
+// Binary, Quote), which slog would print as raw slices and numbers
+// ("[%+v [...]]"); other values pass unchanged. args is not modified.
+func formatArgs(args []any) []any {
+	var out []any
+	for i, v := range args {
+		var s string
+		switch f := v.(type) {
+		case hclog.Format:
+			if len(f) == 0 {
+				continue
+			}
+			format, _ := f[0].(string)
+			s = fmt.Sprintf(format, f[1:]...)
+		case hclog.Hex:
+			s = fmt.Sprintf("0x%x", int(f))
+		case hclog.Octal:
+			s = fmt.Sprintf("0%o", int(f))
+		case hclog.Binary:
+			s = fmt.Sprintf("0b%b", int(f))
+		case hclog.Quote:
+			s = fmt.Sprintf("%q", string(f))
+		default:
+			continue
+		}
+		if out == nil {
+			out = append([]any(nil), args...)
+		}
+		out[i] = s
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+// snapshotLater reports whether a failed snapshot's error only says "not
+// now": raft retries on its own, and a shard catching up after a join, or
+// handing leadership over, logged it at error level several times a second.
+func snapshotLater(err error) bool {
+	return err != nil && (errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
+		strings.HasPrefix(err.Error(), "cannot take snapshot now"))
 }

@@ -91,14 +91,30 @@ func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Store
 		return nil, err
 	}
 	dir := ShardDir(dataDir, shard)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("raftstore: shard %d: create %s: %w", shard, dir, err)
+	switch fi, err := os.Stat(dir); {
+	case errors.Is(err, os.ErrNotExist):
+		if err := createShardDir(dir, boltOptions(cfg)); err != nil {
+			return nil, fmt.Errorf("raftstore: shard %d: create %s: %w", shard, dir, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("raftstore: shard %d: %w", shard, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("raftstore: shard %d: %s is not a folder", shard, dir)
 	}
 	// Data dirs of dssp before this store kept a raft-wal log in wal/; its
 	// entries cannot be read here, and starting empty beside it would look
 	// like a replica that lost its log.
 	if _, err := os.Stat(filepath.Join(dir, "wal")); err == nil {
 		return nil, fmt.Errorf("raftstore: shard %d: %s holds a raft-wal log from an older dssp, which this version cannot read; remove the data dir to start the node afresh", shard, dir)
+	}
+	// A missing, empty or damaged log is refused before bbolt maps it (see
+	// "Storage integrity" in the package doc).
+	if err := checkShardDir(shard, dir, cfg.OpenTimeout); err != nil {
+		var de *DamagedError
+		if errors.As(err, &de) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("raftstore: shard %d: %w", shard, err)
 	}
 	path := filepath.Join(dir, "raft.db")
 	if cfg.CompactAt > 0 {

@@ -11,14 +11,24 @@ import (
 // not already in an entry still in flight, one push per worker — travel as
 // one summed gradient (entry.go's group) with each push's metadata, so a
 // follower receives and logs one gradient for them. The FSM applies the
-// group all or nothing (FSM.applyGroup): a push the gate would not take
-// after all (its worker removed meanwhile, ...) sends the group's other
-// pushes back to their workers to resend (ErrRegroup), never half of a
-// sum. The other pushes of the batch follow with their own gradients.
+// group all or nothing (FSM.applyGroup): when a push the gate would not
+// take after all (its worker removed meanwhile, ...) is in it, nothing of
+// the group is applied, never half of a sum, and the leader proposes the
+// group's pushes again itself (ErrRegroup, service.regroup) on the state
+// as it is then; their workers only wait longer. The other pushes of the
+// batch follow with their own gradients.
+//
+// Why the leader sums rather than the FSM (which sums an entry's gradients
+// into one optimizer step anyway): a sum made in the FSM would leave every
+// gradient in the entry, so every follower would receive, log and fsync k
+// gradients for k pushes; summed by the leader they receive one. The price
+// is the speculation: the leader groups on its applied state, which an
+// entry still in flight may change, hence the all-or-nothing apply and the
+// regroup.
 
 // summable reports, for each push of ps, whether it may join the batch's
 // summed group as far as the applied state says.
-func (f *FSM) summable(ps []*pending, ok []bool) {
+func (f *FSM) summable(ps []*Push, ok []bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if !f.initialized {
@@ -26,10 +36,10 @@ func (f *FSM) summable(ps []*pending, ok []bool) {
 	}
 	seen := make(map[clock.WorkerID]bool, len(ps))
 	for i, p := range ps {
-		c, known := f.gate.Clock(p.req.Worker)
-		ok[i] = ok[i] && known && c == p.req.Iter && !f.gate.IsWaiting(p.req.Worker) && !seen[p.req.Worker]
+		c, known := f.gate.Clock(p.Worker)
+		ok[i] = ok[i] && known && c == p.Iter && !f.gate.IsWaiting(p.Worker) && !seen[p.Worker]
 		if ok[i] {
-			seen[p.req.Worker] = true
+			seen[p.Worker] = true
 		}
 	}
 }
@@ -37,19 +47,19 @@ func (f *FSM) summable(ps []*pending, ok []bool) {
 // group orders batch as it will sit in the entry — the summed group first
 // — and returns the entry's data. The pushes it puts in the group are
 // marked in flight until the completer clears them.
-func (s *service) group(batch []*pending) ([]*pending, []byte, error) {
+func (s *service) group(batch []*Push) ([]*Push, []byte, error) {
 	n, prec, _ := s.r.fsm.pushLimits()
 	base := s.r.fsm.balanceBase()
 	ok := make([]bool, len(batch))
 	if s.r.cfg.SumBatches && len(batch) >= 2 && n > 0 && !faults.On(faults.SkipDedupe) && !faults.On(faults.SkipNonFinite) {
 		s.mu.Lock()
 		for i, p := range batch {
-			ok[i] = s.inflight[p.req.PushID] == 0 && len(p.grad) == prec.Bytes(n)
+			ok[i] = s.inflight[p.PushID] == 0 && len(p.Grad) == prec.Bytes(n)
 		}
 		s.mu.Unlock()
 		s.r.fsm.summable(batch, ok)
 	}
-	var group, rest []*pending
+	var group, rest []*Push
 	for i, p := range batch {
 		if ok[i] {
 			group = append(group, p)
@@ -64,13 +74,12 @@ func (s *service) group(batch []*pending) ([]*pending, []byte, error) {
 	if len(group) > 0 {
 		sum = groupSum(group, n, prec, base)
 	}
-	push := func(p *pending) Push { return Push{PushMeta: p.req.PushMeta, RecvNanos: p.recv, Grad: p.grad} }
 	gp, rp := make([]Push, len(group)), make([]Push, len(rest))
 	for i, p := range group {
-		gp[i] = push(p)
+		gp[i] = *p
 	}
 	for i, p := range rest {
-		rp[i] = push(p)
+		rp[i] = *p
 	}
 	data, err := encodeGroup(gp, sum, rp)
 	if err != nil {
@@ -78,7 +87,7 @@ func (s *service) group(batch []*pending) ([]*pending, []byte, error) {
 	}
 	s.mu.Lock()
 	for _, p := range batch {
-		s.inflight[p.req.PushID]++
+		s.inflight[p.PushID]++
 	}
 	s.mu.Unlock()
 	s.cnt.summed.Add(uint64(len(group)))
@@ -90,15 +99,15 @@ func (s *service) group(batch []*pending) ([]*pending, []byte, error) {
 // base, unless base is 0 or the push has exactly base samples), added in
 // the group's order in float32 as FSM.sumAndCheck adds an entry's
 // gradients.
-func groupSum(group []*pending, n int, prec shardapi.Precision, base int64) []byte {
+func groupSum(group []*Push, n int, prec shardapi.Precision, base int64) []byte {
 	acc, v := scratch.get(n), scratch.get(n)
 	defer scratch.put(acc)
 	defer scratch.put(v)
 	clear(acc)
 	for _, p := range group {
-		prec.Decode(v, p.grad) // the length was checked by group
-		if base > 0 && p.req.Samples != base {
-			w := float32(float64(p.req.Samples) / float64(base))
+		prec.Decode(v, p.Grad) // the length was checked by group
+		if base > 0 && p.Samples != base {
+			w := float32(float64(p.Samples) / float64(base))
 			for j, g := range v {
 				v[j] = float32(g * w)
 			}
@@ -118,16 +127,36 @@ func (f *FSM) balanceBase() int64 {
 }
 
 // landed clears the pushes of a completed proposal from the in-flight set.
-func (s *service) landed(batch []*pending) {
+func (s *service) landed(batch []*Push) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range batch {
-		if s.inflight[p.req.PushID]--; s.inflight[p.req.PushID] <= 0 {
-			delete(s.inflight, p.req.PushID)
+		if s.inflight[p.PushID]--; s.inflight[p.PushID] <= 0 {
+			delete(s.inflight, p.PushID)
 		}
 		s.trackLocked(p, -1)
 	}
 }
 
-// regrouped reports whether a push result is ErrRegroup.
-func regrouped(r shardapi.PushResult) bool { return r.Err == ErrRegroup }
+// regroup proposes again a push whose summed group the FSM did not apply
+// (ErrRegroup): nothing of the group changed, and the applied state now
+// answers it (a duplicate, a worker removed) or it goes into a later
+// entry, grouped by the state as it is then. The worker waits on the same
+// stream, with Pending frames, as for any push not yet decided. The queue
+// is fed from another goroutine: the completer must not block on the
+// proposer, which may be waiting for a slot the completer frees.
+func (s *service) regroup(p *Push) {
+	s.cnt.regrouped.Add(1)
+	if !s.settle(p, onArrival) {
+		return
+	}
+	s.track(p, 1)
+	s.r.wg.Add(1)
+	go func() {
+		defer s.r.wg.Done()
+		select {
+		case s.queue <- p:
+		case <-s.r.ctx.Done():
+		}
+	}()
+}

@@ -1,13 +1,19 @@
 package shard
 
 import (
+	"context"
 	"errors"
 	"math"
 	"reflect"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
+	"dsspmesh/raftstore"
 	"dsspmesh/shardapi"
 )
 
@@ -104,9 +110,9 @@ func TestDecodeGroupEntry(t *testing.T) {
 	// A group member carrying bytes of its own, or a group longer than the
 	// entry, is refused.
 	for _, h := range []pushBatchHeader{
-		{Pushes: []pushHeader{{Bytes: 2}}, Summed: 1, SumBytes: 2},
-		{Pushes: []pushHeader{{}}, Summed: 2, SumBytes: 2},
-		{Pushes: []pushHeader{{}}, Summed: 1, SumBytes: 0},
+		{Pushes: []Push{{Bytes: 2}}, Summed: 1, SumBytes: 2},
+		{Pushes: []Push{{}}, Summed: 2, SumBytes: 2},
+		{Pushes: []Push{{}}, Summed: 1, SumBytes: 0},
 	} {
 		b, _ := appendEntry(entryPush, h, 4)
 		if _, err := decodeEntry(append(b, 0, 0, 0, 0)); !errors.Is(err, shardapi.ErrBadEntry) {
@@ -152,10 +158,12 @@ func TestGroupSumMatchesSeparatePushes(t *testing.T) {
 		grads := [][]float32{{0.1, -0.2, 0.3}, {1e-3, 7, -0.5}, {3, 3, 3}}
 		samples := []int64{4, 16, 8}
 		var sep []Push
-		var pend []*pending
+		var group []*Push
 		for i, w := range []clock.WorkerID{"a", "b", "c"} {
 			sep = append(sep, Push{PushMeta: meta(w, 0, samples[i]), Grad: gradBytes(grads[i])})
-			pend = append(pend, &pending{req: shardapi.Request{Op: shardapi.OpPush, PushMeta: meta(w, 0, samples[i])}, grad: gradBytes(grads[i])})
+		}
+		for i := range sep {
+			group = append(group, &sep[i])
 		}
 		var got [2][]float32
 		for k := range got {
@@ -166,12 +174,108 @@ func TestGroupSumMatchesSeparatePushes(t *testing.T) {
 			if k == 0 {
 				h.apply(encodePushes(sep))
 			} else {
-				h.apply(encodeGroup(sep, groupSum(pend, 3, shardapi.FP32, base), nil))
+				h.apply(encodeGroup(sep, groupSum(group, 3, shardapi.FP32, base), nil))
 			}
 			got[k] = h.f.Params(nil)
 		}
 		if !reflect.DeepEqual(got[0], got[1]) {
 			t.Errorf("base %d: separate %v, summed %v", base, got[0], got[1])
 		}
+	}
+}
+
+// gatedLog is a raft log store whose writes of a remove-worker entry wait
+// until open is closed, signalling on stuck when one starts to.
+type gatedLog struct {
+	raft.LogStore
+	stuck chan struct{}
+	open  chan struct{}
+	once  sync.Once
+}
+
+func (g *gatedLog) StoreLogs(logs []*raft.Log) error {
+	for _, l := range logs {
+		if l.Type == raft.LogCommand && len(l.Data) > 0 && entryKind(l.Data[0]) == entryRemoveWorker {
+			g.once.Do(func() { close(g.stuck) })
+			<-g.open
+		}
+	}
+	return g.LogStore.StoreLogs(logs)
+}
+
+func (g *gatedLog) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
+
+// TestLeaderRegroupsASummedGroupItself: a group summed on the state the
+// leader had applied meets, when it applies, an entry proposed before it
+// that removed one of its workers. The FSM applies none of the group
+// (ErrRegroup); the leader proposes the other worker's push again itself,
+// which is applied and acknowledged without a resend, and the removed
+// worker's push is refused as from an unknown worker.
+func TestLeaderRegroupsASummedGroupItself(t *testing.T) {
+	const n = 4
+	c := newCluster(t, 9)
+	g := &gatedLog{stuck: make(chan struct{}), open: make(chan struct{})}
+	t.Cleanup(func() {
+		select {
+		case <-g.open:
+		default:
+			close(g.open)
+		}
+	})
+	c.stores = func(id mesh.NodeID) *raftstore.Stores {
+		s := raftstore.NewInmem()
+		g.LogStore = s.Log
+		s.Log = g
+		return s
+	}
+	c.cfg = func(id mesh.NodeID) Config {
+		cfg := fastConfig(9, id)
+		cfg.MaxInflightBatches = 2
+		cfg.BatchLinger = time.Second // until both pushes are in: the shard has two workers
+		return cfg
+	}
+	ids := nodeIDs(1)
+	spec := testSpec(n, "asp")
+	spec.Shard = 9
+	c.boot(ids, spec, make([]float32, n))
+	leader := c.waitLeader("")
+	a, b := c.client("a", ids), c.client("b", ids)
+	for _, cl := range []*shardapi.Client{a, b} {
+		if _, err := cl.AddWorker(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed := make(chan error, 1)
+	go func() { removed <- leader.RemoveWorker(context.Background(), "b") }()
+	<-g.stuck // b's removal is proposed, not applied: the state still has b
+	type result struct {
+		rep shardapi.PushReply
+		err error
+	}
+	got := map[string]chan result{"a": make(chan result, 1), "b": make(chan result, 1)}
+	for w, cl := range map[string]*shardapi.Client{"a": a, "b": b} {
+		go func() {
+			rep, err := cl.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: cl.Encode(gradFor(clock.WorkerID(w), 0, n), 1)})
+			got[w] <- result{rep, err}
+		}()
+	}
+	c.waitFor(10*time.Second, "a and b summed in one entry", func() bool {
+		return leader.Status().Service.SummedPushes == 2
+	})
+	close(g.open)
+	if err := <-removed; err != nil {
+		t.Fatal(err)
+	}
+	ra, rb := <-got["a"], <-got["b"]
+	if ra.err != nil || ra.rep.Retries != 0 || len(ra.rep.Params) != n {
+		t.Errorf("a: %v, %d retries, %d parameters; want an OK with the slice and no resend", ra.err, ra.rep.Retries, len(ra.rep.Params))
+	}
+	wantReason(t, "b, removed", rb.err, shardapi.ReasonUnknownWorker)
+	if rb.rep.Retries != 0 {
+		t.Errorf("b resent its push %d times", rb.rep.Retries)
+	}
+	st := leader.Status()
+	if st.Service.RegroupedPushes != 2 || st.Pushes != 1 {
+		t.Errorf("regrouped %d pushes, applied %d; want 2 and a's alone", st.Service.RegroupedPushes, st.Pushes)
 	}
 }

@@ -120,12 +120,12 @@ func benchShard(b *testing.B, replicas, size int) {
 			defer wg.Done()
 			var params []float32
 			for i := range per {
-				p, err := cl.Push(context.Background(), int64(i), 1, 1, grad, params)
+				p, err := cl.Push(context.Background(), shardapi.Push{Iter: int64(i), Samples: 1, ComputeNs: 1, Payload: cl.Encode(grad, 1), Into: params})
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				params = p
+				params = p.Params
 			}
 		}()
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 // TestDiskBoundedUnderLargePushes pushes SHARD_DISK_PUSHES (default 10000)
@@ -40,11 +41,11 @@ func TestDiskBoundedUnderLargePushes(t *testing.T) {
 	var params []float32
 	var peak int64
 	for i := range pushes {
-		p, err := cl.Push(context.Background(), int64(i), 1, 1, grad, params)
+		p, err := cl.Push(context.Background(), shardapi.Push{Iter: int64(i), Samples: 1, ComputeNs: 1, Payload: cl.Encode(grad, 1), Into: params})
 		if err != nil {
 			t.Fatal(err)
 		}
-		params = p
+		params = p.Params
 		if i%100 == 99 {
 			peak = max(peak, dirSize(t, dirs["n1"]))
 		}

@@ -8,13 +8,14 @@
 //   - [FSM]: the raft.FSM of docs/design.md#shards-and-raft. Entries (kinds
 //     Init, Push — a batch of pushes, the first of them possibly a group
 //     whose gradients the leader summed into one (aggregate.go), applied
-//     all or nothing —, AddWorker, RemoveWorker, SuspendWorker) are a tag
+//     all or nothing, a group not applied being proposed again by the
+//     leader —, AddWorker, RemoveWorker, SuspendWorker) are a tag
 //     byte, a msgpack header and raw tensor bytes in shardapi's codec
 //     (shardapi/tensor.go; entry.go has the layout); headers of entries and snapshots are decoded with
 //     internal/boundedmsgpack, as they are input from another replica. Apply is deterministic: the receipt time of every push is in
 //     the entry, gradients of one entry are summed into one optimizer step
 //     whose learning rate is a function of the global samples applied before
-//     it ([Schedule]), and the FSM never reads the clock. Snapshots encode
+//     it ([shardapi.Schedule]), and the FSM never reads the clock. Snapshots encode
 //     everything (snapshot.go); [FSM.StateHash] is a SHA-256 of that
 //     encoding, equal on replicas that applied the same entries. A
 //     snapshot takes θ and the velocity without copying them: until it has
@@ -46,9 +47,9 @@
 //     mean entry (logbudget.go), so the log and its bbolt file stay a few
 //     megabytes whether an entry is a quarter of a megabyte or tens.
 //   - [shardapi.Client]: a worker's push-and-pull to one shard (in
-//     package shardapi with the RPC protocol, errors, [Spec] and the
+//     package shardapi with the RPC protocol, errors, [shardapi.Spec] and the
 //     reports, so that node can use them without raft).
-//   - [Replica.Read] and [shardapi.Client.Read]: a linearizable read of the shard's
+//   - [Replica.Read] and [shardapi.Client.ReadInto]: a linearizable read of the shard's
 //     parameters and clocks (see Reads).
 //   - [Replica.Reconcile]: moves the raft configuration toward a desired
 //     replica set, one change at a time, adding before removing.
@@ -68,31 +69,48 @@
 // replies at once if the gate released it and holds it otherwise; no OK is
 // ever sent while the gate holds the push (no OK for a gap above s_U).
 //
-// Ambiguity: a push whose reply was lost (stream broke, leader died,
-// NotLeader after proposing, timeout) may or may not have been applied. The
-// [shardapi.Client] resends the same (worker, iter) to whichever replica leads; the
-// dedupe makes that safe. Rejections are not ambiguous: a push refused with
-// a [*RejectError] changed nothing and resending it is pointless.
+// A push is one [shardapi.Push] given to [shardapi.Client.Push], which
+// returns one [shardapi.PushReply]. On the wire it is a [shardapi.Request]
+// frame with the encoded gradient as payload, answered by [shardapi.Reply]
+// frames (Held and Pending keep-alives, then one final reply). In the
+// replica it is one [Push] from receipt to apply: the leader's service
+// queues it with the stream its reply goes to, a push entry's header
+// lists it (entry.go), and the FSM applies it and reports a
+// [shardapi.PushResult] in its [shardapi.Applied].
 //
-// Rejected input (wrong length, NaN/Inf, unknown worker, iteration from
-// the future, a push while the previous one is held, a shard not
-// initialised) is refused with a [*RejectError] naming the [Reason],
-// counted, and leaves the shard unchanged. Bad frames from a peer close that
-// stream only.
+// Ambiguity: a push whose reply was lost (stream broke, leader died,
+// NotLeader after proposing, timeout) may or may not have been applied.
+// The [shardapi.Client] resends the same (worker, iter) to whichever
+// replica leads, and a caller whose Push returned such an error resends
+// the same (worker, iter) later; the dedupe makes that safe, and a resend
+// of an applied push is answered from the state. Rejections are not
+// ambiguous: a push refused with a [*shardapi.RejectError] changed nothing and
+// resending it is pointless.
+//
+// Rejected input is refused with a [*shardapi.RejectError] naming the [shardapi.Reason],
+// counted, and leaves the shard unchanged. One function (checkPush,
+// validate.go) holds the rules of a push's fields and length — a worker
+// named, no negative iteration, samples or compute time, the shard's
+// gradient length — and the leader's service (before proposing) and the
+// FSM (each push, alone or in a summed group) both apply it, with the same
+// reasons. Beyond it: NaN/Inf in the gradient (the leader's scan, the
+// FSM's decode), an unknown worker, an iteration from the future, a push
+// while the previous one is held, a shard not initialised. Bad frames from
+// a peer close that stream only.
 //
 // # Every peer acts only as itself; parameters stay finite
 //
 // A push, add-worker or remove-worker request must name as its worker the
 // node the stream's TLS certificate authenticates (mesh.Stream.Peer), or it
-// is refused with [ReasonNotPeer]. Before proposing a push the leader
-// refuses a gradient holding NaN or ±Inf ([ReasonNonFinite]) and, when
+// is refused with [shardapi.ReasonNotPeer]. Before proposing a push the leader
+// refuses a gradient holding NaN or ±Inf ([shardapi.ReasonNonFinite]) and, when
 // Spec.OutlierFactor is set, one whose norm exceeds that factor times the
-// median of the shard's recent norms ([ReasonOutlier]); it counts both per
-// worker ([ServiceStats].Refused, with the streak that marks a worker
+// median of the shard's recent norms ([shardapi.ReasonOutlier]); it counts both per
+// worker ([shardapi.ServiceStats].Refused, with the streak that marks a worker
 // that keeps sending them). The FSM checks again, deterministically, so a
 // replica never applies a non-finite entry whoever wrote it: a NaN/Inf
 // gradient, and a push whose optimizer step would make a parameter or
-// velocity non-finite ([ReasonNonFiniteStep], computed with the step's own
+// velocity non-finite ([shardapi.ReasonNonFiniteStep], computed with the step's own
 // float32 arithmetic), are refused alike on every replica; Init and
 // snapshots with non-finite parameters are refused. Restore reads at most
 // the snapshot its header describes plus one byte, and refuses a longer
@@ -113,7 +131,7 @@
 //
 // # Reads
 //
-// A read (op read on the shard's RPC channel, [shardapi.Client.Read]) is answered
+// A read (op read on the shard's RPC channel, [shardapi.Client.ReadInto]) is answered
 // only by the leader, after a Raft barrier: the barrier commits through a
 // quorum, so a deposed leader cannot answer, and it returns once every
 // earlier entry is applied, so the slice holds every push acknowledged
@@ -146,7 +164,7 @@
 // 100 MB model's slice) can take longer than the client's ReplyTimeout to
 // commit on a loaded machine, and silence would have the client resend it.
 // When a worker is removed its own held push is answered with a
-// [*RejectError] of [ReasonUnknownWorker]; the pushes of others it was
+// [*shardapi.RejectError] of [shardapi.ReasonUnknownWorker]; the pushes of others it was
 // holding back are released.
 //
 // # Concurrency and goroutines
@@ -159,9 +177,10 @@
 // one evaluator that re-examines held replies after each Apply and sends
 // the keep-alives, Held and Pending (and answers held pushes NotLeader as soon as the
 // replica is deposed), one suspector (suspect.go), one leadership watcher
-// that calls Deps.OnLeader and then wakes LeaderChanged waiters, and one
+// that calls Deps.OnLeader and then wakes LeaderChanged waiters, one
 // goroutine per add- or remove-worker request or suspension while its
-// entry is proposed. An OpStatus request is answered by any replica with
+// entry is proposed, and one per regrouped push until the proposer's queue
+// takes it. An OpStatus request is answered by any replica with
 // its applied index, the leader it knows and its term (status.go): the
 // probe a worker's client sends when its leader goes silent. Sends on a stream are serialised by
 // that stream's mutex. Replica methods are safe for concurrent use; a
@@ -175,8 +194,8 @@
 // FSM.Apply never takes a service lock: it signals the evaluator through a
 // one-slot channel.
 //
-// Slices: a parameter slice returned by [shardapi.Client.Push] is owned by the
-// caller (it is the dst given, or freshly allocated). Entry payloads
+// Slices: a parameter slice a push returns ([shardapi.PushReply].Params) is
+// owned by the caller (it is the Push's Into, or freshly allocated). Entry payloads
 // decoded by the FSM are not retained. The float32 scratch of a push
 // entry's Apply (its decoded gradient and, from a second push on, the
 // running sum) is borrowed from one process-wide bounded free list

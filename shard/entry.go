@@ -15,7 +15,8 @@ import (
 //
 //	0    u8   kind (entryInit, entryPush, entryAddWorker, entryRemoveWorker)
 //	1    u32  H: header length
-//	5    H bytes: msgpack header (initHeader, pushBatchHeader or workerHeader)
+//	5    H bytes: msgpack header (initHeader, pushBatchHeader of Push headers
+//	     or workerHeader)
 //	5+H  raw payload: the θ-slice (Init, fp32) or, for Push, the sum of the
 //	     group's gradients (when the header's Summed > 0) followed by the
 //	     other pushes' gradients back to back, tensors in shardapi's codec
@@ -39,28 +40,39 @@ const (
 
 const entryPrefix = 5
 
-// Push is one worker's gradient for one shard and iteration, as it sits in
-// a log entry. Grad holds the encoded tensor (shardapi's codec).
+// Push is one worker's gradient for one shard and iteration, from the
+// leader's receipt to its apply: the leader's service queues it with the
+// stream its reply goes to, a push entry holds it, the FSM applies it. Its
+// msgpack form is one push's header in a push entry (keys w, i, s, c, t,
+// n); Grad, the encoded tensor (shardapi's codec), follows in the entry's
+// payload.
 type Push struct {
-	shardapi.PushMeta
-	RecvNanos int64 // leader's receipt time, the gate's A[w][0]
-	Grad      []byte
+	shardapi.PushMeta       // keys w, i, s, c
+	RecvNanos         int64 `msgpack:"t"` // leader's receipt time, the gate's A[w][0]
+	// Bytes is the length of the push's gradient in the entry's payload:
+	// len(Grad), 0 for a push of a summed group (its gradient is in the
+	// group's sum). encodeGroup sets it.
+	Bytes int    `msgpack:"n"`
+	Grad  []byte `msgpack:"-"`
+
+	// On the leader only, never in an entry: the stream the reply goes to,
+	// and whether the worker keeps its slice (Request.Keep: the OK carries
+	// none).
+	c    *workerConn
+	keep bool
 }
+
+// key names the reply p waits for: its stream, its PushID and Keep.
+func (p *Push) key() heldKey { return heldKey{c: p.c, PushID: p.PushID, keep: p.keep} }
 
 type initHeader struct {
 	Spec shardapi.Spec `msgpack:"spec"`
 }
 
-type pushHeader struct {
-	shardapi.PushMeta       // keys w, i, s, c
-	RecvNanos         int64 `msgpack:"t"`
-	Bytes             int   `msgpack:"n"`
-}
-
 type pushBatchHeader struct {
-	Pushes   []pushHeader `msgpack:"p"`
-	Summed   int          `msgpack:"sm,omitempty"`
-	SumBytes int          `msgpack:"sb,omitempty"`
+	Pushes   []Push `msgpack:"p"`
+	Summed   int    `msgpack:"sm,omitempty"`
+	SumBytes int    `msgpack:"sb,omitempty"`
 }
 
 type workerHeader struct {
@@ -104,21 +116,21 @@ func encodeInit(spec shardapi.Spec, theta []float32) ([]byte, error) {
 	return shardapi.FP32.Append(b, theta), nil
 }
 
-func encodePushes(ps []Push) ([]byte, error) { return encodeGroup(nil, nil, ps) }
-
 // encodeGroup encodes one push entry: the group whose gradients are summed
 // in sum (their Grad is ignored), then the pushes ps with their own.
 func encodeGroup(group []Push, sum []byte, ps []Push) ([]byte, error) {
-	h := pushBatchHeader{Pushes: make([]pushHeader, 0, len(group)+len(ps)), Summed: len(group)}
+	h := pushBatchHeader{Pushes: make([]Push, 0, len(group)+len(ps)), Summed: len(group)}
 	n := 0
 	if len(group) > 0 {
 		h.SumBytes, n = len(sum), len(sum)
 	}
 	for _, p := range group {
-		h.Pushes = append(h.Pushes, pushHeader{PushMeta: p.PushMeta, RecvNanos: p.RecvNanos})
+		p.Bytes = 0
+		h.Pushes = append(h.Pushes, p)
 	}
 	for _, p := range ps {
-		h.Pushes = append(h.Pushes, pushHeader{PushMeta: p.PushMeta, RecvNanos: p.RecvNanos, Bytes: len(p.Grad)})
+		p.Bytes = len(p.Grad)
+		h.Pushes = append(h.Pushes, p)
 		n += len(p.Grad)
 	}
 	b, err := appendEntry(entryPush, h, n)
@@ -172,16 +184,16 @@ func decodeEntry(b []byte) (entry, error) {
 			return bad("group of %d pushes with %d bytes in an entry of %d pushes and %d payload bytes", h.Summed, h.SumBytes, len(h.Pushes), len(payload))
 		}
 		e.summed, e.sum, payload = h.Summed, payload[:h.SumBytes:h.SumBytes], payload[h.SumBytes:]
-		e.pushes = make([]Push, len(h.Pushes))
-		for i, p := range h.Pushes {
+		e.pushes = h.Pushes
+		for i := range e.pushes {
+			p := &e.pushes[i]
 			if i < h.Summed && p.Bytes != 0 {
 				return bad("push %d of the summed group carries %d bytes of its own", i, p.Bytes)
 			}
 			if p.Bytes < 0 || p.Bytes > len(payload) {
 				return bad("push %d: %d gradient bytes, %d left", i, p.Bytes, len(payload))
 			}
-			e.pushes[i] = Push{PushMeta: p.PushMeta, RecvNanos: p.RecvNanos, Grad: payload[:p.Bytes:p.Bytes]}
-			payload = payload[p.Bytes:]
+			p.Grad, payload = payload[:p.Bytes:p.Bytes], payload[p.Bytes:]
 		}
 		if len(payload) != 0 {
 			return bad("%d trailing payload bytes", len(payload))

@@ -238,25 +238,28 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 
 // ErrRegroup is the outcome of a push of a summed group the FSM did not
 // apply because another push of the group could not be (a duplicate, a
-// removed worker, ...): nothing of the group changed, and the worker
-// resends the push, which the leader then proposes again.
-var ErrRegroup = errors.New("shard: not applied: a push summed with it could not be; resend")
+// removed worker, ...): nothing of the group changed, and the leader
+// proposes the push again (service.regroup); its worker never sees it.
+var ErrRegroup = errors.New("shard: not applied: a push summed with it could not be; proposed again")
 
 // applyGroup applies a summed group (their gradients' sum in sum) all or
-// nothing: only if every push would be accepted by the gate (known
-// worker, its clock at the push's iteration, not held) and the step with
-// the sum keeps θ finite. A push of a group not applied is a duplicate
-// (applied before), a rejection for the group's gradient or optimizer
-// step, or ErrRegroup. It returns the pushes applied and their samples.
+// nothing: only if every push passes checkPush and would be accepted by
+// the gate (known worker, its clock at the push's iteration, not held) and
+// the step with the sum keeps θ finite. A push of a group not applied is
+// a duplicate (applied before), a rejection (its own fields, or the
+// group's gradient or optimizer step), or ErrRegroup. It returns the
+// pushes applied and their samples.
 // With Spec.BalanceBase the leader weighted each gradient before summing
 // (groupSum), so the sum is not weighted again.
 func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr float64) (int, int64) {
 	for i, p := range ps {
 		res[i].PushMeta, res[i].RecvNanos = p.PushMeta, p.RecvNanos
 	}
-	fail := func(reason shardapi.Reason, detail string) (int, int64) {
+	// fail applies nothing: it refuses with reason the push bad, or every
+	// push when bad < 0; a duplicate is one, the others are to regroup.
+	fail := func(bad int, reason shardapi.Reason, detail string) (int, int64) {
 		for i, p := range ps {
-			if reason != 0 {
+			if reason != 0 && (bad < 0 || bad == i) {
 				res[i].Err = f.reject(p, reason, detail)
 			} else if c, ok := f.gate.Clock(p.Worker); ok && p.Iter < c {
 				res[i].Duplicate = true
@@ -268,25 +271,28 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 		return 0, 0
 	}
 	if !f.initialized {
-		return fail(shardapi.ReasonNotInitialized, "no Init entry applied")
+		return fail(-1, shardapi.ReasonNotInitialized, "no Init entry applied")
 	}
 	seen := make(map[clock.WorkerID]bool, len(ps))
-	for _, p := range ps {
+	for i, p := range ps {
+		if reason, detail := checkPush(p.PushMeta, len(p.Grad), 0, f.spec.Precision); reason != 0 {
+			return fail(i, reason, detail)
+		}
 		c, ok := f.gate.Clock(p.Worker)
-		if p.Worker == "" || p.Samples < 0 || p.ComputeNs < 0 || !ok || c != p.Iter || f.gate.IsWaiting(p.Worker) || seen[p.Worker] {
-			return fail(0, "")
+		if !ok || c != p.Iter || f.gate.IsWaiting(p.Worker) || seen[p.Worker] {
+			return fail(i, 0, "")
 		}
 		seen[p.Worker] = true
 	}
 	sp := f.spec.Precision.Sums()
 	if len(sum) != sp.Bytes(f.spec.Len) {
-		return fail(shardapi.ReasonBadLength, fmt.Sprintf("summed gradient of %d bytes, want %d (%s)", len(sum), sp.Bytes(f.spec.Len), sp))
+		return fail(-1, shardapi.ReasonBadLength, fmt.Sprintf("summed gradient of %d bytes, want %d (%s)", len(sum), sp.Bytes(f.spec.Len), sp))
 	}
 	if i, _ := sp.Decode(f.gradBuf(), sum); i >= 0 {
-		return fail(shardapi.ReasonNonFinite, fmt.Sprintf("summed value %d is %v", i, f.grad[i]))
+		return fail(-1, shardapi.ReasonNonFinite, fmt.Sprintf("summed value %d is %v", i, f.grad[i]))
 	}
 	if j := f.sumAndCheck(true, lr); j >= 0 {
-		return fail(shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
+		return fail(-1, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
 	}
 	var samples int64
 	applied := 0
@@ -348,15 +354,14 @@ func (f *FSM) gradBuf() []float32 {
 	return f.grad
 }
 
-// check validates p against the shard and decodes its gradient into f.grad.
+// check validates p against the shard (checkPush) and decodes its
+// gradient into f.grad.
 func (f *FSM) check(p Push) (shardapi.Reason, string) {
-	switch {
-	case !f.initialized:
+	if !f.initialized {
 		return shardapi.ReasonNotInitialized, "no Init entry applied"
-	case p.Worker == "" || p.Samples < 0 || p.ComputeNs < 0 || p.Iter < 0:
-		return shardapi.ReasonBadRequest, fmt.Sprintf("worker %q, iter %d, samples %d, compute %d ns", p.Worker, p.Iter, p.Samples, p.ComputeNs)
-	case len(p.Grad) != f.spec.Precision.Bytes(f.spec.Len):
-		return shardapi.ReasonBadLength, fmt.Sprintf("%d bytes, want %d (%s)", len(p.Grad), f.spec.Precision.Bytes(f.spec.Len), f.spec.Precision)
+	}
+	if reason, detail := checkPush(p.PushMeta, len(p.Grad), f.spec.Len, f.spec.Precision); reason != 0 {
+		return reason, detail
 	}
 	if i, _ := f.spec.Precision.Decode(f.gradBuf(), p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
 		return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])

@@ -19,6 +19,9 @@ func testSpec(n int, policy string) shardapi.Spec {
 
 func gradBytes(v []float32) []byte { return shardapi.FP32.Append(nil, v) }
 
+// encodePushes encodes a push entry of ps, each with its own gradient.
+func encodePushes(ps []Push) ([]byte, error) { return encodeGroup(nil, nil, ps) }
+
 // meta is a push's metadata: worker w's iteration iter with samples.
 func meta(w clock.WorkerID, iter, samples int64) shardapi.PushMeta {
 	return shardapi.PushMeta{PushID: shardapi.PushID{Worker: w, Iter: iter}, Samples: samples}

@@ -38,12 +38,12 @@ func TestNaNPushRefusedAndParamsFiniteOnEveryReplica(t *testing.T) {
 	}
 	nan := make([]float32, n)
 	nan[3] = float32(math.NaN())
-	_, err := cl.Push(context.Background(), 0, 8, 1, nan, nil)
+	_, err := cl.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 8, ComputeNs: 1, Payload: cl.Encode(nan, 8)})
 	wantReject(err, shardapi.ReasonNonFinite)
 	// Finite, but 1e30 × 1e10 overflows float32.
 	huge := make([]float32, n)
 	huge[7] = 1e10
-	_, err = cl.Push(context.Background(), 0, 8, 1, huge, nil)
+	_, err = cl.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 8, ComputeNs: 1, Payload: cl.Encode(huge, 8)})
 	wantReject(err, shardapi.ReasonNonFiniteStep)
 
 	// Straight into the log: every FSM refuses it.
@@ -60,12 +60,12 @@ func TestNaNPushRefusedAndParamsFiniteOnEveryReplica(t *testing.T) {
 
 	good := make([]float32, n)
 	good[0] = 1e-31
-	p, err := cl.Push(context.Background(), 0, 8, 1, good, nil)
+	p, err := cl.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 8, ComputeNs: 1, Payload: cl.Encode(good, 8)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(float64(p[0])+0.1) > 1e-6 {
-		t.Fatalf("parameter 0 after a good push: %v", p[0])
+	if math.Abs(float64(p.Params[0])+0.1) > 1e-6 {
+		t.Fatalf("parameter 0 after a good push: %v", p.Params[0])
 	}
 	c.waitSame()
 	for id, r := range c.live() {
@@ -108,7 +108,7 @@ func TestPushAsAnotherPeerRefused(t *testing.T) {
 	t.Cleanup(func() { forger.Close() })
 	for name, call := range map[string]func() error{
 		"push": func() error {
-			_, err := forger.Push(context.Background(), 0, 1, 1, make([]float32, n), nil)
+			_, err := forger.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: forger.Encode(make([]float32, n), 1)})
 			return err
 		},
 		"add-worker":    func() error { _, err := forger.AddWorker(context.Background(), 0); return err },
@@ -125,7 +125,7 @@ func TestPushAsAnotherPeerRefused(t *testing.T) {
 	if len(st.Workers) != 1 || st.Workers[0].ID != "w1" || st.Pushes != 0 {
 		t.Fatalf("forged requests changed the shard: %+v", st)
 	}
-	if _, err := honest.Push(context.Background(), 0, 1, 1, make([]float32, n), nil); err != nil {
+	if _, err := honest.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: honest.Encode(make([]float32, n), 1)}); err != nil {
 		t.Fatalf("w1's own push: %v", err)
 	}
 }
@@ -264,21 +264,24 @@ func TestIdleWorkerStreamClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := w1.Push(context.Background(), 0, 1, 1, make([]float32, 4), nil); err != nil {
+	if _, err := w1.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: w1.Encode(make([]float32, 4), 1)}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { _, err := w1.Push(context.Background(), 1, 1, 1, make([]float32, 4), nil); done <- err }()
+	done := make(chan shardapi.PushReply, 1)
+	go func() {
+		rep, err := w1.Push(context.Background(), shardapi.Push{Iter: 1, Samples: 1, ComputeNs: 1, Payload: w1.Encode(make([]float32, 4), 1)})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rep
+	}()
 	c.waitFor(5*time.Second, "w1's push held", func() bool { return c.replica(ids[0]).Status().Held == 1 })
 	held := time.Now()
 	c.waitFor(5*time.Second, "three idle timeouts", func() bool { return time.Since(held) > 600*time.Millisecond })
-	if _, err := w2.Push(context.Background(), 0, 1, 1, make([]float32, 4), nil); err != nil {
+	if _, err := w2.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: w2.Encode(make([]float32, 4), 1)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if r := w1.Retries; r != 0 {
+	if r := (<-done).Retries; r != 0 {
 		t.Fatalf("w1's held push needed %d retries: its stream was closed", r)
 	}
 }

@@ -50,7 +50,7 @@ func TestBatchLingerWaitsForEveryWorker(t *testing.T) {
 	push := func(w clock.WorkerID, iter int64) chan error {
 		done := make(chan error, 1)
 		go func() {
-			_, err := clients[w].Push(context.Background(), iter, 1, 1, gradFor(w, iter, n), nil)
+			_, err := clients[w].Push(context.Background(), shardapi.Push{Iter: iter, Samples: 1, ComputeNs: 1, Payload: clients[w].Encode(gradFor(w, iter, n), 1)})
 			done <- err
 		}()
 		return done

@@ -55,13 +55,6 @@ func (b *logBudget) attach(r *raft.Raft) {
 	b.mu.Unlock()
 }
 
-// counts is what the budget asks of raft now.
-func (b *logBudget) counts() (threshold, trailing uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.thresh, b.trail
-}
-
 func (b *logBudget) observe(logs []*raft.Log) {
 	if b.cfg.LogBytes <= 0 {
 		return

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 func TestClampCount(t *testing.T) {
@@ -62,11 +63,11 @@ func TestLogBoundedByBytes(t *testing.T) {
 	var params []float32
 	var peak int64
 	for i := range pushes {
-		p, err := cl.Push(context.Background(), int64(i), 1, 1, grad, params)
+		p, err := cl.Push(context.Background(), shardapi.Push{Iter: int64(i), Samples: 1, ComputeNs: 1, Payload: cl.Encode(grad, 1), Into: params})
 		if err != nil {
 			t.Fatal(err)
 		}
-		params = p
+		params = p.Params
 		if i%10 == 9 {
 			peak = max(peak, dirSize(t, dirs["n1"]))
 		}
@@ -126,4 +127,11 @@ func TestByteBudgetTakesTurns(t *testing.T) {
 	if b.held != 0 {
 		t.Fatalf("held %d after releasing all", b.held)
 	}
+}
+
+// counts is what the budget asks of raft now.
+func (b *logBudget) counts() (threshold, trailing uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.thresh, b.trail
 }

@@ -23,25 +23,27 @@ func TestPushKeepAndVersions(t *testing.T) {
 		}
 	}
 	// a pushes 0 and 1 (gap 2 ≤ s = 2): t_min stays 0 while b is at 0.
-	p, err := a.Push(context.Background(), 0, 1, 1, gradFor("a", 0, n), nil)
-	if err != nil || len(p) != n {
-		t.Fatalf("push 0: %d parameters, %v", len(p), err)
+	p, err := a.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: a.Encode(gradFor("a", 0, n), 1)})
+	if err != nil || len(p.Params) != n {
+		t.Fatalf("push 0: %d parameters, %v", len(p.Params), err)
 	}
-	if v := a.Version(); v.Index == 0 || v.Min != 0 {
+	if v := p.Version; v.Index == 0 || v.Min != 0 {
 		t.Fatalf("version after a's push 0: %+v; want an index and t_min 0", v)
 	}
-	v, err := a.PushKeep(context.Background(), 1, 1, 1, gradFor("a", 1, n))
+	into := make([]float32, n)
+	k, err := a.Push(context.Background(), shardapi.Push{Iter: 1, Samples: 1, ComputeNs: 1, Payload: a.Encode(gradFor("a", 1, n), 1), Keep: true, Into: into})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Index <= a.Version().Index || v.Min != 0 {
-		t.Fatalf("kept push 1: version %+v after %+v", v, a.Version())
+	if v := k.Version; v.Index <= p.Version.Index || v.Min != 0 || k.Params != nil {
+		t.Fatalf("kept push 1: version %+v after %+v, %d parameters", v, p.Version, len(k.Params))
 	}
 	// b's push 0 raises t_min to 1.
-	if _, err := b.Push(context.Background(), 0, 1, 1, gradFor("b", 0, n), nil); err != nil {
+	q, err := b.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: b.Encode(gradFor("b", 0, n), 1)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if v := b.Version(); v.Min != 1 || v.Index != leader.FSM().AppliedIndex() {
+	if v := q.Version; v.Min != 1 || v.Index != leader.FSM().AppliedIndex() {
 		t.Fatalf("b's version %+v; want t_min 1 at the applied index %d", v, leader.FSM().AppliedIndex())
 	}
 	st := leader.Status()

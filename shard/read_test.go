@@ -28,7 +28,7 @@ func TestReadIsLinearizable(t *testing.T) {
 	}
 	l := c.waitLeader("")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, err := early.Read(ctx)
+	_, err := early.ReadInto(ctx, nil)
 	cancel()
 	if !errors.Is(err, shardapi.ErrNotInitialized) {
 		t.Fatalf("read before Init: %v, want ErrNotInitialized", err)
@@ -41,12 +41,13 @@ func TestReadIsLinearizable(t *testing.T) {
 	if _, err := w.AddWorker(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	var last []float32
+	var rep shardapi.PushReply
 	for it := range int64(5) {
-		if last, err = w.Push(context.Background(), it, 10, 1, gradFor("w", it, n), nil); err != nil {
+		if rep, err = w.Push(context.Background(), shardapi.Push{Iter: it, Samples: 10, ComputeNs: 1, Payload: w.Encode(gradFor("w", it, n), 10)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	last := rep.Params
 	// Start at a follower: the read is redirected to the leader.
 	var follower = ids[0]
 	for _, id := range ids {
@@ -56,7 +57,7 @@ func TestReadIsLinearizable(t *testing.T) {
 		}
 	}
 	r := c.client("reader", []mesh.NodeID{follower})
-	sl, err := r.Read(context.Background())
+	sl, err := r.ReadInto(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // goroutines; it lives as long as the replica.
 type service struct {
 	r      *Replica
-	queue  chan *pending
+	queue  chan *Push
 	slots  chan struct{}
 	flight chan flight
 
@@ -44,7 +44,7 @@ type service struct {
 }
 
 type serviceCounters struct {
-	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors, entryBytes, summed, pendingFrames, writeTimeouts atomic.Uint64
+	requests, batches, proposed, rejected, notLeader, held, acked, accepted, recvErrors, entryBytes, summed, regrouped, pendingFrames, writeTimeouts atomic.Uint64
 }
 
 type workerConn struct {
@@ -80,20 +80,15 @@ func (c *workerConn) close() {
 	c.s.Close()
 }
 
-type pending struct {
-	c    *workerConn
-	req  shardapi.Request
-	grad []byte
-	recv int64
-}
-
 type flight struct {
 	f     raft.ApplyFuture
-	batch []*pending
+	batch []*Push
 	start time.Time
 }
 
-// heldKey is a push whose reply the gate holds, on the stream it came on.
+// heldKey names the reply a push waits for: the stream it came on, the
+// push, and whether the reply carries the slice. It keys the pushes the
+// gate holds and those queued or in flight.
 type heldKey struct {
 	c *workerConn
 	shardapi.PushID
@@ -103,7 +98,7 @@ type heldKey struct {
 func newService(r *Replica) *service {
 	return &service{
 		r:       r,
-		queue:   make(chan *pending, 4*r.cfg.MaxBatchPushes),
+		queue:   make(chan *Push, 4*r.cfg.MaxBatchPushes),
 		slots:   make(chan struct{}, r.cfg.MaxInflightBatches),
 		flight:  make(chan flight, r.cfg.MaxInflightBatches),
 		conns:   map[*workerConn]struct{}{},
@@ -138,7 +133,7 @@ func (s *service) stats() shardapi.ServiceStats {
 	c := &s.cnt
 	return shardapi.ServiceStats{Requests: c.requests.Load(), Batches: c.batches.Load(), ProposedPushes: c.proposed.Load(),
 		Rejected: c.rejected.Load(), NotLeader: c.notLeader.Load(), Held: c.held.Load(), Acked: c.acked.Load(),
-		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats(), EntryBytes: c.entryBytes.Load(), SummedPushes: c.summed.Load(), PendingFrames: c.pendingFrames.Load(),
+		StreamsAccepted: c.accepted.Load(), StreamErrorsRecv: c.recvErrors.Load(), Refused: s.hyg.stats(), EntryBytes: c.entryBytes.Load(), SummedPushes: c.summed.Load(), RegroupedPushes: c.regrouped.Load(), PendingFrames: c.pendingFrames.Load(),
 		ReplyWriteTimeouts: c.writeTimeouts.Load()}
 }
 
@@ -209,7 +204,7 @@ func (s *service) serve(c *workerConn) {
 		// node its TLS certificate authenticates, so no key holder can
 		// push, join or leave under another id.
 		if (req.Op == shardapi.OpPush || req.Op == shardapi.OpAddWorker || req.Op == shardapi.OpRemoveWorker) && req.Worker != clock.WorkerID(c.s.Peer()) {
-			s.reject(c, req, shardapi.ReasonNotPeer, fmt.Sprintf("request names worker %q but the stream is authenticated as %q", req.Worker, c.s.Peer()))
+			s.reject(c, req.Op, req.PushID, shardapi.ReasonNotPeer, fmt.Sprintf("request names worker %q but the stream is authenticated as %q", req.Worker, c.s.Peer()))
 			continue
 		}
 		switch req.Op {
@@ -224,42 +219,43 @@ func (s *service) serve(c *workerConn) {
 		case shardapi.OpStatus:
 			s.sendStatus(c, req)
 		default:
-			s.reject(c, req, shardapi.ReasonBadRequest, "unknown op")
+			s.reject(c, req.Op, req.PushID, shardapi.ReasonBadRequest, "unknown op")
 		}
 	}
 }
 
 func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
-	recv := s.r.deps.Clock.Now().UnixNano()
+	p := &Push{PushMeta: req.PushMeta, RecvNanos: s.r.deps.Clock.Now().UnixNano(), Grad: grad, c: c, keep: req.Keep}
 	if s.r.raft.State() != raft.Leader {
 		s.sendNotLeader(c, req.Op, req.PushID)
 		return
 	}
-	if req.Worker == "" || req.Iter < 0 || req.Samples < 0 || req.ComputeNs < 0 {
-		s.reject(c, req, shardapi.ReasonBadRequest, "empty worker or negative field")
-		return
-	}
 	n, prec, factor := s.r.fsm.pushLimits()
-	if n > 0 && len(grad) != prec.Bytes(n) {
-		s.reject(c, req, shardapi.ReasonBadLength, fmt.Sprintf("%d gradient bytes, the shard has %d parameters in %s", len(grad), n, prec))
+	if reason, detail := checkPush(p.PushMeta, len(grad), n, prec); reason != 0 {
+		s.reject(c, req.Op, req.PushID, reason, detail)
 		return
 	}
 	if reason, detail := s.hyg.check(req.Worker, prec, grad, req.Samples, factor); reason != 0 && !faults.On(faults.SkipNonFinite) {
-		s.reject(c, req, reason, detail)
+		s.reject(c, req.Op, req.PushID, reason, detail)
 		return
 	}
 	// A resend of a push already applied is answered from the state,
 	// without a new entry: applied locally means committed. (The broken
 	// skip-dedupe build proposes it again, for the FSM to apply twice.)
-	if !faults.On(faults.SkipDedupe) && !s.settle(c, req.PushID, req.Keep, onArrival) {
+	if !faults.On(faults.SkipDedupe) && !s.settle(p, onArrival) {
 		return
 	}
 	if faults.On(faults.AckUncommitted) && req.Samples > 0 && req.Iter%10 == 5 {
 		// broken build only: never proposed
-		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyOK, params: prec.Params().Append(nil, s.r.fsm.Params(nil))})
+		s.send(c, shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK}, prec.Params().Append(nil, s.r.fsm.Params(nil)))
 		return
 	}
-	p := &pending{c: c, req: req, grad: grad, recv: recv}
+	s.enqueue(p)
+}
+
+// enqueue queues p for the proposer, tracked for keepAlive's Pending
+// frames until its reply is decided.
+func (s *service) enqueue(p *Push) {
 	s.track(p, 1)
 	select {
 	case s.queue <- p:
@@ -269,7 +265,7 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 
 // track adds d to the pushes p's stream waits on without a decision yet
 // (queued or in flight), for keepAlive's Pending frames.
-func (s *service) track(p *pending, d int) {
+func (s *service) track(p *Push, d int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.stopped {
@@ -277,8 +273,8 @@ func (s *service) track(p *pending, d int) {
 	}
 }
 
-func (s *service) trackLocked(p *pending, d int) {
-	k := heldKey{c: p.c, PushID: p.req.PushID, keep: p.req.Keep}
+func (s *service) trackLocked(p *Push, d int) {
+	k := p.key()
 	if s.pending[k] += d; s.pending[k] <= 0 {
 		delete(s.pending, k)
 	}
@@ -293,75 +289,74 @@ const (
 	onRelease                   // it was held and the state changed
 )
 
-// verdict is a push's reply: the status and what goes with it.
-type verdict struct {
-	status shardapi.ReplyStatus
-	reason shardapi.Reason
-	detail string
-	leader string
-	params []byte // an OK's parameter slice (tensor codec)
-	assign *shardapi.Assignment
-	ahead  *shardapi.Assignment // under Spec.Pipeline: the one after assign
-	ver    shardapi.Version     // an OK's: the version of the state it reflects
-}
-
 // decide is the one place a leader decides a push's reply from the
-// applied state (st, params, ver from FSM.replyFor) and the stage it is at. It
-// returns propose when the push is not applied yet and should be proposed
-// (only on arrival: a push whose entry applied must have moved its clock).
-func decide(st replyState, params []byte, ver shardapi.Version, at stage) (v verdict, propose bool) {
+// applied state (st and ver from FSM.replyFor) and the stage it is at: the
+// reply's Status, and Reason and Detail or the OK's version (Index,
+// Clock). It returns propose when the push is not applied yet and should
+// be proposed (only on arrival: a push whose entry applied must have
+// moved its clock).
+func decide(st replyState, ver shardapi.Version, at stage) (rep shardapi.Reply, propose bool) {
 	switch st {
 	case replyOK:
-		return verdict{status: shardapi.ReplyOK, params: params, ver: ver}, false
+		return shardapi.Reply{Status: shardapi.ReplyOK, Index: ver.Index, Clock: ver.Min}, false
 	case replyHeld:
-		return verdict{status: shardapi.ReplyHeld}, false
+		return shardapi.Reply{Status: shardapi.ReplyHeld}, false
 	case replyUnknown:
 		detail := "worker not in the clock table"
 		if at == onRelease {
 			detail = "worker removed while its push was held"
 		}
-		return verdict{status: shardapi.ReplyRejected, reason: shardapi.ReasonUnknownWorker, detail: detail}, false
+		return shardapi.Reply{Status: shardapi.ReplyRejected, Reason: shardapi.ReasonUnknownWorker, Detail: detail}, false
 	}
 	switch at {
 	case onArrival:
-		return verdict{}, true
+		return shardapi.Reply{}, true
 	case afterApply:
-		return verdict{status: shardapi.ReplyError, detail: "push applied but clock did not advance"}, false
+		return shardapi.Reply{Status: shardapi.ReplyError, Detail: "push applied but clock did not advance"}, false
 	}
-	return verdict{status: shardapi.ReplyError, detail: "held push no longer applied"}, false
+	return shardapi.Reply{Status: shardapi.ReplyError, Detail: "held push no longer applied"}, false
 }
 
-// settle answers (or holds) push id from the applied state as decide says
-// at stage at, with the parameters unless keep; it returns true if the push is not applied yet and should
-// be proposed.
-func (s *service) settle(c *workerConn, id shardapi.PushID, keep bool, at stage) bool {
+// settle answers (or holds) push p from the applied state as decide says
+// at stage at, with the parameters unless p.keep; it returns true if the
+// push is not applied yet and should be proposed.
+func (s *service) settle(p *Push, at stage) bool {
+	k := p.key()
 	s.mu.Lock()
-	st, params, ver := s.r.fsm.replyFor(id.Worker, id.Iter, !keep)
-	k := heldKey{c: c, PushID: id, keep: keep}
+	st, params, ver := s.r.fsm.replyFor(k.Worker, k.Iter, !k.keep)
 	_, already := s.held[k]
 	if st == replyHeld && !s.stopped {
 		s.held[k] = struct{}{}
 	}
 	s.mu.Unlock()
-	v, propose := decide(st, params, ver, at)
+	rep, propose := decide(st, ver, at)
 	if propose {
 		return true
 	}
-	if v.status == shardapi.ReplyOK {
-		v.assign, v.ahead = s.r.fsm.assignments(id.Worker, id.Iter)
-	}
-	if v.status == shardapi.ReplyHeld && !already {
+	if rep.Status == shardapi.ReplyHeld && !already {
 		s.cnt.held.Add(1)
 	}
-	s.send(c, shardapi.OpPush, id, v)
+	s.answer(k, rep, params)
 	return false
 }
 
-// send sends the reply v to op id on c and counts it.
-func (s *service) send(c *workerConn, op shardapi.Op, id shardapi.PushID, v verdict) {
-	switch v.status {
+// answer sends a push's decided reply rep to k, with the parameters and
+// shard 0's assignments when it is an OK.
+func (s *service) answer(k heldKey, rep shardapi.Reply, params []byte) {
+	rep.Op, rep.PushID = shardapi.OpPush, k.PushID
+	if rep.Status != shardapi.ReplyOK {
+		params = nil
+	} else {
+		rep.Assign, rep.Ahead = s.r.fsm.assignments(k.Worker, k.Iter)
+	}
+	s.send(k.c, rep, params)
+}
+
+// send sends rep with payload on c and counts it.
+func (s *service) send(c *workerConn, rep shardapi.Reply, payload []byte) {
+	switch rep.Status {
 	case shardapi.ReplyOK:
-		if op == shardapi.OpPush {
+		if rep.Op == shardapi.OpPush {
 			s.cnt.acked.Add(1)
 		}
 	case shardapi.ReplyRejected:
@@ -369,16 +364,21 @@ func (s *service) send(c *workerConn, op shardapi.Op, id shardapi.PushID, v verd
 	case shardapi.ReplyNotLeader:
 		s.cnt.notLeader.Add(1)
 	}
-	c.send(shardapi.Reply{Op: op, PushID: id, Status: v.status, Leader: v.leader, Reason: v.reason, Detail: v.detail, Assign: v.assign, Ahead: v.ahead,
-		Index: v.ver.Index, Clock: v.ver.Min}, v.params)
+	c.send(rep, payload)
 }
 
-func (s *service) reject(c *workerConn, req shardapi.Request, reason shardapi.Reason, detail string) {
-	s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyRejected, reason: reason, detail: detail})
+func (s *service) reject(c *workerConn, op shardapi.Op, id shardapi.PushID, reason shardapi.Reason, detail string) {
+	s.send(c, shardapi.Reply{Op: op, PushID: id, Status: shardapi.ReplyRejected, Reason: reason, Detail: detail}, nil)
 }
 
 func (s *service) sendNotLeader(c *workerConn, op shardapi.Op, id shardapi.PushID) {
-	s.send(c, op, id, verdict{status: shardapi.ReplyNotLeader, leader: string(s.r.Leader())})
+	s.send(c, shardapi.Reply{Op: op, PushID: id, Status: shardapi.ReplyNotLeader, Leader: string(s.r.Leader())}, nil)
+}
+
+// sendPush answers a push on c with a reply of status st and detail
+// alone (Held, Pending, Error).
+func (s *service) sendPush(c *workerConn, id shardapi.PushID, st shardapi.ReplyStatus, detail string) {
+	s.send(c, shardapi.Reply{Op: shardapi.OpPush, PushID: id, Status: st, Detail: detail}, nil)
 }
 
 // proposer batches queued pushes into entries. It takes an in-flight slot
@@ -386,7 +386,7 @@ func (s *service) sendNotLeader(c *workerConn, op shardapi.Op, id shardapi.PushI
 // share the next entry.
 func (s *service) proposer() {
 	for {
-		var first *pending
+		var first *Push
 		select {
 		case first = <-s.queue:
 		case <-s.r.ctx.Done():
@@ -406,7 +406,7 @@ func (s *service) proposer() {
 			<-s.slots
 			for _, p := range batch {
 				s.track(p, -1)
-				s.reject(p.c, p.req, shardapi.ReasonBadRequest, err.Error())
+				s.reject(p.c, shardapi.OpPush, p.PushID, shardapi.ReasonBadRequest, err.Error())
 			}
 			continue
 		}
@@ -421,13 +421,13 @@ func (s *service) proposer() {
 // batch limits. Finding the queue empty with fewer pushes than the shard
 // has workers, it waits up to BatchLinger for the others. It reports false
 // when the replica stops.
-func (s *service) fill(first *pending) ([]*pending, bool) {
-	batch, bytes := []*pending{first}, len(first.grad)
+func (s *service) fill(first *Push) ([]*Push, bool) {
+	batch, bytes := []*Push{first}, len(first.Grad)
 	var linger <-chan time.Time
 	for len(batch) < s.r.cfg.MaxBatchPushes && bytes < s.r.cfg.MaxBatchBytes {
 		select {
 		case p := <-s.queue:
-			batch, bytes = append(batch, p), bytes+len(p.grad)
+			batch, bytes = append(batch, p), bytes+len(p.Grad)
 			continue
 		default:
 		}
@@ -439,7 +439,7 @@ func (s *service) fill(first *pending) ([]*pending, bool) {
 		}
 		select {
 		case p := <-s.queue:
-			batch, bytes = append(batch, p), bytes+len(p.grad)
+			batch, bytes = append(batch, p), bytes+len(p.Grad)
 		case <-linger:
 			return batch, true
 		case <-s.r.ctx.Done():
@@ -471,9 +471,9 @@ func (s *service) completer() {
 			// Ambiguous: the entry may still commit. The worker resends.
 			for _, p := range fl.batch {
 				if isLeadershipErr(err) {
-					s.sendNotLeader(p.c, shardapi.OpPush, p.req.PushID)
+					s.sendNotLeader(p.c, shardapi.OpPush, p.PushID)
 				} else {
-					s.send(p.c, shardapi.OpPush, p.req.PushID, verdict{status: shardapi.ReplyError, detail: err.Error()})
+					s.sendPush(p.c, p.PushID, shardapi.ReplyError, err.Error())
 				}
 			}
 			continue
@@ -481,19 +481,19 @@ func (s *service) completer() {
 		a, _ := fl.f.Response().(shardapi.Applied)
 		for i, p := range fl.batch {
 			if len(a.Pushes) != len(fl.batch) {
-				s.send(p.c, shardapi.OpPush, p.req.PushID, verdict{status: shardapi.ReplyError, detail: "entry not applied"})
+				s.sendPush(p.c, p.PushID, shardapi.ReplyError, "entry not applied")
 				continue
 			}
 			var rej *shardapi.RejectError
 			if errors.As(a.Pushes[i].Err, &rej) {
-				s.reject(p.c, p.req, rej.Reason, rej.Detail)
+				s.reject(p.c, shardapi.OpPush, p.PushID, rej.Reason, rej.Detail)
 				continue
 			}
-			if regrouped(a.Pushes[i]) {
-				s.send(p.c, shardapi.OpPush, p.req.PushID, verdict{status: shardapi.ReplyError, detail: ErrRegroup.Error()})
+			if a.Pushes[i].Err == ErrRegroup {
+				s.regroup(p)
 				continue
 			}
-			s.settle(p.c, p.req.PushID, p.req.Keep, afterApply)
+			s.settle(p, afterApply)
 		}
 	}
 }
@@ -540,11 +540,8 @@ func (s *service) reevaluate() {
 	}
 	s.mu.Unlock()
 	for _, o := range outs {
-		v, _ := decide(o.st, o.params, o.ver, onRelease)
-		if v.status == shardapi.ReplyOK {
-			v.assign, v.ahead = s.r.fsm.assignments(o.k.Worker, o.k.Iter)
-		}
-		s.send(o.k.c, shardapi.OpPush, o.k.PushID, v)
+		rep, _ := decide(o.st, o.ver, onRelease)
+		s.answer(o.k, rep, o.params)
 	}
 }
 
@@ -572,12 +569,12 @@ func (s *service) keepAlive() {
 	for _, k := range pend {
 		k.c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
 		s.cnt.pendingFrames.Add(1)
-		s.send(k.c, shardapi.OpPush, k.PushID, verdict{status: shardapi.ReplyPending})
+		s.sendPush(k.c, k.PushID, shardapi.ReplyPending, "")
 	}
 	for _, k := range keys {
 		if leading {
 			k.c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
-			s.send(k.c, shardapi.OpPush, k.PushID, verdict{status: shardapi.ReplyHeld})
+			s.sendPush(k.c, k.PushID, shardapi.ReplyHeld, "")
 		} else {
 			s.sendNotLeader(k.c, shardapi.OpPush, k.PushID)
 		}
@@ -596,9 +593,9 @@ func (s *service) handleMembership(c *workerConn, req shardapi.Request) {
 	switch {
 	// Replies echo Iter (an AddWorker's from): the client matches on it.
 	case errors.As(err, &nl):
-		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyNotLeader, leader: string(nl.Leader)})
+		s.send(c, shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyNotLeader, Leader: string(nl.Leader)}, nil)
 	case err != nil:
-		s.send(c, req.Op, req.PushID, verdict{status: shardapi.ReplyError, detail: err.Error()})
+		s.send(c, shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
 	default:
 		c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK, Clock: clk}, nil)
 	}

@@ -42,12 +42,12 @@ func runWorkers(t *testing.T, c *cluster, ids []mesh.NodeID, workers []clock.Wor
 			var params []float32
 			for it := start; it < iters; it++ {
 				time.Sleep(time.Duration(k) * 300 * time.Microsecond) // unequal speeds, not synchronisation
-				p, err := cl.Push(context.Background(), it, 8, 1000, gradFor(w, it, n), params)
+				p, err := cl.Push(context.Background(), shardapi.Push{Iter: it, Samples: 8, ComputeNs: 1000, Payload: cl.Encode(gradFor(w, it, n), 8), Into: params})
 				if err != nil {
 					t.Errorf("%s push %d: %v", w, it, err)
 					return
 				}
-				params = p
+				params = p.Params
 				mu.Lock()
 				acked[pushKey{w, it}] = true
 				mu.Unlock()
@@ -125,19 +125,20 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	released := make(chan clock.WorkerID, 2)
-	var clients []*shardapi.Client
-	for _, w := range []clock.WorkerID{"a", "b"} {
+	held := make([]time.Duration, 2)
+	for i, w := range []clock.WorkerID{"a", "b"} {
 		cl := c.client(w, ids)
-		clients = append(clients, cl)
 		if _, err := cl.AddWorker(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := cl.Push(context.Background(), 0, 1, 1, gradFor(w, 0, n), nil); err != nil {
+			rep, err := cl.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: cl.Encode(gradFor(w, 0, n), 1)})
+			if err != nil {
 				t.Errorf("%s: %v", w, err)
 			}
+			held[i] = rep.Held
 			released <- w
 		}()
 	}
@@ -155,18 +156,18 @@ func TestRemoveDeadWorkerReleasesWaiters(t *testing.T) {
 	if len(released) != 2 {
 		t.Fatalf("%d workers released", len(released))
 	}
-	for i, cl := range clients {
-		if cl.Held <= 0 {
-			t.Errorf("client %d: Held = %v after a held push", i, cl.Held)
+	for i, h := range held {
+		if h <= 0 {
+			t.Errorf("client %d: Held = %v after a held push", i, h)
 		}
 	}
-	_, err := dead.Push(context.Background(), 0, 1, 1, gradFor("dead", 0, n), nil)
+	rep, err := dead.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: dead.Encode(gradFor("dead", 0, n), 1)})
 	var rej *shardapi.RejectError
 	if !errors.As(err, &rej) || rej.Reason != shardapi.ReasonUnknownWorker {
 		t.Fatalf("push of removed worker: %v", err)
 	}
-	if dead.Held != 0 {
-		t.Errorf("a push never held counted %v held", dead.Held)
+	if rep.Held != 0 {
+		t.Errorf("a push never held counted %v held", rep.Held)
 	}
 }
 
@@ -200,7 +201,7 @@ func TestRejectedOverTheWire(t *testing.T) {
 		{3, make([]float32, n), shardapi.ReasonFuture},
 	}
 	for _, b := range bad {
-		_, err := cl.Push(context.Background(), b.iter, 1, 1, b.g, nil)
+		_, err := cl.Push(context.Background(), shardapi.Push{Iter: b.iter, Samples: 1, ComputeNs: 1, Payload: cl.Encode(b.g, 1)})
 		var rej *shardapi.RejectError
 		if !errors.As(err, &rej) || rej.Reason != b.want {
 			t.Fatalf("want %s, got %v", b.want, err)
@@ -209,7 +210,7 @@ func TestRejectedOverTheWire(t *testing.T) {
 	if !reflect.DeepEqual(before, leader.FSM().Params(nil)) {
 		t.Fatal("rejected pushes changed the parameters")
 	}
-	if _, err := cl.Push(context.Background(), 0, 1, 1, gradFor("w", 0, n), nil); err != nil {
+	if _, err := cl.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: cl.Encode(gradFor("w", 0, n), 1)}); err != nil {
 		t.Fatal(err)
 	}
 	if st := leader.Status(); st.Service.Rejected != 3 || st.Pushes != 1 {
@@ -229,7 +230,7 @@ func TestRejectedOverTheWire(t *testing.T) {
 	if clk, err := cl.AddWorker(ctx, 4); err != nil || clk != 4 {
 		t.Fatalf("AddWorker from 4: clock %d, %v; want 4", clk, err)
 	}
-	if _, err := cl.Push(ctx, 4, 1, 1, gradFor("w", 4, n), nil); err != nil {
+	if _, err := cl.Push(ctx, shardapi.Push{Iter: 4, Samples: 1, ComputeNs: 1, Payload: cl.Encode(gradFor("w", 4, n), 1)}); err != nil {
 		t.Fatalf("push at the advanced clock: %v", err)
 	}
 }
@@ -271,11 +272,12 @@ func TestSlowEntrySendsPending(t *testing.T) {
 			}
 		}
 	}()
-	if _, err := cl.Push(context.Background(), 0, 1, 1, gradFor("w", 0, n), nil); err != nil {
+	rep, err := cl.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: cl.Encode(gradFor("w", 0, n), 1)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if cl.Retries != 0 {
-		t.Errorf("client resent the push %d times while its entry was applying", cl.Retries)
+	if rep.Retries != 0 {
+		t.Errorf("client resent the push %d times while its entry was applying", rep.Retries)
 	}
 	if st := leader.Status(); st.Service.ProposedPushes != 1 || st.Pushes != 1 {
 		t.Errorf("leader proposed %d pushes, applied %d; want 1, 1", st.Service.ProposedPushes, st.Pushes)

@@ -41,19 +41,19 @@ func TestSuspectedWorkerReadmitted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := slow.Push(ctx, 0, 1, 1, gradFor("slow", 0, n), nil); err != nil {
+	if _, err := slow.Push(ctx, shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: slow.Encode(gradFor("slow", 0, n), 1)}); err != nil {
 		t.Fatal(err)
 	}
 	slow.Close() // it dies: no push, no stream
 	// fast runs ahead until the gate holds it (gap > s_L = 1).
 	for it := int64(0); it < 2; it++ {
-		if _, err := fast.Push(ctx, it, 1, 1, gradFor("fast", it, n), nil); err != nil {
+		if _, err := fast.Push(ctx, shardapi.Push{Iter: it, Samples: 1, ComputeNs: 1, Payload: fast.Encode(gradFor("fast", it, n), 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	held := make(chan error, 1)
 	go func() {
-		_, err := fast.Push(ctx, 2, 1, 1, gradFor("fast", 2, n), nil)
+		_, err := fast.Push(ctx, shardapi.Push{Iter: 2, Samples: 1, ComputeNs: 1, Payload: fast.Encode(gradFor("fast", 2, n), 1)})
 		held <- err
 	}()
 	l := c.waitLeader("")
@@ -76,7 +76,7 @@ func TestSuspectedWorkerReadmitted(t *testing.T) {
 
 	// slow was alive after all: refused as unknown, re-added, goes on.
 	back := c.client("slow", ids)
-	_, err := back.Push(ctx, 1, 1, 1, gradFor("slow", 1, n), nil)
+	_, err := back.Push(ctx, shardapi.Push{Iter: 1, Samples: 1, ComputeNs: 1, Payload: back.Encode(gradFor("slow", 1, n), 1)})
 	if !errors.Is(err, shardapi.ErrRejected) {
 		t.Fatalf("push of a suspended worker: %v, want unknown-worker", err)
 	}
@@ -87,7 +87,7 @@ func TestSuspectedWorkerReadmitted(t *testing.T) {
 	if clk < 1 {
 		t.Fatalf("re-admitted at %d, below the clock it had (1)", clk)
 	}
-	if _, err := back.Push(ctx, clk, 1, 1, gradFor("slow", clk, n), nil); err != nil {
+	if _, err := back.Push(ctx, shardapi.Push{Iter: clk, Samples: 1, ComputeNs: 1, Payload: back.Encode(gradFor("slow", clk, n), 1)}); err != nil {
 		t.Fatal(err)
 	}
 	c.waitSame()

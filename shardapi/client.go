@@ -93,24 +93,9 @@ type Client struct {
 	resid   []byte      // int8: what the encodings of this shard's slice lost so far (int8.go)
 	reads   int64       // numbers read requests, so a late reply is not taken for a newer one's
 	failed  mesh.NodeID // the replica that last failed or went silent: tried last
-	version Version     // of the slice the last successful Push returned
 	largest int         // the largest payload received: a reply may be as large again
 
 	probes, probeSeq atomic.Uint64
-
-	// Retries counts attempts beyond the first, for metrics and tests.
-	Retries uint64
-	// Bytes counts the tensor payload bytes this client sent and received
-	// (gradients out, parameter slices in), resends included.
-	Bytes uint64
-	// Held adds up how long the gate held this client's pushes: from the
-	// leader's first Held frame to the final reply, per attempt.
-	Held time.Duration
-	// Assign is the balance layer's assignment in the last OK reply to a
-	// push that carried one (shard 0 with --balance), nil before; Ahead is
-	// that reply's assignment two iterations on (Spec.Pipeline), else nil.
-	// Written by the push methods: read them on the goroutine that pushes.
-	Assign, Ahead *Assignment
 }
 
 // NewClient returns a client; streams are opened on first use and reused.
@@ -129,21 +114,112 @@ func (c *Client) after(d time.Duration) <-chan time.Time {
 	return time.After(d)
 }
 
-// Push sends the gradient of iteration iter and waits until the shard's
-// leader has committed and applied it and the gate releases the worker; it
-// returns the parameter slice decoded into dst (grown if short). On any
-// ambiguous failure it resends the same (worker, iter) to the replica that
-// leads, until ctx (or Config.Deadline) ends, which returns an error
-// wrapping ErrDeadline: then the push may or may not have been applied, and
-// the caller resends the same iter later. A *RejectError is final.
-func (c *Client) Push(ctx context.Context, iter, samples, computeNs int64, grad, dst []float32) ([]float32, error) {
+// Push is one push of a worker's gradient to its shard: the one value
+// [Client.Push] takes.
+type Push struct {
+	// Iter is the iteration the gradient is of. A push is named by
+	// (worker, Iter): a resend after an ambiguous failure carries the same.
+	Iter int64
+	// Samples is the mini-batch size behind the gradient, 0 for a join's
+	// zero push (answered outside the gate); ComputeNs the worker's compute
+	// time for it.
+	Samples, ComputeNs int64
+	// Payload is the gradient encoded in the shard's precision (an
+	// [Encoder]'s Finish, or [Client.Encode]). It is only read, and may be
+	// given again to resend the same iteration.
+	Payload []byte
+	// Keep says the worker keeps its copy of the shard's slice because that
+	// copy is fresh enough for its next iteration (docs/design.md, "The
+	// read guarantee"): the OK carries no parameters and Into is not used.
+	Keep bool
+	// Into receives the parameter slice the OK carries, grown if short.
+	Into []float32
+}
+
+// PushReply is what a push brought back: the one report of a
+// [Client.Push]. On an error only Retries, Bytes and Held are set.
+type PushReply struct {
+	// Version is the version of the shard's state when it released the
+	// push: that of Params, or under Keep the shard's (not the caller's
+	// copy's, which keeps its own).
+	Version Version
+	// Params is the parameter slice decoded into Push.Into (or into a new
+	// slice if Into was short); nil under Keep. Owned by the caller.
+	Params []float32
+	// Assign is the balance layer's assignment of the worker's next
+	// iteration (Iter+1) in shard 0's OK under Spec.BalanceBase, nil
+	// otherwise; Ahead, under Spec.Pipeline only, that of Iter+2.
+	Assign, Ahead *Assignment
+	// Retries counts the attempts beyond the first. Bytes counts the tensor
+	// payload bytes sent and received (gradients out, parameter slices in),
+	// resends included. Held adds up how long the gate held the push: from
+	// the leader's first Held frame to the final reply, per attempt.
+	Retries uint64
+	Bytes   uint64
+	Held    time.Duration
+}
+
+// Push sends p and waits until the shard's leader has committed and
+// applied it and the gate releases the worker; the reply carries the
+// parameter slice (decoded into p.Into) unless p.Keep, and the version and
+// assignments the OK named. On any ambiguous failure it resends the same
+// (worker, iter) to the replica that leads, until ctx (or
+// ClientConfig.Deadline) ends, which returns an error wrapping
+// ErrDeadline: then the push may or may not have been applied, and the
+// caller resends the same iter later. A *RejectError is final and changed
+// nothing.
+func (c *Client) Push(ctx context.Context, p Push) (PushReply, error) {
+	var out PushReply
+	req := Request{Op: OpPush, Keep: p.Keep,
+		PushMeta: PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: p.Iter}, Samples: p.Samples, ComputeNs: p.ComputeNs}}
+	dst := p.Into
+	var bad error
+	var take func(n int, r io.Reader) error
+	if !p.Keep {
+		prec := c.cfg.Precision.Params()
+		take = func(n int, r io.Reader) error {
+			// Decoded from the stream as it arrives: no buffer of the
+			// slice's encoding (a 100 MB model's worker gets eight 6 MB
+			// slices an iteration).
+			vals, err := prec.values(n)
+			if bad = err; err != nil {
+				return nil
+			}
+			if cap(dst) < vals {
+				dst = make([]float32, vals)
+			}
+			dst = dst[:vals]
+			_, err = prec.DecodeFrom(dst, r)
+			return err
+		}
+	}
+	rep, err := c.call(ctx, req, p.Payload, take, &out)
+	if err != nil {
+		return out, err
+	}
+	if bad != nil {
+		return out, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, bad)
+	}
+	out.Version = Version{Index: rep.Index, Min: rep.Clock}
+	out.Assign, out.Ahead = rep.Assign, rep.Ahead
+	if !p.Keep {
+		out.Params = dst
+	}
+	return out, nil
+}
+
+// Encode encodes grad in the shard's precision for a [Push] of samples
+// samples, feeding back the shard's int8 residual ([Client.Residual]), into
+// a buffer the client keeps: valid until the next Encode. A worker that
+// computes its gradient in pieces encodes it with an [Encoder] instead.
+func (c *Client) Encode(grad []float32, samples int64) []byte {
 	c.buf = c.cfg.Precision.AppendFeedback(c.buf[:0], grad, c.Residual(len(grad), samples))
-	return c.PushEncoded(ctx, iter, samples, computeNs, c.buf, dst)
+	return c.buf
 }
 
 // Residual is the int8 error-feedback residual of this client's shard, a
-// slice of n values, for a gradient of samples samples: the one Push feeds
-// back, for an [Encoder] that encodes the gradient for PushEncoded. It is
+// slice of n values, for a gradient of samples samples: the one Encode
+// feeds back, for an [Encoder] that encodes the gradient for a Push. It is
 // nil for other precisions and for a join's zero push (samples 0), which
 // is applied outside the gate and would carry the residual nowhere.
 func (c *Client) Residual(n int, samples int64) []byte {
@@ -156,56 +232,17 @@ func (c *Client) Residual(n int, samples int64) []byte {
 	return c.resid
 }
 
-// PushEncoded is Push with the gradient already encoded (an [Encoder]);
-// payload is only read, and may be given again to resend the same
-// iteration.
-func (c *Client) PushEncoded(ctx context.Context, iter, samples, computeNs int64, payload []byte, dst []float32) ([]float32, error) {
-	p := c.cfg.Precision.Params()
-	meta := PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}, Samples: samples, ComputeNs: computeNs}
-	var bad error
-	rep, err := c.call(ctx, Request{Op: OpPush, PushMeta: meta}, payload, func(n int, r io.Reader) error {
-		// Decoded from the stream as it arrives: no buffer of the slice's
-		// encoding (a 100 MB model's worker gets eight 6 MB slices an
-		// iteration).
-		vals, err := p.values(n)
-		if bad = err; err != nil {
-			return nil
-		}
-		if cap(dst) < vals {
-			dst = make([]float32, vals)
-		}
-		dst = dst[:vals]
-		_, err = p.DecodeFrom(dst, r)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if bad != nil {
-		return nil, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, bad)
-	}
-	if rep.Assign != nil {
-		c.Assign, c.Ahead = rep.Assign, rep.Ahead
-	}
-	c.version = Version{Index: rep.Index, Min: rep.Clock}
-	return dst, nil
-}
-
-// Version is the version of the slice the last successful Push returned
-// (the zero Version before one).
-func (c *Client) Version() Version { return c.version }
-
 // AddWorker adds this worker to the shard's clock table and returns its
 // clock (the iteration of its next push), at least from (its clock on
 // the other shards); idempotent.
 func (c *Client) AddWorker(ctx context.Context, from int64) (int64, error) {
-	rep, err := c.call(ctx, c.request(OpAddWorker, from), nil, nil)
+	rep, err := c.call(ctx, c.request(OpAddWorker, from), nil, nil, nil)
 	return rep.Clock, err
 }
 
 // RemoveWorker removes this worker (it leaves); idempotent.
 func (c *Client) RemoveWorker(ctx context.Context) error {
-	_, err := c.call(ctx, c.request(OpRemoveWorker, 0), nil, nil)
+	_, err := c.call(ctx, c.request(OpRemoveWorker, 0), nil, nil, nil)
 	return err
 }
 
@@ -225,8 +262,12 @@ func (c *Client) Close() error {
 
 // call sends req with payload until a final reply, resending as Push
 // says; take, if set, reads the payload of the OK reply to req as it
-// arrives (mesh.Stream.RecvFrameTo), each attempt's anew.
-func (c *Client) call(ctx context.Context, req Request, payload []byte, take func(n int, r io.Reader) error) (Reply, error) {
+// arrives (mesh.Stream.RecvFrameTo), each attempt's anew. It adds the
+// call's retries, bytes and held time to cost, if set.
+func (c *Client) call(ctx context.Context, req Request, payload []byte, take func(n int, r io.Reader) error, cost *PushReply) (Reply, error) {
+	if cost == nil {
+		cost = new(PushReply)
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.Deadline)
@@ -237,13 +278,13 @@ func (c *Client) call(ctx context.Context, req Request, payload []byte, take fun
 	var last error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			c.Retries++
+			cost.Retries++
 		}
 		target := c.pick()
 		if target == "" {
 			last = fmt.Errorf("shard %d: no replicas known", c.cfg.Shard)
 		} else {
-			rep, moved, err := c.try(ctx, target, req, payload, take)
+			rep, moved, err := c.try(ctx, target, req, payload, take, cost)
 			switch {
 			case err != nil:
 				// Silent or broken: ask the other replicas at once
@@ -323,8 +364,9 @@ func (c *Client) pick() mesh.NodeID {
 // is full, until the connection's idle timeout; neither is a reply's
 // silence, and both are cut short the same way. If the probes name another
 // leader the attempt is abandoned and try returns it as moved, with an
-// error. take reads the final OK's payload (call).
-func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, payload []byte, take func(n int, r io.Reader) error) (_ Reply, moved mesh.NodeID, _ error) {
+// error. take reads the final OK's payload and cost adds up the attempt's
+// bytes and held time (call).
+func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, payload []byte, take func(n int, r io.Reader) error, cost *PushReply) (_ Reply, moved mesh.NodeID, _ error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &watch{stop: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
@@ -356,11 +398,11 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 	if !w.sent() {
 		return fail(errAbandoned)
 	}
-	c.Bytes += uint64(len(payload))
+	cost.Bytes += uint64(len(payload))
 	var heldSince time.Time
 	defer func() {
 		if !heldSince.IsZero() {
-			c.Held += time.Since(heldSince)
+			cost.Held += time.Since(heldSince)
 		}
 	}()
 	// A reply may carry a slice as large as the gradient sent: its frame
@@ -377,7 +419,7 @@ func (c *Client) try(ctx context.Context, target mesh.NodeID, req Request, paylo
 		s.SetReadDeadline(dl)
 		var rep Reply
 		err := s.RecvFrameTo(&rep, func(n int, r io.Reader) error {
-			c.Bytes += uint64(n)
+			cost.Bytes += uint64(n)
 			c.largest = max(c.largest, n)
 			if take == nil || rep.Status != ReplyOK || rep.Op != req.Op || rep.PushID != req.PushID {
 				return nil // another request's, or none to read: skipped
@@ -459,16 +501,14 @@ func (c *Client) stream(ctx context.Context, target mesh.NodeID) (mesh.Stream, e
 	return s, nil
 }
 
-// Read asks the shard's leader for a linearizable read of its parameters
-// and clocks ([Replica.Read]), following NotLeader redirects and retrying
-// other replicas until ctx (or Config.Deadline) ends (an error wrapping
-// ErrDeadline). A read changes nothing, so retrying is always safe. A shard
-// without its Init entry yet gives an error wrapping ErrNotInitialized.
-func (c *Client) Read(ctx context.Context) (Slice, error) { return c.ReadInto(ctx, nil) }
-
-// ReadInto is Read decoding the parameters into dst when it has their
+// ReadInto asks the shard's leader for a linearizable read of its
+// parameters and clocks ([dsspmesh/shard.Replica.Read]), following NotLeader redirects
+// and retrying other replicas until ctx (or Config.Deadline) ends (an
+// error wrapping ErrDeadline). A read changes nothing, so retrying is
+// always safe. A shard without its Init entry yet gives an error wrapping
+// ErrNotInitialized. It decodes the parameters into dst when it has their
 // length (Slice.Params is then dst), so that a reader of a large model
-// assembles it without a second copy of every slice.
+// assembles it without a second copy of every slice; nil dst: a new slice.
 func (c *Client) ReadInto(ctx context.Context, dst []float32) (Slice, error) {
 	c.reads++
 	var bad error
@@ -482,7 +522,7 @@ func (c *Client) ReadInto(ctx context.Context, dst []float32) (Slice, error) {
 		}
 		_, err = FP32.DecodeFrom(dst, r)
 		return err
-	})
+	}, nil)
 	if errors.Is(err, ErrRejected) {
 		return Slice{}, fmt.Errorf("shard %d: read: %w", c.cfg.Shard, ErrNotInitialized)
 	}

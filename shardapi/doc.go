@@ -7,21 +7,32 @@
 // tensor codec ([Precision], tensor.go, int8.go) is the one layout of
 // gradients and parameter slices for the client, the service and the FSM.
 // Under int8 a Client keeps one residual per shard slice (error feedback,
-// itself in int8 blocks: a quarter of the slice's fp32 bytes):
-// encode a gradient once ([Client.Encode]) and resend its bytes.
+// itself in int8 blocks: a quarter of the slice's fp32 bytes): encode a
+// gradient once ([Client.Encode], or an [Encoder] fed [Client.Residual])
+// and resend its bytes.
+//
 // Package shard implements the replica on raft and uses these types under
 // the same names; package node uses them through this package so that it
 // does not depend on raft.
 //
 // # Client
 //
-// A [Client] pushes one worker's gradients to one shard and returns the
-// fresh parameters (and, from shard 0 under the balance layer, the
-// worker's next [Assignment] in Client.Assign). It resends the same (worker, iter) after a transport
-// error or a NotLeader redirect, to whichever replica leads: the shard's
-// dedupe makes that safe. A [*RejectError] is final and changed nothing.
-// Errors other than rejections and ctx's are ambiguous until a later
-// resend settles them.
+// A [Client] has one push call: [Client.Push] takes a [Push] (iteration,
+// samples, compute time, the encoded gradient, whether the worker keeps
+// its slice, where to decode the slice) and returns one [PushReply]: the
+// parameter slice unless Keep, the [Version] of the state the OK reflects,
+// from shard 0 under the balance layer the worker's next [Assignment]s,
+// and what the call cost (retries, bytes, time held by the gate). The
+// reply is the only report of a push: the Client keeps no state about
+// pushes for a caller to read afterwards.
+//
+// A Client resends the same (worker, iter) after a transport error or a
+// NotLeader redirect, to whichever replica leads: the shard's dedupe makes
+// that safe. A [*RejectError] is final and changed nothing. Errors other
+// than rejections are ambiguous: a push whose reply was lost may or may
+// not have been applied; the caller resends the same (worker, iter) later
+// (an error wrapping [ErrDeadline] or ctx's), and the shard answers that
+// resend from its state if the first was applied.
 //
 // It does not wait out ReplyTimeout to learn of a new leader: on silence
 // (ProbeAfter without a frame, HeldSilence after a Held or Pending keep-alive,

@@ -217,7 +217,3 @@ func (c *Client) probeOne(ctx context.Context, id mesh.NodeID) (probeResult, boo
 func (c *Client) live(id mesh.NodeID) bool {
 	return c.cfg.Alive == nil || c.cfg.Alive(id)
 }
-
-// Probes counts probe rounds (each asks every other replica once), for
-// tests and metrics.
-func (c *Client) Probes() uint64 { return c.probes.Load() }

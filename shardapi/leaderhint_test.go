@@ -191,7 +191,7 @@ func push(t *testing.T, c *Client, timers chan chan time.Time, iter int64) {
 func pushErr(c *Client, timers chan chan time.Time, iter int64) error {
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Push(context.Background(), iter, 1, 0, []float32{1}, nil)
+		_, err := c.Push(context.Background(), Push{Iter: iter, Samples: 1, Payload: c.Encode([]float32{1}, 1)})
 		done <- err
 	}()
 	for {
@@ -221,7 +221,7 @@ func TestClientFindsNewLeaderWithoutReplyTimeout(t *testing.T) {
 	if b := withoutLate0(f.pushes["b"]); !slices.Equal(f.pushes["a"], []int64{0}) || !slices.Equal(b, []int64{1}) {
 		t.Fatalf("pushes acknowledged: a %v, b %v; want a [0], b [1]", f.pushes["a"], f.pushes["b"])
 	}
-	if c.Probes() == 0 {
+	if c.probes.Load() == 0 {
 		t.Fatal("no probe round")
 	}
 }
@@ -348,10 +348,10 @@ func TestClientWaitsOutALargeTransferBeforeProbing(t *testing.T) {
 
 	f.set("b", 2, "a")
 	payload := make([]byte, 3<<20)
-	p0 := c.Probes() // push 0's timers may have probed
+	p0 := c.probes.Load() // push 0's timers may have probed
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.call(context.Background(), c.request(OpPush, 1), payload, nil)
+		_, err := c.call(context.Background(), c.request(OpPush, 1), payload, nil, nil)
 		done <- err
 	}()
 	quiet := int((c.cfg.ProbeAfter + transferAllowance(len(payload))) / c.cfg.ProbeAfter)
@@ -377,7 +377,7 @@ func TestClientWaitsOutALargeTransferBeforeProbing(t *testing.T) {
 		case ch := <-timers:
 			// The watcher asks for its next timer only after handling the
 			// last one (a probe included).
-			if p := c.Probes(); fired < quiet && p != p0 {
+			if p := c.probes.Load(); fired < quiet && p != p0 {
 				t.Fatalf("probed after %d silence periods, want none before %d", fired, quiet)
 			}
 			fired++

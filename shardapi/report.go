@@ -75,10 +75,14 @@ type ReplicaStatus struct {
 
 // ServiceStats count what the push service did since start.
 type ServiceStats struct {
-	Requests         uint64 // frames received
-	Batches          uint64 // push entries proposed
-	EntryBytes       uint64 // bytes of those entries (each replicated to every follower)
-	SummedPushes     uint64 // pushes that travelled in a summed group (one gradient for several)
+	Requests     uint64 // frames received
+	Batches      uint64 // push entries proposed
+	EntryBytes   uint64 // bytes of those entries (each replicated to every follower)
+	SummedPushes uint64 // pushes that travelled in a summed group (one gradient for several)
+	// RegroupedPushes counts the pushes of summed groups the FSM did not
+	// apply (another push of the group could not be) that the leader
+	// proposed again itself.
+	RegroupedPushes  uint64
 	ProposedPushes   uint64 // pushes in them
 	Rejected         uint64 // pushes answered with a rejection (here or by the FSM)
 	NotLeader        uint64 // requests answered NotLeader

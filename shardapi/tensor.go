@@ -113,7 +113,7 @@ func (p Precision) Append(dst []byte, v []float32) []byte { return p.AppendFeedb
 // [Precision.NewResidual], zero at first) is added to v before rounding
 // and then holds what this encoding lost (int8.go); v is only read.
 // Other precisions ignore resid: fp32 is exact and bf16 trains as fp32
-// does (BENCHMARKS.md).
+// does (dssp up to 97 %: 102 s in bf16, 118 s in fp32, one run each).
 func (p Precision) AppendFeedback(dst []byte, v []float32, resid []byte) []byte {
 	n := len(dst)
 	dst = slices.Grow(dst, p.Bytes(len(v)))[:n+p.Bytes(len(v))]

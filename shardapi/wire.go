@@ -70,7 +70,7 @@ type Request struct {
 	Op Op `msgpack:"op"`
 	PushMeta
 	// Keep (a push): the worker keeps its copy of the slice, so the OK
-	// carries no parameters, only the shard's version (pull.go).
+	// carries no parameters, only the shard's version ([Push].Keep).
 	Keep bool `msgpack:"k,omitempty"`
 }
 

@@ -155,3 +155,34 @@ func TestBadInputIsOneClearLine(t *testing.T) {
 		}
 	})
 }
+
+// TestBadInputAtTheDoor: dssp train, dssp up and dssp eval refuse each bad
+// value by its flag's name, at once (cmd/dssp TestDoorRefusesByName covers
+// every case in process; these run the binary).
+func TestBadInputAtTheDoor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	os.WriteFile(file, nil, 0o600)
+	report := filepath.Join(file, "report")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "--batch", "1000000000"}, "--batch 1000000000: must be in [1, 65536]"},
+		{[]string{"train", "--lr", "inf"}, "--lr +Inf: must be a finite number in (0, 100]"},
+		{[]string{"train", "--lr", "1e40"}, "--lr 1e+40: must be a finite number in (0, 100]"},
+		{[]string{"train", "--weight-decay", "inf"}, "--weight-decay +Inf: must be a finite number in [0, 1]"},
+		{[]string{"train", "--momentum", "0.99999999999"}, "--momentum 0.99999999999: rounds to 1 in float32"},
+		{[]string{"up", "--target-acc", "nan"}, "--target-acc NaN: must be a finite number in [0, 1]"},
+		{[]string{"up", "--report", report}, "--report " + report + " cannot be created"},
+		{[]string{"eval", "--model", "/dev/zero"}, "a header of 0 bytes"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			if got := runFail(t, 20*time.Second, tc.args...); !strings.Contains(got, tc.want) {
+				t.Fatal(got)
+			}
+		})
+	}
+}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/node/launch"
+	"dsspmesh/nodeclient"
 )
 
 // FaultCluster is a Cluster whose peer traffic runs through a [FaultNet]
@@ -330,7 +330,7 @@ func (c *FaultCluster) keep() {
 		// Where a node is stuck, its goroutines say on what (the fault
 		// mesh serves pprof).
 		if p.Alive() && !c.stopped[i] {
-			if b, err := launch.Get(context.Background(), fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=2", p.HTTP), 10*time.Second); err == nil {
+			if b, err := nodeclient.Get(context.Background(), fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=2", p.HTTP), 10*time.Second); err == nil {
 				os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d-goroutines.txt", i)), b, 0o644)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
+	"dsspmesh/nodeclient"
 )
 
 var (
@@ -133,7 +134,7 @@ func (c *Cluster) Restart(i int) {
 func (c *Cluster) Status(i int) (node.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	return launch.FetchStatus(ctx, c.Mesh.Procs[i].HTTP)
+	return nodeclient.FetchStatus(ctx, c.Mesh.Procs[i].HTTP)
 }
 
 // Statuses reads every live node's /status (nil for a node that is down

@@ -229,3 +229,78 @@ func TestDeployMonitoringNamesRealMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployFilesWorkOnABareHost checks what a host with only the binary
+// (or only the image) needs: the systemd files give MNIST's folder
+// (DSSP_DATA) and say how to put the files there; the image holds MNIST
+// at its DSSP_DATA; the Dockerfile's keygen example writes into a folder
+// the image creates owned by the user it runs as; and the Kubernetes
+// containers whose image is a :latest tag (a locally built dssp:latest)
+// do not pull it from a registry on every start.
+func TestDeployFilesWorkOnABareHost(t *testing.T) {
+	read := func(rel string) string {
+		b, err := os.ReadFile(filepath.Join(repoRoot, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	setting := regexp.MustCompile(`(?m)^\s*(?:ENV\s+)?DSSP_DATA=(\S+)`)
+
+	env, service := read("deploy/systemd/dssp.env"), read("deploy/systemd/dssp.service")
+	if m := setting.FindStringSubmatch(env); m == nil {
+		t.Error("deploy/systemd/dssp.env sets no DSSP_DATA: a host without a Go module cache finds no MNIST")
+	} else if !strings.Contains(service, "install -d "+m[1]) {
+		t.Errorf("deploy/systemd/dssp.service: the install steps do not create DSSP_DATA's folder %s", m[1])
+	}
+
+	docker := read("Dockerfile")
+	final := docker[strings.LastIndex(docker, "\nFROM "):]
+	user := regexp.MustCompile(`(?m)^USER (\d+)`).FindStringSubmatch(final)
+	if user == nil {
+		t.Fatal("Dockerfile: the runtime stage sets no numeric USER")
+	}
+	owned := map[string]bool{} // folders the runtime stage copies in owned by USER
+	copied := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^COPY (.*) (\S+)$`).FindAllStringSubmatch(final, -1) {
+		copied[m[2]] = true
+		if strings.Contains(m[1], "--chown="+user[1]+":") {
+			owned[m[2]] = true
+		}
+	}
+	if m := setting.FindStringSubmatch(final); m == nil || !copied[m[1]] {
+		t.Errorf("Dockerfile: DSSP_DATA %v is not a folder the image copies in (%v)", m, copied)
+	}
+	keygen := regexp.MustCompile(`dssp keygen --out (\S+)`).FindStringSubmatch(docker)
+	if keygen == nil {
+		t.Fatal("Dockerfile: no keygen example found")
+	}
+	if dir := filepath.Dir(keygen[1]); !owned[dir] {
+		t.Errorf("Dockerfile: keygen writes %s, but the image has no %s owned by its user %s (folders it owns: %v)", keygen[1], dir, user[1], owned)
+	}
+
+	var sts struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Name, Image     string
+						ImagePullPolicy string `yaml:"imagePullPolicy"`
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(read("deploy/kubernetes/statefulset.yaml")), &sts); err != nil {
+		t.Fatal(err)
+	}
+	if len(sts.Spec.Template.Spec.Containers) == 0 {
+		t.Fatal("statefulset.yaml: no containers decoded")
+	}
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		_, tag, tagged := strings.Cut(c.Image[strings.LastIndex(c.Image, "/")+1:], ":")
+		if (!tagged || tag == "latest") && c.ImagePullPolicy != "IfNotPresent" && c.ImagePullPolicy != "Never" {
+			t.Errorf("statefulset.yaml: container %s runs %s with imagePullPolicy %q: Kubernetes pulls a :latest image on every start, which fails for a locally built one", c.Name, c.Image, c.ImagePullPolicy)
+		}
+	}
+}

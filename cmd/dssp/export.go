@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"dsspmesh/modelfile"
-	"dsspmesh/node/launch"
+	"dsspmesh/nodeclient"
 )
 
 func newExportCmd() *cobra.Command {
@@ -46,7 +46,7 @@ written atomically; nothing is written on error.`,
 			// little longer on top.
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout+10*time.Second)
 			defer cancel()
-			b, f, err := launch.FetchModel(ctx, addr, evaluated, timeout)
+			b, f, err := nodeclient.FetchModel(ctx, addr, evaluated, timeout)
 			if err != nil {
 				return fmt.Errorf("export: %w", err)
 			}

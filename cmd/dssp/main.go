@@ -2,7 +2,9 @@
 // carries the local-mesh launcher, the simulator and the benchmarks.
 //
 // This file only wires subcommands; each lives in its own file and calls into
-// the packages that hold the logic.
+// the packages that hold the logic. `dssp node` is package nodecmd, so what a
+// node runs is that package's dependencies (repo_test.go checks they hold no
+// lab package); `dssp bench` and `dssp sim` are the lab's (package lab/cli).
 package main
 
 import (
@@ -10,6 +12,9 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"dsspmesh/cmd/dssp/nodecmd"
+	"dsspmesh/lab/cli"
 )
 
 func main() {
@@ -27,15 +32,15 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(
-		newNodeCmd(),
+		nodecmd.New(),
 		newUpCmd(),
 		newStatusCmd(),
-		newSimCmd(),
+		cli.NewSimCmd(),
 		newTrainCmd(),
 		newExportCmd(),
 		newEvalCmd(),
 		newKeygenCmd(),
-		newBenchCmd(),
+		cli.NewBenchCmd(),
 	)
 	return root
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"dsspmesh/node/launch"
+	"dsspmesh/nodeclient"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -27,7 +27,7 @@ member that hosts one (the VIA column names it, AGE says how old the answer is).
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()
-			s, err := launch.FetchStatus(ctx, addr)
+			s, err := nodeclient.FetchStatus(ctx, addr)
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}

@@ -2,9 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
+	"dsspmesh/node"
 	// Registers the "cuda" backend in binaries built with -tags cuda; empty
 	// otherwise.
 	_ "dsspmesh/cudaops/cuda"
@@ -34,12 +39,20 @@ func newTrainCmd() *cobra.Command {
 			"  dssp train --model mlp --epochs 2 --out model.safetensors && dssp eval --model model.safetensors",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkTrainFlags(cfg.BatchSize, lr, momentum, weightDecay); err != nil {
+				return err
+			}
 			cfg.SGD = cudaops.SGD{LR: float32(lr), Momentum: float32(momentum), WeightDecay: float32(weightDecay)}
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
 			if limit < 0 {
 				return fmt.Errorf("--limit %d must be >= 0", limit)
+			}
+			if out != "" {
+				if err := checkWritableFile("out", out); err != nil {
+					return err
+				}
 			}
 			be, err := cudaops.NewBackend(backend)
 			if err != nil {
@@ -56,6 +69,9 @@ func newTrainCmd() *cobra.Command {
 				if cfg.Init, _, err = modelfile.LoadParams(initFrom, m); err != nil {
 					return fmt.Errorf("--init-from: %w", err)
 				}
+				if err := checkFinite(m.Layout(), cfg.Init); err != nil {
+					return fmt.Errorf("--init-from %s: %w", initFrom, err)
+				}
 			}
 			train, test, err := cudaops.LoadDataset(dataset, dataDir)
 			if err != nil {
@@ -68,16 +84,15 @@ func newTrainCmd() *cobra.Command {
 			fmt.Fprintf(stdout, "model %s (%d params) on %s: %d train, %d test samples; backend %s; batch %d, lr %.4g, momentum %.4g, lr decay %.4g/epoch\n",
 				model, m.NumParams(), dataset, train.Len(), test.Len(), be.Name(), cfg.BatchSize, lr, momentum, cfg.LRDecay)
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			steps := newProgressLine(cmd.ErrOrStderr())
 			res, err := cudaops.Train(cmd.Context(), m, train, test, cfg, log, func(p cudaops.Progress) {
 				if p.EpochDone {
 					fmt.Fprintf(stdout, "epoch %d/%d  train loss %.4f  test acc %.4f  test loss %.4f  train time %s\n",
 						p.Epoch+1, cfg.Epochs, p.TrainLoss, p.Test.Accuracy, p.Test.Loss, p.Elapsed.Round(time.Millisecond))
 					return
 				}
-				fmt.Fprintf(os.Stderr, "\repoch %d/%d  step %d/%d  loss %.4f", p.Epoch+1, cfg.Epochs, p.Step, p.StepsPerEpoch, p.TrainLoss)
-				if p.Step+cfg.ProgressEvery > p.StepsPerEpoch {
-					fmt.Fprintln(os.Stderr)
-				}
+				steps.show(fmt.Sprintf("epoch %d/%d  step %d/%d  loss %.4f", p.Epoch+1, cfg.Epochs, p.Step, p.StepsPerEpoch, p.TrainLoss),
+					p.Step+cfg.ProgressEvery > p.StepsPerEpoch)
 			})
 			if err != nil {
 				return err
@@ -106,10 +121,10 @@ func newTrainCmd() *cobra.Command {
 	f.StringVar(&dataDir, "data", "", "folder with the dataset files (default for mnist: the GoMNIST module in the Go module cache)")
 	f.StringVar(&backend, "backend", "cpu", fmt.Sprintf("compute backend, one of %v", cudaops.BackendNames()))
 	f.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
-	f.IntVar(&cfg.BatchSize, "batch", cfg.BatchSize, "mini-batch size")
-	f.Float64Var(&lr, "lr", asWritten(cfg.SGD.LR), "learning rate")
+	f.IntVar(&cfg.BatchSize, "batch", cfg.BatchSize, fmt.Sprintf("mini-batch size, in [1, %d]", maxTrainBatch))
+	f.Float64Var(&lr, "lr", asWritten(cfg.SGD.LR), fmt.Sprintf("learning rate, in (0, %d]", node.MaxLR))
 	f.Float64Var(&momentum, "momentum", asWritten(cfg.SGD.Momentum), "SGD momentum in [0,1)")
-	f.Float64Var(&weightDecay, "weight-decay", asWritten(cfg.SGD.WeightDecay), "L2 weight decay")
+	f.Float64Var(&weightDecay, "weight-decay", asWritten(cfg.SGD.WeightDecay), "L2 weight decay, in [0, 1]")
 	f.Float64Var(&cfg.LRDecay, "lr-decay", cfg.LRDecay, "learning-rate multiplier applied after each epoch, in (0,1]")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for initialisation and data order")
 	f.IntVar(&workers, "threads", 0, "goroutines splitting each mini-batch (0 = GOMAXPROCS)")
@@ -126,4 +141,129 @@ func newTrainCmd() *cobra.Command {
 func asWritten(v float32) float64 {
 	f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(v), 'g', -1, 32), 64)
 	return f
+}
+
+// maxTrainBatch bounds --batch as dssp node's --batch is bounded
+// (node.JobSpec.Validate): a step allocates the batch's inputs whole
+// (batch × the model's input size floats: --batch 1000000000 asked the MLP
+// for 3 TB) and activations that grow with it.
+const maxTrainBatch = 1 << 16
+
+// checkTrainFlags refuses, naming the flag, a value out of its range or
+// one that does not survive the conversion to float32, the precision the
+// optimizer runs in (1e40 is +Inf there, 0.99999999999 is 1).
+func checkTrainFlags(batch int, lr, momentum, weightDecay float64) error {
+	if batch < 1 || batch > maxTrainBatch {
+		return fmt.Errorf("--batch %d: must be in [1, %d], as dssp node's (a step holds the batch's inputs and activations whole)", batch, maxTrainBatch)
+	}
+	for _, err := range []error{
+		node.CheckFloat("lr", lr, 0, node.MaxLR, true),
+		checkFloat32("lr", lr),
+		checkMomentum(momentum),
+		node.CheckFloat("weight-decay", weightDecay, 0, 1, false),
+		checkFloat32("weight-decay", weightDecay),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFloat32 refuses a non-zero v that float32 rounds to zero.
+func checkFloat32(flag string, v float64) error {
+	if v != 0 && float32(v) == 0 {
+		return fmt.Errorf("--%s %v: rounds to 0 in float32, the optimizer's precision", flag, v)
+	}
+	return nil
+}
+
+// checkMomentum refuses a --momentum outside [0, 1), or one that float32
+// rounds to 1 (a momentum of 1 never forgets a gradient).
+func checkMomentum(m float64) error {
+	if math.IsNaN(m) || m < 0 || m >= 1 {
+		return fmt.Errorf("--momentum %v: must be a finite number in [0, 1)", m)
+	}
+	if float32(m) >= 1 {
+		return fmt.Errorf("--momentum %v: rounds to 1 in float32, the optimizer's precision; it must stay below 1 (at most %v)", m, asWritten(math.Nextafter32(1, 0)))
+	}
+	return nil
+}
+
+// checkFinite names the first tensor of layout whose parameters in theta
+// hold a NaN or an infinity.
+func checkFinite(layout cudaops.Layout, theta []float32) error {
+	if modelfile.Finite(theta) {
+		return nil
+	}
+	for _, r := range layout {
+		for i, v := range theta[r.Offset : r.Offset+r.Size()] {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("tensor %s holds %v at index %d; every parameter must be finite", r.Name, v, i)
+			}
+		}
+	}
+	return errors.New("a parameter is not finite")
+}
+
+// checkWritableFile refuses, before any work, a --flag path that cannot be
+// written: a folder, or a file in a folder that is missing or not writable
+// (probed with a temporary file, removed at once).
+func checkWritableFile(flag, path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("--%s %s is a folder", flag, path)
+	}
+	probe, err := os.CreateTemp(filepath.Dir(path), ".dssp-probe-*")
+	if err != nil {
+		return fmt.Errorf("--%s %s cannot be written: %w", flag, path, err)
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
+}
+
+// checkWritableDir creates the folder a --flag names if needed and probes
+// that files can be written in it, before any work.
+func checkWritableDir(flag, dir string) error {
+	if dir == "" {
+		return fmt.Errorf("--%s must not be empty", flag)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--%s %s cannot be created: %w", flag, dir, err)
+	}
+	probe, err := os.CreateTemp(dir, ".dssp-probe-*")
+	if err != nil {
+		return fmt.Errorf("--%s %s is not writable: %w", flag, dir, err)
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
+}
+
+// progressLine shows step progress: redrawn in place ("\r") on a
+// terminal, one line per update otherwise, so a pipe or a file gets whole
+// lines instead of updates run together.
+type progressLine struct {
+	w   io.Writer
+	tty bool
+}
+
+func newProgressLine(w io.Writer) *progressLine {
+	p := &progressLine{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+// show writes text; last ends the line on a terminal too.
+func (p *progressLine) show(text string, last bool) {
+	switch {
+	case !p.tty:
+		fmt.Fprintln(p.w, text)
+	case last:
+		fmt.Fprintf(p.w, "\r%s\n", text)
+	default:
+		fmt.Fprintf(p.w, "\r%s", text)
+	}
 }

@@ -1,17 +1,22 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"dsspmesh/lab/plot"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
@@ -51,12 +56,25 @@ recover and the node to rejoin.`,
 			}
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
+			cfg.Charts = plot.Up
 			if slowdown != "" {
 				if cfg.Slowdown, err = node.ParseFloats("slowdown", slowdown); err != nil {
 					return err
 				}
 			}
 			if err := spec.Validate(); err != nil {
+				return err
+			}
+			// Refused here, before any node starts: a NaN target that no
+			// accuracy reaches, a momentum float32 rounds to 1, a report
+			// folder that would fail only after the run.
+			if err := node.CheckFloat("target-acc", cfg.TargetAcc, 0, 1, false); err != nil {
+				return err
+			}
+			if err := checkMomentum(spec.Momentum); err != nil {
+				return err
+			}
+			if err := checkWritableDir("report", cfg.ReportDir); err != nil {
 				return err
 			}
 			// Only the flags the user set travel to the bootstrap node;
@@ -91,9 +109,12 @@ recover and the node to rejoin.`,
 				if mm.Eval != nil {
 					fmt.Fprintf(out, ", test accuracy %.2f%% on %d samples as the mesh reported it", 100*mm.Eval.Accuracy, mm.Eval.Samples)
 				}
-				fmt.Fprintf(out, "; check it with: dssp eval --model %s\n", res.Model)
+				fmt.Fprintf(out, "; check it with: %s eval --model %s\n", selfCommand(bin), res.Model)
 			} else {
 				fmt.Fprintln(out, "model: no node answered; no model.safetensors written")
+			}
+			if res.Interrupted {
+				return errors.New("up: interrupted")
 			}
 			if cfg.TargetAcc > 0 && !res.Reached {
 				return fmt.Errorf("up: target accuracy %.2f%% not reached", 100*cfg.TargetAcc)
@@ -104,7 +125,7 @@ recover and the node to rejoin.`,
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "node processes to start")
 	f.IntVar(&cfg.Workers, "workers", launch.AutoWorkers, "how many of the nodes train (the first ones); the rest only host shards and load no dataset (0: every node; -1: every node if this machine's available memory holds them, else as many as it does)")
-	f.StringVar(&cfg.Dir, "dir", "", "run folder for data dirs, logs and the mesh key (default: a temporary folder, removed afterwards)")
+	f.StringVar(&cfg.Dir, "dir", "", "run folder for data dirs, logs and the mesh key (default: a temporary folder, removed at the end unless the run fails, is interrupted or misses its target)")
 	f.StringVar(&cfg.ReportDir, "report", cfg.ReportDir, "folder for the CSV files and PNG plots")
 	f.StringVar(&slowdown, "slowdown", "", "per-node compute slowdown factors, cycled (1,1,1,3: the 4th node is 3x slower)")
 	f.Float64Var(&cfg.TargetAcc, "target-acc", cfg.TargetAcc, "stop when the mesh's test accuracy reaches this (0: run until --time-limit)")
@@ -118,6 +139,28 @@ recover and the node to rejoin.`,
 	f.DurationVar(&computeDelay, "compute-delay", 0, "every node's emulated accelerator time per job batch (a node's --slowdown stretches it; it grows with the batch under --balance)")
 	spec.BindFlags(f)
 	return cmd
+}
+
+// selfCommand is how to run this binary again, for the hints commands
+// print: "dssp" when that name on PATH is this file, "go run ./cmd/dssp"
+// when `go run` built it in a temporary folder, else its path.
+func selfCommand(exe string) string {
+	if p, err := exec.LookPath("dssp"); err == nil && sameFile(p, exe) {
+		return "dssp"
+	}
+	if strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		return "go run ./cmd/dssp"
+	}
+	return exe
+}
+
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }
 
 func isSpecFlag(name string) bool {

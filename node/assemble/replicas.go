@@ -25,6 +25,11 @@ type RaftReplicas struct {
 	// (shard.Config.ForGroups), or as is with FixedTiming.
 	Config      func(shard uint32, id mesh.NodeID) shard.Config
 	FixedTiming bool
+	// InMemory keeps each replica's raft log, stable store and snapshots
+	// in memory (raftstore.NewInmem) and nothing under DataDir: for a
+	// benchmark of the push path without the disk (lab/bench). A node
+	// never sets it.
+	InMemory bool
 }
 
 var _ node.Replicas = (*RaftReplicas)(nil)
@@ -37,9 +42,12 @@ func (r *RaftReplicas) HasState(id uint32) bool {
 
 // Open starts this node's replica of shard id, reporting through hooks.
 func (r *RaftReplicas) Open(id uint32, hooks node.ReplicaHooks) (node.Replica, error) {
-	stores, err := raftstore.Open(r.DataDir, id, raftstore.DefaultConfig(), r.Logger)
-	if err != nil {
-		return nil, err
+	stores := raftstore.NewInmem()
+	if !r.InMemory {
+		var err error
+		if stores, err = raftstore.Open(r.DataDir, id, raftstore.DefaultConfig(), r.Logger); err != nil {
+			return nil, err
+		}
 	}
 	// An RPC's deadline grows with the entries' size as raft's timing
 	// does (shard.Config.ForEntryBytes).

@@ -1,9 +1,11 @@
 // Package launch is `dssp up`: it starts N real `dssp node` processes on
 // loopback (the running binary itself, so `go run ./cmd/dssp up` works on a
 // fresh clone), polls each node's /status, shows live progress, stops at a
-// target accuracy or a time limit, and writes a report (CSV and PNG plots,
+// target accuracy or a time limit, and writes a report (CSV files, the
+// PNG plots of the Config.Charts it is given — `dssp up` gives lab/plot's —
 // and model.safetensors: the snapshot behind the last evaluation, fetched
-// from the evaluating node before the mesh stops, see FetchModel).
+// from the evaluating node before the mesh stops with
+// nodeclient.FetchModel). It reads nodes through package nodeclient.
 // With chaos on it kills a random non-bootstrap node with SIGKILL every
 // period, restarts it on the same data directory and ports, and measures
 // how long the survivors take to train again and the restarted node to
@@ -27,7 +29,10 @@
 // [Run] blocks until the run ends (target, time limit, ctx cancelled or the
 // bootstrap node exiting) and always stops every child it started: SIGTERM,
 // then SIGKILL after a grace period. Children are the only processes it
-// signals. Each node's log is kept in its folder under the run directory.
+// signals. Each node's log is node<i>.log in the run directory; a
+// temporary run directory (no Config.Dir) is removed after a run that
+// succeeded and kept, named on Config.Out and in Result.KeptDir, after one
+// that failed, missed its target or was interrupted (Result.Interrupted).
 // A Mesh's methods are not safe for concurrent use (reading its Procs'
 // addresses concurrently is). Polling uses short HTTP timeouts; a node that
 // does not answer shows as down in the progress view and in the CSV, it

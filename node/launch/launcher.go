@@ -1,14 +1,11 @@
 package launch
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +28,7 @@ type Config struct {
 	// (-1) as many as this machine's available memory holds (see
 	// [FitWorkers]).
 	Workers   int
-	Dir       string    // run folder (data dirs, logs, key); "" = a temp folder removed at the end
+	Dir       string    // run folder (data dirs, logs, key); "" = a temp folder, removed at the end unless the run fails (see Run)
 	ReportDir string    // where the CSV and plots go
 	Slowdown  []float64 // per-node --slowdown, cycled; nil = all 1
 	TargetAcc float64   // stop when the mesh's test accuracy reaches this (0 = never)
@@ -47,6 +44,9 @@ type Config struct {
 	NodeArgs []string
 	SpecArgs []string
 	Out      io.Writer // progress view
+	// Charts, if not nil, draws the report's plots into ReportDir after
+	// its CSV files are written (`dssp up` passes lab/plot's Up).
+	Charts func(dir string, r *Result) error
 }
 
 // DefaultConfig is four nodes until 97% test accuracy or 30 minutes.
@@ -323,53 +323,6 @@ func splitLines(s string) []string {
 		out = append(out, s[start:])
 	}
 	return out
-}
-
-// statusTimeout bounds one /status read of a live progress poll.
-const statusTimeout = 2 * time.Second
-
-// FetchStatus reads a node's /status within statusTimeout.
-func FetchStatus(ctx context.Context, addr string) (node.Status, error) {
-	return FetchStatusWithin(ctx, addr, statusTimeout)
-}
-
-// FetchStatusWithin reads a node's /status, giving up after d: a benchmark
-// that crowds two cores with dozens of nodes allows more than a live
-// progress display does.
-func FetchStatusWithin(ctx context.Context, addr string, d time.Duration) (node.Status, error) {
-	var s node.Status
-	b, err := Get(ctx, "http://"+addr+"/status", d)
-	if err != nil {
-		return s, err
-	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("GET http://%s/status: %w", addr, err)
-	}
-	return s, nil
-}
-
-// Get reads url's body, giving up after d; a status other than 200 is an
-// error naming the url.
-func Get(ctx context.Context, url string, d time.Duration) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, res.Status)
-	}
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
-	}
-	return b, nil
 }
 
 func pick(r *rand.Rand, alive []int) int { return alive[r.IntN(len(alive))] }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"dsspmesh/nodeclient"
 )
 
 // FreePorts returns n distinct loopback ports that were free for both TCP
@@ -183,7 +185,7 @@ func (m *Mesh) WaitUp(ctx context.Context, idx []int, limit time.Duration) error
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := FetchStatus(ctx, m.Procs[i].HTTP)
+				_, err := nodeclient.FetchStatus(ctx, m.Procs[i].HTTP)
 				up[k] = err == nil
 			}()
 		}

@@ -16,6 +16,7 @@ import (
 
 	"dsspmesh/modelfile"
 	"dsspmesh/node"
+	"dsspmesh/nodeclient"
 )
 
 // Sample is one poll of one node.
@@ -58,7 +59,15 @@ type ChaosEvent struct {
 // Result is what a run observed.
 type Result struct {
 	Elapsed   time.Duration
-	Reached   bool // the target accuracy was reached
+	Reached   bool    // the target accuracy was reached
+	TargetAcc float64 // the target (Config.TargetAcc; 0: none)
+	// Interrupted says the run was stopped by its context (Ctrl-C,
+	// SIGTERM) before the target or the time limit.
+	Interrupted bool
+	// KeptDir is the temporary run folder (data dirs, node*.log) kept
+	// because the run failed, was interrupted or missed its target; ""
+	// when it was removed or Config.Dir named the folder.
+	KeptDir   string
 	Final     *EvalPoint
 	Samples   []Sample
 	Evals     []EvalPoint
@@ -102,20 +111,37 @@ func (r *Result) PeakRSSLines() []string {
 }
 
 // Run starts the mesh, watches it until the target, the time limit or ctx,
-// stops it and writes the report.
+// stops it and writes the report. Without Config.Dir the run folder is a
+// temporary one, removed when the run succeeds and kept (Result.KeptDir,
+// and a line on Config.Out) when it fails, is interrupted or misses its
+// target, so the nodes' logs can be read.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dir := cfg.Dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "dssp-up-*")
-		if err != nil {
-			return nil, fmt.Errorf("up: temp folder: %w", err)
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
+	if cfg.Dir != "" {
+		return run(ctx, cfg, cfg.Dir, "", log)
 	}
+	tmp, err := os.MkdirTemp("", "dssp-up-*")
+	if err != nil {
+		return nil, fmt.Errorf("up: temp folder: %w", err)
+	}
+	res, err := run(ctx, cfg, tmp, "removed at the end unless the run fails", log)
+	if err == nil && res != nil && !res.Interrupted && (cfg.TargetAcc == 0 || res.Reached) {
+		os.RemoveAll(tmp)
+		return res, nil
+	}
+	fmt.Fprintf(cfg.Out, "the run folder %s is kept: the nodes' logs are %s; delete it when done\n", tmp, filepath.Join(tmp, "node*.log"))
+	if res == nil {
+		res = &Result{}
+	}
+	res.KeptDir = tmp
+	return res, err
+}
+
+// run is Run in the run folder dir; tmpNote says what becomes of a
+// temporary one.
+func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger) (*Result, error) {
 	if cfg.Workers == AutoWorkers {
 		avail := MemAvailable()
 		cfg.Workers = FitWorkers(cfg.Nodes, avail)
@@ -145,7 +171,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 	if cfg.Workers > 0 {
 		trainers = cfg.Workers
 	}
-	fmt.Fprintf(out, "starting %d dssp nodes on loopback in %s (logs: node*.log); %d train, %d only host shards\n", cfg.Nodes, dir, trainers, cfg.Nodes-trainers)
+	logs := "logs: node*.log"
+	if tmpNote != "" {
+		logs += "; " + tmpNote
+	}
+	fmt.Fprintf(out, "starting %d dssp nodes on loopback in %s (%s); %d train, %d only host shards\n", cfg.Nodes, dir, logs, trainers, cfg.Nodes-trainers)
 	if err := m.Start(0); err != nil {
 		return nil, err
 	}
@@ -165,6 +195,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 		return nil, err
 	}
 	w := &watcher{cfg: cfg, mesh: m, start: start, view: newView(out), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed))}
+	w.res.TargetAcc = cfg.TargetAcc
 	w.res.PeakRSS = make([]int64, cfg.Nodes)
 	for _, p := range m.Procs {
 		w.res.Trains = append(w.res.Trains, p.Trains())
@@ -176,7 +207,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 	model, meta := w.finalModel()
 	w.sampleRSS()
 	m.Stop(10 * time.Second)
-	if err := WriteReport(cfg.ReportDir, res); err != nil {
+	if err := WriteReport(cfg.ReportDir, res, cfg.Charts); err != nil {
 		return res, err
 	}
 	res.ReportDir = cfg.ReportDir
@@ -204,7 +235,7 @@ func (w *watcher) finalModel() ([]byte, *modelfile.Meta) {
 			if s == nil || s.Node != f.By {
 				continue
 			}
-			b, file, err := FetchModel(ctx, w.mesh.Procs[i].HTTP, true, 0)
+			b, file, err := nodeclient.FetchModel(ctx, w.mesh.Procs[i].HTTP, true, 0)
 			if err == nil {
 				return b, &file.Meta
 			}
@@ -215,7 +246,7 @@ func (w *watcher) finalModel() ([]byte, *modelfile.Meta) {
 		if s == nil {
 			continue
 		}
-		b, file, err := FetchModel(ctx, w.mesh.Procs[i].HTTP, false, 30*time.Second)
+		b, file, err := nodeclient.FetchModel(ctx, w.mesh.Procs[i].HTTP, false, 30*time.Second)
 		if err == nil {
 			return b, &file.Meta
 		}
@@ -253,6 +284,12 @@ func (w *watcher) loop(ctx context.Context) (*Result, error) {
 		select {
 		case <-ctx.Done():
 			w.finish()
+			w.res.Interrupted = true
+			fmt.Fprintf(w.cfg.Out, "interrupted after %s", w.res.Elapsed.Round(100*time.Millisecond))
+			if f := w.res.Final; f != nil {
+				fmt.Fprintf(w.cfg.Out, " at %.2f%% test accuracy", 100*f.Accuracy)
+			}
+			fmt.Fprintln(w.cfg.Out)
 			return &w.res, nil
 		case <-tick.C:
 		}
@@ -308,7 +345,7 @@ func (w *watcher) poll(ctx context.Context) []*node.Status {
 		wg.Add(1)
 		go func(i int, addr string) {
 			defer wg.Done()
-			if s, err := FetchStatus(ctx, addr); err == nil {
+			if s, err := nodeclient.FetchStatus(ctx, addr); err == nil {
 				out[i] = &s
 			}
 		}(i, p.HTTP)

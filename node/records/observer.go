@@ -54,7 +54,7 @@ func (NoObserver) Applied(uint32, shardapi.Applied)                             
 func (NoObserver) Leading(uint32, uint64)                                          {}
 func (NoObserver) StateHashEvery() uint64                                          { return 0 }
 
-// Event kinds in [Status].Events.
+// Event kinds in the Events of a node's /status (node/status.Status).
 const (
 	EventJoin     = "join"     // a member joined or came back
 	EventLeave    = "leave"    // a member left gracefully

@@ -12,7 +12,7 @@ import (
 // every upkeep tick (300 ms), every /status and every raft stream
 // accepted; mesh.Place hashes and sorts all N ids per shard, and one
 // PlaceAll took 0.66 s at 1 000 nodes × 4 000 shards (BenchmarkPlaceAll in
-// node/bench), more than two cores a node at that tick. With the cache a
+// lab/bench), more than two cores a node at that tick. With the cache a
 // tick costs sorting and comparing the N ids. Safe for concurrent use.
 type placementCache struct {
 	shards, r int

@@ -27,9 +27,9 @@ import "context"
 // rest waits for push t to land and is computed on the θ it brought, and
 // the two gradients are mixed by their samples before encoding (gradient).
 // The read the checkers see is the older one, taken before the first part;
-// the second part's is fresher. The simulation of BENCHMARKS.md (Balance,
-// run 12) puts the samples to 95% of a fresh half at the lock-step loop's
-// and of a whole batch ahead at 1.33× them.
+// the second part's is fresher. In simulation a fresh half needs the
+// lock-step loop's samples to 95% and a whole batch ahead 1.33–1.36× them
+// (docs/design.md, the pipelined loop).
 //
 // What the balance layer needs: shard 0's OK to push t names the
 // assignments of t+1 and (under Pipeline) t+2, both final when named

@@ -4,7 +4,7 @@ package worker
 // guarantee"): a worker keeps its copy of a shard's slice across iterations
 // while the copy holds every worker's updates below iteration t − s_L for
 // the iteration t it serves, and its push then asks for no parameters
-// (shardapi.Client.PushKeep; Step.Keep decides). Under bsp and asp (s_L = 0) that never happens
+// (shardapi.Push.Keep; Step.Keep decides). Under bsp and asp (s_L = 0) that never happens
 // — a copy fetched at the OK of t−1 has t_min ≤ t−1 — so every OK carries
 // the slice as before; under ssp:s and dssp:s_L:r_max a slice is fetched
 // about once in s_L+1 iterations when the workers keep pace.

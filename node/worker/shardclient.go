@@ -64,21 +64,14 @@ type pushReply struct {
 // gradient); with into nil it asks for no parameters (the worker keeps
 // its slice), else the slice is decoded into into.
 func (sc shardClient) push(ctx context.Context, iter, samples, computeNs int64, payload []byte, into []float32) (pushReply, error) {
-	c := sc.c
-	retries, held, bytes := c.Retries, c.Held, c.Bytes
-	var err error
-	if into == nil {
-		_, err = c.PushKeepEncoded(ctx, iter, samples, computeNs, payload)
-	} else {
-		var dst []float32
-		dst, err = c.PushEncoded(ctx, iter, samples, computeNs, payload, into)
-		if err == nil && len(dst) != len(into) {
-			err = errors.New("shard returned a slice of the wrong length")
-		}
+	keep := into == nil
+	rep, err := sc.c.Push(ctx, shardapi.Push{Iter: iter, Samples: samples, ComputeNs: computeNs, Payload: payload, Keep: keep, Into: into})
+	if err == nil && !keep && len(rep.Params) != len(into) {
+		err = errors.New("shard returned a slice of the wrong length")
 	}
-	r := pushReply{retries: c.Retries - retries, bytes: c.Bytes - bytes, held: c.Held - held}
+	r := pushReply{retries: rep.Retries, bytes: rep.Bytes, held: rep.Held}
 	if err == nil {
-		r.version, r.assign, r.ahead = c.Version(), c.Assign, c.Ahead
+		r.version, r.assign, r.ahead = rep.Version, rep.Assign, rep.Ahead
 	}
 	return r, err
 }

@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"dsspmesh/lab/bench"
+)
+
+func newBenchBigModelCmd() *cobra.Command {
+	cfg := bench.DefaultBigModelConfig()
+	var out string
+	var jobFlags []string
+	cmd := &cobra.Command{
+		Use:   "bigmodel",
+		Short: "Train a ~100 MB model on a local mesh and report each node's RSS and data dir as multiples of its size",
+		Long: `Train --model (default mlp-wide: 784 → 4608 → 4608 → 10, 24.9M parameters,
+99.6 MB) on --dataset for --time on a local mesh of --nodes 'dssp node'
+processes, and report each node's peak resident memory (VmHWM) and its data
+dir's bytes as multiples of the model's bytes, against the targets: RSS ≤ 6×
+and data dir ≤ 8×. Writes --out/bigmodel.md. Heavy: it runs --nodes
+processes each holding several hundred megabytes for --time.`,
+		Example: `  dssp bench bigmodel
+  dssp bench bigmodel --time 1m --job-flag=--shards=8`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+			}
+			cfg.Binary = bin
+			cfg.Out = cmd.OutOrStdout()
+			cfg.SpecArgs = append(cfg.SpecArgs, jobFlags...) // after the defaults, so they win
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			res, err := bench.RunBigModel(ctx, cfg, log)
+			if res != nil && len(res.Run.Nodes) > 0 {
+				if werr := res.Write(out); werr != nil && err == nil {
+					err = werr
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\n%s\nwritten to %s/bigmodel.md\n", res.Markdown(), out)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "node processes")
+	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute goroutines per node")
+	f.DurationVar(&cfg.Duration, "time", cfg.Duration, "how long the mesh trains")
+	f.StringVar(&cfg.Model, "model", cfg.Model, "model to train")
+	f.StringVar(&cfg.Dataset, "dataset", cfg.Dataset, "dataset")
+	f.DurationVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "evaluation cadence (an evaluation reads the whole model)")
+	f.StringSliceVar(&jobFlags, "job-flag", nil, "further job flags for the bootstrap node, repeatable, after the defaults ("+strings.Join(cfg.SpecArgs, " ")+"), which they override")
+	f.StringSliceVar(&cfg.NodeArgs, "node-flag", nil, "further flags for every node, repeatable (--node-flag=--pprof)")
+	f.StringVar(&cfg.Dir, "dir", "", "keep the run folder (data dirs, node logs) here (default: a temporary folder, removed afterwards)")
+	f.Float64Var(&cfg.RSSFactor, "rss-factor", cfg.RSSFactor, "target: peak RSS per node ≤ this × the model's bytes")
+	f.Float64Var(&cfg.DiskFactor, "disk-factor", cfg.DiskFactor, "target: data dir per node ≤ this × the model's bytes")
+	f.StringVar(&out, "out", "bench-bigmodel", "folder for bigmodel.md")
+	return cmd
+}
