@@ -198,7 +198,7 @@ func (c Config) GossipAddr() string { return net.JoinHostPort(c.Host, strconv.It
 func (c Config) QUICAddr() string { return net.JoinHostPort(c.Host, strconv.Itoa(c.QUICPort)) }
 
 // BindFlags registers every field on fs, with c's current values as
-// defaults. The job spec's flags are the ones listed in specFlags (spec.go).
+// defaults. The job spec's flags are the ones listed in job.Spec.BindFlags (node/job/spec.go).
 func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "folder for the node id, job spec and Raft state (created if missing; reuse it to recover after a crash)")
 	fs.StringVar(&c.Host, "host", c.Host, "IP this node binds and announces to peers (on a multi-host mesh: this host's own address)")

@@ -12,6 +12,7 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/node/eval"
+	"dsspmesh/node/job"
 	"dsspmesh/node/records"
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
@@ -209,7 +210,7 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 			}
 			spec = persisted
 		} else {
-			if spec, err = resolveShards(spec); err != nil {
+			if spec, err = job.ResolveShards(spec); err != nil {
 				return false, err
 			}
 			if err := n.dir.SetSpec(spec); err != nil {

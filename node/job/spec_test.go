@@ -1,4 +1,4 @@
-package node
+package job
 
 import (
 	"math"
@@ -9,7 +9,7 @@ import (
 )
 
 func TestSpecWirePrecision(t *testing.T) {
-	s := DefaultJobSpec()
+	s := DefaultSpec()
 	for in, want := range map[string]shardapi.Precision{"": shardapi.FP32, "fp32": shardapi.FP32, "bf16": shardapi.BF16} {
 		s.WirePrecision = in
 		if err := s.Validate(); err != nil || s.Precision() != want {
@@ -21,7 +21,7 @@ func TestSpecWirePrecision(t *testing.T) {
 		t.Errorf("fp16: %v, want an error naming the flag and the value", err)
 	}
 	// A joiner adopts the mesh's precision; an explicit other one conflicts.
-	mine, mesh := DefaultJobSpec(), DefaultJobSpec()
+	mine, mesh := DefaultSpec(), DefaultSpec()
 	mine.WirePrecision, mesh.WirePrecision = "bf16", "fp32"
 	if err := mine.CheckAdopt(mesh, func(f string) bool { return f == "wire-precision" }); err == nil {
 		t.Error("no conflict between bf16 and fp32")
@@ -34,7 +34,7 @@ func TestSpecWirePrecision(t *testing.T) {
 }
 
 func TestSpecPipeline(t *testing.T) {
-	s := DefaultJobSpec() // dssp:3:12
+	s := DefaultSpec() // dssp:3:12
 	if s.Pipeline {
 		t.Fatal("pipelining is on by default")
 	}
@@ -53,23 +53,23 @@ func TestSpecPipeline(t *testing.T) {
 	}
 	// A spec persisted before the fields existed reads as off, and as the
 	// whole batch ahead had it been on.
-	before := DefaultJobSpec()
+	before := DefaultSpec()
 	before.PipelineFresh = 0
-	old := must(MarshalSpec(before))
-	got, err := UnmarshalSpec(old)
+	old := must(Marshal(before))
+	got, err := Unmarshal(old)
 	if err != nil || got.Pipeline || got.PipelineFresh != 0 || strings.Contains(string(old), "pipeline") {
 		t.Fatalf("old spec: %+v, %v", got, err)
 	}
 	for _, f := range []float64{-0.1, 1, 1.5, math.NaN()} {
-		s := DefaultJobSpec()
+		s := DefaultSpec()
 		s.Pipeline, s.Paradigm, s.SLower, s.PipelineFresh = true, "ssp", 1, f
 		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--pipeline-fresh") {
 			t.Errorf("--pipeline-fresh %v: %v, want an error naming the flag", f, err)
 		}
 	}
-	s = DefaultJobSpec()
+	s = DefaultSpec()
 	s.Pipeline = true
-	back, err := UnmarshalSpec(must(MarshalSpec(s)))
+	back, err := Unmarshal(must(Marshal(s)))
 	if err != nil || !back.Pipeline {
 		t.Fatalf("round trip: %+v, %v", back, err)
 	}
@@ -94,13 +94,13 @@ func TestWithShards(t *testing.T) {
 		{0, 1 << 40, maxShards},
 		{4, 235146, 4},
 	} {
-		s := DefaultJobSpec()
+		s := DefaultSpec()
 		s.Shards = c.shards
 		if got := s.WithShards(c.params).Shards; got != c.want {
 			t.Errorf("--shards %d, %d parameters: %d shards, want %d", c.shards, c.params, got, c.want)
 		}
 	}
-	s, err := resolveShards(DefaultJobSpec())
+	s, err := ResolveShards(DefaultSpec())
 	if err != nil || s.Shards != 1 || s.Validate() != nil {
 		t.Fatalf("the default job resolves to %d shards, %v", s.Shards, err)
 	}
