@@ -44,7 +44,7 @@ var mayImport = map[string][]string{
 	"node/records":            {"mesh", "shardapi"},
 	"node/worker":             {"node/records", "clock", "cudaops", "mesh", "shardapi"},
 	"node/shards":             {"node/records", "clock", "mesh", "shardapi", "internal/faults"},
-	"node/status":             {"node/records", "mesh", "shardapi"},
+	"node/status":             {"node/records", "node/job", "mesh", "shardapi"},
 	"node/eval":               {"node/records", "clock", "cudaops", "mesh", "modelfile", "shardapi"},
 	"node":                    {"node/job", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},

@@ -3,8 +3,6 @@ package node
 import (
 	"fmt"
 	"slices"
-
-	"dsspmesh/node/status"
 )
 
 // evaluator is the live training member with the lowest node id: every
@@ -90,7 +88,7 @@ func (n *Node) Status() Status {
 	if w != nil {
 		s.Worker = w.Status()
 	}
-	status.Fill(&n.view, &s)
+	n.view.Fill(&s)
 	s.Events = n.events.List()
 	if n.tr != nil {
 		ts := n.tr.Stats()

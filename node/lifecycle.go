@@ -311,7 +311,7 @@ func (n *Node) newShards(spec JobSpec) *shards.Manager {
 		ApplySeconds: n.metrics.RaftApplySeconds, SetPeers: n.dir.SetPeers, Logger: n.log,
 		PeerShards: func(own []ShardStatus) []ShardStatus {
 			s := Status{Shards: own, Now: n.now()}
-			status.Fill(&n.view, &s)
+			n.view.Fill(&s)
 			return s.Shards
 		},
 		Theta: func() []float32 {

@@ -8,7 +8,7 @@ import (
 // The status room's records (node/status), named here for the callers of
 // node.
 type (
-	Status          = status.Status[JobSpec]
+	Status          = status.Status
 	MemberStatus    = status.MemberStatus
 	TrainerStatus   = status.TrainerStatus
 	EvalResult      = records.EvalResult

@@ -19,7 +19,7 @@ var dashboardHTML []byte
 // /status (with ?ready, a 503 until the node's phase is training: a
 // readiness probe) and Prometheus metrics at /metrics. status must be safe for
 // concurrent use.
-func NewHTTPHandler[S any](status func() Status[S], m *Metrics) http.Handler {
+func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")

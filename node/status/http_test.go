@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-func sampleStatus() Status[testSpec] {
-	return Status[testSpec]{
+func sampleStatus() Status {
+	return Status{
 		Node: "node-a", Phase: "training", Policy: "dssp:3:12",
 		Members: []MemberStatus{{ID: "node-a"}, {ID: "node-b"}},
 		Shards: []records.ShardStatus{{ID: 0, Leader: "node-a", Term: 3, Local: "leader", Pushes: 42},
@@ -43,7 +43,7 @@ func TestHTTPServesStatusMetricsAndDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got Status[testSpec]
+	var got Status
 	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestHTTPServesStatusMetricsAndDashboard(t *testing.T) {
 	if res, _ := http.Get(srv.URL + "/status?ready"); res.StatusCode != http.StatusOK {
 		t.Fatalf("/status?ready of a training node: %d", res.StatusCode)
 	}
-	joining := httptest.NewServer(NewHTTPHandler(func() Status[testSpec] { s := sampleStatus(); s.Phase = "joining"; return s }, m))
+	joining := httptest.NewServer(NewHTTPHandler(func() Status { s := sampleStatus(); s.Phase = "joining"; return s }, m))
 	defer joining.Close()
 	if res, _ := http.Get(joining.URL + "/status?ready"); res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("/status?ready of a joining node: %d, want 503", res.StatusCode)
@@ -172,7 +172,7 @@ func TestMetricsPassPromtool(t *testing.T) {
 // TestStatusWithNonFiniteValuesIsValidJSON: a diverging job's NaN and ±Inf
 // are null in /status, which stays a 200 with a valid body.
 func TestStatusWithNonFiniteValuesIsValidJSON(t *testing.T) {
-	status := func() Status[testSpec] {
+	status := func() Status {
 		s := sampleStatus()
 		s.Worker.Loss = math.NaN()
 		s.Worker.ItersPerSec = math.Inf(1)
@@ -198,7 +198,7 @@ func TestStatusWithNonFiniteValuesIsValidJSON(t *testing.T) {
 	if w["loss"] != nil || w["iters_per_sec"] != nil || e["loss"] != nil || e["diverged"] != true || w["iter"] != 12.0 || e["accuracy"] != 0.91 {
 		t.Fatalf("worker %v, eval %v", w, e)
 	}
-	var got Status[testSpec]
+	var got Status
 	if err := json.Unmarshal(body, &got); err != nil || got.Node != "node-a" || got.Worker.Iter != 12 {
 		t.Fatalf("decode: %v %+v", err, got)
 	}

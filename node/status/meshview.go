@@ -157,7 +157,7 @@ func (v *View) keep(live []mesh.NodeID) {
 // what the other members said: every shard this node does not host, the
 // clock table when this node leads no shard, and every member's worker.
 // Whatever comes from a peer names it and says how old it is.
-func Fill[S any](v *View, s *Status[S]) {
+func (v *View) Fill(s *Status) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	age := func(at time.Time) float64 { return max(0, s.Now.Sub(at).Seconds()) }

@@ -24,10 +24,10 @@ func TestMeshViewFillsShardsNotHostedHereAndMarksTheirAge(t *testing.T) {
 		Worker:  &records.LocalWorker{Iter: 6, ComputeSeconds: 3, WaitSeconds: 1, ItersPerSec: 2},
 	}, t0.Add(-3*time.Second))
 
-	s := Status[testSpec]{Node: "node-a", Now: t0,
+	s := Status{Node: "node-a", Now: t0,
 		Shards: []records.ShardStatus{{ID: 0, Leader: "node-a", Term: 1, Local: "leader"}, {ID: 1}, {ID: 2}, {ID: 3}},
 		Worker: &records.LocalWorker{Iter: 5}}
-	Fill(&v, &s)
+	v.Fill(&s)
 
 	if sh := s.Shards[0]; sh.From != "" || sh.Leader != "node-a" {
 		t.Errorf("a local replica must not be overwritten: %+v", sh)
@@ -46,8 +46,8 @@ func TestMeshViewFillsShardsNotHostedHereAndMarksTheirAge(t *testing.T) {
 	}
 
 	v.keep([]mesh.NodeID{"node-a", "node-b"})
-	s = Status[testSpec]{Node: "node-a", Now: t0, Shards: []records.ShardStatus{{ID: 1}}, Workers: []records.WorkerStatus{{ID: "node-a"}}}
-	Fill(&v, &s)
+	s = Status{Node: "node-a", Now: t0, Shards: []records.ShardStatus{{ID: 1}}, Workers: []records.WorkerStatus{{ID: "node-a"}}}
+	v.Fill(&s)
 	if sh := s.Shards[0]; sh.Leader != "node-x" || sh.From != "node-b" {
 		t.Errorf("after node-c is gone, shard 1 from node-b's answer: %+v", sh)
 	}
@@ -127,7 +127,7 @@ func TestLeaderWatchRecordsChangesNotFirstSightings(t *testing.T) {
 func TestMetricsExportOnlyTheClockTableThisNodeHolds(t *testing.T) {
 	s := sampleStatus()
 	s.WorkersFrom, s.WorkersAgeSeconds = "node-b", 1
-	fams, err := NewMetrics(func() Status[testSpec] { return s }).Registry.Gather()
+	fams, err := NewMetrics(func() Status { return s }).Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

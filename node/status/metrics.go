@@ -36,7 +36,7 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
 
 // NewMetrics builds the registry; status is called on every scrape and must
 // be safe for concurrent use.
-func NewMetrics[S any](status func() Status[S]) *Metrics {
+func NewMetrics(status func() Status) *Metrics {
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "dssp", Name: name, Help: help})
 	}
@@ -65,7 +65,7 @@ func NewMetrics[S any](status func() Status[S]) *Metrics {
 	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Retries, m.Evals, m.Refused,
 		m.PushSeconds, m.GateHoldSeconds, m.RaftApplySeconds, m.EvalSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&statusCollector[S]{status: status}, libCollector{})
+		&statusCollector{status: status}, libCollector{})
 	return m
 }
 
@@ -90,9 +90,9 @@ var (
 	descPredicted = prometheus.NewDesc("dssp_local_worker_predicted_compute_seconds", "Under --balance: the balancer's predicted compute time of this worker's batch (its predicted finish after the iteration starts).", nil, nil)
 )
 
-type statusCollector[S any] struct{ status func() Status[S] }
+type statusCollector struct{ status func() Status }
 
-func (c *statusCollector[S]) Describe(ch chan<- *prometheus.Desc) {
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMembers, descClock, descGap, descGrant, descWaiting, descLeader,
 		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descIter, descInsecure, descRefused, descOffender,
 		descBatch, descPredicted} {
@@ -100,7 +100,7 @@ func (c *statusCollector[S]) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (c *statusCollector[S]) Collect(ch chan<- prometheus.Metric) {
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.status()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)

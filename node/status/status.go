@@ -3,14 +3,14 @@ package status
 import (
 	"time"
 
+	"dsspmesh/node/job"
 	"dsspmesh/node/records"
 )
 
 // Status is a node's view of the mesh, served as JSON at /status, rendered
 // by the dashboard and `dssp status`, polled by `dssp up`, and the source of
-// most Prometheus metrics (so the two never disagree). S is the job
-// spec's type (node.JobSpec): this room serves it and never reads it.
-type Status[S any] struct {
+// most Prometheus metrics (so the two never disagree).
+type Status struct {
 	Node    string    `json:"node"`
 	Gossip  string    `json:"gossip"`
 	QUIC    string    `json:"quic"`
@@ -18,7 +18,7 @@ type Status[S any] struct {
 	Now     time.Time `json:"now"`
 	// Phase is joining, training, leaving or stopped.
 	Phase   string         `json:"phase"`
-	Spec    *S             `json:"spec,omitempty"`
+	Spec    *job.Spec      `json:"spec,omitempty"`
 	Policy  string         `json:"policy,omitempty"`
 	Members []MemberStatus `json:"members"`
 	// Shards lists every shard of the job. Those this node hosts are
