@@ -6,9 +6,11 @@
 // shard manager: replicas, placement, reconcile), node/status (what a
 // node shows: /status, /metrics, the dashboard, events, the mesh view,
 // the debug history) and node/eval (model snapshots, the evaluation,
-// checkpoints), with the records they share in node/records. No room
-// imports node or another room (repo_test.go's mayImport), and inside a
-// room no file-to-file arrow goes back up (rooms_test.go).
+// checkpoints), with the records they share in node/records and the job
+// spec in node/job (node keeps aliases such as [JobSpec] and [Status] for
+// its callers). No room imports node or another room (repo_test.go's
+// mayImport), and inside node and each room no file-to-file arrow goes
+// back up (rooms_test.go).
 //
 // A node started with --train=false only hosts shards: it loads the model
 // (for its size and initial θ) but no dataset and runs no worker.
