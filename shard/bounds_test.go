@@ -1,0 +1,212 @@
+package shard
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"dsspmesh/shardapi"
+)
+
+// decaySpec is a shard of n values under the node's default schedule
+// (0.85 every 60 000 samples) at a constant gate.
+func decaySpec(n int) shardapi.Spec {
+	s := testSpec(n, "asp")
+	s.Optimizer.Schedule = shardapi.Schedule{LR: 0.01, Gamma: 0.85, StepSamples: 60000}
+	return s
+}
+
+// TestSampleCountOverflowCannotBrickTheShard is the attack of a member
+// that pushes zero gradients claiming 2^62 samples each: two of them used
+// to wrap the replicated sample count negative, the schedule's rate became
+// +Inf and every later push was refused non-finite-step, for good (the
+// count is in every snapshot and the log replays it). The claims are now
+// refused as out of the job's bounds, the count and the rate stay in
+// their domain, an honest push after them is applied, and a replica
+// restored from a snapshot or replaying the log decides alike.
+func TestSampleCountOverflowCannotBrickTheShard(t *testing.T) {
+	spec := decaySpec(4)
+	h := newFSMHarness(t, spec, []float32{1, 2, 3, 4})
+	log := [][]byte{}
+	apply := func(data []byte, err error) shardapi.Applied {
+		t.Helper()
+		log = append(log, data)
+		return h.apply(data, err)
+	}
+	apply(encodeWorker(entryAddWorker, "a", 0))
+	zero := gradBytes(make([]float32, 4))
+	for i := range int64(2) {
+		apply(encodePushes([]Push{{PushMeta: meta("a", i, 1<<62), Grad: zero}}))
+	}
+	st := h.f.Status()
+	if st.Samples < 0 {
+		t.Errorf("the global sample count wrapped: %d", st.Samples)
+	}
+	if r := spec.Optimizer.Schedule.Rate(st.Samples); math.IsInf(r, 0) || math.IsNaN(r) {
+		t.Errorf("rate after %d samples is %g", st.Samples, r)
+	}
+	// The honest worker goes on at its clock.
+	c, _ := h.f.gate.Clock("a")
+	a := apply(encodePushes([]Push{{PushMeta: meta("a", c, 32), Grad: gradBytes([]float32{1, 1, 1, 1})}}))
+	if !a.Pushes[0].Applied {
+		t.Fatalf("an honest push after the attack: %v", a.Pushes[0].Err)
+	}
+	want := h.f.StateHash()
+
+	// Replay of the whole log on a fresh replica.
+	r := newFSMHarness(t, spec, []float32{1, 2, 3, 4})
+	for _, b := range log {
+		r.apply(b, nil)
+	}
+	if r.f.StateHash() != want {
+		t.Fatal("a replica replaying the log disagrees")
+	}
+	// Restore from a snapshot, then one more honest push on both.
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := snap.Persist(&memSink{Buffer: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	g := NewFSM(spec.Shard, nil)
+	if err := g.Restore(nopCloser{&buf}); err != nil {
+		t.Fatal(err)
+	}
+	next := encodePushesOrDie(t, []Push{{PushMeta: meta("a", c+1, 32), Grad: gradBytes([]float32{1, 1, 1, 1})}})
+	a = h.apply(next, nil)
+	b := g.Apply(&raft.Log{Index: h.index, Type: raft.LogCommand, Data: next}).(shardapi.Applied)
+	if !a.Pushes[0].Applied || !b.Pushes[0].Applied {
+		t.Fatalf("after restore: %v / %v", a.Pushes[0].Err, b.Pushes[0].Err)
+	}
+	if h.f.StateHash() != g.StateHash() {
+		t.Fatal("the restored replica disagrees")
+	}
+}
+
+func encodePushesOrDie(t *testing.T, ps []Push) []byte {
+	t.Helper()
+	b, err := encodePushes(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestCountersSaturate: a replicated count at its bound stays there; the
+// schedule's rate stays finite at the saturated count and at a negative
+// one (a snapshot written by a build whose count wrapped recovers).
+func TestCountersSaturate(t *testing.T) {
+	spec := decaySpec(2)
+	h := newFSMHarness(t, spec, []float32{0, 0})
+	h.apply(encodeWorker(entryAddWorker, "a", 0))
+	h.f.samples, h.f.pushes = math.MaxInt64-10, math.MaxUint64
+	a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 32), Grad: gradBytes([]float32{1, 1})}}))
+	if !a.Pushes[0].Applied {
+		t.Fatal(a.Pushes[0].Err)
+	}
+	st := h.f.Status()
+	if st.Samples != math.MaxInt64 || st.Pushes != math.MaxUint64 {
+		t.Fatalf("samples %d, pushes %d: want both saturated", st.Samples, st.Pushes)
+	}
+	sch := spec.Optimizer.Schedule
+	for _, n := range []int64{math.MinInt64, -1, 0, 1 << 40, math.MaxInt64} {
+		if r := sch.Rate(n); math.IsNaN(r) || r < 0 || r > sch.LR {
+			t.Errorf("rate after %d samples: %g, want in [0, %g]", n, r, sch.LR)
+		}
+	}
+	if r := sch.Rate(-1); r != sch.LR {
+		t.Errorf("rate at a negative count %g, want the initial %g", r, sch.LR)
+	}
+	h.f.samples = -5 // as restored from a snapshot of a count that wrapped
+	a = h.apply(encodePushes([]Push{{PushMeta: meta("a", 1, 32), Grad: gradBytes([]float32{1, 1})}}))
+	if !a.Pushes[0].Applied {
+		t.Fatalf("a push at a negative count: %v", a.Pushes[0].Err)
+	}
+	if got := satMulAdd(1, math.MaxInt64/2, 3); got != math.MaxInt64 {
+		t.Errorf("satMulAdd overflow: %d", got)
+	}
+}
+
+// TestAddWorkerClockBounded: an AddWorker from a clock beyond
+// shardapi.MaxIter is refused on every replica, so no clock approaches the
+// wrap of int64 (a worker's clock + 1, t_max + lead, a data position).
+func TestAddWorkerClockBounded(t *testing.T) {
+	h := newFSMHarness(t, testSpec(2, "asp"), []float32{0, 0})
+	a := h.apply(encodeWorker(entryAddWorker, "a", math.MaxInt64))
+	var rej *shardapi.RejectError
+	if !errors.As(a.Err, &rej) || rej.Reason != shardapi.ReasonOutOfBounds {
+		t.Fatalf("AddWorker from MaxInt64: %+v", a)
+	}
+	if _, ok := h.f.gate.Clock("a"); ok {
+		t.Fatal("the worker was added")
+	}
+	if a := h.apply(encodeWorker(entryAddWorker, "a", shardapi.MaxIter)); a.Err != nil || a.StartClock != shardapi.MaxIter {
+		t.Fatalf("AddWorker at the bound: %+v", a)
+	}
+}
+
+// TestExtremeGradientRefusedByDefault is the attack of a member that
+// pushes one finite but extreme gradient (3e38, or 1e4, in every value):
+// applied, it destroyed the model. Under a spec that names no outlier
+// factor the leader refuses it as a norm outlier once the shard has seen
+// minNormSamples honest pushes, and a gradient on a push of no samples
+// is refused whatever its size; the parameters stay the honest pushes'.
+func TestExtremeGradientRefusedByDefault(t *testing.T) {
+	const n = 16
+	c := newCluster(t, 9)
+	ids := c.bootZeros(1, n, "asp")
+	honest, mallory := c.client("w1", ids), c.client("mallory", ids)
+	for _, cl := range []*shardapi.Client{honest, mallory} {
+		if _, err := cl.AddWorker(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var params []float32
+	for i := range int64(minNormSamples) {
+		r, err := honest.Push(context.Background(), shardapi.Push{Iter: i, Samples: 32, ComputeNs: 1, Payload: honest.Encode(gradFor("w1", i, n), 32)})
+		if err != nil {
+			t.Fatalf("honest push %d: %v", i, err)
+		}
+		params = r.Params
+	}
+	fill := func(x float32) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = x
+		}
+		return v
+	}
+	for _, a := range []struct {
+		name    string
+		grad    []float32
+		samples int64
+		want    shardapi.Reason
+	}{
+		{"3e38 in every value", fill(3e38), 32, shardapi.ReasonOutlier},
+		{"1e4 in every value", fill(1e4), 32, shardapi.ReasonOutlier},
+		{"1e4 in every value, no samples", fill(1e4), 0, shardapi.ReasonOutOfBounds},
+		{"one value of 1e-3, no samples", append(fill(0)[:n-1], 1e-3), 0, shardapi.ReasonOutOfBounds},
+	} {
+		_, err := mallory.Push(context.Background(), shardapi.Push{Iter: 0, Samples: a.samples, ComputeNs: 1, Payload: mallory.Encode(a.grad, a.samples)})
+		wantReason(t, a.name, err, a.want)
+	}
+	leader := c.waitLeader("")
+	if got := leader.FSM().Params(nil); !slices.Equal(got, params) {
+		t.Fatalf("parameters moved by refused pushes: %v, want %v", got, params)
+	}
+	if r := leader.Status().Service.Refused["mallory"]; r.Outliers != 4 {
+		t.Errorf("mallory's refusals: %+v", r)
+	}
+	// The zero push of a join is a fetch, not refused.
+	if _, err := mallory.Push(context.Background(), shardapi.Push{Iter: 0, Payload: mallory.Encode(make([]float32, n), 0)}); err != nil {
+		t.Fatalf("a join's zero push: %v", err)
+	}
+}
