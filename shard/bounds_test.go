@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
 
+	"dsspmesh/clock"
 	"dsspmesh/shardapi"
 )
 
@@ -208,5 +213,84 @@ func TestExtremeGradientRefusedByDefault(t *testing.T) {
 	// The zero push of a join is a fetch, not refused.
 	if _, err := mallory.Push(context.Background(), shardapi.Push{Iter: 0, Payload: mallory.Encode(make([]float32, n), 0)}); err != nil {
 		t.Fatalf("a join's zero push: %v", err)
+	}
+}
+
+// TestOutlierRuleRefusesNoHonestPush feeds the default outlier rule the
+// recorded norms of an honest run (testdata/honest_norms.txt, written by
+// testdata/honestnorms: the MLP on MNIST, four workers three steps stale,
+// 800 pushes a scenario, at a fixed batch and at balance's batches of 8
+// to 152) on each of three shards, each with its own leader's window:
+// none is refused. The highest ratio of a push's norm to the recent
+// median is logged; it is far below DefaultOutlierFactor. After each
+// history a push of 1e4 in every value is refused.
+func TestOutlierRuleRefusesNoHonestPush(t *testing.T) {
+	b, err := os.ReadFile("testdata/honest_norms.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type push struct {
+		samples int64
+		norms   []float64
+	}
+	runs := map[string][]push{}
+	var name string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if n, ok := strings.CutPrefix(l, "# "); ok {
+			name = n
+			continue
+		}
+		f := strings.Fields(l)
+		var p push
+		p.samples, _ = strconv.ParseInt(f[0], 10, 64)
+		for _, x := range f[1:] {
+			v, err := strconv.ParseFloat(x, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.norms = append(p.norms, v)
+		}
+		runs[name] = append(runs[name], p)
+	}
+	if len(runs["fixed"]) != 800 || len(runs["balance"]) != 800 {
+		t.Fatalf("recorded runs: %d fixed, %d balance pushes", len(runs["fixed"]), len(runs["balance"]))
+	}
+	const n = 16
+	vec := func(norm float64) []byte { // n equal values of that norm
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(norm / math.Sqrt(n))
+		}
+		return gradBytes(v)
+	}
+	for name, pushes := range runs {
+		spec := testSpec(n, "asp")
+		if name == "balance" {
+			spec.BalanceBase = 64
+		}
+		weight := func(p push) float64 { return 1 }
+		if spec.BalanceBase > 0 {
+			weight = func(p push) float64 { return float64(p.samples) / float64(spec.BalanceBase) }
+		}
+		for s := range pushes[0].norms {
+			h := newHygiene()
+			refused, worst := 0, 0.0
+			for i, p := range pushes {
+				h.mu.Lock()
+				med, ok := h.medianLocked()
+				h.mu.Unlock()
+				if ok {
+					worst = max(worst, p.norms[s]*weight(p)/med)
+				}
+				if r, d := h.check(clock.WorkerID(fmt.Sprint("w", i%4)), spec, vec(p.norms[s]), p.samples); r != 0 {
+					refused++
+					t.Errorf("%s shard %d push %d refused: %s %s", name, s, i, r, d)
+				}
+			}
+			t.Logf("%s, shard %d: %d pushes, %d refused, highest norm / recent median %.2f (factor %g)", name, s, len(pushes), refused, worst, spec.Outlier())
+			if r, _ := h.check("mallory", spec, vec(1e4*math.Sqrt(n)), 64); r != shardapi.ReasonOutlier {
+				t.Errorf("%s shard %d: 1e4 in every value: %s", name, s, r)
+			}
+		}
 	}
 }
