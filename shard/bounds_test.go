@@ -141,8 +141,9 @@ func TestCountersSaturate(t *testing.T) {
 }
 
 // TestAddWorkerClockBounded: an AddWorker from a clock beyond
-// shardapi.MaxIter is refused on every replica, so no clock approaches the
-// wrap of int64 (a worker's clock + 1, t_max + lead, a data position).
+// shardapi.MaxIter is refused by the leader before it is proposed and by
+// every replica as it applies one, so no clock approaches the wrap of
+// int64 (a worker's clock + 1, t_max + lead, a data position).
 func TestAddWorkerClockBounded(t *testing.T) {
 	h := newFSMHarness(t, testSpec(2, "asp"), []float32{0, 0})
 	a := h.apply(encodeWorker(entryAddWorker, "a", math.MaxInt64))
@@ -155,6 +156,17 @@ func TestAddWorkerClockBounded(t *testing.T) {
 	}
 	if a := h.apply(encodeWorker(entryAddWorker, "a", shardapi.MaxIter)); a.Err != nil || a.StartClock != shardapi.MaxIter {
 		t.Fatalf("AddWorker at the bound: %+v", a)
+	}
+
+	// A member asking for it is refused by name, and nothing is proposed.
+	c := newCluster(t, 11)
+	ids := c.bootZeros(1, 2, "asp")
+	leader := c.waitLeader("")
+	before := leader.FSM().AppliedIndex()
+	_, err := c.client("mallory", ids).AddWorker(context.Background(), math.MaxInt64)
+	wantReason(t, "AddWorker from MaxInt64 at the service", err, shardapi.ReasonOutOfBounds)
+	if got := leader.FSM().AppliedIndex(); got != before {
+		t.Errorf("applied index %d → %d: the refused AddWorker was proposed", before, got)
 	}
 }
 

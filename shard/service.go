@@ -591,10 +591,13 @@ func (s *service) handleMembership(c *workerConn, req shardapi.Request) {
 		err = s.r.RemoveWorker(s.r.ctx, req.Worker)
 	}
 	var nl *shardapi.NotLeaderError
+	var rej *shardapi.RejectError
 	switch {
 	// Replies echo Iter (an AddWorker's from): the client matches on it.
 	case errors.As(err, &nl):
 		s.send(c, shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyNotLeader, Leader: string(nl.Leader)}, nil)
+	case errors.As(err, &rej):
+		s.reject(c, req.Op, req.PushID, rej.Reason, rej.Detail)
 	case err != nil:
 		s.send(c, shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
 	default:
