@@ -306,3 +306,28 @@ func TestOutlierRuleRefusesNoHonestPush(t *testing.T) {
 		}
 	}
 }
+
+// TestSamplesBoundedByTheJobsBatch: a spec that names the job's batch
+// bounds a push's samples by it (without the balance layer); under the
+// balance layer the bound is MaxBalanceWorkers × the base batch.
+func TestSamplesBoundedByTheJobsBatch(t *testing.T) {
+	spec := testSpec(2, "asp")
+	spec.Batch = 8
+	h := newFSMHarness(t, spec, []float32{0, 0})
+	h.apply(encodeWorker(entryAddWorker, "a", 0))
+	g := gradBytes([]float32{1, 1})
+	a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 9), Grad: g}}))
+	wantReason(t, "9 samples in a job of batch 8", a.Pushes[0].Err, shardapi.ReasonOutOfBounds)
+	if a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 8), Grad: g}})); !a.Pushes[0].Applied {
+		t.Fatalf("8 samples: %v", a.Pushes[0].Err)
+	}
+
+	spec.BalanceBase = 8
+	h = newFSMHarness(t, spec, []float32{0, 0})
+	h.apply(encodeWorker(entryAddWorker, "a", 0))
+	if a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 8*shardapi.MaxBalanceWorkers), Grad: g}})); !a.Pushes[0].Applied {
+		t.Fatalf("balance, the bound: %v", a.Pushes[0].Err)
+	}
+	a = h.apply(encodePushes([]Push{{PushMeta: meta("a", 1, 8*shardapi.MaxBalanceWorkers+1), Grad: g}}))
+	wantReason(t, "balance, one above the bound", a.Pushes[0].Err, shardapi.ReasonOutOfBounds)
+}

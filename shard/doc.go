@@ -103,10 +103,11 @@
 // Every field of a push that reaches the FSM is bounded by constants or by
 // the replicated spec, so every replica decides alike
 // ([shardapi.ReasonOutOfBounds]): samples at most Spec.MaxPushSamples
-// ([shardapi.MaxBatch], 65 536, the bound of the job's batch; under the
-// balance layer, which may give one worker up to the global batch of the
-// job's batch × the workers present, [shardapi.MaxBalanceWorkers] (256) ×
-// BalanceBase), an iteration — and an
+// (the job's batch, Spec.Batch, or [shardapi.MaxBatch], 65 536, the bound
+// of any job's batch, for a spec that names none; under the balance layer,
+// which may give one worker up to the global batch of the job's batch ×
+// the workers present, [shardapi.MaxBalanceWorkers] (256) × BalanceBase),
+// an iteration — and an
 // AddWorker's clock — at most [shardapi.MaxIter] (2^40), a compute time at
 // most [shardapi.MaxComputeNs] (a day), and no gradient on a push of no
 // samples (a join's fetch carries zeros). Every replicated counter

@@ -96,6 +96,10 @@ type Spec struct {
 	// each push's gradient is weighted by its samples / BalanceBase (the
 	// job's per-worker batch), and shard 0 sizes every worker's batch.
 	BalanceBase int64 `msgpack:"bb,omitempty"`
+	// Batch is the job's per-worker batch: without the balance layer no
+	// push may claim more samples (MaxPushSamples). 0 (a spec written
+	// without it) is MaxBatch.
+	Batch int64 `msgpack:"bt,omitempty"`
 	// Precision is the layout of the gradients pushed, on the wire and in
 	// the log, and, through Precision.Params and Precision.Sums, of the
 	// parameter slices an OK reply carries and of a leader's summed
@@ -165,12 +169,16 @@ const (
 )
 
 // MaxPushSamples is the most samples one push may claim in a job of spec
-// s: MaxBatch, or MaxBalanceWorkers × BalanceBase under the balance layer.
-// Samples feed the replicated sample count (the schedule's input) and, under
-// the balance layer, the weight of the push's gradient.
+// s: MaxBalanceWorkers × BalanceBase under the balance layer, else Batch
+// (MaxBatch when the spec names none). Samples feed the replicated sample
+// count (the schedule's input) and, under the balance layer, the weight
+// of the push's gradient.
 func (s Spec) MaxPushSamples() int64 {
-	if s.BalanceBase > 0 {
+	switch {
+	case s.BalanceBase > 0:
 		return MaxBalanceWorkers * s.BalanceBase
+	case s.Batch > 0:
+		return s.Batch
 	}
 	return MaxBatch
 }
@@ -191,6 +199,9 @@ func (s Spec) Validate() error {
 	}
 	if f := s.OutlierFactor; f != 0 && !(f >= MinOutlierFactor && f <= MaxOutlierFactor) {
 		return fmt.Errorf("shard: Spec.OutlierFactor %g must be 0 (the default, %g) or in [%g, %g]", f, float64(DefaultOutlierFactor), float64(MinOutlierFactor), float64(MaxOutlierFactor))
+	}
+	if s.Batch < 0 || s.Batch > MaxBatch {
+		return fmt.Errorf("shard: Spec.Batch %d must be 0 (unnamed) or in [1, %d]", s.Batch, MaxBatch)
 	}
 	if s.BalanceBase < 0 || s.BalanceBase > MaxBatch {
 		return fmt.Errorf("shard: Spec.BalanceBase %d must be 0 (off) or in [1, 65536]", s.BalanceBase)

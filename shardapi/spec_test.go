@@ -53,6 +53,10 @@ func TestSpecBounds(t *testing.T) {
 	if s.Outlier() != DefaultOutlierFactor || s.MaxPushSamples() != MaxBatch {
 		t.Errorf("outlier factor %g, samples a push %d", s.Outlier(), s.MaxPushSamples())
 	}
+	s.Batch = 32
+	if s.MaxPushSamples() != 32 {
+		t.Errorf("samples a push %d, want the job's batch", s.MaxPushSamples())
+	}
 	s.OutlierFactor, s.BalanceBase = 7, 64
 	if s.Outlier() != 7 || s.MaxPushSamples() != MaxBalanceWorkers*64 {
 		t.Errorf("outlier factor %g, samples a push %d", s.Outlier(), s.MaxPushSamples())
