@@ -235,9 +235,14 @@ func TestExtremeGradientRefusedByDefault(t *testing.T) {
 // to 152) on each of three shards, each with its own leader's window:
 // none is refused. The highest ratio of a push's norm to the recent
 // median is logged; it is far below DefaultOutlierFactor. After each
-// history a push of 1e4 in every value is refused.
+// history a push of 1e4 in every value is refused. DSSP_HONEST_NORMS names
+// another recording of testdata/honestnorms to read instead.
 func TestOutlierRuleRefusesNoHonestPush(t *testing.T) {
-	b, err := os.ReadFile("testdata/honest_norms.txt")
+	path, other := os.LookupEnv("DSSP_HONEST_NORMS")
+	if !other {
+		path = "testdata/honest_norms.txt"
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +269,7 @@ func TestOutlierRuleRefusesNoHonestPush(t *testing.T) {
 		}
 		runs[name] = append(runs[name], p)
 	}
-	if len(runs["fixed"]) != 800 || len(runs["balance"]) != 800 {
+	if !other && (len(runs["fixed"]) != 800 || len(runs["balance"]) != 800) {
 		t.Fatalf("recorded runs: %d fixed, %d balance pushes", len(runs["fixed"]), len(runs["balance"]))
 	}
 	const n = 16
