@@ -336,3 +336,22 @@ func TestSamplesBoundedByTheJobsBatch(t *testing.T) {
 	a = h.apply(encodePushes([]Push{{PushMeta: meta("a", 1, 8*shardapi.MaxBalanceWorkers+1), Grad: g}}))
 	wantReason(t, "balance, one above the bound", a.Pushes[0].Err, shardapi.ReasonOutOfBounds)
 }
+
+// TestJoinsZeroPushPassesInEveryPrecision: a worker's fetch (a push of no
+// samples with the encoder's zero payload, node/worker.go) is applied in
+// every wire precision, so the zero-gradient rule refuses no join.
+func TestJoinsZeroPushPassesInEveryPrecision(t *testing.T) {
+	for _, p := range []shardapi.Precision{shardapi.FP32, shardapi.BF16, shardapi.INT8} {
+		spec := testSpec(300, "asp")
+		spec.Precision = p
+		h := newFSMHarness(t, spec, make([]float32, 300))
+		h.apply(encodeWorker(entryAddWorker, "a", 0))
+		zero := shardapi.NewEncoder(p, 300).Zero()
+		if r, d := newHygiene().check("a", spec, zero, 0); r != 0 {
+			t.Errorf("%s: the leader refuses a join's zero push: %s %s", p, r, d)
+		}
+		if a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 0), Grad: zero}})); !a.Pushes[0].Applied {
+			t.Errorf("%s: a join's zero push: %v", p, a.Pushes[0].Err)
+		}
+	}
+}
