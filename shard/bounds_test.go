@@ -172,10 +172,12 @@ func TestAddWorkerClockBounded(t *testing.T) {
 
 // TestExtremeGradientRefusedByDefault is the attack of a member that
 // pushes one finite but extreme gradient (3e38, or 1e4, in every value):
-// applied, it destroyed the model. Under a spec that names no outlier
-// factor the leader refuses it as a norm outlier once the shard has seen
-// minNormSamples honest pushes, and a gradient on a push of no samples
-// is refused whatever its size; the parameters stay the honest pushes'.
+// applied, it destroyed the model. As the shard's first push 3e38 is
+// refused by every replica's step check (a parameter would reach 2^64).
+// Under a spec that names no outlier factor the leader refuses both as
+// norm outliers once the shard has seen minNormSamples honest pushes, and
+// a gradient on a push of no samples is refused whatever its size; the
+// parameters stay the honest pushes'.
 func TestExtremeGradientRefusedByDefault(t *testing.T) {
 	const n = 16
 	c := newCluster(t, 9)
@@ -186,6 +188,17 @@ func TestExtremeGradientRefusedByDefault(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	fill := func(x float32) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = x
+		}
+		return v
+	}
+	// Before any history the outlier rule cannot judge; the step's
+	// domain (no parameter at ±2^64 or beyond) refuses 3e38 on every replica.
+	_, err := mallory.Push(context.Background(), shardapi.Push{Iter: 0, Samples: 32, ComputeNs: 1, Payload: mallory.Encode(fill(3e38), 32)})
+	wantReason(t, "3e38 in every value as the shard's first push", err, shardapi.ReasonNonFiniteStep)
 	var params []float32
 	for i := range int64(minNormSamples) {
 		r, err := honest.Push(context.Background(), shardapi.Push{Iter: i, Samples: 32, ComputeNs: 1, Payload: honest.Encode(gradFor("w1", i, n), 32)})
@@ -193,13 +206,6 @@ func TestExtremeGradientRefusedByDefault(t *testing.T) {
 			t.Fatalf("honest push %d: %v", i, err)
 		}
 		params = r.Params
-	}
-	fill := func(x float32) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = x
-		}
-		return v
 	}
 	for _, a := range []struct {
 		name    string
@@ -353,5 +359,25 @@ func TestJoinsZeroPushPassesInEveryPrecision(t *testing.T) {
 		if a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 0), Grad: zero}})); !a.Pushes[0].Applied {
 			t.Errorf("%s: a join's zero push: %v", p, a.Pushes[0].Err)
 		}
+	}
+}
+
+// TestStepStaysInTheParametersDomain: a step that would bring a parameter
+// or a velocity to ±2^64 (its square not finite in float32) is refused
+// like a non-finite one; just below it is applied.
+func TestStepStaysInTheParametersDomain(t *testing.T) {
+	spec := testSpec(1, "asp")
+	spec.Optimizer = shardapi.Optimizer{Kind: shardapi.SGD, Schedule: shardapi.Schedule{LR: 1, Gamma: 1}}
+	h := newFSMHarness(t, spec, []float32{0})
+	h.apply(encodeWorker(entryAddWorker, "a", 0))
+	edge := float32(math.Ldexp(1, 64))
+	below := math.Nextafter32(edge, 0)
+	a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 1), Grad: gradBytes([]float32{edge})}}))
+	wantReason(t, "a step to -2^64", a.Pushes[0].Err, shardapi.ReasonNonFiniteStep)
+	if a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 1), Grad: gradBytes([]float32{below})}})); !a.Pushes[0].Applied {
+		t.Fatalf("a step to just above -2^64: %v", a.Pushes[0].Err)
+	}
+	if !outOfDomain(float32(math.NaN())) || !outOfDomain(float32(math.Inf(-1))) || outOfDomain(-below) || !outOfDomain(-edge) {
+		t.Error("outOfDomain's edges")
 	}
 }

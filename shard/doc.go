@@ -143,7 +143,8 @@
 // that keeps sending them). The FSM checks again, deterministically, so a
 // replica never applies a non-finite entry whoever wrote it: a NaN/Inf
 // gradient, and a push whose optimizer step would make a parameter or
-// velocity non-finite ([shardapi.ReasonNonFiniteStep], computed with the step's own
+// velocity non-finite or bring it to ±2^64, whose square float32 cannot
+// hold ([shardapi.ReasonNonFiniteStep], computed with the step's own
 // float32 arithmetic), are refused alike on every replica; Init and
 // snapshots with non-finite parameters are refused. Restore reads at most
 // the snapshot its header describes plus one byte, and refuses a longer

@@ -189,7 +189,7 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 		// refused push changes nothing; it is pure arithmetic on the
 		// replicated state, so every replica decides alike.
 		if j := f.sumAndCheck(accepted == 0, lr); j >= 0 && !faults.On(faults.SkipNonFinite) {
-			r.Err = f.reject(p, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
+			r.Err = f.reject(p, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite or reach ±2^64 (learning rate %g)", j, lr))
 			continue
 		}
 		out, err := f.gate.Push(p.Worker, p.Iter, p.RecvNanos)
@@ -292,7 +292,7 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 		return fail(-1, shardapi.ReasonNonFinite, fmt.Sprintf("summed value %d is %v", i, f.grad[i]))
 	}
 	if j := f.sumAndCheck(true, lr); j >= 0 {
-		return fail(-1, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
+		return fail(-1, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite or reach ±2^64 (learning rate %g)", j, lr))
 	}
 	var samples int64
 	applied := 0
