@@ -18,11 +18,12 @@ import (
 // with an empty window. It also counts, per worker, what it refused and
 // how many refusals came in a row.
 //
-// The outlier rule (docs/design.md, "The outlier rule"): a push's norm is
-// that of the gradient the FSM applies, ‖g‖ × samples / BalanceBase under
-// the balance layer (which weights each gradient so), ‖g‖ otherwise;
-// pushes of no samples carry zeros (checkZeroSamples) and, like any push
-// of norm 0, neither count toward the median nor are checked against it.
+// The outlier rule (docs/design.md, "Bounds and the outlier rule"): a
+// push's norm is that of the gradient the FSM applies, ‖g‖ × samples /
+// BalanceBase under the balance layer (which weights each gradient so),
+// ‖g‖ otherwise; pushes of no samples carry zeros (checkZeroSamples) and,
+// like any push of norm 0, neither count toward the median nor are
+// checked against it.
 // The check waits for minNormSamples norms in the window of the last
 // normWindow: the first pushes a leader sees set the scale. The median
 // follows the norms down as training converges, and the default factor
