@@ -48,7 +48,8 @@ func (f *FSM) summable(ps []*Push, ok []bool) {
 // — and returns the entry's data. The pushes it puts in the group are
 // marked in flight until the completer clears them.
 func (s *service) group(batch []*Push) ([]*Push, []byte, error) {
-	n, prec, _ := s.r.fsm.pushLimits()
+	spec := s.r.fsm.pushLimits()
+	n, prec := spec.Len, spec.Precision
 	base := s.r.fsm.balanceBase()
 	ok := make([]bool, len(batch))
 	if s.r.cfg.SumBatches && len(batch) >= 2 && n > 0 && !faults.On(faults.SkipDedupe) && !faults.On(faults.SkipNonFinite) {

@@ -145,7 +145,7 @@ func (s *balanceState) record(g *clock.Gate) {
 	}
 	if n := len(s.versions); n > 0 {
 		last := s.versions[n-1]
-		v.Pos = last.Pos + (v.From-last.From)*last.Global
+		v.Pos = satMulAdd(last.Pos, v.From-last.From, last.Global)
 		if v.From <= last.From {
 			v.From, v.Pos = last.From, last.Pos
 			s.versions = s.versions[:n-1]
@@ -194,10 +194,10 @@ func (s *balanceState) assignment(w clock.WorkerID, t int64) *shardapi.Assignmen
 		}
 		a := &shardapi.Assignment{Iter: t, Version: v.Version, Batch: v.Batches[i], Pos: -1, Global: v.Global, PredictNs: v.Predict[i]}
 		if j == k && t >= v.From {
-			a.Pos = v.Pos + (t-v.From)*v.Global
+			a.Pos = satMulAdd(v.Pos, t-v.From, v.Global)
 			if !faults.On(faults.OverlapShares) { // broken builds only
 				for _, b := range v.Batches[:i] {
-					a.Pos += b
+					a.Pos = satAdd(a.Pos, b)
 				}
 			}
 		}

@@ -91,26 +91,60 @@
 // counted, and leaves the shard unchanged. One function (checkPush,
 // validate.go) holds the rules of a push's fields and length — a worker
 // named, no negative iteration, samples or compute time, the shard's
-// gradient length — and the leader's service (before proposing) and the
-// FSM (each push, alone or in a summed group) both apply it, with the same
-// reasons. Beyond it: NaN/Inf in the gradient (the leader's scan, the
-// FSM's decode), an unknown worker, an iteration from the future, a push
-// while the previous one is held, a shard not initialised. Bad frames from
-// a peer close that stream only.
+// gradient length, and the job's bounds — and the leader's service (before
+// proposing) and the FSM (each push, alone or in a summed group) both
+// apply it, with the same reasons. Beyond it: NaN/Inf in the gradient (the
+// leader's scan, the FSM's decode), an unknown worker, an iteration from
+// the future, a push while the previous one is held, a shard not
+// initialised. Bad frames from a peer close that stream only.
+//
+// # Replicated state stays in its domain
+//
+// Every field of a push that reaches the FSM is bounded by constants or by
+// the replicated spec, so every replica decides alike
+// ([shardapi.ReasonOutOfBounds]): samples at most Spec.MaxPushSamples
+// (the job's batch, Spec.Batch, or [shardapi.MaxBatch], 65 536, the bound
+// of any job's batch, for a spec that names none; under the balance layer,
+// which may give one worker up to the global batch of the job's batch ×
+// the workers present, [shardapi.MaxBalanceWorkers] (256) × BalanceBase),
+// an iteration — and an
+// AddWorker's clock — at most [shardapi.MaxIter] (2^40), a compute time at
+// most [shardapi.MaxComputeNs] (a day), and no gradient on a push of no
+// samples (a join's fetch carries zeros). Every replicated counter
+// saturates instead of wrapping (saturate.go): the global samples, pushes,
+// duplicates and rejections, and balance's data positions. The schedule's
+// rate ([shardapi.Schedule.Rate]) is finite and in [0, LR] for every count:
+// a negative count reads as 0, and a rate that decays below float32's
+// smallest value is 0 (the steps then leave θ as it is), the end of the
+// schedule, not an error; Init refuses an LR that float32 cannot hold.
+//
+// The outlier rule (hygiene.go), on by default: the leader refuses a push
+// whose norm — of the gradient the FSM applies, ‖g‖ × samples /
+// BalanceBase under the balance layer — exceeds Spec.Outlier (the spec's
+// OutlierFactor, [shardapi.DefaultOutlierFactor] = 100 when it names none;
+// it cannot be turned off) times the median of the last 64 non-zero norms
+// it accepted, once it holds 16 ([shardapi.ReasonOutlier]). Recorded
+// honest runs reach 5.2× the median on MNIST and 28× on synthetic-mnist
+// converged (TestOutlierRuleRefusesNoHonestPush; docs/design.md).
+// The window is the leader's own: a new leader checks nothing until its
+// first 16 pushes have set the scale, and a push at the factor is applied,
+// so one member's pull on the parameters is bounded a push, not removed.
 //
 // # Every peer acts only as itself; parameters stay finite
 //
 // A push, add-worker or remove-worker request must name as its worker the
 // node the stream's TLS certificate authenticates (mesh.Stream.Peer), or it
 // is refused with [shardapi.ReasonNotPeer]. Before proposing a push the leader
-// refuses a gradient holding NaN or ±Inf ([shardapi.ReasonNonFinite]) and, when
-// Spec.OutlierFactor is set, one whose norm exceeds that factor times the
-// median of the shard's recent norms ([shardapi.ReasonOutlier]); it counts both per
+// refuses a gradient holding NaN or ±Inf ([shardapi.ReasonNonFinite]), a
+// gradient on a push of no samples, and one whose norm exceeds the outlier
+// factor times the median of the shard's recent norms
+// ([shardapi.ReasonOutlier], above); it counts them per
 // worker ([shardapi.ServiceStats].Refused, with the streak that marks a worker
 // that keeps sending them). The FSM checks again, deterministically, so a
 // replica never applies a non-finite entry whoever wrote it: a NaN/Inf
 // gradient, and a push whose optimizer step would make a parameter or
-// velocity non-finite ([shardapi.ReasonNonFiniteStep], computed with the step's own
+// velocity non-finite or bring it to ±2^64, whose square float32 cannot
+// hold ([shardapi.ReasonNonFiniteStep], computed with the step's own
 // float32 arithmetic), are refused alike on every replica; Init and
 // snapshots with non-finite parameters are refused. Restore reads at most
 // the snapshot its header describes plus one byte, and refuses a longer

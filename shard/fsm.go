@@ -34,8 +34,8 @@ type FSM struct {
 	velocity    []float32 // nil for SGD
 	gate        *clock.Gate
 	bal         *balanceState // shard 0 with Spec.BalanceBase > 0 (balance.go)
-	samples     int64         // global samples applied: the schedule's input
-	pushes      uint64
+	samples     int64         // global samples applied: the schedule's input; saturates (satAdd)
+	pushes      uint64        // saturates, as every counter here
 	duplicates  uint64
 	rejected    [shardapi.NumReasons]uint64
 	lastIndex   uint64
@@ -94,7 +94,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		// Only a leader of another build could have written it; every
 		// replica skips it alike.
 		out.Kind, out.Err = "rejected", err
-		f.rejected[shardapi.ReasonBadRequest]++
+		f.rejected[shardapi.ReasonBadRequest] = satAddU(f.rejected[shardapi.ReasonBadRequest], 1)
 	} else {
 		switch e.kind {
 		case entryInit:
@@ -189,7 +189,7 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 		// refused push changes nothing; it is pure arithmetic on the
 		// replicated state, so every replica decides alike.
 		if j := f.sumAndCheck(accepted == 0, lr); j >= 0 && !faults.On(faults.SkipNonFinite) {
-			r.Err = f.reject(p, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
+			r.Err = f.reject(p, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite or reach ±2^64 (learning rate %g)", j, lr))
 			continue
 		}
 		out, err := f.gate.Push(p.Worker, p.Iter, p.RecvNanos)
@@ -200,7 +200,7 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 			var dup *clock.DuplicatePushError
 			if errors.As(err, &dup) {
 				r.Duplicate = true
-				f.duplicates++
+				f.duplicates = satAddU(f.duplicates, 1)
 				continue
 			}
 			r.Err = f.reject(p, gateReason(err), err.Error())
@@ -221,7 +221,7 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 			f.take(accepted == 0) // the checked sum becomes the sum
 		}
 		accepted++
-		samples += p.Samples
+		samples = satAdd(samples, p.Samples)
 		f.balanceObserve(p)
 	}
 	if f.initialized {
@@ -230,8 +230,8 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 	if accepted > 0 {
 		f.thawLocked()
 		step(f.opt, f.theta, f.velocity, f.sum, lr)
-		f.samples += samples
-		f.pushes += uint64(accepted)
+		f.samples = satAdd(f.samples, samples)
+		f.pushes = satAddU(f.pushes, uint64(accepted))
 	}
 	return res
 }
@@ -263,7 +263,7 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 				res[i].Err = f.reject(p, reason, detail)
 			} else if c, ok := f.gate.Clock(p.Worker); ok && p.Iter < c {
 				res[i].Duplicate = true
-				f.duplicates++
+				f.duplicates = satAddU(f.duplicates, 1)
 			} else {
 				res[i].Err = ErrRegroup
 			}
@@ -275,7 +275,7 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 	}
 	seen := make(map[clock.WorkerID]bool, len(ps))
 	for i, p := range ps {
-		if reason, detail := checkPush(p.PushMeta, len(p.Grad), 0, f.spec.Precision); reason != 0 {
+		if reason, detail := checkPush(p.PushMeta, len(p.Grad), 0, f.spec); reason != 0 {
 			return fail(i, reason, detail)
 		}
 		c, ok := f.gate.Clock(p.Worker)
@@ -292,7 +292,7 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 		return fail(-1, shardapi.ReasonNonFinite, fmt.Sprintf("summed value %d is %v", i, f.grad[i]))
 	}
 	if j := f.sumAndCheck(true, lr); j >= 0 {
-		return fail(-1, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite (learning rate %g)", j, lr))
+		return fail(-1, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite or reach ±2^64 (learning rate %g)", j, lr))
 	}
 	var samples int64
 	applied := 0
@@ -307,7 +307,7 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 		if faults.On(faults.SkipStaleness) {
 			res[i].Outcome.Released = true // broken build only: the gate's hold ignored
 		}
-		samples += p.Samples
+		samples = satAdd(samples, p.Samples)
 		applied++
 		f.balanceObserve(p)
 	}
@@ -360,17 +360,24 @@ func (f *FSM) check(p Push) (shardapi.Reason, string) {
 	if !f.initialized {
 		return shardapi.ReasonNotInitialized, "no Init entry applied"
 	}
-	if reason, detail := checkPush(p.PushMeta, len(p.Grad), f.spec.Len, f.spec.Precision); reason != 0 {
+	if reason, detail := checkPush(p.PushMeta, len(p.Grad), f.spec.Len, f.spec); reason != 0 {
 		return reason, detail
 	}
 	if i, _ := f.spec.Precision.Decode(f.gradBuf(), p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
 		return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])
 	}
+	if p.Samples == 0 {
+		var sq float64
+		for _, x := range f.grad {
+			sq += float64(x) * float64(x)
+		}
+		return checkZeroSamples(0, sq)
+	}
 	return 0, ""
 }
 
 func (f *FSM) reject(p Push, reason shardapi.Reason, detail string) error {
-	f.rejected[reason]++
+	f.rejected[reason] = satAddU(f.rejected[reason], 1)
 	return &shardapi.RejectError{Shard: f.shard, Worker: p.Worker, Iter: p.Iter, Reason: reason, Detail: detail}
 }
 
@@ -395,6 +402,10 @@ func gateReason(err error) shardapi.Reason {
 func (f *FSM) applyAddWorker(w clock.WorkerID, from int64) (int64, []clock.Release, error) {
 	if !f.initialized {
 		return 0, nil, fmt.Errorf("shard %d: add worker %q: %w", f.shard, w, shardapi.ErrNotInitialized)
+	}
+	if from > shardapi.MaxIter {
+		return 0, nil, &shardapi.RejectError{Op: "add-worker", Shard: f.shard, Worker: w, Iter: from, Reason: shardapi.ReasonOutOfBounds,
+			Detail: fmt.Sprintf("clock %d above the bound %d", from, int64(shardapi.MaxIter))}
 	}
 	if _, ok := f.gate.Clock(w); !ok {
 		if _, err := f.gate.AddWorker(w); err != nil {
@@ -675,11 +686,10 @@ func (f *FSM) stateBytes() int64 {
 	return 4 * int64(len(f.theta)+len(f.velocity))
 }
 
-// pushLimits are what the leader checks a push against before proposing
-// it: the shard's length (0 before Init), its wire precision and
-// Spec.OutlierFactor.
-func (f *FSM) pushLimits() (n int, prec shardapi.Precision, outlierFactor float64) {
+// pushLimits is what the leader checks a push against before proposing
+// it: the shard's spec (its length 0 before Init).
+func (f *FSM) pushLimits() shardapi.Spec {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.spec.Len, f.spec.Precision, f.spec.OutlierFactor
+	return f.spec
 }

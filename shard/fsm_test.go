@@ -64,8 +64,8 @@ func TestFSMRejectsBadPushesWithoutEffect(t *testing.T) {
 		{Push{PushMeta: meta("a", 0, 0), Grad: gradBytes([]float32{1, 1, 1})}, shardapi.ReasonBadLength},
 		{Push{PushMeta: meta("a", 0, 0), Grad: gradBytes([]float32{1, float32(math.NaN()), 1, 1})}, shardapi.ReasonNonFinite},
 		{Push{PushMeta: meta("a", 0, 0), Grad: gradBytes([]float32{1, 1, float32(math.Inf(-1)), 1})}, shardapi.ReasonNonFinite},
-		{Push{PushMeta: meta("zz", 0, 0), Grad: good}, shardapi.ReasonUnknownWorker},
-		{Push{PushMeta: meta("a", 5, 0), Grad: good}, shardapi.ReasonFuture},
+		{Push{PushMeta: meta("zz", 0, 1), Grad: good}, shardapi.ReasonUnknownWorker},
+		{Push{PushMeta: meta("a", 5, 1), Grad: good}, shardapi.ReasonFuture},
 		{Push{PushMeta: meta("a", 0, -1), Grad: good}, shardapi.ReasonBadRequest},
 	}
 	for _, c := range cases {

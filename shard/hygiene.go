@@ -11,14 +11,26 @@ import (
 )
 
 // hygiene is the leader's check of a push's gradient before it is
-// proposed: no NaN or ±Inf, and, when the shard's Spec.OutlierFactor asks,
-// a norm no larger than that factor times the median norm of the shard's
-// recent pushes. It is leader-local (nothing replicated depends on it), so
-// a new leader starts with an empty window. It also counts, per worker,
-// what it refused and how many refusals came in a row.
+// proposed: no NaN or ±Inf, no gradient on a push of no samples, and a
+// norm no larger than the spec's outlier factor (Spec.Outlier, on by
+// default) times the median norm of the shard's recent pushes. It is
+// leader-local (nothing replicated depends on it), so a new leader starts
+// with an empty window. It also counts, per worker, what it refused and
+// how many refusals came in a row.
+//
+// The outlier rule (docs/design.md, "Bounds and the outlier rule"): a
+// push's norm is that of the gradient the FSM applies, ‖g‖ × samples /
+// BalanceBase under the balance layer (which weights each gradient so),
+// ‖g‖ otherwise; pushes of no samples carry zeros (checkZeroSamples) and,
+// like any push of norm 0, neither count toward the median nor are
+// checked against it.
+// The check waits for minNormSamples norms in the window of the last
+// normWindow: the first pushes a leader sees set the scale. The median
+// follows the norms down as training converges, and the default factor
+// (100) is far above a healthy job's spread of norms.
 type hygiene struct {
 	mu      sync.Mutex
-	norms   []float64 // ring of the last normWindow accepted norms
+	norms   []float64 // ring of the last normWindow accepted non-zero norms
 	next    int
 	workers map[clock.WorkerID]*shardapi.WorkerRefusals
 }
@@ -32,25 +44,32 @@ const (
 
 func newHygiene() *hygiene { return &hygiene{workers: map[clock.WorkerID]*shardapi.WorkerRefusals{}} }
 
-// check returns ReasonNonFinite or ReasonOutlier with a detail, or 0 if the
-// gradient (raw little-endian float32) may be proposed. factor is
-// Spec.OutlierFactor; samples == 0 marks a join's zero push, which neither
-// counts toward the median nor is checked against it.
-func (h *hygiene) check(w clock.WorkerID, prec shardapi.Precision, grad []byte, samples int64, factor float64) (shardapi.Reason, string) {
-	i, x, sq := prec.Scan(grad)
+// check returns ReasonNonFinite, ReasonOutOfBounds or ReasonOutlier with a
+// detail, or 0 if the gradient (encoded in spec.Precision) of a push of
+// samples may be proposed.
+func (h *hygiene) check(w clock.WorkerID, spec shardapi.Spec, grad []byte, samples int64) (shardapi.Reason, string) {
+	i, x, sq := spec.Precision.Scan(grad)
 	if i >= 0 {
 		h.refused(w, shardapi.ReasonNonFinite)
 		return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i, x)
 	}
-	if factor <= 0 || samples == 0 {
+	if r, d := checkZeroSamples(samples, sq); r != 0 {
+		h.refused(w, r)
+		return r, d
+	}
+	norm := math.Sqrt(sq)
+	if spec.BalanceBase > 0 {
+		norm *= float64(samples) / float64(spec.BalanceBase)
+	}
+	if norm == 0 {
 		h.accepted(w, -1)
 		return 0, ""
 	}
-	norm := math.Sqrt(sq)
+	factor := spec.Outlier()
 	h.mu.Lock()
 	med, ok := h.medianLocked()
 	h.mu.Unlock()
-	if ok && norm > factor*med {
+	if ok && !(norm <= factor*med) {
 		h.refused(w, shardapi.ReasonOutlier)
 		return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g", norm, factor, med)
 	}
@@ -78,7 +97,7 @@ func (h *hygiene) refused(w clock.WorkerID, r shardapi.Reason) {
 	if r == shardapi.ReasonNonFinite {
 		c.NonFinite++
 	} else {
-		c.Outliers++
+		c.Outliers++ // norm outliers and gradients on pushes of no samples
 	}
 	c.Streak++
 }

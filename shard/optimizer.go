@@ -24,13 +24,26 @@ func step(o shardapi.Optimizer, theta, velocity, g []float32, lr float64) {
 	}
 }
 
+// maxParamBits is the float32 bit pattern of 2^64 without its sign: a
+// step may not leave a parameter or a velocity at or beyond ±2^64, whose
+// square is not finite in float32 (any product or norm of it overflows).
+// Such a parameter, finite or not, is out of its domain: one push of a
+// finite but extreme gradient (3e38 in every value) would otherwise be
+// applied even before the outlier rule has a history. An honest step
+// comes nowhere near it. Comparing the bits costs what the NaN/Inf test
+// did; NaN and ±Inf compare above it.
+const maxParamBits = 0x5f800000
+
+// outOfDomain reports whether x is NaN, ±Inf or at least 2^64 in magnitude.
+func outOfDomain(x float32) bool { return math.Float32bits(x)&0x7fffffff >= maxParamBits }
+
 // firstNonFiniteStep returns the first index i at which step(o, theta,
-// velocity, g, lr) would write a NaN or ±Inf into theta or velocity, or −1. It
-// repeats step's arithmetic, so the answer is exact and the same on every
-// replica.
+// velocity, g, lr) would write a NaN, ±Inf or a value of magnitude 2^64 or
+// more (outOfDomain) into theta or velocity, or −1. It repeats step's
+// arithmetic, so the answer is exact and the same on every replica.
 func firstNonFiniteStep(o shardapi.Optimizer, theta, velocity, g []float32, lr float64) int {
 	lr32 := float32(lr)
-	bad := func(x float32) bool { return math.Float32bits(x)&0x7f800000 == 0x7f800000 }
+	bad := outOfDomain
 	if o.Kind == shardapi.SGD {
 		for i, gi := range g {
 			if bad(theta[i] - float32(lr32*gi)) {
@@ -55,7 +68,7 @@ func firstNonFiniteStep(o shardapi.Optimizer, theta, velocity, g []float32, lr f
 // ran 1.9× slower over a 250 000-element slice (this runs on every push).
 func firstNonFiniteStepSum(o shardapi.Optimizer, theta, velocity, sum, g []float32, lr float64) int {
 	lr32 := float32(lr)
-	bad := func(x float32) bool { return math.Float32bits(x)&0x7f800000 == 0x7f800000 }
+	bad := outOfDomain
 	if o.Kind == shardapi.SGD {
 		for i, gi := range g {
 			gi = sum[i] + gi

@@ -198,6 +198,10 @@ func (r *Replica) AddWorker(ctx context.Context, w clock.WorkerID, from int64) (
 	if from < 0 {
 		return 0, fmt.Errorf("shard %d: add worker %q from clock %d: negative", r.cfg.Shard, w, from)
 	}
+	if from > shardapi.MaxIter { // the FSM refuses it too; nothing proposed
+		return 0, &shardapi.RejectError{Op: "add-worker", Shard: r.cfg.Shard, Worker: w, Iter: from, Reason: shardapi.ReasonOutOfBounds,
+			Detail: fmt.Sprintf("clock %d above the bound %d", from, int64(shardapi.MaxIter))}
+	}
 	b, err := encodeWorker(entryAddWorker, w, from)
 	if err != nil {
 		return 0, err

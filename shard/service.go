@@ -186,8 +186,8 @@ func (s *service) serve(c *workerConn) {
 		// A push carries exactly the shard's gradient: a larger payload is
 		// refused before it is read. Silence longer than the idle timeout
 		// ends the stream (keepAlive extends it while a push is held).
-		if n, prec, _ := s.r.fsm.pushLimits(); n > 0 {
-			c.s.SetMaxPayload(prec.Bytes(n))
+		if spec := s.r.fsm.pushLimits(); spec.Len > 0 {
+			c.s.SetMaxPayload(spec.Precision.Bytes(spec.Len))
 		}
 		c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
 		var req shardapi.Request
@@ -230,12 +230,13 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 		s.sendNotLeader(c, req.Op, req.PushID)
 		return
 	}
-	n, prec, factor := s.r.fsm.pushLimits()
-	if reason, detail := checkPush(p.PushMeta, len(grad), n, prec); reason != 0 {
+	spec := s.r.fsm.pushLimits()
+	prec := spec.Precision
+	if reason, detail := checkPush(p.PushMeta, len(grad), spec.Len, spec); reason != 0 {
 		s.reject(c, req.Op, req.PushID, reason, detail)
 		return
 	}
-	if reason, detail := s.hyg.check(req.Worker, prec, grad, req.Samples, factor); reason != 0 && !faults.On(faults.SkipNonFinite) {
+	if reason, detail := s.hyg.check(req.Worker, spec, grad, req.Samples); reason != 0 && !faults.On(faults.SkipNonFinite) {
 		s.reject(c, req.Op, req.PushID, reason, detail)
 		return
 	}
@@ -590,10 +591,13 @@ func (s *service) handleMembership(c *workerConn, req shardapi.Request) {
 		err = s.r.RemoveWorker(s.r.ctx, req.Worker)
 	}
 	var nl *shardapi.NotLeaderError
+	var rej *shardapi.RejectError
 	switch {
 	// Replies echo Iter (an AddWorker's from): the client matches on it.
 	case errors.As(err, &nl):
 		s.send(c, shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyNotLeader, Leader: string(nl.Leader)}, nil)
+	case errors.As(err, &rej):
+		s.reject(c, req.Op, req.PushID, rej.Reason, rej.Detail)
 	case err != nil:
 		s.send(c, shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyError, Detail: err.Error()}, nil)
 	default:

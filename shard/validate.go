@@ -2,28 +2,58 @@ package shard
 
 import (
 	"fmt"
+	"math"
 
 	"dsspmesh/shardapi"
 )
 
 // checkPush is the one validation of a push's fields and length, run by
 // the leader's service before it proposes a push and by every replica's
-// FSM as it applies one, alone or in a summed group: a worker named, no
-// negative iteration, samples or compute time ([shardapi.ReasonBadRequest]),
-// and a gradient of the shard's n values in prec
-// ([shardapi.ReasonBadLength]). grad is the length of the push's encoded
-// gradient; n ≤ 0 skips the length: on a leader whose FSM has no Init yet
-// (the FSM refuses the push as not initialised when it applies it), and
-// for a push of a summed group, whose gradient is in the group's sum.
+// FSM as it applies one, alone or in a summed group:
+//
+//   - a worker named, no negative iteration, samples or compute time
+//     ([shardapi.ReasonBadRequest]);
+//   - an iteration at most [shardapi.MaxIter], samples at most
+//     spec.MaxPushSamples(), a compute time at most
+//     [shardapi.MaxComputeNs] ([shardapi.ReasonOutOfBounds]): the bounds
+//     are constants or the replicated spec's, so every replica decides
+//     alike;
+//   - a gradient of the shard's n values in spec.Precision
+//     ([shardapi.ReasonBadLength]).
+//
+// grad is the length of the push's encoded gradient; n ≤ 0 skips the
+// length: on a leader whose FSM has no Init yet (the FSM refuses the push
+// as not initialised when it applies it), and for a push of a summed
+// group, whose gradient is in the group's sum.
 //
 // Non-finite values are refused where the gradient is read (the leader's
-// hygiene scan, the FSM's decode), with [shardapi.ReasonNonFinite] at both.
-func checkPush(m shardapi.PushMeta, grad, n int, prec shardapi.Precision) (shardapi.Reason, string) {
+// hygiene scan, the FSM's decode), with [shardapi.ReasonNonFinite] at both,
+// and so is a non-zero gradient on a push of no samples
+// ([shardapi.ReasonOutOfBounds]; checkZeroSamples).
+func checkPush(m shardapi.PushMeta, grad, n int, spec shardapi.Spec) (shardapi.Reason, string) {
 	switch {
 	case m.Worker == "" || m.Iter < 0 || m.Samples < 0 || m.ComputeNs < 0:
 		return shardapi.ReasonBadRequest, fmt.Sprintf("worker %q, iter %d, samples %d, compute %d ns", m.Worker, m.Iter, m.Samples, m.ComputeNs)
-	case n > 0 && grad != prec.Bytes(n):
-		return shardapi.ReasonBadLength, fmt.Sprintf("%d gradient bytes, the shard has %d parameters in %s (%d bytes)", grad, n, prec, prec.Bytes(n))
+	case m.Iter > shardapi.MaxIter:
+		return shardapi.ReasonOutOfBounds, fmt.Sprintf("iteration %d above the bound %d", m.Iter, int64(shardapi.MaxIter))
+	case m.Samples > spec.MaxPushSamples():
+		return shardapi.ReasonOutOfBounds, fmt.Sprintf("%d samples above the job's bound %d a push", m.Samples, spec.MaxPushSamples())
+	case m.ComputeNs > shardapi.MaxComputeNs:
+		return shardapi.ReasonOutOfBounds, fmt.Sprintf("compute time %d ns above the bound %d ns", m.ComputeNs, shardapi.MaxComputeNs)
+	case n > 0 && grad != spec.Precision.Bytes(n):
+		return shardapi.ReasonBadLength, fmt.Sprintf("%d gradient bytes, the shard has %d parameters in %s (%d bytes)", grad, n, spec.Precision, spec.Precision.Bytes(n))
+	}
+	return 0, ""
+}
+
+// checkZeroSamples refuses a push of no samples whose gradient (decoded,
+// or its squared norm sq) is not zero: such a push is a fetch (a join's,
+// or a worker re-added ahead of its gradient) and carries zeros; a
+// gradient with no samples behind it would otherwise be applied outside
+// every bound that depends on samples.
+func checkZeroSamples(samples int64, sq float64) (shardapi.Reason, string) {
+	if samples == 0 && sq != 0 {
+		return shardapi.ReasonOutOfBounds, fmt.Sprintf("a push of no samples carries a gradient of norm %.4g", math.Sqrt(sq))
 	}
 	return 0, ""
 }

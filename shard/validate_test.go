@@ -38,7 +38,12 @@ func validationCases() []struct {
 		{"negative iteration", with(func(m *shardapi.PushMeta) { m.Iter = -1 }), ok, shardapi.ReasonBadRequest},
 		{"negative samples", with(func(m *shardapi.PushMeta) { m.Samples = -1 }), ok, shardapi.ReasonBadRequest},
 		{"negative compute time", with(func(m *shardapi.PushMeta) { m.ComputeNs = -1 }), ok, shardapi.ReasonBadRequest},
+		{"iteration beyond the bound", with(func(m *shardapi.PushMeta) { m.Iter = shardapi.MaxIter + 1 }), ok, shardapi.ReasonOutOfBounds},
+		{"samples beyond the job's bound", with(func(m *shardapi.PushMeta) { m.Samples = shardapi.MaxBatch + 1 }), ok, shardapi.ReasonOutOfBounds},
+		{"2^62 samples", with(func(m *shardapi.PushMeta) { m.Samples = 1 << 62 }), ok, shardapi.ReasonOutOfBounds},
+		{"compute time beyond the bound", with(func(m *shardapi.PushMeta) { m.ComputeNs = shardapi.MaxComputeNs + 1 }), ok, shardapi.ReasonOutOfBounds},
 		{"short gradient", meta("a", 0, 1), ok[:12], shardapi.ReasonBadLength},
+		{"gradient on a push of no samples", meta("a", 0, 0), ok, shardapi.ReasonOutOfBounds},
 		{"non-finite gradient", meta("a", 0, 1), gradBytes([]float32{1, float32(math.NaN()), 3, 4}), shardapi.ReasonNonFinite},
 	}
 }
@@ -62,7 +67,7 @@ func TestOneValidationAtServiceAndFSM(t *testing.T) {
 		h := groupHarness4(t)
 		a := h.apply(encodePushes([]Push{{PushMeta: c.m, Grad: c.grad}}))
 		wantReason(t, c.name+" at the FSM", a.Pushes[0].Err, c.want)
-		if c.want != shardapi.ReasonBadLength && c.want != shardapi.ReasonNonFinite {
+		if c.want != shardapi.ReasonBadLength && c.want != shardapi.ReasonNonFinite && c.m.Samples != 0 {
 			// In a group the gradient is the sum's: the fields are the push's own.
 			a = h.apply(encodeGroup([]Push{{PushMeta: c.m}, {PushMeta: meta("b", 0, 1)}}, gradBytes([]float32{1, 1, 1, 1}), nil))
 			wantReason(t, c.name+" in a group at the FSM", a.Pushes[0].Err, c.want)

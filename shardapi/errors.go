@@ -33,7 +33,8 @@ const (
 	ReasonBadRequest                       // malformed fields (empty worker id, negative counts)
 	ReasonNotPeer                          // the request names a worker other than the authenticated peer
 	ReasonOutlier                          // gradient norm far above the shard's recent median (Spec.OutlierFactor)
-	ReasonNonFiniteStep                    // the optimizer step would make a parameter NaN or ±Inf
+	ReasonNonFiniteStep                    // the optimizer step would make a parameter NaN, ±Inf or reach ±2^64 (its square not finite in float32)
+	ReasonOutOfBounds                      // a field beyond the job's bounds (Spec.MaxPushSamples, MaxIter, MaxComputeNs), or a gradient on a push of no samples
 	NumReasons                             // one past the last reason
 )
 
@@ -41,7 +42,7 @@ var reasonNames = [...]string{
 	ReasonBadLength: "bad-length", ReasonNonFinite: "non-finite", ReasonUnknownWorker: "unknown-worker",
 	ReasonFuture: "future-iteration", ReasonWaiting: "worker-waiting", ReasonNotInitialized: "not-initialized",
 	ReasonBadRequest: "bad-request", ReasonNotPeer: "not-the-peer", ReasonOutlier: "norm-outlier",
-	ReasonNonFiniteStep: "non-finite-step",
+	ReasonNonFiniteStep: "non-finite-step", ReasonOutOfBounds: "out-of-bounds",
 }
 
 func (r Reason) String() string {

@@ -57,8 +57,8 @@ func (o Optimizer) Validate() error {
 		return fmt.Errorf("shard: Optimizer.Momentum %g must be 0 for sgd", o.Momentum)
 	case !finite(o.Momentum) || o.Momentum < 0 || o.Momentum >= 1:
 		return fmt.Errorf("shard: Optimizer.Momentum %g must be in [0, 1)", o.Momentum)
-	case !finite(o.Schedule.LR) || o.Schedule.LR <= 0:
-		return fmt.Errorf("shard: Schedule.LR %g must be positive", o.Schedule.LR)
+	case !finite(o.Schedule.LR) || o.Schedule.LR <= 0 || o.Schedule.LR > math.MaxFloat32:
+		return fmt.Errorf("shard: Schedule.LR %g must be positive and finite in float32", o.Schedule.LR)
 	case !finite(o.Schedule.Gamma) || o.Schedule.Gamma <= 0 || o.Schedule.Gamma > 1:
 		return fmt.Errorf("shard: Schedule.Gamma %g must be in (0, 1]", o.Schedule.Gamma)
 	case o.Schedule.StepSamples < 0:
@@ -67,12 +67,18 @@ func (o Optimizer) Validate() error {
 	return nil
 }
 
-// Rate is the learning rate after samples global samples.
+// Rate is the learning rate after samples global samples. For a valid
+// schedule it is finite and in [0, LR] for every samples: a negative count
+// (which a shard's saturating counter never holds) is read as 0, so the
+// exponent ⌊samples / StepSamples⌋ is never negative and Gamma^k, with
+// Gamma in (0, 1], is in [0, 1]. A rate that decays below the smallest
+// float32 is 0: the steps then leave θ as it is, the schedule's own end,
+// not an error.
 func (s Schedule) Rate(samples int64) float64 {
-	if s.StepSamples == 0 || s.Gamma == 1 {
+	if s.StepSamples <= 0 || s.Gamma == 1 {
 		return s.LR
 	}
-	return s.LR * math.Pow(s.Gamma, float64(samples/s.StepSamples))
+	return s.LR * math.Pow(s.Gamma, float64(max(samples, 0)/s.StepSamples))
 }
 
 // Spec describes a shard; it is fixed by the Init entry.
@@ -81,14 +87,19 @@ type Spec struct {
 	Len       int       `msgpack:"len"`    // float32 parameters in the slice
 	Policy    string    `msgpack:"policy"` // clock.ParsePolicy text, e.g. "dssp:3:12"
 	Optimizer Optimizer `msgpack:"opt"`
-	// OutlierFactor > 0 makes the leader refuse a push whose gradient norm
+	// OutlierFactor: the leader refuses a push whose gradient norm
 	// exceeds OutlierFactor × the median norm of the shard's recent pushes
-	// (a flaky accelerator); 0 turns the check off.
+	// (a flaky accelerator, a hostile member; see Outlier); 0 is
+	// DefaultOutlierFactor. The check cannot be turned off.
 	OutlierFactor float64 `msgpack:"of,omitempty"`
 	// BalanceBase > 0 turns on the balance layer (docs/design.md#balance):
 	// each push's gradient is weighted by its samples / BalanceBase (the
 	// job's per-worker batch), and shard 0 sizes every worker's batch.
 	BalanceBase int64 `msgpack:"bb,omitempty"`
+	// Batch is the job's per-worker batch: without the balance layer no
+	// push may claim more samples (MaxPushSamples). 0 (a spec written
+	// without it) is MaxBatch.
+	Batch int64 `msgpack:"bt,omitempty"`
 	// Precision is the layout of the gradients pushed, on the wire and in
 	// the log, and, through Precision.Params and Precision.Sums, of the
 	// parameter slices an OK reply carries and of a leader's summed
@@ -117,10 +128,60 @@ func (s Spec) GatePolicy() (clock.Policy, error) {
 
 // Outlier factor range: below 2 a healthy job's spread of norms would be
 // refused; above 1e6 the check could never fire on float32 gradients.
+// DefaultOutlierFactor is the factor of a spec that names none (and of
+// every spec written before the check was on by default): far above the
+// spread of a healthy job's norms (docs/design.md, "The outlier rule"),
+// far below the push that destroys a model.
 const (
-	MinOutlierFactor = 2
-	MaxOutlierFactor = 1e6
+	MinOutlierFactor     = 2
+	MaxOutlierFactor     = 1e6
+	DefaultOutlierFactor = 100
 )
+
+// Outlier is the outlier factor the leader checks pushes with:
+// OutlierFactor, or DefaultOutlierFactor when it is 0.
+func (s Spec) Outlier() float64 {
+	if s.OutlierFactor == 0 {
+		return DefaultOutlierFactor
+	}
+	return s.OutlierFactor
+}
+
+// Bounds of a push's fields (checked by the shard before it proposes a
+// push and again as every replica applies it, so every replica refuses
+// alike; the bounds are constants or derived from the spec alone):
+//
+//   - MaxBatch is the most samples of one worker's batch: the bound of
+//     the job's --batch.
+//   - MaxBalanceWorkers × BalanceBase bounds a push's samples under the
+//     balance layer, which may give one worker more than the job's batch
+//     (up to the global batch, BalanceBase × the most workers present):
+//     room for that many workers.
+//   - MaxIter bounds a push's iteration and an AddWorker's clock: no clock
+//     reaches it at 1000 iterations a second in 30 years, and t + a global
+//     batch × t stays far inside int64 (no clock or data position wraps).
+//   - MaxComputeNs bounds a push's compute time (an iteration of a day).
+const (
+	MaxBatch          = 1 << 16
+	MaxBalanceWorkers = 256
+	MaxIter           = 1 << 40
+	MaxComputeNs      = int64(24 * 3600 * 1e9)
+)
+
+// MaxPushSamples is the most samples one push may claim in a job of spec
+// s: MaxBalanceWorkers × BalanceBase under the balance layer, else Batch
+// (MaxBatch when the spec names none). Samples feed the replicated sample
+// count (the schedule's input) and, under the balance layer, the weight
+// of the push's gradient.
+func (s Spec) MaxPushSamples() int64 {
+	switch {
+	case s.BalanceBase > 0:
+		return MaxBalanceWorkers * s.BalanceBase
+	case s.Batch > 0:
+		return s.Batch
+	}
+	return MaxBatch
+}
 
 // Validate names the first bad value.
 func (s Spec) Validate() error {
@@ -137,9 +198,12 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("shard: Spec.Precision %d unknown (known: %s)", s.Precision, knownPrecisions)
 	}
 	if f := s.OutlierFactor; f != 0 && !(f >= MinOutlierFactor && f <= MaxOutlierFactor) {
-		return fmt.Errorf("shard: Spec.OutlierFactor %g must be 0 (off) or in [%g, %g]", f, float64(MinOutlierFactor), float64(MaxOutlierFactor))
+		return fmt.Errorf("shard: Spec.OutlierFactor %g must be 0 (the default, %g) or in [%g, %g]", f, float64(DefaultOutlierFactor), float64(MinOutlierFactor), float64(MaxOutlierFactor))
 	}
-	if s.BalanceBase < 0 || s.BalanceBase > 1<<16 {
+	if s.Batch < 0 || s.Batch > MaxBatch {
+		return fmt.Errorf("shard: Spec.Batch %d must be 0 (unnamed) or in [1, %d]", s.Batch, MaxBatch)
+	}
+	if s.BalanceBase < 0 || s.BalanceBase > MaxBatch {
 		return fmt.Errorf("shard: Spec.BalanceBase %d must be 0 (off) or in [1, 65536]", s.BalanceBase)
 	}
 	return s.Optimizer.Validate()

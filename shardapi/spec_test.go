@@ -44,3 +44,34 @@ func TestPipelineSpec(t *testing.T) {
 		t.Errorf("old spec's gate policy %v, %v; want ssp:1", p, err)
 	}
 }
+
+// TestSpecBounds: the outlier rule is on for a spec that names no factor,
+// a push's samples are bounded by the job (more under balance), and an LR
+// that float32 cannot hold is refused.
+func TestSpecBounds(t *testing.T) {
+	s := Spec{Len: 1, Policy: "asp", Optimizer: DefaultOptimizer()}
+	if s.Outlier() != DefaultOutlierFactor || s.MaxPushSamples() != MaxBatch {
+		t.Errorf("outlier factor %g, samples a push %d", s.Outlier(), s.MaxPushSamples())
+	}
+	s.Batch = 32
+	if s.MaxPushSamples() != 32 {
+		t.Errorf("samples a push %d, want the job's batch", s.MaxPushSamples())
+	}
+	s.OutlierFactor, s.BalanceBase = 7, 64
+	if s.Outlier() != 7 || s.MaxPushSamples() != MaxBalanceWorkers*64 {
+		t.Errorf("outlier factor %g, samples a push %d", s.Outlier(), s.MaxPushSamples())
+	}
+	for _, lr := range []float64{1e39, 3.5e38} {
+		s.Optimizer.Schedule.LR = lr
+		if err := s.Validate(); err == nil {
+			t.Errorf("LR %g validated", lr)
+		}
+	}
+	s.Optimizer.Schedule.LR = 3e38
+	if err := s.Validate(); err != nil {
+		t.Error(err)
+	}
+	if r := ReasonOutOfBounds.String(); r != "out-of-bounds" {
+		t.Errorf("reason %q", r)
+	}
+}

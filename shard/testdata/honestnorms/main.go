@@ -1,0 +1,91 @@
+// Command honestnorms records the gradient norms of an honest run for
+// shard's TestOutlierRuleRefusesNoHonestPush: the MLP on MNIST under the
+// default job's optimizer (momentum 0.5, lr 0.05), four workers pushing in
+// turn, each computing on the parameters it read after its previous push
+// (three steps stale), 200 rounds; the parameters cut in three shards.
+// Scenario "fixed": every batch 64. Scenario "balance": batches of 8, 40,
+// 64 and 152 (base 64, rotated among the workers every 50 rounds), each
+// gradient weighted by batch / 64 as the balance layer weights it. Each
+// line is a push: its samples and the norm of each shard's slice of its
+// (unweighted) gradient.
+//
+//	go run ./shard/testdata/honestnorms > shard/testdata/honest_norms.txt
+//
+// -dataset and -rounds record another run (synthetic-mnist converges to
+// norms of 1e-5, whose spread is wider), for the test to read with
+// DSSP_HONEST_NORMS.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+
+	"dsspmesh/cudaops"
+)
+
+func main() {
+	dataset := flag.String("dataset", "mnist", "the dataset (cudaops.DatasetNames)")
+	rounds := flag.Int("rounds", 200, "rounds of four pushes a scenario")
+	flag.Parse()
+	train, _, err := cudaops.LoadDataset(*dataset, "")
+	if err != nil {
+		panic(err)
+	}
+	m, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		panic(err)
+	}
+	np := m.NumParams()
+	shards := 3
+	bounds := make([][2]int, shards)
+	for s := range shards {
+		bounds[s] = [2]int{s * np / shards, (s + 1) * np / shards}
+	}
+	order, _ := cudaops.NewOrder(train.Len(), 7)
+	for _, sc := range []struct {
+		name    string
+		batches []int
+	}{{"fixed", []int{64, 64, 64, 64}}, {"balance", []int{8, 40, 64, 152}}} {
+		theta := m.Init(1)
+		vel := make([]float32, np)
+		const workers = 4
+		const lr, mu = 0.05, 0.5
+		reads := make([][]float32, workers)
+		for w := range reads {
+			reads[w] = append([]float32(nil), theta...)
+		}
+		grad := make([]float32, np)
+		var pos int64
+		fmt.Printf("# %s\n", sc.name)
+		for r := range *rounds {
+			for w := range workers {
+				b := sc.batches[(w+r/50)%workers] // batches rotate every 50 rounds
+				x, labels := make([]float32, b*784), make([]int, b)
+				order.Fill(train, pos, x, labels)
+				pos += int64(b)
+				if _, err := m.Gradient(reads[w], x, labels, grad); err != nil {
+					panic(err)
+				}
+				fmt.Printf("%d", b)
+				for _, bd := range bounds {
+					var sq float64
+					for _, g := range grad[bd[0]:bd[1]] {
+						sq += float64(g) * float64(g)
+					}
+					fmt.Printf(" %.4g", math.Sqrt(sq))
+				}
+				fmt.Println()
+				wt := float32(1)
+				if sc.name == "balance" {
+					wt = float32(b) / 64
+				}
+				for i, g := range grad {
+					vel[i] = mu*vel[i] + wt*g
+					theta[i] -= lr * vel[i]
+				}
+				copy(reads[w], theta)
+			}
+		}
+	}
+}
