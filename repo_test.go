@@ -40,7 +40,13 @@ var mayImport = map[string][]string{
 	"raftstore":               {"mesh", "internal/wait"},
 	"shardapi":                {"clock", "mesh"},
 	"shard":                   {"balance", "clock", "mesh", "raftstore", "shardapi", "internal/boundedmsgpack", "internal/faults", "internal/wait"},
-	"node":                    {"clock", "cudaops", "modelfile", "mesh", "shardapi", "internal/faults"},
+	"node/job":                {"clock", "cudaops", "shardapi"},
+	"node/records":            {"mesh", "shardapi"},
+	"node/worker":             {"node/records", "clock", "cudaops", "mesh", "shardapi"},
+	"node/shards":             {"node/records", "clock", "mesh", "shardapi", "internal/faults"},
+	"node/status":             {"node/records", "node/job", "mesh", "shardapi"},
+	"node/eval":               {"node/records", "clock", "cudaops", "mesh", "modelfile", "shardapi"},
+	"node":                    {"node/job", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
 	"nodeclient":              {"node", "modelfile"},
 	"node/launch":             {"nodeclient", "node", "mesh"},
@@ -74,8 +80,14 @@ var forbidden = map[string][]string{
 	// memberlist, quic-go and msgpack only: Raft sits above the mesh.
 	"mesh": {"github.com/hashicorp/raft"},
 	// A node is assembled from interfaces; raft is node/assemble's to wire.
-	"node":     {"github.com/hashicorp/raft"},
-	"shardapi": {"github.com/hashicorp/raft"},
+	"node":         {"github.com/hashicorp/raft"},
+	"node/eval":    {"github.com/hashicorp/raft"},
+	"node/job":     {"github.com/hashicorp/raft"},
+	"node/records": {"github.com/hashicorp/raft"},
+	"node/shards":  {"github.com/hashicorp/raft"},
+	"node/status":  {"github.com/hashicorp/raft"},
+	"node/worker":  {"github.com/hashicorp/raft"},
+	"shardapi":     {"github.com/hashicorp/raft"},
 }
 
 // defaultBuildForbidden may not be reached by any package without build

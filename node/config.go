@@ -43,7 +43,7 @@ type Config struct {
 	Threads      int           // goroutines per mini-batch; 0 = GOMAXPROCS
 	DataPath     string        // dataset folder; "" finds MNIST in the module cache
 	Slowdown     float64       // multiplies this worker's measured compute time
-	ComputeDelay time.Duration // emulated accelerator time of the job's batch, stretched by Slowdown (worker.stretch)
+	ComputeDelay time.Duration // emulated accelerator time of the job's batch, stretched by Slowdown (node/worker/emulate.go)
 
 	// MemoryLimit is the soft memory limit the node sets once it knows
 	// its job (memlimit.go): MemoryLimitAuto (from the model's and the
@@ -84,7 +84,7 @@ type Config struct {
 	AdvertiseQUIC   string
 	// HistoryDir, if set, is a debug folder where the node appends its
 	// pushes, applied entries and leadership changes for the fault
-	// checkers of test/ (history.go).
+	// checkers of test/ (node/status/history.go).
 	HistoryDir string
 	// FaultNaNEvery > 0 (a hidden test flag) makes this worker's gradient
 	// NaN on every FaultNaNEvery-th push: a flaky accelerator for the
@@ -198,7 +198,7 @@ func (c Config) GossipAddr() string { return net.JoinHostPort(c.Host, strconv.It
 func (c Config) QUICAddr() string { return net.JoinHostPort(c.Host, strconv.Itoa(c.QUICPort)) }
 
 // BindFlags registers every field on fs, with c's current values as
-// defaults. The job spec's flags are the ones listed in specFlags (spec.go).
+// defaults. The job spec's flags are the ones listed in job.Spec.BindFlags (node/job/spec.go).
 func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "folder for the node id, job spec and Raft state (created if missing; reuse it to recover after a crash)")
 	fs.StringVar(&c.Host, "host", c.Host, "IP this node binds and announces to peers (on a multi-host mesh: this host's own address)")

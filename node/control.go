@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/status"
 )
 
 // ControlShard is the shard id of the node-to-node control channel
@@ -23,7 +24,7 @@ var controlChannel = mesh.Channel{Kind: mesh.KindRPC, Shard: ControlShard}
 //
 //	op "spec": reply Spec = the JSON job spec ("" if the node has none yet)
 //	op "eval": request Eval = a JSON EvalResult; reply empty
-//	op "view": reply payload = the JSON peerView of the answering node
+//	op "view": reply payload = the JSON status.PeerView of the answering node
 type controlMsg struct {
 	Op   string `msgpack:"op"`
 	Spec []byte `msgpack:"spec,omitempty"`
@@ -71,7 +72,7 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 						n.setEval(e)
 					}
 				case "view":
-					payload, _ = marshalFinite(n.localView())
+					payload, _ = status.MarshalFinite(n.localView())
 				default:
 					rep.Err = fmt.Sprintf("unknown op %q", req.Op)
 				}
@@ -150,7 +151,7 @@ func (n *Node) fetchSpec(ctx context.Context) (JobSpec, error) {
 // broadcastEval sends e to every other member, best effort: a member that
 // misses one gets the next.
 func (n *Node) broadcastEval(ctx context.Context, e EvalResult) {
-	b, err := marshalFinite(e)
+	b, err := status.MarshalFinite(e)
 	if err != nil {
 		return
 	}
@@ -170,12 +171,25 @@ func (n *Node) broadcastEval(ctx context.Context, e EvalResult) {
 	}
 }
 
-// isMember reports whether id is in this node's membership view.
-func (n *Node) isMember(id mesh.NodeID) bool {
-	for _, m := range n.members.Members() {
-		if m.ID == id {
-			return true
+// localView is this node's answer to op "view": every second each node
+// asks other members for their view (node/status/meshview.go) and merges
+// the answers into its status.
+func (n *Node) localView() status.PeerView {
+	n.mu.RLock()
+	shards, w := n.shards, n.worker
+	n.mu.RUnlock()
+	var v status.PeerView
+	if shards != nil {
+		all, workers := shards.Status()
+		for _, sh := range all {
+			if sh.Local != "" {
+				v.Shards = append(v.Shards, sh)
+			}
 		}
+		v.Workers = workers
 	}
-	return false
+	if w != nil {
+		v.Worker = w.Status()
+	}
+	return v
 }

@@ -1,14 +1,12 @@
 package node
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"time"
 
-	"dsspmesh/clock"
 	"dsspmesh/mesh"
-	"dsspmesh/shardapi"
+	"dsspmesh/node/shards"
 )
 
 // Deps are a node's edges to the world, built by the caller (the dssp
@@ -43,103 +41,10 @@ type Deps struct {
 	Now func() time.Time
 }
 
-// Replicas opens this node's replicas of the job's shards (on a node:
-// shard.Replica over raftstore's bbolt stores and the mesh transport).
-type Replicas interface {
-	// HasState reports whether shard id has Raft state here from an
-	// earlier run, so its replica must start whatever placement says.
-	HasState(id uint32) bool
-	// Open starts this node's replica of shard id, reporting through hooks.
-	Open(id uint32, hooks ReplicaHooks) (Replica, error)
-}
-
-// ReplicaHooks are what a replica reports to its node; a nil func is not
-// called. None may block or call back into the replica.
-type ReplicaHooks struct {
-	// Applied sees every entry applied, under the state machine's lock.
-	Applied func(shardapi.Applied)
-	// StateHashEvery > 0 puts the state hash into the Applied of every
-	// index it divides.
-	StateHashEvery uint64
-	// Leading is called once per term this replica leads.
-	Leading func(term uint64)
-	// ApplyTime sees, on the leader, how long each batch of pushes took
-	// from proposal to application (quorum commit and state machine).
-	ApplyTime func(time.Duration)
-	// AllowRaftPeer vouches for a peer outside the shard's latest Raft
-	// configuration that may still open raft streams (see
-	// shard.Deps.AllowRaftPeer); nil vouches for none.
-	AllowRaftPeer func(mesh.NodeID) bool
-	// Groups is how many Raft groups this node hosts with this one, by
-	// placement when it opens: the replicas may size their Raft timing to
-	// it (shard.Config.ForGroups).
-	Groups int
-	// EntryBytes is the bytes of this shard's slice in the job's wire
-	// precision, the size of a one-push entry: the replicas may size
-	// their Raft timing to it (shard.Config.ForEntryBytes).
-	EntryBytes int64
-}
-
-// Replica is this node's member of one shard's Raft group: the subset of
-// shard.Replica the node uses. Methods are safe for concurrent use;
-// leader-only ones return an error wrapping shardapi.ErrNotLeader
-// elsewhere.
-type Replica interface {
-	// Bootstrap makes voters the first configuration of a shard that has
-	// never run.
-	Bootstrap(voters []mesh.NodeID) error
-	// Init proposes the shard's spec and initial parameters (leader only).
-	Init(ctx context.Context, spec shardapi.Spec, theta []float32) error
-	IsLeader() bool
-	// LeaderChanged is closed at the next change of this replica's Raft
-	// state or known leader; read IsLeader after taking it.
-	LeaderChanged() <-chan struct{}
-	// Reconcile moves the Raft configuration one step toward desired
-	// (leader only; shardapi.ErrReconfigActive while a step runs).
-	Reconcile(ctx context.Context, desired []mesh.NodeID) (done bool, err error)
-	// RemoveWorker drops w from the shard's clock table (leader only).
-	RemoveWorker(ctx context.Context, w clock.WorkerID) error
-	Status() shardapi.ReplicaStatus
-	Configuration() (shardapi.Configuration, error)
-	// TransferLeadership hands leadership to voter to, or with to empty
-	// to the most up-to-date other voter (leader only).
-	TransferLeadership(to mesh.NodeID) error
-	// Shutdown stops the replica and closes its stores. Idempotent.
-	Shutdown() error
-}
-
-// Observer is told what this node's worker and replicas do, for the debug
-// history of the fault checkers. Calls come from the worker's push
-// goroutines and the replicas' apply and leadership goroutines at once;
-// each must be quick and must not call back into the node.
-type Observer interface {
-	// PushSent: the worker sends push (worker, iter) of samples to shard.
-	PushSent(shard uint32, worker mesh.NodeID, iter, samples int64)
-	// PushDone: that push returned, with err nil when acknowledged.
-	PushDone(shard uint32, worker mesh.NodeID, iter, samples int64, err error)
-	// Computing: the worker computes iteration iter on parameters whose
-	// slice of shard s is of version reads[s].Version (docs/design.md, "The
-	// read guarantee"). reads is the caller's: copy what you keep. share,
-	// under the balance layer, is the slice of the job's data order the
-	// iteration reads as its share of the global batch (shard 0's
-	// assignment); nil when the worker reads a batch of its own.
-	Computing(worker mesh.NodeID, iter int64, reads []SliceRead, share *shardapi.Assignment)
-	// Applied: this node's replica of shard applied an entry. It runs under
-	// the state machine's lock (shard.NewFSM's contract).
-	Applied(shard uint32, a shardapi.Applied)
-	// Leading: this node's replica of shard leads term (once per term).
-	Leading(shard uint32, term uint64)
-	// StateHashEvery > 0 asks the replicas to put the state hash into the
-	// Applied of every index it divides.
-	StateHashEvery() uint64
-}
-
-// noObserver records nothing.
-type noObserver struct{}
-
-func (noObserver) PushSent(uint32, mesh.NodeID, int64, int64)                      {}
-func (noObserver) PushDone(uint32, mesh.NodeID, int64, int64, error)               {}
-func (noObserver) Computing(mesh.NodeID, int64, []SliceRead, *shardapi.Assignment) {}
-func (noObserver) Applied(uint32, shardapi.Applied)                                {}
-func (noObserver) Leading(uint32, uint64)                                          {}
-func (noObserver) StateHashEvery() uint64                                          { return 0 }
+// The shard manager's edges (node/shards), named here for the callers
+// of node.
+type (
+	Replicas     = shards.Replicas
+	Replica      = shards.Replica
+	ReplicaHooks = shards.ReplicaHooks
+)

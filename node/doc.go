@@ -1,15 +1,19 @@
 // Package node is one dssp process: its configuration, data directory and
-// job spec; its lifecycle (bootstrap a mesh or join one by seed, host the
-// shards placement assigns, leave gracefully, recover after a crash); the
-// worker loop; evaluation of the global parameters; and HTTP (/metrics,
-// /status, the dashboard).
+// job spec; its lifecycle (bootstrap a mesh or join one by seed, leave
+// gracefully, recover after a crash) and the control channel. It starts
+// and stops four rooms below it, each built from an explicit Deps and
+// none holding the Node: node/worker (the worker loop), node/shards (the
+// shard manager: replicas, placement, reconcile), node/status (what a
+// node shows: /status, /metrics, the dashboard, events, the mesh view,
+// the debug history) and node/eval (model snapshots, the evaluation,
+// checkpoints), with the records they share in node/records and the job
+// spec in node/job (node keeps aliases such as [JobSpec] and [Status] for
+// its callers). No room imports node or another room (repo_test.go's
+// mayImport), and inside node and each room no file-to-file arrow goes
+// back up (rooms_test.go).
 //
 // A node started with --train=false only hosts shards: it loads the model
 // (for its size and initial θ) but no dataset and runs no worker.
-// [CountLibraryTelemetry] (called by dssp node, once per process) counts
-// memberlist's gossip bytes and raft's answered heartbeats from their
-// go-metrics calls into /metrics (dssp_gossip_sent_bytes_total,
-// dssp_raft_heartbeats_total), the per-node costs dssp bench scale reads.
 //
 // # Lifecycle
 //
@@ -32,16 +36,12 @@
 //     disagrees is a [*SpecConflictError]; a data directory holding another
 //     job's spec is refused.
 //
-// From then on a shard manager follows membership: every node runs a
-// replica of each shard whose placement (mesh.Place over the live members)
-// includes it, the leader of each shard reconciles the Raft configuration
-// toward the placement, and removes from the shard's clock table every
-// worker that membership declares failed or that leaves. A replica this
-// node no longer places is shut down once the leader has removed it.
-// When a shard's slice exceeds 1 MiB, the worker and the evaluation loop
-// start only once every shard's voters are its placement, or after 3
-// minutes (trainstart.go): otherwise every push of a
-// fresh mesh lands on the bootstrap node while it ships the snapshots.
+// From then on the shard manager (node/shards) follows membership and
+// hosts the replicas placement assigns; each replica reports its applied
+// entries and led terms through [ReplicaHooks] to the [Observer]. When a
+// shard's slice exceeds 1 MiB, the worker and the evaluation loop start
+// only once every shard's voters are its placement, or after 3 minutes
+// (node/shards/trainstart.go).
 //
 // SIGTERM/SIGINT (ctx cancelled) stops the worker, removes it from every
 // shard it can reach, leaves the gossip mesh (peers see a leave, not a
@@ -50,136 +50,47 @@
 // recovered from its bbolt log and snapshots (raftstore), seeds from the
 // persisted peers.
 //
-// # Worker loop (docs/design.md#one-iteration-end-to-end)
+// # Worker loop
 //
-// One goroutine: compute the gradient of the next mini-batch on the local θ,
-// push each shard's slice to that shard's leader concurrently (one
-// shardapi.Client per shard), wait for every reply, replace θ with the slices
-// returned, repeat. A slice whose version still covers the next iteration
-// within s_L is kept: that push asks for no parameters (pull.go;
-// docs/design.md, "The read guarantee"), and before each gradient the
-// worker reports the versions of θ's slices and, under --balance, its
-// share of the global batch to the [Observer] (Computing).
-// With --pipeline (pipeline.go) the push of t stays in flight while the
-// loop computes t+1 on θ as the OK of t−1 left it — the first 1 −
-// --pipeline-fresh of its batch; the rest waits for the push and is computed
-// on the θ it brought, the two gradients mixed by samples; the push's goroutines
-// own w.iters, the clients and a landing buffer the slices are decoded
-// into, the loop owns θ, the versions and the assignments, and copies the
-// landed slices into θ only after the push returned. The shards' gate
-// releases one iteration earlier for it (s_L − 1), so the slices keep the
-// paradigm's bound; a refused push or a moved clock drops the gradient
-// computed ahead. NotLeader redirects and resends after a transport
-// error keep the same (worker, iter), so they are applied at most once.
-// --slowdown and --compute-delay stretch only the compute time of this
-// worker (sleeping after the gradient), never time spent waiting for
-// others: slowdown·(measured + delay·batch/job batch), so emulated compute
-// grows with the batch as real compute does; the stretched time is what
-// the push reports as compute_ns. Under --balance (worker_balance.go) the
-// batch and its position in the job-wide data order come from the
-// assignment shard 0's OK named for that iteration (the OK of t−1 names
-// t's, and under --pipeline the OK of t−2 names it too), and /status and /metrics show
-// the batch, the allocation's version and the predicted compute time.
-// Each push is reported to the [Observer] before it is sent and when it
-// returns, and each replica reports its applied entries and led terms
-// through [ReplicaHooks]; with --history-dir the observer is a [History],
-// otherwise one that records nothing.
+// The worker is a room of its own, node/worker: the loop, its decisions
+// as a step machine, the compute interface and the lab's emulation around
+// it. The node builds it ([Node.newWorker]) from its parts: the Go
+// model's compute, the shard manager's candidates, the metrics, the
+// observer and the event record.
 //
-// # Evaluation
+// # Evaluation and model snapshots
 //
-// The live training member with the lowest node id (the evaluator) reads
-// a model snapshot (below) every --eval-every, evaluates it on the test set
-// and sends the result to every member over the control channel, so every
-// node's /status carries the mesh's accuracy; EvalResult.Iter is the
-// snapshot's clock. When the read fails (shards electing leaders) the tick
-// is skipped. When that node dies the next lowest takes over at its next
-// tick.
-//
-// Evaluations are ordered by EvalResult.Seq — the samples the shards had
-// applied when they were read, summed over the shards, Raft-replicated and
-// so agreed by the mesh — never by wall-clock time alone: a peer with a
-// fast clock cannot freeze the evaluation shown. An evaluation is accepted
-// only from the node it names (the control stream's authenticated peer).
+// The evaluation room (node/eval) reads model snapshots, serves
+// GET /model.safetensors, and on the evaluator evaluates and checkpoints;
+// the node keeps the evaluation it holds ([EvalResult], ordered by Seq)
+// and sends the evaluator's to every member over the control channel.
+// --init-from FILE (a job flag) makes a bootstrapping node propose the
+// file's parameters as every shard's Init; the assembler reads the file
+// and checks it against the model's layout before anything is written to
+// disk (LoadInitFrom, Deps.InitParams).
 //
 // # Bad gradients and a diverging job
 //
 // A gradient the shards refuse (NaN/Inf, a norm outlier under
 // --outlier-factor, a step that would make a parameter non-finite) is
 // logged, counted (LocalWorker.Refused, worker_gradients_refused_total) and
-// replaced: the worker computes another and sends the same iteration to the
-// shards that refused it; after 20 refusals in a row it stops with the
-// reason. Shard leaders count refusals per worker (Status.Refusals, with
-// the repeat offenders, and dssp_shard_gradients_refused_total). A non-finite
+// replaced by the worker (node/worker). Shard leaders count refusals per
+// worker (Status.Refusals, with the repeat offenders, and
+// dssp_shard_gradients_refused_total). A non-finite
 // loss at evaluation marks the evaluation Diverged; every node that
 // receives it stops its worker with a message saying so (LocalWorker.Stopped)
 // rather than train on garbage. The shards keep their last parameters,
 // which the FSM guarantees finite, and the evaluator never checkpoints a
 // diverged state: the newest checkpoint is the last good one.
 //
-// /status is encoded before it is written: NaN and ±Inf become null, and an
-// encoding failure is a 500, never an empty 200. --insecure is shown in
-// /status (insecure), /metrics (dssp_insecure) and the dashboard.
-//
-// # Model snapshots
-//
-// A snapshot is read by one node from every shard concurrently (up to
-// 32 MiB of fp32 replies in flight: a 100 MB model's eight slices two at a
-// time), each with shardapi.Client.ReadInto, decoded straight into the
-// snapshot: a linearizable read on the shard's current leader
-// after a Raft barrier, over the shard RPC channel the pushes use. So each
-// shard's slice holds every push that shard acknowledged before the read
-// began. "Consistent" means exactly that, per shard: the shards are
-// independent Raft groups and the read does not stop training, so the
-// slices are not one global cut — a worker's iteration in flight may be
-// applied on one shard and not yet on another. The snapshot states how
-// far apart they are: each shard's t_min, t_max, applied index and
-// samples, and the mesh clock, the lowest t_min, below which every live
-// worker's iterations are in every slice. The slices differ only by the
-// pushes applied between the shards' reads, which run concurrently
-// (milliseconds apart on a healthy mesh with a small model); the
-// per-shard clocks say by how many iterations.
-//
-// GET /model.safetensors on any node returns a fresh snapshot
-// (modelfile's format; ?timeout= bounds the read, default 30s, 503 with
-// the reason on failure); with ?evaluated it returns the snapshot this
-// node last evaluated, its accuracy in the metadata (404 on a node that
-// has not evaluated, and on the evaluator while its next evaluation reads
-// the model into that snapshot's memory: an evaluator holds one copy of
-// the model, not two). Both are written straight from the snapshot. A
-// model of 32 MiB or more is evaluated in the evaluator's worker's θ,
-// borrowed while the worker waits (lend.go), and its evaluated snapshot
-// is kept in the data dir (evaluated.safetensors), not in memory. `dssp export` and `dssp up`'s report/model.safetensors
-// use them.
-//
-// Checkpoints (--checkpoint-dir, --checkpoint-every, --checkpoint-keep)
-// are written by the evaluator alone, from the snapshot it evaluated, at
-// the first evaluation at least --checkpoint-every after its previous
-// checkpoint (or its start): atomically, the newest --checkpoint-keep
-// kept, never one with non-finite parameters or loss (modelfile.
-// Checkpoints). Set the flag on every training node: when the evaluator
-// dies the next one continues in its own folder.
-//
-// --init-from FILE (a job flag) makes a bootstrapping node propose the
-// file's parameters as every shard's Init; the assembler reads the file
-// and checks it against the model's layout before anything is written to
-// disk (LoadInitFrom, Deps.InitParams).
+// --insecure is shown in /status (insecure), /metrics (dssp_insecure) and
+// the dashboard.
 //
 // # The mesh from any node
 //
-// Every second a node asks each other live member for its view (control op
-// "view", one call per member, each bounded by a second): the shards it
-// hosts (leader, term, voters), the clock table of the lowest shard it
-// leads, and its worker loop. [Node.Status] merges the answers into what the
-// node knows itself, so /status on any node describes every shard and every
-// worker; what came from a peer names it and carries its age (a member that
-// stops answering keeps its last answer, ageing, until membership drops it).
-// Status itself never waits on the network.
-//
-// The same loop compares every shard's (leader, term) with its last sighting
-// and records a leader event when it changes. Membership events (join,
-// suspect, failed, leave, rejected peer) and pushes this node's worker sees
-// rejected join them in a bounded in-memory record (the last 256, with
-// timestamps) served in /status.
+// [Node.Status] merges what the other members last said (the status room,
+// node/status) into what the node knows itself, so /status on any node
+// describes every shard and every worker; it never waits on the network.
 //
 // # Memory
 //
@@ -196,5 +107,6 @@
 // Run owns every goroutine it starts and waits for them before returning.
 // [Node.Status] is safe for concurrent use (HTTP handlers, the metrics
 // collector); it takes Node.mu for reading and never calls into Raft or
-// the network while holding it. Lock order: Node.mu before worker.mu.
+// the network while holding it. Lock order: Node.mu before the rooms'
+// locks; a room never calls back into the node while holding its own.
 package node

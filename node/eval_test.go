@@ -33,17 +33,33 @@ func TestEvalOrderedBySequenceNotClock(t *testing.T) {
 func TestDivergedEvaluationStopsTheWorker(t *testing.T) {
 	n := &Node{log: slog.New(slog.DiscardHandler)}
 	halted := 0
-	n.worker = &worker{n: n, halt: func() { halted++ }}
+	n.worker = &stopWorker{halted: &halted}
 	n.setEval(EvalResult{Accuracy: 0.9, Seq: 10, By: "a"})
-	if st := n.worker.status(); st.Stopped != "" || halted != 0 {
+	if st := n.worker.Status(); st.Stopped != "" || halted != 0 {
 		t.Fatalf("a finite evaluation stopped the worker: %q", st.Stopped)
 	}
 	e := EvalResult{Accuracy: 0.1, Loss: math.NaN(), Seq: 20, By: "a", Diverged: true}
 	n.setEval(e)
 	n.setEval(e)
-	st := n.worker.status()
+	st := n.worker.Status()
 	if halted != 1 || !strings.Contains(st.Stopped, "the job diverged") || !strings.Contains(st.Stopped, "smaller --lr") {
 		t.Fatalf("halted %d times, stopped: %q", halted, st.Stopped)
 	}
 	t.Logf("stopped: %s", st.Stopped)
 }
+
+// stopWorker is a worker that only stops.
+type stopWorker struct {
+	trainer
+	halted  *int
+	stopped string
+}
+
+func (w *stopWorker) Stop(reason string) {
+	if w.stopped == "" {
+		w.stopped = reason
+		*w.halted++
+	}
+}
+
+func (w *stopWorker) Status() *LocalWorker { return &LocalWorker{Stopped: w.stopped} }

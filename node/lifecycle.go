@@ -2,59 +2,23 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"dsspmesh/cudaops"
-	"dsspmesh/mesh"
+	"dsspmesh/node/eval"
+	"dsspmesh/node/job"
+	"dsspmesh/node/records"
+	"dsspmesh/node/shards"
+	"dsspmesh/node/status"
+	"dsspmesh/node/worker"
+	"dsspmesh/shardapi"
 )
-
-// Node is one running dssp process. Build it with [Run].
-type Node struct {
-	cfg      Config
-	log      *slog.Logger
-	id       mesh.NodeID
-	dir      *DataDir
-	tr       mesh.Transport
-	members  mesh.Membership
-	replicas Replicas
-	obs      Observer         // never nil
-	now      func() time.Time // the wall clock (Deps.Now)
-	metrics  *Metrics
-	started  time.Time
-	wg       sync.WaitGroup
-
-	model       *cudaops.Model
-	evalModel   *cudaops.Model
-	train, test cudaops.Dataset
-	memLimit    int64 // the soft memory limit set (memlimit.go); 0 = none
-
-	shards *shardManager
-	worker *worker
-	events *eventLog
-	view   meshView
-
-	initTheta []float32 // θ from --init-from for a fresh mesh; nil: from the seed
-	reader    *modelReader
-	ckpt      *checkpointer // nil unless --checkpoint-dir
-
-	evaluated evaluatedModel // the snapshot this node last evaluated
-
-	mu    sync.RWMutex
-	spec  *JobSpec
-	phase string
-	eval  *EvalResult
-	evals []EvalResult // the last evalHistorySize evaluations, oldest first
-}
-
-// evalHistorySize bounds the evaluations kept for the dashboard's charts.
-const evalHistorySize = 360
 
 // Run starts a node on d, serves until ctx ends (SIGTERM/SIGINT in the
 // command) and then leaves gracefully. explicit reports whether a flag was
@@ -73,7 +37,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	}
 	obs := d.Observer
 	if obs == nil {
-		obs = noObserver{}
+		obs = records.NoObserver{}
 	}
 	if c, ok := obs.(io.Closer); ok {
 		defer c.Close() // after the replicas: every return path shuts them down first
@@ -89,11 +53,13 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		}
 	}
 	n := &Node{cfg: cfg, log: d.Logger.With("node", d.Dir.ID), id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
-		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: newEventLog(now), initTheta: initTheta, reader: newModelReader()}
+		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now), initTheta: initTheta}
 	n.metrics = NewMetrics(n.Status)
-	if n.ckpt, err = openCheckpointer(cfg); err != nil {
+	ckpt, err := eval.OpenCheckpointer(cfg.CheckpointDir, cfg.CheckpointKeep, cfg.CheckpointEvery)
+	if err != nil {
 		return err
 	}
+	n.snaps = eval.New(eval.Deps{ID: n.id, Transport: n.tr, Members: n.members, Job: n.evalJob, Evaluator: n.evaluator, Logger: n.log, Now: n.now}, ckpt)
 	ctlLn, err := n.tr.Listen(controlChannel)
 	if err != nil {
 		return err
@@ -102,11 +68,11 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 
 	var srv *http.Server
 	if d.HTTP != nil {
-		h := withModel(NewHTTPHandler(n.Status, n.metrics), n.serveModel)
+		h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
 		if cfg.Pprof {
-			h = withPprof(h)
+			h = status.WithPprof(h)
 		}
-		srv = newHTTPServer(h)
+		srv = status.NewServer(h)
 		go srv.Serve(d.HTTP)
 		defer srv.Close()
 	}
@@ -116,7 +82,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.serveControl(ctlCtx, ctlLn) }()
 	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.events.followMembership(ctlCtx, n.members.Events()) }()
+	go func() { defer n.wg.Done(); n.events.FollowMembership(ctlCtx, n.members.Events()) }()
 
 	n.setPhase("joining")
 	fresh, err := n.joinAndAdoptSpec(ctx, explicit)
@@ -129,26 +95,26 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if err := n.loadCompute(spec); err != nil {
 		return err
 	}
-	shards := newShardManager(n, spec)
+	sm := n.newShards(spec)
 	n.mu.Lock()
-	n.shards = shards
+	n.shards = sm
 	n.mu.Unlock()
-	if err := shards.start(ctx, fresh); err != nil {
-		shards.shutdown()
+	if err := sm.Start(ctx, fresh); err != nil {
+		sm.Shutdown()
 		return err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.shards.run(runCtx) }()
+	go func() { defer n.wg.Done(); n.shards.Run(runCtx) }()
 	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.reconnect(runCtx) }()
+	go func() { defer n.wg.Done(); shards.Reconnect(runCtx, n.members, n.id, n.now, n.log) }()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
 	if cfg.Train {
-		w, err := newWorker(n, spec)
+		w, err := n.newWorker(spec)
 		if err != nil {
 			stop()
-			n.shards.shutdown()
+			n.shards.Shutdown()
 			return err
 		}
 		n.mu.Lock()
@@ -157,13 +123,18 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			// Large slices only (trainstart.go). run is called even when
+			// Large slices only (node/shards/trainstart.go). run is called even when
 			// runCtx ended meanwhile: it returns at once and closes the
 			// done channel leave waits for.
-			n.waitForPlacement(runCtx)
+			n.shards.WaitForPlacement(runCtx, func() []ShardStatus { return n.Status().Shards })
 			n.wg.Add(1)
-			go func() { defer n.wg.Done(); n.evalLoop(runCtx) }()
-			w.run(runCtx)
+			go func() {
+				defer n.wg.Done()
+				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Model: n.evalModel, Test: n.test, Worker: w, DataDir: n.dir.Path,
+					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
+					Done: func(ctx context.Context, e EvalResult) { n.setEval(e); n.broadcastEval(ctx, e) }})
+			}()
+			w.Run(runCtx)
 		}()
 	}
 	n.setPhase("training")
@@ -174,13 +145,13 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n.log.Info("leaving")
 	stop()
 	if n.worker != nil {
-		n.worker.leave(n.cfg.LeaveTimeout)
+		n.worker.Leave(n.cfg.LeaveTimeout)
 	}
-	n.shards.handOff()
+	n.shards.HandOff()
 	if err := n.members.Leave(n.cfg.LeaveTimeout); err != nil {
 		n.log.Warn("leave", "err", err)
 	}
-	n.shards.shutdown()
+	n.shards.Shutdown()
 	stopCtl()
 	ctlLn.Close()
 	n.tr.Close()
@@ -239,7 +210,7 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 			}
 			spec = persisted
 		} else {
-			if spec, err = resolveShards(spec); err != nil {
+			if spec, err = job.ResolveShards(spec); err != nil {
 				return false, err
 			}
 			if err := n.dir.SetSpec(spec); err != nil {
@@ -309,11 +280,60 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	return nil
 }
 
-func (n *Node) setPhase(p string) { n.mu.Lock(); n.phase = p; n.mu.Unlock() }
-func (n *Node) setSpec(s JobSpec) { n.mu.Lock(); n.spec = &s; n.mu.Unlock() }
+// newWorker builds the worker room for spec: the Go model's compute, with
+// the lab's emulation around it when --slowdown, --compute-delay or the
+// fault poison ask for it.
+func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
+	comp, err := worker.NewModelCompute(n.model, n.train, n.id, spec.BatchSize, spec.Seed, spec.Balance)
+	if err != nil {
+		return nil, err
+	}
+	slack := int64(0)
+	if p, err := spec.Policy(); err == nil {
+		slack = p.SL // a kept slice may miss s_L iterations (node/worker/pull.go)
+	}
+	m := n.metrics
+	return worker.New(worker.Deps{
+		ID: n.id,
+		Compute: worker.Emulate(comp, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize,
+			NaNEvery: n.cfg.FaultNaNEvery}),
+		Transport: n.tr, Members: n.members, Candidates: n.shards.Candidates, Alive: n.isMember,
+		Observer: n.obs, Event: n.events.Add, DataPath: n.shards.DataPath, Logger: n.log,
+		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
+			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
+	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, Precision: spec.Precision(), Pipeline: spec.Pipeline,
+		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown})
+}
 
-func (n *Node) jobSpec() *JobSpec {
+// newShards builds the shard manager room for spec.
+func (n *Node) newShards(spec JobSpec) *shards.Manager {
+	return shards.New(shards.Deps{ID: n.id, Replicas: n.replicas, Members: n.members, Observer: n.obs, Event: n.events.Add,
+		ApplySeconds: n.metrics.RaftApplySeconds, SetPeers: n.dir.SetPeers, Logger: n.log,
+		PeerShards: func(own []ShardStatus) []ShardStatus {
+			s := Status{Shards: own, Now: n.now()}
+			n.view.Fill(&s)
+			return s.Shards
+		},
+		Theta: func() []float32 {
+			if n.initTheta != nil {
+				return n.initTheta
+			}
+			return n.model.Init(spec.Seed)
+		},
+	}, shards.Config{NumParams: n.model.NumParams(), Shards: spec.Shards, Replication: spec.Replication,
+		Spec: shardapi.Spec{Policy: spec.PolicyText(), Optimizer: spec.ShardOptimizer(), OutlierFactor: spec.OutlierFactor,
+			BalanceBase: spec.BalanceBase(), Precision: spec.Precision(), Pipeline: spec.Pipeline}})
+}
+
+// evalJob is what a model read needs of the job; false until the node
+// has joined the mesh's shards.
+func (n *Node) evalJob() (eval.Job, bool) {
 	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.spec
+	shards, spec := n.shards, n.spec
+	n.mu.RUnlock()
+	if shards == nil || spec == nil {
+		return eval.Job{}, false
+	}
+	b, _ := json.Marshal(spec)
+	return eval.Job{Model: n.model, Bounds: shards.Bounds(), Candidates: shards.Candidates, Name: spec.Model, Dataset: spec.Dataset, Spec: b}, true
 }

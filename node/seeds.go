@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strconv"
 )
 
 // resolveSeeds turns --join entries into gossip addresses. A host name is
@@ -45,7 +46,7 @@ func resolveSeeds(ctx context.Context, seeds []string, isSelf func(ip net.IP, po
 // (every interface address when that is 0.0.0.0 or ::, every loopback
 // address when it is a loopback one) or its --advertise-gossip.
 func (c Config) isSelf(ip net.IP, port string) bool {
-	if port == itoa(uint32(c.GossipPort)) {
+	if port == strconv.Itoa(c.GossipPort) {
 		host := net.ParseIP(c.Host)
 		switch {
 		case host == nil:

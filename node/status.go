@@ -1,196 +1,58 @@
 package node
 
-import "time"
+import (
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
+)
 
-// Status is a node's view of the mesh, served as JSON at /status, rendered
-// by the dashboard and `dssp status`, polled by `dssp up`, and the source of
-// most Prometheus metrics (so the two never disagree).
-type Status struct {
-	Node    string    `json:"node"`
-	Gossip  string    `json:"gossip"`
-	QUIC    string    `json:"quic"`
-	Started time.Time `json:"started"`
-	Now     time.Time `json:"now"`
-	// Phase is joining, training, leaving or stopped.
-	Phase   string         `json:"phase"`
-	Spec    *JobSpec       `json:"spec,omitempty"`
-	Policy  string         `json:"policy,omitempty"`
-	Members []MemberStatus `json:"members"`
-	// Shards lists every shard of the job. Those this node hosts are
-	// described by its own replica; the others by the freshest answer of a
-	// member that hosts one (From, AgeSeconds), so any node shows the whole
-	// mesh.
-	Shards []ShardStatus `json:"shards"`
-	// Workers are the clocks of every worker in the clock table of the
-	// lowest shard this node leads or, when it leads none, as the freshest
-	// answer of a shard leader gave them (WorkersFrom, WorkersAgeSeconds).
-	Workers           []WorkerStatus `json:"workers"`
-	WorkersFrom       string         `json:"workers_from,omitempty"`
-	WorkersAgeSeconds float64        `json:"workers_age_seconds,omitempty"`
-	// Trainers is every training member's worker loop: this node's, and
-	// the others' as they last answered.
-	Trainers []TrainerStatus `json:"trainers"`
-	// Events are what happened to the mesh as this node saw it (joins,
-	// failures, suspicions, leaves, leader changes, rejections), oldest
-	// first; the last 256 are kept.
-	Events []Event `json:"events"`
-	// EvalHistory is the evaluations this node has seen, oldest first
-	// (the last 360 are kept): the dashboard's accuracy and loss charts.
-	EvalHistory []EvalResult `json:"eval_history"`
-	// Worker is this node's own worker loop; nil when it does not train.
-	Worker *LocalWorker `json:"worker,omitempty"`
-	// Eval is the latest evaluation of the global parameters known to this
-	// node (made here or received from the evaluating node).
-	Eval *EvalResult `json:"eval,omitempty"`
-	// Evaluator is the node that evaluates now: the live training member
-	// with the lowest id.
-	Evaluator string `json:"evaluator,omitempty"`
-	// Checkpoint is the newest model file in this node's --checkpoint-dir
-	// (written while it evaluates; see "Model snapshots" in the package doc).
-	Checkpoint string          `json:"checkpoint,omitempty"`
-	Transport  TransportStatus `json:"transport"`
-	// Insecure is true when this node runs without a mesh key (--insecure):
-	// no gossip encryption, no mutual TLS; anyone who reaches it can join,
-	// vote and push.
-	Insecure bool `json:"insecure"`
-	// Refusals are the gradients the shard leaders on this node refused
-	// (NaN/Inf, norm outliers), per worker, summed over the shards it
-	// leads; RepeatOffender marks a worker that keeps sending them.
-	Refusals []RefusalStatus `json:"refusals,omitempty"`
-}
+// The status room's records (node/status), named here for the callers of
+// node.
+type (
+	Status          = status.Status
+	MemberStatus    = status.MemberStatus
+	TrainerStatus   = status.TrainerStatus
+	EvalResult      = records.EvalResult
+	TransportStatus = status.TransportStatus
+	Metrics         = status.Metrics
+	History         = status.History
+	HistoryRecord   = status.HistoryRecord
+	HistoryShare    = status.HistoryShare
+	HistoryRead     = status.HistoryRead
+	HistoryPush     = status.HistoryPush
+	HistoryRelease  = status.HistoryRelease
+)
 
-// RefusalStatus counts one worker's refused gradients.
-type RefusalStatus struct {
-	Worker    string `json:"worker"`
-	NonFinite uint64 `json:"non_finite"`
-	Outliers  uint64 `json:"outliers"`
-	// Streak is the longest run of refusals without an accepted push on
-	// any one shard led here; RepeatOffender is Streak ≥ shardapi.RepeatOffender.
-	Streak         uint64 `json:"streak"`
-	RepeatOffender bool   `json:"repeat_offender"`
-}
+// HistoryHashEvery is how often (in raft indices) applied records carry
+// the state hash.
+const HistoryHashEvery = status.HistoryHashEvery
 
-// MemberStatus is one live member.
-type MemberStatus struct {
-	ID      string `json:"id"`
-	Gossip  string `json:"gossip"`
-	QUIC    string `json:"quic"`
-	Trains  bool   `json:"trains"`
-	Backend string `json:"backend"`
-}
+// NewMetrics is [status.NewMetrics] for a node's [Status].
+func NewMetrics(st func() Status) *Metrics { return status.NewMetrics(st) }
 
-// ShardStatus is one shard as this node sees it.
-type ShardStatus struct {
-	ID     uint32 `json:"id"`
-	Leader string `json:"leader"`
-	Term   uint64 `json:"term"`
-	// Placement is the replica set placement assigns from this node's
-	// membership view; Voters the Raft configuration (known where this
-	// node hosts a replica).
-	Placement []string `json:"placement"`
-	Voters    []string `json:"voters,omitempty"`
-	// Local is leader, follower, candidate or "" (no replica here).
-	Local   string `json:"local,omitempty"`
-	Applied uint64 `json:"applied,omitempty"`
-	Pushes  uint64 `json:"pushes,omitempty"` // pushes applied by the replica described
-	// From names the member whose replica described a shard not hosted
-	// here, AgeSeconds how old its answer is; both empty for a local replica.
-	From       string  `json:"from,omitempty"`
-	AgeSeconds float64 `json:"age_seconds,omitempty"`
-}
+// OpenHistory is [status.OpenHistory].
+var OpenHistory = status.OpenHistory
 
-// TrainerStatus is one member's worker loop, from its own answer.
-type TrainerStatus struct {
-	ID             string  `json:"id"`
-	Iter           uint64  `json:"iter"`
-	ItersPerSec    float64 `json:"iters_per_sec"`
-	Loss           float64 `json:"loss"`
-	ComputeSeconds float64 `json:"compute_seconds"`
-	WaitSeconds    float64 `json:"wait_seconds"`
-	// WaitShare is wait / (compute + wait) since the worker started.
-	WaitShare  float64 `json:"wait_share"`
-	AgeSeconds float64 `json:"age_seconds,omitempty"`
-	// Batch and PredictedSeconds are the worker's mini-batch and, under
-	// --balance, its predicted compute time (LocalWorker's).
-	Batch            int64   `json:"batch"`
-	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
-}
+// CountLibraryTelemetry is [status.CountLibraryTelemetry].
+func CountLibraryTelemetry() { status.CountLibraryTelemetry() }
 
-// WorkerStatus is one worker's place in a shard's clock table.
-type WorkerStatus struct {
-	ID      string `json:"id"`
-	Clock   int64  `json:"clock"`
-	Gap     int64  `json:"gap"`   // clock minus the slowest live worker's
-	Grant   int64  `json:"grant"` // DSSP extra iterations still granted
-	Waiting bool   `json:"waiting"`
-}
+// The records the rooms share (node/records), named here for the callers
+// of node.
+type (
+	LocalWorker   = records.LocalWorker
+	ShardStatus   = records.ShardStatus
+	WorkerStatus  = records.WorkerStatus
+	RefusalStatus = records.RefusalStatus
+	SliceRead     = records.SliceRead
+	Observer      = records.Observer
+	Event         = records.Event
+)
 
-// LocalWorker is this node's worker loop.
-type LocalWorker struct {
-	Iter           uint64  `json:"iter"` // next iteration to push
-	Samples        uint64  `json:"samples"`
-	Loss           float64 `json:"loss"` // training loss of the last mini-batch
-	ComputeSeconds float64 `json:"compute_seconds"`
-	WaitSeconds    float64 `json:"wait_seconds"` // pushing and held by gates
-	Retries        uint64  `json:"retries"`
-	ItersPerSec    float64 `json:"iters_per_sec"` // over the last few seconds
-	Slowdown       float64 `json:"slowdown"`
-	LastError      string  `json:"last_error,omitempty"`
-	// Refused counts this worker's gradients a shard refused (NaN/Inf, norm
-	// outlier, non-finite step); each was recomputed and sent again.
-	Refused uint64 `json:"refused"`
-	// SlicesKept and SlicesPulled count the acknowledged pushes whose OK
-	// carried no parameters (the worker's copy of the slice was fresh
-	// enough: docs/design.md, "The read guarantee") and those that carried them.
-	SlicesKept   uint64 `json:"slices_kept"`
-	SlicesPulled uint64 `json:"slices_pulled"`
-	// Stopped says why the worker loop stopped for good ("" while it runs):
-	// a diverging job, a rejection it cannot repair.
-	Stopped string `json:"stopped,omitempty"`
-	// Batch is the worker's mini-batch (the job's, or under --balance the
-	// latest assignment of shard 0); GlobalBatch the sum over the mesh,
-	// AllocVersion the allocation's version and PredictedSeconds the
-	// balancer's predicted compute time of Batch (0 before it has a model),
-	// under --balance only.
-	Batch            int64   `json:"batch"`
-	GlobalBatch      int64   `json:"global_batch,omitempty"`
-	AllocVersion     uint64  `json:"alloc_version,omitempty"`
-	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
-	// The data path's costs, for `dssp bench mesh`: PushBytes are the
-	// tensor bytes this worker's pushes sent and their replies returned;
-	// ReplicatedBytes the push entries the shard leaders on this node
-	// proposed, times their followers; LogWrites the Raft log writes (one
-	// fsync each on disk) of every replica on this node. Since each
-	// replica opened; a reopened replica starts over.
-	PushBytes       uint64 `json:"push_bytes"`
-	ReplicatedBytes uint64 `json:"replicated_bytes"`
-	LogWrites       uint64 `json:"log_writes"`
-}
-
-// EvalResult is one evaluation of the global parameters.
-type EvalResult struct {
-	Accuracy float64   `json:"accuracy"`
-	Loss     float64   `json:"loss"`
-	Samples  int       `json:"samples"`
-	At       time.Time `json:"at"`
-	By       string    `json:"by"`
-	// Iter is the training clock of the parameters evaluated: the lowest
-	// t_min over the shards read (see "Model snapshots" in the package doc).
-	Iter uint64 `json:"iter"`
-	// Seq orders evaluations mesh-wide: the samples the shards had applied
-	// (summed over shards, Raft-replicated state) when they sent the
-	// parameters evaluated. Newer parameters have a larger Seq whichever
-	// node evaluated them and whatever its clock says.
-	Seq uint64 `json:"seq"`
-	// Diverged: the loss was NaN or ±Inf (Loss then reads null); every
-	// worker stops on receiving it.
-	Diverged bool `json:"diverged,omitempty"`
-}
-
-// TransportStatus counts mesh transport events.
-type TransportStatus struct {
-	FrameErrors    uint64 `json:"frame_errors"`
-	PreambleErrors uint64 `json:"preamble_errors"`
-	DialFailures   uint64 `json:"dial_failures"`
-	Dials          uint64 `json:"dials"`
-}
+// Event kinds in [Status].Events (node/records).
+const (
+	EventJoin     = records.EventJoin
+	EventLeave    = records.EventLeave
+	EventFailed   = records.EventFailed
+	EventSuspect  = records.EventSuspect
+	EventLeader   = records.EventLeader
+	EventRejected = records.EventRejected
+)

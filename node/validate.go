@@ -1,6 +1,7 @@
 package node
 
 import (
+	"dsspmesh/node/job"
 	"fmt"
 	"log/slog"
 	"math"
@@ -15,24 +16,14 @@ import (
 const (
 	MaxSlowdown     = 1000      // --slowdown: a worker 1000× slower is already gone
 	MaxComputeDelay = time.Hour // --compute-delay
-	MaxLR           = 100       // --lr: far above any rate that trains
+	MaxLR           = job.MaxLR // --lr: far above any rate that trains
 	MaxTimeout      = 24 * time.Hour
 	MinEvalEvery    = 100 * time.Millisecond
 )
 
 // CheckFloat returns an error naming flag and v unless v is finite and in
-// [lo, hi] (lo excluded when loOpen).
-func CheckFloat(flag string, v, lo, hi float64, loOpen bool) error {
-	left := "["
-	if loOpen {
-		left = "("
-	}
-	ok := !math.IsNaN(v) && !math.IsInf(v, 0) && v <= hi && (v > lo || !loOpen && v == lo)
-	if !ok {
-		return fmt.Errorf("--%s %v: must be a finite number in %s%g, %g]", flag, v, left, lo, hi)
-	}
-	return nil
-}
+// [lo, hi] (lo excluded when loOpen): [job.CheckFloat].
+var CheckFloat = job.CheckFloat
 
 // CheckDuration returns an error naming flag and d unless lo ≤ d ≤ hi.
 func CheckDuration(flag string, d, lo, hi time.Duration) error {

@@ -344,7 +344,7 @@ func TestSamplesBoundedByTheJobsBatch(t *testing.T) {
 }
 
 // TestJoinsZeroPushPassesInEveryPrecision: a worker's fetch (a push of no
-// samples with the encoder's zero payload, node/worker.go) is applied in
+// samples with the encoder's zero payload, node/worker/push.go) is applied in
 // every wire precision, so the zero-gradient rule refuses no join.
 func TestJoinsZeroPushPassesInEveryPrecision(t *testing.T) {
 	for _, p := range []shardapi.Precision{shardapi.FP32, shardapi.BF16, shardapi.INT8} {

@@ -17,7 +17,7 @@ import (
 )
 
 // History is everything the nodes of one run wrote under --history-dir
-// (node/history.go has the record format).
+// (node/status/history.go has the record format).
 type History struct {
 	Records []node.HistoryRecord
 }

@@ -196,7 +196,7 @@ func TestScaleCSVAccumulatesAndRenders(t *testing.T) {
 	}
 }
 
-// BenchmarkPlaceAll is one node's placement upkeep: shardManager.sync
+// BenchmarkPlaceAll is one node's placement upkeep: shards.Manager.sync (node/shards)
 // places every shard over the live members every 300 ms (mesh.Place
 // hashes and sorts all N ids per shard, O(S·N·log N)). docs/scale.md
 // extrapolates the 1 000-node, 4 000-shard mesh from it.

@@ -1,0 +1,70 @@
+// Package eval is the evaluation room of a node: model snapshots read
+// from every shard's leader ([Room.Read]), GET /model.safetensors
+// ([Room.ServeModel]), the snapshot last evaluated, and on the evaluating
+// node the evaluation loop ([Room.Run]) and its checkpoints
+// ([Checkpointer]). It gets what it needs through [Deps], [Job] and
+// [Evaluation]; it never sees the node.
+//
+// # Evaluation
+//
+// The live training member with the lowest node id (the evaluator) reads
+// a model snapshot (below) every --eval-every, evaluates it on the test set
+// and sends the result to every member over the control channel, so every
+// node's /status carries the mesh's accuracy; EvalResult.Iter is the
+// snapshot's clock. When the read fails (shards electing leaders) the tick
+// is skipped. When that node dies the next lowest takes over at its next
+// tick.
+//
+// Evaluations are ordered by EvalResult.Seq — the samples the shards had
+// applied when they were read, summed over the shards, Raft-replicated and
+// so agreed by the mesh — never by wall-clock time alone: a peer with a
+// fast clock cannot freeze the evaluation shown. An evaluation is accepted
+// only from the node it names (the control stream's authenticated peer).
+//
+// # Model snapshots
+//
+// A snapshot is read by one node from every shard concurrently (up to
+// 32 MiB of fp32 replies in flight: a 100 MB model's eight slices two at a
+// time), each with shardapi.Client.ReadInto, decoded straight into the
+// snapshot: a linearizable read on the shard's current leader
+// after a Raft barrier, over the shard RPC channel the pushes use. So each
+// shard's slice holds every push that shard acknowledged before the read
+// began. "Consistent" means exactly that, per shard: the shards are
+// independent Raft groups and the read does not stop training, so the
+// slices are not one global cut — a worker's iteration in flight may be
+// applied on one shard and not yet on another. The snapshot states how
+// far apart they are: each shard's t_min, t_max, applied index and
+// samples, and the mesh clock, the lowest t_min, below which every live
+// worker's iterations are in every slice. The slices differ only by the
+// pushes applied between the shards' reads, which run concurrently
+// (milliseconds apart on a healthy mesh with a small model); the
+// per-shard clocks say by how many iterations.
+//
+// GET /model.safetensors on any node returns a fresh snapshot
+// (modelfile's format; ?timeout= bounds the read, default 30s, 503 with
+// the reason on failure); with ?evaluated it returns the snapshot this
+// node last evaluated, its accuracy in the metadata (404 on a node that
+// has not evaluated, and on the evaluator while its next evaluation reads
+// the model into that snapshot's memory: an evaluator holds one copy of
+// the model, not two). Both are written straight from the snapshot. A
+// model of 32 MiB or more is evaluated in the evaluator's worker's θ,
+// borrowed while the worker waits (node/worker/lend.go), and its evaluated snapshot
+// is kept in the data dir (evaluated.safetensors), not in memory. `dssp export` and `dssp up`'s report/model.safetensors
+// use them.
+//
+// Checkpoints (--checkpoint-dir, --checkpoint-every, --checkpoint-keep)
+// are written by the evaluator alone, from the snapshot it evaluated, at
+// the first evaluation at least --checkpoint-every after its previous
+// checkpoint (or its start): atomically, the newest --checkpoint-keep
+// kept, never one with non-finite parameters or loss (modelfile.
+// Checkpoints). Set the flag on every training node: when the evaluator
+// dies the next one continues in its own folder.
+//
+// # Concurrency
+//
+// [Room.Run] is one goroutine. Read, ServeModel and Latest are safe for
+// concurrent use: one read runs at a time (the shard clients are not safe
+// for concurrent use), waiting for its turn within the caller's deadline;
+// the evaluated snapshot is guarded by its own lock, held for reading
+// while an export streams it.
+package eval

@@ -1,0 +1,168 @@
+package eval
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"time"
+
+	"dsspmesh/cudaops"
+	"dsspmesh/modelfile"
+	"dsspmesh/node/records"
+	"dsspmesh/shardapi"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Evaluation is what the evaluation loop needs on a training node.
+type Evaluation struct {
+	Every time.Duration
+	// Model evaluates (a model of its own: sharing the worker's would
+	// stall its gradients for a whole pass over Test).
+	Model *cudaops.Model
+	Test  cudaops.Dataset
+	// Worker lends its θ for a large model's evaluation; nil lends none.
+	Worker Lender
+	// DataDir keeps a large model's evaluated snapshot.
+	DataDir string
+	Seconds prometheus.Observer
+	Count   prometheus.Counter
+	// Done takes each evaluation made here (the node keeps it and sends
+	// it to every member).
+	Done func(ctx context.Context, e records.EvalResult)
+}
+
+// Lender is the worker lending θ (node/worker/lend.go).
+type Lender interface {
+	Borrow(ctx context.Context) (theta []float32, giveBack func([]*shardapi.Version), ok bool)
+	Finished() bool
+}
+
+// LendBytes is the model size from which the evaluation borrows the
+// worker's θ (node/worker/lend.go): a second copy of a smaller model costs
+// less than the runtime's own base (memLimitBase), and the pause would
+// show in a small model's iterations. The evaluated snapshot, for
+// GET /model.safetensors?evaluated, is then written to the data dir
+// (EvaluatedFile) before θ goes back.
+var LendBytes = 32 << 20 // a var only for tests (node's export_test.go)
+
+// Run evaluates the global parameters every e.Every while this node
+// is the evaluator: a snapshot read from every shard's leader (Read),
+// the same a `dssp export` gives. It keeps that snapshot for
+// GET /model.safetensors?evaluated (and reads the next one into its
+// memory: evaluatedModel) — unless the model is large enough that it reads
+// into the worker's θ instead (node/worker/lend.go) —, saves it as a checkpoint when
+// one is due, and sends the result to every member.
+func (r *Room) Run(ctx context.Context, e Evaluation) {
+	t := time.NewTicker(e.Every)
+	defer t.Stop()
+	var buf []float32 // the memory the next read goes into: the last evaluated snapshot's
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if r.d.Evaluator() != string(r.d.ID) {
+			continue
+		}
+		r.evaluate(ctx, e, &buf)
+	}
+}
+
+// evaluate runs one evaluation. A model of LendBytes or more is read
+// into the worker's θ, borrowed for the evaluation (node/worker/lend.go), and not kept
+// after; a smaller one into *buf, the last evaluated snapshot's memory,
+// and kept. *buf survives a failed read for the next try.
+func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
+	job, ok := r.d.Job()
+	if !ok {
+		return
+	}
+	modelBytes := 4 * int64(job.Model.NumParams())
+	timeout := evalReadTimeout(modelBytes)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var snap *Snapshot
+	var err error
+	release := func() {} // gives a borrowed θ back: at once after the checkpoint, at the latest on return
+	defer func() { release() }()
+	w := e.Worker
+	lend := w != nil && !w.Finished() && modelBytes >= int64(LendBytes)
+	if lend {
+		theta, back, ok := w.Borrow(rctx)
+		if !ok {
+			if ctx.Err() == nil {
+				r.d.Logger.Warn("evaluation skipped: the worker did not lend its parameters in time", "timeout", timeout)
+			}
+			return
+		}
+		r.evaluated.dropMemory()
+		var versions []*shardapi.Version
+		snap, versions, err = r.ReadVersions(rctx, "evaluation", theta)
+		release = func() { back(versions); release = func() {} }
+	} else {
+		if *buf == nil {
+			*buf = r.evaluated.take()
+		}
+		if *buf == nil {
+			*buf = make([]float32, job.Model.NumParams())
+		}
+		snap, err = r.Read(rctx, "evaluation", *buf)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			r.d.Logger.Warn("evaluation skipped", "err", err)
+		}
+		return
+	}
+	start := time.Now()
+	ev, err := e.Model.Evaluate(snap.Theta, e.Test)
+	e.Seconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		r.d.Logger.Warn("evaluate", "err", err)
+		return
+	}
+	snap.Meta.Eval = &modelfile.Eval{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples}
+	var seq uint64
+	for _, sc := range snap.Meta.Shards {
+		seq += uint64(max(sc.Samples, 0))
+	}
+	res := records.EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: r.d.Now(), By: string(r.d.ID), Iter: uint64(snap.Meta.Clock), Seq: seq,
+		Diverged: !finite(ev.Loss) || !finite(ev.Accuracy)}
+	if !res.Diverged {
+		// A diverged state is never checkpointed: the last checkpoint
+		// stays the last good one.
+		r.ckpt.maybeSave(job.Model.Layout(), r.d.Logger, snap)
+	}
+	if lend {
+		// Kept on disk, where θ's values stay once it is given back.
+		path := filepath.Join(e.DataDir, EvaluatedFile)
+		if err := modelfile.WriteFile(path, job.Model.Layout(), snap.Theta, snap.Meta); err != nil {
+			r.d.Logger.Warn("the evaluated model not kept", "path", path, "err", err)
+		} else {
+			r.evaluated.set(nil, path)
+		}
+		release()
+	} else {
+		r.evaluated.set(snap, "")
+		*buf = nil
+	}
+	e.Count.Inc()
+	e.Done(ctx, res)
+	r.d.Logger.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "clock", snap.Meta.Clock, "seq", seq)
+}
+
+// evalReadTimeout bounds the read of a model of modelBytes for one
+// evaluation: 10 s, and a second for every evalReadRate bytes beyond (at
+// a flat 10 s not one evaluation of a 100 MB model finished while its
+// mesh trained on two loaded cores). While shards elect leaders the
+// evaluation is skipped, not queued.
+func evalReadTimeout(modelBytes int64) time.Duration {
+	return 10*time.Second + time.Duration(float64(modelBytes)/evalReadRate*float64(time.Second))
+}
+
+// evalReadRate (bytes/s) is the slowest model read an evaluation waits for.
+const evalReadRate = 4 << 20
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

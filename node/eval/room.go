@@ -1,0 +1,51 @@
+package eval
+
+import (
+	"context"
+	"errors"
+
+	"dsspmesh/shardapi"
+)
+
+// Room reads model snapshots, serves them, keeps the one last evaluated
+// and, on the evaluating node, evaluates and checkpoints.
+type Room struct {
+	d         Deps
+	reader    *modelReader
+	evaluated evaluatedModel // the snapshot this node last evaluated
+	ckpt      *Checkpointer  // nil unless --checkpoint-dir
+}
+
+// New is the room; ckpt may be nil.
+func New(d Deps, ckpt *Checkpointer) *Room {
+	return &Room{d: d, reader: &modelReader{turn: make(chan struct{}, 1)}, ckpt: ckpt}
+}
+
+// Latest is the newest checkpoint written, "" if none.
+func (r *Room) Latest() string {
+	if r.ckpt == nil {
+		return ""
+	}
+	p, _ := r.ckpt.dir.Latest()
+	return p
+}
+
+// Read reads every shard's slice from its leader (each a linearizable
+// read, shardapi.Client.ReadInto), concurrently up to readBytesInFlight of
+// replies, each decoded straight into the flat vector: into's memory when
+// it has the model's length, else new memory.
+func (r *Room) Read(ctx context.Context, source string, into []float32) (*Snapshot, error) {
+	snap, _, err := r.ReadVersions(ctx, source, into)
+	return snap, err
+}
+
+// ReadVersions is Read also giving the version of each shard's
+// slice it read whole, nil for a shard whose read failed (its part of into
+// may be half written), whether or not the read as a whole succeeded.
+func (r *Room) ReadVersions(ctx context.Context, source string, into []float32) (*Snapshot, []*shardapi.Version, error) {
+	job, ok := r.d.Job()
+	if !ok {
+		return nil, nil, errors.New("the node has not joined the mesh's shards yet")
+	}
+	return r.reader.read(ctx, r.d, job, source, into)
+}

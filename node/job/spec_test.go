@@ -1,0 +1,107 @@
+package job
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"dsspmesh/shardapi"
+)
+
+func TestSpecWirePrecision(t *testing.T) {
+	s := DefaultSpec()
+	for in, want := range map[string]shardapi.Precision{"": shardapi.FP32, "fp32": shardapi.FP32, "bf16": shardapi.BF16} {
+		s.WirePrecision = in
+		if err := s.Validate(); err != nil || s.Precision() != want {
+			t.Errorf("--wire-precision %q: %v, %v", in, s.Precision(), err)
+		}
+	}
+	s.WirePrecision = "fp16"
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), `--wire-precision "fp16"`) {
+		t.Errorf("fp16: %v, want an error naming the flag and the value", err)
+	}
+	// A joiner adopts the mesh's precision; an explicit other one conflicts.
+	mine, mesh := DefaultSpec(), DefaultSpec()
+	mine.WirePrecision, mesh.WirePrecision = "bf16", "fp32"
+	if err := mine.CheckAdopt(mesh, func(f string) bool { return f == "wire-precision" }); err == nil {
+		t.Error("no conflict between bf16 and fp32")
+	}
+	mesh.WirePrecision = "" // persisted by an older build: fp32
+	mine.WirePrecision = "fp32"
+	if err := mine.CheckAdopt(mesh, func(f string) bool { return f == "wire-precision" }); err != nil {
+		t.Errorf("fp32 against an unset precision: %v", err)
+	}
+}
+
+func TestSpecPipeline(t *testing.T) {
+	s := DefaultSpec() // dssp:3:12
+	if s.Pipeline {
+		t.Fatal("pipelining is on by default")
+	}
+	s.Pipeline = true
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct {
+		paradigm string
+		sl, rmax int64
+	}{{"bsp", 0, 0}, {"asp", 0, 0}, {"ssp", 0, 0}, {"dssp", 0, 4}, {"dssp-paper", 3, 12}} {
+		s.Paradigm, s.SLower, s.RMax = p.paradigm, p.sl, p.rmax
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--pipeline") {
+			t.Errorf("%s with --pipeline: %v, want an error naming the flag", s.PolicyText(), err)
+		}
+	}
+	// A spec persisted before the fields existed reads as off, and as the
+	// whole batch ahead had it been on.
+	before := DefaultSpec()
+	before.PipelineFresh = 0
+	old := must(Marshal(before))
+	got, err := Unmarshal(old)
+	if err != nil || got.Pipeline || got.PipelineFresh != 0 || strings.Contains(string(old), "pipeline") {
+		t.Fatalf("old spec: %+v, %v", got, err)
+	}
+	for _, f := range []float64{-0.1, 1, 1.5, math.NaN()} {
+		s := DefaultSpec()
+		s.Pipeline, s.Paradigm, s.SLower, s.PipelineFresh = true, "ssp", 1, f
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--pipeline-fresh") {
+			t.Errorf("--pipeline-fresh %v: %v, want an error naming the flag", f, err)
+		}
+	}
+	s = DefaultSpec()
+	s.Pipeline = true
+	back, err := Unmarshal(must(Marshal(s)))
+	if err != nil || !back.Pipeline {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// --shards 0 resolves to one shard per AutoShardBytes of fp32 parameters
+// when the first node writes the spec; a count given stays.
+func TestWithShards(t *testing.T) {
+	for _, c := range []struct{ shards, params, want int }{
+		{0, 0, 1},
+		{0, 235146, 1}, // the MLP
+		{0, AutoShardBytes / 4, 1},
+		{0, AutoShardBytes/4 + 1, 2},
+		{0, 24_900_000, 6}, // mlp-wide's ~99.6 MB
+		{0, 1 << 40, maxShards},
+		{4, 235146, 4},
+	} {
+		s := DefaultSpec()
+		s.Shards = c.shards
+		if got := s.WithShards(c.params).Shards; got != c.want {
+			t.Errorf("--shards %d, %d parameters: %d shards, want %d", c.shards, c.params, got, c.want)
+		}
+	}
+	s, err := ResolveShards(DefaultSpec())
+	if err != nil || s.Shards != 1 || s.Validate() != nil {
+		t.Fatalf("the default job resolves to %d shards, %v", s.Shards, err)
+	}
+}

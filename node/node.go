@@ -1,0 +1,83 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"dsspmesh/cudaops"
+	"dsspmesh/mesh"
+	"dsspmesh/node/eval"
+	"dsspmesh/node/shards"
+	"dsspmesh/node/status"
+	"dsspmesh/shardapi"
+)
+
+// Node is one running dssp process. Build it with [Run].
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	id       mesh.NodeID
+	dir      *DataDir
+	tr       mesh.Transport
+	members  mesh.Membership
+	replicas Replicas
+	obs      Observer         // never nil
+	now      func() time.Time // the wall clock (Deps.Now)
+	metrics  *Metrics
+	started  time.Time
+	wg       sync.WaitGroup
+
+	model       *cudaops.Model
+	evalModel   *cudaops.Model
+	train, test cudaops.Dataset
+	memLimit    int64 // the soft memory limit set (memlimit.go); 0 = none
+
+	shards *shards.Manager
+	worker trainer // nil when the node does not train
+	events *status.EventLog
+	view   status.View
+
+	initTheta []float32  // θ from --init-from for a fresh mesh; nil: from the seed
+	snaps     *eval.Room // model snapshots, the evaluation, checkpoints
+
+	mu    sync.RWMutex
+	spec  *JobSpec
+	phase string
+	eval  *EvalResult
+	evals []EvalResult // the last evalHistorySize evaluations, oldest first
+}
+
+// evalHistorySize bounds the evaluations kept for the dashboard's charts.
+const evalHistorySize = 360
+
+func (n *Node) setPhase(p string) { n.mu.Lock(); n.phase = p; n.mu.Unlock() }
+
+func (n *Node) setSpec(s JobSpec) { n.mu.Lock(); n.spec = &s; n.mu.Unlock() }
+
+func (n *Node) jobSpec() *JobSpec {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.spec
+}
+
+// trainer is what the node asks of its worker room ([worker.Worker]).
+type trainer interface {
+	Run(ctx context.Context)
+	Leave(limit time.Duration)
+	Status() *LocalWorker
+	Stop(reason string)
+	Borrow(ctx context.Context) (theta []float32, giveBack func([]*shardapi.Version), ok bool)
+	Finished() bool
+}
+
+// isMember reports whether id is in this node's membership view.
+func (n *Node) isMember(id mesh.NodeID) bool {
+	for _, m := range n.members.Members() {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,105 @@
+package records
+
+import "time"
+
+// RefusalStatus counts one worker's refused gradients.
+type RefusalStatus struct {
+	Worker    string `json:"worker"`
+	NonFinite uint64 `json:"non_finite"`
+	Outliers  uint64 `json:"outliers"`
+	// Streak is the longest run of refusals without an accepted push on
+	// any one shard led here; RepeatOffender is Streak ≥ shardapi.RepeatOffender.
+	Streak         uint64 `json:"streak"`
+	RepeatOffender bool   `json:"repeat_offender"`
+}
+
+// ShardStatus is one shard as this node sees it.
+type ShardStatus struct {
+	ID     uint32 `json:"id"`
+	Leader string `json:"leader"`
+	Term   uint64 `json:"term"`
+	// Placement is the replica set placement assigns from this node's
+	// membership view; Voters the Raft configuration (known where this
+	// node hosts a replica).
+	Placement []string `json:"placement"`
+	Voters    []string `json:"voters,omitempty"`
+	// Local is leader, follower, candidate or "" (no replica here).
+	Local   string `json:"local,omitempty"`
+	Applied uint64 `json:"applied,omitempty"`
+	Pushes  uint64 `json:"pushes,omitempty"` // pushes applied by the replica described
+	// From names the member whose replica described a shard not hosted
+	// here, AgeSeconds how old its answer is; both empty for a local replica.
+	From       string  `json:"from,omitempty"`
+	AgeSeconds float64 `json:"age_seconds,omitempty"`
+}
+
+// WorkerStatus is one worker's place in a shard's clock table.
+type WorkerStatus struct {
+	ID      string `json:"id"`
+	Clock   int64  `json:"clock"`
+	Gap     int64  `json:"gap"`   // clock minus the slowest live worker's
+	Grant   int64  `json:"grant"` // DSSP extra iterations still granted
+	Waiting bool   `json:"waiting"`
+}
+
+// LocalWorker is this node's worker loop.
+type LocalWorker struct {
+	Iter           uint64  `json:"iter"` // next iteration to push
+	Samples        uint64  `json:"samples"`
+	Loss           float64 `json:"loss"` // training loss of the last mini-batch
+	ComputeSeconds float64 `json:"compute_seconds"`
+	WaitSeconds    float64 `json:"wait_seconds"` // pushing and held by gates
+	Retries        uint64  `json:"retries"`
+	ItersPerSec    float64 `json:"iters_per_sec"` // over the last few seconds
+	Slowdown       float64 `json:"slowdown"`
+	LastError      string  `json:"last_error,omitempty"`
+	// Refused counts this worker's gradients a shard refused (NaN/Inf, norm
+	// outlier, non-finite step); each was recomputed and sent again.
+	Refused uint64 `json:"refused"`
+	// SlicesKept and SlicesPulled count the acknowledged pushes whose OK
+	// carried no parameters (the worker's copy of the slice was fresh
+	// enough: docs/design.md, "The read guarantee") and those that carried them.
+	SlicesKept   uint64 `json:"slices_kept"`
+	SlicesPulled uint64 `json:"slices_pulled"`
+	// Stopped says why the worker loop stopped for good ("" while it runs):
+	// a diverging job, a rejection it cannot repair.
+	Stopped string `json:"stopped,omitempty"`
+	// Batch is the worker's mini-batch (the job's, or under --balance the
+	// latest assignment of shard 0); GlobalBatch the sum over the mesh,
+	// AllocVersion the allocation's version and PredictedSeconds the
+	// balancer's predicted compute time of Batch (0 before it has a model),
+	// under --balance only.
+	Batch            int64   `json:"batch"`
+	GlobalBatch      int64   `json:"global_batch,omitempty"`
+	AllocVersion     uint64  `json:"alloc_version,omitempty"`
+	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
+	// The data path's costs, for `dssp bench mesh`: PushBytes are the
+	// tensor bytes this worker's pushes sent and their replies returned;
+	// ReplicatedBytes the push entries the shard leaders on this node
+	// proposed, times their followers; LogWrites the Raft log writes (one
+	// fsync each on disk) of every replica on this node. Since each
+	// replica opened; a reopened replica starts over.
+	PushBytes       uint64 `json:"push_bytes"`
+	ReplicatedBytes uint64 `json:"replicated_bytes"`
+	LogWrites       uint64 `json:"log_writes"`
+}
+
+// EvalResult is one evaluation of the global parameters.
+type EvalResult struct {
+	Accuracy float64   `json:"accuracy"`
+	Loss     float64   `json:"loss"`
+	Samples  int       `json:"samples"`
+	At       time.Time `json:"at"`
+	By       string    `json:"by"`
+	// Iter is the training clock of the parameters evaluated: the lowest
+	// t_min over the shards read (see "Model snapshots" in node/eval's package doc).
+	Iter uint64 `json:"iter"`
+	// Seq orders evaluations mesh-wide: the samples the shards had applied
+	// (summed over shards, Raft-replicated state) when they sent the
+	// parameters evaluated. Newer parameters have a larger Seq whichever
+	// node evaluated them and whatever its clock says.
+	Seq uint64 `json:"seq"`
+	// Diverged: the loss was NaN or ±Inf (Loss then reads null); every
+	// worker stops on receiving it.
+	Diverged bool `json:"diverged,omitempty"`
+}

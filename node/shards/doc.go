@@ -1,0 +1,31 @@
+// Package shards is the shard manager room of a node: this node's
+// replicas of the job's shards and their upkeep. It gets what it needs
+// through [Deps] (the [Replicas] that open them, membership, the observer,
+// the event record, where to persist peers) and [Config] (the job's shape
+// and every shard's spec); it never sees the node.
+//
+// A shard manager follows membership: every node runs a
+// replica of each shard whose placement (mesh.Place over the live members)
+// includes it, the leader of each shard reconciles the Raft configuration
+// toward the placement, and removes from the shard's clock table every
+// worker that membership declares failed or that leaves. A replica this
+// node no longer places is shut down once the leader has removed it.
+// When a shard's slice exceeds 1 MiB, the worker and the evaluation loop
+// start only once every shard's voters are its placement, or after 3
+// minutes (trainstart.go): otherwise every push of a
+// fresh mesh lands on the bootstrap node while it ships the snapshots.
+//
+// Placement (placement.go) is mesh.PlaceAll over the live members, cached
+// until they change. Every 300 ms [Manager.Run] starts the replicas placed
+// here, and on each shard this node leads removes gone workers, starts one
+// reconcile step toward the placement (cancelled when the placement
+// changes under it) and, for large slices, hands a leadership to the
+// voter leading fewest (manager.go).
+//
+// # Concurrency
+//
+// [Manager.Run] is one goroutine; each reconcile step and leadership
+// transfer runs in one of its own. Every method is safe for concurrent
+// use. Manager.mu guards the replicas and the reconcile steps and is never
+// held across a Raft call.
+package shards

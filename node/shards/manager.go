@@ -1,0 +1,635 @@
+package shards
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"dsspmesh/clock"
+	"dsspmesh/internal/faults"
+	"dsspmesh/mesh"
+	"dsspmesh/node/records"
+	"dsspmesh/shardapi"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Manager runs this node's replicas and follows placement: it starts a
+// replica for every shard placed here (or with state on disk), has the
+// leader of each shard move the Raft configuration toward the placement one
+// change at a time (add before remove) and remove workers that left the
+// membership from the clock table, and shuts down replicas the leader has
+// removed.
+type Manager struct {
+	d      Deps
+	cfg    Config
+	bounds [][2]int // flat-vector range of each shard
+
+	mu       sync.Mutex // guards replicas and reconciling; never held across Raft calls
+	replicas map[uint32]Replica
+	// reconciling is the reconcile step running per shard this node
+	// leads, with the placement it works toward (reconcile).
+	reconciling map[uint32]*reconcileStep
+	peers       []string // gossip addresses last persisted
+
+	places *placementCache
+
+	transferring atomic.Bool // a leadership hand-over runs (handLeadOver)
+}
+
+// Deps are the shard manager's edges, built by the node that runs it.
+type Deps struct {
+	ID       mesh.NodeID
+	Replicas Replicas
+	Members  mesh.Membership
+	// Observer sees every entry the replicas apply and every term they lead.
+	Observer records.Observer
+	// Event records a term this node's replica leads.
+	Event func(records.Event)
+	// ApplySeconds observes the leaders' proposal-to-application times.
+	ApplySeconds prometheus.Observer
+	// SetPeers persists the other members' gossip addresses (the data dir).
+	SetPeers func(peers []string) error
+	// PeerShards completes this node's own shard records with what the
+	// other members said (the node's mesh view): leaders of the shards it
+	// does not host.
+	PeerShards func(own []records.ShardStatus) []records.ShardStatus
+	// Theta is the parameters a fresh mesh starts from (--init-from, or
+	// the model's initialisation from the job's seed), asked once.
+	Theta  func() []float32
+	Logger *slog.Logger
+}
+
+// Config is the job as the shard manager runs it.
+type Config struct {
+	// NumParams is the model's parameter count, cut into Spec.Shards.
+	NumParams int
+	Shards    int
+	// Replication is the replicas per shard placement asks for.
+	Replication int
+	// Spec is every shard's spec but its Shard and Len.
+	Spec shardapi.Spec
+}
+
+// New is a shard manager for cfg; Start starts it.
+func New(d Deps, cfg Config) *Manager {
+	if d.Observer == nil {
+		d.Observer = records.NoObserver{}
+	}
+	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{},
+		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication)}
+}
+
+// Bounds is each shard's range of the flat parameter vector.
+func (m *Manager) Bounds() [][2]int { return m.bounds }
+
+// Bounds cuts total parameters into s contiguous ranges.
+func Bounds(total, s int) [][2]int {
+	b := make([][2]int, s)
+	for i := range b {
+		b[i] = [2]int{i * total / s, (i + 1) * total / s}
+	}
+	return b
+}
+
+// Start brings up the replicas with state on disk and those placed here;
+// on a fresh mesh it bootstraps every shard with this node as sole voter
+// and proposes Init with θ from --init-from, or else from the spec's seed.
+func (m *Manager) Start(ctx context.Context, fresh bool) error {
+	fresh = fresh || faults.On(faults.SplitBrain) // broken builds only
+	for s := range m.bounds {
+		id := uint32(s)
+		if fresh || m.d.Replicas.HasState(id) || m.placedHere(id) {
+			if _, err := m.replica(id); err != nil {
+				return err
+			}
+		}
+	}
+	if !fresh {
+		return nil
+	}
+	theta := m.d.Theta()
+	// The shards bootstrap concurrently: each waits out an election
+	// timeout before its sole voter leads, and one after the other that
+	// took S × 0.5–1 s (30 s for 64 shards; dssp bench scale).
+	sem := make(chan struct{}, bootstrapParallel)
+	errs := make([]error, len(m.bounds))
+	var wg sync.WaitGroup
+	for s, b := range m.bounds {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[s] = m.bootstrapShard(ctx, uint32(s), b, theta)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	m.d.Logger.Info("bootstrapped shards", "shards", len(m.bounds))
+	return nil
+}
+
+// bootstrapParallel bounds the shards bootstrapping at once.
+const bootstrapParallel = 16
+
+// bootstrapShard makes this node the sole voter of shard id, waits until it
+// leads, and proposes Init with its slice b of theta.
+func (m *Manager) bootstrapShard(ctx context.Context, id uint32, b [2]int, theta []float32) error {
+	rep, _ := m.replica(id)
+	if err := rep.Bootstrap([]mesh.NodeID{m.d.ID}); err != nil {
+		return err
+	}
+	if err := waitLeader(ctx, rep, 30*time.Second); err != nil {
+		return err
+	}
+	spec := m.cfg.Spec
+	spec.Shard, spec.Len = id, b[1]-b[0]
+	if err := rep.Init(ctx, spec, theta[b[0]:b[1]]); err != nil {
+		return fmt.Errorf("shard %d: init: %w", id, err)
+	}
+	return nil
+}
+
+// waitLeader waits until rep leads its shard, woken by its leadership
+// changes.
+func waitLeader(ctx context.Context, rep Replica, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for changed := rep.LeaderChanged(); !rep.IsLeader(); changed = rep.LeaderChanged() {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("no leader elected within %v: %w", limit, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// replica returns this node's replica of shard id, starting it if needed.
+func (m *Manager) replica(id uint32) (Replica, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.replicas[id]; ok {
+		return r, nil
+	}
+	d := m.d
+	groups := max(len(m.replicas)+1, m.placedCount())
+	rep, err := d.Replicas.Open(id, ReplicaHooks{
+		Groups:         groups,
+		EntryBytes:     int64(m.cfg.Spec.Precision.Bytes(m.bounds[id][1] - m.bounds[id][0])),
+		Applied:        func(a shardapi.Applied) { d.Observer.Applied(id, a) },
+		StateHashEvery: d.Observer.StateHashEvery(),
+		Leading: func(term uint64) {
+			d.Observer.Leading(id, term)
+			d.Event(records.Event{Kind: records.EventLeader, Node: string(d.ID), Shard: &id, Term: term, Detail: fmt.Sprintf("shard %d: this node leads", id)})
+		},
+		ApplyTime: func(t time.Duration) { d.ApplySeconds.Observe(t.Seconds()) },
+		// Raft streams from outside the shard's configuration are refused
+		// unless placement assigns the peer to the shard.
+		AllowRaftPeer: func(p mesh.NodeID) bool { return slices.Contains(m.placement(id), p) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: %w", id, err)
+	}
+	m.replicas[id] = rep
+	return rep, nil
+}
+
+func (m *Manager) local(id uint32) Replica {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.replicas[id]
+}
+
+func (m *Manager) placement(id uint32) []mesh.NodeID {
+	return slices.Clone(m.places.get(mesh.LiveIDs(m.d.Members.Members()))[id])
+}
+
+// placedCount is how many shards placement assigns this node now.
+func (m *Manager) placedCount() int {
+	n := 0
+	for _, p := range m.places.get(mesh.LiveIDs(m.d.Members.Members())) {
+		if slices.Contains(p, m.d.ID) {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *Manager) placedHere(id uint32) bool {
+	return slices.Contains(m.placement(id), m.d.ID)
+}
+
+// Candidates is where a worker looks for shard id's leader: the replicas
+// placement names first, then every other live member (during a move the
+// Raft configuration lags placement).
+func (m *Manager) Candidates(id uint32) []mesh.NodeID {
+	out := m.placement(id)
+	for _, mem := range m.d.Members.Members() {
+		if !slices.Contains(out, mem.ID) {
+			out = append(out, mem.ID)
+		}
+	}
+	return out
+}
+
+// Run follows membership until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	t := time.NewTicker(300 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.sync(ctx)
+	}
+}
+
+func (m *Manager) sync(ctx context.Context) {
+	members := m.d.Members.Members()
+	live := map[mesh.NodeID]bool{}
+	var peers []string
+	for _, mem := range members {
+		live[mem.ID] = true
+		if mem.ID != m.d.ID {
+			peers = append(peers, mem.Addr)
+		}
+	}
+	if len(peers) > 0 && !slices.Equal(peers, m.peers) {
+		if err := m.d.SetPeers(peers); err == nil {
+			m.peers = peers
+		}
+	}
+	liveIDs := mesh.LiveIDs(members)
+	places := m.places.get(liveIDs)
+	led := 0
+	var leads map[mesh.NodeID]int
+	if m.SpreadLeaders() {
+		for _, rep := range m.all() {
+			if rep.IsLeader() {
+				led++
+			}
+		}
+		if led > 0 {
+			leads = m.leads()
+		}
+	}
+	share := (len(m.bounds) + max(len(liveIDs), 1) - 1) / max(len(liveIDs), 1)
+	for s := range m.bounds {
+		id := uint32(s)
+		want := slices.Clone(places[id])
+		rep := m.local(id)
+		if rep == nil {
+			if slices.Contains(want, m.d.ID) {
+				if _, err := m.replica(id); err != nil {
+					m.d.Logger.Warn("start replica", "shard", id, "err", err)
+				}
+			}
+			continue
+		}
+		if rep.IsLeader() {
+			m.removeGoneWorkers(ctx, rep, live)
+			m.reconcile(ctx, id, rep, want)
+			if led > share && m.handLeadOver(rep, want, leads, led) {
+				led--
+			}
+			continue
+		}
+		if !slices.Contains(want, m.d.ID) && !m.inConfig(rep) {
+			m.stopReplica(id)
+		}
+	}
+}
+
+// Leaders spread for large slices. A fresh mesh's bootstrap node leads
+// every shard, so every worker's pushes and replies pass through it; with
+// a 100 MB model that is tens of megabytes per push per shard on one node
+// (its memory and CPU were the mesh's bottleneck in bench bigmodel). When a
+// shard's slice exceeds spreadLeadersBytes, a node leading more than its
+// share of the shards (⌈S ÷ live nodes⌉) hands one whose configuration is
+// already placement's to the voter of it that leads fewest, and only if
+// that one leads at least two fewer than this node, one per sync round
+// (raft's leadership transfer: the target is caught up first). Handing to
+// any voter let two nodes over their share pass one shard between them
+// for minutes (800 elections in a 5-minute run); with the rule, a transfer
+// lowers the sum of squares of the counts, so none is ever undone while
+// the nodes' views agree. Smaller slices keep today's behaviour.
+const spreadLeadersBytes = 1 << 20
+
+func (m *Manager) SpreadLeaders() bool {
+	return len(m.bounds) > 0 && m.cfg.Spec.Precision.Bytes(m.bounds[0][1]-m.bounds[0][0]) > spreadLeadersBytes
+}
+
+// leads counts the shards each node leads as this node knows it: its own
+// replicas' leaders and, for the shards it does not host, its peers' word.
+func (m *Manager) leads() map[mesh.NodeID]int {
+	own, _ := m.Status()
+	out := map[mesh.NodeID]int{}
+	for _, sh := range m.d.PeerShards(own) {
+		if sh.Leader != "" {
+			out[mesh.NodeID(sh.Leader)]++
+		}
+	}
+	return out
+}
+
+// handLeadOver starts a transfer of rep's leadership, which this node
+// holds with led others, to the voter in want that leads fewest (leads),
+// if rep's voters are want, that voter leads at least two fewer and no
+// transfer from this node runs; it reports whether it started one. The
+// count of the voter chosen is raised in leads.
+func (m *Manager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.NodeID]int, led int) bool {
+	c, err := rep.Configuration()
+	if err != nil || len(want) < 2 || !configIs(c, want) {
+		return false
+	}
+	to := leadTarget(m.d.ID, want, leads, led)
+	if to == "" {
+		return false
+	}
+	if !m.transferring.CompareAndSwap(false, true) {
+		return false
+	}
+	leads[to]++
+	go func() {
+		defer m.transferring.Store(false)
+		if err := rep.TransferLeadership(to); err != nil {
+			m.d.Logger.Debug("spread leaders", "shard", rep.Status().Shard, "to", string(to), "err", err)
+		}
+	}()
+	return true
+}
+
+// leadTarget is the voter in want other than self that leads fewest
+// shards (the first of equals), if it leads at least two fewer than led;
+// else "".
+func leadTarget(self mesh.NodeID, want []mesh.NodeID, leads map[mesh.NodeID]int, led int) mesh.NodeID {
+	var to mesh.NodeID
+	for _, id := range want {
+		if id != self && (to == "" || leads[id] < leads[to]) {
+			to = id
+		}
+	}
+	if to == "" || leads[to] > led-2 {
+		return ""
+	}
+	return to
+}
+
+// configIs reports whether c's voters are exactly want, with no
+// non-voters: nothing for reconcile to do (sync then spawns no
+// reconcile goroutine: at 64 shards led that was 200 a second).
+func configIs(c shardapi.Configuration, want []mesh.NodeID) bool {
+	if len(c.Nonvoters) > 0 || len(c.Voters) != len(want) {
+		return false
+	}
+	for _, id := range want {
+		if !c.Has(id) {
+			return false
+		}
+	}
+	return true
+}
+
+// reconcile moves the shard's Raft configuration one step toward want in
+// the background: Replica.Reconcile adds and catches up a new replica
+// before it removes an old one, and can block for the catch-up, which must
+// not stall the other shards' upkeep in sync. One step runs per shard at a
+// time; a step toward a placement that has since changed is cancelled (the
+// next sync round starts one toward the new placement). Without that, a
+// step begun on a passing view of membership — a healed partition
+// re-merges one node before another, so placement names a replica it drops
+// a moment later — waited out reconcileTimeout for a replica whose node no
+// longer runs it, and the shard stayed short of voters for a minute (the
+// fault suite's leader + follower partition, docs/reliability.md).
+func (m *Manager) reconcile(ctx context.Context, id uint32, rep Replica, want []mesh.NodeID) {
+	m.mu.Lock()
+	if run := m.reconciling[id]; run != nil {
+		if !sameNodes(run.want, want) && run.ctx.Err() == nil {
+			m.d.Logger.Info("placement changed; cancelling the reconcile step toward the old one", "shard", id, "was", run.want, "now", want)
+			run.cancel()
+		}
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	if c, err := rep.Configuration(); err == nil && configIs(c, want) {
+		return // nothing to do: no goroutine per shard per round
+	}
+	m.mu.Lock()
+	if m.reconciling[id] != nil { // sync is the only caller; kept safe anyway
+		m.mu.Unlock()
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	run := &reconcileStep{want: slices.Clone(want), ctx: rctx, cancel: cancel, done: make(chan struct{})}
+	m.reconciling[id] = run
+	m.mu.Unlock()
+	go func() {
+		defer func() {
+			cancel()
+			m.mu.Lock()
+			if m.reconciling[id] == run {
+				delete(m.reconciling, id)
+			}
+			m.mu.Unlock()
+			close(run.done)
+		}()
+		if _, err := rep.Reconcile(rctx, want); err != nil && !errors.Is(err, shardapi.ErrReconfigActive) && !errors.Is(err, shardapi.ErrNotLeader) &&
+			!errors.Is(err, context.Canceled) {
+			m.d.Logger.Warn("reconcile replicas", "shard", id, "want", want, "err", err)
+		}
+	}()
+}
+
+// reconcileStep is one running Replica.Reconcile: the placement it works
+// toward, how to cancel it, and done, closed once it has returned.
+type reconcileStep struct {
+	want   []mesh.NodeID
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// sameNodes reports whether a and b hold the same nodes, in any order.
+func sameNodes(a, b []mesh.NodeID) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(n mesh.NodeID) bool { return !slices.Contains(b, n) })
+}
+
+// reconcileTimeout bounds one reconcile step, catch-up of a new replica
+// included.
+const reconcileTimeout = time.Minute
+
+// removeGoneWorkers removes from the clock table every worker whose node is
+// no longer a live member, so it stops holding the others back.
+func (m *Manager) removeGoneWorkers(ctx context.Context, rep Replica, live map[mesh.NodeID]bool) {
+	for _, w := range rep.Status().Workers {
+		if live[mesh.NodeID(w.ID)] {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := rep.RemoveWorker(rctx, w.ID)
+		cancel()
+		if err != nil {
+			m.d.Logger.Warn("remove dead worker", "worker", w.ID, "err", err)
+			return
+		}
+		m.d.Logger.Info("removed dead worker", "shard", rep.Status().Shard, "worker", w.ID)
+	}
+}
+
+// inConfig reports whether this node is in rep's raft configuration; a
+// replica that cannot read it is presumed in, so it is not stopped early.
+func (m *Manager) inConfig(rep Replica) bool {
+	c, err := rep.Configuration()
+	return err != nil || c.Has(m.d.ID)
+}
+
+func (m *Manager) stopReplica(id uint32) {
+	m.mu.Lock()
+	rep := m.replicas[id]
+	delete(m.replicas, id)
+	m.mu.Unlock()
+	if rep != nil {
+		m.d.Logger.Info("replica no longer placed here; stopped", "shard", id)
+		rep.Shutdown()
+	}
+}
+
+// HandOff transfers leadership of the shards this node leads, so a
+// graceful leave does not wait out an election timeout.
+func (m *Manager) HandOff() {
+	for _, rep := range m.all() {
+		if rep.IsLeader() {
+			if err := rep.TransferLeadership(""); err != nil {
+				m.d.Logger.Debug("hand off", "err", err)
+			}
+		}
+	}
+}
+
+func (m *Manager) all() []Replica {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Replica, 0, len(m.replicas))
+	for _, r := range m.replicas {
+		out = append(out, r)
+	}
+	return out
+}
+
+func (m *Manager) Shutdown() {
+	m.mu.Lock()
+	reps := m.replicas
+	m.replicas = map[uint32]Replica{}
+	m.mu.Unlock()
+	var errs []error
+	for _, r := range reps {
+		errs = append(errs, r.Shutdown())
+	}
+	if err := errors.Join(errs...); err != nil {
+		m.d.Logger.Debug("replica shutdown", "err", err)
+	}
+}
+
+// Status describes every shard from this node's view.
+func (m *Manager) Status() ([]records.ShardStatus, []records.WorkerStatus) {
+	var out []records.ShardStatus
+	var workers []records.WorkerStatus
+	// One placement for all shards: asking per shard copied and sorted the
+	// member list S times (a sixth of an idle node's CPU at 32 nodes × 64
+	// shards, where peers ask for this view 8 times a second).
+	places := m.places.get(mesh.LiveIDs(m.d.Members.Members()))
+	for s := range m.bounds {
+		id := uint32(s)
+		st := records.ShardStatus{ID: id}
+		for _, p := range places[id] {
+			st.Placement = append(st.Placement, string(p))
+		}
+		if rep := m.local(id); rep != nil {
+			rs := rep.Status()
+			st.Leader, st.Term, st.Applied, st.Pushes = string(rs.Leader), rs.Term, rs.AppliedIndex, rs.Pushes
+			st.Local = map[string]string{"Leader": "leader", "Follower": "follower", "Candidate": "candidate"}[rs.State]
+			if c, err := rep.Configuration(); err == nil {
+				for _, v := range c.Voters {
+					st.Voters = append(st.Voters, string(v))
+				}
+			}
+			if st.Local == "leader" && workers == nil {
+				workers = workerStatuses(rs.Workers)
+			}
+		}
+		out = append(out, st)
+	}
+	return out, workers
+}
+
+// Refusals sums, per worker, the gradients refused by the shard leaders on
+// this node (each leader counts its own; a new leader starts at zero).
+func (m *Manager) Refusals() []records.RefusalStatus {
+	byWorker := map[string]*records.RefusalStatus{}
+	for s := range m.bounds {
+		rep := m.local(uint32(s))
+		if rep == nil {
+			continue
+		}
+		for w, r := range rep.Status().Service.Refused {
+			out := byWorker[string(w)]
+			if out == nil {
+				out = &records.RefusalStatus{Worker: string(w)}
+				byWorker[string(w)] = out
+			}
+			out.NonFinite += r.NonFinite
+			out.Outliers += r.Outliers
+			out.Streak = max(out.Streak, r.Streak)
+			out.RepeatOffender = out.Streak >= shardapi.RepeatOffender
+		}
+	}
+	out := make([]records.RefusalStatus, 0, len(byWorker))
+	for _, r := range byWorker {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b records.RefusalStatus) int { return strings.Compare(a.Worker, b.Worker) })
+	return out
+}
+
+func workerStatuses(ws []clock.WorkerInfo) []records.WorkerStatus {
+	out := make([]records.WorkerStatus, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, records.WorkerStatus{ID: string(w.ID), Clock: w.Clock, Gap: w.Gap, Grant: w.Grant, Waiting: w.Waiting})
+	}
+	return out
+}
+
+// DataPath sums, over the replicas on this node, the push entry bytes
+// proposed times the followers they go to, and the Raft log writes.
+func (m *Manager) DataPath() (replicated, logWrites uint64) {
+	if m == nil {
+		return 0, 0 // a worker tested without shards
+	}
+	for s := range m.bounds {
+		rep := m.local(uint32(s))
+		if rep == nil {
+			continue
+		}
+		st := rep.Status()
+		logWrites += st.LogWrites
+		if st.Service.EntryBytes == 0 {
+			continue
+		}
+		if c, err := rep.Configuration(); err == nil && len(c.Voters) > 1 {
+			replicated += st.Service.EntryBytes * uint64(len(c.Voters)-1)
+		}
+	}
+	return replicated, logWrites
+}

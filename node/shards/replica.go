@@ -1,0 +1,75 @@
+package shards
+
+import (
+	"context"
+	"time"
+
+	"dsspmesh/clock"
+	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
+)
+
+// Replicas opens this node's replicas of the job's shards (on a node:
+// shard.Replica over raftstore's bbolt stores and the mesh transport).
+type Replicas interface {
+	// HasState reports whether shard id has Raft state here from an
+	// earlier run, so its replica must start whatever placement says.
+	HasState(id uint32) bool
+	// Open starts this node's replica of shard id, reporting through hooks.
+	Open(id uint32, hooks ReplicaHooks) (Replica, error)
+}
+
+// ReplicaHooks are what a replica reports to its node; a nil func is not
+// called. None may block or call back into the replica.
+type ReplicaHooks struct {
+	// Applied sees every entry applied, under the state machine's lock.
+	Applied func(shardapi.Applied)
+	// StateHashEvery > 0 puts the state hash into the Applied of every
+	// index it divides.
+	StateHashEvery uint64
+	// Leading is called once per term this replica leads.
+	Leading func(term uint64)
+	// ApplyTime sees, on the leader, how long each batch of pushes took
+	// from proposal to application (quorum commit and state machine).
+	ApplyTime func(time.Duration)
+	// AllowRaftPeer vouches for a peer outside the shard's latest Raft
+	// configuration that may still open raft streams (see
+	// shard.Deps.AllowRaftPeer); nil vouches for none.
+	AllowRaftPeer func(mesh.NodeID) bool
+	// Groups is how many Raft groups this node hosts with this one, by
+	// placement when it opens: the replicas may size their Raft timing to
+	// it (shard.Config.ForGroups).
+	Groups int
+	// EntryBytes is the bytes of this shard's slice in the job's wire
+	// precision, the size of a one-push entry: the replicas may size
+	// their Raft timing to it (shard.Config.ForEntryBytes).
+	EntryBytes int64
+}
+
+// Replica is this node's member of one shard's Raft group: the subset of
+// shard.Replica the node uses. Methods are safe for concurrent use;
+// leader-only ones return an error wrapping shardapi.ErrNotLeader
+// elsewhere.
+type Replica interface {
+	// Bootstrap makes voters the first configuration of a shard that has
+	// never run.
+	Bootstrap(voters []mesh.NodeID) error
+	// Init proposes the shard's spec and initial parameters (leader only).
+	Init(ctx context.Context, spec shardapi.Spec, theta []float32) error
+	IsLeader() bool
+	// LeaderChanged is closed at the next change of this replica's Raft
+	// state or known leader; read IsLeader after taking it.
+	LeaderChanged() <-chan struct{}
+	// Reconcile moves the Raft configuration one step toward desired
+	// (leader only; shardapi.ErrReconfigActive while a step runs).
+	Reconcile(ctx context.Context, desired []mesh.NodeID) (done bool, err error)
+	// RemoveWorker drops w from the shard's clock table (leader only).
+	RemoveWorker(ctx context.Context, w clock.WorkerID) error
+	Status() shardapi.ReplicaStatus
+	Configuration() (shardapi.Configuration, error)
+	// TransferLeadership hands leadership to voter to, or with to empty
+	// to the most up-to-date other voter (leader only).
+	TransferLeadership(to mesh.NodeID) error
+	// Shutdown stops the replica and closes its stores. Idempotent.
+	Shutdown() error
+}

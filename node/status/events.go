@@ -1,0 +1,148 @@
+package status
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"dsspmesh/mesh"
+	"dsspmesh/node/records"
+)
+
+// eventLogSize bounds the events a node keeps.
+const eventLogSize = 256
+
+// EventLog is a bounded ring of events, oldest dropped first; safe for
+// concurrent use. now is injected so tests control timestamps.
+type EventLog struct {
+	mu   sync.Mutex
+	now  func() time.Time
+	buf  []records.Event
+	next int // where the next event goes once buf is full
+}
+
+func NewEventLog(now func() time.Time) *EventLog {
+	return &EventLog{now: now, buf: make([]records.Event, 0, eventLogSize)}
+}
+
+// Add records e, stamped now unless e.At is set.
+func (l *EventLog) Add(e records.Event) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e.Kind == records.EventLeader && l.hasLeader(*e.Shard, e.Term) {
+		return // the replica's own report and a later sighting of it
+	}
+	if e.At.IsZero() {
+		e.At = l.now()
+	}
+	if len(l.buf) < cap(l.buf) {
+		l.buf = append(l.buf, e)
+		return
+	}
+	l.buf[l.next] = e
+	l.next = (l.next + 1) % len(l.buf)
+}
+
+// hasLeader reports whether a leader event for shard in term is kept.
+func (l *EventLog) hasLeader(shard uint32, term uint64) bool {
+	for _, e := range l.buf {
+		if e.Kind == records.EventLeader && *e.Shard == shard && e.Term == term {
+			return true
+		}
+	}
+	return false
+}
+
+// List returns the events oldest first; the caller owns the slice.
+func (l *EventLog) List() []records.Event {
+	if l == nil {
+		return []records.Event{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]records.Event, 0, len(l.buf))
+	out = append(out, l.buf[l.next:]...)
+	return append(out, l.buf[:l.next]...)
+}
+
+// FollowMembership records membership events until events is closed or ctx
+// ends. Metadata updates are not events an operator needs.
+func (l *EventLog) FollowMembership(ctx context.Context, events <-chan mesh.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if kind := memberEventKind(ev.Type); kind != "" {
+				l.Add(records.Event{Kind: kind, Node: string(ev.Member.ID), Detail: ev.Member.Addr})
+			}
+		}
+	}
+}
+
+func memberEventKind(t mesh.EventType) string {
+	switch t {
+	case mesh.EventJoin:
+		return records.EventJoin
+	case mesh.EventLeave:
+		return records.EventLeave
+	case mesh.EventFailed:
+		return records.EventFailed
+	case mesh.EventSuspect:
+		return records.EventSuspect
+	case mesh.EventRejected:
+		return records.EventRejected
+	}
+	return ""
+}
+
+// leaderWatch turns successive views of every shard's (leader, term) into
+// leader events: the shards this node does not host, and a change its own
+// replica's report (Deps.OnLeader, recorded at once) already covers is not
+// recorded twice. The first sighting of a shard is not an event: at start
+// every shard would report one.
+type leaderWatch struct {
+	seen map[uint32]records.ShardStatus
+}
+
+func (w *leaderWatch) observe(l *EventLog, shards []records.ShardStatus) {
+	if w.seen == nil {
+		w.seen = map[uint32]records.ShardStatus{}
+	}
+	for _, sh := range shards {
+		if sh.Leader == "" {
+			continue
+		}
+		prev, ok := w.seen[sh.ID]
+		if ok && prev.Leader == sh.Leader && prev.Term >= sh.Term {
+			continue
+		}
+		if ok && prev.Term > sh.Term {
+			continue // an older answer than one already seen
+		}
+		w.seen[sh.ID] = sh
+		if !ok {
+			continue
+		}
+		id := sh.ID
+		detail := fmt.Sprintf("shard %d: %s → %s", id, dashIfEmpty(prev.Leader), sh.Leader)
+		if sh.From != "" {
+			detail += " (seen via " + sh.From + ")"
+		}
+		l.Add(records.Event{Kind: records.EventLeader, Node: sh.Leader, Shard: &id, Term: sh.Term, Detail: detail})
+	}
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

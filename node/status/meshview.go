@@ -1,0 +1,239 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"dsspmesh/mesh"
+	"dsspmesh/node/records"
+)
+
+// View cadence: every viewEvery a node asks up to viewPeers other live
+// members, in turn, for their [PeerView] over the control channel, each
+// call bounded by viewTimeout. On a mesh of up to viewPeers+1 nodes every
+// peer is asked every second; on a larger one each peer's answer is at
+// most ⌈(N−1)/viewPeers⌉ s old, and a node sends and answers viewPeers
+// requests a second instead of N−1 (asking everyone made the view O(N²)
+// requests a second mesh-wide: 999 a node at 1 000 nodes, docs/scale.md).
+// It keeps /status answering from memory, never waiting on the network.
+const (
+	viewEvery   = time.Second
+	viewTimeout = time.Second
+	viewPeers   = 8
+)
+
+// PeerView is what a node tells others about itself (control op "view"):
+// the shards it hosts, the clock table of the lowest shard it leads, and
+// its own worker loop.
+type PeerView struct {
+	Shards  []records.ShardStatus  `json:"shards"`
+	Workers []records.WorkerStatus `json:"workers,omitempty"`
+	Worker  *records.LocalWorker   `json:"worker,omitempty"`
+}
+
+// View holds the latest answer of every live member; safe for
+// concurrent use.
+type View struct {
+	mu    sync.Mutex
+	peers map[mesh.NodeID]heardView
+}
+
+type heardView struct {
+	at   time.Time
+	view PeerView
+}
+
+// Watch is what [View.Watch] asks of its node.
+type Watch struct {
+	Self    mesh.NodeID
+	Members mesh.Membership
+	// Ask asks member m for its view (control op "view"): the JSON
+	// PeerView it answered.
+	Ask func(ctx context.Context, m mesh.Member) ([]byte, error)
+	// Shards is every shard as the node's status shows it (its own
+	// replicas completed with this view).
+	Shards func() []records.ShardStatus
+	Events *EventLog
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Watch refreshes the view of the other members and turns what it sees
+// into leader events until ctx ends.
+func (v *View) Watch(ctx context.Context, w Watch) {
+	t := time.NewTicker(viewEvery)
+	defer t.Stop()
+	var leaders leaderWatch
+	next := 0
+	for {
+		next = v.refresh(ctx, w, next)
+		leaders.observe(w.Events, w.Shards())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// refresh asks viewPeers other live members, from the from-th in id
+// order on, for their views at once and waits for the answers (each
+// bounded by viewTimeout); it returns where the next call starts. A member
+// that does not answer keeps its last answer, which ages; a member no
+// longer live is forgotten.
+func (v *View) refresh(ctx context.Context, w Watch, from int) int {
+	members := w.Members.Members()
+	var others []mesh.Member
+	for _, m := range members {
+		if m.ID != w.Self {
+			others = append(others, m)
+		}
+	}
+	ask, next := viewRound(others, from, viewPeers)
+	var wg sync.WaitGroup
+	for _, m := range ask {
+		wg.Add(1)
+		go func(m mesh.Member) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, viewTimeout)
+			defer cancel()
+			payload, err := w.Ask(cctx, m)
+			if err != nil {
+				w.Logger.Debug("view", "peer", m.ID, "err", err)
+				return
+			}
+			var pv PeerView
+			if err := json.Unmarshal(payload, &pv); err != nil {
+				w.Logger.Debug("view: bad answer", "peer", m.ID, "err", err)
+				return
+			}
+			v.set(m.ID, pv, w.Now())
+		}(m)
+	}
+	wg.Wait()
+	v.keep(mesh.LiveIDs(members))
+	return next
+}
+
+// viewRound picks the k members to ask this round: all of them when there
+// are at most k, else k in id order from the from-th on, wrapping; next is
+// where the following round starts.
+func viewRound(others []mesh.Member, from, k int) (ask []mesh.Member, next int) {
+	if len(others) <= k {
+		return others, 0
+	}
+	sorted := slices.Clone(others)
+	slices.SortFunc(sorted, func(a, b mesh.Member) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	from %= len(sorted)
+	return append(sorted[from:], sorted[:from]...)[:k], from + k
+}
+
+func (v *View) set(id mesh.NodeID, pv PeerView, at time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.peers == nil {
+		v.peers = map[mesh.NodeID]heardView{}
+	}
+	v.peers[id] = heardView{at: at, view: pv}
+}
+
+// keep forgets every member not in live.
+func (v *View) keep(live []mesh.NodeID) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for id := range v.peers {
+		if !slices.Contains(live, id) {
+			delete(v.peers, id)
+		}
+	}
+}
+
+// Fill completes s (built from this node's own replicas and worker) with
+// what the other members said: every shard this node does not host, the
+// clock table when this node leads no shard, and every member's worker.
+// Whatever comes from a peer names it and says how old it is.
+func (v *View) Fill(s *Status) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	age := func(at time.Time) float64 { return max(0, s.Now.Sub(at).Seconds()) }
+	for i := range s.Shards {
+		sh := &s.Shards[i]
+		if sh.Local != "" {
+			continue
+		}
+		var best *records.ShardStatus
+		var bestFrom mesh.NodeID
+		var bestAt time.Time
+		for id, h := range v.peers {
+			for j := range h.view.Shards {
+				c := &h.view.Shards[j]
+				if c.ID != sh.ID || c.Leader == "" {
+					continue
+				}
+				if best == nil || betterShardView(c, h.at, best, bestAt) {
+					best, bestFrom, bestAt = c, id, h.at
+				}
+			}
+		}
+		if best != nil {
+			sh.Leader, sh.Term, sh.Voters, sh.Applied, sh.Pushes = best.Leader, best.Term, best.Voters, best.Applied, best.Pushes
+			sh.From, sh.AgeSeconds = string(bestFrom), age(bestAt)
+		}
+	}
+	if len(s.Workers) == 0 {
+		var bestAt time.Time
+		for id, h := range v.peers {
+			if len(h.view.Workers) > 0 && h.at.After(bestAt) {
+				s.Workers, s.WorkersFrom, bestAt = h.view.Workers, string(id), h.at
+			}
+		}
+		if s.WorkersFrom != "" {
+			s.WorkersAgeSeconds = age(bestAt)
+		}
+	}
+	if s.Worker != nil {
+		s.Trainers = append(s.Trainers, trainerStatus(s.Node, s.Worker, 0))
+	}
+	for id, h := range v.peers {
+		if h.view.Worker != nil {
+			s.Trainers = append(s.Trainers, trainerStatus(string(id), h.view.Worker, age(h.at)))
+		}
+	}
+	slices.SortFunc(s.Trainers, func(a, b TrainerStatus) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+}
+
+// betterShardView prefers the leader's own answer, then the higher term,
+// then the fresher answer.
+func betterShardView(c *records.ShardStatus, cAt time.Time, b *records.ShardStatus, bAt time.Time) bool {
+	cl, bl := c.Local == "leader", b.Local == "leader"
+	if cl != bl {
+		return cl
+	}
+	if c.Term != b.Term {
+		return c.Term > b.Term
+	}
+	return cAt.After(bAt)
+}
+
+func trainerStatus(id string, w *records.LocalWorker, age float64) TrainerStatus {
+	t := TrainerStatus{ID: id, Iter: w.Iter, ItersPerSec: w.ItersPerSec, Loss: w.Loss,
+		ComputeSeconds: w.ComputeSeconds, WaitSeconds: w.WaitSeconds, AgeSeconds: age,
+		Batch: w.Batch, PredictedSeconds: w.PredictedSeconds}
+	if total := w.ComputeSeconds + w.WaitSeconds; total > 0 {
+		t.WaitShare = w.WaitSeconds / total
+	}
+	return t
+}

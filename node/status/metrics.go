@@ -1,0 +1,159 @@
+package status
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics is a node's Prometheus registry, named by Prometheus's
+// conventions (counters end in _total, units in the name, base units:
+// seconds, ratios in [0,1]). Counters and histograms of the worker loop and
+// the shard leaders are updated where things happen; everything that
+// describes state (clocks, gaps, grants, leaders, terms, membership,
+// transport errors, accuracy) is read from [Status] at scrape time, so
+// /metrics and /status never disagree.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Iterations prometheus.Counter
+	Samples    prometheus.Counter
+	ComputeSec prometheus.Counter
+	WaitSec    prometheus.Counter
+	Retries    prometheus.Counter
+	Evals      prometheus.Counter
+
+	PushSeconds      prometheus.Histogram // one push, send to release, gate hold included
+	GateHoldSeconds  prometheus.Histogram // pushes the gate held: first Held frame to release
+	RaftApplySeconds prometheus.Histogram // on this node's leaders: raft.Apply of a push batch to its application
+	EvalSeconds      prometheus.Histogram // one evaluation of the global parameters
+	Refused          prometheus.Counter
+}
+
+// latencyBuckets span 0.5 ms to 16 s, doubling.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
+
+// NewMetrics builds the registry; status is called on every scrape and must
+// be safe for concurrent use.
+func NewMetrics(status func() Status) *Metrics {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "dssp", Name: name, Help: help})
+	}
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dssp", Name: name, Help: help, Buckets: buckets})
+	}
+	m := &Metrics{
+		Registry:   prometheus.NewRegistry(),
+		Iterations: counter("worker_iterations_total", "Iterations this node's worker completed (every shard released the push)."),
+		Samples:    counter("worker_samples_total", "Training samples behind this worker's completed iterations."),
+		ComputeSec: counter("worker_compute_seconds_total", "Seconds this worker spent computing gradients, slowdown included."),
+		WaitSec:    counter("worker_wait_seconds_total", "Seconds this worker spent between sending a push and the last shard's release."),
+		Retries:    counter("worker_push_retries_total", "Push attempts beyond the first: NotLeader redirects and resends after a transport error or timeout."),
+		Evals:      counter("evaluations_total", "Evaluations of the global parameters made by this node."),
+
+		PushSeconds: histogram("worker_push_duration_seconds",
+			"Round trip of one push of this node's worker to a shard's leader, from the first send to the release (resends and gate hold included).", latencyBuckets),
+		GateHoldSeconds: histogram("worker_gate_hold_seconds",
+			"Time the gate held a push of this node's worker, from the leader's first Held frame to the release; only held pushes are observed.", latencyBuckets),
+		RaftApplySeconds: histogram("shard_raft_apply_seconds",
+			"On the shards this node leads: time from proposing a batch of pushes to Raft to its application (quorum commit and FSM).", latencyBuckets),
+		Refused: counter("worker_gradients_refused_total", "Gradients of this worker a shard refused (NaN/Inf, norm outlier, non-finite step); each was recomputed."),
+		EvalSeconds: histogram("eval_duration_seconds",
+			"Time one evaluation of the global parameters on the test set took on this node.", prometheus.ExponentialBuckets(0.01, 2, 12)),
+	}
+	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Retries, m.Evals, m.Refused,
+		m.PushSeconds, m.GateHoldSeconds, m.RaftApplySeconds, m.EvalSeconds,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&statusCollector{status: status}, libCollector{})
+	return m
+}
+
+var (
+	descMembers   = prometheus.NewDesc("dssp_members", "Live members in this node's membership view.", nil, nil)
+	descClock     = prometheus.NewDesc("dssp_worker_clock", "Worker clock (pushes applied) in the clock table of the lowest shard this node leads.", []string{"worker"}, nil)
+	descGap       = prometheus.NewDesc("dssp_worker_gap", "Worker clock minus the slowest live worker's.", []string{"worker"}, nil)
+	descGrant     = prometheus.NewDesc("dssp_worker_grant", "DSSP extra iterations still granted to the worker.", []string{"worker"}, nil)
+	descWaiting   = prometheus.NewDesc("dssp_worker_waiting", "1 while the worker's push is held by the gate.", []string{"worker"}, nil)
+	descLeader    = prometheus.NewDesc("dssp_shard_leader", "1 if this node leads the shard, 0 if it only hosts a replica.", []string{"shard", "leader"}, nil)
+	descTerm      = prometheus.NewDesc("dssp_shard_term", "Raft term of the shard's replica on this node.", []string{"shard"}, nil)
+	descApplied   = prometheus.NewDesc("dssp_shard_pushes_applied_total", "Pushes applied by the shard's replica on this node (restarts with the replica).", []string{"shard"}, nil)
+	descTransport = prometheus.NewDesc("dssp_transport_errors_total", "Mesh transport errors since start, by kind.", []string{"kind"}, nil)
+	descDials     = prometheus.NewDesc("dssp_transport_dials_total", "Mesh transport connections this node dialled since start.", nil, nil)
+	descAccuracy  = prometheus.NewDesc("dssp_eval_accuracy_ratio", "Test accuracy (0 to 1) of the latest evaluation of the global parameters.", []string{"by"}, nil)
+	descLoss      = prometheus.NewDesc("dssp_eval_loss", "Test loss of the latest evaluation of the global parameters.", []string{"by"}, nil)
+	descInsecure  = prometheus.NewDesc("dssp_insecure", "1 when this node runs without a mesh key (--insecure): no encryption, no authentication.", nil, nil)
+	descRefused   = prometheus.NewDesc("dssp_shard_gradients_refused_total", "Gradients the shard leaders on this node refused, per worker and reason (non-finite, outlier).", []string{"worker", "reason"}, nil)
+	descOffender  = prometheus.NewDesc("dssp_worker_repeat_offender", "1 while the worker keeps sending gradients the shard leaders here refuse.", []string{"worker"}, nil)
+	descIter      = prometheus.NewDesc("dssp_local_worker_iteration", "Next iteration this node's worker will push.", nil, nil)
+	descBatch     = prometheus.NewDesc("dssp_local_worker_batch", "Mini-batch size of this node's worker: the job's, or under --balance the one shard 0 assigned.", nil, nil)
+	descPredicted = prometheus.NewDesc("dssp_local_worker_predicted_compute_seconds", "Under --balance: the balancer's predicted compute time of this worker's batch (its predicted finish after the iteration starts).", nil, nil)
+)
+
+type statusCollector struct{ status func() Status }
+
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descMembers, descClock, descGap, descGrant, descWaiting, descLeader,
+		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descIter, descInsecure, descRefused, descOffender,
+		descBatch, descPredicted} {
+		ch <- d
+	}
+}
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.status()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(descMembers, float64(len(s.Members)))
+	// Only a clock table this node holds: one a peer described is that
+	// peer's to export.
+	for _, w := range s.Workers {
+		if s.WorkersFrom != "" {
+			break
+		}
+		gauge(descClock, float64(w.Clock), w.ID)
+		gauge(descGap, float64(w.Gap), w.ID)
+		gauge(descGrant, float64(w.Grant), w.ID)
+		gauge(descWaiting, b2f(w.Waiting), w.ID)
+	}
+	for _, sh := range s.Shards {
+		if sh.Local == "" {
+			continue
+		}
+		id := itoa(sh.ID)
+		gauge(descLeader, b2f(sh.Local == "leader"), id, sh.Leader)
+		gauge(descTerm, float64(sh.Term), id)
+		ch <- prometheus.MustNewConstMetric(descApplied, prometheus.CounterValue, float64(sh.Pushes), id)
+	}
+	ch <- prometheus.MustNewConstMetric(descTransport, prometheus.CounterValue, float64(s.Transport.FrameErrors), "frame")
+	ch <- prometheus.MustNewConstMetric(descTransport, prometheus.CounterValue, float64(s.Transport.PreambleErrors), "preamble")
+	ch <- prometheus.MustNewConstMetric(descTransport, prometheus.CounterValue, float64(s.Transport.DialFailures), "dial")
+	ch <- prometheus.MustNewConstMetric(descDials, prometheus.CounterValue, float64(s.Transport.Dials))
+	if s.Eval != nil {
+		gauge(descAccuracy, s.Eval.Accuracy, s.Eval.By)
+		gauge(descLoss, s.Eval.Loss, s.Eval.By)
+	}
+	if s.Worker != nil {
+		gauge(descIter, float64(s.Worker.Iter))
+		gauge(descBatch, float64(s.Worker.Batch))
+		if s.Worker.PredictedSeconds > 0 {
+			gauge(descPredicted, s.Worker.PredictedSeconds)
+		}
+	}
+	gauge(descInsecure, b2f(s.Insecure))
+	for _, r := range s.Refusals {
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.NonFinite), r.Worker, "non-finite")
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.Outliers), r.Worker, "outlier")
+		gauge(descOffender, b2f(r.RepeatOffender), r.Worker)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }

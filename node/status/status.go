@@ -1,0 +1,99 @@
+package status
+
+import (
+	"time"
+
+	"dsspmesh/node/job"
+	"dsspmesh/node/records"
+)
+
+// Status is a node's view of the mesh, served as JSON at /status, rendered
+// by the dashboard and `dssp status`, polled by `dssp up`, and the source of
+// most Prometheus metrics (so the two never disagree).
+type Status struct {
+	Node    string    `json:"node"`
+	Gossip  string    `json:"gossip"`
+	QUIC    string    `json:"quic"`
+	Started time.Time `json:"started"`
+	Now     time.Time `json:"now"`
+	// Phase is joining, training, leaving or stopped.
+	Phase   string         `json:"phase"`
+	Spec    *job.Spec      `json:"spec,omitempty"`
+	Policy  string         `json:"policy,omitempty"`
+	Members []MemberStatus `json:"members"`
+	// Shards lists every shard of the job. Those this node hosts are
+	// described by its own replica; the others by the freshest answer of a
+	// member that hosts one (From, AgeSeconds), so any node shows the whole
+	// mesh.
+	Shards []records.ShardStatus `json:"shards"`
+	// Workers are the clocks of every worker in the clock table of the
+	// lowest shard this node leads or, when it leads none, as the freshest
+	// answer of a shard leader gave them (WorkersFrom, WorkersAgeSeconds).
+	Workers           []records.WorkerStatus `json:"workers"`
+	WorkersFrom       string                 `json:"workers_from,omitempty"`
+	WorkersAgeSeconds float64                `json:"workers_age_seconds,omitempty"`
+	// Trainers is every training member's worker loop: this node's, and
+	// the others' as they last answered.
+	Trainers []TrainerStatus `json:"trainers"`
+	// Events are what happened to the mesh as this node saw it (joins,
+	// failures, suspicions, leaves, leader changes, rejections), oldest
+	// first; the last 256 are kept.
+	Events []records.Event `json:"events"`
+	// EvalHistory is the evaluations this node has seen, oldest first
+	// (the last 360 are kept): the dashboard's accuracy and loss charts.
+	EvalHistory []records.EvalResult `json:"eval_history"`
+	// Worker is this node's own worker loop; nil when it does not train.
+	Worker *records.LocalWorker `json:"worker,omitempty"`
+	// Eval is the latest evaluation of the global parameters known to this
+	// node (made here or received from the evaluating node).
+	Eval *records.EvalResult `json:"eval,omitempty"`
+	// Evaluator is the node that evaluates now: the live training member
+	// with the lowest id.
+	Evaluator string `json:"evaluator,omitempty"`
+	// Checkpoint is the newest model file in this node's --checkpoint-dir
+	// (written while it evaluates; see "Model snapshots" in node/eval's package doc).
+	Checkpoint string          `json:"checkpoint,omitempty"`
+	Transport  TransportStatus `json:"transport"`
+	// Insecure is true when this node runs without a mesh key (--insecure):
+	// no gossip encryption, no mutual TLS; anyone who reaches it can join,
+	// vote and push.
+	Insecure bool `json:"insecure"`
+	// Refusals are the gradients the shard leaders on this node refused
+	// (NaN/Inf, norm outliers), per worker, summed over the shards it
+	// leads; RepeatOffender marks a worker that keeps sending them.
+	Refusals []records.RefusalStatus `json:"refusals,omitempty"`
+}
+
+// MemberStatus is one live member.
+type MemberStatus struct {
+	ID      string `json:"id"`
+	Gossip  string `json:"gossip"`
+	QUIC    string `json:"quic"`
+	Trains  bool   `json:"trains"`
+	Backend string `json:"backend"`
+}
+
+// TrainerStatus is one member's worker loop, from its own answer.
+type TrainerStatus struct {
+	ID             string  `json:"id"`
+	Iter           uint64  `json:"iter"`
+	ItersPerSec    float64 `json:"iters_per_sec"`
+	Loss           float64 `json:"loss"`
+	ComputeSeconds float64 `json:"compute_seconds"`
+	WaitSeconds    float64 `json:"wait_seconds"`
+	// WaitShare is wait / (compute + wait) since the worker started.
+	WaitShare  float64 `json:"wait_share"`
+	AgeSeconds float64 `json:"age_seconds,omitempty"`
+	// Batch and PredictedSeconds are the worker's mini-batch and, under
+	// --balance, its predicted compute time (records.LocalWorker's).
+	Batch            int64   `json:"batch"`
+	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
+}
+
+// TransportStatus counts mesh transport events.
+type TransportStatus struct {
+	FrameErrors    uint64 `json:"frame_errors"`
+	PreambleErrors uint64 `json:"preamble_errors"`
+	DialFailures   uint64 `json:"dial_failures"`
+	Dials          uint64 `json:"dials"`
+}

@@ -1,0 +1,300 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"dsspmesh/shardapi"
+)
+
+// New builds a worker; [Worker.Run] runs it.
+func New(d Deps, cfg Config) (*Worker, error) {
+	clients, err := newShardClients(d.ID, d.Transport, d.Members, d.Candidates, d.Alive, d.Logger, len(cfg.Bounds), cfg.Precision)
+	if err != nil {
+		return nil, err
+	}
+	w := newWorker(d, cfg, clients)
+	w.theta = make([]float32, d.Compute.NumParams())
+	w.encs[0] = w.newEncoders()
+	return w, nil
+}
+
+// gradient computes the gradient of the batch loaded on θ and encodes each
+// shard's slice as backpropagation forms it (the worker never holds the
+// gradient in float32, only its encodings), feeding back the shard's int8
+// residual for the shards in push; a shard not in push (it took this
+// iteration already) gets an encoding that touches no residual, and is
+// not sent. It returns the loss and the encodings, which stay valid until
+// this encoder set is used again.
+//
+// With from > 0 it computes samples from…batch−1 and encodes their
+// gradient mixed with w.part, the gradient of samples 0…from−1 computed
+// on an older θ (aheadGradient), each weighted by its samples: the mean
+// gradient of the batch. The loss returned is that of the samples it
+// computed.
+//
+// A gradient computed while a push is in flight is dropped when that
+// push is refused or moves the clocks (Run computes again): its encoding
+// has by then moved the residuals as if sent, which leaves the error
+// feedback at most one int8 step of each block off, once, per dropped
+// gradient, the size of one rounding it exists to cancel.
+func (w *Worker) gradient(ctx context.Context, from, batch int, push []bool) (float64, [][]byte, error) {
+	encs, bounds := w.encs[w.gi], w.cfg.Bounds
+	for s, e := range encs {
+		var resid []byte
+		if push[s] {
+			resid = w.clients[s].residual(bounds[s][1]-bounds[s][0], int64(batch))
+		}
+		e.Start(resid)
+	}
+	s := 0
+	own, mix := float32(float64(batch-from)/float64(batch)), float32(float64(from)/float64(batch))
+	loss, err := w.compute.Gradient(ctx, w.theta, from, batch, func(off int, v []float32) {
+		if from > 0 {
+			for i, p := range w.part[off : off+len(v)] {
+				v[i] = own*v[i] + mix*p
+			}
+		}
+		for end := off + len(v); off < end; {
+			for off < bounds[s][0] || off >= bounds[s][1] {
+				s = (s + 1) % len(bounds) // pieces come mostly in order: the search is short
+			}
+			hi := min(end, bounds[s][1])
+			encs[s].Put(off-bounds[s][0], v[:hi-off])
+			v, off = v[hi-off:], hi
+		}
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	payloads := make([][]byte, len(encs))
+	for s, e := range encs {
+		if payloads[s], err = e.Finish(); err != nil {
+			return 0, nil, fmt.Errorf("shard %d: %w", s, err)
+		}
+	}
+	return loss, payloads, nil
+}
+
+// Run trains until ctx ends or the worker is stopped (a diverging job).
+func (w *Worker) Run(ctx context.Context) {
+	defer close(w.done)
+	ctx, halt := context.WithCancel(ctx)
+	defer halt()
+	w.mu.Lock()
+	w.halt = halt
+	w.mu.Unlock()
+	if err := w.join(ctx); err != nil {
+		if ctx.Err() == nil {
+			w.fail(fmt.Errorf("join: %w", err))
+		}
+		return
+	}
+	var fl *flight // under --pipeline: the push in flight while the next gradient is computed
+	defer func() {
+		if fl != nil {
+			halt()
+			<-fl.done // it uses the clients, which Leave closes once Run is done
+		}
+	}()
+	for ctx.Err() == nil {
+		// Under --pipeline θ is lent only after a push has settled (below):
+		// here, after a refused push or a moved clock, the slices read
+		// into θ would also serve the iteration computed ahead of this
+		// one's push, for which a read at the gate's t_min of now is one
+		// iteration short of the bound (TestInProcessEvaluationBorrowsTheWorkersParameters
+		// saw lag 2 under ssp:1).
+		if fl == nil && !w.cfg.Pipeline && !w.lendPoint(ctx) {
+			return
+		}
+		var t int64
+		if fl != nil {
+			// The clocks belong to the push in flight until it is done: not
+			// even read here (go test -race caught a slices.Min of them
+			// racing with the push's increment).
+			t = fl.iter + 1
+		} else {
+			t = w.step.Next()
+		}
+		batch, used, err := w.next(t)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		w.d.Observer.Computing(w.d.ID, t, w.step.Reads, used.Share())
+		push := w.step.Targets(fl != nil)
+		ahead := batch // samples computed before the push in flight lands
+		if fl != nil {
+			ahead = aheadOf(w.cfg.PipelineFresh, batch)
+		}
+		start := time.Now()
+		var (
+			loss float64
+			grad [][]byte
+		)
+		if ahead < batch {
+			loss, err = w.aheadGradient(ctx, ahead)
+		} else {
+			loss, grad, err = w.gradient(ctx, 0, batch, push)
+		}
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		compute := time.Since(start)
+		waitStart := time.Now()
+		if fl != nil {
+			prev := fl
+			fl = nil
+			v, stop := w.settle(ctx, prev, <-prev.done)
+			if stop {
+				return
+			}
+			if v != Refused {
+				w.completed(prev.loss, prev.compute, time.Since(waitStart), prev.batch, prev.used)
+			}
+			if v.DropAhead() {
+				// This gradient was computed for prev.iter+1: push prev.iter
+				// is to be sent again (refused), or the clocks moved.
+				// Compute again for whatever comes next.
+				continue
+			}
+			if !w.lendPoint(ctx) { // no push in flight until the next starts
+				return
+			}
+			if ahead < batch {
+				start := time.Now()
+				rest, g, err := w.gradient(ctx, ahead, batch, push)
+				if err != nil {
+					w.fail(err)
+					return
+				}
+				grad = g
+				loss = (float64(ahead)*loss + float64(batch-ahead)*rest) / float64(batch)
+				compute += time.Since(start)
+			}
+			waitStart = time.Now()
+		}
+		next := w.newFlight(t, w.theta)
+		next.loss, next.compute, next.batch, next.used = loss, compute, batch, used
+		if w.cfg.Pipeline {
+			fl = next
+			w.pipelined(ctx, fl, grad)
+			continue
+		}
+		v, stop := w.settle(ctx, next, w.pushAll(ctx, next, grad))
+		if stop {
+			return
+		}
+		if v != Refused {
+			w.completed(loss, compute, time.Since(waitStart), batch, used)
+		}
+	}
+}
+
+// settle lands fl's push, whose pushAll returned err, and does what
+// Step.Settle decides: count a refusal, fail, or align a moved clock. stop
+// when the worker is done (ctx ended, a rejection it cannot repair, an
+// align that failed).
+func (w *Worker) settle(ctx context.Context, fl *flight, err error) (v Verdict, stop bool) {
+	w.land(fl)
+	st := w.step.Settle(fl.iter, err, ctx.Err() != nil)
+	v = st.Verdict
+	if st.Refused != nil {
+		w.refused(st.Refused)
+	}
+	switch v {
+	case Stop:
+		if st.Err != nil {
+			w.fail(st.Err)
+		}
+		return v, true
+	case Moved:
+		if w.step.NeedAlign() {
+			if err := w.align(ctx, false); err != nil {
+				return v, true
+			}
+		}
+		w.step.MarkMoved(fl.iter)
+	}
+	return v, false
+}
+
+// refused counts and logs a gradient the shards refused.
+func (w *Worker) refused(err error) {
+	w.d.Metrics.Refused.Inc()
+	w.mu.Lock()
+	w.stats.Refused++
+	w.stats.LastError = err.Error()
+	w.mu.Unlock()
+	w.d.Logger.Warn("gradient refused; computing another for the same iteration", "err", err)
+}
+
+// Stop halts the worker loop for good with reason, shown on /status; the
+// node keeps serving its shards.
+func (w *Worker) Stop(reason string) {
+	w.mu.Lock()
+	halt, already := w.halt, w.stats.Stopped != ""
+	if !already {
+		w.stats.Stopped = reason
+	}
+	w.mu.Unlock()
+	if already {
+		return
+	}
+	w.d.Logger.Error("worker stopped", "reason", reason)
+	if halt != nil {
+		halt()
+	}
+}
+
+func (w *Worker) completed(loss float64, compute, wait time.Duration, batch int, used *shardapi.Assignment) {
+	now := time.Now()
+	w.d.Metrics.Iterations.Inc()
+	w.d.Metrics.Samples.Add(float64(batch))
+	w.d.Metrics.ComputeSec.Add(compute.Seconds())
+	w.d.Metrics.WaitSec.Add(wait.Seconds())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stats.Iter++
+	w.stats.Samples += uint64(batch)
+	w.noteAssignmentLocked(used)
+	w.stats.Loss = loss
+	w.stats.ComputeSeconds += compute.Seconds()
+	w.stats.WaitSeconds += wait.Seconds()
+	w.stats.LastError = ""
+	w.rate = append(w.rate, now)
+	for len(w.rate) > 2 && now.Sub(w.rate[0]) > 5*time.Second {
+		w.rate = w.rate[1:]
+	}
+	if len(w.rate) > 1 {
+		w.stats.ItersPerSec = float64(len(w.rate)-1) / now.Sub(w.rate[0]).Seconds()
+	}
+}
+
+// Leave waits for Run to return (its ctx cancelled), then removes this
+// worker from every shard so it stops holding others back at once, rather
+// than after failure detection.
+func (w *Worker) Leave(limit time.Duration) {
+	<-w.done
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	defer func() {
+		for _, c := range w.clients {
+			c.close()
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, c := range w.clients {
+		wg.Add(1)
+		go func(c shardClient) {
+			defer wg.Done()
+			if err := c.removeWorker(ctx); err != nil {
+				w.d.Logger.Debug("remove worker on leave", "err", err)
+			}
+		}(c)
+	}
+	wg.Wait()
+}
