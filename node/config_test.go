@@ -45,7 +45,7 @@ func TestConfigValidateNamesTheBadValue(t *testing.T) {
 		{func(c *Config) { c.Spec.LR = 0 }, "--lr 0"},
 		{func(c *Config) { c.Spec.Momentum = math.NaN() }, "--momentum NaN"},
 		{func(c *Config) { c.Spec.LRDecay = math.Inf(-1) }, "--lr-decay -Inf"},
-		{func(c *Config) { c.Spec.OutlierFactor = 1.5 }, "--outlier-factor 1.5: must be a finite number in [2, 1e+06], or 0 (off)"},
+		{func(c *Config) { c.Spec.OutlierFactor = 1.5 }, "--outlier-factor 1.5: must be a finite number in [2, 1e+06], or 0 (the default, 100)"},
 		{func(c *Config) { c.KeyFile = ""; c.Insecure = true; c.Host = "10.0.0.1" }, "--insecure with --host 10.0.0.1"},
 		{func(c *Config) { c.InsecurePublic = true }, "--insecure-public only makes sense with --insecure"},
 		{func(c *Config) { c.Pprof = true; c.HTTPAddr = "0.0.0.0:7948" }, "--pprof with --http-addr 0.0.0.0:7948"},

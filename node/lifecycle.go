@@ -322,7 +322,7 @@ func (n *Node) newShards(spec JobSpec) *shards.Manager {
 		},
 	}, shards.Config{NumParams: n.model.NumParams(), Shards: spec.Shards, Replication: spec.Replication,
 		Spec: shardapi.Spec{Policy: spec.PolicyText(), Optimizer: spec.ShardOptimizer(), OutlierFactor: spec.OutlierFactor,
-			BalanceBase: spec.BalanceBase(), Precision: spec.Precision(), Pipeline: spec.Pipeline}})
+			BalanceBase: spec.BalanceBase(), Batch: int64(spec.BatchSize), Precision: spec.Precision(), Pipeline: spec.Pipeline}})
 }
 
 // evalJob is what a model read needs of the job; false until the node

@@ -50,7 +50,8 @@ type Spec struct {
 	Seed        uint64 `json:"seed"`
 	// OutlierFactor > 0 makes each shard's leader refuse a gradient whose
 	// norm exceeds this factor times the median of its recent pushes (see
-	// shardapi.Spec.OutlierFactor); 0 = off.
+	// shardapi.Spec.OutlierFactor); 0 = the shards' default
+	// (shardapi.DefaultOutlierFactor); the check cannot be turned off.
 	OutlierFactor float64 `json:"outlier_factor,omitempty"`
 	// Balance turns on the balance layer (docs/design.md#balance): shard 0
 	// sizes each worker's batch to its measured speed, the global batch
@@ -230,7 +231,7 @@ func checkOutlierFactor(f float64) error {
 		return nil
 	}
 	if err := CheckFloat("outlier-factor", f, shardapi.MinOutlierFactor, shardapi.MaxOutlierFactor, false); err != nil {
-		return fmt.Errorf("%w, or 0 (off)", err)
+		return fmt.Errorf("%w, or 0 (the default, 100)", err)
 	}
 	return nil
 }
@@ -279,7 +280,7 @@ func (s *Spec) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.Shards, "shards", s.Shards, fmt.Sprintf("job: parameter shards, each its own Raft group (0: one per %d MiB of fp32 parameters, at least one)", AutoShardBytes>>20))
 	fs.IntVar(&s.Replication, "replication", s.Replication, "job: Raft voters per shard (fewer while the mesh is smaller)")
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "job: seed of parameter init and data order")
-	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = off, else 2 to 1e6)")
+	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = the default, 100; else 2 to 1e6; the check cannot be turned off)")
 	fs.BoolVar(&s.Balance, "balance", s.Balance, "job: size each worker's mini-batch to its measured speed (global batch fixed, gradients weighted by samples, one job-wide data order); composes with any --paradigm")
 	fs.BoolVar(&s.Pipeline, "pipeline", s.Pipeline, "job: compute iteration t+1 while the push of t is in flight; the gate releases one iteration earlier (s_L−1) so reads keep the bound (ssp or dssp with --s-lower >= 1)")
 	fs.Float64Var(&s.PipelineFresh, "pipeline-fresh", s.PipelineFresh, "job: under --pipeline, the share of each batch computed after the push in flight returns, on the parameters it brings; the rest is computed while it is in flight (0: the whole batch ahead)")
