@@ -55,6 +55,9 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n := &Node{cfg: cfg, log: d.Logger.With("node", d.Dir.ID), id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
 		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now), initTheta: initTheta}
 	n.metrics = NewMetrics(n.Status)
+	if cfg.Train {
+		n.metrics.RegisterWorker() // a node that does not train exports no dssp_worker_* counters
+	}
 	ckpt, err := eval.OpenCheckpointer(cfg.CheckpointDir, cfg.CheckpointKeep, cfg.CheckpointEvery)
 	if err != nil {
 		return err

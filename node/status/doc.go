@@ -27,6 +27,12 @@
 // /status is encoded before it is written: NaN and ±Inf become null
 // ([MarshalFinite]), and an encoding failure is a 500, never an empty 200.
 //
+// [NewMetrics] exports the worker loop's counters and histograms only after
+// [Metrics.RegisterWorker] (a node that trains), a shard's leadership as
+// dssp_shard_is_leader{shard} (no label naming the leader), and the
+// process collector's metrics without process_network_*_bytes_total, which
+// count the whole network namespace's traffic, not the node's.
+//
 // [CountLibraryTelemetry] (called by dssp node, once per process) counts
 // memberlist's gossip bytes and raft's answered heartbeats from their
 // go-metrics calls into /metrics (dssp_gossip_sent_bytes_total,
