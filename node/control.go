@@ -178,7 +178,7 @@ func (n *Node) localView() status.PeerView {
 	n.mu.RLock()
 	shards, w := n.shards, n.worker
 	n.mu.RUnlock()
-	var v status.PeerView
+	v := status.PeerView{HTTP: n.httpAddr}
 	if shards != nil {
 		all, workers := shards.Status()
 		for _, sh := range all {

@@ -71,6 +71,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 
 	var srv *http.Server
 	if d.HTTP != nil {
+		n.httpAddr = advertisedHTTP(d.HTTP.Addr().String(), n.tr.Addr())
 		h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
 		if cfg.Pprof {
 			h = status.WithPprof(h)

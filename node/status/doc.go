@@ -12,7 +12,8 @@
 // Every second a node asks each other live member for its view (control op
 // "view", one call per member, each bounded by a second): the shards it
 // hosts (leader, term, voters), the clock table of the lowest shard it
-// leads, and its worker loop. The node's status merges the answers into what the
+// leads, its worker loop, and its HTTP address (each member's in /status's
+// members, as the member itself announced it). The node's status merges the answers into what the
 // node knows itself, so /status on any node describes every shard and every
 // worker; what came from a peer names it and carries its age (a member that
 // stops answering keeps its last answer, ageing, until membership drops it).
