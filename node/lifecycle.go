@@ -62,7 +62,8 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if err != nil {
 		return err
 	}
-	n.snaps = eval.New(eval.Deps{ID: n.id, Transport: n.tr, Members: n.members, Job: n.evalJob, Evaluator: n.evaluator, Logger: n.log, Now: n.now}, ckpt)
+	n.snaps = eval.New(eval.Deps{ID: n.id, Transport: n.tr, Members: n.members, Job: n.evalJob, Evaluator: n.evaluator, Logger: n.log, Now: n.now,
+		AskControl: n.askControl}, ckpt)
 	ctlLn, err := n.tr.Listen(controlChannel)
 	if err != nil {
 		return err
