@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,16 +15,29 @@ import (
 )
 
 // TestInProcessAnyNodeServesTheEvaluatedModel runs three in-process nodes
-// serving HTTP: every node's /status lists each member's HTTP address (as
-// the member announced it in its view answer), and GET
-// /model.safetensors?evaluated on a node that is not the evaluator serves
-// the evaluator's evaluated model, byte for byte, fetched over the
-// control channel.
+// serving HTTP, the third with --train=false: every node's /status lists
+// each member's HTTP address (as the member announced it in its view
+// answer); GET /model.safetensors?evaluated on the node that does not
+// train (so is not the evaluator) serves the evaluator's evaluated model,
+// byte for byte, fetched over the control channel; and every node's
+// /metrics passes promtool, the one that does not train without the
+// worker loop's metrics.
 func TestInProcessAnyNodeServesTheEvaluatedModel(t *testing.T) {
 	rec := newRecorder()
+	var idle mesh.NodeID
 	m := startMesh(t, 3, 2, rec, func(i int, c *node.Config) {
 		c.EvalEvery, c.EvalSamples = 500*time.Millisecond, 256
+		if i == 2 {
+			c.Train = false
+		}
 	})
+	m.mu.Lock()
+	for id, nd := range m.nodes {
+		if !nd.trains {
+			idle = id
+		}
+	}
+	m.mu.Unlock()
 	httpOf := map[mesh.NodeID]string{}
 	m.mu.Lock()
 	for id, nd := range m.nodes {
@@ -63,11 +78,9 @@ func TestInProcessAnyNodeServesTheEvaluatedModel(t *testing.T) {
 		}
 		return true
 	})
-	var other mesh.NodeID
-	for id := range httpOf {
-		if id != evaluator {
-			other = id
-		}
+	other := idle
+	if other == evaluator {
+		t.Fatalf("the node that does not train, %s, evaluates", idle)
 	}
 	t.Logf("evaluator %s at %s; asking %s at %s", evaluator, httpOf[evaluator], other, httpOf[other])
 
@@ -92,6 +105,36 @@ func TestInProcessAnyNodeServesTheEvaluatedModel(t *testing.T) {
 	t.Logf("%s served the evaluator's %d-byte evaluated model", other, size)
 	if code, b, _ := get(httpOf[other], "/model.safetensors?evaluated&timeout=x"); code != 400 {
 		t.Errorf("a bad timeout: %d %s", code, b)
+	}
+
+	promtool, _ := exec.LookPath("promtool")
+	for id, addr := range httpOf {
+		code, b, _ := get(addr, "/metrics")
+		if code != 200 {
+			t.Fatalf("%s /metrics: %d", id, code)
+		}
+		text := string(b)
+		trains := id != idle
+		if has := strings.Contains(text, "\ndssp_worker_iterations_total "); has != trains {
+			t.Errorf("%s (trains %v) exports dssp_worker_iterations_total: %v", id, trains, has)
+		}
+		for _, gone := range []string{"dssp_local_worker_iteration", "dssp_shard_leader{", "process_network_"} {
+			if strings.Contains(text, gone) {
+				t.Errorf("%s exports %s", id, gone)
+			}
+		}
+		if !strings.Contains(text, "dssp_shard_is_leader{shard=") {
+			t.Errorf("%s exports no dssp_shard_is_leader", id)
+		}
+		if promtool != "" {
+			cmd := exec.Command(promtool, "check", "metrics")
+			cmd.Stdin = bytes.NewReader(b)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("%s: promtool check metrics: %v\n%s", id, err, out)
+			}
+			t.Logf("%s (trains %v): promtool check metrics on %d bytes: exit 0 %v, %q", id, trains, len(b), err == nil, out)
+		}
 	}
 	m.stop(t)
 }
