@@ -31,10 +31,11 @@ import (
 // parameter plus modelfile.MaxHeaderBytes) and a chunk beyond
 // evaluatedChunk before reading it; its ?timeout= (default 30s, at most
 // 5 min) bounds the whole transfer. The evaluator bounds each chunk's
-// write by evaluatedWriteTimeout and the whole by maxExportTimeout.
+// write by evaluatedWriteTimeout and the whole by evaluatedSendTimeout.
 const (
 	evaluatedChunk        = 1 << 20
 	evaluatedWriteTimeout = 10 * time.Second
+	evaluatedSendTimeout  = 5 * time.Minute // serve.go's maxExportTimeout
 )
 
 type evaluatedHead struct {
@@ -50,7 +51,7 @@ type evaluatedPart struct{}
 // above. It returns when the file is sent or the stream fails; the caller
 // closes s.
 func (rm *Room) SendEvaluated(s mesh.Stream) error {
-	s.SetWriteDeadline(time.Now().Add(maxExportTimeout))
+	s.SetWriteDeadline(time.Now().Add(evaluatedSendTimeout))
 	var err error
 	rm.evaluated.serve(func(snap *Snapshot, file string) {
 		switch {
