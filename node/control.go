@@ -25,6 +25,8 @@ var controlChannel = mesh.Channel{Kind: mesh.KindRPC, Shard: ControlShard}
 //	op "spec": reply Spec = the JSON job spec ("" if the node has none yet)
 //	op "eval": request Eval = a JSON EvalResult; reply empty
 //	op "view": reply payload = the JSON status.PeerView of the answering node
+//	op "evaluated": the answer is the evaluated model file in frames of
+//	  node/eval's (forward.go: eval.Room.SendEvaluated), and the stream ends
 type controlMsg struct {
 	Op   string `msgpack:"op"`
 	Spec []byte `msgpack:"spec,omitempty"`
@@ -48,6 +50,12 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 				s.SetReadDeadline(time.Now().Add(time.Minute))
 				var req controlMsg
 				if _, err := s.RecvFrame(&req); err != nil {
+					return
+				}
+				if req.Op == "evaluated" {
+					if err := n.snaps.SendEvaluated(s); err != nil {
+						n.log.Debug("evaluated model to a peer cut short", "peer", s.Peer(), "err", err)
+					}
 					return
 				}
 				var rep controlMsg
@@ -114,6 +122,23 @@ func (n *Node) controlCallPayload(ctx context.Context, m mesh.Member, req contro
 	return rep, payload, nil
 }
 
+// askControl opens a control stream to m and sends it op's request; the
+// answer is the caller's to read (eval.Deps.AskControl).
+func (n *Node) askControl(ctx context.Context, m mesh.Member, op string) (mesh.Stream, error) {
+	s, err := n.tr.Dial(ctx, m.ID, m.QUICAddr, controlChannel)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		s.SetDeadline(d)
+	}
+	if err := s.SendFrame(controlMsg{Op: op}, nil); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
 // fetchSpec asks the other members for the job spec until one has it.
 func (n *Node) fetchSpec(ctx context.Context) (JobSpec, error) {
 	var last error = errors.New("no other member yet")
@@ -178,7 +203,7 @@ func (n *Node) localView() status.PeerView {
 	n.mu.RLock()
 	shards, w := n.shards, n.worker
 	n.mu.RUnlock()
-	var v status.PeerView
+	v := status.PeerView{HTTP: n.httpAddr}
 	if shards != nil {
 		all, workers := shards.Status()
 		for _, sh := range all {

@@ -63,7 +63,9 @@
 // The evaluation room (node/eval) reads model snapshots, serves
 // GET /model.safetensors, and on the evaluator evaluates and checkpoints;
 // the node keeps the evaluation it holds ([EvalResult], ordered by Seq)
-// and sends the evaluator's to every member over the control channel.
+// and sends the evaluator's to every member over the control channel,
+// which also carries the evaluated model to a node asked for it that is
+// not the evaluator (control op "evaluated", node/eval's forward.go).
 // --init-from FILE (a job flag) makes a bootstrapping node propose the
 // file's parameters as every shard's Init; the assembler reads the file
 // and checks it against the model's layout before anything is written to

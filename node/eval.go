@@ -53,7 +53,7 @@ func (n *Node) diverged(w trainer, e EvalResult) {
 
 // Status is this node's view of the mesh; safe for concurrent use.
 func (n *Node) Status() Status {
-	s := Status{Node: string(n.id), Gossip: n.cfg.GossipAddr(), QUIC: n.cfg.QUICAddr(), Started: n.started, Now: n.now(),
+	s := Status{Node: string(n.id), Gossip: n.cfg.GossipAddr(), QUIC: n.cfg.QUICAddr(), HTTP: n.httpAddr, Started: n.started, Now: n.now(),
 		Members: []MemberStatus{}, Shards: []ShardStatus{}, Workers: []WorkerStatus{}, Trainers: []TrainerStatus{}}
 	n.mu.RLock()
 	s.Phase = n.phase

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -74,6 +75,8 @@ type inprocNode struct {
 	replicas *trackedReplicas
 	cancel   context.CancelFunc
 	done     chan error
+	http     string // its HTTP listener's address
+	trains   bool
 }
 
 // trackedReplicas keeps the replicas a node opens, so the test can read
@@ -143,7 +146,7 @@ func startMesh(t *testing.T, n, shards int, rec *recorder, configure ...func(i i
 		if err != nil {
 			t.Fatal(err)
 		}
-		meta := mesh.Meta{ID: dir.ID, QUICAddr: tr.Addr(), Trains: true, Backend: cfg.Backend, Proto: mesh.ProtocolVersion}
+		meta := mesh.Meta{ID: dir.ID, QUICAddr: tr.Addr(), Trains: cfg.Train, Backend: cfg.Backend, Proto: mesh.ProtocolVersion}
 		members, err := m.members.NewMember(meta, cfg.GossipAddr())
 		if err != nil {
 			t.Fatal(err)
@@ -158,9 +161,13 @@ func startMesh(t *testing.T, n, shards int, rec *recorder, configure ...func(i i
 		}
 		replicas := &trackedReplicas{open: map[uint32]node.Replica{}, Replicas: &assemble.RaftReplicas{
 			DataDir: dir.Path, Transport: tr, Resolve: mesh.ResolveFromMembership(members), Logger: log.With("node", dir.ID)}}
-		deps := node.Deps{Dir: dir, Transport: tr, Membership: members, Replicas: replicas, Logger: log, Observer: rec.node(dir.ID)}
+		httpLn, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps := node.Deps{Dir: dir, Transport: tr, Membership: members, Replicas: replicas, Logger: log, Observer: rec.node(dir.ID), HTTP: httpLn}
 		ctx, cancel := context.WithCancel(context.Background())
-		nd := &inprocNode{tr: tr, replicas: replicas, cancel: cancel, done: make(chan error, 1)}
+		nd := &inprocNode{tr: tr, replicas: replicas, cancel: cancel, done: make(chan error, 1), http: httpLn.Addr().String(), trains: cfg.Train}
 		go func() { nd.done <- node.Run(ctx, cfg, func(string) bool { return false }, deps) }()
 		m.mu.Lock()
 		m.nodes[dir.ID] = nd

@@ -55,11 +55,15 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n := &Node{cfg: cfg, log: d.Logger.With("node", d.Dir.ID), id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
 		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now), initTheta: initTheta}
 	n.metrics = NewMetrics(n.Status)
+	if cfg.Train {
+		n.metrics.RegisterWorker() // a node that does not train exports no dssp_worker_* counters
+	}
 	ckpt, err := eval.OpenCheckpointer(cfg.CheckpointDir, cfg.CheckpointKeep, cfg.CheckpointEvery)
 	if err != nil {
 		return err
 	}
-	n.snaps = eval.New(eval.Deps{ID: n.id, Transport: n.tr, Members: n.members, Job: n.evalJob, Evaluator: n.evaluator, Logger: n.log, Now: n.now}, ckpt)
+	n.snaps = eval.New(eval.Deps{ID: n.id, Transport: n.tr, Members: n.members, Job: n.evalJob, Evaluator: n.evaluator, Logger: n.log, Now: n.now,
+		AskControl: n.askControl}, ckpt)
 	ctlLn, err := n.tr.Listen(controlChannel)
 	if err != nil {
 		return err
@@ -68,6 +72,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 
 	var srv *http.Server
 	if d.HTTP != nil {
+		n.httpAddr = advertisedHTTP(d.HTTP.Addr().String(), n.tr.Addr())
 		h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
 		if cfg.Pprof {
 			h = status.WithPprof(h)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"net"
 
 	"dsspmesh/mesh"
 	"dsspmesh/node/status"
@@ -16,4 +17,20 @@ func (n *Node) watchMesh(ctx context.Context) {
 			_, payload, err := n.controlCallPayload(ctx, m, controlMsg{Op: "view"})
 			return payload, err
 		}})
+}
+
+// advertisedHTTP is the HTTP address peers reach this node at: the
+// listener's, with an unspecified host (--http-addr 0.0.0.0:7948 or
+// :7948) replaced by the host this node announces for QUIC.
+func advertisedHTTP(listen, quic string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if qh, _, err := net.SplitHostPort(quic); err == nil && qh != "" {
+			host = qh
+		}
+	}
+	return net.JoinHostPort(host, port)
 }

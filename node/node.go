@@ -26,6 +26,7 @@ type Node struct {
 	obs      Observer         // never nil
 	now      func() time.Time // the wall clock (Deps.Now)
 	metrics  *Metrics
+	httpAddr string // where this node serves HTTP as peers reach it (advertisedHTTP); "" without Deps.HTTP
 	started  time.Time
 	wg       sync.WaitGroup
 

@@ -180,7 +180,9 @@ func TestDeployMonitoringNamesRealMetrics(t *testing.T) {
 			Workers: []node.WorkerStatus{{ID: "node-a"}}, Worker: &node.LocalWorker{},
 			Eval: &node.EvalResult{Accuracy: 0.9, By: "node-a"}}
 	}
-	fams, err := node.NewMetrics(status).Registry.Gather()
+	m := node.NewMetrics(status)
+	m.RegisterWorker() // a training node's
+	fams, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

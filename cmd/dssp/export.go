@@ -32,8 +32,9 @@ groups and training goes on, so the slices are not one global cut; the file
 states each shard's t_min, t_max and applied index, and the mesh clock (the
 lowest t_min: every live worker's iterations below it are in every slice).
 
---evaluated fetches instead the snapshot the node last evaluated (only the
-evaluating node has one), with that accuracy in its metadata. The file is
+--evaluated fetches instead the snapshot the evaluator last evaluated, with
+that accuracy in its metadata; any node answers it (one that does not
+evaluate asks the evaluator over the control channel). The file is
 written atomically; nothing is written on error.`,
 		Example: "  dssp export --node 127.0.0.1:7948 --out model.safetensors\n" +
 			"  dssp eval --model model.safetensors",
@@ -60,7 +61,7 @@ written atomically; nothing is written on error.`,
 	f := cmd.Flags()
 	f.StringVar(&addr, "node", "127.0.0.1:7948", "HTTP address of any node (its --http-addr)")
 	f.StringVar(&out, "out", "model.safetensors", "file to write")
-	f.BoolVar(&evaluated, "evaluated", false, "the snapshot the node last evaluated (ask the evaluating node) instead of a fresh one")
+	f.BoolVar(&evaluated, "evaluated", false, "the snapshot the evaluator last evaluated (any node fetches it from the evaluator) instead of a fresh one")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "give up when the shards cannot be read within this long")
 	return cmd
 }

@@ -21,7 +21,9 @@ func newStatusCmd() *cobra.Command {
 		Short: "Print the mesh as any node sees it: members, every shard's leader, worker clocks, accuracy, events",
 		Long: `Print the mesh as the node at --node sees it. Any node describes every shard:
 those it hosts from its own replica, the others from the freshest answer of a
-member that hosts one (the VIA column names it, AGE says how old the answer is).`,
+member that hosts one (the VIA column names it, AGE says how old the answer is).
+MEMBER lists each member's HTTP address (what --node takes) as the member
+last answered it; "-" until it has.`,
 		Example: "  dssp status --node 127.0.0.1:7948\n  dssp status --node 127.0.0.1:7948 --json | jq '.shards[] | {id, leader, term}'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -46,9 +48,9 @@ member that hosts one (the VIA column names it, AGE says how old the answer is).
 				fmt.Fprintf(out, "newest checkpoint here: %s\n", s.Checkpoint)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "\nMEMBER\tGOSSIP\tQUIC\tTRAINS\tBACKEND")
+			fmt.Fprintln(tw, "\nMEMBER\tGOSSIP\tQUIC\tHTTP\tTRAINS\tBACKEND")
 			for _, m := range s.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", m.ID, m.Gossip, m.QUIC, m.Trains, m.Backend)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", m.ID, m.Gossip, m.QUIC, dash(m.HTTP), m.Trains, m.Backend)
 			}
 			fmt.Fprintln(tw, "\nSHARD\tLEADER\tTERM\tVOTERS\tHERE\tVIA\tAGE\tPUSHES")
 			for _, sh := range s.Shards {

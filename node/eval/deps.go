@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -16,11 +17,16 @@ type Deps struct {
 	// Job is the job once the node has joined the mesh's shards; false
 	// before (a read then fails).
 	Job func() (Job, bool)
-	// Evaluator is the node that evaluates now (named in a 404).
+	// Evaluator is the node that evaluates now: GET
+	// /model.safetensors?evaluated on another node asks it.
 	Evaluator func() string
 	Logger    *slog.Logger
 	// Now reads the wall clock for the evaluations' times.
 	Now func() time.Time
+	// AskControl opens a control-channel stream to m and sends it the
+	// request of op (the node's control.go); the answer is the caller's
+	// to read. Nil: ?evaluated serves this node's own snapshot only.
+	AskControl func(ctx context.Context, m mesh.Member, op string) (mesh.Stream, error)
 }
 
 // Job is what a model read needs of the job.

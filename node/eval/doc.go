@@ -42,11 +42,20 @@
 //
 // GET /model.safetensors on any node returns a fresh snapshot
 // (modelfile's format; ?timeout= bounds the read, default 30s, 503 with
-// the reason on failure); with ?evaluated it returns the snapshot this
-// node last evaluated, its accuracy in the metadata (404 on a node that
-// has not evaluated, and on the evaluator while its next evaluation reads
-// the model into that snapshot's memory: an evaluator holds one copy of
-// the model, not two). Both are written straight from the snapshot. A
+// the reason on failure); with ?evaluated it returns the snapshot the
+// evaluator last evaluated, its accuracy in the metadata (404 while the
+// evaluator's next evaluation reads the model into that snapshot's memory:
+// an evaluator holds one copy of the model, not two). The evaluator
+// answers from its own; any other node asks the evaluator over the
+// node's control channel (op "evaluated", forward.go) and writes the
+// answer through as it arrives: the file in frames of at most 1 MiB, its
+// announced size refused beyond the job's model file (4 bytes a parameter
+// plus modelfile.MaxHeaderBytes), the whole transfer bounded by the
+// request's ?timeout= (default 30s, at most 5 min), each part the
+// evaluator sends by 10s and its whole answer by 5 min. The control
+// channel is used, not the evaluator's HTTP address, because it is
+// authenticated and always reachable between members, where an HTTP
+// address may be loopback-only. Both are written straight from the snapshot. A
 // model of 32 MiB or more is evaluated in the evaluator's worker's θ,
 // borrowed while the worker waits (node/worker/lend.go), and its evaluated snapshot
 // is kept in the data dir (evaluated.safetensors), not in memory. `dssp export` and `dssp up`'s report/model.safetensors

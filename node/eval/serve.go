@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"dsspmesh/mesh"
 	"dsspmesh/modelfile"
 )
 
@@ -20,10 +21,24 @@ const (
 )
 
 // ServeModel answers GET /model.safetensors: a fresh snapshot read from
-// every shard's leader, or with ?evaluated the snapshot this node last
-// evaluated (404 where it has none).
+// every shard's leader, or with ?evaluated the snapshot the evaluator last
+// evaluated: this node's own when it is the evaluator (or none is known),
+// else asked of the evaluator over the control channel (forward.go).
 func (rm *Room) ServeModel(w http.ResponseWriter, r *http.Request) {
+	timeout := exportTimeout
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			http.Error(w, fmt.Sprintf("timeout %q is not a positive duration", v), http.StatusBadRequest)
+			return
+		}
+		timeout = min(d, maxExportTimeout)
+	}
 	if r.URL.Query().Has("evaluated") {
+		if ev := rm.d.Evaluator(); ev != "" && ev != string(rm.d.ID) && rm.d.AskControl != nil {
+			rm.forwardEvaluated(w, r, mesh.NodeID(ev), timeout)
+			return
+		}
 		rm.evaluated.serve(func(snap *Snapshot, file string) {
 			switch {
 			case snap != nil:
@@ -35,15 +50,6 @@ func (rm *Room) ServeModel(w http.ResponseWriter, r *http.Request) {
 			}
 		})
 		return
-	}
-	timeout := exportTimeout
-	if v := r.URL.Query().Get("timeout"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			http.Error(w, fmt.Sprintf("timeout %q is not a positive duration", v), http.StatusBadRequest)
-			return
-		}
-		timeout = min(d, maxExportTimeout)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()

@@ -12,7 +12,8 @@
 // Every second a node asks each other live member for its view (control op
 // "view", one call per member, each bounded by a second): the shards it
 // hosts (leader, term, voters), the clock table of the lowest shard it
-// leads, and its worker loop. The node's status merges the answers into what the
+// leads, its worker loop, and its HTTP address (each member's in /status's
+// members, as the member itself announced it). The node's status merges the answers into what the
 // node knows itself, so /status on any node describes every shard and every
 // worker; what came from a peer names it and carries its age (a member that
 // stops answering keeps its last answer, ageing, until membership drops it).
@@ -26,6 +27,12 @@
 //
 // /status is encoded before it is written: NaN and ±Inf become null
 // ([MarshalFinite]), and an encoding failure is a 500, never an empty 200.
+//
+// [NewMetrics] exports the worker loop's counters and histograms only after
+// [Metrics.RegisterWorker] (a node that trains), a shard's leadership as
+// dssp_shard_is_leader{shard} (no label naming the leader), and the
+// process collector's metrics without process_network_*_bytes_total, which
+// count the whole network namespace's traffic, not the node's.
 //
 // [CountLibraryTelemetry] (called by dssp node, once per process) counts
 // memberlist's gossip bytes and raft's answered heartbeats from their

@@ -35,6 +35,7 @@ func sampleStatus() Status {
 func TestHTTPServesStatusMetricsAndDashboard(t *testing.T) {
 	status := sampleStatus
 	m := NewMetrics(status)
+	m.RegisterWorker()
 	m.Iterations.Add(12)
 	srv := httptest.NewServer(NewHTTPHandler(status, m))
 	defer srv.Close()
@@ -93,8 +94,8 @@ func TestHTTPServesStatusMetricsAndDashboard(t *testing.T) {
 		{"dssp_worker_gap", map[string]string{"worker": "node-a"}, 2},
 		{"dssp_worker_grant", map[string]string{"worker": "node-a"}, 1},
 		{"dssp_worker_waiting", map[string]string{"worker": "node-b"}, 1},
-		{"dssp_shard_leader", map[string]string{"shard": "0"}, 1},
-		{"dssp_shard_leader", map[string]string{"shard": "1"}, 0},
+		{"dssp_shard_is_leader", map[string]string{"shard": "0"}, 1},
+		{"dssp_shard_is_leader", map[string]string{"shard": "1"}, 0},
 		{"dssp_shard_term", map[string]string{"shard": "0"}, 3},
 		{"dssp_shard_pushes_applied_total", map[string]string{"shard": "1"}, 40},
 		{"dssp_transport_errors_total", map[string]string{"kind": "dial"}, 2},
@@ -144,6 +145,7 @@ func TestMetricsPassPromtool(t *testing.T) {
 		t.Skip("promtool not installed (apt-get install -y prometheus); metric names not checked")
 	}
 	m := NewMetrics(sampleStatus)
+	m.RegisterWorker()
 	m.Iterations.Add(3)
 	m.PushSeconds.Observe(0.02)
 	m.GateHoldSeconds.Observe(0.01)

@@ -31,6 +31,8 @@ const (
 // the shards it hosts, the clock table of the lowest shard it leads, and
 // its own worker loop.
 type PeerView struct {
+	// HTTP is the answering node's HTTP address (Status.HTTP).
+	HTTP    string                 `json:"http,omitempty"`
 	Shards  []records.ShardStatus  `json:"shards"`
 	Workers []records.WorkerStatus `json:"workers,omitempty"`
 	Worker  *records.LocalWorker   `json:"worker,omitempty"`
@@ -194,6 +196,13 @@ func (v *View) Fill(s *Status) {
 		}
 		if s.WorkersFrom != "" {
 			s.WorkersAgeSeconds = age(bestAt)
+		}
+	}
+	for i := range s.Members {
+		if m := &s.Members[i]; m.ID == s.Node {
+			m.HTTP = s.HTTP
+		} else if h, ok := v.peers[mesh.NodeID(m.ID)]; ok {
+			m.HTTP = h.view.HTTP
 		}
 	}
 	if s.Worker != nil {

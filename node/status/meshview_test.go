@@ -164,3 +164,18 @@ func TestViewRoundAsksEveryPeerInTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestMeshViewListsMembersHTTP: each member's HTTP address is the one its
+// own view answer gave, this node's its own; "" for a member not heard yet.
+func TestMeshViewListsMembersHTTP(t *testing.T) {
+	var v View
+	v.set("node-b", PeerView{HTTP: "10.0.0.2:7948"}, time.Unix(1, 0))
+	s := Status{Node: "node-a", HTTP: "10.0.0.1:7948", Now: time.Unix(2, 0),
+		Members: []MemberStatus{{ID: "node-a"}, {ID: "node-b"}, {ID: "node-c"}}}
+	v.Fill(&s)
+	for i, want := range []string{"10.0.0.1:7948", "10.0.0.2:7948", ""} {
+		if s.Members[i].HTTP != want {
+			t.Errorf("member %s: HTTP %q, want %q", s.Members[i].ID, s.Members[i].HTTP, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package status
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -35,7 +36,10 @@ type Metrics struct {
 var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
 
 // NewMetrics builds the registry; status is called on every scrape and must
-// be safe for concurrent use.
+// be safe for concurrent use. The worker loop's counters and histograms
+// (dssp_worker_*_total, dssp_worker_*_seconds) exist from the start but are
+// exported only after [Metrics.RegisterWorker], which a node that trains
+// calls: a --train=false node exports none of them, not zeros.
 func NewMetrics(status func() Status) *Metrics {
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "dssp", Name: name, Help: help})
@@ -62,11 +66,49 @@ func NewMetrics(status func() Status) *Metrics {
 		EvalSeconds: histogram("eval_duration_seconds",
 			"Time one evaluation of the global parameters on the test set took on this node.", prometheus.ExponentialBuckets(0.01, 2, 12)),
 	}
-	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Retries, m.Evals, m.Refused,
-		m.PushSeconds, m.GateHoldSeconds, m.RaftApplySeconds, m.EvalSeconds,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	m.Registry.MustRegister(m.Evals, m.RaftApplySeconds, m.EvalSeconds,
+		collectors.NewGoCollector(), processCollector{collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})},
 		&statusCollector{status: status}, libCollector{})
 	return m
+}
+
+// RegisterWorker exports the worker loop's counters and histograms; a
+// node calls it once, when it trains.
+func (m *Metrics) RegisterWorker() {
+	m.Registry.MustRegister(m.Iterations, m.Samples, m.ComputeSec, m.WaitSec, m.Retries, m.Refused,
+		m.PushSeconds, m.GateHoldSeconds)
+}
+
+// processCollector is Prometheus's process collector without its
+// process_network_{receive,transmit}_bytes_total: on Linux those read
+// IpExt InOctets/OutOctets of /proc/<pid>/net/netstat, the IP traffic of
+// the whole network namespace since it was created (every process,
+// loopback included), not this process's — 43 GB on a node up 25 s
+// (TestProcessNetworkCountersAreNamespaceWide). The mesh's own traffic is
+// dssp_gossip_sent_bytes_total and the transport counters.
+type processCollector struct{ prometheus.Collector }
+
+// notPerProcess is the start of the dropped metrics' names.
+const notPerProcess = `fqName: "process_network_`
+
+func (c processCollector) Describe(ch chan<- *prometheus.Desc) {
+	all := make(chan *prometheus.Desc)
+	go func() { c.Collector.Describe(all); close(all) }()
+	for d := range all {
+		if !strings.Contains(d.String(), notPerProcess) {
+			ch <- d
+		}
+	}
+}
+
+func (c processCollector) Collect(ch chan<- prometheus.Metric) {
+	all := make(chan prometheus.Metric)
+	go func() { c.Collector.Collect(all); close(all) }()
+	for m := range all {
+		if !strings.Contains(m.Desc().String(), notPerProcess) {
+			ch <- m
+		}
+	}
 }
 
 var (
@@ -75,7 +117,7 @@ var (
 	descGap       = prometheus.NewDesc("dssp_worker_gap", "Worker clock minus the slowest live worker's.", []string{"worker"}, nil)
 	descGrant     = prometheus.NewDesc("dssp_worker_grant", "DSSP extra iterations still granted to the worker.", []string{"worker"}, nil)
 	descWaiting   = prometheus.NewDesc("dssp_worker_waiting", "1 while the worker's push is held by the gate.", []string{"worker"}, nil)
-	descLeader    = prometheus.NewDesc("dssp_shard_leader", "1 if this node leads the shard, 0 if it only hosts a replica.", []string{"shard", "leader"}, nil)
+	descLeader    = prometheus.NewDesc("dssp_shard_is_leader", "1 if this node leads the shard, 0 if it only hosts a replica; which node leads is in /status.", []string{"shard"}, nil)
 	descTerm      = prometheus.NewDesc("dssp_shard_term", "Raft term of the shard's replica on this node.", []string{"shard"}, nil)
 	descApplied   = prometheus.NewDesc("dssp_shard_pushes_applied_total", "Pushes applied by the shard's replica on this node (restarts with the replica).", []string{"shard"}, nil)
 	descTransport = prometheus.NewDesc("dssp_transport_errors_total", "Mesh transport errors since start, by kind.", []string{"kind"}, nil)
@@ -85,7 +127,6 @@ var (
 	descInsecure  = prometheus.NewDesc("dssp_insecure", "1 when this node runs without a mesh key (--insecure): no encryption, no authentication.", nil, nil)
 	descRefused   = prometheus.NewDesc("dssp_shard_gradients_refused_total", "Gradients the shard leaders on this node refused, per worker and reason (non-finite, outlier).", []string{"worker", "reason"}, nil)
 	descOffender  = prometheus.NewDesc("dssp_worker_repeat_offender", "1 while the worker keeps sending gradients the shard leaders here refuse.", []string{"worker"}, nil)
-	descIter      = prometheus.NewDesc("dssp_local_worker_iteration", "Next iteration this node's worker will push.", nil, nil)
 	descBatch     = prometheus.NewDesc("dssp_local_worker_batch", "Mini-batch size of this node's worker: the job's, or under --balance the one shard 0 assigned.", nil, nil)
 	descPredicted = prometheus.NewDesc("dssp_local_worker_predicted_compute_seconds", "Under --balance: the balancer's predicted compute time of this worker's batch (its predicted finish after the iteration starts).", nil, nil)
 )
@@ -94,7 +135,7 @@ type statusCollector struct{ status func() Status }
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMembers, descClock, descGap, descGrant, descWaiting, descLeader,
-		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descIter, descInsecure, descRefused, descOffender,
+		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descInsecure, descRefused, descOffender,
 		descBatch, descPredicted} {
 		ch <- d
 	}
@@ -122,7 +163,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		id := itoa(sh.ID)
-		gauge(descLeader, b2f(sh.Local == "leader"), id, sh.Leader)
+		gauge(descLeader, b2f(sh.Local == "leader"), id)
 		gauge(descTerm, float64(sh.Term), id)
 		ch <- prometheus.MustNewConstMetric(descApplied, prometheus.CounterValue, float64(sh.Pushes), id)
 	}
@@ -135,7 +176,6 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLoss, s.Eval.Loss, s.Eval.By)
 	}
 	if s.Worker != nil {
-		gauge(descIter, float64(s.Worker.Iter))
 		gauge(descBatch, float64(s.Worker.Batch))
 		if s.Worker.PredictedSeconds > 0 {
 			gauge(descPredicted, s.Worker.PredictedSeconds)

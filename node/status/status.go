@@ -14,6 +14,7 @@ type Status struct {
 	Node    string    `json:"node"`
 	Gossip  string    `json:"gossip"`
 	QUIC    string    `json:"quic"`
+	HTTP    string    `json:"http,omitempty"` // where peers reach this node's HTTP ("" when it serves none)
 	Started time.Time `json:"started"`
 	Now     time.Time `json:"now"`
 	// Phase is joining, training, leaving or stopped.
@@ -71,6 +72,9 @@ type MemberStatus struct {
 	QUIC    string `json:"quic"`
 	Trains  bool   `json:"trains"`
 	Backend string `json:"backend"`
+	// HTTP is the member's HTTP address from its own view answer (this
+	// node's: Status.HTTP); "" until it answered, or when it serves none.
+	HTTP string `json:"http,omitempty"`
 }
 
 // TrainerStatus is one member's worker loop, from its own answer.

@@ -1,0 +1,220 @@
+package eval
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"dsspmesh/mesh"
+	"dsspmesh/modelfile"
+)
+
+// The evaluated model from any node: GET /model.safetensors?evaluated on a
+// node that is not the evaluator asks the evaluator over the control
+// channel (op "evaluated", [Deps.AskControl]) and writes its answer
+// through, never holding the file. The evaluator answers from its own
+// evaluated snapshot ([Room.SendEvaluated]) and never forwards.
+//
+// Frames of the answer (msgpack header, payload):
+//
+//	first  evaluatedHead{Size, Missing, Err}, no payload: the file's length
+//	       in bytes, or Missing (no evaluated model there: a 404) or Err
+//	then   evaluatedPart{}, payload: the file's next bytes, at most
+//	       evaluatedChunk a frame, until Size bytes came
+//
+// The asking node refuses a Size beyond the job's model file (4 bytes a
+// parameter plus modelfile.MaxHeaderBytes) and a chunk beyond
+// evaluatedChunk before reading it; its ?timeout= (default 30s, at most
+// 5 min) bounds the whole transfer. The evaluator bounds each chunk's
+// write by evaluatedWriteTimeout and the whole by evaluatedSendTimeout.
+const (
+	evaluatedChunk        = 1 << 20
+	evaluatedWriteTimeout = 10 * time.Second
+	evaluatedSendTimeout  = 5 * time.Minute // serve.go's maxExportTimeout
+)
+
+type evaluatedHead struct {
+	Size    int64  `msgpack:"size"`
+	Missing bool   `msgpack:"missing,omitempty"`
+	Err     string `msgpack:"err,omitempty"`
+}
+
+type evaluatedPart struct{}
+
+// SendEvaluated answers control op "evaluated" on s (the request frame
+// already read): the snapshot this node last evaluated, in the frames
+// above. It returns when the file is sent or the stream fails; the caller
+// closes s.
+func (rm *Room) SendEvaluated(s mesh.Stream) error {
+	s.SetWriteDeadline(time.Now().Add(evaluatedSendTimeout))
+	var err error
+	rm.evaluated.serve(func(snap *Snapshot, file string) {
+		switch {
+		case snap != nil:
+			err = rm.sendSnapshot(s, snap)
+		case file != "":
+			err = sendFile(s, file)
+		default:
+			err = s.SendFrame(evaluatedHead{Missing: true,
+				Err: fmt.Sprintf("the evaluator %s holds no evaluated model now (the last one is gone while the next evaluation reads the model); ask again", rm.d.ID)}, nil)
+		}
+	})
+	return err
+}
+
+func (rm *Room) sendSnapshot(s mesh.Stream, snap *Snapshot) error {
+	job, ok := rm.d.Job()
+	if !ok {
+		return s.SendFrame(evaluatedHead{Err: "the evaluator has not joined the mesh's shards"}, nil)
+	}
+	layout := job.Model.Layout()
+	size, err := modelfile.Size(layout, snap.Theta, snap.Meta)
+	if err != nil {
+		return s.SendFrame(evaluatedHead{Err: err.Error()}, nil)
+	}
+	if err := s.SendFrame(evaluatedHead{Size: size}, nil); err != nil {
+		return err
+	}
+	pw := &partWriter{s: s, buf: make([]byte, 0, evaluatedChunk)}
+	if err := modelfile.Encode(pw, layout, snap.Theta, snap.Meta); err != nil {
+		return err
+	}
+	return pw.flush()
+}
+
+func sendFile(s mesh.Stream, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return s.SendFrame(evaluatedHead{Err: err.Error()}, nil)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return s.SendFrame(evaluatedHead{Err: err.Error()}, nil)
+	}
+	if err := s.SendFrame(evaluatedHead{Size: st.Size()}, nil); err != nil {
+		return err
+	}
+	pw := &partWriter{s: s, buf: make([]byte, 0, evaluatedChunk)}
+	if _, err := io.CopyN(pw, f, st.Size()); err != nil {
+		return err // the asker sees a short file
+	}
+	return pw.flush()
+}
+
+// partWriter sends what is written to it in evaluatedPart frames of
+// evaluatedChunk bytes (the last one shorter, at flush).
+type partWriter struct {
+	s   mesh.Stream
+	buf []byte
+}
+
+func (p *partWriter) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		k := min(len(b), evaluatedChunk-len(p.buf))
+		p.buf = append(p.buf, b[:k]...)
+		b, n = b[k:], n+k
+		if len(p.buf) == evaluatedChunk {
+			if err := p.flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (p *partWriter) flush() error {
+	if len(p.buf) == 0 {
+		return nil
+	}
+	p.s.SetWriteDeadline(time.Now().Add(evaluatedWriteTimeout))
+	err := p.s.SendFrame(evaluatedPart{}, p.buf)
+	p.buf = p.buf[:0]
+	return err
+}
+
+// forwardEvaluated answers GET /model.safetensors?evaluated on a node that
+// is not the evaluator with the evaluator's evaluated snapshot, asked over
+// the control channel within timeout.
+func (rm *Room) forwardEvaluated(w http.ResponseWriter, r *http.Request, evaluator mesh.NodeID, timeout time.Duration) {
+	var member *mesh.Member
+	for _, m := range rm.d.Members.Members() {
+		if m.ID == evaluator {
+			member = &m
+			break
+		}
+	}
+	if member == nil {
+		http.Error(w, fmt.Sprintf("node %s: the evaluator %s is not a live member", rm.d.ID, evaluator), http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	s, err := rm.d.AskControl(ctx, *member, "evaluated")
+	if err != nil {
+		http.Error(w, fmt.Sprintf("node %s: asking the evaluator %s: %v", rm.d.ID, evaluator, err), http.StatusBadGateway)
+		return
+	}
+	defer s.Close()
+	if d, ok := ctx.Deadline(); ok {
+		s.SetDeadline(d)
+	}
+	s.SetMaxPayload(evaluatedChunk)
+	var head evaluatedHead
+	if _, err := s.RecvFrame(&head); err != nil {
+		http.Error(w, fmt.Sprintf("node %s: the evaluator %s's answer: %v", rm.d.ID, evaluator, err), http.StatusBadGateway)
+		return
+	}
+	switch {
+	case head.Missing:
+		http.Error(w, head.Err, http.StatusNotFound)
+		return
+	case head.Err != "":
+		http.Error(w, fmt.Sprintf("the evaluator %s: %s", evaluator, head.Err), http.StatusBadGateway)
+		return
+	}
+	if limit := rm.evaluatedLimit(); head.Size <= 0 || head.Size > limit {
+		http.Error(w, fmt.Sprintf("node %s: the evaluator %s announced a model file of %d bytes (at most %d)", rm.d.ID, evaluator, head.Size, limit), http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(head.Size, 10))
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Dssp-Evaluator", string(evaluator))
+	bw := bufio.NewWriterSize(w, evaluatedChunk)
+	got := int64(0)
+	for got < head.Size && err == nil {
+		err = s.RecvFrameTo(&evaluatedPart{}, func(n int, pr io.Reader) error {
+			if int64(n) > head.Size-got {
+				return fmt.Errorf("a part of %d bytes beyond the announced %d", n, head.Size)
+			}
+			k, err := io.CopyN(bw, pr, int64(n))
+			got += k
+			return err
+		})
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		// The header is out: all that is left is to say why the body stopped.
+		rm.d.Logger.Warn("evaluated model from the evaluator cut short", "evaluator", evaluator, "bytes", got, "of", head.Size, "err", err)
+	}
+}
+
+// evaluatedLimit bounds the evaluated model file an evaluator may
+// announce: the job's model as fp32 and the largest header a model file
+// may have; modelfile.MaxFileBytes before the node has joined.
+func (rm *Room) evaluatedLimit() int64 {
+	job, ok := rm.d.Job()
+	if !ok || job.Model == nil {
+		return modelfile.MaxFileBytes
+	}
+	return 8 + modelfile.MaxHeaderBytes + 4*int64(job.Model.NumParams())
+}
