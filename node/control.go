@@ -181,6 +181,7 @@ func (n *Node) localView() status.PeerView {
 	var v status.PeerView
 	if shards != nil {
 		all, workers := shards.Status()
+		n.view.JudgeQuorum(n.id, mesh.LiveIDs(n.members.Members()), n.now(), all)
 		for _, sh := range all {
 			if sh.Local != "" {
 				v.Shards = append(v.Shards, sh)

@@ -41,6 +41,9 @@ type PeerView struct {
 type View struct {
 	mu    sync.Mutex
 	peers map[mesh.NodeID]heardView
+	// lastLeader is when JudgeQuorum last saw each shard hosted here
+	// with a leader.
+	lastLeader map[uint32]time.Time
 }
 
 type heardView struct {
@@ -61,18 +64,28 @@ type Watch struct {
 	Events *EventLog
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Replication is the job's: Watch warns while the mesh has fewer
+	// live members (sizeWatch).
+	Replication int
 }
 
 // Watch refreshes the view of the other members and turns what it sees
-// into leader events until ctx ends.
+// into leader and quorum events (and their log lines) until ctx ends.
 func (v *View) Watch(ctx context.Context, w Watch) {
 	t := time.NewTicker(viewEvery)
 	defer t.Stop()
 	var leaders leaderWatch
+	var quorum quorumWatch
+	var size sizeWatch
 	next := 0
 	for {
 		next = v.refresh(ctx, w, next)
-		leaders.observe(w.Events, w.Shards())
+		shards := w.Shards()
+		leaders.observe(w.Events, shards)
+		quorum.observe(w.Events, w.Logger, shards)
+		if level, msg := size.observe(w.Now(), len(w.Members.Members()), w.Replication); msg != "" {
+			w.Logger.Log(ctx, level, msg)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -156,7 +169,9 @@ func (v *View) keep(live []mesh.NodeID) {
 // Fill completes s (built from this node's own replicas and worker) with
 // what the other members said: every shard this node does not host, the
 // clock table when this node leads no shard, and every member's worker.
-// Whatever comes from a peer names it and says how old it is.
+// Whatever comes from a peer names it and says how old it is; a shard
+// whose described leader stopped answering takes the lost verdict of a
+// peer hosting it (fillLost).
 func (v *View) Fill(s *Status) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -183,7 +198,9 @@ func (v *View) Fill(s *Status) {
 		if best != nil {
 			sh.Leader, sh.Term, sh.Voters, sh.Applied, sh.Pushes = best.Leader, best.Term, best.Voters, best.Applied, best.Pushes
 			sh.From, sh.AgeSeconds = string(bestFrom), age(bestAt)
+			sh.Quorum, sh.WaitingFor, sh.LeaderlessSeconds = best.Quorum, best.WaitingFor, best.LeaderlessSeconds
 		}
+		v.fillLost(sh, best, bestAt, s.Now)
 	}
 	if len(s.Workers) == 0 {
 		var bestAt time.Time

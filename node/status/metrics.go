@@ -66,6 +66,8 @@ func NewMetrics(status func() Status) *Metrics {
 		m.PushSeconds, m.GateHoldSeconds, m.RaftApplySeconds, m.EvalSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&statusCollector{status: status}, libCollector{})
+	// dssp_shard_quorum_lost (quorum.go).
+	m.Registry.MustRegister(quorumCollector{status: status})
 	return m
 }
 
