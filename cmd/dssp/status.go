@@ -45,6 +45,9 @@ member that hosts one (the VIA column names it, AGE says how old the answer is).
 			if s.Checkpoint != "" {
 				fmt.Fprintf(out, "newest checkpoint here: %s\n", s.Checkpoint)
 			}
+			for _, w := range s.Warnings { // a lost quorum, a mesh smaller than the replication
+				fmt.Fprintf(out, "WARNING: %s\n", w)
+			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "\nMEMBER\tGOSSIP\tQUIC\tTRAINS\tBACKEND")
 			for _, m := range s.Members {
