@@ -7,9 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"dsspmesh/mesh"
 	"dsspmesh/node/records"
 )
 
@@ -59,89 +56,6 @@ func JudgeQuorum(voters []string, leader string, lastLeader, now time.Time, reac
 	}
 	slices.Sort(waitingFor)
 	return records.QuorumLost, waitingFor
-}
-
-// JudgeQuorum sets Quorum, WaitingFor and LeaderlessSeconds on every
-// shard of shards this node hosts (Local set) from its replica's leader
-// and voters: a voter is reachable when it is self, or a member of live
-// whose latest view answer is recent (reachableWithin; a member not asked
-// yet counts as reachable). The View remembers when it last saw each
-// shard with a leader; the first sighting counts as one.
-func (v *View) JudgeQuorum(self mesh.NodeID, live []mesh.NodeID, now time.Time, shards []records.ShardStatus) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	stale := v.staleAfter(len(live))
-	reachable := func(id string) bool {
-		if id == string(self) {
-			return true
-		}
-		if !slices.Contains(live, mesh.NodeID(id)) {
-			return false
-		}
-		h, ok := v.peers[mesh.NodeID(id)]
-		return !ok || now.Sub(h.at) <= stale
-	}
-	if v.lastLeader == nil {
-		v.lastLeader = map[uint32]time.Time{}
-	}
-	for i := range shards {
-		sh := &shards[i]
-		if sh.Local == "" {
-			continue
-		}
-		last, seen := v.lastLeader[sh.ID]
-		if sh.Leader != "" || !seen {
-			last = now
-			v.lastLeader[sh.ID] = now
-		}
-		sh.Quorum, sh.WaitingFor = JudgeQuorum(sh.Voters, sh.Leader, last, now, reachable)
-		if sh.Leader == "" {
-			sh.LeaderlessSeconds = max(0, now.Sub(last).Seconds())
-		}
-	}
-}
-
-// staleAfter is how old a peer's latest answer may be for it to count as
-// reachable on a mesh of n members; v.mu held.
-func (v *View) staleAfter(n int) time.Duration {
-	rounds := max(1, (n-1+viewPeers-1)/viewPeers)
-	return reachableWithin + time.Duration(rounds-1)*viewEvery
-}
-
-// lostReport is the newest answer of a peer hosting shard id that judged
-// it lost, with who gave it and when; v.mu held.
-func (v *View) lostReport(id uint32) (*records.ShardStatus, mesh.NodeID, time.Time) {
-	var best *records.ShardStatus
-	var from mesh.NodeID
-	var at time.Time
-	for pid, h := range v.peers {
-		for j := range h.view.Shards {
-			c := &h.view.Shards[j]
-			if c.ID == id && c.Quorum == records.QuorumLost && (best == nil || h.at.After(at)) {
-				best, from, at = c, pid, h.at
-			}
-		}
-	}
-	return best, from, at
-}
-
-// fillLost lets a peer's lost verdict on shard sh (not hosted here)
-// replace the description Fill chose (best, answered at bestAt; nil if
-// none named a leader) when that description is older than the verdict
-// and no longer fresh: the leader it names has stopped answering. A
-// fresh answer of a leader wins, as on the majority side of a partition.
-// v.mu held.
-func (v *View) fillLost(sh *records.ShardStatus, best *records.ShardStatus, bestAt, now time.Time) {
-	lost, from, at := v.lostReport(sh.ID)
-	if lost == nil {
-		return
-	}
-	if best != nil && (!at.After(bestAt) || now.Sub(bestAt) <= v.staleAfter(len(v.peers)+1) || lost.Term < best.Term) {
-		return
-	}
-	sh.Leader, sh.Term, sh.Voters, sh.Applied, sh.Pushes = "", lost.Term, lost.Voters, lost.Applied, lost.Pushes
-	sh.Quorum, sh.WaitingFor, sh.LeaderlessSeconds = lost.Quorum, lost.WaitingFor, lost.LeaderlessSeconds
-	sh.From, sh.AgeSeconds = string(from), max(0, now.Sub(at).Seconds())
 }
 
 // QuorumText is the sentence that names a lost shard and the voters it
@@ -246,21 +160,4 @@ func (w *sizeWatch) observe(now time.Time, n, r int) (level slog.Level, msg stri
 		return slog.LevelInfo, fmt.Sprintf("the mesh has %d live members, at least the job's --replication %d: every shard can have %d voters again", n, r, r)
 	}
 	return 0, ""
-}
-
-// descQuorumLost is one gauge per shard this node knows the quorum of.
-var descQuorumLost = prometheus.NewDesc("dssp_shard_quorum_lost",
-	"1 while the shard has lost its quorum as this node sees it (no leader and fewer than a majority of its voters reachable), else 0; only shards whose quorum this node knows.",
-	[]string{"shard"}, nil)
-
-type quorumCollector struct{ status func() Status }
-
-func (c quorumCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descQuorumLost }
-
-func (c quorumCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, sh := range c.status().Shards {
-		if sh.Quorum != "" {
-			ch <- prometheus.MustNewConstMetric(descQuorumLost, prometheus.GaugeValue, b2f(sh.Quorum == records.QuorumLost), itoa(sh.ID))
-		}
-	}
 }
