@@ -84,9 +84,11 @@ func (n *Node) Status() Status {
 	if shards != nil {
 		s.Refusals = shards.Refusals()
 		s.Shards, s.Workers = shards.Status()
-		if n.members != nil {
-			n.view.JudgeQuorum(n.id, mesh.LiveIDs(n.members.Members()), s.Now, s.Shards)
+		live := make([]mesh.NodeID, 0, len(s.Members))
+		for _, m := range s.Members {
+			live = append(live, mesh.NodeID(m.ID))
 		}
+		n.view.JudgeQuorum(n.id, live, s.Now, s.Shards)
 		if s.Workers == nil {
 			s.Workers = []WorkerStatus{}
 		}

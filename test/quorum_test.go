@@ -120,6 +120,22 @@ func TestQuorumLossIsNamed(t *testing.T) {
 		})
 	})
 
+	// Alone once membership declares the others failed: the survivor warns
+	// that the mesh is smaller than the job's replication, in /status at
+	// once and in its log once the count has held 5 s.
+	tooSmall := "the mesh has 1 live member(s), fewer than the job's --replication 3"
+	c.WaitFor("the survivor warns that the mesh is smaller than the replication", 30*time.Second, func() bool {
+		s, err := c.Status(survivor)
+		if err != nil || !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.HasPrefix(w, tooSmall) }) {
+			return false
+		}
+		log, _ := os.ReadFile(c.Mesh.Procs[survivor].LogPath)
+		return slices.ContainsFunc(strings.Split(string(log), "\n"), func(l string) bool {
+			return strings.Contains(l, "WARN") && strings.Contains(l, tooSmall)
+		})
+	})
+	t.Logf("mesh-too-small warning in /status and the log %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+
 	// A voter back: the shards elect a leader and the survivor records the
 	// quorum regained, once per shard.
 	c.Restart(1)
