@@ -206,6 +206,7 @@ func (n *Node) localView() status.PeerView {
 	v := status.PeerView{HTTP: n.httpAddr}
 	if shards != nil {
 		all, workers := shards.Status()
+		n.view.JudgeQuorum(n.id, mesh.LiveIDs(n.members.Members()), n.now(), all)
 		for _, sh := range all {
 			if sh.Local != "" {
 				v.Shards = append(v.Shards, sh)

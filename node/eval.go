@@ -3,6 +3,9 @@ package node
 import (
 	"fmt"
 	"slices"
+
+	"dsspmesh/mesh"
+	"dsspmesh/node/status"
 )
 
 // evaluator is the live training member with the lowest node id: every
@@ -81,6 +84,11 @@ func (n *Node) Status() Status {
 	if shards != nil {
 		s.Refusals = shards.Refusals()
 		s.Shards, s.Workers = shards.Status()
+		live := make([]mesh.NodeID, 0, len(s.Members))
+		for _, m := range s.Members {
+			live = append(live, mesh.NodeID(m.ID))
+		}
+		n.view.JudgeQuorum(n.id, live, s.Now, s.Shards)
 		if s.Workers == nil {
 			s.Workers = []WorkerStatus{}
 		}
@@ -90,6 +98,7 @@ func (n *Node) Status() Status {
 	}
 	n.view.Fill(&s)
 	s.Events = n.events.List()
+	s.Warnings = status.Warnings(&s)
 	if n.tr != nil {
 		ts := n.tr.Stats()
 		s.Transport = TransportStatus{FrameErrors: ts.FrameErrors, PreambleErrors: ts.PreambleErrors, DialFailures: ts.DialFailures, Dials: ts.Dials}

@@ -96,6 +96,9 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	}
 	spec := *n.jobSpec()
 	n.log.Info("job", "spec", spec.PolicyText(), "model", spec.Model, "shards", spec.Shards, "replication", spec.Replication, "fresh", fresh)
+	if w := spec.ReplicationWarning(); w != "" {
+		n.log.Warn(w)
+	}
 
 	if err := n.loadCompute(spec); err != nil {
 		return err

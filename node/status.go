@@ -55,4 +55,7 @@ const (
 	EventSuspect  = records.EventSuspect
 	EventLeader   = records.EventLeader
 	EventRejected = records.EventRejected
+
+	EventQuorumLost     = records.EventQuorumLost
+	EventQuorumRegained = records.EventQuorumRegained
 )

@@ -47,6 +47,9 @@ last answered it; "-" until it has.`,
 			if s.Checkpoint != "" {
 				fmt.Fprintf(out, "newest checkpoint here: %s\n", s.Checkpoint)
 			}
+			for _, w := range s.Warnings { // a lost quorum, a mesh smaller than the replication
+				fmt.Fprintf(out, "WARNING: %s\n", w)
+			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "\nMEMBER\tGOSSIP\tQUIC\tHTTP\tTRAINS\tBACKEND")
 			for _, m := range s.Members {

@@ -96,6 +96,8 @@ func (c ScaleConfig) Validate() error {
 		return errors.New("--shards: give at least one shard count")
 	case c.Replication < 1 || c.Replication > 7:
 		return fmt.Errorf("--replication %d outside 1..7", c.Replication)
+	case c.Replication%2 == 0:
+		return fmt.Errorf("--replication %d is even: the nodes refuse it (an even group survives no more failures than the odd one below it)", c.Replication)
 	case c.Trainers < 0 || c.Trainers > 8:
 		return fmt.Errorf("--trainers %d outside 0..8", c.Trainers)
 	case c.Threads < 0:

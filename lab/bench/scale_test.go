@@ -162,6 +162,11 @@ func TestScaleConfigValidateNamesTheFlag(t *testing.T) {
 			t.Errorf("%s: got %v", flag, err)
 		}
 	}
+	even := c
+	even.Replication = 2 // the nodes would refuse it
+	if err := even.Validate(); err == nil || !strings.Contains(err.Error(), "--replication 2 is even") {
+		t.Errorf("--replication 2: got %v", err)
+	}
 }
 
 func TestScaleCSVAccumulatesAndRenders(t *testing.T) {

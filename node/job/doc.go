@@ -5,6 +5,19 @@
 // its validation, its flags ([Spec.BindFlags]) and what the shards and
 // the worker read from it (policy, optimizer, wire precision, shards).
 //
+// # Replication
+//
+// --replication is the Raft voters per shard, one of 1, 3, 5, 7. A shard
+// commits and elects with a majority of its voters, so r voters survive
+// (r−1)/2 failures: an even r is refused with that reason, since it
+// survives no more failures than r−1 at more cost, and 2 survives none
+// (one kill freezes the shard; issue 38). 1 is accepted, with a WARN at
+// start ([Spec.ReplicationWarning]): it is no replication by name, for a
+// try on one machine or a measure of the unreplicated path, and nobody
+// reads it as fault tolerance the way 2 was read. While the mesh has
+// fewer live members than r, every shard has fewer voters; node/status
+// warns about that and names a shard that lost its quorum.
+//
 // It sits below node and its rooms and holds values only: nothing here
 // starts a goroutine or takes a lock; a Spec is copied, never shared.
 package job

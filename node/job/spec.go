@@ -216,7 +216,35 @@ func (s Spec) Validate() error {
 	case s.Replication <= 0 || s.Replication > 7:
 		return fmt.Errorf("--replication %d outside 1..7", s.Replication)
 	}
+	return checkReplication(s.Replication)
+}
+
+// checkReplication refuses an even replication. A Raft group of r voters
+// commits and elects with a majority, ⌊r/2⌋+1, so it survives (r−1)/2
+// failures: an even group survives no more than the odd one below it,
+// and a group of 2 survives none (one kill freezes the shard) while
+// looking replicated. 1 is accepted: it is no replication by name
+// (ReplicationWarning).
+func checkReplication(r int) error {
+	switch {
+	case r == 2:
+		return fmt.Errorf("--replication 2 is even: a shard's 2 voters need both for a quorum, so one kill freezes the shard " +
+			"(it survives no failure, like 1); use 3 to survive one failure, or 1 to run without replication")
+	case r%2 == 0:
+		return fmt.Errorf("--replication %d is even: a shard's %d voters need %d for a quorum, so it survives %d failure(s), "+
+			"no more than %d voters do; use %d or %d", r, r, r/2+1, (r-1)/2, r-1, r-1, r+1)
+	}
 	return nil
+}
+
+// ReplicationWarning is what a node logs at WARN when it starts a job
+// whose replication survives no failure (--replication 1), else "".
+func (s Spec) ReplicationWarning() string {
+	if s.Replication != 1 {
+		return ""
+	}
+	return "--replication 1: every shard has one voter, so a node's failure stops the shards it hosts " +
+		"and their state lives on that node only; use 3 to survive one failure"
 }
 
 func checkPipelineFresh(f float64) error {
@@ -278,7 +306,7 @@ func (s *Spec) BindFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&s.LRDecaySamples, "lr-decay-samples", s.LRDecaySamples, "job: global samples between learning-rate decays")
 	fs.IntVar(&s.BatchSize, "batch", s.BatchSize, "job: mini-batch size per worker")
 	fs.IntVar(&s.Shards, "shards", s.Shards, fmt.Sprintf("job: parameter shards, each its own Raft group (0: one per %d MiB of fp32 parameters, at least one)", AutoShardBytes>>20))
-	fs.IntVar(&s.Replication, "replication", s.Replication, "job: Raft voters per shard (fewer while the mesh is smaller)")
+	fs.IntVar(&s.Replication, "replication", s.Replication, "job: Raft voters per shard, odd: 3 survives one failure, 5 two, 1 none (even values are refused); fewer while the mesh is smaller")
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "job: seed of parameter init and data order")
 	fs.Float64Var(&s.OutlierFactor, "outlier-factor", s.OutlierFactor, "job: refuse a gradient whose norm exceeds this many times the shard's recent median (0 = the default, 100; else 2 to 1e6; the check cannot be turned off)")
 	fs.BoolVar(&s.Balance, "balance", s.Balance, "job: size each worker's mini-batch to its measured speed (global batch fixed, gradients weighted by samples, one job-wide data order); composes with any --paradigm")

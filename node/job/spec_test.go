@@ -105,3 +105,43 @@ func TestWithShards(t *testing.T) {
 		t.Fatalf("the default job resolves to %d shards, %v", s.Shards, err)
 	}
 }
+
+// An even replication survives no more failures than the odd one below it
+// (2: none); it is refused by name with the reason, and 1 is accepted with
+// a warning.
+func TestReplicationMustBeOdd(t *testing.T) {
+	for _, tc := range []struct {
+		r    int
+		want string // "" accepted
+	}{
+		{1, ""}, {3, ""}, {5, ""}, {7, ""},
+		{2, "--replication 2 is even: a shard's 2 voters need both for a quorum, so one kill freezes the shard"},
+		{4, "--replication 4 is even: a shard's 4 voters need 3 for a quorum, so it survives 1 failure(s), no more than 3 voters do; use 3 or 5"},
+		{6, "--replication 6 is even: a shard's 6 voters need 4 for a quorum, so it survives 2 failure(s), no more than 5 voters do; use 5 or 7"},
+		{0, "--replication 0 outside 1..7"},
+		{9, "--replication 9 outside 1..7"},
+	} {
+		s := DefaultSpec()
+		s.Replication = tc.r
+		err := s.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("--replication %d: %v", tc.r, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("--replication %d: %v, want %q", tc.r, err, tc.want)
+		}
+		if warn := s.ReplicationWarning(); (tc.r == 1) != (warn != "") {
+			t.Errorf("--replication %d: warning %q", tc.r, warn)
+		}
+	}
+	// A persisted or served spec is validated on the way in too.
+	s := DefaultSpec()
+	s.Replication = 2
+	b, err := Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Unmarshal(b); err == nil || !strings.Contains(err.Error(), "--replication 2 is even") {
+		t.Errorf("Unmarshal of replication 2: %v", err)
+	}
+}

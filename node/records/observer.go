@@ -62,6 +62,10 @@ const (
 	EventSuspect  = "suspect"  // gossip suspects a member (it may refute it)
 	EventLeader   = "leader"   // a shard has a new leader or term
 	EventRejected = "rejected" // a shard refused this node's push, or gossip refused a peer
+	// A shard lost its quorum (Detail names the voters it waits for) or
+	// regained it (a leader again).
+	EventQuorumLost     = "quorum-lost"
+	EventQuorumRegained = "quorum-regained"
 )
 
 // Event is one thing that happened to the mesh, as this node saw it.

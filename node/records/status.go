@@ -31,7 +31,23 @@ type ShardStatus struct {
 	// here, AgeSeconds how old its answer is; both empty for a local replica.
 	From       string  `json:"from,omitempty"`
 	AgeSeconds float64 `json:"age_seconds,omitempty"`
+	// Quorum is ok (a leader is known), electing (no leader yet, or a
+	// majority of Voters still reachable) or lost (no leader for
+	// node/status.QuorumGrace and fewer than a majority of Voters
+	// reachable: the shard is frozen until WaitingFor come back), as the
+	// node hosting the replica described judged it; "" where unknown.
+	// LeaderlessSeconds is how long that node has seen no leader.
+	Quorum            string   `json:"quorum,omitempty"`
+	WaitingFor        []string `json:"waiting_for,omitempty"`
+	LeaderlessSeconds float64  `json:"leaderless_seconds,omitempty"`
 }
+
+// Quorum states of a ShardStatus.
+const (
+	QuorumOK       = "ok"
+	QuorumElecting = "electing"
+	QuorumLost     = "lost"
+)
 
 // WorkerStatus is one worker's place in a shard's clock table.
 type WorkerStatus struct {

@@ -25,6 +25,27 @@
 // rejected join them in a bounded in-memory record (the last 256, with
 // timestamps) served in /status.
 //
+// # Quorum
+//
+// A node judges the quorum of every shard it hosts each time it builds its
+// status or answers a view ([View.JudgeQuorum], a pure [JudgeQuorum] over
+// the shard's voters, its replica's leader, the last time the node saw
+// one, and which voters are reachable: itself, and live members whose
+// latest view answer is at most 2.5 s old, more on a mesh larger than
+// viewPeers+1). A shard is ok with a leader, lost after [QuorumGrace]
+// (2 s) with none and fewer than a majority of its voters reachable —
+// frozen until they come back, so its record names them (WaitingFor) —
+// and electing otherwise. A node hosting no replica shows the verdict its
+// hosts answered once the leader it knew stops answering (a fresh
+// leader's answer wins, as on the majority side of a partition). Every
+// node turns what its status shows into one quorum-lost event and WARN
+// line per loss (again when the voters it waits for change) and one
+// quorum-regained event and INFO line when a leader is back; [Warnings]
+// lists every lost shard for the dashboard and `dssp status`, and
+// dssp_shard_quorum_lost{shard} is 1 while it is lost. The same loop
+// warns, once the member count has held 5 s, while the mesh has fewer
+// live members than the job's replication ([MeshTooSmall]).
+//
 // /status is encoded before it is written: NaN and ±Inf become null
 // ([MarshalFinite]), and an encoding failure is a 500, never an empty 200.
 //

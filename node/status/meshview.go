@@ -43,6 +43,9 @@ type PeerView struct {
 type View struct {
 	mu    sync.Mutex
 	peers map[mesh.NodeID]heardView
+	// lastLeader is when JudgeQuorum last saw each shard hosted here
+	// with a leader.
+	lastLeader map[uint32]time.Time
 }
 
 type heardView struct {
@@ -63,18 +66,28 @@ type Watch struct {
 	Events *EventLog
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Replication is the job's: Watch warns while the mesh has fewer
+	// live members (sizeWatch).
+	Replication int
 }
 
 // Watch refreshes the view of the other members and turns what it sees
-// into leader events until ctx ends.
+// into leader and quorum events (and their log lines) until ctx ends.
 func (v *View) Watch(ctx context.Context, w Watch) {
 	t := time.NewTicker(viewEvery)
 	defer t.Stop()
 	var leaders leaderWatch
+	var quorum quorumWatch
+	var size sizeWatch
 	next := 0
 	for {
 		next = v.refresh(ctx, w, next)
-		leaders.observe(w.Events, w.Shards())
+		shards := w.Shards()
+		leaders.observe(w.Events, shards)
+		quorum.observe(w.Events, w.Logger, shards)
+		if level, msg := size.observe(w.Now(), len(w.Members.Members()), w.Replication); msg != "" {
+			w.Logger.Log(ctx, level, msg)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -158,7 +171,9 @@ func (v *View) keep(live []mesh.NodeID) {
 // Fill completes s (built from this node's own replicas and worker) with
 // what the other members said: every shard this node does not host, the
 // clock table when this node leads no shard, and every member's worker.
-// Whatever comes from a peer names it and says how old it is.
+// Whatever comes from a peer names it and says how old it is; a shard
+// whose described leader stopped answering takes the lost verdict of a
+// peer hosting it (fillLost).
 func (v *View) Fill(s *Status) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -185,7 +200,9 @@ func (v *View) Fill(s *Status) {
 		if best != nil {
 			sh.Leader, sh.Term, sh.Voters, sh.Applied, sh.Pushes = best.Leader, best.Term, best.Voters, best.Applied, best.Pushes
 			sh.From, sh.AgeSeconds = string(bestFrom), age(bestAt)
+			sh.Quorum, sh.WaitingFor, sh.LeaderlessSeconds = best.Quorum, best.WaitingFor, best.LeaderlessSeconds
 		}
+		v.fillLost(sh, best, bestAt, s.Now)
 	}
 	if len(s.Workers) == 0 {
 		var bestAt time.Time
@@ -245,4 +262,87 @@ func trainerStatus(id string, w *records.LocalWorker, age float64) TrainerStatus
 		t.WaitShare = w.WaitSeconds / total
 	}
 	return t
+}
+
+// JudgeQuorum sets Quorum, WaitingFor and LeaderlessSeconds on every
+// shard of shards this node hosts (Local set) from its replica's leader
+// and voters: a voter is reachable when it is self, or a member of live
+// whose latest view answer is recent (reachableWithin; a member not asked
+// yet counts as reachable). The View remembers when it last saw each
+// shard with a leader; the first sighting counts as one.
+func (v *View) JudgeQuorum(self mesh.NodeID, live []mesh.NodeID, now time.Time, shards []records.ShardStatus) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	stale := v.staleAfter(len(live))
+	reachable := func(id string) bool {
+		if id == string(self) {
+			return true
+		}
+		if !slices.Contains(live, mesh.NodeID(id)) {
+			return false
+		}
+		h, ok := v.peers[mesh.NodeID(id)]
+		return !ok || now.Sub(h.at) <= stale
+	}
+	if v.lastLeader == nil {
+		v.lastLeader = map[uint32]time.Time{}
+	}
+	for i := range shards {
+		sh := &shards[i]
+		if sh.Local == "" {
+			continue
+		}
+		last, seen := v.lastLeader[sh.ID]
+		if sh.Leader != "" || !seen {
+			last = now
+			v.lastLeader[sh.ID] = now
+		}
+		sh.Quorum, sh.WaitingFor = JudgeQuorum(sh.Voters, sh.Leader, last, now, reachable)
+		if sh.Leader == "" {
+			sh.LeaderlessSeconds = max(0, now.Sub(last).Seconds())
+		}
+	}
+}
+
+// staleAfter is how old a peer's latest answer may be for it to count as
+// reachable on a mesh of n members; v.mu held.
+func (v *View) staleAfter(n int) time.Duration {
+	rounds := max(1, (n-1+viewPeers-1)/viewPeers)
+	return reachableWithin + time.Duration(rounds-1)*viewEvery
+}
+
+// lostReport is the newest answer of a peer hosting shard id that judged
+// it lost, with who gave it and when; v.mu held.
+func (v *View) lostReport(id uint32) (*records.ShardStatus, mesh.NodeID, time.Time) {
+	var best *records.ShardStatus
+	var from mesh.NodeID
+	var at time.Time
+	for pid, h := range v.peers {
+		for j := range h.view.Shards {
+			c := &h.view.Shards[j]
+			if c.ID == id && c.Quorum == records.QuorumLost && (best == nil || h.at.After(at)) {
+				best, from, at = c, pid, h.at
+			}
+		}
+	}
+	return best, from, at
+}
+
+// fillLost lets a peer's lost verdict on shard sh (not hosted here)
+// replace the description Fill chose (best, answered at bestAt; nil if
+// none named a leader) when that description is older than the verdict
+// and no longer fresh: the leader it names has stopped answering. A
+// fresh answer of a leader wins, as on the majority side of a partition.
+// v.mu held.
+func (v *View) fillLost(sh *records.ShardStatus, best *records.ShardStatus, bestAt, now time.Time) {
+	lost, from, at := v.lostReport(sh.ID)
+	if lost == nil {
+		return
+	}
+	if best != nil && (!at.After(bestAt) || now.Sub(bestAt) <= v.staleAfter(len(v.peers)+1) || lost.Term < best.Term) {
+		return
+	}
+	sh.Leader, sh.Term, sh.Voters, sh.Applied, sh.Pushes = "", lost.Term, lost.Voters, lost.Applied, lost.Pushes
+	sh.Quorum, sh.WaitingFor, sh.LeaderlessSeconds = lost.Quorum, lost.WaitingFor, lost.LeaderlessSeconds
+	sh.From, sh.AgeSeconds = string(from), max(0, now.Sub(at).Seconds())
 }

@@ -69,6 +69,8 @@ func NewMetrics(status func() Status) *Metrics {
 	m.Registry.MustRegister(m.Evals, m.RaftApplySeconds, m.EvalSeconds,
 		collectors.NewGoCollector(), processCollector{collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})},
 		&statusCollector{status: status}, libCollector{})
+	// dssp_shard_quorum_lost (quorumCollector, below).
+	m.Registry.MustRegister(quorumCollector{status: status})
 	return m
 }
 
@@ -197,3 +199,21 @@ func b2f(b bool) float64 {
 }
 
 func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
+
+// descQuorumLost is one gauge per shard this node knows the quorum of.
+var descQuorumLost = prometheus.NewDesc("dssp_shard_quorum_lost",
+	"1 while the shard has lost its quorum as this node sees it (no leader and fewer than a majority of its voters reachable), else 0; only shards whose quorum this node knows.",
+	[]string{"shard"}, nil)
+
+type quorumCollector struct{ status func() Status }
+
+func (c quorumCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descQuorumLost }
+
+func (c quorumCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, sh := range c.status().Shards {
+		if sh.Quorum != "" {
+			lost := sh.Quorum == "lost" // records.QuorumLost
+			ch <- prometheus.MustNewConstMetric(descQuorumLost, prometheus.GaugeValue, b2f(lost), itoa(sh.ID))
+		}
+	}
+}

@@ -63,6 +63,10 @@ type Status struct {
 	// (NaN/Inf, norm outliers), per worker, summed over the shards it
 	// leads; RepeatOffender marks a worker that keeps sending them.
 	Refusals []records.RefusalStatus `json:"refusals,omitempty"`
+	// Warnings are what an operator must act on ([Warnings]): a job that
+	// survives no failure, a mesh smaller than the job's replication,
+	// every shard that lost its quorum and the voters it waits for.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // MemberStatus is one live member.
