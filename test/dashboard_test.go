@@ -244,7 +244,7 @@ func chromiumPage(t *testing.T, bin, addr, png string, shown time.Duration) stri
 	}
 	call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &attached)
 	page := attached.SessionID
-	call(page, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 2700, "deviceScaleFactor": 1, "mobile": false}, nil)
+	call(page, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 1600, "deviceScaleFactor": 1, "mobile": false}, nil)
 	opened := time.Now()
 	call(page, "Page.navigate", map[string]any{"url": "http://" + addr + "/"}, nil)
 	for time.Since(opened) < shown {
