@@ -74,6 +74,15 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if d.HTTP != nil {
 		n.httpAddr = advertisedHTTP(d.HTTP.Addr().String(), n.tr.Addr())
 		h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
+		// The dashboard's history: sampled from this node's status every
+		// second from now on, served at /status/history.
+		series := status.NewSeries(status.SeriesEvery, status.SeriesCapacity, status.SeriesMaxWorkers)
+		h = status.WithSeries(h, series)
+		tick := time.NewTicker(status.SeriesEvery)
+		defer tick.Stop()
+		seriesCtx, stopSeries := context.WithCancel(context.Background())
+		defer stopSeries()
+		go series.Run(seriesCtx, tick.C, n.Status)
 		if cfg.Pprof {
 			h = status.WithPprof(h)
 		}
@@ -145,7 +154,11 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			w.Run(runCtx)
 		}()
 	}
-	n.setPhase("training")
+	if cfg.Train {
+		n.setPhase("training")
+	} else {
+		n.setPhase("hosting") // up, hosting its shards, no worker (--train=false)
+	}
 	n.log.Info("node up", "gossip", n.members.LocalNode().Addr, "quic", n.tr.Addr())
 
 	<-ctx.Done()

@@ -3,7 +3,8 @@
 // training, kill -9 of the busiest shard leader, restart), the model's way
 // out and back in (dssp export, dssp eval, checkpoints, --init-from, the
 // numpy-only reader), bad input at the command line, and the HTTP surface (/metrics, /status, the dashboard in
-// headless Chromium); and the fault-injection suite (docs/reliability.md):
+// headless Chromium, also opened late on a running mesh, where it draws the run so far:
+// DSSP_DASHBOARD_LATE, DSSP_SCREENSHOT_DIR); and the fault-injection suite (docs/reliability.md):
 // real nodes killed, paused, partitioned and restarted while they train,
 // with checkers run over the history the nodes write.
 //

@@ -39,7 +39,7 @@ last answered it; "-" until it has.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(s)
 			}
-			fmt.Fprintf(out, "node %s (%s)  policy %s  gossip %s  quic %s  evaluator %s\n", s.Node, s.Phase, s.Policy, s.Gossip, s.QUIC, s.Evaluator)
+			fmt.Fprintf(out, "node %s (%s)  policy %s  gossip %s  quic %s  evaluator %s\n", s.Node, role(s.Phase), s.Policy, s.Gossip, s.QUIC, s.Evaluator)
 			if s.Eval != nil {
 				fmt.Fprintf(out, "test accuracy %.2f%%  loss %.4f  (%d samples, by %s, %s ago)\n",
 					100*s.Eval.Accuracy, s.Eval.Loss, s.Eval.Samples, s.Eval.By, s.Now.Sub(s.Eval.At).Round(time.Second))
@@ -60,16 +60,19 @@ last answered it; "-" until it has.`,
 				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n", sh.ID, dash(sh.Leader), sh.Term, dash(strings.Join(sh.Voters, ",")),
 					dash(sh.Local), dash(sh.From), age(sh.From, sh.AgeSeconds), sh.Pushes)
 			}
-			fmt.Fprintf(tw, "\nWORKER\tCLOCK\tGAP\tGRANT\tWAITING\t(via %s, %s)\n", dash(s.WorkersFrom), age(s.WorkersFrom, s.WorkersAgeSeconds))
+			fmt.Fprintf(tw, "\nWORKER\tCLOCK ON SHARDS\tGAP\tGRANT\tWAITING\t(via %s, %s)\n", dash(s.WorkersFrom), age(s.WorkersFrom, s.WorkersAgeSeconds))
 			for _, w := range s.Workers {
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\n", w.ID, w.Clock, w.Gap, w.Grant, w.Waiting)
 			}
 			if w := s.Worker; w != nil {
-				fmt.Fprintf(tw, "\nTHIS WORKER\titer %d\t%.2f it/s\tcompute %.1fs\twait %.1fs\tretries %d\n", w.Iter, w.ItersPerSec, w.ComputeSeconds, w.WaitSeconds, w.Retries)
+				fmt.Fprintf(tw, "\nTHIS WORKER\tcomputed %d\t%.2f it/s\tcompute %.1fs\twait %.1fs\tretries %d\n", w.Iter, w.ItersPerSec, w.ComputeSeconds, w.WaitSeconds, w.Retries)
 			}
-			fmt.Fprintln(tw, "\nTRAINER\tITER\tIT/S\tWAIT SHARE\tLOSS\tAGE")
+			fmt.Fprintln(tw, "\nTRAINER\tCOMPUTED\tIT/S\tWAIT SHARE\tLOSS\tAGE")
 			for _, t := range s.Trainers {
 				fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.4f\t%s\n", t.ID, t.Iter, t.ItersPerSec, 100*t.WaitShare, t.Loss, age("x", t.AgeSeconds))
+			}
+			if len(s.Workers) > 0 || len(s.Trainers) > 0 {
+				fmt.Fprintln(tw, iterationsNote)
 			}
 			const recent = 15
 			fmt.Fprintf(tw, "\nEVENT (last %d)\tKIND\tNODE\tDETAIL\n", recent)
@@ -82,6 +85,20 @@ last answered it; "-" until it has.`,
 	cmd.Flags().StringVar(&addr, "node", "127.0.0.1:7948", "HTTP address of any node (its --http-addr)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the node's /status JSON as is")
 	return cmd
+}
+
+// iterationsNote says why a worker's two iteration counts differ.
+const iterationsNote = "\nCLOCK ON SHARDS is a worker's iteration in the shards' clock table: a worker that joins late or\n" +
+	"rejoins starts there at a clock the shards give it (the mesh's slowest), not at 0. COMPUTED counts\n" +
+	"the iterations its worker loop computed since its process started."
+
+// role is the phase as the header says it: a node that does not train
+// (--train=false) is up as "hosting".
+func role(phase string) string {
+	if phase == "hosting" {
+		return "hosting shards, not training"
+	}
+	return phase
 }
 
 // age is how old a peer's answer is; "-" for what this node knows itself.

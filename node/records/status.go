@@ -60,7 +60,11 @@ type WorkerStatus struct {
 
 // LocalWorker is this node's worker loop.
 type LocalWorker struct {
-	Iter           uint64  `json:"iter"` // next iteration to push
+	// Iter counts the iterations this worker loop computed and pushed
+	// (a refused gradient not counted) since its process started; not its clock on the
+	// shards (WorkerStatus.Clock), which a worker joining late or
+	// rejoining starts at a clock the shards give it.
+	Iter           uint64  `json:"iter"`
 	Samples        uint64  `json:"samples"`
 	Loss           float64 `json:"loss"` // training loss of the last mini-batch
 	ComputeSeconds float64 `json:"compute_seconds"`

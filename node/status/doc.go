@@ -3,8 +3,9 @@
 // status`, `dssp up` and the fault suite read), the HTTP handler that
 // serves it with the dashboard and the Prometheus metrics
 // ([NewHTTPHandler], [NewMetrics]), the event record ([EventLog]), the
-// view of the other members ([View]) and the debug history ([History],
-// behind --history-dir). It reads the node only through the functions it
+// view of the other members ([View]), the dashboard's history ([Series],
+// at /status/history) and the debug history ([History], behind
+// --history-dir). It reads the node only through the functions it
 // is given: a status func, the control-channel ask of [Watch].
 //
 // # The mesh from any node
@@ -46,6 +47,16 @@
 // warns, once the member count has held 5 s, while the mesh has fewer
 // live members than the job's replication ([MeshTooSmall]).
 //
+// # The dashboard's history
+//
+// A page polls /status every second and draws what it sees; what happened
+// before it opened comes from [Series]: every second the node samples its
+// own status (each trainer's iterations computed, iterations per second,
+// wait share and loss, and the newest evaluation) into rings of an hour,
+// at most [SeriesMaxWorkers] workers, 32 bytes a point (the bound in bytes
+// is in [Series]' doc). The page fetches /status/history once when it
+// opens and draws it with what follows.
+//
 // /status is encoded before it is written: NaN and ±Inf become null
 // ([MarshalFinite]), and an encoding failure is a 500, never an empty 200.
 //
@@ -66,5 +77,7 @@
 // status func given to the handler and the metrics is called from HTTP
 // handlers and scrapes at once. [View.Watch] is one goroutine (plus one
 // per member asked, each bounded by a second). EventLog, View and History
-// each hold one lock of their own, never across a call out.
+// each hold one lock of their own, never across a call out; so does
+// Series, whose Run is one goroutine that calls the status func between
+// locks.
 package status

@@ -16,8 +16,8 @@ import (
 var dashboardHTML []byte
 
 // NewHTTPHandler serves the dashboard at /, the node's [Status] as JSON at
-// /status (with ?ready, a 503 until the node's phase is training: a
-// readiness probe) and Prometheus metrics at /metrics. status must be safe for
+// /status (with ?ready, a 503 until the node is up, training or hosting:
+// a readiness probe) and Prometheus metrics at /metrics. status must be safe for
 // concurrent use.
 func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
 	mux := http.NewServeMux()
@@ -42,7 +42,7 @@ func NewHTTPHandler(status func() Status, m *Metrics) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		out.WriteByte('\n')
-		if r.URL.Query().Has("ready") && st.Phase != "training" {
+		if r.URL.Query().Has("ready") && !st.Up() {
 			// A readiness probe (/status?ready): ready once joined, the
 			// spec adopted and the replicas up.
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -74,4 +74,23 @@ func NewServer(h http.Handler) *http.Server {
 	// bounds a slow request body. No WriteTimeout: a pprof CPU profile
 	// streams for its whole duration.
 	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
+}
+
+// WithSeries adds GET /status/history to h: the [SeriesHistory] of s as
+// JSON, which the dashboard fetches once when it opens so that it draws
+// the run so far.
+func WithSeries(h http.Handler, s *Series) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("GET /status/history", func(w http.ResponseWriter, r *http.Request) {
+		b, err := MarshalFinite(s.History())
+		if err != nil {
+			http.Error(w, "encode history: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(append(b, '\n'))
+	})
+	return mux
 }

@@ -17,7 +17,9 @@ type Status struct {
 	HTTP    string    `json:"http,omitempty"` // where peers reach this node's HTTP ("" when it serves none)
 	Started time.Time `json:"started"`
 	Now     time.Time `json:"now"`
-	// Phase is joining, training, leaving or stopped.
+	// Phase is starting, joining, training (up, with a worker), hosting
+	// (up, hosting its shards without a worker: --train=false), leaving or
+	// stopped.
 	Phase   string         `json:"phase"`
 	Spec    *job.Spec      `json:"spec,omitempty"`
 	Policy  string         `json:"policy,omitempty"`
@@ -83,7 +85,9 @@ type MemberStatus struct {
 
 // TrainerStatus is one member's worker loop, from its own answer.
 type TrainerStatus struct {
-	ID             string  `json:"id"`
+	ID string `json:"id"`
+	// Iter is the iterations the loop computed since its process
+	// started (records.LocalWorker.Iter), not its clock on the shards.
 	Iter           uint64  `json:"iter"`
 	ItersPerSec    float64 `json:"iters_per_sec"`
 	Loss           float64 `json:"loss"`
@@ -105,3 +109,8 @@ type TransportStatus struct {
 	DialFailures   uint64 `json:"dial_failures"`
 	Dials          uint64 `json:"dials"`
 }
+
+// Up reports whether the node is up: joined, the spec adopted and the
+// replicas started (phase training, or hosting for a node that does not
+// train).
+func (s Status) Up() bool { return s.Phase == "training" || s.Phase == "hosting" }
