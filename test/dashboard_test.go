@@ -111,7 +111,9 @@ func TestDashboardShowsTheRunSoFar(t *testing.T) {
 	if data, err := os.ReadFile(shot); err != nil || len(data) < 10000 {
 		t.Errorf("screenshot %s: %d bytes, %v", shot, len(data), err)
 	} else if dir := os.Getenv("DSSP_SCREENSHOT_DIR"); dir != "" {
-		if err := os.WriteFile(filepath.Join(dir, "dashboard.png"), data, 0o644); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Error(err)
+		} else if err := os.WriteFile(filepath.Join(dir, "dashboard.png"), data, 0o644); err != nil {
 			t.Error(err)
 		}
 	}
