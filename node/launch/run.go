@@ -525,7 +525,11 @@ func (v *view) render(wt *watcher, now time.Time, st []*node.Status) {
 			continue
 		}
 		if s.Worker == nil {
-			fmt.Fprintf(&b, "  node%-2d %-14s %s (hosts shards, not training)  peak rss %s MiB\n", i, s.Node, s.Phase, MiB(wt.res.PeakRSS[i]))
+			phase := s.Phase
+			if phase == "hosting" {
+				phase = "hosting shards, not training"
+			}
+			fmt.Fprintf(&b, "  node%-2d %-14s %s  peak rss %s MiB\n", i, s.Node, phase, MiB(wt.res.PeakRSS[i]))
 			continue
 		}
 		wk := s.Worker
