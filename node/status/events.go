@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -20,6 +21,11 @@ type EventLog struct {
 	now  func() time.Time
 	buf  []records.Event
 	next int // where the next event goes once buf is full
+
+	// log, if set (LogTo), gets a line for each event Add records; held
+	// counts the refusals of each reason not logged since its last line.
+	log  *slog.Logger
+	held map[string]*heldRefusals
 }
 
 func NewEventLog(now func() time.Time) *EventLog {
@@ -31,20 +37,29 @@ func (l *EventLog) Add(e records.Event) {
 	if l == nil {
 		return
 	}
+	if logLine := l.record(e); logLine != nil {
+		logLine() // outside the lock
+	}
+}
+
+// record keeps e and returns its log line (LogTo) to write, nil if none.
+func (l *EventLog) record(e records.Event) (logLine func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e.Kind == records.EventLeader && l.hasLeader(*e.Shard, e.Term) {
-		return // the replica's own report and a later sighting of it
+		return nil // the replica's own report and a later sighting of it
 	}
 	if e.At.IsZero() {
 		e.At = l.now()
 	}
+	logLine = l.line(e)
 	if len(l.buf) < cap(l.buf) {
 		l.buf = append(l.buf, e)
-		return
+		return logLine
 	}
 	l.buf[l.next] = e
 	l.next = (l.next + 1) % len(l.buf)
+	return logLine
 }
 
 // hasLeader reports whether a leader event for shard in term is kept.
