@@ -71,8 +71,8 @@ var routine = map[string]bool{
 	"snapshot network transfer progress":                     true,
 	"copied to local snapshot":                               true,
 	"pre-vote campaign failed, waiting for election timeout": true,
-	// An election's steps: its outcome is "entering leader state" (or a
-	// follower's "entering follower state"), which stay info.
+	// An election's steps: its outcome is a follower's "entering follower
+	// state", which stays info, or "entering leader state" (below).
 	"pre-vote successful, starting election": true,
 	"entering candidate state":               true,
 	"election won":                           true,
@@ -80,6 +80,9 @@ var routine = map[string]bool{
 	// replicate to each peer; changes are "updating configuration".
 	"initial configuration":            true,
 	"added peer, starting replication": true,
+	// A replica of this node becoming leader: the node's event log logs
+	// the shard's new leader (node/status.EventLog.LogTo).
+	"entering leader state": true,
 }
 
 // toPeer are raft's errors for one failed RPC to a peer; raft retries
@@ -90,6 +93,7 @@ var toPeer = map[string]bool{
 	"failed to appendEntries to":     true,
 	"failed to make requestVote RPC": true,
 	"failed to send snapshot to":     true,
+	"failed to install snapshot":     true, // the send's cause, logged before "failed to send snapshot to"
 }
 
 // RecordLevel is the slog level of one hclog record. It is hclog's level
@@ -108,8 +112,12 @@ var toPeer = map[string]bool{
 //   - "failed to decode incoming command" for a stream or connection
 //     closed in order (mesh.Orderly: the peer or this node shut down): debug.
 //   - an RPC to a peer (toPeer) that failed because the peer left in
-//     order or membership no longer lists it: debug; because its
-//     connection timed out (mesh.Unreachable: killed or partitioned): warn.
+//     order or membership no longer lists it, or because it restarted
+//     (mesh.PeerRestarted: a killed node back) and its replica is not
+//     listening yet (mesh.NoListener): debug — raft retries, "failed to
+//     contact" warns of a peer that stays away, and the member's failure
+//     and join are logged as events; because its connection timed out
+//     (mesh.Unreachable: killed or partitioned): warn.
 func RecordLevel(level hclog.Level, msg string, args []any) slog.Level {
 	lv := slogLevel(level)
 	switch {
@@ -127,7 +135,7 @@ func RecordLevel(level hclog.Level, msg string, args []any) slog.Level {
 		return slog.LevelDebug
 	case level == hclog.Error && toPeer[msg]:
 		switch err := cause(argErr(args)); {
-		case mesh.Orderly(err) || errors.Is(err, mesh.ErrNoRoute):
+		case mesh.Orderly(err) || errors.Is(err, mesh.ErrNoRoute) || mesh.PeerRestarted(err) || mesh.NoListener(err):
 			return slog.LevelDebug
 		case mesh.Unreachable(err):
 			return slog.LevelWarn

@@ -39,7 +39,7 @@ func (l *EventLog) line(e records.Event) func() {
 		return nil
 	}
 	level, msg := slog.LevelInfo, ""
-	args := []any{"node", e.Node}
+	args := []any{"member", e.Node} // "node" is this node, on every line
 	switch e.Kind {
 	case records.EventJoin:
 		msg = "member joined"

@@ -39,10 +39,10 @@ func TestEventLogLogsEachEventOnceAtItsLevel(t *testing.T) {
 	} {
 		l.Add(e)
 	}
-	want := `level=INFO msg="member joined" node=b addr=10.0.0.2:7946
-level=INFO msg="member suspected: a probe went unanswered (it may refute it)" node=c
-level=WARN msg="member failed: declared dead" node=c addr=10.0.0.3:7946
-level=INFO msg="member left" node=d addr=10.0.0.4:7946
+	want := `level=INFO msg="member joined" member=b addr=10.0.0.2:7946
+level=INFO msg="member suspected: a probe went unanswered (it may refute it)" member=c
+level=WARN msg="member failed: declared dead" member=c addr=10.0.0.3:7946
+level=INFO msg="member left" member=d addr=10.0.0.4:7946
 level=INFO msg="shard leader" shard=3 leader=b term=7 detail="shard 3: this node leads"
 `
 	if got := buf.String(); got != want {
