@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -120,6 +122,12 @@ func TestRecordLevel(t *testing.T) {
 		{hclog.Error, "failed to install snapshot", []any{"id", "2-14-1", "error", noListener}, D},
 		{hclog.Error, "failed to send snapshot to", []any{"peer", "n2", "error", noListener}, D},
 		{hclog.Info, "entering leader state", nil, D}, // the node's event log logs it
+		{hclog.Error, "failed to decode incoming command", []any{"error", raft.ErrTransportShutdown}, D},
+		{hclog.Error, "failed to decode incoming command", []any{"error", restarted}, D},
+		{hclog.Error, "failed to appendEntries to", []any{"peer", "n2", "error", io.EOF}, D},
+		{hclog.Error, "failed to heartbeat to", []any{"peer", "n2", "error", codec.NewDecoder(bytes.NewReader([]byte{0x92}), &codec.MsgpackHandle{}).Decode(&v)}, D},
+		{hclog.Warn, "failed to contact", []any{"server-id", "n2", "time", 295 * time.Millisecond}, D},
+		{hclog.Warn, "failed to contact", []any{"server-id", "n2", "time", 715 * time.Millisecond}, W},
 
 		// What an operator acts on keeps its level.
 		{hclog.Info, "entering follower state", nil, I},
