@@ -375,7 +375,10 @@ func (m *memberlistMembership) suspected(name string) {
 // slog, and hands suspect, if set, the name in a failed probe's line. The
 // lines of a suspicion and of a member marked failed go to debug: they
 // become EventSuspect and EventFailed, which the node logs as it records
-// them (node/status.EventLog.LogTo).
+// them (node/status.EventLog.LogTo). So do two errors that are no fault:
+// a send on this node's own closed socket (it is shutting down), and a
+// peer refusing a connection (its process is gone: a graceful leave
+// already told the mesh, and a kill becomes a suspicion, then a failure).
 type slogWriter struct {
 	log     *slog.Logger
 	suspect func(name string)
@@ -399,6 +402,9 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	}
 	if strings.HasPrefix(line, "Marking ") && strings.Contains(line, " as failed, suspect timeout reached") {
 		level = slog.LevelDebug // so is the EventFailed that follows
+	}
+	if level == slog.LevelError && (strings.HasSuffix(line, ": use of closed network connection") || strings.HasSuffix(line, ": connect: connection refused")) {
+		level = slog.LevelDebug
 	}
 	w.log.Log(context.Background(), level, line)
 	return len(p), nil
