@@ -3,7 +3,9 @@
 // training, kill -9 of the busiest shard leader, restart), the model's way
 // out and back in (dssp export, dssp eval, checkpoints, --init-from, the
 // numpy-only reader), bad input at the command line, and the HTTP surface (/metrics, /status, the dashboard in
-// headless Chromium); and the fault-injection suite (docs/reliability.md):
+// headless Chromium), the logs of a healthy mesh (logs_test.go: at most 100
+// lines per node at info over a minute, no ERROR through a kill -9, a
+// restart and graceful stops); and the fault-injection suite (docs/reliability.md):
 // real nodes killed, paused, partitioned and restarted while they train,
 // with checkers run over the history the nodes write.
 //
