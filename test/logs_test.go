@@ -72,9 +72,16 @@ func TestHealthyMeshLogsNoUnexpectedError(t *testing.T) {
 	c.Kill(victim)
 	c.WaitFor("the others to see node2 gone", 30*time.Second, func() bool { return membersSeen(c, []int{0, 1, leaver}, n-1) })
 	c.Restart(victim)
-	c.WaitFor("node2 back and training", 60*time.Second, func() bool {
+	from := uint64(0) // node2's iteration when it first answers with a worker
+	c.WaitFor("node2 back, seen by all, and 20 iterations further", 60*time.Second, func() bool {
 		s, err := c.Status(victim)
-		return err == nil && s.Node == deadID && s.Worker != nil && s.Worker.Iter >= 5 && membersSeen(c, []int{0, 1, victim, leaver}, n)
+		if err != nil || s.Node != deadID || s.Worker == nil || s.Worker.Iter == 0 {
+			return false
+		}
+		if from == 0 {
+			from = s.Worker.Iter
+		}
+		return s.Worker.Iter >= from+20 && membersSeen(c, []int{0, 1, victim, leaver}, n)
 	})
 	// A graceful stop of one node, then of the rest at once.
 	c.killed[leaver] = true
