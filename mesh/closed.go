@@ -63,3 +63,20 @@ func Unreachable(err error) bool {
 	_, ok := errors.AsType[*quic.HandshakeTimeoutError](err)
 	return ok
 }
+
+// PeerRestarted reports whether err says the peer answered a connection
+// of its previous process with a stateless reset: it restarted (a killed
+// node back on its address) and holds none of the old connection's state.
+// The next dial reaches the new process.
+func PeerRestarted(err error) bool {
+	_, ok := errors.AsType[*quic.StatelessResetError](err)
+	return ok
+}
+
+// NoListener reports whether err says the peer refused a stream because
+// nothing there listens on its channel (yet, or any more): a shard replica
+// that has not started, or has stopped, on a running node.
+func NoListener(err error) bool {
+	se, ok := errors.AsType[*quic.StreamError](err)
+	return ok && se.Remote && se.ErrorCode == codeNoListener
+}

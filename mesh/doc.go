@@ -9,7 +9,11 @@
 // and suspect and rejected events for the operator's record: memberlist
 // reports a suspicion only in the log line of the node whose probe went
 // unanswered, so only that node emits EventSuspect; EventRejected is a peer
-// whose metadata does not decode or names another id).
+// whose metadata does not decode or names another id). Join retries with
+// backoff until its context ends; [WithJoinTrace] on that context reports
+// each failed attempt ([JoinAttempt]: its number, the wait before the
+// next, which seeds it reached), for a caller to tell its user how a long
+// join goes.
 // [NewMemberlist] implements it on hashicorp/memberlist; [InmemCluster] gives
 // an in-memory twin whose failures are injected by the test. Each member's
 // [Meta] (node id, QUIC address, trains?, backend, protocol version) travels

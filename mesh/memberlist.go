@@ -235,6 +235,13 @@ func (m *memberlistMembership) Leave(timeout time.Duration) error {
 		m.log.Warn("could not announce leaving", "err", err)
 	}
 	if err := m.ml.Leave(timeout / 2); err != nil {
+		if m.ml.NumMembers() == 0 { // alive ones; this node counts as left now
+			// memberlist waits for the leave to be gossiped if any peer
+			// was alive when it began; when they all left meanwhile (a
+			// whole mesh stopped at once) nobody is left to tell.
+			m.log.Debug("leave not gossiped: no member left to tell", "err", err)
+			return nil
+		}
 		return fmt.Errorf("mesh: leave: %w", err)
 	}
 	return nil
@@ -365,7 +372,13 @@ func (m *memberlistMembership) suspected(name string) {
 }
 
 // slogWriter bridges memberlist's "[LEVEL] memberlist: message" lines to
-// slog, and hands suspect, if set, the name in a failed probe's line.
+// slog, and hands suspect, if set, the name in a failed probe's line. The
+// lines of a suspicion and of a member marked failed go to debug: they
+// become EventSuspect and EventFailed, which the node logs as it records
+// them (node/status.EventLog.LogTo). So do two errors that are no fault:
+// a send on this node's own closed socket (it is shutting down), and a
+// peer refusing a connection (its process is gone: a graceful leave
+// already told the mesh, and a kill becomes a suspicion, then a failure).
 type slogWriter struct {
 	log     *slog.Logger
 	suspect func(name string)
@@ -384,7 +397,14 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	if rest, ok := strings.CutPrefix(line, "Suspect "); ok && w.suspect != nil {
 		if name, _, ok := strings.Cut(rest, " has failed"); ok {
 			w.suspect(name)
+			level = slog.LevelDebug // the EventSuspect it becomes is logged where it is recorded
 		}
+	}
+	if strings.HasPrefix(line, "Marking ") && strings.Contains(line, " as failed, suspect timeout reached") {
+		level = slog.LevelDebug // so is the EventFailed that follows
+	}
+	if level == slog.LevelError && (strings.HasSuffix(line, ": use of closed network connection") || strings.HasSuffix(line, ": connect: connection refused")) {
+		level = slog.LevelDebug
 	}
 	w.log.Log(context.Background(), level, line)
 	return len(p), nil

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -53,7 +54,8 @@ type Event struct {
 type Membership interface {
 	// Join contacts seeds (gossip addresses) until one answers, retrying
 	// with backoff until ctx ends; the error is a *JoinError naming the
-	// seeds. It returns how many seeds answered.
+	// seeds. It returns how many seeds answered. [WithJoinTrace] on ctx
+	// reports each failed attempt.
 	Join(ctx context.Context, seeds []string) (int, error)
 	// Leave announces a graceful departure and waits up to timeout for it
 	// to spread. Call Shutdown afterwards.
@@ -85,11 +87,43 @@ func (b JoinBackoff) validate() error {
 	return nil
 }
 
+// JoinAttempt is one attempt of Membership.Join that no seed answered.
+type JoinAttempt struct {
+	Attempt int           // 1 for the first
+	Err     error         // why it failed (memberlist's names each seed tried)
+	Next    time.Duration // the wait before the next attempt
+}
+
+// Reached reports whether the attempt connected to seed (a host:port of
+// the join) before failing: memberlist names each seed it could not join,
+// and a seed whose failure is not a dial's accepted the connection but did
+// not answer as a gossip node of this mesh (another protocol, or another
+// mesh key). False when the error does not name seed.
+func (a JoinAttempt) Reached(seed string) bool {
+	if a.Err == nil {
+		return false
+	}
+	s := a.Err.Error()
+	_, rest, ok := strings.Cut(s, "failed to join "+seed+": ")
+	return ok && !strings.HasPrefix(rest, "dial ")
+}
+
+type joinTraceKey struct{}
+
+// WithJoinTrace returns a context that makes Membership.Join call failed
+// after each attempt no seed answered, as net/http/httptrace hooks into a
+// request: a caller tells its user how a long join goes. failed runs on
+// Join's goroutine and must return quickly.
+func WithJoinTrace(ctx context.Context, failed func(JoinAttempt)) context.Context {
+	return context.WithValue(ctx, joinTraceKey{}, failed)
+}
+
 // joinWithRetry calls try until it succeeds or ctx ends, doubling the wait.
 func joinWithRetry(ctx context.Context, seeds []string, b JoinBackoff, try func() (int, error)) (int, error) {
 	if len(seeds) == 0 {
 		return 0, &JoinError{Attempts: 0, Last: fmt.Errorf("no seed addresses given")}
 	}
+	trace, _ := ctx.Value(joinTraceKey{}).(func(JoinAttempt))
 	wait := b.Initial
 	for attempt := 1; ; attempt++ {
 		n, err := try()
@@ -98,6 +132,9 @@ func joinWithRetry(ctx context.Context, seeds []string, b JoinBackoff, try func(
 		}
 		if err == nil {
 			err = fmt.Errorf("no seed answered")
+		}
+		if trace != nil {
+			trace(JoinAttempt{Attempt: attempt, Err: err, Next: wait})
 		}
 		timer := time.NewTimer(wait)
 		select {

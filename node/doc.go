@@ -30,7 +30,11 @@
 //     comes from its flags, it bootstraps every shard's Raft group with
 //     itself as the only voter and proposes Init (θ from the spec's seed);
 //   - with seeds (--join, or the peers persisted by an earlier run) it
-//     joins, fetches the job spec from a member over the control channel
+//     joins (join.go: while no seed answers it logs so every few
+//     seconds, with the attempt and its error, and names a --join seed
+//     that answers HTTP: the --http-addr port given for the gossip port;
+//     the error after --join-timeout names the seeds and the last
+//     failure), fetches the job spec from a member over the control channel
 //     (mesh.Channel{KindRPC, [ControlShard]}) and adopts it; a flag set
 //     explicitly (command line, DSSP_* environment or config file) that
 //     disagrees is a [*SpecConflictError]; a data directory holding another

@@ -52,8 +52,9 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			return err
 		}
 	}
-	n := &Node{cfg: cfg, log: d.Logger.With("node", d.Dir.ID), id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
-		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now), initTheta: initTheta}
+	log := d.Logger.With("node", d.Dir.ID)
+	n := &Node{cfg: cfg, log: log, id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
+		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now).LogTo(log), initTheta: initTheta}
 	n.metrics = NewMetrics(n.Status)
 	if cfg.Train {
 		n.metrics.RegisterWorker() // a node that does not train exports no dssp_worker_* counters
@@ -209,14 +210,13 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 		if !fromFlag {
 			timeout = min(timeout, 10*time.Second)
 		}
-		jctx, cancel := context.WithTimeout(ctx, timeout)
-		_, err := n.members.Join(jctx, seeds)
-		cancel()
+		j := &seedJoin{seeds: seeds, timeout: timeout, flag: fromFlag, log: n.log, after: time.After, answersHTTP: answersHTTP}
+		err := j.run(ctx, n.members.Join)
 		switch {
 		case err == nil:
 			joined = true
-		case fromFlag:
-			return false, fmt.Errorf("--join %v: no seed answered within %v (is a node running there, with the same mesh key?)", seeds, timeout)
+		case fromFlag || ctx.Err() != nil:
+			return false, err
 		case !hasSpec:
 			return false, fmt.Errorf("no persisted peer answered and the data dir has no job spec: start with --join or a fresh --data-dir")
 		default:

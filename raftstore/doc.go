@@ -77,6 +77,10 @@
 // matters only if an election of the very term it voted in is still
 // under way when it comes back.
 //
+// A snapshot a killed process was writing stays behind as "<id>.tmp"
+// (raft renames it only once complete); Open removes such folders, which
+// raft's file store would skip with a warning on every listing.
+//
 // # Why bbolt and not raft-wal
 //
 // Until December 2026 the log was raft-wal v0.4.0 (the only version the

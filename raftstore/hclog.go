@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -71,8 +72,8 @@ var routine = map[string]bool{
 	"snapshot network transfer progress":                     true,
 	"copied to local snapshot":                               true,
 	"pre-vote campaign failed, waiting for election timeout": true,
-	// An election's steps: its outcome is "entering leader state" (or a
-	// follower's "entering follower state"), which stay info.
+	// An election's steps: its outcome is a follower's "entering follower
+	// state", which stays info, or "entering leader state" (below).
 	"pre-vote successful, starting election": true,
 	"entering candidate state":               true,
 	"election won":                           true,
@@ -80,7 +81,16 @@ var routine = map[string]bool{
 	// replicate to each peer; changes are "updating configuration".
 	"initial configuration":            true,
 	"added peer, starting replication": true,
+	// A replica of this node becoming leader: the node's event log logs
+	// the shard's new leader (node/status.EventLog.LogTo).
+	"entering leader state": true,
 }
+
+// contactWarnAfter is how long a leader may miss a peer's answers before
+// raft's "failed to contact" warning stays a warning: twice our shards'
+// lease (shard.DefaultConfig's LeaderLeaseTimeout, 250 ms), the heartbeat
+// timeout that lets a follower call an election.
+const contactWarnAfter = 500 * time.Millisecond
 
 // toPeer are raft's errors for one failed RPC to a peer; raft retries
 // each with a backoff, and "failed to contact" (a warning) names a peer
@@ -90,6 +100,7 @@ var toPeer = map[string]bool{
 	"failed to appendEntries to":     true,
 	"failed to make requestVote RPC": true,
 	"failed to send snapshot to":     true,
+	"failed to install snapshot":     true, // the send's cause, logged before "failed to send snapshot to"
 }
 
 // RecordLevel is the slog level of one hclog record. It is hclog's level
@@ -106,10 +117,22 @@ var toPeer = map[string]bool{
 //     (a new replica's first election): info.
 //   - "failed to take snapshot" that must only wait (snapshotLater): debug.
 //   - "failed to decode incoming command" for a stream or connection
-//     closed in order (mesh.Orderly: the peer or this node shut down): debug.
+//     closed in order (mesh.Orderly: the peer or this node shut down), for
+//     this node's raft transport shutting down (raft.ErrTransportShutdown:
+//     a graceful stop), or for a peer's connection reset by its restart
+//     (mesh.PeerRestarted): debug.
+//   - "failed to contact" a peer for less than contactWarnAfter (raft
+//     warns from its lease, 250 ms in our shards, to three leases; a busy
+//     host's pause trips it, a dead peer's silence grows past
+//     contactWarnAfter within the same checks): debug.
 //   - an RPC to a peer (toPeer) that failed because the peer left in
-//     order or membership no longer lists it: debug; because its
-//     connection timed out (mesh.Unreachable: killed or partitioned): warn.
+//     order (mesh.Orderly, or the stream's EOF: the peer closed it) or
+//     membership no longer lists it, or because it restarted
+//     (mesh.PeerRestarted: a killed node back) and its replica is not
+//     listening yet (mesh.NoListener): debug — raft retries, "failed to
+//     contact" warns of a peer that stays away, and the member's failure
+//     and join are logged as events; because its connection timed out
+//     (mesh.Unreachable: killed or partitioned): warn.
 func RecordLevel(level hclog.Level, msg string, args []any) slog.Level {
 	lv := slogLevel(level)
 	switch {
@@ -123,11 +146,14 @@ func RecordLevel(level hclog.Level, msg string, args []any) slog.Level {
 		return slog.LevelInfo
 	case level == hclog.Error && msg == "failed to take snapshot" && snapshotLater(argErr(args)):
 		return slog.LevelDebug
-	case level == hclog.Error && msg == "failed to decode incoming command" && mesh.Orderly(cause(argErr(args))):
+	case level == hclog.Error && msg == "failed to decode incoming command" && incomingEnded(argErr(args)):
+		return slog.LevelDebug
+	case level == hclog.Warn && msg == "failed to contact" && argDuration(args, "time") < contactWarnAfter:
 		return slog.LevelDebug
 	case level == hclog.Error && toPeer[msg]:
 		switch err := cause(argErr(args)); {
-		case mesh.Orderly(err) || errors.Is(err, mesh.ErrNoRoute):
+		case mesh.Orderly(err) || errors.Is(err, mesh.ErrNoRoute) || mesh.PeerRestarted(err) || mesh.NoListener(err) ||
+			errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 			return slog.LevelDebug
 		case mesh.Unreachable(err):
 			return slog.LevelWarn
@@ -157,6 +183,14 @@ func argErr(args []any) error {
 		return errors.New(e)
 	}
 	return nil
+}
+
+// argDuration is args' key as a duration (raft logs time.Duration
+// values), 0 if it is none.
+func argDuration(args []any, key string) time.Duration {
+	v, _ := arg(args, key)
+	d, _ := v.(time.Duration)
+	return d
 }
 
 func argString(args []any, key string) string {
@@ -214,6 +248,13 @@ func formatArgs(args []any) []any {
 		return args
 	}
 	return out
+}
+
+// incomingEnded reports whether a peer's raft stream ended for a reason
+// that is no fault (see RecordLevel).
+func incomingEnded(err error) bool {
+	c := cause(err)
+	return mesh.Orderly(c) || mesh.PeerRestarted(c) || errors.Is(err, raft.ErrTransportShutdown)
 }
 
 // snapshotLater reports whether a failed snapshot's error only says "not

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -80,6 +82,10 @@ func TestRecordLevel(t *testing.T) {
 	timedOut := fmt.Errorf("mesh: connect to n2: %w", &quic.IdleTimeoutError{})
 	refused := fmt.Errorf("mesh: connect to n2: %w", errors.New("tls: bad certificate"))
 	notFound := raft.ErrLogNotFound
+	restarted := &quic.StatelessResetError{}
+	noListener := &quic.StreamError{StreamID: 8, ErrorCode: 2, Remote: true} // mesh's codeNoListener
+	// A heartbeat's reply read from a stream the restarted peer refused.
+	refusedRead := codec.NewDecoder(streamReader{noListener}, &codec.MsgpackHandle{}).Decode(&v)
 
 	D, I, W, E := slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError
 	for _, c := range []struct {
@@ -111,9 +117,19 @@ func TestRecordLevel(t *testing.T) {
 		{hclog.Error, "failed to appendEntries to", []any{"peer", "n2", "error", gone}, D},
 		{hclog.Error, "failed to make requestVote RPC", []any{"target", "n2", "error", gone, "term", 4}, D},
 		{hclog.Error, "failed to heartbeat to", []any{"peer", "n2", "error", timedOut}, W},
+		{hclog.Error, "failed to appendEntries to", []any{"peer", "n2", "error", restarted}, D},
+		{hclog.Error, "failed to heartbeat to", []any{"peer", "n2", "error", refusedRead}, D},
+		{hclog.Error, "failed to install snapshot", []any{"id", "2-14-1", "error", noListener}, D},
+		{hclog.Error, "failed to send snapshot to", []any{"peer", "n2", "error", noListener}, D},
+		{hclog.Info, "entering leader state", nil, D}, // the node's event log logs it
+		{hclog.Error, "failed to decode incoming command", []any{"error", raft.ErrTransportShutdown}, D},
+		{hclog.Error, "failed to decode incoming command", []any{"error", restarted}, D},
+		{hclog.Error, "failed to appendEntries to", []any{"peer", "n2", "error", io.EOF}, D},
+		{hclog.Error, "failed to heartbeat to", []any{"peer", "n2", "error", codec.NewDecoder(bytes.NewReader([]byte{0x92}), &codec.MsgpackHandle{}).Decode(&v)}, D},
+		{hclog.Warn, "failed to contact", []any{"server-id", "n2", "time", 295 * time.Millisecond}, D},
+		{hclog.Warn, "failed to contact", []any{"server-id", "n2", "time", 715 * time.Millisecond}, W},
 
 		// What an operator acts on keeps its level.
-		{hclog.Info, "entering leader state", nil, I},
 		{hclog.Info, "entering follower state", nil, I},
 		{hclog.Info, "updating configuration", nil, I},
 		{hclog.Info, "Installed remote snapshot", nil, I},
@@ -124,6 +140,7 @@ func TestRecordLevel(t *testing.T) {
 		{hclog.Error, "failed to decode incoming command", []any{"error", garbage}, E},
 		{hclog.Error, "failed to heartbeat to", []any{"peer", "n2", "error", refused}, E},
 		{hclog.Error, "failed to appendEntries to", []any{"peer", "n2"}, E},
+		{hclog.Error, "failed to install snapshot", []any{"error", &quic.StreamError{ErrorCode: 1, Remote: true}}, E},
 		{hclog.Error, "failed to append to logs", []any{"error", closed}, E},
 		{hclog.Error, "failed to take snapshot", []any{"error", errors.New("no space left on device")}, E},
 	} {

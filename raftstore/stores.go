@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -129,6 +130,9 @@ func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Store
 		}
 		return nil, fmt.Errorf("raftstore: shard %d: open log %s: %w", shard, path, err)
 	}
+	if err := removeUnfinishedSnapshots(filepath.Join(dir, "snapshots"), logger.With("shard", shard)); err != nil {
+		return nil, errors.Join(fmt.Errorf("raftstore: shard %d: %w", shard, err), db.Close())
+	}
 	hl := HCLogger(logger.With("shard", shard), "raftstore")
 	// raft's file snapshot store nests its own "snapshots" folder under dir.
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, cfg.RetainSnapshots, hl)
@@ -161,4 +165,29 @@ func boltOptions(cfg Config) *bbolt.Options {
 func NewInmem() *Stores {
 	m := raft.NewInmemStore()
 	return &Stores{Log: m, Stable: m, Snapshots: raft.NewInmemSnapshotStore()}
+}
+
+// removeUnfinishedSnapshots removes the snapshot folders a killed process
+// left half-written (raft's "<id>.tmp", renamed to "<id>" only once
+// complete). raft's file store skips them but never removes them, and
+// warned of each on every listing (three times in a restart). The caller
+// holds the shard's bbolt lock, so no other process writes them.
+func removeUnfinishedSnapshots(dir string, logger *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("remove the unfinished snapshot %s: %w", e.Name(), err)
+		}
+		logger.Info("raftstore: removed an unfinished snapshot (its process stopped while writing it)", "name", e.Name())
+	}
+	return nil
 }

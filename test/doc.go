@@ -4,7 +4,9 @@
 // out and back in (dssp export, dssp eval, checkpoints, --init-from, the
 // numpy-only reader), bad input at the command line, and the HTTP surface (/metrics, /status, the dashboard in
 // headless Chromium, also opened late on a running mesh, where it draws the run so far:
-// DSSP_DASHBOARD_LATE, DSSP_SCREENSHOT_DIR); and the fault-injection suite (docs/reliability.md):
+// DSSP_DASHBOARD_LATE, DSSP_SCREENSHOT_DIR), the logs of a healthy mesh (logs_test.go: at most
+// 100 lines per node at info over a minute, no ERROR through a kill -9, a restart and graceful
+// stops); and the fault-injection suite (docs/reliability.md):
 // real nodes killed, paused, partitioned and restarted while they train,
 // with checkers run over the history the nodes write.
 //

@@ -78,4 +78,7 @@ type Event struct {
 	Shard  *uint32 `json:"shard,omitempty"`
 	Term   uint64  `json:"term,omitempty"`
 	Detail string  `json:"detail,omitempty"`
+	// Reason is a rejection's shardapi.Reason (its log lines are paced
+	// per reason).
+	Reason string `json:"reason,omitempty"`
 }

@@ -24,7 +24,11 @@
 // and records a leader event when it changes. Membership events (join,
 // suspect, failed, leave, rejected peer) and pushes this node's worker sees
 // rejected join them in a bounded in-memory record (the last 256, with
-// timestamps) served in /status.
+// timestamps) served in /status. The record is where they are logged too
+// ([EventLog.LogTo]), once each, at the level an operator reads them: joins,
+// leaves, suspicions and new leaders at info, a member declared dead and a
+// refused push at warn, refusals paced to one line per reason per 10 s
+// with the count held back.
 //
 // # Quorum
 //

@@ -65,7 +65,8 @@
 // # Bad gradients
 //
 // A gradient the shards refuse (NaN/Inf, a norm outlier, a step that
-// would make a parameter non-finite) is logged, counted and replaced: the
+// would make a parameter non-finite) is recorded as an event (which the
+// node's event log logs, one line per reason per 10 s), counted and replaced: the
 // worker computes another and sends the same iteration to the shards that
 // refused it; after 20 refusals in a row it stops with the reason
 // ([Worker.Stop], as a diverged evaluation stops it).

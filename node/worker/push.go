@@ -113,7 +113,11 @@ func (w *Worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 				w.setErr(err)
 				if d.Rejected {
 					id := uint32(s)
-					w.d.Event(records.Event{Kind: records.EventRejected, Node: string(w.d.ID), Shard: &id, Detail: err.Error()})
+					ev := records.Event{Kind: records.EventRejected, Node: string(w.d.ID), Shard: &id, Detail: err.Error()}
+					if rej := (*shardapi.RejectError)(nil); errors.As(err, &rej) {
+						ev.Reason = rej.Reason.String()
+					}
+					w.d.Event(ev)
 				}
 				switch d.Act {
 				case PushGiveUp:

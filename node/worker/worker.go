@@ -229,7 +229,9 @@ func (w *Worker) refused(err error) {
 	w.stats.Refused++
 	w.stats.LastError = err.Error()
 	w.mu.Unlock()
-	w.d.Logger.Warn("gradient refused; computing another for the same iteration", "err", err)
+	// Logged at debug: each shard's refusal is an event, which the event
+	// log logs at warn, paced per reason (node/status.EventLog.LogTo).
+	w.d.Logger.Debug("gradient refused; computing another for the same iteration", "err", err)
 }
 
 // Stop halts the worker loop for good with reason, shown on /status; the
