@@ -233,7 +233,7 @@ func checkDashboard(t *testing.T, addr string, alive []string, dead string) {
 	if !regexp.MustCompile(`<svg id="chart-gap".*?<rect class="bar gap"`).MatchString(dom) {
 		t.Error("the gap and grant chart drew no bars")
 	}
-	if !regexp.MustCompile(`<svg id="timeline".*?<g class="event failed" data-node="` + regexp.QuoteMeta(dead) + `"`).MatchString(dom) {
+	if !regexp.MustCompile(`(?s)<svg id="timeline".*?<g class="event failed" data-node="` + regexp.QuoteMeta(dead) + `"`).MatchString(dom) {
 		t.Errorf("the event timeline does not mark %s failed", dead)
 	}
 	t.Logf("dashboard of %s: %d bytes of DOM, every chart drawn, %s marked failed in the timeline", addr, len(dom), dead)
