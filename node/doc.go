@@ -30,7 +30,7 @@
 //     comes from its flags, it bootstraps every shard's Raft group with
 //     itself as the only voter and proposes Init (θ from the spec's seed);
 //   - with seeds (--join, or the peers persisted by an earlier run) it
-//     joins (join.go: while no seed answers it logs so every few
+//     joins (node/join: while no seed answers it logs so every few
 //     seconds, with the attempt and its error, and names a --join seed
 //     that answers HTTP: the --http-addr port given for the gossip port;
 //     the error after --join-timeout names the seeds and the last

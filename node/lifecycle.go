@@ -13,6 +13,7 @@ import (
 	"dsspmesh/cudaops"
 	"dsspmesh/node/eval"
 	"dsspmesh/node/job"
+	"dsspmesh/node/join"
 	"dsspmesh/node/records"
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
@@ -196,7 +197,7 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 	if err != nil {
 		return false, err
 	}
-	seeds, onlySelf := resolveSeeds(ctx, n.cfg.Join, n.cfg.isSelf, net.DefaultResolver.LookupHost)
+	seeds, onlySelf := join.Resolve(ctx, n.cfg.Join, n.cfg.isSelf, net.DefaultResolver.LookupHost)
 	fromFlag := true
 	if onlySelf {
 		n.log.Info("--join names only this node: starting as the mesh's first node", "join", n.cfg.Join)
@@ -210,8 +211,8 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 		if !fromFlag {
 			timeout = min(timeout, 10*time.Second)
 		}
-		j := &seedJoin{seeds: seeds, timeout: timeout, flag: fromFlag, log: n.log, after: time.After, answersHTTP: answersHTTP}
-		err := j.run(ctx, n.members.Join)
+		j := &join.Join{Seeds: seeds, Timeout: timeout, Flag: fromFlag, GossipPort: DefaultConfig().GossipPort, Log: n.log, After: time.After, AnswersHTTP: join.AnswersHTTP}
+		err := j.Run(ctx, n.members.Join)
 		switch {
 		case err == nil:
 			joined = true

@@ -6,6 +6,8 @@ import (
 	"net"
 	"slices"
 	"testing"
+
+	"dsspmesh/node/join"
 )
 
 func TestResolveSeedsResolvesNamesAndSkipsThisNode(t *testing.T) {
@@ -19,17 +21,17 @@ func TestResolveSeedsResolvesNamesAndSkipsThisNode(t *testing.T) {
 		return nil, errors.New("no such host")
 	}
 	ctx := context.Background()
-	got, onlySelf := resolveSeeds(ctx, []string{"dssp.default.svc:7946", "10.0.0.1:7946", "dssp-9.dssp:7946"}, cfg.isSelf, lookup)
+	got, onlySelf := join.Resolve(ctx, []string{"dssp.default.svc:7946", "10.0.0.1:7946", "dssp-9.dssp:7946"}, cfg.isSelf, lookup)
 	if want := []string{"10.0.0.1:7946", "10.0.0.3:7946", "dssp-9.dssp:7946"}; !slices.Equal(got, want) || onlySelf {
 		t.Errorf("seeds %v (only self %v), want %v: this node dropped, duplicates folded, an unresolved name kept for memberlist to retry", got, onlySelf, want)
 	}
-	if got, onlySelf := resolveSeeds(ctx, []string{"dssp-0.dssp:7946"}, cfg.isSelf, lookup); len(got) != 0 || !onlySelf {
+	if got, onlySelf := join.Resolve(ctx, []string{"dssp-0.dssp:7946"}, cfg.isSelf, lookup); len(got) != 0 || !onlySelf {
 		t.Errorf("a name for this node alone: seeds %v, only self %v", got, onlySelf)
 	}
-	if got, _ := resolveSeeds(ctx, []string{"dssp-0.dssp:7000"}, cfg.isSelf, lookup); !slices.Equal(got, []string{"10.0.0.2:7000"}) {
+	if got, _ := join.Resolve(ctx, []string{"dssp-0.dssp:7000"}, cfg.isSelf, lookup); !slices.Equal(got, []string{"10.0.0.2:7000"}) {
 		t.Errorf("this host on another port is another node: %v", got)
 	}
-	if _, onlySelf := resolveSeeds(ctx, nil, cfg.isSelf, lookup); onlySelf {
+	if _, onlySelf := join.Resolve(ctx, nil, cfg.isSelf, lookup); onlySelf {
 		t.Error("no --join is not 'only self'")
 	}
 }
@@ -38,11 +40,11 @@ func TestResolveSeedsResolvesNamesAndSkipsThisNode(t *testing.T) {
 func TestResolveSeedsLocalhost(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Host, cfg.GossipPort = "127.0.0.1", 7000
-	got, onlySelf := resolveSeeds(context.Background(), []string{"localhost:7946"}, cfg.isSelf, net.DefaultResolver.LookupHost)
+	got, onlySelf := join.Resolve(context.Background(), []string{"localhost:7946"}, cfg.isSelf, net.DefaultResolver.LookupHost)
 	if onlySelf || !slices.Contains(got, "127.0.0.1:7946") {
 		t.Fatalf("localhost:7946 resolved to %v", got)
 	}
-	if got, onlySelf := resolveSeeds(context.Background(), []string{"localhost:7000"}, cfg.isSelf, net.DefaultResolver.LookupHost); len(got) != 0 || !onlySelf {
+	if got, onlySelf := join.Resolve(context.Background(), []string{"localhost:7000"}, cfg.isSelf, net.DefaultResolver.LookupHost); len(got) != 0 || !onlySelf {
 		t.Fatalf("localhost on this node's own port: %v (only self %v)", got, onlySelf)
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package join
 
 import (
 	"bytes"
@@ -15,10 +15,10 @@ import (
 	"dsspmesh/mesh"
 )
 
-// joinRig runs a seedJoin whose clock and join the test drive: tick fires
+// joinRig runs a Join whose clock and join the test drive: tick fires
 // the next progress note, fail ends the join with no seed answered.
 type joinRig struct {
-	j      *seedJoin
+	j      *Join
 	log    bytes.Buffer
 	tick   chan time.Time
 	fail   chan struct{}
@@ -28,12 +28,12 @@ type joinRig struct {
 
 func newJoinRig(seeds []string, last mesh.JoinAttempt) *joinRig {
 	r := &joinRig{tick: make(chan time.Time), fail: make(chan struct{})}
-	r.j = &seedJoin{seeds: seeds, timeout: 30 * time.Second, flag: true,
-		log:   slog.New(slog.NewTextHandler(&r.log, nil)),
-		after: func(d time.Duration) <-chan time.Time { r.waits = append(r.waits, d); return r.tick },
-		answersHTTP: func(ctx context.Context, addr string) bool {
+	r.j = &Join{Seeds: seeds, Timeout: 30 * time.Second, Flag: true, GossipPort: 7946,
+		Log:   slog.New(slog.NewTextHandler(&r.log, nil)),
+		After: func(d time.Duration) <-chan time.Time { r.waits = append(r.waits, d); return r.tick },
+		AnswersHTTP: func(ctx context.Context, addr string) bool {
 			r.probes = append(r.probes, addr)
-			return answersHTTP(ctx, addr)
+			return AnswersHTTP(ctx, addr)
 		}}
 	// The attempt the join's trace last reported (mesh's own test checks
 	// that memberlist's trace reports these).
@@ -45,7 +45,7 @@ func newJoinRig(seeds []string, last mesh.JoinAttempt) *joinRig {
 func (r *joinRig) run() func() error {
 	errc := make(chan error, 1)
 	go func() {
-		errc <- r.j.run(context.Background(), func(ctx context.Context, seeds []string) (int, error) {
+		errc <- r.j.Run(context.Background(), func(ctx context.Context, seeds []string) (int, error) {
 			select {
 			case <-r.fail:
 				return 0, &mesh.JoinError{Seeds: seeds, Attempts: r.j.last.Attempt, Last: r.j.last.Err}

@@ -1,4 +1,4 @@
-package node
+package join
 
 import (
 	"context"
@@ -21,32 +21,34 @@ const (
 	httpProbeTimeout = time.Second
 )
 
-// seedJoin is one join of the mesh through seeds that tells its operator
+// Join is one join of the mesh through seeds that tells its operator
 // how it goes while no seed answers: which seeds, which attempt, why the
 // last failed, and — for a --join seed that accepted a connection but did
 // not speak gossip — whether it answers HTTP (a node's --http port given
 // instead of its gossip port). Nothing is logged when a seed answers
 // within joinFirstNote.
-type seedJoin struct {
-	seeds   []string
-	timeout time.Duration // the whole join's
-	// flag: the seeds are --join's (false: the data dir's persisted
+type Join struct {
+	Seeds   []string
+	Timeout time.Duration // the whole join's
+	// Flag: the seeds are --join's (false: the data dir's persisted
 	// peers, gossip addresses learnt from the mesh: nothing to hint).
-	flag  bool
-	log   *slog.Logger
-	after func(time.Duration) <-chan time.Time // time.After; tests inject
-	// answersHTTP asks whether addr answers HTTP ([answersHTTP]).
-	answersHTTP func(ctx context.Context, addr string) bool
+	Flag bool
+	// GossipPort is the default gossip port the HTTP hint names.
+	GossipPort int
+	Log        *slog.Logger
+	After      func(time.Duration) <-chan time.Time // time.After; tests inject
+	// AnswersHTTP asks whether addr answers HTTP ([AnswersHTTP]).
+	AnswersHTTP func(ctx context.Context, addr string) bool
 
 	mu   sync.Mutex
 	last mesh.JoinAttempt
 }
 
-// run joins through join (Membership.Join) within j.timeout. The error
+// Run joins through join (Membership.Join) within j.Timeout. The error
 // names the seeds, the attempts and the last failure, and carries the
 // HTTP hint for every seed that earned one.
-func (j *seedJoin) run(ctx context.Context, join func(ctx context.Context, seeds []string) (int, error)) error {
-	jctx, cancel := context.WithTimeout(ctx, j.timeout)
+func (j *Join) Run(ctx context.Context, join func(ctx context.Context, seeds []string) (int, error)) error {
+	jctx, cancel := context.WithTimeout(ctx, j.Timeout)
 	defer cancel()
 	jctx = mesh.WithJoinTrace(jctx, func(a mesh.JoinAttempt) {
 		j.mu.Lock()
@@ -54,7 +56,7 @@ func (j *seedJoin) run(ctx context.Context, join func(ctx context.Context, seeds
 		j.mu.Unlock()
 	})
 	done := make(chan error, 1)
-	go func() { _, err := join(jctx, j.seeds); done <- err }()
+	go func() { _, err := join(jctx, j.Seeds); done <- err }()
 	var (
 		waited time.Duration
 		next   = joinFirstNote
@@ -68,23 +70,23 @@ func (j *seedJoin) run(ctx context.Context, join func(ctx context.Context, seeds
 				return nil
 			}
 			if ctx.Err() != nil {
-				return fmt.Errorf("joining via %s: %w", strings.Join(j.seeds, ", "), ctx.Err())
+				return fmt.Errorf("joining via %s: %w", strings.Join(j.Seeds, ", "), ctx.Err())
 			}
 			hints = append(hints, j.probe(probed)...)
 			return j.failed(err, hints)
-		case <-j.after(next):
+		case <-j.After(next):
 			waited += next
 			next = joinNoteEvery
 			j.mu.Lock()
 			last := j.last
 			j.mu.Unlock()
-			args := []any{"waited", waited, "timeout", j.timeout}
+			args := []any{"waited", waited, "timeout", j.Timeout}
 			if last.Attempt > 0 {
 				args = append(args, "attempt", last.Attempt, "next_in", last.Next, "err", oneLine(last.Err))
 			}
-			j.log.Info(fmt.Sprintf("joining via %s: no answer yet", strings.Join(j.seeds, ", ")), args...)
+			j.Log.Info(fmt.Sprintf("joining via %s: no answer yet", strings.Join(j.Seeds, ", ")), args...)
 			for _, h := range j.probe(probed) {
-				j.log.Warn(h)
+				j.Log.Warn(h)
 				hints = append(hints, h)
 			}
 		}
@@ -97,34 +99,34 @@ func (j *seedJoin) run(ctx context.Context, join func(ctx context.Context, seeds
 // does. A seed not reached is not asked: nothing listens there yet (its
 // node may still be starting), and an HTTP request to a gossip port that
 // comes up would only make that node log a malformed message.
-func (j *seedJoin) probe(probed map[string]bool) []string {
-	if !j.flag || j.answersHTTP == nil {
+func (j *Join) probe(probed map[string]bool) []string {
+	if !j.Flag || j.AnswersHTTP == nil {
 		return nil
 	}
 	last := j.lastAttempt()
 	var hints []string
-	for _, s := range j.seeds {
+	for _, s := range j.Seeds {
 		if probed[s] || !last.Reached(s) {
 			continue
 		}
 		probed[s] = true
 		ctx, cancel := context.WithTimeout(context.Background(), httpProbeTimeout)
-		ok := j.answersHTTP(ctx, s)
+		ok := j.AnswersHTTP(ctx, s)
 		cancel()
 		if ok {
-			hints = append(hints, fmt.Sprintf("%s answers HTTP: --join takes the gossip address (default port %d)", s, DefaultConfig().GossipPort))
+			hints = append(hints, fmt.Sprintf("%s answers HTTP: --join takes the gossip address (default port %d)", s, j.GossipPort))
 		}
 	}
 	return hints
 }
 
 // failed is the error of a join no seed answered.
-func (j *seedJoin) failed(err error, hints []string) error {
+func (j *Join) failed(err error, hints []string) error {
 	what := "--join"
-	if !j.flag {
+	if !j.Flag {
 		what = "persisted peers"
 	}
-	msg := fmt.Sprintf("%s %s: no seed answered within %v", what, strings.Join(j.seeds, ", "), j.timeout)
+	msg := fmt.Sprintf("%s %s: no seed answered within %v", what, strings.Join(j.Seeds, ", "), j.Timeout)
 	if a := j.lastAttempt(); a.Attempt > 0 {
 		msg += fmt.Sprintf(" (%d attempts; the last: %s)", a.Attempt, oneLine(a.Err))
 	} else {
@@ -136,14 +138,14 @@ func (j *seedJoin) failed(err error, hints []string) error {
 	return fmt.Errorf("%s; is a node running there, with the same mesh key?", msg)
 }
 
-func (j *seedJoin) lastAttempt() mesh.JoinAttempt {
+func (j *Join) lastAttempt() mesh.JoinAttempt {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.last
 }
 
-// answersHTTP reports whether an HTTP request to addr gets any answer.
-func answersHTTP(ctx context.Context, addr string) bool {
+// AnswersHTTP reports whether an HTTP request to addr gets any answer.
+func AnswersHTTP(ctx context.Context, addr string) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
 	if err != nil {
 		return false
