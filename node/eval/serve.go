@@ -53,6 +53,15 @@ func (rm *Room) ServeModel(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	// Each fresh snapshot is the whole model in memory until its response
+	// is written: at most export.Concurrent at once.
+	select {
+	case rm.exports <- struct{}{}:
+		defer func() { <-rm.exports }()
+	case <-ctx.Done():
+		http.Error(w, fmt.Sprintf("node %s: %d model downloads already run (the most at once); retry later", rm.d.ID, rm.export.Concurrent), http.StatusServiceUnavailable)
+		return
+	}
 	snap, err := rm.Read(ctx, "export", nil)
 	if err != nil {
 		http.Error(w, fmt.Sprintf("node %s: %v", rm.d.ID, err), http.StatusServiceUnavailable)
@@ -76,6 +85,7 @@ func (rm *Room) writeModel(w http.ResponseWriter, snap *Snapshot) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	rm.setWriteDeadline(w, size)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.Header().Set("Cache-Control", "no-store")
@@ -103,9 +113,18 @@ func (rm *Room) serveFile(w http.ResponseWriter, r *http.Request, path string) {
 		http.Error(w, fmt.Sprintf("node %s: the evaluated model: %v", rm.d.ID, err), http.StatusInternalServerError)
 		return
 	}
+	rm.setWriteDeadline(w, st.Size())
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+// setWriteDeadline gives the response w of size bytes its write deadline
+// (ExportLimits): a client that does not read is cut, and the snapshot or
+// file the response holds freed. Not every ResponseWriter has deadlines
+// (a test's recorder): then none is set.
+func (rm *Room) setWriteDeadline(w http.ResponseWriter, size int64) {
+	http.NewResponseController(w).SetWriteDeadline(rm.export.deadline(time.Now(), size))
 }
 
 // WithModel adds GET /model.safetensors to h.
