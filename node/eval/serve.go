@@ -34,6 +34,10 @@ func (rm *Room) ServeModel(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = min(d, maxExportTimeout)
 	}
+	// Until the model is read nothing is written: an error then is still
+	// written within Base after the read's timeout (the server's deadline
+	// for small responses may be shorter than ?timeout).
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout + rm.export.Base))
 	if r.URL.Query().Has("evaluated") {
 		if ev := rm.d.Evaluator(); ev != "" && ev != string(rm.d.ID) && rm.d.AskControl != nil {
 			rm.forwardEvaluated(w, r, mesh.NodeID(ev), timeout)
