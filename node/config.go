@@ -322,6 +322,21 @@ func jsonFlagValue(raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("value %s is not a string, number, bool or list", raw)
 }
 
+// HTTPExposureWarning is the warning a node logs at start when its HTTP
+// listener (at addr, host:port) is reachable from the network: the
+// dashboard, /status, /metrics and the model itself are served there to
+// anyone, with no authentication. "" for a loopback address.
+func HTTPExposureWarning(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if isLoopback(host) {
+		return ""
+	}
+	return fmt.Sprintf("the HTTP port %s (dashboard, /status, /metrics, the model at /model.safetensors) is reachable from the network and has no authentication; give --http-addr a loopback address (127.0.0.1:port) unless the network is trusted", addr)
+}
+
 // isLoopback reports whether host (an IP or "localhost") is a loopback
 // address.
 func isLoopback(host string) bool {

@@ -198,3 +198,19 @@ func TestParseFloatsRefusesNonFinite(t *testing.T) {
 		}
 	}
 }
+
+// An HTTP address other than loopback is warned about at start: it
+// serves the dashboard, /status and the model to the network with no
+// authentication.
+func TestHTTPExposureWarning(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:7948", "[::1]:7948", "localhost:7948", "127.0.0.2:80"} {
+		if w := HTTPExposureWarning(addr); w != "" {
+			t.Errorf("%s: warned %q, want nothing for a loopback address", addr, w)
+		}
+	}
+	for _, addr := range []string{"0.0.0.0:7948", "[::]:7948", ":7948", "10.0.0.5:7948", "node1.example:7948"} {
+		if w := HTTPExposureWarning(addr); !strings.Contains(w, addr) || !strings.Contains(w, "no authentication") || !strings.Contains(w, "model") {
+			t.Errorf("%s: warned %q, want the address named, the model and no authentication", addr, w)
+		}
+	}
+}

@@ -75,6 +75,9 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	var srv *http.Server
 	if d.HTTP != nil {
 		n.httpAddr = advertisedHTTP(d.HTTP.Addr().String(), n.tr.Addr())
+		if w := HTTPExposureWarning(d.HTTP.Addr().String()); w != "" {
+			n.log.Warn(w)
+		}
 		h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
 		// The dashboard's history: sampled from this node's status every
 		// second from now on, served at /status/history.

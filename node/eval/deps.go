@@ -27,6 +27,45 @@ type Deps struct {
 	// request of op (the node's control.go); the answer is the caller's
 	// to read. Nil: ?evaluated serves this node's own snapshot only.
 	AskControl func(ctx context.Context, m mesh.Member, op string) (mesh.Stream, error)
+	// Export bounds GET /model.safetensors; zero fields take
+	// DefaultExportLimits'.
+	Export ExportLimits
+}
+
+// ExportLimits bound GET /model.safetensors on a node. A response's write
+// deadline is Base + its size / RateFloor from when its header is
+// written: a client that reads slower than RateFloor (or not at all) is
+// cut and what the response held freed. At most Concurrent fresh
+// snapshots are held for their responses at once; a further request
+// waits for one to finish within its ?timeout, then is a 503.
+type ExportLimits struct {
+	Base       time.Duration
+	RateFloor  int64 // bytes per second
+	Concurrent int
+}
+
+// DefaultExportLimits: a 100 MB model has 10 s + 95 s to reach a client,
+// and a node holds at most 2 fresh snapshots (200 MB for that model) for
+// its downloads.
+var DefaultExportLimits = ExportLimits{Base: 10 * time.Second, RateFloor: 1 << 20, Concurrent: 2}
+
+// withDefaults fills l's zero fields from DefaultExportLimits.
+func (l ExportLimits) withDefaults() ExportLimits {
+	if l.Base <= 0 {
+		l.Base = DefaultExportLimits.Base
+	}
+	if l.RateFloor <= 0 {
+		l.RateFloor = DefaultExportLimits.RateFloor
+	}
+	if l.Concurrent <= 0 {
+		l.Concurrent = DefaultExportLimits.Concurrent
+	}
+	return l
+}
+
+// deadline is the write deadline of a response of size bytes from now.
+func (l ExportLimits) deadline(now time.Time, size int64) time.Time {
+	return now.Add(l.Base + time.Duration(float64(size)/float64(l.RateFloor)*float64(time.Second)))
 }
 
 // Job is what a model read needs of the job.

@@ -14,11 +14,16 @@ type Room struct {
 	reader    *modelReader
 	evaluated evaluatedModel // the snapshot this node last evaluated
 	ckpt      *Checkpointer  // nil unless --checkpoint-dir
+	export    ExportLimits   // d.Export with defaults
+	// exports holds a token per fresh snapshot held for a response
+	// (export.Concurrent at most).
+	exports chan struct{}
 }
 
 // New is the room; ckpt may be nil.
 func New(d Deps, ckpt *Checkpointer) *Room {
-	return &Room{d: d, reader: &modelReader{turn: make(chan struct{}, 1)}, ckpt: ckpt}
+	lim := d.Export.withDefaults()
+	return &Room{d: d, reader: &modelReader{turn: make(chan struct{}, 1)}, ckpt: ckpt, export: lim, exports: make(chan struct{}, lim.Concurrent)}
 }
 
 // Latest is the newest checkpoint written, "" if none.

@@ -34,6 +34,10 @@ func (rm *Room) ServeModel(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = min(d, maxExportTimeout)
 	}
+	// Until the model is read nothing is written: an error then is still
+	// written within Base after the read's timeout (the server's deadline
+	// for small responses may be shorter than ?timeout).
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout + rm.export.Base))
 	if r.URL.Query().Has("evaluated") {
 		if ev := rm.d.Evaluator(); ev != "" && ev != string(rm.d.ID) && rm.d.AskControl != nil {
 			rm.forwardEvaluated(w, r, mesh.NodeID(ev), timeout)
@@ -53,6 +57,15 @@ func (rm *Room) ServeModel(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	// Each fresh snapshot is the whole model in memory until its response
+	// is written: at most export.Concurrent at once.
+	select {
+	case rm.exports <- struct{}{}:
+		defer func() { <-rm.exports }()
+	case <-ctx.Done():
+		http.Error(w, fmt.Sprintf("node %s: %d model downloads already run (the most at once); retry later", rm.d.ID, rm.export.Concurrent), http.StatusServiceUnavailable)
+		return
+	}
 	snap, err := rm.Read(ctx, "export", nil)
 	if err != nil {
 		http.Error(w, fmt.Sprintf("node %s: %v", rm.d.ID, err), http.StatusServiceUnavailable)
@@ -76,6 +89,7 @@ func (rm *Room) writeModel(w http.ResponseWriter, snap *Snapshot) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	rm.setWriteDeadline(w, size)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.Header().Set("Cache-Control", "no-store")
@@ -103,9 +117,18 @@ func (rm *Room) serveFile(w http.ResponseWriter, r *http.Request, path string) {
 		http.Error(w, fmt.Sprintf("node %s: the evaluated model: %v", rm.d.ID, err), http.StatusInternalServerError)
 		return
 	}
+	rm.setWriteDeadline(w, st.Size())
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+// setWriteDeadline gives the response w of size bytes its write deadline
+// (ExportLimits): a client that does not read is cut, and the snapshot or
+// file the response holds freed. Not every ResponseWriter has deadlines
+// (a test's recorder): then none is set.
+func (rm *Room) setWriteDeadline(w http.ResponseWriter, size int64) {
+	http.NewResponseController(w).SetWriteDeadline(rm.export.deadline(time.Now(), size))
 }
 
 // WithModel adds GET /model.safetensors to h.

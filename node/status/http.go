@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -68,12 +69,32 @@ func WithPprof(h http.Handler) http.Handler {
 	return mux
 }
 
+// SmallWriteTimeout is the write deadline of every response but the
+// model's (which sets its own, sized to the file: eval.ServeModel) and
+// pprof's (a CPU profile streams for its whole duration; loopback only):
+// a client that asks for /status, /metrics or the dashboard and does not
+// read is cut after it and its connection freed.
+const SmallWriteTimeout = 30 * time.Second
+
 // NewServer is the HTTP server of a node, serving h.
 func NewServer(h http.Handler) *http.Server {
 	// IdleTimeout closes kept-alive connections nobody uses; ReadTimeout
-	// bounds a slow request body. No WriteTimeout: a pprof CPU profile
-	// streams for its whole duration.
-	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
+	// bounds a slow request body; ReadHeaderTimeout a slow header. No
+	// server-wide WriteTimeout: each response sets its own deadline
+	// (WithWriteDeadline, and the model's sized to its file).
+	return &http.Server{Handler: WithWriteDeadline(h, SmallWriteTimeout), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
+}
+
+// WithWriteDeadline sets the write deadline of every response of h but
+// those under /debug/pprof/ to d from when its request arrives; a handler
+// may move it (http.ResponseController.SetWriteDeadline).
+func WithWriteDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // WithSeries adds GET /status/history to h: the [SeriesHistory] of s as
