@@ -123,6 +123,13 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			return err
 		}
 	}
+	// The mesh key's fingerprint likewise (DataDir.CheckKey); a data dir
+	// an older build wrote gets it on this start.
+	if wrote, err := n.dir.RecordKey(); err != nil {
+		return err
+	} else if wrote && !persist {
+		n.log.Info("recorded the mesh key's fingerprint in the data dir: a later start with another key is refused", "dir", n.dir.Path)
+	}
 	sm := n.newShards(spec)
 	n.mu.Lock()
 	n.shards = sm
