@@ -2,6 +2,7 @@ package node
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,10 +20,16 @@ import (
 // the same member, worker and Raft voter), the job spec it trains, the gossip
 // addresses of peers last seen (seeds for a restart without --join), and the
 // Raft state of its shards (raftstore.ShardDir). An exclusive lock keeps a
-// second process off the same folder.
+// second process off the same folder. It also records a fingerprint of the
+// mesh key it was started with (never the key): a start with another key is
+// refused by name ([DataDir.CheckKey]) instead of sitting in joining while
+// every peer's gossip fails to decrypt.
 type DataDir struct {
 	Path string
 	ID   mesh.NodeID
+	// Key is the fingerprint of this start's mesh key ([KeyFingerprint]);
+	// "" under --insecure, where nothing is checked or recorded.
+	Key  string
 	lock *os.File
 }
 
@@ -31,7 +38,50 @@ const (
 	specFile  = "spec.json"
 	peersFile = "peers.json"
 	lockFile  = "LOCK"
+	keyFile   = "mesh-key.fingerprint"
 )
+
+// KeyFingerprint identifies a mesh key without revealing it: the first 16
+// bytes of a SHA-256 over a label and the key, in hex.
+func KeyFingerprint(k mesh.MeshKey) string {
+	h := sha256.Sum256(append([]byte("dssp mesh key fingerprint v1\x00"), k[:]...))
+	return hex.EncodeToString(h[:16])
+}
+
+// CheckKey refuses a start whose mesh key (d.Key) is not the one the data
+// dir recorded: its peers could not read its gossip nor it theirs, and its
+// shards' Raft state belongs to the other mesh. A data dir with no record
+// (fresh, or written by a build that kept none) passes; [DataDir.RecordKey]
+// writes the record once the start has succeeded.
+func (d *DataDir) CheckKey() error {
+	if d.Key == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(d.Path, keyFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
+	}
+	if got := strings.TrimSpace(string(b)); got != d.Key {
+		return fmt.Errorf("data dir %s was used with another mesh key (fingerprint %s in %s; this --key's is %s): start it with that mesh's key, or use a fresh --data-dir to join this key's mesh",
+			d.Path, got, keyFile, d.Key)
+	}
+	return nil
+}
+
+// RecordKey writes d.Key's fingerprint unless the data dir already holds
+// it; wrote reports whether it did.
+func (d *DataDir) RecordKey() (wrote bool, err error) {
+	if d.Key == "" {
+		return false, nil
+	}
+	if b, err := os.ReadFile(filepath.Join(d.Path, keyFile)); err == nil && strings.TrimSpace(string(b)) == d.Key {
+		return false, nil
+	}
+	return true, d.writeFile(keyFile, []byte(d.Key+"\n"))
+}
 
 // OpenDataDir creates path if needed, checks it is a writable folder, locks
 // it, and reads or creates the node id. Every error names the folder.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"dsspmesh/mesh"
 )
 
 func TestDataDirKeepsIDSpecAndPeers(t *testing.T) {
@@ -57,5 +59,46 @@ func TestDataDirErrorsNameTheFolder(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, idFile), []byte("bad id!\n"), 0o600)
 	if _, err := OpenDataDir(dir); err == nil || !strings.Contains(err.Error(), "bad node id") {
 		t.Fatalf("corrupt id: %v", err)
+	}
+}
+
+// The data dir records its mesh key's fingerprint once (RecordKey) and
+// refuses another key's (CheckKey); a dir without the record — fresh, or
+// written by an older build — passes and gets it; --insecure (no key)
+// neither checks nor records.
+func TestDataDirRecordsTheMeshKey(t *testing.T) {
+	d, err := OpenDataDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if wrote, err := d.RecordKey(); wrote || err != nil {
+		t.Fatalf("--insecure recorded a key: %v %v", wrote, err)
+	}
+	var a, b mesh.MeshKey
+	b[0] = 1
+	d.Key = KeyFingerprint(a)
+	if d.Key == KeyFingerprint(b) || len(d.Key) != 32 {
+		t.Fatalf("fingerprints %s, %s", d.Key, KeyFingerprint(b))
+	}
+	if err := d.CheckKey(); err != nil {
+		t.Fatalf("a dir without a record: %v", err)
+	}
+	if wrote, err := d.RecordKey(); !wrote || err != nil {
+		t.Fatalf("first record: %v %v", wrote, err)
+	}
+	if wrote, err := d.RecordKey(); wrote || err != nil {
+		t.Fatalf("second record of the same key: %v %v", wrote, err)
+	}
+	if err := d.CheckKey(); err != nil {
+		t.Fatalf("the recorded key: %v", err)
+	}
+	d.Key = KeyFingerprint(b)
+	if err := d.CheckKey(); err == nil || !strings.Contains(err.Error(), "data dir "+d.Path+" was used with another mesh key") {
+		t.Fatalf("another key: %v", err)
+	}
+	d.Key = ""
+	if err := d.CheckKey(); err != nil {
+		t.Fatalf("--insecure on a keyed dir: %v", err)
 	}
 }

@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	go func() { defer n.wg.Done(); n.events.FollowMembership(ctlCtx, n.members.Events()) }()
 
 	n.setPhase("joining")
-	fresh, err := n.joinAndAdoptSpec(ctx, explicit)
+	fresh, persist, err := n.joinAndAdoptSpec(ctx, explicit)
 	if err != nil {
 		return err
 	}
@@ -116,6 +116,22 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 
 	if err := n.loadCompute(spec); err != nil {
 		return err
+	}
+	// The spec is persisted once the model and the dataset are loaded, before
+	// the first Raft state: a start that fails before (a missing --data, a
+	// model that cannot be built) leaves no spec to disagree with the retry's
+	// flags, and a node killed from here on restarts from its spec.
+	if persist {
+		if err := n.dir.SetSpec(spec); err != nil {
+			return err
+		}
+	}
+	// The mesh key's fingerprint likewise (DataDir.CheckKey); a data dir
+	// an older build wrote gets it on this start.
+	if wrote, err := n.dir.RecordKey(); err != nil {
+		return err
+	} else if wrote && !persist {
+		n.log.Info("recorded the mesh key's fingerprint in the data dir: a later start with another key is refused", "dir", n.dir.Path)
 	}
 	sm := n.newShards(spec)
 	n.mu.Lock()
@@ -194,11 +210,13 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 }
 
 // joinAndAdoptSpec joins the mesh (or bootstraps it) and settles the job
-// spec. fresh is true when this node bootstraps a new mesh.
-func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool) (fresh bool, err error) {
+// spec. fresh is true when this node bootstraps a new mesh; persist is true
+// when the data dir has no spec yet: Run writes it once the start has gone
+// far enough that a retry must keep it (see Run).
+func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool) (fresh, persist bool, err error) {
 	persisted, hasSpec, err := n.dir.Spec()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	seeds, onlySelf := join.Resolve(ctx, n.cfg.Join, n.cfg.isSelf, net.DefaultResolver.LookupHost)
 	fromFlag := true
@@ -220,9 +238,9 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 		case err == nil:
 			joined = true
 		case fromFlag || ctx.Err() != nil:
-			return false, err
+			return false, false, err
 		case !hasSpec:
-			return false, fmt.Errorf("no persisted peer answered and the data dir has no job spec: start with --join or a fresh --data-dir")
+			return false, false, fmt.Errorf("no persisted peer answered and the data dir has no job spec: start with --join or a fresh --data-dir")
 		default:
 			n.log.Warn("no persisted peer answered; continuing alone", "peers", seeds)
 		}
@@ -231,19 +249,16 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 		spec := n.cfg.Spec
 		if hasSpec {
 			if err := n.cfg.Spec.CheckAdopt(persisted, explicit); err != nil {
-				return false, fmt.Errorf("data dir %s: %w", n.dir.Path, err)
+				return false, false, fmt.Errorf("data dir %s: %w", n.dir.Path, err)
 			}
 			spec = persisted
 		} else {
 			if spec, err = job.ResolveShards(spec); err != nil {
-				return false, err
-			}
-			if err := n.dir.SetSpec(spec); err != nil {
-				return false, err
+				return false, false, err
 			}
 		}
 		n.setSpec(spec)
-		return !hasSpec, nil
+		return !hasSpec, !hasSpec, nil
 	}
 	if hasSpec {
 		// Serve the persisted spec while asking for the mesh's: when the
@@ -255,20 +270,20 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 	meshSpec, err := n.fetchSpec(sctx)
 	cancel()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if err := n.cfg.Spec.CheckAdopt(meshSpec, explicit); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if hasSpec && persisted != meshSpec {
-		return false, fmt.Errorf("data dir %s holds another job's spec (%s %s) than the mesh's (%s %s); use a fresh --data-dir",
+		return false, false, fmt.Errorf("data dir %s holds another job's spec (%s %s) than the mesh's (%s %s); use a fresh --data-dir",
 			n.dir.Path, persisted.Model, persisted.PolicyText(), meshSpec.Model, meshSpec.PolicyText())
 	}
 	if err := n.dir.SetSpec(meshSpec); err != nil {
-		return false, err
+		return false, false, err
 	}
 	n.setSpec(meshSpec)
-	return false, nil
+	return false, false, nil
 }
 
 func (n *Node) loadCompute(spec JobSpec) error {

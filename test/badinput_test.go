@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"dsspmesh/node/launch"
+	"dsspmesh/nodeclient"
 )
 
 // runFail runs the binary, expects a non-zero exit within the limit and
@@ -184,5 +187,67 @@ func TestBadInputAtTheDoor(t *testing.T) {
 				t.Fatal(got)
 			}
 		})
+	}
+}
+
+// TestDataDirAcrossStarts runs the binary on one data dir: a start whose
+// dataset is missing fails and leaves nothing that changes the next start
+// (the retry with corrected flags and another paradigm trains), a
+// --momentum float32 rounds to 1 is refused by dssp node's job check, and
+// a start with another mesh key than the data dir recorded exits at once,
+// naming the data dir, instead of sitting in joining.
+func TestDataDirAcrossStarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	keyA, keyB := keygen(t), keygen(t)
+	ports := freePorts(t)
+	args := nodeArgs(t, keyA, ports)
+	dir := args[2]
+	args = append(args, "--threads", "1")
+
+	if got := runFail(t, 30*time.Second, append(args, "--data", "/nonexistent")...); !strings.Contains(got, "dataset mnist") {
+		t.Fatalf("start with a missing dataset: %s", got)
+	}
+	if got := runFail(t, 20*time.Second, append(args, "--momentum", "0.99999999999")...); !strings.Contains(got, "--momentum 0.99999999999: rounds to 1 in float32") {
+		t.Fatalf("dssp node --momentum 0.99999999999: %s", got)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Binary(t), append(args, "--dataset", "synthetic-mnist", "--paradigm", "bsp")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	addr := "127.0.0.1:" + strconv.Itoa(ports[2])
+	for phase := ""; phase != "training"; {
+		select {
+		case err := <-exited:
+			t.Fatalf("the retry on the failed start's data dir exited (%v): %s", err, stderr.String())
+		case <-ctx.Done():
+			t.Fatalf("the retry did not reach training (phase %q): %s", phase, stderr.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if st, err := nodeclient.FetchStatus(ctx, addr); err == nil {
+			phase = st.Phase
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-exited; err != nil {
+		t.Fatalf("graceful stop: %v: %s", err, stderr.String())
+	}
+	spec, err := os.ReadFile(filepath.Join(dir, "spec.json"))
+	if err != nil || !strings.Contains(string(spec), `"bsp"`) {
+		t.Fatalf("spec after the retry: %s %v", spec, err)
+	}
+
+	keyArgs := slices.Clone(args)
+	keyArgs[slices.Index(keyArgs, keyA)] = keyB
+	if got := runFail(t, 20*time.Second, keyArgs...); !strings.Contains(got, "data dir "+dir+" was used with another mesh key") {
+		t.Fatalf("start with another mesh key: %s", got)
 	}
 }

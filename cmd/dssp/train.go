@@ -17,6 +17,7 @@ import (
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
 	"dsspmesh/node"
+	"dsspmesh/node/job"
 	// Registers the "cuda" backend in binaries built with -tags cuda; empty
 	// otherwise.
 	_ "dsspmesh/cudaops/cuda"
@@ -179,16 +180,8 @@ func checkFloat32(flag string, v float64) error {
 }
 
 // checkMomentum refuses a --momentum outside [0, 1), or one that float32
-// rounds to 1 (a momentum of 1 never forgets a gradient).
-func checkMomentum(m float64) error {
-	if math.IsNaN(m) || m < 0 || m >= 1 {
-		return fmt.Errorf("--momentum %v: must be a finite number in [0, 1)", m)
-	}
-	if float32(m) >= 1 {
-		return fmt.Errorf("--momentum %v: rounds to 1 in float32, the optimizer's precision; it must stay below 1 (at most %v)", m, asWritten(math.Nextafter32(1, 0)))
-	}
-	return nil
-}
+// rounds to 1: [job.CheckMomentum], the check of dssp node's job spec.
+var checkMomentum = job.CheckMomentum
 
 // checkFinite names the first tensor of layout whose parameters in theta
 // hold a NaN or an infinity.

@@ -18,7 +18,7 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	if err := cfg.Validate(); err != nil {
 		return node.Deps{}, err
 	}
-	sec, err := security(cfg, log)
+	sec, keyPrint, err := security(cfg, log)
 	if err != nil {
 		return node.Deps{}, err
 	}
@@ -39,6 +39,10 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 		return node.Deps{}, err
 	}
 	closers = append(closers, dir.Close)
+	dir.Key = keyPrint
+	if err := dir.CheckKey(); err != nil {
+		return node.Deps{}, err
+	}
 	// node.New, the transport and the membership name the node in their
 	// own records; the replicas' raft records get it here.
 	d = node.Deps{Dir: dir, Logger: log, InitParams: initParams}
@@ -87,15 +91,18 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	return d, nil
 }
 
-func security(cfg node.Config, log *slog.Logger) (*mesh.Security, error) {
+// security loads the mesh key and returns its fingerprint for the data dir
+// ("" under --insecure).
+func security(cfg node.Config, log *slog.Logger) (*mesh.Security, string, error) {
 	if cfg.Insecure {
-		return mesh.InsecureSecurity(log), nil
+		return mesh.InsecureSecurity(log), "", nil
 	}
 	key, err := mesh.LoadKeyFile(cfg.KeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--key: %w", err)
+		return nil, "", fmt.Errorf("--key: %w", err)
 	}
-	return mesh.NewSecurity(key)
+	sec, err := mesh.NewSecurity(key)
+	return sec, node.KeyFingerprint(key), err
 }
 
 // bindError names the flag and address of a socket that could not be bound,

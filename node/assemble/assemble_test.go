@@ -2,11 +2,14 @@ package assemble
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"dsspmesh/internal/testlogger"
+	"dsspmesh/mesh"
 	"dsspmesh/node"
 )
 
@@ -40,4 +43,54 @@ func TestNodeNamesTheFlagOfAPortInUseAndClosesWhatItOpened(t *testing.T) {
 			dir.Close()
 		})
 	}
+}
+
+// A data dir records its mesh key's fingerprint (never the key) once a
+// start succeeds; a later start with another key is refused at once, the
+// error naming the data dir and the remedy, and the right key still opens
+// it. A data dir without the record (fresh, or from an older build) passes.
+func TestNodeRefusesADataDirOfAnotherMeshKey(t *testing.T) {
+	keys := t.TempDir()
+	keyA, keyB := filepath.Join(keys, "a.key"), filepath.Join(keys, "b.key")
+	for _, k := range []string{keyA, keyB} {
+		if err := mesh.WriteKeyFile(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	start := func(key string) (node.Deps, error) {
+		cfg := node.DefaultConfig()
+		cfg.DataDir, cfg.KeyFile = dir, key
+		cfg.HTTPAddr, cfg.GossipPort, cfg.QUICPort = "127.0.0.1:0", 0, 0
+		return Node(cfg, testlogger.New(t, 0))
+	}
+	closeDeps := func(d node.Deps) {
+		d.Membership.Shutdown()
+		d.Transport.Close()
+		d.HTTP.Close()
+		d.Dir.Close()
+	}
+	d, err := start(keyA)
+	if err != nil {
+		t.Fatalf("fresh data dir: %v", err)
+	}
+	if wrote, err := d.Dir.RecordKey(); !wrote || err != nil { // what node.Run does once the start succeeds
+		t.Fatalf("record the key: %v %v", wrote, err)
+	}
+	closeDeps(d)
+	raw, _ := os.ReadFile(keyA)
+	rec, _ := os.ReadFile(filepath.Join(dir, "mesh-key.fingerprint"))
+	if len(rec) == 0 || strings.Contains(string(rec), string(raw)) {
+		t.Fatalf("fingerprint file %q: want a record that is not the key", rec)
+	}
+
+	_, err = start(keyB)
+	if err == nil || !strings.Contains(err.Error(), "data dir "+dir+" was used with another mesh key") || !strings.Contains(err.Error(), "fresh --data-dir") {
+		t.Fatalf("start with another key: %v, want an error naming the data dir and the remedy", err)
+	}
+	d, err = start(keyA)
+	if err != nil {
+		t.Fatalf("start with the data dir's key after a refusal: %v", err)
+	}
+	closeDeps(d)
 }

@@ -199,14 +199,13 @@ func (s Spec) Validate() error {
 		CheckFloat("lr-decay", s.LRDecay, 0, 1, true),
 		checkOutlierFactor(s.OutlierFactor),
 		checkPipelineFresh(s.PipelineFresh),
+		CheckMomentum(s.Momentum),
 	} {
 		if err != nil {
 			return err
 		}
 	}
 	switch {
-	case math.IsNaN(s.Momentum) || s.Momentum < 0 || s.Momentum >= 1:
-		return fmt.Errorf("--momentum %v: must be a finite number in [0, 1)", s.Momentum)
 	case s.LRDecaySamples < 0:
 		return fmt.Errorf("--lr-decay-samples %d must be >= 0 (0: constant rate)", s.LRDecaySamples)
 	case s.BatchSize <= 0 || s.BatchSize > 1<<16:

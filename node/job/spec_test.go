@@ -145,3 +145,24 @@ func TestReplicationMustBeOdd(t *testing.T) {
 		t.Errorf("Unmarshal of replication 2: %v", err)
 	}
 }
+
+// TestSpecMomentumFloat32 refuses, in dssp node's job spec as in dssp
+// train, a momentum below 1 in float64 that float32 rounds to 1.
+func TestSpecMomentumFloat32(t *testing.T) {
+	s := DefaultSpec()
+	s.Optimizer = "momentum"
+	for _, m := range []float64{0.99999999999, 1, math.NaN(), -0.1} {
+		s.Momentum = m
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--momentum") {
+			t.Errorf("--momentum %v: %v, want an error naming the flag", m, err)
+		}
+	}
+	s.Momentum = 0.99999999999
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "rounds to 1 in float32") {
+		t.Errorf("--momentum 0.99999999999: %v, want it refused as rounding to 1", err)
+	}
+	s.Momentum = 0.99999994 // the largest float32 below 1
+	if err := s.Validate(); err != nil {
+		t.Errorf("--momentum 0.99999994: %v", err)
+	}
+}
