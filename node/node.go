@@ -48,6 +48,11 @@ type Node struct {
 	phase string
 	eval  *EvalResult
 	evals []EvalResult // the last evalHistorySize evaluations, oldest first
+	// stopped says why this node stopped training (a divergence it saw
+	// itself); "" while it trains or never did.
+	stopped string
+
+	claims evalClaims // the evaluations received and how they were judged (eval.go)
 }
 
 // evalHistorySize bounds the evaluations kept for the dashboard's charts.

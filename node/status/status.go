@@ -19,8 +19,11 @@ type Status struct {
 	Now     time.Time `json:"now"`
 	// Phase is starting, joining, training (up, with a worker), hosting
 	// (up, hosting its shards without a worker: --train=false), leaving or
-	// stopped.
-	Phase   string         `json:"phase"`
+	// stopped (it stopped training: Stopped says why).
+	Phase string `json:"phase"`
+	// Stopped says why this node stopped training (the job diverged, as
+	// the node saw itself); empty while it trains.
+	Stopped string         `json:"stopped,omitempty"`
 	Spec    *job.Spec      `json:"spec,omitempty"`
 	Policy  string         `json:"policy,omitempty"`
 	Members []MemberStatus `json:"members"`
@@ -111,6 +114,8 @@ type TransportStatus struct {
 }
 
 // Up reports whether the node is up: joined, the spec adopted and the
-// replicas started (phase training, or hosting for a node that does not
-// train).
-func (s Status) Up() bool { return s.Phase == "training" || s.Phase == "hosting" }
+// replicas started (phase training, hosting for a node that does not
+// train, or stopped: it still hosts its shards after its worker stopped).
+func (s Status) Up() bool {
+	return s.Phase == "training" || s.Phase == "hosting" || s.Phase == "stopped"
+}
