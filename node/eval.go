@@ -231,6 +231,7 @@ func (n *Node) Status() Status {
 		Members: []MemberStatus{}, Shards: []ShardStatus{}, Workers: []WorkerStatus{}, Trainers: []TrainerStatus{}}
 	n.mu.RLock()
 	s.Phase, s.Stopped = n.phase, n.stopped
+	s.EvalClaimsDropped = n.EvalClaimsDropped()
 	if n.spec != nil {
 		spec := *n.spec
 		s.Spec, s.Policy = &spec, spec.PolicyText()

@@ -23,10 +23,15 @@ type Status struct {
 	Phase string `json:"phase"`
 	// Stopped says why this node stopped training (the job diverged, as
 	// the node saw itself); empty while it trains.
-	Stopped string         `json:"stopped,omitempty"`
-	Spec    *job.Spec      `json:"spec,omitempty"`
-	Policy  string         `json:"policy,omitempty"`
-	Members []MemberStatus `json:"members"`
+	Stopped string `json:"stopped,omitempty"`
+	// EvalClaimsDropped counts the evaluations received from peers that
+	// were not acted on: from a member that is not the evaluator, with a
+	// sequence out of the parameters' domain, or a divergence claim this
+	// node's own check of the parameters did not confirm.
+	EvalClaimsDropped uint64         `json:"eval_claims_dropped,omitempty"`
+	Spec              *job.Spec      `json:"spec,omitempty"`
+	Policy            string         `json:"policy,omitempty"`
+	Members           []MemberStatus `json:"members"`
 	// Shards lists every shard of the job. Those this node hosts are
 	// described by its own replica; the others by the freshest answer of a
 	// member that hosts one (From, AgeSeconds), so any node shows the whole
