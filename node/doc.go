@@ -91,7 +91,7 @@
 // on garbage, and every node that receives the claim reads the parameters
 // and evaluates them itself (eval.go: checkDiverged), stopping its worker
 // only if it sees a non-finite value or loss too; a node that stopped says
-// why (phase stopped, Status.Stopped). The shards keep their last parameters,
+// why (phase diverged, Status.Stopped). The shards keep their last parameters,
 // which the FSM guarantees finite, and the evaluator never checkpoints a
 // diverged state: the newest checkpoint is the last good one.
 //

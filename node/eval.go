@@ -209,7 +209,7 @@ func finiteFloat(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // their parameters (the FSM keeps them finite) and the evaluator never
 // checkpoints a diverged state, so the newest checkpoint in
 // --checkpoint-dir is the last good one to restart from (--init-from),
-// with a smaller --lr. The node's phase becomes "stopped" and /status
+// with a smaller --lr. The node's phase becomes "diverged" and /status
 // says why (Stopped).
 func (n *Node) diverged(w trainer, what string) {
 	reason := "the job diverged: " + what + "; " +
@@ -219,7 +219,7 @@ func (n *Node) diverged(w trainer, what string) {
 	if n.stopped == "" {
 		n.stopped = reason
 		if n.phase == "training" {
-			n.phase = "stopped"
+			n.phase = "diverged"
 		}
 	}
 	n.mu.Unlock()

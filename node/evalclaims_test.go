@@ -110,7 +110,7 @@ func TestDivergedClaimSeenHereStops(t *testing.T) {
 	n.claims.check = func(context.Context) (bool, string, error) { return true, "parameter 3 is NaN", nil }
 	n.receiveEval(context.Background(), "a", EvalResult{Accuracy: 0.1, Loss: math.NaN(), Seq: 20, By: "a", Diverged: true})
 	n.wg.Wait()
-	if *halted != 1 || n.phase != "stopped" || !strings.Contains(n.stopped, "parameter 3 is NaN") || !strings.Contains(n.stopped, "the job diverged") {
+	if *halted != 1 || n.phase != "diverged" || !strings.Contains(n.stopped, "parameter 3 is NaN") || !strings.Contains(n.stopped, "the job diverged") {
 		t.Fatalf("halted %d, phase %q, stopped %q", *halted, n.phase, n.stopped)
 	}
 	t.Logf("stopped: %s", n.stopped)

@@ -19,7 +19,8 @@ type Status struct {
 	Now     time.Time `json:"now"`
 	// Phase is starting, joining, training (up, with a worker), hosting
 	// (up, hosting its shards without a worker: --train=false), leaving or
-	// stopped (it stopped training: Stopped says why).
+	// stopped; diverged while it hosts its shards after its worker stopped
+	// on the job's divergence (Stopped says why).
 	Phase string `json:"phase"`
 	// Stopped says why this node stopped training (the job diverged, as
 	// the node saw itself); empty while it trains.
@@ -120,7 +121,8 @@ type TransportStatus struct {
 
 // Up reports whether the node is up: joined, the spec adopted and the
 // replicas started (phase training, hosting for a node that does not
-// train, or stopped: it still hosts its shards after its worker stopped).
+// train, or diverged: it still hosts its shards after its worker stopped
+// on the job's divergence).
 func (s Status) Up() bool {
-	return s.Phase == "training" || s.Phase == "hosting" || s.Phase == "stopped"
+	return s.Phase == "training" || s.Phase == "hosting" || s.Phase == "diverged"
 }
