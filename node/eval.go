@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"dsspmesh/mesh"
@@ -61,19 +60,6 @@ func (n *Node) keepEval(e EvalResult) {
 // counts, each an int64 the FSM keeps in its domain, so a Seq beyond
 // MaxInt64 is no state of the parameters.
 const maxEvalSeq = math.MaxInt64
-
-// evalClaims counts the evaluations received from peers that were not
-// taken, and limits the WARN lines they cause.
-type evalClaims struct {
-	mu        sync.Mutex
-	dropped   uint64
-	warned    time.Time
-	checking  bool      // a divergence check runs
-	checkedAt time.Time // when the last one started
-	// check reads the parameters and says whether they diverged (nil:
-	// checkParameters); a field only for tests.
-	check func(ctx context.Context) (bool, string, error)
-}
 
 // evalWarnEvery limits the WARN lines of dropped evaluations and ignored
 // divergence claims to one per this interval (the rest are counted).

@@ -87,3 +87,16 @@ func (n *Node) isMember(id mesh.NodeID) bool {
 	}
 	return false
 }
+
+// evalClaims counts the evaluations received from peers that were not
+// taken, and limits the WARN lines they cause.
+type evalClaims struct {
+	mu        sync.Mutex
+	dropped   uint64
+	warned    time.Time
+	checking  bool      // a divergence check runs
+	checkedAt time.Time // when the last one started
+	// check reads the parameters and says whether they diverged (nil:
+	// checkParameters); a field only for tests.
+	check func(ctx context.Context) (bool, string, error)
+}
