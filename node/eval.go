@@ -56,6 +56,26 @@ func (n *Node) keepEval(e EvalResult) {
 	}
 }
 
+// seqSlack is how many pushes of the job's largest an honest evaluation's
+// Seq may run ahead of twice the samples the replicas here count, per shard.
+const seqSlack = 4096
+
+// seqBound is the largest Seq an honest evaluation can carry as this node
+// sees the shards (shards.Manager.SeqBound); ok is false when it cannot
+// say (no replica here yet).
+func (n *Node) seqBound() (uint64, bool) {
+	if b := n.claims.bound; b != nil {
+		return b()
+	}
+	n.mu.RLock()
+	sh := n.shards
+	n.mu.RUnlock()
+	if sh == nil {
+		return 0, false
+	}
+	return sh.SeqBound(seqSlack)
+}
+
 // maxEvalSeq bounds an evaluation's Seq: the sum of the shards' sample
 // counts, each an int64 the FSM keeps in its domain, so a Seq beyond
 // MaxInt64 is no state of the parameters.
@@ -68,10 +88,12 @@ const evalWarnEvery = 10 * time.Second
 // receiveEval judges an evaluation that peer sent over the control
 // channel (peer is the authenticated stream's node id). It is taken only
 // from the member this node's own view designates as evaluator, and only
-// with a Seq in the domain; anything else is dropped, counted and logged
+// with a Seq in the domain (at most MaxInt64, and at most seqBound: a Seq
+// far ahead of the samples the shards here count cannot pin the
+// evaluation shown); anything else is dropped, counted and logged
 // at WARN (rate-limited), and the error says why. A diverged claim does not
 // stop this node's worker by itself: the node reads the parameters and
-// checks them (checkDiverged).
+// checks them (checkDiverged); the claim is shown only once confirmed.
 func (n *Node) receiveEval(ctx context.Context, peer mesh.NodeID, e EvalResult) error {
 	var why string
 	switch ev := n.evaluator(); {
@@ -81,6 +103,10 @@ func (n *Node) receiveEval(ctx context.Context, peer mesh.NodeID, e EvalResult) 
 		why = fmt.Sprintf("eval from %q, not the evaluator (%q)", peer, ev)
 	case e.Seq > maxEvalSeq:
 		why = fmt.Sprintf("eval from %q with sequence %d beyond any state of the parameters", peer, e.Seq)
+	default:
+		if bound, ok := n.seqBound(); ok && e.Seq > bound {
+			why = fmt.Sprintf("eval from %q with sequence %d far ahead of the samples the shards here count (at most %d)", peer, e.Seq, bound)
+		}
 	}
 	if why != "" {
 		n.warnClaim("evaluation dropped", "reason", why)
@@ -90,8 +116,7 @@ func (n *Node) receiveEval(ctx context.Context, peer mesh.NodeID, e EvalResult) 
 		n.setEval(e)
 		return nil
 	}
-	n.keepEval(e)
-	n.checkDiverged(ctx, e)
+	n.checkDiverged(ctx, e) // kept once confirmed
 	return nil
 }
 
@@ -157,6 +182,7 @@ func (n *Node) checkDiverged(ctx context.Context, e EvalResult) {
 		case !bad:
 			n.warnClaim("divergence claim ignored: the parameters read here are finite and evaluate to a finite loss; training goes on", "by", e.By, "seq", e.Seq)
 		default:
+			n.keepEval(e)
 			n.diverged(w, fmt.Sprintf("%s claimed it at sequence %d and this node saw it itself: %s", e.By, e.Seq, what))
 		}
 	}()

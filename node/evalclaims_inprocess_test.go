@@ -29,7 +29,9 @@ type controlFrame struct {
 // diverged) is refused by name and shown nowhere; the evaluator's claim
 // that the job diverged, while the parameters are finite, is checked by
 // the receiver and ignored: its worker goes on training, its phase stays
-// training, and /status counts both claims dropped.
+// training, and /status counts the claims dropped; the evaluator's
+// evaluation with a sequence far ahead of the shards' samples is refused,
+// and its honest ones are still shown.
 func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 	rec := newRecorder()
 	m := startMesh(t, 3, 2, rec, func(i int, c *node.Config) { c.EvalEvery, c.EvalSamples = 500*time.Millisecond, 256 })
@@ -89,6 +91,9 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 	if msg := send(forger, map[string]any{"accuracy": 0.99, "loss": 0.01, "by": string(forger), "seq": uint64(math.MaxUint64), "diverged": true, "at": time.Now()}); !strings.Contains(msg, "not the evaluator") {
 		t.Fatalf("a non-evaluator's evaluation answered %q", msg)
 	}
+	if msg := send(evaluator, map[string]any{"accuracy": 0.99, "loss": 0.01, "by": string(evaluator), "seq": uint64(math.MaxInt64), "at": time.Now()}); !strings.Contains(msg, "far ahead") {
+		t.Fatalf("the evaluator's sequence far ahead answered %q", msg)
+	}
 	s, _ := status(target)
 	if msg := send(evaluator, map[string]any{"accuracy": 0.1, "loss": nil, "by": string(evaluator), "seq": s.Eval.Seq + 1, "diverged": true, "at": time.Now()}); msg != "" {
 		t.Fatalf("the evaluator's claim answered %q", msg)
@@ -105,15 +110,25 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 		if s.Worker.Stopped != "" || s.Phase != "training" || s.Stopped != "" {
 			t.Fatalf("training stopped on a claim: phase %q, stopped %q, worker %q", s.Phase, s.Stopped, s.Worker.Stopped)
 		}
-		if s.EvalClaimsDropped < 2 {
+		if s.EvalClaimsDropped < 3 {
 			iter = s.Worker.Iter
 			return false
 		}
 		return s.Worker.Iter >= iter+5
 	})
 	for id := range httpOf {
-		if s, ok := status(id); ok && s.Eval != nil && s.Eval.Seq == math.MaxUint64 {
+		if s, ok := status(id); ok && s.Eval != nil && (s.Eval.Seq == math.MaxUint64 || s.Eval.Seq == math.MaxInt64) {
 			t.Fatalf("%s shows the forged sequence: %+v", id, s.Eval)
 		}
+	}
+	// The evaluator's honest evaluations are still taken: the one shown
+	// moves on, and no more claims are dropped.
+	seq := s.Eval.Seq
+	rec.wait(t, "a newer honest evaluation shown on the target", func() bool {
+		s, ok := status(target)
+		return ok && s.Eval != nil && s.Eval.By == string(evaluator) && s.Eval.Seq > seq+1 && !s.Eval.Diverged
+	})
+	if s, _ := status(target); s.EvalClaimsDropped != 3 {
+		t.Fatalf("%d claims dropped, want the 3 sent", s.EvalClaimsDropped)
 	}
 }

@@ -86,6 +86,21 @@ func TestEvalMaxUint64SeqDoesNotPin(t *testing.T) {
 	}
 }
 
+// TestEvalSeqFarAheadDropped: the evaluator's own evaluation with a
+// sequence beyond what the shards here count is dropped; the next one in
+// bounds is shown.
+func TestEvalSeqFarAheadDropped(t *testing.T) {
+	n, _ := claimNode(t)
+	n.claims.bound = func() (uint64, bool) { return 1000, true }
+	ctx := context.Background()
+	if err := n.receiveEval(ctx, "a", EvalResult{Accuracy: 0.99, Seq: 5000, By: "a"}); err == nil || n.eval != nil {
+		t.Fatalf("a sequence far ahead was taken: %v, shown %+v", err, n.eval)
+	}
+	if err := n.receiveEval(ctx, "a", EvalResult{Accuracy: 0.5, Seq: 900, By: "a"}); err != nil || n.eval == nil || n.eval.Accuracy != 0.5 {
+		t.Fatalf("in bounds: %v, shown %+v", err, n.eval)
+	}
+}
+
 // TestDivergedClaimWithFiniteParametersDoesNotStop: the evaluator's claim
 // that the job diverged stops this node's worker only when the check of
 // the parameters here sees it too.
@@ -100,6 +115,9 @@ func TestDivergedClaimWithFiniteParametersDoesNotStop(t *testing.T) {
 	}
 	if checks != 1 {
 		t.Fatalf("checked %d times", checks)
+	}
+	if n.eval != nil {
+		t.Fatalf("an unconfirmed divergence is shown: %+v", n.eval)
 	}
 }
 

@@ -99,4 +99,6 @@ type evalClaims struct {
 	// check reads the parameters and says whether they diverged (nil:
 	// checkParameters); a field only for tests.
 	check func(ctx context.Context) (bool, string, error)
+	// bound replaces seqBound's answer; a field only for tests.
+	bound func() (uint64, bool)
 }
