@@ -69,15 +69,8 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 					var e EvalResult
 					if err := json.Unmarshal(req.Eval, &e); err != nil {
 						rep.Err = "bad eval"
-					} else if e.By != string(s.Peer()) {
-						// Every peer acts only as itself.
-						rep.Err = fmt.Sprintf("eval by %q sent by %q", e.By, s.Peer())
-					} else if !n.isMember(s.Peer()) {
-						// And only a member's evaluation (one that can stop
-						// the workers when it diverged) is taken.
-						rep.Err = fmt.Sprintf("eval from %q, not a member", s.Peer())
-					} else {
-						n.setEval(e)
+					} else if err := n.receiveEval(ctx, s.Peer(), e); err != nil {
+						rep.Err = err.Error()
 					}
 				case "view":
 					payload, _ = status.MarshalFinite(n.localView())

@@ -66,9 +66,12 @@
 //
 // The evaluation room (node/eval) reads model snapshots, serves
 // GET /model.safetensors, and on the evaluator evaluates and checkpoints;
-// the node keeps the evaluation it holds ([EvalResult], ordered by Seq)
-// and sends the evaluator's to every member over the control channel,
-// which also carries the evaluated model to a node asked for it that is
+// the node keeps the evaluation it holds ([EvalResult], ordered by Seq
+// per evaluator) and sends the evaluator's to every member over the
+// control channel; a receiver takes one only from the member its own view
+// designates as evaluator (the authenticated peer), with a Seq in the
+// parameters' domain, and drops, counts and logs any other. The channel
+// also carries the evaluated model to a node asked for it that is
 // not the evaluator (control op "evaluated", node/eval's forward.go).
 // --init-from FILE (a job flag) makes a bootstrapping node propose the
 // file's parameters as every shard's Init; the assembler reads the file
@@ -83,9 +86,12 @@
 // replaced by the worker (node/worker). Shard leaders count refusals per
 // worker (Status.Refusals, with the repeat offenders, and
 // dssp_shard_gradients_refused_total). A non-finite
-// loss at evaluation marks the evaluation Diverged; every node that
-// receives it stops its worker with a message saying so (LocalWorker.Stopped)
-// rather than train on garbage. The shards keep their last parameters,
+// loss at evaluation marks the evaluation Diverged; the evaluator stops its
+// worker with a message saying so (LocalWorker.Stopped) rather than train
+// on garbage, and every node that receives the claim reads the parameters
+// and evaluates them itself (eval.go: checkDiverged), stopping its worker
+// only if it sees a non-finite value or loss too; a node that stopped says
+// why (phase diverged, Status.Stopped). The shards keep their last parameters,
 // which the FSM guarantees finite, and the evaluator never checkpoints a
 // diverged state: the newest checkpoint is the last good one.
 //

@@ -40,6 +40,9 @@ last answered it; "-" until it has.`,
 				return enc.Encode(s)
 			}
 			fmt.Fprintf(out, "node %s (%s)  policy %s  gossip %s  quic %s  evaluator %s\n", s.Node, role(s.Phase), s.Policy, s.Gossip, s.QUIC, s.Evaluator)
+			if s.Stopped != "" {
+				fmt.Fprintf(out, "STOPPED: %s\n", s.Stopped)
+			}
 			if s.Eval != nil {
 				fmt.Fprintf(out, "test accuracy %.2f%%  loss %.4f  (%d samples, by %s, %s ago)\n",
 					100*s.Eval.Accuracy, s.Eval.Loss, s.Eval.Samples, s.Eval.By, s.Now.Sub(s.Eval.At).Round(time.Second))

@@ -633,3 +633,26 @@ func (m *Manager) DataPath() (replicated, logWrites uint64) {
 	}
 	return replicated, logWrites
 }
+
+// SeqBound bounds the Seq of an honest evaluation (the sum of every
+// shard's sample count) from the replicas this node hosts: the shard count
+// times twice the largest sample count among them plus slack pushes of
+// the job's largest, so a replica a little behind its leader, and shards
+// whose counts differ by refused pushes, stay inside. ok is false while
+// this node hosts no initialised replica.
+func (m *Manager) SeqBound(slack int64) (bound uint64, ok bool) {
+	var most, perPush int64
+	for _, rep := range m.all() {
+		rs := rep.Status()
+		if !rs.Initialized {
+			continue
+		}
+		ok = true
+		most, perPush = max(most, rs.Samples), max(perPush, rs.Spec.MaxPushSamples())
+	}
+	if !ok {
+		return 0, false
+	}
+	per := uint64(max(most, 0))*2 + uint64(perPush)*uint64(slack)
+	return per * uint64(len(m.bounds)), true
+}

@@ -19,11 +19,20 @@ type Status struct {
 	Now     time.Time `json:"now"`
 	// Phase is starting, joining, training (up, with a worker), hosting
 	// (up, hosting its shards without a worker: --train=false), leaving or
-	// stopped.
-	Phase   string         `json:"phase"`
-	Spec    *job.Spec      `json:"spec,omitempty"`
-	Policy  string         `json:"policy,omitempty"`
-	Members []MemberStatus `json:"members"`
+	// stopped; diverged while it hosts its shards after its worker stopped
+	// on the job's divergence (Stopped says why).
+	Phase string `json:"phase"`
+	// Stopped says why this node stopped training (the job diverged, as
+	// the node saw itself); empty while it trains.
+	Stopped string `json:"stopped,omitempty"`
+	// EvalClaimsDropped counts the evaluations received from peers that
+	// were not acted on: from a member that is not the evaluator, with a
+	// sequence out of the parameters' domain, or a divergence claim this
+	// node's own check of the parameters did not confirm.
+	EvalClaimsDropped uint64         `json:"eval_claims_dropped,omitempty"`
+	Spec              *job.Spec      `json:"spec,omitempty"`
+	Policy            string         `json:"policy,omitempty"`
+	Members           []MemberStatus `json:"members"`
 	// Shards lists every shard of the job. Those this node hosts are
 	// described by its own replica; the others by the freshest answer of a
 	// member that hosts one (From, AgeSeconds), so any node shows the whole
@@ -111,6 +120,9 @@ type TransportStatus struct {
 }
 
 // Up reports whether the node is up: joined, the spec adopted and the
-// replicas started (phase training, or hosting for a node that does not
-// train).
-func (s Status) Up() bool { return s.Phase == "training" || s.Phase == "hosting" }
+// replicas started (phase training, hosting for a node that does not
+// train, or diverged: it still hosts its shards after its worker stopped
+// on the job's divergence).
+func (s Status) Up() bool {
+	return s.Phase == "training" || s.Phase == "hosting" || s.Phase == "diverged"
+}
