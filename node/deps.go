@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/datadir"
 	"dsspmesh/node/shards"
 )
 
@@ -48,3 +49,13 @@ type (
 	Replica      = shards.Replica
 	ReplicaHooks = shards.ReplicaHooks
 )
+
+// DataDir is a node's folder (node/datadir), named here for the callers
+// of node.
+type DataDir = datadir.Dir
+
+// OpenDataDir is [datadir.Open].
+func OpenDataDir(path string) (*DataDir, error) { return datadir.Open(path) }
+
+// KeyFingerprint is [datadir.KeyFingerprint].
+var KeyFingerprint = datadir.KeyFingerprint

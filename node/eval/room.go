@@ -3,6 +3,8 @@ package eval
 import (
 	"context"
 	"errors"
+	"net/http"
+	"time"
 
 	"dsspmesh/shardapi"
 )
@@ -53,4 +55,12 @@ func (r *Room) ReadVersions(ctx context.Context, source string, into []float32) 
 		return nil, nil, errors.New("the node has not joined the mesh's shards yet")
 	}
 	return r.reader.read(ctx, r.d, job, source, into)
+}
+
+// setWriteDeadline gives the response w of size bytes its write deadline
+// (ExportLimits): a client that does not read is cut, and the snapshot or
+// file the response holds freed. Not every ResponseWriter has deadlines
+// (a test's recorder): then none is set.
+func (rm *Room) setWriteDeadline(w http.ResponseWriter, size int64) {
+	http.NewResponseController(w).SetWriteDeadline(rm.export.deadline(time.Now(), size))
 }

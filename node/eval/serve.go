@@ -123,14 +123,6 @@ func (rm *Room) serveFile(w http.ResponseWriter, r *http.Request, path string) {
 	http.ServeContent(w, r, "", st.ModTime(), f)
 }
 
-// setWriteDeadline gives the response w of size bytes its write deadline
-// (ExportLimits): a client that does not read is cut, and the snapshot or
-// file the response holds freed. Not every ResponseWriter has deadlines
-// (a test's recorder): then none is set.
-func (rm *Room) setWriteDeadline(w http.ResponseWriter, size int64) {
-	http.NewResponseController(w).SetWriteDeadline(rm.export.deadline(time.Now(), size))
-}
-
 // WithModel adds GET /model.safetensors to h.
 func WithModel(h http.Handler, serve http.HandlerFunc) http.Handler {
 	mux := http.NewServeMux()

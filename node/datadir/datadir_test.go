@@ -1,4 +1,4 @@
-package node
+package datadir
 
 import (
 	"os"
@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/job"
 )
 
 func TestDataDirKeepsIDSpecAndPeers(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	d, err := OpenDataDir(dir)
+	d, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +20,7 @@ func TestDataDirKeepsIDSpecAndPeers(t *testing.T) {
 	if _, ok, err := d.Spec(); ok || err != nil {
 		t.Fatalf("fresh dir has a spec: %v %v", ok, err)
 	}
-	spec := DefaultJobSpec()
+	spec := job.DefaultSpec()
 	spec.Paradigm = "ssp"
 	if err := d.SetSpec(spec); err != nil {
 		t.Fatal(err)
@@ -27,11 +28,11 @@ func TestDataDirKeepsIDSpecAndPeers(t *testing.T) {
 	if err := d.SetPeers([]string{"127.0.0.1:1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenDataDir(dir); err == nil || !strings.Contains(err.Error(), "in use by another dssp node") {
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "in use by another dssp node") {
 		t.Fatalf("second open of a locked dir: %v", err)
 	}
 	d.Close()
-	d2, err := OpenDataDir(dir)
+	d2, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,16 +49,16 @@ func TestDataDirKeepsIDSpecAndPeers(t *testing.T) {
 func TestDataDirErrorsNameTheFolder(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o600)
-	if _, err := OpenDataDir(file); err == nil || !strings.Contains(err.Error(), file+" is not a directory") {
+	if _, err := Open(file); err == nil || !strings.Contains(err.Error(), file+" is not a directory") {
 		t.Fatalf("file as data dir: %v", err)
 	}
 	under := filepath.Join(file, "sub")
-	if _, err := OpenDataDir(under); err == nil || !strings.Contains(err.Error(), under) || strings.Count(err.Error(), "\n") > 0 {
+	if _, err := Open(under); err == nil || !strings.Contains(err.Error(), under) || strings.Count(err.Error(), "\n") > 0 {
 		t.Fatalf("data dir under a file: %v", err)
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, idFile), []byte("bad id!\n"), 0o600)
-	if _, err := OpenDataDir(dir); err == nil || !strings.Contains(err.Error(), "bad node id") {
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "bad node id") {
 		t.Fatalf("corrupt id: %v", err)
 	}
 }
@@ -67,7 +68,7 @@ func TestDataDirErrorsNameTheFolder(t *testing.T) {
 // written by an older build — passes and gets it; --insecure (no key)
 // neither checks nor records.
 func TestDataDirRecordsTheMeshKey(t *testing.T) {
-	d, err := OpenDataDir(t.TempDir())
+	d, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

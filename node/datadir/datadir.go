@@ -1,4 +1,4 @@
-package node
+package datadir
 
 import (
 	"crypto/rand"
@@ -14,17 +14,18 @@ import (
 	"syscall"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/job"
 )
 
-// DataDir is a node's folder: its id (kept for life, so a restarted node is
+// Dir is a node's folder: its id (kept for life, so a restarted node is
 // the same member, worker and Raft voter), the job spec it trains, the gossip
 // addresses of peers last seen (seeds for a restart without --join), and the
 // Raft state of its shards (raftstore.ShardDir). An exclusive lock keeps a
 // second process off the same folder. It also records a fingerprint of the
 // mesh key it was started with (never the key): a start with another key is
-// refused by name ([DataDir.CheckKey]) instead of sitting in joining while
+// refused by name ([Dir.CheckKey]) instead of sitting in joining while
 // every peer's gossip fails to decrypt.
-type DataDir struct {
+type Dir struct {
 	Path string
 	ID   mesh.NodeID
 	// Key is the fingerprint of this start's mesh key ([KeyFingerprint]);
@@ -51,9 +52,9 @@ func KeyFingerprint(k mesh.MeshKey) string {
 // CheckKey refuses a start whose mesh key (d.Key) is not the one the data
 // dir recorded: its peers could not read its gossip nor it theirs, and its
 // shards' Raft state belongs to the other mesh. A data dir with no record
-// (fresh, or written by a build that kept none) passes; [DataDir.RecordKey]
+// (fresh, or written by a build that kept none) passes; [Dir.RecordKey]
 // writes the record once the start has succeeded.
-func (d *DataDir) CheckKey() error {
+func (d *Dir) CheckKey() error {
 	if d.Key == "" {
 		return nil
 	}
@@ -73,7 +74,7 @@ func (d *DataDir) CheckKey() error {
 
 // RecordKey writes d.Key's fingerprint unless the data dir already holds
 // it; wrote reports whether it did.
-func (d *DataDir) RecordKey() (wrote bool, err error) {
+func (d *Dir) RecordKey() (wrote bool, err error) {
 	if d.Key == "" {
 		return false, nil
 	}
@@ -83,9 +84,9 @@ func (d *DataDir) RecordKey() (wrote bool, err error) {
 	return true, d.writeFile(keyFile, []byte(d.Key+"\n"))
 }
 
-// OpenDataDir creates path if needed, checks it is a writable folder, locks
+// Open creates path if needed, checks it is a writable folder, locks
 // it, and reads or creates the node id. Every error names the folder.
-func OpenDataDir(path string) (*DataDir, error) {
+func Open(path string) (*Dir, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", path, err)
@@ -113,7 +114,7 @@ func OpenDataDir(path string) (*DataDir, error) {
 		lock.Close()
 		return nil, fmt.Errorf("data dir %s is in use by another dssp node", abs)
 	}
-	d := &DataDir{Path: abs, lock: lock}
+	d := &Dir{Path: abs, lock: lock}
 	if d.ID, err = d.loadOrCreateID(); err != nil {
 		d.Close()
 		return nil, err
@@ -122,7 +123,7 @@ func OpenDataDir(path string) (*DataDir, error) {
 }
 
 // Close releases the lock.
-func (d *DataDir) Close() error {
+func (d *Dir) Close() error {
 	if d.lock == nil {
 		return nil
 	}
@@ -131,7 +132,7 @@ func (d *DataDir) Close() error {
 	return err
 }
 
-func (d *DataDir) loadOrCreateID() (mesh.NodeID, error) {
+func (d *Dir) loadOrCreateID() (mesh.NodeID, error) {
 	b, err := os.ReadFile(filepath.Join(d.Path, idFile))
 	if err == nil {
 		id := mesh.NodeID(strings.TrimSpace(string(b)))
@@ -156,24 +157,24 @@ func (d *DataDir) loadOrCreateID() (mesh.NodeID, error) {
 
 // Spec returns the persisted job spec; ok is false when there is none yet
 // (a node that never trained).
-func (d *DataDir) Spec() (spec JobSpec, ok bool, err error) {
+func (d *Dir) Spec() (spec job.Spec, ok bool, err error) {
 	b, err := os.ReadFile(filepath.Join(d.Path, specFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return JobSpec{}, false, nil
+		return job.Spec{}, false, nil
 	}
 	if err != nil {
-		return JobSpec{}, false, fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
+		return job.Spec{}, false, fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
 	}
-	spec, err = UnmarshalSpec(b)
+	spec, err = job.Unmarshal(b)
 	if err != nil {
-		return JobSpec{}, false, fmt.Errorf("data dir %s: %s: %w", d.Path, specFile, err)
+		return job.Spec{}, false, fmt.Errorf("data dir %s: %s: %w", d.Path, specFile, err)
 	}
 	return spec, true, nil
 }
 
 // SetSpec persists the job spec.
-func (d *DataDir) SetSpec(s JobSpec) error {
-	b, err := MarshalSpec(s)
+func (d *Dir) SetSpec(s job.Spec) error {
+	b, err := job.Marshal(s)
 	if err != nil {
 		return err
 	}
@@ -181,7 +182,7 @@ func (d *DataDir) SetSpec(s JobSpec) error {
 }
 
 // Peers returns the gossip addresses last persisted (nil if none).
-func (d *DataDir) Peers() []string {
+func (d *Dir) Peers() []string {
 	b, err := os.ReadFile(filepath.Join(d.Path, peersFile))
 	if err != nil {
 		return nil
@@ -194,7 +195,7 @@ func (d *DataDir) Peers() []string {
 }
 
 // SetPeers persists the gossip addresses of the other live members.
-func (d *DataDir) SetPeers(peers []string) error {
+func (d *Dir) SetPeers(peers []string) error {
 	b, err := json.Marshal(peers)
 	if err != nil {
 		return err
@@ -204,7 +205,7 @@ func (d *DataDir) SetPeers(peers []string) error {
 
 // writeFile replaces name atomically: a crash leaves the old or the new
 // content, never a torn file.
-func (d *DataDir) writeFile(name string, b []byte) error {
+func (d *Dir) writeFile(name string, b []byte) error {
 	tmp, err := os.CreateTemp(d.Path, "."+name+".*")
 	if err != nil {
 		return fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
