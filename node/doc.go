@@ -1,5 +1,4 @@
-// Package node is one dssp process: its configuration, data directory and
-// job spec; its lifecycle (bootstrap a mesh or join one by seed, leave
+// Package node is one dssp process: its configuration and job spec; its lifecycle (bootstrap a mesh or join one by seed, leave
 // gracefully, recover after a crash) and the control channel. It starts
 // and stops four rooms below it, each built from an explicit Deps and
 // none holding the Node: node/worker (the worker loop), node/shards (the
@@ -7,8 +6,9 @@
 // node shows: /status, /metrics, the dashboard, events, the mesh view,
 // the debug history) and node/eval (model snapshots, the evaluation,
 // checkpoints), with the records they share in node/records and the job
-// spec in node/job (node keeps aliases such as [JobSpec] and [Status] for
-// its callers). No room imports node or another room (repo_test.go's
+// spec in node/job; joining through seeds is node/join and the data
+// directory node/datadir (node keeps aliases such as [JobSpec], [Status]
+// and [DataDir] for its callers). No room imports node or another room (repo_test.go's
 // mayImport), and inside node and each room no file-to-file arrow goes
 // back up (rooms_test.go).
 //
