@@ -127,7 +127,7 @@ func (n *Node) warnClaim(msg string, args ...any) {
 	c.mu.Lock()
 	c.dropped++
 	dropped := c.dropped
-	now := time.Now()
+	now := n.now()
 	warn := now.Sub(c.warned) >= evalWarnEvery
 	if warn {
 		c.warned = now
@@ -158,7 +158,7 @@ func (n *Node) checkDiverged(ctx context.Context, e EvalResult) {
 	}
 	c := &n.claims
 	c.mu.Lock()
-	now := time.Now()
+	now := n.now()
 	if c.checking || !c.checkedAt.IsZero() && now.Sub(c.checkedAt) < evalWarnEvery {
 		c.mu.Unlock()
 		return

@@ -12,7 +12,7 @@ import (
 // hour ahead does not freeze the one shown; a newer state of the
 // parameters (larger Seq) replaces it whatever its time says.
 func TestEvalOrderedBySequenceNotClock(t *testing.T) {
-	n := &Node{}
+	n := &Node{now: time.Now}
 	now := time.Unix(1000, 0)
 	n.setEval(EvalResult{Accuracy: 0.5, Seq: 100, At: now, By: "a"})
 	n.setEval(EvalResult{Accuracy: 0.4, Seq: 50, At: now.Add(time.Hour), By: "a"})
@@ -31,7 +31,7 @@ func TestEvalOrderedBySequenceNotClock(t *testing.T) {
 // TestDivergedEvaluationStopsTheWorker: a non-finite loss at evaluation
 // stops this node's worker with a message that says so, once.
 func TestDivergedEvaluationStopsTheWorker(t *testing.T) {
-	n := &Node{log: slog.New(slog.DiscardHandler)}
+	n := &Node{now: time.Now, log: slog.New(slog.DiscardHandler)}
 	halted := 0
 	n.worker = &stopWorker{halted: &halted}
 	n.setEval(EvalResult{Accuracy: 0.9, Seq: 10, By: "a"})

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"dsspmesh/mesh"
 )
@@ -25,7 +26,7 @@ func claimNode(t *testing.T) (*Node, *int) {
 	m := func(id string, trains bool) mesh.Member {
 		return mesh.Member{Meta: mesh.Meta{ID: mesh.NodeID(id), Trains: trains}}
 	}
-	n := &Node{id: "c", log: slog.New(slog.DiscardHandler), members: fixedMembers{ms: []mesh.Member{m("a", true), m("b", true), m("c", true)}}, phase: "training"}
+	n := &Node{id: "c", now: time.Now, log: slog.New(slog.DiscardHandler), members: fixedMembers{ms: []mesh.Member{m("a", true), m("b", true), m("c", true)}}, phase: "training"}
 	halted := 0
 	n.worker = &stopWorker{halted: &halted}
 	if ev := n.evaluator(); ev != "a" {
