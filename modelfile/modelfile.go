@@ -463,3 +463,19 @@ func Finite(theta []float32) bool {
 	}
 	return true
 }
+
+// CheckFinite names the first tensor of layout whose parameters in theta
+// hold a NaN or an infinity; nil when every value is finite.
+func CheckFinite(layout cudaops.Layout, theta []float32) error {
+	if Finite(theta) {
+		return nil
+	}
+	for _, r := range layout {
+		for i, v := range theta[r.Offset : r.Offset+r.Size()] {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("tensor %s holds %v at index %d; every parameter must be finite", r.Name, v, i)
+			}
+		}
+	}
+	return errors.New("a parameter is not finite")
+}

@@ -24,8 +24,8 @@ func LoadInitFrom(spec JobSpec) ([]float32, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--init-from: %w", err)
 	}
-	if !modelfile.Finite(theta) {
-		return nil, fmt.Errorf("--init-from %s: parameters are not finite", spec.InitFrom)
+	if err := modelfile.CheckFinite(m.Layout(), theta); err != nil {
+		return nil, fmt.Errorf("--init-from %s: %w", spec.InitFrom, err)
 	}
 	return theta, nil
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,7 +68,7 @@ func newTrainCmd() *cobra.Command {
 				if cfg.Init, _, err = modelfile.LoadParams(initFrom, m); err != nil {
 					return fmt.Errorf("--init-from: %w", err)
 				}
-				if err := checkFinite(m.Layout(), cfg.Init); err != nil {
+				if err := modelfile.CheckFinite(m.Layout(), cfg.Init); err != nil {
 					return fmt.Errorf("--init-from %s: %w", initFrom, err)
 				}
 			}
@@ -182,22 +180,6 @@ func checkFloat32(flag string, v float64) error {
 // checkMomentum refuses a --momentum outside [0, 1), or one that float32
 // rounds to 1: [job.CheckMomentum], the check of dssp node's job spec.
 var checkMomentum = job.CheckMomentum
-
-// checkFinite names the first tensor of layout whose parameters in theta
-// hold a NaN or an infinity.
-func checkFinite(layout cudaops.Layout, theta []float32) error {
-	if modelfile.Finite(theta) {
-		return nil
-	}
-	for _, r := range layout {
-		for i, v := range theta[r.Offset : r.Offset+r.Size()] {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("tensor %s holds %v at index %d; every parameter must be finite", r.Name, v, i)
-			}
-		}
-	}
-	return errors.New("a parameter is not finite")
-}
 
 // checkWritableFile refuses, before any work, a --flag path that cannot be
 // written: a folder, or a file in a folder that is missing or not writable
