@@ -120,7 +120,12 @@ var toPeer = map[string]bool{
 //     closed in order (mesh.Orderly: the peer or this node shut down), for
 //     this node's raft transport shutting down (raft.ErrTransportShutdown:
 //     a graceful stop), or for a peer's connection reset by its restart
-//     (mesh.PeerRestarted): debug.
+//     (mesh.PeerRestarted): debug; for a connection that went silent
+//     (mesh.Unreachable: the peer was killed or cut off, and the member's
+//     failure is logged as an event): warn.
+//   - "peer has newer term, stopping replication" (this leader learned of
+//     a later term and steps down; the node logs the new leader as an
+//     event): info.
 //   - "failed to contact" a peer for less than contactWarnAfter (raft
 //     warns from its lease, 250 ms in our shards, to three leases; a busy
 //     host's pause trips it, a dead peer's silence grows past
@@ -148,6 +153,10 @@ func RecordLevel(level hclog.Level, msg string, args []any) slog.Level {
 		return slog.LevelDebug
 	case level == hclog.Error && msg == "failed to decode incoming command" && incomingEnded(argErr(args)):
 		return slog.LevelDebug
+	case level == hclog.Error && msg == "failed to decode incoming command" && mesh.Unreachable(cause(argErr(args))):
+		return slog.LevelWarn
+	case level == hclog.Error && msg == "peer has newer term, stopping replication":
+		return slog.LevelInfo
 	case level == hclog.Warn && msg == "failed to contact" && argDuration(args, "time") < contactWarnAfter:
 		return slog.LevelDebug
 	case level == hclog.Error && toPeer[msg]:

@@ -84,6 +84,8 @@ func TestRecordLevel(t *testing.T) {
 	notFound := raft.ErrLogNotFound
 	restarted := &quic.StatelessResetError{}
 	noListener := &quic.StreamError{StreamID: 8, ErrorCode: 2, Remote: true} // mesh's codeNoListener
+	// A command read from a killed peer's connection until it idled out.
+	silent := codec.NewDecoder(streamReader{&quic.IdleTimeoutError{}}, &codec.MsgpackHandle{}).Decode(&v)
 	// A heartbeat's reply read from a stream the restarted peer refused.
 	refusedRead := codec.NewDecoder(streamReader{noListener}, &codec.MsgpackHandle{}).Decode(&v)
 
@@ -127,6 +129,8 @@ func TestRecordLevel(t *testing.T) {
 		{hclog.Error, "failed to appendEntries to", []any{"peer", "n2", "error", io.EOF}, D},
 		{hclog.Error, "failed to heartbeat to", []any{"peer", "n2", "error", codec.NewDecoder(bytes.NewReader([]byte{0x92}), &codec.MsgpackHandle{}).Decode(&v)}, D},
 		{hclog.Warn, "failed to contact", []any{"server-id", "n2", "time", 295 * time.Millisecond}, D},
+		{hclog.Error, "failed to decode incoming command", []any{"error", silent}, W},
+		{hclog.Error, "peer has newer term, stopping replication", []any{"peer", "n2"}, I},
 		{hclog.Warn, "failed to contact", []any{"server-id", "n2", "time", 715 * time.Millisecond}, W},
 
 		// What an operator acts on keeps its level.
