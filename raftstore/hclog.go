@@ -267,9 +267,12 @@ func incomingEnded(err error) bool {
 }
 
 // snapshotLater reports whether a failed snapshot's error only says "not
-// now": raft retries on its own, and a shard catching up after a join, or
-// handing leadership over, logged it at error level several times a second.
+// now": raft retries on its own, and a shard catching up after a join,
+// handing leadership over, or holding log entries it cannot commit yet
+// (nothing new applied since the last snapshot: its peers stopped first)
+// logged it at error level several times a second.
 func snapshotLater(err error) bool {
 	return err != nil && (errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
+		errors.Is(err, raft.ErrNothingNewToSnapshot) ||
 		strings.HasPrefix(err.Error(), "cannot take snapshot now"))
 }

@@ -147,6 +147,7 @@ func TestRecordLevel(t *testing.T) {
 		{hclog.Error, "failed to install snapshot", []any{"error", &quic.StreamError{ErrorCode: 1, Remote: true}}, E},
 		{hclog.Error, "failed to append to logs", []any{"error", closed}, E},
 		{hclog.Error, "failed to take snapshot", []any{"error", errors.New("no space left on device")}, E},
+		{hclog.Error, "failed to take snapshot", []any{"error", raft.ErrNothingNewToSnapshot}, D},
 	} {
 		if got := RecordLevel(c.level, c.msg, c.args); got != c.want {
 			t.Errorf("%s %q %v: level %v, want %v", c.level, c.msg, c.args, got, c.want)
