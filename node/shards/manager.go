@@ -201,7 +201,10 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 		AllowRaftPeer: func(p mesh.NodeID) bool { return slices.Contains(m.placement(id), p) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("shard %d: %w", id, err)
+		if name := fmt.Sprintf("shard %d: ", id); !strings.Contains(err.Error(), name) {
+			err = fmt.Errorf("%s%w", name, err) // (raftstore's errors name it already)
+		}
+		return nil, err
 	}
 	delete(m.refused, id)
 	m.replicas[id] = rep

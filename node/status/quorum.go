@@ -87,8 +87,9 @@ func MeshTooSmall(n, r int) string {
 
 // Warnings are what an operator must act on, as s shows it: a job that
 // survives no failure (--replication 1), a mesh with fewer live members
-// than the job's replication, and every shard that lost its quorum
-// (QuorumText).
+// than the job's replication, every shard that lost its quorum
+// (QuorumText), and every replica placed here that cannot start (its
+// store damaged: the file and the remedy).
 func Warnings(s *Status) []string {
 	var out []string
 	if s.Spec != nil {
@@ -102,6 +103,9 @@ func Warnings(s *Status) []string {
 	for _, sh := range s.Shards {
 		if sh.Quorum == records.QuorumLost {
 			out = append(out, QuorumText(sh))
+		}
+		if sh.Refused != "" {
+			out = append(out, fmt.Sprintf("this node's replica of shard %d cannot start: %s", sh.ID, sh.Refused))
 		}
 	}
 	return out
