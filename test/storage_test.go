@@ -107,6 +107,27 @@ func (c *FaultCluster) startRefused(i int, s uint32, problem string, damaged []b
 	return msg
 }
 
+// sharedHashes counts the indices of shard s past after at which node
+// recorded its replica's state hash and another node did too.
+func sharedHashes(h *History, node string, s uint32, after uint64) int {
+	by := map[uint64]map[string]bool{}
+	for _, r := range h.Records {
+		if r.Kind == "apply" && r.Hash != "" && r.Shard == s && r.Index > after {
+			if by[r.Index] == nil {
+				by[r.Index] = map[string]bool{}
+			}
+			by[r.Index][r.Node] = true
+		}
+	}
+	n := 0
+	for _, nodes := range by {
+		if nodes[node] && len(nodes) > 1 {
+			n++
+		}
+	}
+	return n
+}
+
 // TestDamagedRaftDBRefusesTheStartAndTheRemedyRejoins is a damaged disk
 // end to end on a 3-node mesh that trains (every shard on every node):
 //
@@ -122,7 +143,8 @@ func (c *FaultCluster) startRefused(i int, s uint32, problem string, damaged []b
 //     starts the shard from an empty log or rolls it back.
 //
 // Every checker runs over the history: no acknowledged push lost, the
-// replicas' state hashes agree (the rejoined ones included).
+// replicas' state hashes agree, the rejoined ones' included (the test
+// waits until each has recorded one a peer recorded too).
 func TestDamagedRaftDBRefusesTheStartAndTheRemedyRejoins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test; skipped with -short")
@@ -172,6 +194,12 @@ func TestDamagedRaftDBRefusesTheStartAndTheRemedyRejoins(t *testing.T) {
 				return false
 			})
 		c.WaitProgress(fmt.Sprintf("node%d training again", step.victim), []int{step.victim}, 5, 60*time.Second)
+		// The fresh replica's state is compared with its peers' at an index
+		// past the committed state (the hash checker: equal, or a violation).
+		c.WaitFor(fmt.Sprintf("a state hash of node%d's fresh replica that a peer also recorded", step.victim), 30*time.Second, func() bool {
+			h, err := ReadHistory(c.HistoryDir)
+			return err == nil && sharedHashes(h, c.IDs[step.victim], damagedShard, before[damagedShard].applied) > 0
+		})
 		after := c.committedState()
 		for s, b := range before {
 			if a := after[s]; a.applied < b.applied || a.term < b.term {
