@@ -58,4 +58,5 @@ const (
 
 	EventQuorumLost     = records.EventQuorumLost
 	EventQuorumRegained = records.EventQuorumRegained
+	EventReplicaRefused = records.EventReplicaRefused
 )

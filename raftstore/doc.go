@@ -77,6 +77,10 @@
 // matters only if an election of the very term it voted in is still
 // under way when it comes back.
 //
+// [CheckShards] runs the same check over every shard folder of a data
+// dir without opening any: a node calls it before it starts, so one
+// damaged store refuses the node's whole start.
+//
 // A snapshot a killed process was writing stays behind as "<id>.tmp"
 // (raft renames it only once complete); Open removes such folders, which
 // raft's file store would skip with a warning on every listing.

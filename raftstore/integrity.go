@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -34,6 +35,40 @@ func (e *DamagedError) Error() string {
 	return fmt.Sprintf("raftstore: shard %d: log store %s %s; starting the replica with an empty log would forget its term and vote and could roll the shard back; "+
 		"remove %s to have this node rejoin the shard as a fresh replica that catches up from its peers (only while another replica still holds the shard)",
 		e.Shard, e.Path, e.Problem, e.Dir)
+}
+
+// CheckShards checks the log database of every shard folder under
+// dataDir (<dataDir>/shards/<id>) as Open does, without opening any, and
+// returns a *DamagedError for each missing, empty or damaged one (joined
+// with errors.Join when several are). A node calls it before it starts
+// any replica, so that one damaged store refuses the node's start rather
+// than only that shard's replica once the node already serves the others.
+// Folders whose names are not shard ids (a staging folder) are skipped; a
+// missing shards folder is no damage (a node that never hosted a shard).
+func CheckShards(dataDir string, timeout time.Duration) error {
+	root := filepath.Join(dataDir, "shards")
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("raftstore: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		id, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil || !e.IsDir() || strconv.FormatUint(id, 10) != e.Name() {
+			continue
+		}
+		if err := checkShardDir(uint32(id), filepath.Join(root, e.Name()), timeout); err != nil {
+			var de *DamagedError
+			if !errors.As(err, &de) {
+				err = fmt.Errorf("raftstore: shard %d: %w", id, err)
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // stagingSuffix names the folder a new shard folder is built in before it

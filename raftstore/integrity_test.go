@@ -315,3 +315,51 @@ func BenchmarkCheckShardDir(b *testing.B) {
 		})
 	}
 }
+
+// CheckShards reports every damaged shard folder of a data dir by name
+// (a node refuses its whole start on one), passes sound ones, and skips
+// what is not a shard folder; a data dir without shards has nothing to
+// check.
+func TestCheckShardsNamesEveryDamagedShard(t *testing.T) {
+	if err := CheckShards(t.TempDir(), time.Second); err != nil {
+		t.Fatalf("data dir without shards: %v", err)
+	}
+	dataDir, path1 := populatedShard(t, 1)
+	for _, id := range []uint32{0, 2, 12} {
+		s, err := Open(dataDir, id, DefaultConfig(), testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	if err := os.MkdirAll(ShardDir(dataDir, 5)+stagingSuffix, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckShards(dataDir, time.Second); err != nil {
+		t.Fatalf("sound shards: %v", err)
+	}
+	fi, err := os.Stat(path1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path1, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	path12 := filepath.Join(ShardDir(dataDir, 12), "raft.db")
+	if err := os.Truncate(path12, 0); err != nil {
+		t.Fatal(err)
+	}
+	err = CheckShards(dataDir, time.Second)
+	var de *DamagedError
+	if !errors.As(err, &de) {
+		t.Fatalf("CheckShards = %v, want a *DamagedError", err)
+	}
+	for _, want := range []string{path1 + " is damaged: truncated", path12 + " is empty", "remove " + ShardDir(dataDir, 1), "remove " + ShardDir(dataDir, 12)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckShards = %v, want it to say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), ShardDir(dataDir, 0)+"/") || strings.Contains(err.Error(), ShardDir(dataDir, 2)+"/") {
+		t.Errorf("CheckShards named a sound shard: %v", err)
+	}
+}

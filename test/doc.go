@@ -6,7 +6,9 @@
 // headless Chromium, also opened late on a running mesh, where it draws the run so far:
 // DSSP_DASHBOARD_LATE, DSSP_SCREENSHOT_DIR), the logs of a healthy mesh (logs_test.go: at most
 // 100 lines per node at info over a minute, no ERROR through a kill -9, a restart and graceful
-// stops); and the fault-injection suite (docs/reliability.md):
+// stops), a damaged raft.db (storage_test.go: the node refuses its start naming the file and the
+// remedy, the remedy rejoins it with every checker clean, every replica damaged refuses every
+// node); and the fault-injection suite (docs/reliability.md):
 // real nodes killed, paused, partitioned and restarted while they train,
 // with checkers run over the history the nodes write.
 //

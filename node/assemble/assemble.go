@@ -9,6 +9,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/raftstore"
 )
 
 // Node opens the edges node.Run needs for cfg. The key and the
@@ -42,6 +43,14 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	dir.Key = keyPrint
 	if err := dir.CheckKey(); err != nil {
 		return node.Deps{}, err
+	}
+	// One damaged shard store refuses the whole start, before a port is
+	// bound or the node joins: a node that ran its other replicas would
+	// look healthy to the mesh while one shard silently lost a replica.
+	// Each refusal names the file, the problem and the remedy
+	// (raftstore.DamagedError).
+	if err := raftstore.CheckShards(dir.Path, raftstore.DefaultConfig().OpenTimeout); err != nil {
+		return node.Deps{}, fmt.Errorf("--data-dir %s: the node does not start: %w", dir.Path, err)
 	}
 	// node.New, the transport and the membership name the node in their
 	// own records; the replicas' raft records get it here.

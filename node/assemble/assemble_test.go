@@ -1,6 +1,8 @@
 package assemble
 
 import (
+	"bytes"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +13,9 @@ import (
 	"dsspmesh/internal/testlogger"
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/raftstore"
+
+	"github.com/hashicorp/raft"
 )
 
 // A port in use is an error naming the flag that sets it, and whatever
@@ -93,4 +98,86 @@ func TestNodeRefusesADataDirOfAnotherMeshKey(t *testing.T) {
 		t.Fatalf("start with the data dir's key after a refusal: %v", err)
 	}
 	closeDeps(d)
+}
+
+// One damaged shard store refuses the node's whole start, before any port
+// is bound: the error names the file, the problem and the remedy, the
+// sound shards are not started in the meantime, the damaged file is left
+// as it was, and the data dir is free again. Once the shard folder is
+// removed (the remedy), the node starts.
+func TestNodeRefusesToStartOnADamagedShardStore(t *testing.T) {
+	dataDir := t.TempDir()
+	for _, id := range []uint32{0, 1, 2} {
+		s, err := raftstore.Open(dataDir, id, raftstore.DefaultConfig(), testlogger.New(t, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs []*raft.Log
+		for i := uint64(1); i <= 64; i++ {
+			logs = append(logs, &raft.Log{Index: i, Term: 3, Type: raft.LogCommand, Data: make([]byte, 4<<10)})
+		}
+		if err := s.Log.StoreLogs(logs); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Stable.SetUint64([]byte("CurrentTerm"), 3); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	for _, c := range []struct {
+		name   string
+		damage func(path string) error
+	}{
+		{"truncated", func(path string) error {
+			fi, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			return os.Truncate(path, fi.Size()/2)
+		}},
+		{"zero bytes", func(path string) error { return os.Truncate(path, 0) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(raftstore.ShardDir(dataDir, 1), "raft.db")
+			if err := c.damage(path); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.ReadFile(path)
+			cfg := node.DefaultConfig()
+			cfg.DataDir, cfg.Insecure = dataDir, true
+			cfg.HTTPAddr, cfg.GossipPort, cfg.QUICPort = "127.0.0.1:0", 0, 0
+			_, err := Node(cfg, testlogger.New(t, 0))
+			var de *raftstore.DamagedError
+			if !errors.As(err, &de) || de.Shard != 1 {
+				t.Fatalf("start on a damaged shard 1: %v, want a *raftstore.DamagedError of shard 1", err)
+			}
+			for _, want := range []string{"--data-dir " + dataDir + ": the node does not start: ", path + " is ", "remove " + raftstore.ShardDir(dataDir, 1) + " to have this node rejoin the shard as a fresh replica"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %v, want it to say %q", err, want)
+				}
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+				t.Error("the refused start changed the damaged file")
+			}
+			dir, err := node.OpenDataDir(dataDir)
+			if err != nil {
+				t.Fatalf("data dir still held after the refused start: %v", err)
+			}
+			dir.Close()
+		})
+	}
+	if err := os.RemoveAll(raftstore.ShardDir(dataDir, 1)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.DefaultConfig()
+	cfg.DataDir, cfg.Insecure = dataDir, true
+	cfg.HTTPAddr, cfg.GossipPort, cfg.QUICPort = "127.0.0.1:0", 0, 0
+	d, err := Node(cfg, testlogger.New(t, 0))
+	if err != nil {
+		t.Fatalf("start after removing the damaged shard folder: %v", err)
+	}
+	d.Membership.Shutdown()
+	d.Transport.Close()
+	d.HTTP.Close()
+	d.Dir.Close()
 }

@@ -6,7 +6,10 @@
 // never on raft.
 //
 // [Node] opens everything in order and, on an error, closes what it had
-// opened; the error of a socket that cannot be bound names the flag that
+// opened. It checks every shard store in the data dir
+// (raftstore.CheckShards) before it binds a port: one damaged store
+// refuses the node's whole start with a *raftstore.DamagedError naming
+// the file, the problem and the remedy; the error of a socket that cannot be bound names the flag that
 // sets its address. [RaftReplicas] is the node.Replicas of every node;
 // tests give it mesh's in-memory transport.
 //

@@ -66,6 +66,10 @@ const (
 	// regained it (a leader again).
 	EventQuorumLost     = "quorum-lost"
 	EventQuorumRegained = "quorum-regained"
+	// This node's replica of a shard placed here after the node started
+	// could not start (Detail: why; a damaged store names the file and
+	// the remedy); the node goes on without it.
+	EventReplicaRefused = "replica-refused"
 )
 
 // Event is one thing that happened to the mesh, as this node saw it.

@@ -40,6 +40,10 @@ type ShardStatus struct {
 	Quorum            string   `json:"quorum,omitempty"`
 	WaitingFor        []string `json:"waiting_for,omitempty"`
 	LeaderlessSeconds float64  `json:"leaderless_seconds,omitempty"`
+	// Refused is why this node's replica of the shard, placed here, could
+	// not start (a damaged store: the file, the problem and the remedy);
+	// "" when it runs or is not placed here.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Quorum states of a ShardStatus.

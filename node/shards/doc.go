@@ -15,6 +15,15 @@
 // minutes (trainstart.go): otherwise every push of a
 // fresh mesh lands on the bootstrap node while it ships the snapshots.
 //
+// A replica that cannot start fails [Manager.Start], and with it the
+// node's start (a node's assembly checks every shard store before that:
+// one damaged store refuses the whole start). A replica placed here later
+// that cannot start (a store damaged while the node ran) does not stop
+// the node: it is logged at error and recorded as a replica-refused event
+// once per distinct reason, shown in its shard's status (Refused: the
+// file, the problem and the remedy), and tried again each round, so it
+// starts once the operator has removed the shard folder.
+//
 // Placement (placement.go) is mesh.PlaceAll over the live members, cached
 // until they change. Every 300 ms [Manager.Run] starts the replicas placed
 // here, and on each shard this node leads removes gone workers, starts one

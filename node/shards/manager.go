@@ -31,8 +31,12 @@ type Manager struct {
 	cfg    Config
 	bounds [][2]int // flat-vector range of each shard
 
-	mu       sync.Mutex // guards replicas and reconciling; never held across Raft calls
+	mu       sync.Mutex // guards replicas, refused and reconciling; never held across Raft calls
 	replicas map[uint32]Replica
+	// refused is why this node's replica of a shard could not start (a
+	// damaged store: raftstore.DamagedError names the file and the
+	// remedy), until it starts; shown in Status, logged once per reason.
+	refused map[uint32]string
 	// reconciling is the reconcile step running per shard this node
 	// leads, with the placement it works toward (reconcile).
 	reconciling map[uint32]*reconcileStep
@@ -82,7 +86,7 @@ func New(d Deps, cfg Config) *Manager {
 	if d.Observer == nil {
 		d.Observer = records.NoObserver{}
 	}
-	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{},
+	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{},
 		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication)}
 }
 
@@ -197,10 +201,34 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 		AllowRaftPeer: func(p mesh.NodeID) bool { return slices.Contains(m.placement(id), p) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("shard %d: %w", id, err)
+		if name := fmt.Sprintf("shard %d: ", id); !strings.Contains(err.Error(), name) {
+			err = fmt.Errorf("%s%w", name, err) // (raftstore's errors name it already)
+		}
+		return nil, err
 	}
+	delete(m.refused, id)
 	m.replicas[id] = rep
 	return rep, nil
+}
+
+// refuse records that this node's replica of shard id, placed here after
+// the node started, could not start: a damaged store found then is named
+// (the error says the file, the problem and the remedy) and the node goes
+// on without that replica, its other replicas and its worker unharmed.
+// Tried again every round, it is logged and recorded as an event once per
+// distinct reason, not every 300 ms, and shown in Status until it starts.
+func (m *Manager) refuse(id uint32, err error) {
+	m.mu.Lock()
+	same := m.refused[id] == err.Error()
+	m.refused[id] = err.Error()
+	m.mu.Unlock()
+	if same {
+		return
+	}
+	m.d.Logger.Error("this node's replica of the shard cannot start; the node goes on without it", "shard", id, "err", err)
+	if m.d.Event != nil {
+		m.d.Event(records.Event{Kind: records.EventReplicaRefused, Node: string(m.d.ID), Shard: &id, Detail: err.Error()})
+	}
 }
 
 func (m *Manager) local(id uint32) Replica {
@@ -292,7 +320,7 @@ func (m *Manager) sync(ctx context.Context) {
 		if rep == nil {
 			if slices.Contains(want, m.d.ID) {
 				if _, err := m.replica(id); err != nil {
-					m.d.Logger.Warn("start replica", "shard", id, "err", err)
+					m.refuse(id, err)
 				}
 			}
 			continue
@@ -556,6 +584,9 @@ func (m *Manager) Status() ([]records.ShardStatus, []records.WorkerStatus) {
 		for _, p := range places[id] {
 			st.Placement = append(st.Placement, string(p))
 		}
+		m.mu.Lock()
+		st.Refused = m.refused[id]
+		m.mu.Unlock()
 		if rep := m.local(id); rep != nil {
 			rs := rep.Status()
 			st.Leader, st.Term, st.Applied, st.Pushes = string(rs.Leader), rs.Term, rs.AppliedIndex, rs.Pushes

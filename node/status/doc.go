@@ -46,7 +46,9 @@
 // node turns what its status shows into one quorum-lost event and WARN
 // line per loss (again when the voters it waits for change) and one
 // quorum-regained event and INFO line when a leader is back; [Warnings]
-// lists every lost shard for the dashboard and `dssp status`, and
+// lists every lost shard for the dashboard and `dssp status` (and every
+// replica here that cannot start, or has had no Raft configuration and
+// no leader for [NoConfigurationGrace]: [NoConfiguration]), and
 // dssp_shard_quorum_lost{shard} is 1 while it is lost. The same loop
 // warns, once the member count has held 5 s, while the mesh has fewer
 // live members than the job's replication ([MeshTooSmall]).

@@ -26,6 +26,12 @@ const (
 	// mesh-too-small warning is logged, so a mesh whose nodes are still
 	// joining logs nothing.
 	meshSettle = 5 * time.Second
+	// NoConfigurationGrace is how long a replica hosted here may have no
+	// Raft configuration and see no leader before /status warns: a fresh
+	// replica has none until the shard's leader adds it and sends it a
+	// snapshot (seconds; a large model's snapshot, tens of seconds), and
+	// one has none for good when no member holds the shard any more.
+	NoConfigurationGrace = 60 * time.Second
 )
 
 // JudgeQuorum is the quorum of one shard at now, as a node hosting a
@@ -85,10 +91,26 @@ func MeshTooSmall(n, r int) string {
 		n, r, n, survives)
 }
 
+// NoConfiguration is the warning for a replica hosted here that has had
+// no Raft configuration and no leader for NoConfigurationGrace, or "". It
+// waits for the shard's leader to add it; when no member holds the shard
+// any more (every replica's store removed) none ever will, and training
+// waits for the shard for good.
+func NoConfiguration(sh records.ShardStatus) string {
+	if sh.Local == "" || sh.From != "" || len(sh.Voters) > 0 || sh.Leader != "" || sh.LeaderlessSeconds < NoConfigurationGrace.Seconds() {
+		return ""
+	}
+	return fmt.Sprintf("shard %d: this node's replica has no Raft configuration and has seen no leader for %.0fs: it waits for the shard's leader to add it; "+
+		"if no member holds the shard any more (every replica's store lost or removed), it never will: start a new mesh from the newest checkpoint (--init-from)",
+		sh.ID, sh.LeaderlessSeconds)
+}
+
 // Warnings are what an operator must act on, as s shows it: a job that
 // survives no failure (--replication 1), a mesh with fewer live members
-// than the job's replication, and every shard that lost its quorum
-// (QuorumText).
+// than the job's replication, every shard that lost its quorum
+// (QuorumText), every replica placed here that cannot start (its store
+// damaged: the file and the remedy), and every replica here that has had
+// no configuration for long (NoConfiguration).
 func Warnings(s *Status) []string {
 	var out []string
 	if s.Spec != nil {
@@ -102,6 +124,12 @@ func Warnings(s *Status) []string {
 	for _, sh := range s.Shards {
 		if sh.Quorum == records.QuorumLost {
 			out = append(out, QuorumText(sh))
+		}
+		if sh.Refused != "" {
+			out = append(out, fmt.Sprintf("this node's replica of shard %d cannot start: %s", sh.ID, sh.Refused))
+		}
+		if w := NoConfiguration(sh); w != "" {
+			out = append(out, w)
 		}
 	}
 	return out

@@ -219,10 +219,14 @@ func TestWarningsAndMetricNameTheLostShard(t *testing.T) {
 			{ID: 0, Leader: "a", Voters: []string{"a"}, Quorum: records.QuorumOK},
 			{ID: 1, Voters: []string{"a", "b", "c"}, Quorum: records.QuorumLost, WaitingFor: []string{"b", "c"}, LeaderlessSeconds: 3},
 			{ID: 2},
+			{ID: 3, Leader: "b", Refused: "raftstore: shard 3: log store /d/shards/3/raft.db is empty; … remove /d/shards/3 …"},
+			{ID: 4, Local: "follower", LeaderlessSeconds: 59}, // a fresh replica not added yet
+			{ID: 5, Local: "follower", LeaderlessSeconds: 75}, // none added it for long
 		}}
 	w := Warnings(&s)
-	if len(w) != 2 || !strings.HasPrefix(w[0], "the mesh has 1 live member(s), fewer than the job's --replication 3") ||
-		w[1] != "shard 1 lost its quorum: no leader for 3.0s; it needs 2 of its 3 voters and waits for b, c" {
+	if len(w) != 4 || !strings.HasPrefix(w[3], "shard 5: this node's replica has no Raft configuration and has seen no leader for 75s: it waits for the shard's leader to add it; if no member holds the shard any more") || !strings.HasPrefix(w[0], "the mesh has 1 live member(s), fewer than the job's --replication 3") ||
+		w[1] != "shard 1 lost its quorum: no leader for 3.0s; it needs 2 of its 3 voters and waits for b, c" ||
+		w[2] != "this node's replica of shard 3 cannot start: raftstore: shard 3: log store /d/shards/3/raft.db is empty; … remove /d/shards/3 …" {
 		t.Errorf("warnings: %q", w)
 	}
 	m := NewMetrics(func() Status { return s })
