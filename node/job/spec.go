@@ -89,6 +89,25 @@ type Spec struct {
 	// shards keep fp32 master weights. Empty, in a spec persisted by an
 	// older build, means fp32.
 	WirePrecision string `json:"wire_precision,omitempty"`
+
+	// Local rounds (docs/design.md, "Local rounds"). LocalSteps is H: each
+	// worker takes H steps of its inner optimizer (InnerOptimizer at
+	// InnerLR; an external trainer's own optimizer) from the parameters
+	// its gate allows and pushes the round's pseudo-gradient θ_start −
+	// θ_local, once, as one push (one clock tick); the shards apply it by
+	// the outer optimizer (OuterOptimizer at OuterLR, OuterMomentum:
+	// shardapi.Outer). 0 (a spec persisted before local rounds) is 1.
+	// With H = 1 (the outer and inner fields then unset) the job is as it
+	// was: the workers push gradients and the shards step Optimizer on them. Every zero
+	// below is its default (Outer, Inner): nesterov at 0.7 with momentum
+	// 0.9 (DiLoCo's), sgd at 1 (the models' average), inner sgd at 0.1,
+	// inner adam at 0.001.
+	LocalSteps     int     `json:"local_steps,omitempty"`
+	OuterOptimizer string  `json:"outer_optimizer,omitempty"`
+	OuterLR        float64 `json:"outer_lr,omitempty"`
+	OuterMomentum  float64 `json:"outer_momentum,omitempty"`
+	InnerOptimizer string  `json:"inner_optimizer,omitempty"`
+	InnerLR        float64 `json:"inner_lr,omitempty"`
 }
 
 // DefaultPipelineFresh is Spec.PipelineFresh's default: half of each
@@ -108,7 +127,7 @@ func DefaultSpec() Spec {
 		Optimizer: "momentum", LR: 0.05, Momentum: 0.5,
 		LRDecay: 0.85, LRDecaySamples: 60000,
 		BatchSize: 64, Shards: 0, Replication: 3, Seed: 1,
-		WirePrecision: "int8", PipelineFresh: DefaultPipelineFresh,
+		WirePrecision: "int8", PipelineFresh: DefaultPipelineFresh, LocalSteps: 1,
 	}
 }
 
@@ -145,11 +164,11 @@ func (s Spec) Policy() (clock.Policy, error) {
 	return p, nil
 }
 
-// BalanceBase is shardapi.Spec.BalanceBase: the batch size under
-// --balance, else 0.
+// BalanceBase is shardapi.Spec.BalanceBase: under --balance a round's
+// samples at the job's batch (the batch size × the local steps), else 0.
 func (s Spec) BalanceBase() int64 {
 	if s.Balance {
-		return int64(s.BatchSize)
+		return s.RoundSamples()
 	}
 	return 0
 }
@@ -166,6 +185,9 @@ func (s Spec) ShardOptimizer() shardapi.Optimizer {
 
 // Validate names the first bad value.
 func (s Spec) Validate() error {
+	if err := s.validateRounds(); err != nil {
+		return err
+	}
 	if !slices.Contains(cudaops.ModelNames(), s.Model) {
 		return fmt.Errorf("--model %q unknown (known: %s)", s.Model, strings.Join(cudaops.ModelNames(), ", "))
 	}
@@ -289,6 +311,12 @@ var specFlags = []struct {
 	{"pipeline-fresh", func(s *Spec) string { return strconv.FormatFloat(s.PipelineFresh, 'g', -1, 64) }},
 	{"init-from", func(s *Spec) string { return s.InitFrom }},
 	{"wire-precision", func(s *Spec) string { return s.wirePrecision() }},
+	{"local-steps", func(s *Spec) string { return strconv.Itoa(s.Steps()) }},
+	{"outer-optimizer", func(s *Spec) string { return s.Outer().Kind.String() }},
+	{"outer-lr", func(s *Spec) string { return strconv.FormatFloat(s.Outer().LR, 'g', -1, 64) }},
+	{"outer-momentum", func(s *Spec) string { return strconv.FormatFloat(s.Outer().Momentum, 'g', -1, 64) }},
+	{"inner-optimizer", func(s *Spec) string { return s.Inner().Kind }},
+	{"inner-lr", func(s *Spec) string { return strconv.FormatFloat(s.Inner().LR, 'g', -1, 64) }},
 }
 
 // BindFlags registers the spec's flags on fs with s's values as defaults.
@@ -312,6 +340,7 @@ func (s *Spec) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.Pipeline, "pipeline", s.Pipeline, "job: compute iteration t+1 while the push of t is in flight; the gate releases one iteration earlier (s_L−1) so reads keep the bound (ssp or dssp with --s-lower >= 1)")
 	fs.Float64Var(&s.PipelineFresh, "pipeline-fresh", s.PipelineFresh, "job: under --pipeline, the share of each batch computed after the push in flight returns, on the parameters it brings; the rest is computed while it is in flight (0: the whole batch ahead)")
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
+	s.bindRoundFlags(fs)
 	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log: fp32, bf16 (half the bytes) or int8 (gradients in a quarter of the bytes with error feedback, parameters in bf16); shards keep fp32 master weights")
 }
 

@@ -51,8 +51,12 @@ type Config struct {
 	// Bounds is each shard's range of the flat parameter vector.
 	Bounds [][2]int
 	// Batch is the job's mini-batch.
-	Batch     int
-	Precision shardapi.Precision
+	Batch int
+	// LocalSteps is the job's H (--local-steps): with H > 1 each push is
+	// a round of local steps (balance.go, next); 0 and 1 are one
+	// gradient a push.
+	LocalSteps int
+	Precision  shardapi.Precision
 	// Pipeline and PipelineFresh: pipeline.go.
 	Pipeline      bool
 	PipelineFresh float64

@@ -1,0 +1,145 @@
+package job
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"dsspmesh/shardapi"
+)
+
+// Local rounds' defaults and bounds (Spec.LocalSteps and the fields after
+// it). The outer defaults are DiLoCo's (arXiv 2311.08105); outer sgd at 1
+// makes a synchronous round the average of the workers' models (local
+// SGD). Inner sgd at 0.1 is the job's default step (0.05 at momentum
+// 0.5) without the momentum, which the outer optimizer now carries.
+const (
+	MaxLocalSteps          = 1 << 14
+	DefaultOuterNesterovLR = 0.7
+	DefaultOuterMomentum   = 0.9
+	DefaultOuterSGDLR      = 1.0
+	DefaultInnerSGDLR      = 0.1
+	DefaultInnerAdamLR     = 0.001
+	defaultInnerOptimizer  = "sgd"
+)
+
+// Inner is a worker's inner optimizer of a job of local rounds.
+type Inner struct {
+	Kind string  // sgd or adam
+	LR   float64 // its constant rate
+}
+
+// Steps is H, the local steps of a round (1 without local rounds).
+func (s Spec) Steps() int { return max(s.LocalSteps, 1) }
+
+// Rounds reports whether the job runs local rounds: H > 1. A round of
+// one step would be a gradient step by another name (and a push of one
+// step carries a gradient by worker.Compute's contract), so the outer
+// flags need H > 1.
+func (s Spec) Rounds() bool { return s.Steps() > 1 }
+
+// Outer is the shards' outer optimizer with its defaults filled in; the
+// zero Outer (none: Optimizer on gradients) without local rounds.
+func (s Spec) Outer() shardapi.Outer {
+	if !s.Rounds() {
+		return shardapi.Outer{}
+	}
+	o := shardapi.Outer{Kind: shardapi.OuterNesterov, LR: DefaultOuterNesterovLR, Momentum: DefaultOuterMomentum}
+	if s.OuterOptimizer == "sgd" {
+		o = shardapi.Outer{Kind: shardapi.OuterSGD, LR: DefaultOuterSGDLR}
+	}
+	if s.OuterLR != 0 {
+		o.LR = s.OuterLR
+	}
+	if s.OuterMomentum != 0 {
+		o.Momentum = s.OuterMomentum
+	}
+	return o
+}
+
+// Inner is the workers' inner optimizer with its defaults filled in
+// (sgd at 0.1 unless named); unused without local rounds.
+func (s Spec) Inner() Inner {
+	in := Inner{Kind: s.InnerOptimizer, LR: s.InnerLR}
+	if in.Kind == "" {
+		in.Kind = defaultInnerOptimizer
+	}
+	if in.LR == 0 {
+		in.LR = DefaultInnerSGDLR
+		if in.Kind == "adam" {
+			in.LR = DefaultInnerAdamLR
+		}
+	}
+	return in
+}
+
+// RoundSamples is the samples of one worker's round at the job's batch:
+// --batch × --local-steps (the batch without local rounds). The shards
+// bound a push's samples by it and weigh by it under --balance.
+func (s Spec) RoundSamples() int64 { return int64(s.BatchSize) * int64(s.Steps()) }
+
+// validateRounds names the first bad value of the local-round flags.
+func (s Spec) validateRounds() error {
+	switch {
+	case s.LocalSteps < 0 || s.LocalSteps > MaxLocalSteps:
+		return fmt.Errorf("--local-steps %d outside 1..%d", s.LocalSteps, MaxLocalSteps)
+	case s.BatchSize > 0 && s.RoundSamples() > shardapi.MaxBatch:
+		return fmt.Errorf("--local-steps %d × --batch %d = %d samples a round, above %d", s.Steps(), s.BatchSize, s.RoundSamples(), shardapi.MaxBatch)
+	}
+	switch s.OuterOptimizer {
+	case "", "sgd", "nesterov":
+	default:
+		return fmt.Errorf("--outer-optimizer %q unknown (known: sgd, nesterov)", s.OuterOptimizer)
+	}
+	switch s.InnerOptimizer {
+	case "", "sgd", "adam":
+	default:
+		return fmt.Errorf("--inner-optimizer %q unknown (known: sgd, adam)", s.InnerOptimizer)
+	}
+	if !s.Rounds() {
+		for _, f := range []struct {
+			name string
+			set  bool
+			v    any
+		}{{"outer-optimizer", s.OuterOptimizer != "", s.OuterOptimizer}, {"outer-lr", s.OuterLR != 0, s.OuterLR}, {"outer-momentum", s.OuterMomentum != 0, s.OuterMomentum},
+			{"inner-optimizer", s.InnerOptimizer != "", s.InnerOptimizer}, {"inner-lr", s.InnerLR != 0, s.InnerLR}} {
+			if f.set {
+				return fmt.Errorf("--%s %v needs local rounds: --local-steps above 1", f.name, f.v)
+			}
+		}
+		return nil
+	}
+	if s.OuterLR != 0 {
+		if err := CheckFloat("outer-lr", s.OuterLR, 0, shardapi.MaxOuterLR, true); err != nil {
+			return err
+		}
+	}
+	if s.OuterMomentum != 0 {
+		if s.OuterOptimizer == "sgd" {
+			return fmt.Errorf("--outer-momentum %g needs --outer-optimizer nesterov", s.OuterMomentum)
+		}
+		if err := CheckMomentum(s.OuterMomentum); err != nil {
+			return fmt.Errorf("--outer-momentum: %w", err)
+		}
+	}
+	if s.InnerLR != 0 {
+		if err := CheckFloat("inner-lr", s.InnerLR, 0, MaxLR, true); err != nil {
+			return err
+		}
+	}
+	if s.Pipeline {
+		return fmt.Errorf("--pipeline with local rounds (--local-steps %d, outer %s): a round already hides its push behind its %d steps; "+
+			"drop --pipeline, or use --local-steps 1", s.Steps(), s.Outer().Kind, s.Steps())
+	}
+	return s.Outer().Validate()
+}
+
+// bindRoundFlags registers the local-round flags on fs.
+func (s *Spec) bindRoundFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&s.LocalSteps, "local-steps", s.LocalSteps, "job: local steps H a round: each worker takes H steps of its inner optimizer, then pushes the round's pseudo-gradient once (1: a gradient a push, as without local rounds)")
+	fs.StringVar(&s.OuterOptimizer, "outer-optimizer", s.OuterOptimizer, "job: the shards' rule on pseudo-gradients: nesterov (Delayed Nesterov, the default with --local-steps > 1) or sgd (lr 1: the models' average)")
+	fs.Float64Var(&s.OuterLR, "outer-lr", s.OuterLR, "job: outer learning rate (0: 0.7 for nesterov, 1 for sgd)")
+	fs.Float64Var(&s.OuterMomentum, "outer-momentum", s.OuterMomentum, "job: outer Nesterov momentum (0: 0.9; --outer-optimizer sgd for none)")
+	fs.StringVar(&s.InnerOptimizer, "inner-optimizer", s.InnerOptimizer, "job: the built-in worker's optimizer within a round: sgd or adam (an external trainer's is its own)")
+	fs.Float64Var(&s.InnerLR, "inner-lr", s.InnerLR, "job: inner learning rate (0: 0.1 for sgd, 0.001 for adam)")
+}

@@ -1,0 +1,137 @@
+package worker
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// quadCompute is a Compute of the loss ½‖θ − c‖² with c = the batch's
+// position (every coordinate): its gradient is θ − c. It records every
+// Next.
+type quadCompute struct {
+	p     int
+	c     float32
+	loads [][3]int64 // n, h, pos
+}
+
+func (q *quadCompute) NumParams() int { return q.p }
+func (q *quadCompute) Next(n, h int, pos int64) error {
+	q.loads = append(q.loads, [3]int64{int64(n), int64(h), pos})
+	q.c = float32(pos)
+	return nil
+}
+func (q *quadCompute) Gradient(_ context.Context, theta []float32, lo, hi int, emit func(int, []float32)) (float64, error) {
+	g := make([]float32, len(theta))
+	loss := 0.0
+	for i, x := range theta {
+		g[i] = x - q.c
+		loss += 0.5 * float64(g[i]*g[i])
+	}
+	emit(0, g)
+	return loss, nil
+}
+
+func pseudo(t *testing.T, c Compute, theta []float32, n int) ([]float32, float64) {
+	t.Helper()
+	out := make([]float32, len(theta))
+	loss, err := c.Gradient(context.Background(), theta, 0, n, func(off int, v []float32) { copy(out[off:], v) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, loss
+}
+
+// TestLocalRoundsSGD: a round of h steps loads each step's samples at its
+// place in the round (batches differing by at most one) and hands over
+// θ_start − θ_h of h sgd steps, exactly as the steps written out.
+func TestLocalRoundsSGD(t *testing.T) {
+	q := &quadCompute{p: 3}
+	c, err := LocalRounds(q, InnerOptimizer{Kind: "sgd", LR: 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theta := []float32{1, -2, 0.5}
+	if err := c.Next(10, 3, 100); err != nil {
+		t.Fatal(err)
+	}
+	got, loss := pseudo(t, c, theta, 10)
+	if want := [][3]int64{{3, 1, 100}, {3, 1, 103}, {4, 1, 106}}; !slices.Equal(q.loads, want) {
+		t.Fatalf("steps loaded %v, want %v", q.loads, want)
+	}
+	local := slices.Clone(theta)
+	var wantLoss float64
+	for _, c := range []float32{100, 103, 106} {
+		for i := range local {
+			g := local[i] - c
+			wantLoss += 0.5 * float64(g*g)
+			local[i] -= 0.25 * g
+		}
+	}
+	for i := range got {
+		if want := theta[i] - local[i]; got[i] != want {
+			t.Fatalf("Δ[%d] = %g, want %g", i, got[i], want)
+		}
+	}
+	if math.Abs(loss-wantLoss/3) > 1e-9 {
+		t.Fatalf("loss %g, want the steps' mean %g", loss, wantLoss/3)
+	}
+	// Its own reading: every step asks for the compute's next batch.
+	q.loads = nil
+	if err := c.Next(8, 2, -1); err != nil {
+		t.Fatal(err)
+	}
+	pseudo(t, c, theta, 8)
+	if want := [][3]int64{{4, 1, -1}, {4, 1, -1}}; !slices.Equal(q.loads, want) {
+		t.Fatalf("own reading loaded %v, want %v", q.loads, want)
+	}
+}
+
+// TestLocalRoundsOneStepIsTheGradient: h = 1 passes through, and a round
+// is never split.
+func TestLocalRoundsOneStepIsTheGradient(t *testing.T) {
+	q := &quadCompute{p: 2}
+	c, _ := LocalRounds(q, InnerOptimizer{Kind: "sgd", LR: 0.5})
+	if err := c.Next(64, 1, 7); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := pseudo(t, c, []float32{8, 9}, 64); !slices.Equal(got, []float32{1, 2}) {
+		t.Fatalf("h=1 gave %v, want the gradient [1 2]", got)
+	}
+	_ = c.Next(64, 4, 0)
+	_, err := c.Gradient(context.Background(), []float32{0, 0}, 0, 32, func(int, []float32) {})
+	if err == nil || !strings.Contains(err.Error(), "computed whole") {
+		t.Fatalf("a split round: %v", err)
+	}
+	if _, err := LocalRounds(q, InnerOptimizer{Kind: "lamb", LR: 1}); err == nil {
+		t.Fatal("unknown inner optimizer accepted")
+	}
+	if err := c.Next(2, 3, 0); err == nil {
+		t.Fatal("a round of fewer samples than steps accepted")
+	}
+}
+
+// TestLocalRoundsAdamKeepsItsMoments: Adam's first step moves every
+// coordinate by about lr towards the minimum, and its state carries into
+// the next round (a second round from the same θ hands over a different
+// pseudo-gradient than a fresh Adam would).
+func TestLocalRoundsAdamKeepsItsMoments(t *testing.T) {
+	q := &quadCompute{p: 2}
+	c, _ := LocalRounds(q, InnerOptimizer{Kind: "adam", LR: 0.01})
+	theta := []float32{5, -5}
+	_ = c.Next(4, 2, 0) // c = 0, then 2
+	first, _ := pseudo(t, c, theta, 4)
+	if first[0] <= 0 || first[1] >= 0 || math.Abs(float64(first[0])-0.02) > 1e-3 || math.Abs(float64(first[1])+0.02) > 1e-3 {
+		t.Fatalf("two Adam steps of lr 0.01 towards 0 moved θ by %v", first)
+	}
+	_ = c.Next(4, 2, 0)
+	second, _ := pseudo(t, c, theta, 4)
+	fresh, _ := LocalRounds(&quadCompute{p: 2}, InnerOptimizer{Kind: "adam", LR: 0.01})
+	_ = fresh.Next(4, 2, 0)
+	again, _ := pseudo(t, fresh, theta, 4)
+	if slices.Equal(second, again) || !slices.Equal(first, again) {
+		t.Fatalf("Adam's state: first %v, second %v, fresh %v", first, second, again)
+	}
+}
