@@ -330,3 +330,46 @@ func TestOuterValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestOuterGoldenCases are the cases docs/design.md ("Local rounds")
+// lists: one parameter, θ = 1, each push its own entry.
+func TestOuterGoldenCases(t *testing.T) {
+	type arrival struct {
+		w     clock.WorkerID
+		delta float32
+		theta float32 // θ after it
+		m     float32 // momentum after it
+	}
+	for _, c := range []struct {
+		name    string
+		policy  string
+		outer   shardapi.Outer
+		workers []clock.WorkerID
+		seq     []arrival
+	}{
+		{"bsp two rounds", "bsp", diloco, []clock.WorkerID{"a", "b"}, []arrival{
+			{"a", 0.2, 0.93, 0}, {"b", 0.4, 0.601, 0.3}, {"a", 0.1, 0.566, 0.3}, {"b", 0.1, 0.2979, 0.37}}},
+		{"asp a twice before b", "asp", diloco, []clock.WorkerID{"a", "b"}, []arrival{
+			{"a", 0.2, 0.93, 0}, {"a", 0.2, 0.734, 0.2}, {"b", 0.4, 0.594, 0.2}}},
+		{"sgd at 1 averages", "bsp", shardapi.Outer{Kind: shardapi.OuterSGD, LR: 1}, []clock.WorkerID{"a", "b", "c", "d"}, []arrival{
+			{"a", 0.4, 0.9, 0}, {"b", 0.8, 0.7, 0}, {"c", 0, 0.7, 0}, {"d", -0.4, 0.8, 0}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newFSMHarness(t, outerSpec(1, c.policy, c.outer), []float32{1})
+			addWorkers(t, h, c.workers...)
+			iters := map[clock.WorkerID]int64{}
+			for k, a := range c.seq {
+				pushOne(t, h, a.w, iters[a.w], []float32{a.delta})
+				iters[a.w]++
+				th := h.f.Params(nil)[0]
+				var m float32
+				if h.f.velocity != nil {
+					m = h.f.velocity[0]
+				}
+				if math.Abs(float64(th-a.theta)) > 1e-6 || math.Abs(float64(m-a.m)) > 1e-6 {
+					t.Fatalf("arrival %d (%s, Δ %g): θ %g m %g, want θ %g m %g", k+1, a.w, a.delta, th, m, a.theta, a.m)
+				}
+			}
+		})
+	}
+}
