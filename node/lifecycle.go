@@ -338,8 +338,12 @@ func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
 		}
 	}
 	slack := int64(0)
-	if p, err := spec.Policy(); err == nil {
-		slack = p.SL // a kept slice may miss s_L iterations (node/worker/pull.go)
+	if p, err := spec.Policy(); err == nil && !spec.Rounds() {
+		// A kept slice may miss s_L iterations (node/worker/pull.go). Not
+		// with local rounds: a worker that kept its slices would start its
+		// next round from the θ its last round started from, without that
+		// round's own H steps; every OK of a round carries the slices.
+		slack = p.SL
 	}
 	m := n.metrics
 	return worker.New(worker.Deps{

@@ -1,6 +1,8 @@
 package node_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -12,7 +14,10 @@ import (
 // one iteration add up to the global round (4 workers × 16 × 4 samples),
 // and the balance layer sizes each worker's round to its speed — more
 // local steps for the faster, so their rounds arrive together (Dynamic
-// Local Updates) — once the allocation is in force.
+// Local Updates) — once the allocation is in force. Every round starts
+// from the parameters the shards returned for it: no worker keeps a
+// slice (under ssp:2 a per-step worker would keep most of them), since a
+// kept slice would restart a round without the worker's own last one.
 func TestInProcessLocalRoundsBalanced(t *testing.T) {
 	const nodes, shards, h = 4, 2, 4
 	rec := newRecorder()
@@ -38,6 +43,27 @@ func TestInProcessLocalRoundsBalanced(t *testing.T) {
 	rec.mu.Unlock()
 	if fast < 2*slow {
 		t.Errorf("round %d: the fastest worker's round has %d samples, the slowest's %d: not sized to speed", last, fast, slow)
+	}
+	m.mu.Lock()
+	var addrs []string
+	for _, nd := range m.nodes {
+		addrs = append(addrs, nd.http)
+	}
+	m.mu.Unlock()
+	for _, a := range addrs {
+		resp, err := http.Get("http://" + a + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st node.Status
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil || st.Worker == nil {
+			t.Fatalf("status of %s: %v", a, err)
+		}
+		if st.Worker.SlicesKept != 0 || st.Worker.SlicesPulled == 0 {
+			t.Errorf("%s: %d slices kept, %d pulled: a round must start from the slices its push returned", a, st.Worker.SlicesKept, st.Worker.SlicesPulled)
+		}
 	}
 	m.stop(t)
 }

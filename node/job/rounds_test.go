@@ -91,7 +91,7 @@ func TestRoundsFlagsConflict(t *testing.T) {
 		{[]string{"--local-steps", "4"}, "--local-steps 4 (mesh: 16)"},
 		{[]string{"--local-steps", "16", "--outer-optimizer", "sgd"}, "--outer-optimizer sgd (mesh: nesterov)"},
 		{[]string{"--local-steps", "16", "--inner-optimizer", "adam"}, "--inner-optimizer adam (mesh: sgd)"},
-		{[]string{"--local-steps", "16", "--inner-lr", "0.05"}, "--inner-lr 0.05 (mesh: 0.1)"},
+		{[]string{"--local-steps", "16", "--inner-lr", "0.05"}, "--inner-lr 0.05 (mesh: 0.3)"},
 		{[]string{"--local-steps", "16", "--outer-lr", "0.5"}, "--outer-lr 0.5 (mesh: 0.7)"},
 	} {
 		mine := DefaultSpec()

@@ -100,7 +100,7 @@ type Spec struct {
 	// With H = 1 (the outer and inner fields then unset) the job is as it
 	// was: the workers push gradients and the shards step Optimizer on them. Every zero
 	// below is its default (Outer, Inner): nesterov at 0.7 with momentum
-	// 0.9 (DiLoCo's), sgd at 1 (the models' average), inner sgd at 0.1,
+	// 0.9 (DiLoCo's), sgd at 1 (the models' average), inner sgd at 0.3,
 	// inner adam at 0.001.
 	LocalSteps     int     `json:"local_steps,omitempty"`
 	OuterOptimizer string  `json:"outer_optimizer,omitempty"`
