@@ -27,6 +27,25 @@ const (
 	defaultInnerOptimizer  = "sgd"
 )
 
+// RoundFlags are a job's local rounds. LocalSteps is H: each worker takes
+// H steps of its inner optimizer (InnerOptimizer at InnerLR; an external
+// trainer's own optimizer) from the parameters its gate allows and pushes
+// the round's pseudo-gradient θ_start − θ_local, once, as one push (one
+// clock tick); the shards apply it by the outer optimizer
+// (OuterOptimizer at OuterLR, OuterMomentum: shardapi.Outer). 0 (a spec
+// persisted before local rounds) is 1. With H = 1 (the outer and inner
+// fields then unset) the job is as it was: the workers push gradients and
+// the shards step Optimizer on them. Every zero below is its default
+// (Outer, Inner).
+type RoundFlags struct {
+	LocalSteps     int     `json:"local_steps,omitempty"`
+	OuterOptimizer string  `json:"outer_optimizer,omitempty"`
+	OuterLR        float64 `json:"outer_lr,omitempty"`
+	OuterMomentum  float64 `json:"outer_momentum,omitempty"`
+	InnerOptimizer string  `json:"inner_optimizer,omitempty"`
+	InnerLR        float64 `json:"inner_lr,omitempty"`
+}
+
 // Inner is a worker's inner optimizer of a job of local rounds.
 type Inner struct {
 	Kind string  // sgd or adam
@@ -34,17 +53,17 @@ type Inner struct {
 }
 
 // Steps is H, the local steps of a round (1 without local rounds).
-func (s Spec) Steps() int { return max(s.LocalSteps, 1) }
+func (s RoundFlags) Steps() int { return max(s.LocalSteps, 1) }
 
 // Rounds reports whether the job runs local rounds: H > 1. A round of
 // one step would be a gradient step by another name (and a push of one
 // step carries a gradient by worker.Compute's contract), so the outer
 // flags need H > 1.
-func (s Spec) Rounds() bool { return s.Steps() > 1 }
+func (s RoundFlags) Rounds() bool { return s.Steps() > 1 }
 
 // Outer is the shards' outer optimizer with its defaults filled in; the
 // zero Outer (none: Optimizer on gradients) without local rounds.
-func (s Spec) Outer() shardapi.Outer {
+func (s RoundFlags) Outer() shardapi.Outer {
 	if !s.Rounds() {
 		return shardapi.Outer{}
 	}
@@ -63,7 +82,7 @@ func (s Spec) Outer() shardapi.Outer {
 
 // Inner is the workers' inner optimizer with its defaults filled in
 // (sgd at 0.3 unless named); unused without local rounds.
-func (s Spec) Inner() Inner {
+func (s RoundFlags) Inner() Inner {
 	in := Inner{Kind: s.InnerOptimizer, LR: s.InnerLR}
 	if in.Kind == "" {
 		in.Kind = defaultInnerOptimizer
@@ -77,18 +96,14 @@ func (s Spec) Inner() Inner {
 	return in
 }
 
-// RoundSamples is the samples of one worker's round at the job's batch:
-// --batch × --local-steps (the batch without local rounds). The shards
-// bound a push's samples by it and weigh by it under --balance.
-func (s Spec) RoundSamples() int64 { return int64(s.BatchSize) * int64(s.Steps()) }
-
-// validateRounds names the first bad value of the local-round flags.
-func (s Spec) validateRounds() error {
+// validate names the first bad value of the local-round flags in a job
+// of batch samples a step, pipelined or not.
+func (s RoundFlags) validate(batch int, pipeline bool) error {
 	switch {
 	case s.LocalSteps < 0 || s.LocalSteps > MaxLocalSteps:
 		return fmt.Errorf("--local-steps %d outside 1..%d", s.LocalSteps, MaxLocalSteps)
-	case s.BatchSize > 0 && s.RoundSamples() > shardapi.MaxBatch:
-		return fmt.Errorf("--local-steps %d × --batch %d = %d samples a round, above %d", s.Steps(), s.BatchSize, s.RoundSamples(), shardapi.MaxBatch)
+	case batch > 0 && int64(batch)*int64(s.Steps()) > shardapi.MaxBatch:
+		return fmt.Errorf("--local-steps %d × --batch %d = %d samples a round, above %d", s.Steps(), batch, int64(batch)*int64(s.Steps()), shardapi.MaxBatch)
 	}
 	switch s.OuterOptimizer {
 	case "", "sgd", "nesterov":
@@ -131,15 +146,15 @@ func (s Spec) validateRounds() error {
 			return err
 		}
 	}
-	if s.Pipeline {
+	if pipeline {
 		return fmt.Errorf("--pipeline with local rounds (--local-steps %d, outer %s): a round already hides its push behind its %d steps; "+
 			"drop --pipeline, or use --local-steps 1", s.Steps(), s.Outer().Kind, s.Steps())
 	}
 	return s.Outer().Validate()
 }
 
-// bindRoundFlags registers the local-round flags on fs.
-func (s *Spec) bindRoundFlags(fs *pflag.FlagSet) {
+// bindFlags registers the local-round flags on fs.
+func (s *RoundFlags) bindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.LocalSteps, "local-steps", s.LocalSteps, "job: local steps H a round: each worker takes H steps of its inner optimizer, then pushes the round's pseudo-gradient once (1: a gradient a push, as without local rounds)")
 	fs.StringVar(&s.OuterOptimizer, "outer-optimizer", s.OuterOptimizer, "job: the shards' rule on pseudo-gradients: nesterov (Delayed Nesterov, the default with --local-steps > 1) or sgd (lr 1: the models' average)")
 	fs.Float64Var(&s.OuterLR, "outer-lr", s.OuterLR, "job: outer learning rate (0: 0.7 for nesterov, 1 for sgd)")

@@ -90,24 +90,9 @@ type Spec struct {
 	// older build, means fp32.
 	WirePrecision string `json:"wire_precision,omitempty"`
 
-	// Local rounds (docs/design.md, "Local rounds"). LocalSteps is H: each
-	// worker takes H steps of its inner optimizer (InnerOptimizer at
-	// InnerLR; an external trainer's own optimizer) from the parameters
-	// its gate allows and pushes the round's pseudo-gradient θ_start −
-	// θ_local, once, as one push (one clock tick); the shards apply it by
-	// the outer optimizer (OuterOptimizer at OuterLR, OuterMomentum:
-	// shardapi.Outer). 0 (a spec persisted before local rounds) is 1.
-	// With H = 1 (the outer and inner fields then unset) the job is as it
-	// was: the workers push gradients and the shards step Optimizer on them. Every zero
-	// below is its default (Outer, Inner): nesterov at 0.7 with momentum
-	// 0.9 (DiLoCo's), sgd at 1 (the models' average), inner sgd at 0.3,
-	// inner adam at 0.001.
-	LocalSteps     int     `json:"local_steps,omitempty"`
-	OuterOptimizer string  `json:"outer_optimizer,omitempty"`
-	OuterLR        float64 `json:"outer_lr,omitempty"`
-	OuterMomentum  float64 `json:"outer_momentum,omitempty"`
-	InnerOptimizer string  `json:"inner_optimizer,omitempty"`
-	InnerLR        float64 `json:"inner_lr,omitempty"`
+	// RoundFlags are the local rounds' (rounds.go; docs/design.md,
+	// "Local rounds"), their JSON fields at the spec's top level.
+	RoundFlags
 }
 
 // DefaultPipelineFresh is Spec.PipelineFresh's default: half of each
@@ -127,7 +112,7 @@ func DefaultSpec() Spec {
 		Optimizer: "momentum", LR: 0.05, Momentum: 0.5,
 		LRDecay: 0.85, LRDecaySamples: 60000,
 		BatchSize: 64, Shards: 0, Replication: 3, Seed: 1,
-		WirePrecision: "int8", PipelineFresh: DefaultPipelineFresh, LocalSteps: 1,
+		WirePrecision: "int8", PipelineFresh: DefaultPipelineFresh, RoundFlags: RoundFlags{LocalSteps: 1},
 	}
 }
 
@@ -173,6 +158,11 @@ func (s Spec) BalanceBase() int64 {
 	return 0
 }
 
+// RoundSamples is the samples of one worker's round at the job's batch:
+// --batch × --local-steps (the batch without local rounds). The shards
+// bound a push's samples by it and weigh by it under --balance.
+func (s Spec) RoundSamples() int64 { return int64(s.BatchSize) * int64(s.Steps()) }
+
 // ShardOptimizer is the update rule every shard applies to its range.
 func (s Spec) ShardOptimizer() shardapi.Optimizer {
 	o := shardapi.Optimizer{Kind: shardapi.Momentum, Momentum: s.Momentum,
@@ -185,7 +175,7 @@ func (s Spec) ShardOptimizer() shardapi.Optimizer {
 
 // Validate names the first bad value.
 func (s Spec) Validate() error {
-	if err := s.validateRounds(); err != nil {
+	if err := s.RoundFlags.validate(s.BatchSize, s.Pipeline); err != nil {
 		return err
 	}
 	if !slices.Contains(cudaops.ModelNames(), s.Model) {
@@ -340,7 +330,7 @@ func (s *Spec) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.Pipeline, "pipeline", s.Pipeline, "job: compute iteration t+1 while the push of t is in flight; the gate releases one iteration earlier (s_L−1) so reads keep the bound (ssp or dssp with --s-lower >= 1)")
 	fs.Float64Var(&s.PipelineFresh, "pipeline-fresh", s.PipelineFresh, "job: under --pipeline, the share of each batch computed after the push in flight returns, on the parameters it brings; the rest is computed while it is in flight (0: the whole batch ahead)")
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
-	s.bindRoundFlags(fs)
+	s.RoundFlags.bindFlags(fs)
 	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log: fp32, bf16 (half the bytes) or int8 (gradients in a quarter of the bytes with error feedback, parameters in bf16); shards keep fp32 master weights")
 }
 
