@@ -269,7 +269,7 @@ func RunParadigms(ctx context.Context, cfg ParadigmsConfig, log *slog.Logger) (*
 	}
 	res := &ParadigmsResult{Config: cfg, Start: time.Now()}
 	if cfg.CeilingTime > 0 && cfg.ComputeDelay == 0 {
-		c, err := measureCeiling(ctx, cfg)
+		c, err := measureCeiling(ctx, cfg.SpecArgs, cfg.CeilingTime)
 		if err != nil {
 			return nil, fmt.Errorf("bench: compute ceiling: %w", err)
 		}
@@ -377,17 +377,17 @@ func FormatFloats(v []float64) string {
 }
 
 // measureCeiling is the machine's compute ceiling in samples/s for the
-// meshes' job (the default job with cfg.SpecArgs): one single-threaded
-// worker in process with no network, × the cores.
-func measureCeiling(ctx context.Context, cfg ParadigmsConfig) (float64, error) {
+// job of specArgs (over the default job): one single-threaded worker in
+// process with no network for d, × the cores.
+func measureCeiling(ctx context.Context, specArgs []string, d time.Duration) (float64, error) {
 	spec := node.DefaultConfig().Spec
 	fs := pflag.NewFlagSet("job", pflag.ContinueOnError)
 	fs.ParseErrorsWhitelist.UnknownFlags = true
 	spec.BindFlags(fs)
-	if err := fs.Parse(cfg.SpecArgs); err != nil {
+	if err := fs.Parse(specArgs); err != nil {
 		return 0, err
 	}
-	r, err := MeasureInproc(ctx, InprocConfig{Workers: 1, Threads: 1, Spec: spec, Duration: cfg.CeilingTime, Warmup: 2 * time.Second})
+	r, err := MeasureInproc(ctx, InprocConfig{Workers: 1, Threads: 1, Spec: spec, Duration: d, Warmup: 2 * time.Second})
 	if err != nil {
 		return 0, err
 	}
