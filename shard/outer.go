@@ -4,8 +4,9 @@ import "dsspmesh/shardapi"
 
 // The outer rule of a job of local rounds (shardapi.Outer; docs/design.md,
 // "Local rounds"). A push then carries a round's pseudo-gradient Δ =
-// θ_start − θ_local, weighted by samples / BalanceBase under the balance
-// layer (weigh); an entry's accepted pseudo-gradients are summed (S, k
+// θ_start − θ_local, never weighted by its samples (it grows with its
+// round's steps already: shardapi.Spec.Weighted); an entry's accepted
+// pseudo-gradients are summed (S, k
 // arrivals: pushes with samples) and applied in one step, with N the
 // workers in the gate (at least 1) and c the arrivals since the last
 // momentum step (FSM.arrivals, replicated):

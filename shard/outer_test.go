@@ -373,3 +373,27 @@ func TestOuterGoldenCases(t *testing.T) {
 		})
 	}
 }
+
+// TestOuterPseudoGradientsAreNotWeighted: under the balance layer an
+// outer rule sums pseudo-gradients as they are — a round of twice the
+// base samples has taken twice the steps already — where gradients are
+// weighted by samples / BalanceBase.
+func TestOuterPseudoGradientsAreNotWeighted(t *testing.T) {
+	spec := outerSpec(2, "asp", shardapi.Outer{Kind: shardapi.OuterSGD, LR: 1})
+	spec.BalanceBase = 64
+	if spec.Weighted() {
+		t.Fatal("an outer rule's pushes weighted")
+	}
+	h := newFSMHarness(t, spec, []float32{1, 1})
+	addWorkers(t, h, "a", "b")
+	a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 128), Grad: gradBytes([]float32{0.5, -0.5})}}))
+	if !a.Pushes[0].Applied {
+		t.Fatal(a.Pushes[0].Err)
+	}
+	if got := h.f.Params(nil); got[0] != 0.75 || got[1] != 1.25 {
+		t.Fatalf("θ %v, want [0.75 1.25]: Δ/N, unweighted", got)
+	}
+	if s := testSpec(2, "asp"); func() bool { s.BalanceBase = 64; return !s.Weighted() }() {
+		t.Fatal("gradients under the balance layer not weighted")
+	}
+}

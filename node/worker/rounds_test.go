@@ -135,3 +135,28 @@ func TestLocalRoundsAdamKeepsItsMoments(t *testing.T) {
 		t.Fatalf("Adam's state: first %v, second %v, fresh %v", first, second, again)
 	}
 }
+
+// TestRoundSteps: a round is the job's batch × H in H steps; under the
+// balance layer a share of n samples is taken in n / batch steps,
+// rounded, at least 2 (a push of a round carries a pseudo-gradient); one
+// step a push without local rounds.
+func TestRoundSteps(t *testing.T) {
+	q := &quadCompute{p: 1}
+	w := &Worker{cfg: Config{Batch: 64, LocalSteps: 16}, compute: q}
+	if n, a, err := w.next(0); err != nil || n != 1024 || a != nil || !slices.Equal(q.loads, [][3]int64{{1024, 16, -1}}) {
+		t.Fatalf("next: %d samples, %v, loads %v", n, err, q.loads)
+	}
+	for n, want := range map[int]int{1024: 16, 100: 2, 96: 2, 160: 3, 3000: 47, 1: 1} {
+		if got := w.steps(n); got != want {
+			t.Errorf("a share of %d samples at batch 64: %d steps, want %d", n, got, want)
+		}
+	}
+	w.cfg.LocalSteps = 1
+	if got := w.steps(3000); got != 1 {
+		t.Errorf("without local rounds: %d steps", got)
+	}
+	q.loads = nil
+	if n, _, _ := w.next(0); n != 64 || !slices.Equal(q.loads, [][3]int64{{64, 1, -1}}) {
+		t.Fatalf("without local rounds: %d samples, loads %v", n, q.loads)
+	}
+}
