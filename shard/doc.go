@@ -23,7 +23,8 @@
 //     instead, so the snapshot's bytes are the state at its index.
 //   - The balance layer (balance.go, docs/design.md#balance), with
 //     Spec.BalanceBase > 0: every shard weights a push's gradient by its
-//     samples / BalanceBase before summing; shard 0's FSM also holds a
+//     samples / BalanceBase before summing (not a pseudo-gradient under
+//     an outer rule: shardapi.Spec.Weighted); shard 0's FSM also holds a
 //     balance.Balancer fed by the applied pushes' samples and compute_ns
 //     and the gate's membership, deciding when t_min rises, and keeps the
 //     allocations in force as versions. Its OK to push (w, iter) carries
