@@ -27,9 +27,9 @@ const (
 // local copy and steps the copy with opt; then it hands over θ − θ_local,
 // the round's pseudo-gradient. A round of h = 1 passes through: c's
 // gradient. Adam's moments and step count carry over from round to round
-// (as DiLoCo's inner AdamW state does); sgd keeps none. It holds three
-// vectors of NumParams (the local copy, a step's gradient, the difference
-// handed over; Adam two more).
+// (as DiLoCo's inner AdamW state does); sgd keeps none. It holds two
+// vectors of NumParams (the local copy; a step's gradient, whose buffer
+// then carries the difference handed over), Adam two more.
 func LocalRounds(c Compute, opt InnerOptimizer) (Compute, error) {
 	switch {
 	case opt.Kind != "sgd" && opt.Kind != "adam":
