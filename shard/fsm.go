@@ -178,6 +178,9 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 	accepted := 0
 	var samples, arrivals int64          // arrivals: accepted pushes with samples (the outer rule's count)
 	lr := f.opt.Schedule.Rate(f.samples) // one step per entry, at the rate before it
+	if f.spec.Outer.On() {
+		lr = f.spec.Outer.LR // the outer rule's (outer.go), constant; named in a refusal
+	}
 	if e.summed > 0 {
 		if n, s, a := f.applyGroup(ps[:e.summed], e.sum, res[:e.summed], lr); n > 0 {
 			accepted, samples, arrivals = n, s, a
