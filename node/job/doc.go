@@ -9,7 +9,7 @@
 // # Local rounds
 //
 // --local-steps H > 1 (rounds.go) makes each push a round of H local
-// steps: the workers run the inner optimizer ([Spec.Inner]: sgd at 0.3 or
+// steps: the workers run the inner optimizer ([Spec.Inner]: sgd at 6 × --lr, 0.3 by default, or
 // adam at 0.001 unless --inner-lr) and the shards the outer one
 // ([Spec.Outer]: Delayed Nesterov at 0.7 with momentum 0.9, DiLoCo's, or
 // --outer-optimizer sgd at 1, the models' average). A zero field is its

@@ -2,27 +2,30 @@ package job
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/pflag"
 
 	"dsspmesh/shardapi"
 )
 
-// Local rounds' defaults and bounds (Spec.LocalSteps and the fields after
-// it). The outer defaults are DiLoCo's (arXiv 2311.08105); outer sgd at 1
-// makes a synchronous round the average of the workers' models (local
-// SGD). Inner sgd at 0.3: MNIST's MLP, 4 workers in synchronous rounds
-// under the default outer rule, reached 97% of a 2 000-sample test subset
-// after 385k/238k/197k samples at inner rates 0.1/0.2/0.3 with H = 16,
-// 328k/262k at 0.2/0.3 with H = 64 and 213k at 0.3 with H = 4, where
-// per-step momentum SGD at the job's default (0.05, momentum 0.5, no
-// decay) needed 360k (docs/design.md, "Local rounds").
+// Local rounds' defaults and bounds (RoundFlags). The outer defaults are
+// DiLoCo's (arXiv 2311.08105); outer sgd at 1 makes a synchronous round
+// the average of the workers' models (local SGD). Inner sgd defaults to
+// InnerSGDLRFactor × the job's --lr, so that it follows a model's rate
+// (0.3 at the default 0.05; 0.06 for the 100 MB model's 0.01): MNIST's
+// MLP, 4 workers in synchronous rounds under the default outer rule,
+// reached 97% of a 2 000-sample test subset after 385k/238k/197k samples
+// at inner rates 0.1/0.2/0.3 with H = 16, 328k/262k at 0.2/0.3 with H =
+// 64 and 213k at 0.3 with H = 4, where per-step momentum SGD at the job's
+// default (0.05, momentum 0.5, no decay) needed 360k (docs/design.md,
+// "Local rounds").
 const (
 	MaxLocalSteps          = 1 << 14
 	DefaultOuterNesterovLR = 0.7
 	DefaultOuterMomentum   = 0.9
 	DefaultOuterSGDLR      = 1.0
-	DefaultInnerSGDLR      = 0.3
+	InnerSGDLRFactor       = 6
 	DefaultInnerAdamLR     = 0.001
 	defaultInnerOptimizer  = "sgd"
 )
@@ -80,15 +83,17 @@ func (s RoundFlags) Outer() shardapi.Outer {
 	return o
 }
 
-// Inner is the workers' inner optimizer with its defaults filled in
-// (sgd at 0.3 unless named); unused without local rounds.
-func (s RoundFlags) Inner() Inner {
+// inner is the workers' inner optimizer with its defaults filled in for a
+// job of rate jobLR (sgd at InnerSGDLRFactor × jobLR unless named).
+func (s RoundFlags) inner(jobLR float64) Inner {
 	in := Inner{Kind: s.InnerOptimizer, LR: s.InnerLR}
 	if in.Kind == "" {
 		in.Kind = defaultInnerOptimizer
 	}
 	if in.LR == 0 {
-		in.LR = DefaultInnerSGDLR
+		// Rounded to 12 digits: 6 × 0.05 is 0.30000000000000004 in
+		// float64, and a joiner's explicit --inner-lr 0.3 must agree.
+		in.LR, _ = strconv.ParseFloat(strconv.FormatFloat(min(InnerSGDLRFactor*jobLR, MaxLR), 'g', 12, 64), 64)
 		if in.Kind == "adam" {
 			in.LR = DefaultInnerAdamLR
 		}
@@ -160,5 +165,5 @@ func (s *RoundFlags) bindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&s.OuterLR, "outer-lr", s.OuterLR, "job: outer learning rate (0: 0.7 for nesterov, 1 for sgd)")
 	fs.Float64Var(&s.OuterMomentum, "outer-momentum", s.OuterMomentum, "job: outer Nesterov momentum (0: 0.9; --outer-optimizer sgd for none)")
 	fs.StringVar(&s.InnerOptimizer, "inner-optimizer", s.InnerOptimizer, "job: the built-in worker's optimizer within a round: sgd or adam (an external trainer's is its own)")
-	fs.Float64Var(&s.InnerLR, "inner-lr", s.InnerLR, "job: inner learning rate (0: 0.3 for sgd, 0.001 for adam)")
+	fs.Float64Var(&s.InnerLR, "inner-lr", s.InnerLR, "job: inner learning rate (0: 6 × --lr for sgd, 0.3 at the default --lr; 0.001 for adam)")
 }

@@ -35,7 +35,7 @@ func TestRoundsDefaults(t *testing.T) {
 	if o := s.Outer(); o != (shardapi.Outer{Kind: shardapi.OuterNesterov, LR: 0.7, Momentum: 0.9}) {
 		t.Fatalf("H=16 outer %+v, want nesterov 0.7/0.9", o)
 	}
-	if in := s.Inner(); in != (Inner{Kind: "sgd", LR: DefaultInnerSGDLR}) {
+	if in := s.Inner(); in != (Inner{Kind: "sgd", LR: 0.3}) {
 		t.Fatalf("inner %+v", in)
 	}
 	if s.RoundSamples() != 16*int64(s.BatchSize) {
@@ -92,6 +92,7 @@ func TestRoundsFlagsConflict(t *testing.T) {
 		{[]string{"--local-steps", "16", "--outer-optimizer", "sgd"}, "--outer-optimizer sgd (mesh: nesterov)"},
 		{[]string{"--local-steps", "16", "--inner-optimizer", "adam"}, "--inner-optimizer adam (mesh: sgd)"},
 		{[]string{"--local-steps", "16", "--inner-lr", "0.05"}, "--inner-lr 0.05 (mesh: 0.3)"},
+		{[]string{"--local-steps", "16", "--inner-lr", "0.3"}, ""},
 		{[]string{"--local-steps", "16", "--outer-lr", "0.5"}, "--outer-lr 0.5 (mesh: 0.7)"},
 	} {
 		mine := DefaultSpec()

@@ -158,6 +158,11 @@ func (s Spec) BalanceBase() int64 {
 	return 0
 }
 
+// Inner is the workers' inner optimizer of a job of local rounds with its
+// defaults filled in (sgd at InnerSGDLRFactor × LR unless named); unused
+// without local rounds.
+func (s Spec) Inner() Inner { return s.RoundFlags.inner(s.LR) }
+
 // RoundSamples is the samples of one worker's round at the job's batch:
 // --batch × --local-steps (the batch without local rounds). The shards
 // bound a push's samples by it and weigh by it under --balance.
