@@ -19,6 +19,27 @@ import (
 // slice (under ssp:2 a per-step worker would keep most of them), since a
 // kept slice would restart a round without the worker's own last one.
 func TestInProcessLocalRoundsBalanced(t *testing.T) {
+	localRoundsBalanced(t, nil)
+}
+
+// TestInProcessPipelinedLocalRounds is the same under ssp:1 with
+// --pipeline: each round's first half of steps runs while the push before
+// is in flight (seen by the observer), its progress carried onto the
+// parameters that push brings (LocalRounds), and every slice a round
+// computes on, read through the gate, is within s = 1.
+func TestInProcessPipelinedLocalRounds(t *testing.T) {
+	rec := localRoundsBalanced(t, func(c *node.Config) {
+		c.Spec.Paradigm, c.Spec.SLower, c.Spec.Pipeline = "ssp", 1, true
+	})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	t.Logf("reads checked %d, max lag %d, rounds computed with the previous push in flight %d", rec.reads, rec.maxLag, rec.overlapped)
+	if rec.reads == 0 || rec.maxLag > 1 || rec.overlapped == 0 {
+		t.Errorf("reads %d, max lag %d (bound 1), overlapped %d", rec.reads, rec.maxLag, rec.overlapped)
+	}
+}
+
+func localRoundsBalanced(t *testing.T, job func(c *node.Config)) *recorder {
 	const nodes, shards, h = 4, 2, 4
 	rec := newRecorder()
 	m := startMesh(t, nodes, shards, rec, func(i int, c *node.Config) {
@@ -27,6 +48,9 @@ func TestInProcessLocalRoundsBalanced(t *testing.T) {
 		c.Spec.InnerLR = 0.02
 		c.ComputeDelay = 2 * time.Millisecond
 		c.Slowdown = []float64{1, 1, 2, 4}[i]
+		if job != nil {
+			job(c)
+		}
 	})
 	ids := m.ids()
 	rec.wait(t, "every worker computes 12 rounds", func() bool {
@@ -66,4 +90,5 @@ func TestInProcessLocalRoundsBalanced(t *testing.T) {
 		}
 	}
 	m.stop(t)
+	return rec
 }

@@ -16,8 +16,8 @@
 // default, resolved when read, so a spec persisted before local rounds
 // reads as H = 1, and a joiner's explicit flag is compared with the
 // mesh's resolved value. The outer and inner flags need H > 1 (a round of
-// one step would be a gradient step under another name); --pipeline is
-// refused with H > 1 (a round hides its push behind H steps already);
+// one step would be a gradient step under another name); with --pipeline
+// the next round's first steps overlap the push (node/worker);
 // --batch × H is at most shardapi.MaxBatch samples a round.
 //
 // # Replication

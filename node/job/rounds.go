@@ -102,8 +102,8 @@ func (s RoundFlags) inner(jobLR float64) Inner {
 }
 
 // validate names the first bad value of the local-round flags in a job
-// of batch samples a step, pipelined or not.
-func (s RoundFlags) validate(batch int, pipeline bool) error {
+// of batch samples a step.
+func (s RoundFlags) validate(batch int) error {
 	switch {
 	case s.LocalSteps < 0 || s.LocalSteps > MaxLocalSteps:
 		return fmt.Errorf("--local-steps %d outside 1..%d", s.LocalSteps, MaxLocalSteps)
@@ -150,10 +150,6 @@ func (s RoundFlags) validate(batch int, pipeline bool) error {
 		if err := CheckFloat("inner-lr", s.InnerLR, 0, MaxLR, true); err != nil {
 			return err
 		}
-	}
-	if pipeline {
-		return fmt.Errorf("--pipeline with local rounds (--local-steps %d, outer %s): a round already hides its push behind its %d steps; "+
-			"drop --pipeline, or use --local-steps 1", s.Steps(), s.Outer().Kind, s.Steps())
 	}
 	return s.Outer().Validate()
 }

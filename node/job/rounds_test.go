@@ -38,6 +38,11 @@ func TestRoundsDefaults(t *testing.T) {
 	if in := s.Inner(); in != (Inner{Kind: "sgd", LR: 0.3}) {
 		t.Fatalf("inner %+v", in)
 	}
+	p := s
+	p.Paradigm, p.SLower, p.Pipeline = "ssp", 1, true
+	if err := p.Validate(); err != nil {
+		t.Fatalf("pipelined local rounds: %v", err)
+	}
 	if s.RoundSamples() != 16*int64(s.BatchSize) {
 		t.Fatalf("round samples %d", s.RoundSamples())
 	}
@@ -66,7 +71,6 @@ func TestRoundsValidation(t *testing.T) {
 		{func(s *Spec) { s.LocalSteps, s.OuterMomentum = 4, 1 }, "--outer-momentum"},
 		{func(s *Spec) { s.LocalSteps, s.OuterOptimizer, s.OuterMomentum = 4, "sgd", 0.5 }, "--outer-momentum 0.5 needs --outer-optimizer nesterov"},
 		{func(s *Spec) { s.LocalSteps, s.InnerLR = 4, -0.1 }, "--inner-lr -0.1"},
-		{func(s *Spec) { s.LocalSteps, s.Paradigm, s.SLower, s.Pipeline = 4, "ssp", 1, true }, "--pipeline with local rounds"},
 	} {
 		s := DefaultSpec()
 		c.set(&s)

@@ -24,9 +24,12 @@ import "dsspmesh/shardapi"
 // samples the assignment names in steps (w.steps) of about the job's
 // batch each, so that a faster worker's larger share is more local steps
 // (Dynamic Local Updates), not larger ones.
+//
+// It sets w.h, the round's local steps (1 without local rounds).
 func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 	h := max(w.cfg.LocalSteps, 1)
 	if !w.cfg.Balance {
+		w.h = h
 		return w.cfg.Batch * h, nil, w.compute.Next(w.cfg.Batch*h, h, -1)
 	}
 	b, pos := int64(w.cfg.Batch*h), int64(-1)
@@ -34,7 +37,8 @@ func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 	if a != nil && a.Batch > 0 {
 		b, pos = a.Batch, a.Pos
 	}
-	return int(b), a, w.compute.Next(int(b), w.steps(int(b)), pos)
+	w.h = w.steps(int(b))
+	return int(b), a, w.compute.Next(int(b), w.h, pos)
 }
 
 // steps is the local steps of a round of n samples: 1 without local

@@ -14,8 +14,9 @@ import (
 // pipeline and the balance layer run the same whichever implementation
 // computes. Calls come from the loop goroutine only, one at a time.
 //
-// One call of Next and one of Gradient (two under --pipeline's split)
-// make one push. In a job of local rounds (--local-steps H > 1,
+// One call of Next and one of Gradient (two under --pipeline's split:
+// samples [0, a) on the θ before the push in flight lands, [a, n) on the θ
+// it brought) make one push. In a job of local rounds (--local-steps H > 1,
 // docs/design.md "Local rounds") that push is a round: h local steps of
 // the compute's own inner optimizer, and what Gradient hands over is the
 // round's pseudo-gradient θ_start − θ_local, not a gradient. h = 1 always
@@ -37,8 +38,12 @@ type Compute interface {
 	Next(n, h int, pos int64) error
 	// Gradient computes on theta, for h = 1, the mean gradient of samples
 	// [lo, hi) of the batch loaded; for h > 1, the round's pseudo-gradient
-	// theta − θ_h after h steps of the inner optimizer from theta (lo = 0
-	// and hi = n: a round is never split). It hands the result to emit in
+	// theta − θ_h after h steps of the inner optimizer from theta (lo = 0,
+	// hi = n). A round is split only at a step boundary ([Boundary]), once:
+	// [0, a) runs the first steps from the θ given and hands over their
+	// pseudo-gradient Δ_a; [a, n) carries Δ_a onto the θ given then (the
+	// remaining steps start from theta − Δ_a) and hands over the whole
+	// round's theta − θ_h, which the loop takes alone. It hands the result to emit in
 	// pieces as it forms (off into the flat vector; v may be modified and
 	// is valid only during the call) and returns the mean loss of the
 	// samples computed (over the round's steps). theta is read only. ctx

@@ -70,7 +70,9 @@
 // push's samples are the round's and its compute_ns the round's time, so
 // the DSSP controller and the balancer time rounds. [LocalRounds] is the
 // built-in models' inner loop (sgd or adam); an external trainer runs its
-// own.
+// own. Under --pipeline a round splits at a step boundary: its first steps
+// run while the push before is in flight and their progress is carried
+// onto the θ that push brings (pipeline.go).
 //
 // # Shard clients
 //

@@ -26,7 +26,13 @@ const (
 // 1 at the step's position of the round), computes their gradient on the
 // local copy and steps the copy with opt; then it hands over θ − θ_local,
 // the round's pseudo-gradient. A round of h = 1 passes through: c's
-// gradient. Adam's moments and step count carry over from round to round
+// gradient. A round split once at a step boundary (the pipelined loop:
+// samples [0, a) while the push before is in flight, on the θ before it,
+// then [a, n) on the θ it brought) carries the first steps' progress Δ_a
+// onto the new θ — the remaining steps start from θ_new − Δ_a — and the
+// second call hands over the whole round's θ_new − θ_local; the first
+// call's Δ_a is handed over too, and a caller that mixes the two parts
+// must take the second alone. Adam's moments and step count carry over from round to round
 // (as DiLoCo's inner AdamW state does); sgd keeps none. It holds two
 // vectors of NumParams (the local copy; a step's gradient, whose buffer
 // then carries the difference handed over), Adam two more.
@@ -47,6 +53,8 @@ type localRounds struct {
 	pos       int64 // its position (< 0: c's own reading)
 	local     []float32
 	grad      []float32
+	ahead     []float32 // a split round's first steps' progress (Gradient)
+	done      int       // the steps of the round taken
 	m, v      []float32 // Adam's moments
 	adamSteps int
 }
@@ -55,7 +63,7 @@ func (r *localRounds) Next(n, h int, pos int64) error {
 	if h < 1 || n < h {
 		return fmt.Errorf("worker: a round of %d samples in %d steps", n, h)
 	}
-	r.n, r.h, r.pos = n, h, pos
+	r.n, r.h, r.pos, r.done = n, h, pos, 0
 	if h == 1 {
 		return r.Compute.Next(n, 1, pos)
 	}
@@ -66,16 +74,30 @@ func (r *localRounds) Gradient(ctx context.Context, theta []float32, lo, hi int,
 	if r.h == 1 {
 		return r.Compute.Gradient(ctx, theta, lo, hi, emit)
 	}
-	if lo != 0 || hi != r.n {
-		return 0, fmt.Errorf("worker: a round of %d local steps is computed whole, not samples [%d, %d) of %d", r.h, lo, hi, r.n)
+	kLo, okLo := r.stepAt(lo)
+	kHi, okHi := r.stepAt(hi)
+	switch {
+	case !okLo || !okHi || lo > hi || hi != r.n && lo != 0:
+		return 0, fmt.Errorf("worker: a round of %d local steps over %d samples is computed whole or split once at a step boundary, not samples [%d, %d)", r.h, r.n, lo, hi)
+	case lo > 0 && r.done != kLo:
+		return 0, fmt.Errorf("worker: a round's steps from %d on asked for before its first %d (%d taken)", kLo, kLo, r.done)
 	}
 	p := len(theta)
 	if len(r.local) != p {
 		r.local, r.grad = make([]float32, p), make([]float32, p)
 	}
-	copy(r.local, theta)
+	if lo == 0 {
+		copy(r.local, theta)
+	} else {
+		// The round's first steps ran from the θ before (their progress
+		// in r.ahead): carry it onto this θ, so the pseudo-gradient handed
+		// over is this round's progress from the θ it starts from now.
+		for i := range r.local {
+			r.local[i] = theta[i] - r.ahead[i]
+		}
+	}
 	var loss float64
-	for k := range r.h {
+	for k := kLo; k < kHi; k++ {
 		a, b := k*r.n/r.h, (k+1)*r.n/r.h
 		pos := int64(-1)
 		if r.pos >= 0 {
@@ -92,6 +114,7 @@ func (r *localRounds) Gradient(ctx context.Context, theta []float32, lo, hi int,
 		loss += l
 		r.step()
 	}
+	r.done = kHi
 	// Hand θ − θ_local over in pieces, as a gradient would be.
 	const piece = 1 << 16
 	for off := 0; off < p; off += piece {
@@ -100,9 +123,42 @@ func (r *localRounds) Gradient(ctx context.Context, theta []float32, lo, hi int,
 		for i := range d {
 			d[i] = theta[off+i] - r.local[off+i]
 		}
+		if hi < r.n {
+			if r.ahead == nil {
+				r.ahead = make([]float32, p)
+			}
+			copy(r.ahead[off:end], d)
+		}
 		emit(off, d)
 	}
-	return loss / float64(r.h), nil
+	if kHi == kLo {
+		return 0, nil
+	}
+	return loss / float64(kHi-kLo), nil
+}
+
+// stepAt is the step whose first sample is sample i of the round (the
+// round's end: h), and whether i is such a boundary.
+func (r *localRounds) stepAt(i int) (int, bool) {
+	if i == r.n {
+		return r.h, true
+	}
+	k := i * r.h / r.n
+	for k*r.n/r.h < i {
+		k++
+	}
+	return k, k*r.n/r.h == i
+}
+
+// Boundary is the start of the step of a round of n samples in h steps
+// nearest to sample i: where a pipelined loop may split the round (the
+// first part computed while the push before is in flight).
+func Boundary(n, h, i int) int {
+	if h <= 1 {
+		return i
+	}
+	k := (i*h + n/2) / n
+	return min(k, h) * n / h
 }
 
 // step applies one inner step with r.grad to r.local.

@@ -101,9 +101,13 @@ func TestLocalRoundsOneStepIsTheGradient(t *testing.T) {
 		t.Fatalf("h=1 gave %v, want the gradient [1 2]", got)
 	}
 	_ = c.Next(64, 4, 0)
-	_, err := c.Gradient(context.Background(), []float32{0, 0}, 0, 32, func(int, []float32) {})
-	if err == nil || !strings.Contains(err.Error(), "computed whole") {
-		t.Fatalf("a split round: %v", err)
+	_, err := c.Gradient(context.Background(), []float32{0, 0}, 0, 30, func(int, []float32) {})
+	if err == nil || !strings.Contains(err.Error(), "step boundary") {
+		t.Fatalf("a round split inside a step: %v", err)
+	}
+	_, err = c.Gradient(context.Background(), []float32{0, 0}, 32, 64, func(int, []float32) {})
+	if err == nil || !strings.Contains(err.Error(), "before its first") {
+		t.Fatalf("a round's second part first: %v", err)
 	}
 	if _, err := LocalRounds(q, InnerOptimizer{Kind: "lamb", LR: 1}); err == nil {
 		t.Fatal("unknown inner optimizer accepted")
@@ -158,5 +162,55 @@ func TestRoundSteps(t *testing.T) {
 	q.loads = nil
 	if n, _, _ := w.next(0); n != 64 || !slices.Equal(q.loads, [][3]int64{{64, 1, -1}}) {
 		t.Fatalf("without local rounds: %d samples, loads %v", n, q.loads)
+	}
+}
+
+// TestLocalRoundsSplitCarriesProgress: a round split at a step boundary
+// (the pipelined loop) runs its first steps from the θ before, carries
+// their progress onto the θ the push brought, and hands over the whole
+// round's pseudo-gradient from that θ; the step loads are those of the
+// round taken whole. Boundary picks the split.
+func TestLocalRoundsSplitCarriesProgress(t *testing.T) {
+	whole, split := &quadCompute{p: 2}, &quadCompute{p: 2}
+	cw, _ := LocalRounds(whole, InnerOptimizer{Kind: "sgd", LR: 0.25})
+	cs, _ := LocalRounds(split, InnerOptimizer{Kind: "sgd", LR: 0.25})
+	old, fresh := []float32{1, 2}, []float32{1.5, 1}
+	if b := Boundary(12, 4, 5); b != 6 {
+		t.Fatalf("boundary near sample 5 of 12 in 4 steps: %d, want 6", b)
+	}
+	_ = cs.Next(12, 4, 40)
+	first, _ := pseudo(t, cs, old, 6) // [0, 6) on the θ before
+	rest := make([]float32, 2)
+	if _, err := cs.Gradient(context.Background(), fresh, 6, 12, func(off int, v []float32) { copy(rest[off:], v) }); err != nil {
+		t.Fatal(err)
+	}
+	// Reference: two steps from old, then the same progress moved onto
+	// fresh and two more steps.
+	local := slices.Clone(old)
+	for _, c := range []float32{40, 43} {
+		for i := range local {
+			local[i] -= 0.25 * (local[i] - c)
+		}
+	}
+	for i := range first {
+		if want := old[i] - local[i]; first[i] != want {
+			t.Fatalf("first part Δ[%d] = %g, want %g", i, first[i], want)
+		}
+		local[i] = fresh[i] - first[i]
+	}
+	for _, c := range []float32{46, 49} {
+		for i := range local {
+			local[i] -= 0.25 * (local[i] - c)
+		}
+	}
+	for i := range rest {
+		if want := fresh[i] - local[i]; rest[i] != want {
+			t.Fatalf("round Δ[%d] = %g, want %g", i, rest[i], want)
+		}
+	}
+	_ = cw.Next(12, 4, 40)
+	pseudo(t, cw, old, 12)
+	if !slices.Equal(whole.loads, split.loads) {
+		t.Fatalf("split loads %v, whole %v", split.loads, whole.loads)
 	}
 }

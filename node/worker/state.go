@@ -82,6 +82,7 @@ type Worker struct {
 	theta   []float32 // written only by the loop goroutine
 	landing []float32 // where a push in flight decodes its slices (pipeline.go), nil until one
 	part    []float32 // the gradient of a batch's samples computed ahead (pipeline.go), nil until one
+	h       int       // the local steps of the round loaded (balance.go, next); 1 without local rounds
 	// step holds the loop's decisions and what they read: the clocks per
 	// shard, the versions of θ's slices (step.go).
 	step     *Step
