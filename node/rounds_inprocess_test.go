@@ -85,6 +85,10 @@ func localRoundsBalanced(t *testing.T, job func(c *node.Config)) *recorder {
 		if err != nil || st.Worker == nil {
 			t.Fatalf("status of %s: %v", a, err)
 		}
+		t.Logf("%s: loss %.3g after %d rounds, %d refused", a, st.Worker.Loss, st.Worker.Iter, st.Worker.Refused)
+		if st.Worker.Refused != 0 || !(st.Worker.Loss < 1) {
+			t.Errorf("%s: loss %.3f, %d refused: the rounds do not train (synthetic data starts near 2.3)", a, st.Worker.Loss, st.Worker.Refused)
+		}
 		if st.Worker.SlicesKept != 0 || st.Worker.SlicesPulled == 0 {
 			t.Errorf("%s: %d slices kept, %d pulled: a round must start from the slices its push returned", a, st.Worker.SlicesKept, st.Worker.SlicesPulled)
 		}
