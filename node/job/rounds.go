@@ -102,13 +102,17 @@ func (s RoundFlags) inner(jobLR float64) Inner {
 }
 
 // validate names the first bad value of the local-round flags in a job
-// of batch samples a step.
-func (s RoundFlags) validate(batch int) error {
+// of batch samples a step, balanced or not.
+func (s RoundFlags) validate(batch int, balance bool) error {
+	round := int64(batch) * int64(s.Steps())
 	switch {
 	case s.LocalSteps < 0 || s.LocalSteps > MaxLocalSteps:
 		return fmt.Errorf("--local-steps %d outside 1..%d", s.LocalSteps, MaxLocalSteps)
-	case batch > 0 && int64(batch)*int64(s.Steps()) > shardapi.MaxBatch:
-		return fmt.Errorf("--local-steps %d × --batch %d = %d samples a round, above %d", s.Steps(), batch, int64(batch)*int64(s.Steps()), shardapi.MaxBatch)
+	case batch > 0 && round > shardapi.MaxBatch:
+		return fmt.Errorf("--local-steps %d × --batch %d = %d samples a round, above %d", s.Steps(), batch, round, shardapi.MaxBatch)
+	case balance && s.Rounds() && batch > 0 && round < minBalancedRound:
+		return fmt.Errorf("--balance with --local-steps %d × --batch %d = %d samples a round: at least %d (a balanced share, at least an eighth of a round, must hold 2 steps)",
+			s.Steps(), batch, round, minBalancedRound)
 	}
 	switch s.OuterOptimizer {
 	case "", "sgd", "nesterov":
@@ -153,6 +157,12 @@ func (s RoundFlags) validate(batch int) error {
 	}
 	return s.Outer().Validate()
 }
+
+// minBalancedRound is the fewest samples a round of a balanced job may
+// have: the balancer gives no worker less than an eighth of a round
+// (balance.DefaultConfig), which must be 2 samples for a round of at
+// least 2 steps (a push of one step would carry a gradient).
+const minBalancedRound = 16
 
 // bindFlags registers the local-round flags on fs.
 func (s *RoundFlags) bindFlags(fs *pflag.FlagSet) {

@@ -71,6 +71,7 @@ func TestRoundsValidation(t *testing.T) {
 		{func(s *Spec) { s.LocalSteps, s.OuterMomentum = 4, 1 }, "--outer-momentum"},
 		{func(s *Spec) { s.LocalSteps, s.OuterOptimizer, s.OuterMomentum = 4, "sgd", 0.5 }, "--outer-momentum 0.5 needs --outer-optimizer nesterov"},
 		{func(s *Spec) { s.LocalSteps, s.InnerLR = 4, -0.1 }, "--inner-lr -0.1"},
+		{func(s *Spec) { s.LocalSteps, s.BatchSize, s.Balance = 2, 4, true }, "--balance with --local-steps 2 × --batch 4 = 8 samples a round"},
 	} {
 		s := DefaultSpec()
 		c.set(&s)

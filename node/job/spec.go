@@ -180,7 +180,7 @@ func (s Spec) ShardOptimizer() shardapi.Optimizer {
 
 // Validate names the first bad value.
 func (s Spec) Validate() error {
-	if err := s.RoundFlags.validate(s.BatchSize); err != nil {
+	if err := s.RoundFlags.validate(s.BatchSize, s.Balance); err != nil {
 		return err
 	}
 	if !slices.Contains(cudaops.ModelNames(), s.Model) {
