@@ -322,26 +322,38 @@ func (n *Node) loadCompute(spec JobSpec) error {
 
 // newWorker builds the worker room for spec: the Go model's compute, with
 // the lab's emulation around it when --slowdown, --compute-delay or the
-// fault poison ask for it.
+// fault poison ask for it, and with local rounds (--local-steps > 1) the
+// inner optimizer's rounds around that (each step emulated on its own).
 func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
-	comp, err := worker.NewModelCompute(n.model, n.train, n.id, spec.BatchSize, spec.Seed, spec.Balance)
+	mc, err := worker.NewModelCompute(n.model, n.train, n.id, spec.BatchSize, spec.Seed, spec.Balance)
 	if err != nil {
 		return nil, err
 	}
+	comp := worker.Emulate(mc, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize,
+		NaNEvery: n.cfg.FaultNaNEvery})
+	if spec.Rounds() {
+		in := spec.Inner()
+		if comp, err = worker.LocalRounds(comp, worker.InnerOptimizer{Kind: in.Kind, LR: in.LR}); err != nil {
+			return nil, err
+		}
+	}
 	slack := int64(0)
-	if p, err := spec.Policy(); err == nil {
-		slack = p.SL // a kept slice may miss s_L iterations (node/worker/pull.go)
+	if p, err := spec.Policy(); err == nil && !spec.Rounds() {
+		// A kept slice may miss s_L iterations (node/worker/pull.go). Not
+		// with local rounds: a worker that kept its slices would start its
+		// next round from the θ its last round started from, without that
+		// round's own H steps; every OK of a round carries the slices.
+		slack = p.SL
 	}
 	m := n.metrics
 	return worker.New(worker.Deps{
-		ID: n.id,
-		Compute: worker.Emulate(comp, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize,
-			NaNEvery: n.cfg.FaultNaNEvery}),
+		ID:        n.id,
+		Compute:   comp,
 		Transport: n.tr, Members: n.members, Candidates: n.shards.Candidates, Alive: n.isMember,
 		Observer: n.obs, Event: n.events.Add, DataPath: n.shards.DataPath, Logger: n.log,
 		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
 			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
-	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, Precision: spec.Precision(), Pipeline: spec.Pipeline,
+	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, LocalSteps: spec.Steps(), Precision: spec.Precision(), Pipeline: spec.Pipeline,
 		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown})
 }
 
@@ -362,7 +374,8 @@ func (n *Node) newShards(spec JobSpec) *shards.Manager {
 		},
 	}, shards.Config{NumParams: n.model.NumParams(), Shards: spec.Shards, Replication: spec.Replication,
 		Spec: shardapi.Spec{Policy: spec.PolicyText(), Optimizer: spec.ShardOptimizer(), OutlierFactor: spec.OutlierFactor,
-			BalanceBase: spec.BalanceBase(), Batch: int64(spec.BatchSize), Precision: spec.Precision(), Pipeline: spec.Pipeline}})
+			BalanceBase: spec.BalanceBase(), Batch: spec.RoundSamples(), Precision: spec.Precision(), Pipeline: spec.Pipeline,
+			Outer: spec.Outer()}})
 }
 
 // evalJob is what a model read needs of the job; false until the node

@@ -120,10 +120,15 @@ func groupSum(group []*Push, n int, prec shardapi.Precision, base int64) []byte 
 	return prec.Sums().Append(nil, acc)
 }
 
-// balanceBase is Spec.BalanceBase (0 before Init or without balance).
+// balanceBase is Spec.BalanceBase when the shard weights pushes
+// (Spec.Weighted), else 0 (before Init, without balance, under an outer
+// rule).
 func (f *FSM) balanceBase() int64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if !f.spec.Weighted() {
+		return 0
+	}
 	return f.spec.BalanceBase
 }
 

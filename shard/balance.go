@@ -77,8 +77,11 @@ func newBalanceState(spec shardapi.Spec) (*balanceState, error) {
 // sum of an entry's gradients is then Σ b_i·g_i / b0, one process's step on
 // the union of the samples at the job's learning rate per b0 samples. A
 // push of exactly BalanceBase samples is left as it is.
+//
+// Not under an outer rule (shardapi.Spec.Weighted): pseudo-gradients are
+// summed as they are.
 func (f *FSM) weigh(samples int64) {
-	if f.spec.BalanceBase <= 0 || samples == f.spec.BalanceBase {
+	if !f.spec.Weighted() || samples == f.spec.BalanceBase {
 		return
 	}
 	w := float32(float64(samples) / float64(f.spec.BalanceBase))

@@ -23,7 +23,8 @@
 //     instead, so the snapshot's bytes are the state at its index.
 //   - The balance layer (balance.go, docs/design.md#balance), with
 //     Spec.BalanceBase > 0: every shard weights a push's gradient by its
-//     samples / BalanceBase before summing; shard 0's FSM also holds a
+//     samples / BalanceBase before summing (not a pseudo-gradient under
+//     an outer rule: shardapi.Spec.Weighted); shard 0's FSM also holds a
 //     balance.Balancer fed by the applied pushes' samples and compute_ns
 //     and the gate's membership, deciding when t_min rises, and keeps the
 //     allocations in force as versions. Its OK to push (w, iter) carries
@@ -35,6 +36,18 @@
 //     releases by Spec.GatePolicy (s_L − 1), new allocations are in force
 //     from t_max+2 and the OK also carries iter+2's (Reply.Ahead): both are
 //     final once push iter is applied.
+//   - Local rounds (outer.go, docs/design.md#local-rounds), with a
+//     non-zero Spec.Outer: a push carries a round's pseudo-gradient and
+//     the entry's sum is applied by the outer rule (sgd: θ −= LR·S/N;
+//     Delayed Nesterov: the same at once, and the momentum once per N
+//     arrivals, N the gate's workers) instead of Spec.Optimizer's step.
+//     Its state — the momentum (in the velocity's place), a buffer of the
+//     pseudo-gradients since the last momentum step and their count — is
+//     in the snapshot (the buffer after the velocity, the count in the
+//     header, bounded by maxArrivals) and checked like θ: a step that
+//     would leave any of it non-finite or at ±2^64 is refused, exactly,
+//     before the gate sees the push. A zero Spec.Outer (every job of one
+//     local step) steps exactly as before local rounds.
 //   - [Replica]: one node's member of the shard's raft group plus the push
 //     service on mesh.Channel{KindRPC, shard}. It answers what a node asks
 //     of the group without exposing raft: [Replica.Configuration] (voters

@@ -31,14 +31,19 @@ type FSM struct {
 	spec        shardapi.Spec
 	opt         shardapi.Optimizer
 	theta       []float32
-	velocity    []float32 // nil for SGD
-	gate        *clock.Gate
-	bal         *balanceState // shard 0 with Spec.BalanceBase > 0 (balance.go)
-	samples     int64         // global samples applied: the schedule's input; saturates (satAdd)
-	pushes      uint64        // saturates, as every counter here
-	duplicates  uint64
-	rejected    [shardapi.NumReasons]uint64
-	lastIndex   uint64
+	velocity    []float32 // nil without momentum (hasVelocity)
+	// buf and arrivals are the outer Nesterov's buffer of pseudo-gradients
+	// and the arrivals since its last momentum step (outer.go); buf is nil
+	// without it.
+	buf        []float32
+	arrivals   int64
+	gate       *clock.Gate
+	bal        *balanceState // shard 0 with Spec.BalanceBase > 0 (balance.go)
+	samples    int64         // global samples applied: the schedule's input; saturates (satAdd)
+	pushes     uint64        // saturates, as every counter here
+	duplicates uint64
+	rejected   [shardapi.NumReasons]uint64
+	lastIndex  uint64
 
 	// scratch of one push entry's Apply, taken from the node-wide pool
 	// (scratch.go) and given back at its end; not part of the state. grad
@@ -116,7 +121,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 			if b, err := f.encodeLocked(); err == nil {
 				out.StateHash = sha256.Sum256(b)
 			}
-			out.NonFinite = countNonFinite(f.theta) + countNonFinite(f.velocity)
+			out.NonFinite = countNonFinite(f.theta) + countNonFinite(f.velocity) + countNonFinite(f.buf)
 		}
 		f.observer(out)
 	}
@@ -149,8 +154,11 @@ func (f *FSM) applyInit(e entry) error {
 		}
 	}
 	f.initialized, f.spec, f.opt, f.gate, f.theta = true, e.spec, e.spec.Optimizer, g, theta
-	if f.opt.Kind == shardapi.Momentum {
+	if hasVelocity(e.spec) {
 		f.velocity = make([]float32, e.spec.Len)
+	}
+	if e.spec.Outer.Nesterov() {
+		f.buf = make([]float32, e.spec.Len)
 	}
 	return nil
 }
@@ -168,11 +176,14 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 		}()
 	}
 	accepted := 0
-	var samples int64
+	var samples, arrivals int64          // arrivals: accepted pushes with samples (the outer rule's count)
 	lr := f.opt.Schedule.Rate(f.samples) // one step per entry, at the rate before it
+	if f.spec.Outer.On() {
+		lr = f.spec.Outer.LR // the outer rule's (outer.go), constant; named in a refusal
+	}
 	if e.summed > 0 {
-		if n, s := f.applyGroup(ps[:e.summed], e.sum, res[:e.summed], lr); n > 0 {
-			accepted, samples = n, s
+		if n, s, a := f.applyGroup(ps[:e.summed], e.sum, res[:e.summed], lr); n > 0 {
+			accepted, samples, arrivals = n, s, a
 		}
 	}
 	for i := e.summed; i < len(ps); i++ {
@@ -188,7 +199,11 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 		// finite. The check runs before the gate sees the push, so a
 		// refused push changes nothing; it is pure arithmetic on the
 		// replicated state, so every replica decides alike.
-		if j := f.sumAndCheck(accepted == 0, lr); j >= 0 && !faults.On(faults.SkipNonFinite) {
+		arrival := int64(0)
+		if p.Samples > 0 {
+			arrival = 1
+		}
+		if j := f.sumAndCheck(accepted == 0, arrivals+arrival, lr); j >= 0 && !faults.On(faults.SkipNonFinite) {
 			r.Err = f.reject(p, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite or reach ±2^64 (learning rate %g)", j, lr))
 			continue
 		}
@@ -221,6 +236,7 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 			f.take(accepted == 0) // the checked sum becomes the sum
 		}
 		accepted++
+		arrivals += arrival
 		samples = satAdd(samples, p.Samples)
 		f.balanceObserve(p)
 	}
@@ -229,7 +245,7 @@ func (f *FSM) applyPushes(e entry) []shardapi.PushResult {
 	}
 	if accepted > 0 {
 		f.thawLocked()
-		step(f.opt, f.theta, f.velocity, f.sum, lr)
+		f.stepLocked(lr, arrivals)
 		f.samples = satAdd(f.samples, samples)
 		f.pushes = satAddU(f.pushes, uint64(accepted))
 	}
@@ -248,16 +264,16 @@ var ErrRegroup = errors.New("shard: not applied: a push summed with it could not
 // the step with the sum keeps θ finite. A push of a group not applied is
 // a duplicate (applied before), a rejection (its own fields, or the
 // group's gradient or optimizer step), or ErrRegroup. It returns the
-// pushes applied and their samples.
+// pushes applied, their samples and their arrivals (those with samples).
 // With Spec.BalanceBase the leader weighted each gradient before summing
 // (groupSum), so the sum is not weighted again.
-func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr float64) (int, int64) {
+func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr float64) (int, int64, int64) {
 	for i, p := range ps {
 		res[i].PushMeta, res[i].RecvNanos = p.PushMeta, p.RecvNanos
 	}
 	// fail applies nothing: it refuses with reason the push bad, or every
 	// push when bad < 0; a duplicate is one, the others are to regroup.
-	fail := func(bad int, reason shardapi.Reason, detail string) (int, int64) {
+	fail := func(bad int, reason shardapi.Reason, detail string) (int, int64, int64) {
 		for i, p := range ps {
 			if reason != 0 && (bad < 0 || bad == i) {
 				res[i].Err = f.reject(p, reason, detail)
@@ -268,13 +284,17 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 				res[i].Err = ErrRegroup
 			}
 		}
-		return 0, 0
+		return 0, 0, 0
 	}
 	if !f.initialized {
 		return fail(-1, shardapi.ReasonNotInitialized, "no Init entry applied")
 	}
 	seen := make(map[clock.WorkerID]bool, len(ps))
+	var arrivals int64
 	for i, p := range ps {
+		if p.Samples > 0 {
+			arrivals++
+		}
 		if reason, detail := checkPush(p.PushMeta, len(p.Grad), 0, f.spec); reason != 0 {
 			return fail(i, reason, detail)
 		}
@@ -291,7 +311,7 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 	if i, _ := sp.Decode(f.gradBuf(), sum); i >= 0 {
 		return fail(-1, shardapi.ReasonNonFinite, fmt.Sprintf("summed value %d is %v", i, f.grad[i]))
 	}
-	if j := f.sumAndCheck(true, lr); j >= 0 {
+	if j := f.sumAndCheck(true, arrivals, lr); j >= 0 {
 		return fail(-1, shardapi.ReasonNonFiniteStep, fmt.Sprintf("parameter %d would become non-finite or reach ±2^64 (learning rate %g)", j, lr))
 	}
 	var samples int64
@@ -315,7 +335,7 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 	if faults.On(faults.Diverge) && faults.Coin(16) {
 		clear(f.sum) // broken build only: this replica drops the gradients
 	}
-	return applied, samples
+	return applied, samples, arrivals
 }
 
 // sumAndCheck returns the first parameter that a step with the entry's
@@ -323,12 +343,38 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 // non-finite (or whose velocity would be), or −1. It repeats step's
 // arithmetic exactly, float32 rounding included, without writing the
 // candidate sum anywhere: [FSM.take] makes it the sum once the push is
-// accepted.
-func (f *FSM) sumAndCheck(first bool, lr float64) int {
+// accepted. arrivals is the entry's arrivals with this push's (the outer
+// rule's momentum step depends on them).
+func (f *FSM) sumAndCheck(first bool, arrivals int64, lr float64) int {
+	if f.spec.Outer.On() {
+		var sum []float32
+		if !first {
+			sum = f.sum
+		}
+		r := f.outerRates()
+		return firstBadOuterStep(f.spec.Outer, r, f.theta, f.velocity, f.buf, sum, f.grad, f.outerFires(r, arrivals))
+	}
 	if first {
 		return firstNonFiniteStep(f.opt, f.theta, f.velocity, f.grad, lr)
 	}
 	return firstNonFiniteStepSum(f.opt, f.theta, f.velocity, f.sum, f.grad, lr)
+}
+
+// stepLocked applies the entry's sum f.sum of arrivals arrivals: the
+// optimizer's step at rate lr, or under an outer rule its step (outer.go).
+func (f *FSM) stepLocked(lr float64, arrivals int64) {
+	if !f.spec.Outer.On() {
+		step(f.opt, f.theta, f.velocity, f.sum, lr)
+		return
+	}
+	r := f.outerRates()
+	fire := f.outerFires(r, arrivals)
+	outerStep(f.spec.Outer, r, f.theta, f.velocity, f.buf, f.sum, fire)
+	if fire {
+		f.arrivals = 0
+	} else {
+		f.arrivals = satAdd(f.arrivals, arrivals)
+	}
 }
 
 // take makes the sum sumAndCheck checked the entry's sum: f.grad itself
@@ -586,7 +632,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		snapshotMem.release(n)
 		return nil, err
 	}
-	s := &fsmSnapshot{f: f, head: head, theta: f.theta, velocity: f.velocity, held: n}
+	s := &fsmSnapshot{f: f, head: head, theta: f.theta, velocity: f.velocity, buf: f.buf, held: n}
 	f.frozen = s
 	return s, nil
 }
@@ -597,7 +643,7 @@ func (f *FSM) thawLocked() {
 	if f.frozen == nil {
 		return
 	}
-	f.theta, f.velocity = slices.Clone(f.theta), slices.Clone(f.velocity)
+	f.theta, f.velocity, f.buf = slices.Clone(f.theta), slices.Clone(f.velocity), slices.Clone(f.buf)
 	f.frozen = nil
 }
 
@@ -622,6 +668,7 @@ type fsmSnapshot struct {
 	f               *FSM
 	head            []byte
 	theta, velocity []float32 // the FSM's own until unfreeze, read only
+	buf             []float32 // likewise (outer Nesterov's buffer, nil without)
 	held            int64     // of snapshotMem, given back by Release
 	once            sync.Once
 }
@@ -629,7 +676,7 @@ type fsmSnapshot struct {
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	_, err := sink.Write(s.head)
 	if err == nil {
-		err = writeBody(sink, s.theta, s.velocity)
+		err = writeBody(sink, s.theta, s.velocity, s.buf)
 	}
 	s.unfreeze() // the bytes are in the sink; its fsync needs no state
 	if err != nil {
@@ -653,7 +700,7 @@ func (s *fsmSnapshot) unfreeze() {
 func (s *fsmSnapshot) Release() {
 	s.once.Do(func() {
 		s.unfreeze()
-		s.theta, s.velocity, s.head = nil, nil, nil
+		s.theta, s.velocity, s.buf, s.head = nil, nil, nil, nil
 		snapshotMem.release(s.held)
 	})
 }
@@ -683,7 +730,7 @@ func countNonFinite(v []float32) int {
 func (f *FSM) stateBytes() int64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return 4 * int64(len(f.theta)+len(f.velocity))
+	return 4 * int64(len(f.theta)+len(f.velocity)+len(f.buf))
 }
 
 // pushLimits is what the leader checks a push against before proposing

@@ -20,8 +20,8 @@ import (
 //
 // The outlier rule (docs/design.md, "Bounds and the outlier rule"): a
 // push's norm is that of the gradient the FSM applies, ‖g‖ × samples /
-// BalanceBase under the balance layer (which weights each gradient so),
-// ‖g‖ otherwise; pushes of no samples carry zeros (checkZeroSamples) and,
+// BalanceBase under the balance layer (which weights each gradient so,
+// shardapi.Spec.Weighted), ‖g‖ otherwise; pushes of no samples carry zeros (checkZeroSamples) and,
 // like any push of norm 0, neither count toward the median nor are
 // checked against it.
 // The check waits for minNormSamples norms in the window of the last
@@ -58,7 +58,7 @@ func (h *hygiene) check(w clock.WorkerID, spec shardapi.Spec, grad []byte, sampl
 		return r, d
 	}
 	norm := math.Sqrt(sq)
-	if spec.BalanceBase > 0 {
+	if spec.Weighted() {
 		norm *= float64(samples) / float64(spec.BalanceBase)
 	}
 	if norm == 0 {

@@ -20,7 +20,9 @@ import (
 //	8    u8       snapshotVersion
 //	9    u32      H: header length
 //	13   H bytes  msgpack snapshotHeader (the gate as clock's own encoding)
-//	13+H θ then, for Momentum, the velocity: little-endian float32, Spec.Len each
+//	13+H θ, then the velocity (hasVelocity: Momentum, or the outer
+//	     Nesterov's momentum), then the outer Nesterov's buffer:
+//	     little-endian float32, Spec.Len each
 //
 // Every field is written in a fixed order and the gate's encoding is
 // deterministic, so equal states give equal bytes (and state hashes).
@@ -40,12 +42,15 @@ type snapshotHeader struct {
 	LastIndex   uint64        `msgpack:"index"`
 	// Balance is shard 0's balance layer (balance.go), absent otherwise.
 	Balance *balanceSnapshot `msgpack:"bal,omitempty"`
+	// Arrivals is the outer Nesterov's count since its last momentum step
+	// (outer.go), 0 otherwise; below maxArrivals.
+	Arrivals int64 `msgpack:"arr,omitempty"`
 }
 
 // headLocked encodes the snapshot's prefix and header: everything before θ.
 func (f *FSM) headLocked() ([]byte, error) {
 	h := snapshotHeader{Initialized: f.initialized, Spec: f.spec, Samples: f.samples, Pushes: f.pushes,
-		Duplicates: f.duplicates, Rejected: f.rejected[1:], LastIndex: f.lastIndex}
+		Duplicates: f.duplicates, Rejected: f.rejected[1:], LastIndex: f.lastIndex, Arrivals: f.arrivals}
 	if f.gate != nil {
 		g, err := f.gate.MarshalBinary()
 		if err != nil {
@@ -75,17 +80,18 @@ func (f *FSM) encodeLocked() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, len(head)+4*(len(f.theta)+len(f.velocity)))
+	b := make([]byte, 0, len(head)+4*(len(f.theta)+len(f.velocity)+len(f.buf)))
 	b = append(b, head...)
 	b = shardapi.FP32.Append(b, f.theta)
-	return shardapi.FP32.Append(b, f.velocity), nil
+	b = shardapi.FP32.Append(b, f.velocity)
+	return shardapi.FP32.Append(b, f.buf), nil
 }
 
-// writeBody writes θ then the velocity as a snapshot's body, through one
-// chunk of snapshotChunk bytes.
-func writeBody(w io.Writer, theta, velocity []float32) error {
+// writeBody writes θ, the velocity and the outer buffer (each possibly
+// empty) as a snapshot's body, through one chunk of snapshotChunk bytes.
+func writeBody(w io.Writer, vs ...[]float32) error {
 	chunk := make([]byte, 0, snapshotChunk)
-	for _, v := range [][]float32{theta, velocity} {
+	for _, v := range vs {
 		for len(v) > 0 {
 			n := min(len(v), snapshotChunk/4)
 			if _, err := w.Write(shardapi.FP32.Append(chunk[:0], v[:n])); err != nil {
@@ -102,6 +108,7 @@ func writeBody(w io.Writer, theta, velocity []float32) error {
 type snapshotState struct {
 	h               snapshotHeader
 	theta, velocity []float32
+	buf             []float32
 	gate            *clock.Gate
 	bal             *balanceState
 }
@@ -110,7 +117,8 @@ type snapshotState struct {
 func (f *FSM) installLocked(st *snapshotState) {
 	h := st.h
 	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
-	f.theta, f.velocity, f.gate, f.bal = st.theta, st.velocity, st.gate, st.bal
+	f.theta, f.velocity, f.buf, f.gate, f.bal = st.theta, st.velocity, st.buf, st.gate, st.bal
+	f.arrivals = h.Arrivals
 	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
 	f.frozen = nil // a snapshot being persisted keeps the arrays it took
 	f.rejected = [shardapi.NumReasons]uint64{}
@@ -168,6 +176,9 @@ func readSnapshot(r io.Reader) (*snapshotState, error) {
 	if len(h.Rejected) > int(shardapi.NumReasons)-1 {
 		return bad("%d rejection counters, this build knows %d", len(h.Rejected), int(shardapi.NumReasons)-1)
 	}
+	if h.Arrivals < 0 || h.Arrivals >= maxArrivals || h.Arrivals != 0 && !h.Spec.Outer.Nesterov() {
+		return bad("outer arrivals %d (outer %s): must be in [0, %d) and 0 without nesterov", h.Arrivals, h.Spec.Outer.Kind, maxArrivals)
+	}
 	if !h.Initialized {
 		if len(h.Gate) != 0 || h.Balance != nil {
 			return bad("state in an uninitialised snapshot")
@@ -184,15 +195,20 @@ func readSnapshot(r io.Reader) (*snapshotState, error) {
 	if st.theta, chunk, err = readFloats(r, nil, h.Spec.Len); err != nil {
 		return bad("parameters: %v", err)
 	}
-	if h.Spec.Optimizer.Kind == shardapi.Momentum {
+	if hasVelocity(h.Spec) {
 		if st.velocity, _, err = readFloats(r, chunk, h.Spec.Len); err != nil {
 			return bad("velocity: %v", err)
+		}
+	}
+	if h.Spec.Outer.Nesterov() {
+		if st.buf, _, err = readFloats(r, chunk, h.Spec.Len); err != nil {
+			return bad("outer buffer: %v", err)
 		}
 	}
 	if err := readEnd(r); err != nil {
 		return bad("%v", err)
 	}
-	if i := max(firstNonFinite(st.theta), firstNonFinite(st.velocity)); i >= 0 {
+	if i := max(firstNonFinite(st.theta), firstNonFinite(st.velocity), firstNonFinite(st.buf)); i >= 0 {
 		return bad("parameter %d is not finite", i)
 	}
 	st.gate = &clock.Gate{}

@@ -114,6 +114,12 @@ type Spec struct {
 	// and names in its OK to push iter the assignments of iter+1 and
 	// iter+2. False in a spec written before the field existed.
 	Pipeline bool `msgpack:"pl,omitempty"`
+	// Outer is the outer optimizer of a job of local rounds (outer.go):
+	// pushes then carry pseudo-gradients, applied by Outer's rule instead
+	// of Optimizer's, and Batch (and BalanceBase) count a round's samples,
+	// the job's batch × its local steps. Zero (none) in a spec written
+	// before local rounds and in a job without them.
+	Outer Outer `msgpack:"out,omitempty"`
 }
 
 // GatePolicy is the policy the shard's gate releases by: Policy, or
@@ -205,6 +211,9 @@ func (s Spec) Validate() error {
 	}
 	if s.BalanceBase < 0 || s.BalanceBase > MaxBatch {
 		return fmt.Errorf("shard: Spec.BalanceBase %d must be 0 (off) or in [1, 65536]", s.BalanceBase)
+	}
+	if err := s.Outer.Validate(); err != nil {
+		return err
 	}
 	return s.Optimizer.Validate()
 }

@@ -33,7 +33,11 @@ type BigModelConfig struct {
 	// most RSSFactor × the model's bytes, its data dir after the run at
 	// most DiskFactor × them.
 	RSSFactor, DiskFactor float64
-	Out                   io.Writer
+	// CeilingTime > 0 first measures the compute ceiling of the job (one
+	// single-threaded worker in process for this long, × the cores), and
+	// the report gives the mesh's samples/s as a share of it.
+	CeilingTime time.Duration
+	Out         io.Writer
 }
 
 // DefaultBigModelConfig is the setting: mlp-wide (99.6 MB) on
@@ -66,6 +70,7 @@ type BigModelResult struct {
 	Params     int
 	ModelBytes int64
 	Run        UsageRun
+	Ceiling    float64 // samples/s; 0: not measured (CeilingTime)
 }
 
 // RunBigModel trains the model on a local mesh for Duration.
@@ -81,6 +86,12 @@ func RunBigModel(ctx context.Context, cfg BigModelConfig, log *slog.Logger) (*Bi
 	fmt.Fprintf(out(cfg.Out), "== %s (%d parameters, %s) on %s: %d nodes for %v\n",
 		cfg.Model, res.Params, mib(res.ModelBytes), cfg.Dataset, cfg.Nodes, cfg.Duration)
 	spec := append([]string{"--model", cfg.Model, "--dataset", cfg.Dataset}, cfg.SpecArgs...)
+	if cfg.CeilingTime > 0 {
+		if res.Ceiling, err = measureCeiling(ctx, spec, cfg.CeilingTime); err != nil {
+			return res, fmt.Errorf("bench: compute ceiling: %w", err)
+		}
+		fmt.Fprintf(out(cfg.Out), "compute ceiling: %.1f samples/s (one single-threaded worker in process, %v, × the cores)\n", res.Ceiling, cfg.CeilingTime)
+	}
 	res.Run, err = MeasureUsage(ctx, UsageConfig{Label: cfg.Model, Binary: cfg.Binary, Nodes: cfg.Nodes, Duration: cfg.Duration,
 		NodeArgs: append([]string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()}, cfg.NodeArgs...),
 		SpecArgs: spec, Keep: cfg.Dir, Out: cfg.Out}, log)
@@ -100,6 +111,11 @@ func (r *BigModelResult) Markdown() string {
 			mib(u.PeakDataDir), mib(u.DataDir), float64(u.DataDir)/mb)
 	}
 	fmt.Fprintf(&b, "\niterations (all workers) %d, %.2f it/s, final accuracy %.4f\n", r.Run.Iters, r.Run.ItersPerSec, r.Run.FinalAcc)
+	fmt.Fprintf(&b, "samples/s %.1f, model bytes on the wire per sample %.0f", r.Run.SamplesPerSec, r.Run.BytesPerSample)
+	if r.Ceiling > 0 {
+		fmt.Fprintf(&b, ", mesh ÷ compute ceiling %.3f (ceiling %.1f samples/s)", r.Run.SamplesPerSec/r.Ceiling, r.Ceiling)
+	}
+	b.WriteString("\n")
 	rss, dir := float64(r.Run.PeakRSS())/mb, float64(r.Run.DataDir())/mb
 	fmt.Fprintf(&b, "targets: peak RSS ≤ %.0f× model (max %.2f×): %s; data dir ≤ %.0f× model (max %.2f×): %s\n",
 		c.RSSFactor, rss, verdict(rss <= c.RSSFactor), c.DiskFactor, dir, verdict(dir <= c.DiskFactor))

@@ -24,8 +24,10 @@ type UsageRun struct {
 	Nodes       []NodeUsage
 	ItersPerSec float64 // all workers together, start-up excluded
 	Iters       uint64  // iterations all workers completed
-	FinalAcc    float64
-	Elapsed     time.Duration
+	// SamplesPerSec and BytesPerSample are RunSummary's (throughput).
+	SamplesPerSec, BytesPerSample float64
+	FinalAcc                      float64
+	Elapsed                       time.Duration
 }
 
 // PeakRSS, PeakDataDir and DataDir are the largest over the run's nodes.
@@ -89,6 +91,7 @@ func MeasureUsage(ctx context.Context, cfg UsageConfig, log *slog.Logger) (Usage
 	}
 	res.Elapsed = r.Elapsed
 	res.ItersPerSec, _ = rates(r.Samples)
+	res.SamplesPerSec, res.BytesPerSample, _ = throughput(r.Samples)
 	last := map[int]uint64{}
 	for _, s := range r.Samples {
 		if s.Up {

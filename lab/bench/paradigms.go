@@ -7,10 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"dsspmesh/clock"
 	"dsspmesh/lab/plot"
@@ -21,7 +24,9 @@ import (
 // Variant is one paradigm with its parameters, in clock.ParsePolicy's text
 // form: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX; the suffixes
 // "+balance" (job flag --balance) and "+pipeline" (--pipeline) add the
-// balance layer and the pipelined loop: ssp:1+balance+pipeline.
+// balance layer and the pipelined loop: ssp:1+balance+pipeline; "+hN"
+// (--local-steps N) makes every push a round of N local steps:
+// dssp:3:12+h16.
 type Variant string
 
 // options are v's policy text and its suffixes, without the "+".
@@ -35,6 +40,45 @@ func (v Variant) Balanced() bool { _, o := v.options(); return slices.Contains(o
 
 // Pipelined reports whether v runs with --pipeline.
 func (v Variant) Pipelined() bool { _, o := v.options(); return slices.Contains(o, "pipeline") }
+
+// LocalSteps is v's --local-steps: N of a "+hN" suffix, else 1.
+func (v Variant) LocalSteps() int {
+	_, opts := v.options()
+	for _, o := range opts {
+		if n, ok := localStepsSuffix(o); ok {
+			return n
+		}
+	}
+	return 1
+}
+
+func localStepsSuffix(o string) (int, bool) {
+	s, ok := strings.CutPrefix(o, "h")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil
+}
+
+// WithLocalSteps returns every variant of vs at each of hs local steps:
+// v itself for 1, v+"+hN" for N > 1, in the order v₁h₁, v₁h₂, …
+func WithLocalSteps(vs []Variant, hs []int) []Variant {
+	if len(hs) == 0 {
+		return vs
+	}
+	var out []Variant
+	for _, v := range vs {
+		for _, h := range hs {
+			if h <= 1 {
+				out = append(out, v)
+			} else {
+				out = append(out, Variant(fmt.Sprintf("%s+h%d", v, h)))
+			}
+		}
+	}
+	return out
+}
 
 // specArgs are the job flags that select this paradigm on the bootstrap
 // node.
@@ -56,7 +100,11 @@ func (v Variant) specArgs() ([]string, error) {
 			}
 			args = append(args, "--pipeline=true")
 		default:
-			return nil, fmt.Errorf("--paradigms: %q: unknown suffix +%s (known: +balance, +pipeline)", v, o)
+			n, ok := localStepsSuffix(o)
+			if !ok || n < 1 {
+				return nil, fmt.Errorf("--paradigms: %q: unknown suffix +%s (known: +balance, +pipeline, +hN: --local-steps N)", v, o)
+			}
+			args = append(args, "--local-steps", strconv.Itoa(n))
 		}
 	}
 	switch parts[0] {
@@ -110,10 +158,16 @@ type ParadigmsConfig struct {
 	// --slowdown stretches and a balanced worker's batch scales.
 	ComputeDelay time.Duration
 	SpecArgs     []string // extra job flags for every mesh (e.g. --model lenet)
-	NodeArgs     []string // extra flags for every node process (e.g. --pprof)
-	OutDir       string   // report.md, runs.csv, summary.csv, PNG plots, runs/
-	Out          io.Writer
-	Verbose      bool // forward each mesh's full progress view
+	// CeilingTime > 0 measures the machine's compute ceiling before the
+	// meshes: one single-threaded worker in process with no network for
+	// this long, × the cores (as `dssp bench mesh`); each run's samples/s
+	// is then also reported as a share of it. Only without ComputeDelay
+	// (an emulated accelerator's ceiling is not the CPU's).
+	CeilingTime time.Duration
+	NodeArgs    []string // extra flags for every node process (e.g. --pprof)
+	OutDir      string   // report.md, runs.csv, summary.csv, PNG plots, runs/
+	Out         io.Writer
+	Verbose     bool // forward each mesh's full progress view
 }
 
 // DefaultVariants are the paradigms of the paper's comparison.
@@ -193,9 +247,12 @@ func (c ParadigmsConfig) Validate() error {
 // ParadigmsResult is every run of one comparison.
 type ParadigmsResult struct {
 	Config ParadigmsConfig
-	Runs   []RunSummary
-	Start  time.Time
-	Took   time.Duration
+	// Ceiling is the machine's compute ceiling in samples/s (0: not
+	// measured; ParadigmsConfig.CeilingTime).
+	Ceiling float64
+	Runs    []RunSummary
+	Start   time.Time
+	Took    time.Duration
 }
 
 // RunParadigms runs every (setting, variant, repeat) mesh in turn and
@@ -211,6 +268,14 @@ func RunParadigms(ctx context.Context, cfg ParadigmsConfig, log *slog.Logger) (*
 		out = io.Discard
 	}
 	res := &ParadigmsResult{Config: cfg, Start: time.Now()}
+	if cfg.CeilingTime > 0 && cfg.ComputeDelay == 0 {
+		c, err := measureCeiling(ctx, cfg.SpecArgs, cfg.CeilingTime)
+		if err != nil {
+			return nil, fmt.Errorf("bench: compute ceiling: %w", err)
+		}
+		res.Ceiling = c
+		fmt.Fprintf(out, "compute ceiling: %.0f samples/s (one single-threaded worker in process, %v, × %d cores)\n", c, cfg.CeilingTime, runtime.NumCPU())
+	}
 	total := len(cfg.Settings) * len(cfg.Variants) * cfg.Repeats
 	k := 0
 	maxTarget := slices.Max(cfg.Targets)
@@ -226,6 +291,9 @@ func RunParadigms(ctx context.Context, cfg ParadigmsConfig, log *slog.Logger) (*
 				label := fmt.Sprintf("%d/%d %s %s #%d", k, total, set.Name, v, rep)
 				fmt.Fprintf(out, "[%s] starting %d workers, until %.0f%% or %v\n", label, cfg.Workers, 100*maxTarget, cfg.TimeLimit)
 				sum := runOne(ctx, cfg, set, v, rep, label, out, log)
+				if res.Ceiling > 0 {
+					sum.OfCeiling = sum.SamplesPerSec / res.Ceiling
+				}
 				res.Runs = append(res.Runs, sum)
 				fmt.Fprintf(out, "[%s] %s\n", label, sum.Line(cfg.Targets))
 			}
@@ -306,4 +374,22 @@ func FormatFloats(v []float64) string {
 		s[i] = strconv.FormatFloat(f, 'g', -1, 64)
 	}
 	return strings.Join(s, ",")
+}
+
+// measureCeiling is the machine's compute ceiling in samples/s for the
+// job of specArgs (over the default job): one single-threaded worker in
+// process with no network for d, × the cores.
+func measureCeiling(ctx context.Context, specArgs []string, d time.Duration) (float64, error) {
+	spec := node.DefaultConfig().Spec
+	fs := pflag.NewFlagSet("job", pflag.ContinueOnError)
+	fs.ParseErrorsWhitelist.UnknownFlags = true
+	spec.BindFlags(fs)
+	if err := fs.Parse(specArgs); err != nil {
+		return 0, err
+	}
+	r, err := MeasureInproc(ctx, InprocConfig{Workers: 1, Threads: 1, Spec: spec, Duration: d, Warmup: 2 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	return float64(runtime.NumCPU()) * r.ItersPerSec * float64(spec.BatchSize), nil
 }

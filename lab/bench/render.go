@@ -67,6 +67,12 @@ func LoadParadigms(dir string) (*ParadigmsResult, error) {
 		if c := col("load1"); c >= 0 { // absent from reports written before it was recorded
 			r.Load, _ = strconv.ParseFloat(row[c], 64)
 		}
+		for name, dst := range map[string]*float64{"samples_per_sec": &r.SamplesPerSec, "bytes_per_sample": &r.BytesPerSample,
+			"busy": &r.Busy, "of_ceiling": &r.OfCeiling} {
+			if c := col(name); c >= 0 { // absent from reports written before local rounds
+				*dst, _ = strconv.ParseFloat(row[c], 64)
+			}
+		}
 		for _, c := range targetCols {
 			d := NotReached
 			if row[c] != "" {

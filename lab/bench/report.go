@@ -114,6 +114,7 @@ func (r *ParadigmsResult) Markdown() string {
 				b.WriteString("\n")
 			}
 		}
+		b.WriteString(throughputTable(mine, r.Ceiling))
 		for _, c := range mine {
 			if c.Errors > 0 {
 				fmt.Fprintf(&b, "\n%s: %d of %d runs ended with an error (see runs.csv).", c.Variant, c.Errors, c.Runs)
@@ -204,7 +205,7 @@ func (r *ParadigmsResult) runRows() [][]string {
 	for w := range workers {
 		head = append(head, fmt.Sprintf("wait_share_node%d", w))
 	}
-	head = append(head, "load1", "error")
+	head = append(head, "load1", "error", "samples_per_sec", "bytes_per_sample", "busy", "of_ceiling")
 	rows := [][]string{head}
 	for _, run := range r.Runs {
 		row := []string{run.Setting, slow[run.Setting], string(run.Variant), strconv.Itoa(run.Repeat)}
@@ -224,7 +225,8 @@ func (r *ParadigmsResult) runRows() [][]string {
 			}
 			row = append(row, v)
 		}
-		rows = append(rows, append(row, csvLoad(run.Load), run.Err))
+		rows = append(rows, append(row, csvLoad(run.Load), run.Err, fmt.Sprintf("%.1f", run.SamplesPerSec),
+			fmt.Sprintf("%.0f", run.BytesPerSample), fmt.Sprintf("%.3f", run.Busy), fmt.Sprintf("%.3f", run.OfCeiling)))
 	}
 	return rows
 }
@@ -236,7 +238,8 @@ func (r *ParadigmsResult) cellRows() [][]string {
 		f := strconv.FormatFloat(t, 'g', -1, 64)
 		head = append(head, "median_time_to_"+f+"_s", "reached_"+f)
 	}
-	head = append(head, "median_final_acc", "median_iters_per_sec", "median_wait_share_per_worker", "median_load1")
+	head = append(head, "median_final_acc", "median_iters_per_sec", "median_wait_share_per_worker", "median_load1",
+		"median_samples_per_sec", "median_bytes_per_sample", "median_busy", "median_of_ceiling")
 	rows := [][]string{head}
 	for _, c := range Cells(r.Runs, len(cfg.Targets)) {
 		row := []string{c.Setting, string(c.Variant), strconv.Itoa(c.Runs)}
@@ -247,7 +250,8 @@ func (r *ParadigmsResult) cellRows() [][]string {
 		for _, w := range c.Wait {
 			ws = append(ws, fmt.Sprintf("%.3f", w))
 		}
-		rows = append(rows, append(row, fmt.Sprintf("%.4f", c.FinalAcc), fmt.Sprintf("%.2f", c.ItersPerSec), strings.Join(ws, " "), csvLoad(c.Load)))
+		rows = append(rows, append(row, fmt.Sprintf("%.4f", c.FinalAcc), fmt.Sprintf("%.2f", c.ItersPerSec), strings.Join(ws, " "), csvLoad(c.Load),
+			fmt.Sprintf("%.1f", c.SamplesPerSec), fmt.Sprintf("%.0f", c.BytesPerSample), fmt.Sprintf("%.3f", c.Busy), fmt.Sprintf("%.3f", c.OfCeiling)))
 	}
 	return rows
 }
@@ -325,4 +329,27 @@ func writeCSV(path string, rows [][]string) error {
 		return fmt.Errorf("bench: %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// throughputTable is the wire and throughput table of one setting's
+// cells: samples/s, model bytes on the wire per training sample, the
+// share of the workers' own capacity used and, when measured, the share
+// of the machine's compute ceiling (the figures local rounds move).
+func throughputTable(cells []Cell, ceiling float64) string {
+	var b strings.Builder
+	b.WriteString("\nThroughput and wire (medians): samples/s of the mesh; model bytes pushed and returned per training sample; " +
+		"capacity used = samples/s ÷ Σ each worker's samples per compute second")
+	if ceiling > 0 {
+		fmt.Fprintf(&b, "; mesh ÷ compute ceiling = samples/s ÷ %.0f (one single-threaded worker in process × the cores)", ceiling)
+	}
+	b.WriteString(":\n\n| paradigm | local steps | samples/s | bytes/sample | capacity used | mesh ÷ ceiling | wait share per worker |\n|---|---:|---:|---:|---:|---:|---|\n")
+	for _, c := range cells {
+		ofc := "—"
+		if c.OfCeiling > 0 {
+			ofc = fmt.Sprintf("%.2f", c.OfCeiling)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.2f | %s | %s |\n", c.Variant, c.Variant.LocalSteps(), c.SamplesPerSec,
+			c.BytesPerSample, c.Busy, ofc, fmtShares(c.Wait))
+	}
+	return b.String()
 }

@@ -33,8 +33,20 @@ type RunSummary struct {
 	ItersPerSec float64
 	// Wait is each worker's share of its time spent pushing and held by
 	// the gates (the rest is compute, stretched by --slowdown), at the end.
-	Wait  []float64
-	Evals []launch.EvalPoint
+	Wait []float64
+	// SamplesPerSec is the mesh's training samples per second over the
+	// same window as ItersPerSec; BytesPerSample the tensor bytes every
+	// worker's pushes sent and their replies returned (records.LocalWorker
+	// PushBytes) per sample computed, at the end; Busy the mesh's
+	// samples/s over the sum of each worker's own compute-only rate
+	// (samples / compute seconds): the share of the mesh's capacity used.
+	// OfCeiling is SamplesPerSec over the machine's compute ceiling
+	// (ParadigmsResult.Ceiling), 0 when not measured.
+	SamplesPerSec  float64
+	BytesPerSample float64
+	Busy           float64
+	OfCeiling      float64
+	Evals          []launch.EvalPoint
 	// Load is the machine's 1-minute load average when the run ended (0
 	// where /proc/loadavg is missing): on a shared machine it says how
 	// much of a slow run was other people's work.
@@ -50,7 +62,58 @@ func (s *RunSummary) fill(r *launch.Result, targets []float64) {
 		s.FinalAcc = r.Final.Accuracy
 	}
 	s.ItersPerSec, s.Wait = rates(r.Samples)
+	s.SamplesPerSec, s.BytesPerSample, s.Busy = throughput(r.Samples)
 	s.Load = LoadAverage()
+}
+
+// throughput computes from launch's polls the mesh's samples/s (from the
+// first poll at which every node had completed an iteration to the last),
+// the push bytes per sample and the share of the workers' own capacity
+// used (see RunSummary).
+func throughput(samples []launch.Sample) (perSec, bytesPerSample, busy float64) {
+	type poll struct {
+		at      time.Duration
+		samples uint64
+		all     bool
+	}
+	var polls []poll
+	last := map[int]launch.Sample{}
+	for i := 0; i < len(samples); {
+		p := poll{at: samples[i].Elapsed, all: true}
+		j := i
+		for ; j < len(samples) && samples[j].Elapsed == p.at; j++ {
+			s := samples[j]
+			p.samples += s.Worker.Samples
+			if !s.Up || s.Worker.Iter == 0 {
+				p.all = false
+			}
+			if s.Up {
+				last[s.Node] = s
+			}
+		}
+		polls = append(polls, p)
+		i = j
+	}
+	first := slices.IndexFunc(polls, func(p poll) bool { return p.all })
+	if first >= 0 && first < len(polls)-1 {
+		a, b := polls[first], polls[len(polls)-1]
+		perSec = float64(b.samples-a.samples) / (b.at - a.at).Seconds()
+	}
+	var bytes, n, capacity float64
+	for _, s := range last {
+		bytes += float64(s.Worker.PushBytes)
+		n += float64(s.Worker.Samples)
+		if s.Worker.ComputeSeconds > 0 {
+			capacity += float64(s.Worker.Samples) / s.Worker.ComputeSeconds
+		}
+	}
+	if n > 0 {
+		bytesPerSample = bytes / n
+	}
+	if capacity > 0 {
+		busy = perSec / capacity
+	}
+	return perSec, bytesPerSample, busy
 }
 
 // LoadAverage is the 1-minute load average from /proc/loadavg, or 0.
@@ -130,7 +193,11 @@ func (s RunSummary) Line(targets []float64) string {
 	for i, t := range targets {
 		fmt.Fprintf(&b, "%.0f%%: %s  ", 100*t, fmtTime(s.ToTarget[i], s.Limit))
 	}
-	fmt.Fprintf(&b, "final %.2f%%  %.1f it/s  wait %s  load %.1f", 100*s.FinalAcc, s.ItersPerSec, fmtShares(s.Wait), s.Load)
+	fmt.Fprintf(&b, "final %.2f%%  %.1f it/s  %.0f samples/s  %.0f B/sample  busy %.2f", 100*s.FinalAcc, s.ItersPerSec, s.SamplesPerSec, s.BytesPerSample, s.Busy)
+	if s.OfCeiling > 0 {
+		fmt.Fprintf(&b, "  %.2f of ceiling", s.OfCeiling)
+	}
+	fmt.Fprintf(&b, "  wait %s  load %.1f", fmtShares(s.Wait), s.Load)
 	if s.Err != "" {
 		b.WriteString("  error: " + s.Err)
 	}
@@ -148,7 +215,9 @@ type Cell struct {
 	ItersPerSec float64
 	Wait        []float64 // per worker, median over runs
 	Load        float64   // median 1-minute load average at the runs' ends
-	Errors      int
+	// Medians of the runs' RunSummary fields of the same names.
+	SamplesPerSec, BytesPerSample, Busy, OfCeiling float64
+	Errors                                         int
 }
 
 // Cells groups runs by (setting, variant) in the order first seen and takes
@@ -185,9 +254,11 @@ func Cells(runs []RunSummary, targets int) []Cell {
 			}
 			c.ToTarget[t] = MedianDuration(ts)
 		}
-		var acc, ips, load []float64
+		var acc, ips, load, sps, bps, busy, ceil []float64
 		workers := 0
 		for _, r := range g {
+			sps, bps = append(sps, r.SamplesPerSec), append(bps, r.BytesPerSample)
+			busy, ceil = append(busy, r.Busy), append(ceil, r.OfCeiling)
 			acc = append(acc, r.FinalAcc)
 			ips = append(ips, r.ItersPerSec)
 			load = append(load, r.Load)
@@ -197,6 +268,7 @@ func Cells(runs []RunSummary, targets int) []Cell {
 			}
 		}
 		c.FinalAcc, c.ItersPerSec, c.Load = Median(acc), Median(ips), Median(load)
+		c.SamplesPerSec, c.BytesPerSample, c.Busy, c.OfCeiling = Median(sps), Median(bps), Median(busy), Median(ceil)
 		c.Wait = make([]float64, workers)
 		for w := range workers {
 			var ws []float64

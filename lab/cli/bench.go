@@ -39,6 +39,7 @@ func newBenchParadigmsCmd() *cobra.Command {
 	cfg := bench.DefaultParadigmsConfig()
 	var (
 		paradigms, targets, hetero string
+		localSteps                 string
 		homogeneous                bool
 		verbose                    bool
 		render                     string
@@ -52,7 +53,10 @@ func newBenchParadigmsCmd() *cobra.Command {
 global samples), once with every worker at full speed and once with
 --slowdown (which stretches only each worker's own compute time), --repeats
 times each, and report the median time to each of --targets, the final
-accuracy, the mesh's iterations/s and each worker's share of time spent waiting.
+accuracy, the mesh's iterations/s and samples/s, the model bytes on the wire per
+training sample, the share of the workers' capacity used (and, with
+--ceiling-time, of the machine's compute ceiling) and each worker's share of
+time spent waiting. --local-steps runs each paradigm as local rounds too.
 A target not reached within --time-limit is reported as such.
 
 Writes into --out: report.md (tables), runs.csv, summary.csv,
@@ -66,7 +70,8 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
   dssp bench paradigms --paradigms ssp:3,dssp:3:12 --slowdown 1,1,1,4 --homogeneous=false
   dssp bench paradigms --render bench-paradigms --ref-target 0.95
   dssp bench paradigms --render bench-paradigms --costs
-  dssp bench paradigms --repeats 1 --paradigms bsp,asp,ssp:3,dssp:3:12,dssp-paper:3:12,ssp:1+balance --compute-delay 40ms --targets 0.95,0.97`,
+  dssp bench paradigms --repeats 1 --paradigms bsp,asp,ssp:3,dssp:3:12,dssp-paper:3:12,ssp:1+balance --compute-delay 40ms --targets 0.95,0.97
+  dssp bench paradigms --repeats 1 --paradigms dssp:3:12 --local-steps 1,4,16,64 --ceiling-time 20s --targets 0.95,0.97`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -100,6 +105,17 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 			for _, p := range strings.Split(paradigms, ",") {
 				cfg.Variants = append(cfg.Variants, bench.Variant(strings.TrimSpace(p)))
 			}
+			if localSteps != "" {
+				var hs []int
+				for _, h := range strings.Split(localSteps, ",") {
+					n, err := strconv.Atoi(strings.TrimSpace(h))
+					if err != nil || n < 1 {
+						return fmt.Errorf("--local-steps %q: %q is not a whole number >= 1", localSteps, h)
+					}
+					hs = append(hs, n)
+				}
+				cfg.Variants = bench.WithLocalSteps(cfg.Variants, hs)
+			}
 			if cfg.Targets, err = node.ParseFloats("targets", targets); err != nil {
 				return err
 			}
@@ -130,6 +146,8 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 	f := cmd.Flags()
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "node processes per mesh")
 	f.StringVar(&paradigms, "paradigms", joinVariants(cfg.Variants), "paradigms to compare: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX; suffixes +balance (the balance layer) and +pipeline (the pipelined loop) add job flags (ssp:1+balance+pipeline)")
+	f.StringVar(&localSteps, "local-steps", "", "comma-separated --local-steps H to run every paradigm at (1,4,16,64: each paradigm as is and as rounds of 4, 16 and 64 local steps, the +hN suffix)")
+	f.DurationVar(&cfg.CeilingTime, "ceiling-time", 0, "measure the machine's compute ceiling first (one single-threaded worker in process for this long, × the cores) and report each mesh's samples/s as a share of it (0: skip; not with --compute-delay)")
 	f.BoolVar(&homogeneous, "homogeneous", true, "run the homogeneous setting (--homogeneous=false: skip it)")
 	f.StringVar(&hetero, "slowdown", bench.FormatFloats(cfg.Settings[1].Slowdown), "per-worker compute slowdowns of the heterogeneous setting, cycled (empty: skip it)")
 	f.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs per paradigm and setting; the median is reported")

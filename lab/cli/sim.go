@@ -30,6 +30,7 @@ func NewSimCmd() *cobra.Command {
 		balanced                     bool
 		batch                        int64
 		overhead                     time.Duration
+		localSteps                   int
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
@@ -43,7 +44,8 @@ paradigms run in parallel (--parallel, one per core by default); each row's
 wall is its own run's, and the last line the whole command's wall time.
 Results do not depend on --parallel.`,
 		Example: `  dssp sim --workers 4 --speeds 1,1,1,4 --paradigms bsp,asp,ssp:3,ssp:15,dssp:3:12,dssp-paper:3:12 --iters 10000
-  dssp sim --balance --workers 4 --speeds 1,1,2,4`,
+  dssp sim --balance --workers 4 --speeds 1,1,2,4
+  dssp sim --balance --workers 4 --speeds 1,1,2,4 --local-steps 16 --latency 20ms --paradigms bsp,ssp:1`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := sim.ParseDist(dist)
 			if err != nil {
@@ -72,7 +74,7 @@ Results do not depend on --parallel.`,
 			}
 			out := cmd.OutOrStdout()
 			if balanced {
-				return simBalance(out, cfg, policies, batch, overhead)
+				return simBalance(out, cfg, policies, batch, overhead, localSteps)
 			}
 			fmt.Fprintf(out, "%d workers, speeds %s (cycled), %s compute %v, latency %v, %d pushes per paradigm\n\n",
 				workers, speeds, d, compute, latency, int64(workers)*int64(iters))
@@ -122,7 +124,8 @@ Results do not depend on --parallel.`,
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the simulation to this file")
 	f.BoolVar(&balanced, "balance", false, "run each paradigm without and with the balance layer (per-worker batch sizing) and report utilisation = samples/(time·Σ speeds)")
 	f.Int64Var(&batch, "batch", 64, "with --balance: the base batch per worker, whose compute time is --compute")
-	f.DurationVar(&overhead, "overhead", 0, "with --balance: per-iteration time that does not grow with the batch")
+	f.DurationVar(&overhead, "overhead", 0, "with --balance: per-step time that does not grow with the batch")
+	f.IntVar(&localSteps, "local-steps", 1, "with --balance: local steps H a round (each push a round of H steps at --batch, --latency paid once a round); +balance then sizes each worker's steps to its speed (Dynamic Local Updates)")
 	return cmd
 }
 

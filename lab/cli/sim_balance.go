@@ -18,10 +18,18 @@ const balanceParadigms = "bsp,ssp:1,ssp:3,asp,dssp:3:12,dssp-paper:3:12"
 // simBalance prints each policy without and with the balance layer, in
 // samples: throughput, utilisation (samples / (time × Σ speeds)), wait,
 // gaps, re-allocations and the final batches.
-func simBalance(out io.Writer, cfg sim.Config, policies []clock.Policy, base int64, overhead time.Duration) error {
-	bc := sim.BalanceConfig{Base: base, Overhead: overhead, Balancer: balance.DefaultConfig(base)}
-	fmt.Fprintf(out, "balance: base batch %d per worker, global %d, overhead %v; capacity %.0f samples/s\n\n",
+//
+// With localSteps H > 1 every push is a round of H steps of the base
+// batch (the latency paid once a round), and the balance layer sizes each
+// worker's round — its local steps — to its speed.
+func simBalance(out io.Writer, cfg sim.Config, policies []clock.Policy, base int64, overhead time.Duration, localSteps int) error {
+	bc := sim.BalanceConfig{Base: base, Overhead: overhead, Balancer: balance.DefaultConfig(base), LocalSteps: localSteps}
+	fmt.Fprintf(out, "balance: base batch %d per worker, global %d, overhead %v a step; capacity %.0f samples/s\n",
 		base, base*int64(cfg.Workers), overhead, cfg.Capacity(base))
+	if localSteps > 1 {
+		fmt.Fprintf(out, "local rounds: %d steps a round at the base batch; +balance sizes each worker's steps to its speed (batches below are a round's samples)\n", localSteps)
+	}
+	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "paradigm\tsamples/s\tutilisation\twait\tmean gap\tmax gap\tmoves\tbatches\twall\t")
 	for _, p := range policies {

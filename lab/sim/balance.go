@@ -15,8 +15,14 @@ type BalanceConfig struct {
 	// Base is the batch a worker's Model.Mean is the compute time of; a
 	// batch of b takes Overhead + draw·b/Base, draw from the Model.
 	Base int64
-	// Overhead is the per-iteration time that does not grow with the batch.
+	// Overhead is the per-step time that does not grow with the batch.
 	Overhead time.Duration
+	// LocalSteps H > 1 makes each push a round (docs/design.md, "Local
+	// rounds"): a worker's share is counted in rounds of Base × H samples
+	// (the balancer's base), taken in RoundSteps steps of about Base
+	// each, each step paying Overhead; the push's latency (Config.Latency)
+	// is paid once a round. 0 and 1 are one step a push.
+	LocalSteps int
 	// Balancer is the balance layer's configuration (Base is set from above).
 	Balancer balance.Config
 }
@@ -42,6 +48,16 @@ type BalanceResult struct {
 	Moves, Reversed uint64
 	// Batches is the final allocation in worker order.
 	Batches []int64
+}
+
+// RoundSteps is the local steps of a round of n samples at a base batch
+// of base under H local steps: n / base rounded, at least 2 and at most n
+// (node/worker's steps); 1 without local rounds.
+func RoundSteps(n, base int64, h int) int64 {
+	if h <= 1 {
+		return 1
+	}
+	return max(1, min(n, max(2, (n+base/2)/max(base, 1))))
 }
 
 // Capacity is Σ speeds in samples per second for a base batch of base.
@@ -73,7 +89,12 @@ func RunBalance(cfg Config, p clock.Policy, bc BalanceConfig, balanced bool) (Ba
 	if bc.Base < 1 || bc.Overhead < 0 {
 		return BalanceResult{}, fmt.Errorf("sim: base batch %d and overhead %v: want ≥ 1 and ≥ 0", bc.Base, bc.Overhead)
 	}
-	bc.Balancer.Base = bc.Base
+	if bc.LocalSteps < 0 {
+		return BalanceResult{}, fmt.Errorf("sim: local steps %d: want ≥ 0", bc.LocalSteps)
+	}
+	unit := bc.Base * int64(max(bc.LocalSteps, 1)) // a round's samples at the base batch
+	bc.Balancer.Base = unit
+	bc.Balancer.Min = max(1, unit/8)
 	bal, err := balance.New(bc.Balancer)
 	if err != nil {
 		return BalanceResult{}, err
@@ -108,7 +129,7 @@ func RunBalance(cfg Config, p clock.Policy, bc BalanceConfig, balanced bool) (Ba
 	versions := []allocation{{from: 0, batches: current()}}
 	if !balanced {
 		for i := range versions[0].batches {
-			versions[0].batches[i] = bc.Base
+			versions[0].batches[i] = unit
 		}
 	}
 	batchAt := func(i int, iter int64) int64 {
@@ -125,7 +146,7 @@ func RunBalance(cfg Config, p clock.Policy, bc BalanceConfig, balanced bool) (Ba
 	start := func(i int, at int64) {
 		iter, _ := g.Clock(ids[i])
 		batch[i] = batchAt(i, iter)
-		d := int64(bc.Overhead) + samplers.next(i)*batch[i]/bc.Base
+		d := RoundSteps(batch[i], bc.Base, bc.LocalSteps)*int64(bc.Overhead) + samplers.next(i)*batch[i]/bc.Base
 		computed[i] = max(1, d)
 		q.push(event{at: at + computed[i], worker: int32(i)})
 	}

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"dsspmesh/clock"
 )
@@ -57,5 +59,36 @@ func TestBalanceRunIsDeterministic(t *testing.T) {
 	a, b := runBalance(t, c, "ssp:1", true), runBalance(t, c, "ssp:1", true)
 	if a.Samples != b.Samples || a.SimTime != b.SimTime || a.Moves != b.Moves {
 		t.Fatalf("two runs differ:\n%+v\n%+v", a, b)
+	}
+}
+
+// TestBalanceSizesLocalSteps: with rounds of 16 local steps and a push
+// latency of 20 ms, speeds 1,1,2,4 with ±10% jitter, the balance layer
+// sizes each worker's round (its local steps at the base batch) to its
+// speed, so BSP uses ≥ 90% of the compute, more than with one step a
+// push (the latency paid once a round, not once a step); the fastest
+// worker's round has about 4× the slowest's steps.
+func TestBalanceSizesLocalSteps(t *testing.T) {
+	c := heteroConfig(Jitter, 1, 1, 2, 4)
+	c.Workers, c.Iters = 4, 1000
+	c.Latency = 20 * time.Millisecond
+	run := func(h int) BalanceResult {
+		bc := DefaultBalanceConfig()
+		bc.LocalSteps, bc.Overhead = h, time.Millisecond
+		r, err := RunBalance(c, mustParse(t, "bsp"), bc, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	one, rounds := run(1), run(16)
+	t.Logf("bsp+balance: one step a push %.1f%%, rounds of 16 %.1f%%, rounds %v", 100*one.Utilisation, 100*rounds.Utilisation, rounds.Batches)
+	if rounds.Utilisation < 0.90 || rounds.Utilisation <= one.Utilisation {
+		t.Errorf("rounds of 16: utilisation %.1f%% (one step a push %.1f%%), want ≥ 90%% and above it", 100*rounds.Utilisation, 100*one.Utilisation)
+	}
+	b := rounds.Batches
+	fast, slow := RoundSteps(slices.Max(b), 64, 16), RoundSteps(slices.Min(b), 64, 16)
+	if fast < 3*slow || slices.Max(b)+slices.Min(b) < 64*16 {
+		t.Errorf("rounds %v: fastest %d steps, slowest %d: not sized to speed", b, fast, slow)
 	}
 }

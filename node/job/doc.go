@@ -3,7 +3,22 @@
 // flag that disagrees: [ConflictError]) and every node persists in its
 // data directory ([Marshal], [Unmarshal]); its defaults ([DefaultSpec]),
 // its validation, its flags ([Spec.BindFlags]) and what the shards and
-// the worker read from it (policy, optimizer, wire precision, shards).
+// the worker read from it (policy, optimizer, wire precision, shards,
+// local rounds).
+//
+// # Local rounds
+//
+// --local-steps H > 1 (rounds.go) makes each push a round of H local
+// steps: the workers run the inner optimizer ([Spec.Inner]: sgd at 6 × --lr, 0.3 by default, or
+// adam at 0.001 unless --inner-lr) and the shards the outer one
+// ([Spec.Outer]: Delayed Nesterov at 0.7 with momentum 0.9, DiLoCo's, or
+// --outer-optimizer sgd at 1, the models' average). A zero field is its
+// default, resolved when read, so a spec persisted before local rounds
+// reads as H = 1, and a joiner's explicit flag is compared with the
+// mesh's resolved value. The outer and inner flags need H > 1 (a round of
+// one step would be a gradient step under another name); with --pipeline
+// the next round's first steps overlap the push (node/worker);
+// --batch × H is at most shardapi.MaxBatch samples a round.
 //
 // # Replication
 //

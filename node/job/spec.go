@@ -89,6 +89,10 @@ type Spec struct {
 	// shards keep fp32 master weights. Empty, in a spec persisted by an
 	// older build, means fp32.
 	WirePrecision string `json:"wire_precision,omitempty"`
+
+	// RoundFlags are the local rounds' (rounds.go; docs/design.md,
+	// "Local rounds"), their JSON fields at the spec's top level.
+	RoundFlags
 }
 
 // DefaultPipelineFresh is Spec.PipelineFresh's default: half of each
@@ -108,7 +112,7 @@ func DefaultSpec() Spec {
 		Optimizer: "momentum", LR: 0.05, Momentum: 0.5,
 		LRDecay: 0.85, LRDecaySamples: 60000,
 		BatchSize: 64, Shards: 0, Replication: 3, Seed: 1,
-		WirePrecision: "int8", PipelineFresh: DefaultPipelineFresh,
+		WirePrecision: "int8", PipelineFresh: DefaultPipelineFresh, RoundFlags: RoundFlags{LocalSteps: 1},
 	}
 }
 
@@ -145,14 +149,24 @@ func (s Spec) Policy() (clock.Policy, error) {
 	return p, nil
 }
 
-// BalanceBase is shardapi.Spec.BalanceBase: the batch size under
-// --balance, else 0.
+// BalanceBase is shardapi.Spec.BalanceBase: under --balance a round's
+// samples at the job's batch (the batch size × the local steps), else 0.
 func (s Spec) BalanceBase() int64 {
 	if s.Balance {
-		return int64(s.BatchSize)
+		return s.RoundSamples()
 	}
 	return 0
 }
+
+// Inner is the workers' inner optimizer of a job of local rounds with its
+// defaults filled in (sgd at InnerSGDLRFactor × LR unless named); unused
+// without local rounds.
+func (s Spec) Inner() Inner { return s.RoundFlags.inner(s.LR) }
+
+// RoundSamples is the samples of one worker's round at the job's batch:
+// --batch × --local-steps (the batch without local rounds). The shards
+// bound a push's samples by it and weigh by it under --balance.
+func (s Spec) RoundSamples() int64 { return int64(s.BatchSize) * int64(s.Steps()) }
 
 // ShardOptimizer is the update rule every shard applies to its range.
 func (s Spec) ShardOptimizer() shardapi.Optimizer {
@@ -166,6 +180,9 @@ func (s Spec) ShardOptimizer() shardapi.Optimizer {
 
 // Validate names the first bad value.
 func (s Spec) Validate() error {
+	if err := s.RoundFlags.validate(s.BatchSize, s.Balance); err != nil {
+		return err
+	}
 	if !slices.Contains(cudaops.ModelNames(), s.Model) {
 		return fmt.Errorf("--model %q unknown (known: %s)", s.Model, strings.Join(cudaops.ModelNames(), ", "))
 	}
@@ -289,6 +306,12 @@ var specFlags = []struct {
 	{"pipeline-fresh", func(s *Spec) string { return strconv.FormatFloat(s.PipelineFresh, 'g', -1, 64) }},
 	{"init-from", func(s *Spec) string { return s.InitFrom }},
 	{"wire-precision", func(s *Spec) string { return s.wirePrecision() }},
+	{"local-steps", func(s *Spec) string { return strconv.Itoa(s.Steps()) }},
+	{"outer-optimizer", func(s *Spec) string { return s.Outer().Kind.String() }},
+	{"outer-lr", func(s *Spec) string { return strconv.FormatFloat(s.Outer().LR, 'g', -1, 64) }},
+	{"outer-momentum", func(s *Spec) string { return strconv.FormatFloat(s.Outer().Momentum, 'g', -1, 64) }},
+	{"inner-optimizer", func(s *Spec) string { return s.Inner().Kind }},
+	{"inner-lr", func(s *Spec) string { return strconv.FormatFloat(s.Inner().LR, 'g', -1, 64) }},
 }
 
 // BindFlags registers the spec's flags on fs with s's values as defaults.
@@ -312,6 +335,7 @@ func (s *Spec) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.Pipeline, "pipeline", s.Pipeline, "job: compute iteration t+1 while the push of t is in flight; the gate releases one iteration earlier (s_L−1) so reads keep the bound (ssp or dssp with --s-lower >= 1)")
 	fs.Float64Var(&s.PipelineFresh, "pipeline-fresh", s.PipelineFresh, "job: under --pipeline, the share of each batch computed after the push in flight returns, on the parameters it brings; the rest is computed while it is in flight (0: the whole batch ahead)")
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
+	s.RoundFlags.bindFlags(fs)
 	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log: fp32, bf16 (half the bytes) or int8 (gradients in a quarter of the bytes with error feedback, parameters in bf16); shards keep fp32 master weights")
 }
 

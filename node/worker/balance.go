@@ -18,16 +18,37 @@ import "dsspmesh/shardapi"
 // named for t under the balance layer, else the job's batch from the
 // worker's own loader or, under the balance layer without an assignment
 // for t, from a position of its own.
+//
+// With local rounds (Config.LocalSteps H > 1) an iteration is a round:
+// the job's batch × H samples in H steps, or under the balance layer the
+// samples the assignment names in steps (w.steps) of about the job's
+// batch each, so that a faster worker's larger share is more local steps
+// (Dynamic Local Updates), not larger ones.
+//
+// It sets w.h, the round's local steps (1 without local rounds).
 func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
+	h := max(w.cfg.LocalSteps, 1)
 	if !w.cfg.Balance {
-		return w.cfg.Batch, nil, w.compute.Next(w.cfg.Batch, -1)
+		w.h = h
+		return w.cfg.Batch * h, nil, w.compute.Next(w.cfg.Batch*h, h, -1)
 	}
-	b, pos := int64(w.cfg.Batch), int64(-1)
+	b, pos := int64(w.cfg.Batch*h), int64(-1)
 	a := w.assignment(t)
 	if a != nil && a.Batch > 0 {
 		b, pos = a.Batch, a.Pos
 	}
-	return int(b), a, w.compute.Next(int(b), pos)
+	w.h = w.steps(int(b))
+	return int(b), a, w.compute.Next(int(b), w.h, pos)
+}
+
+// steps is the local steps of a round of n samples: 1 without local
+// rounds; with them n / the job's batch, rounded, at least 2 (a push of
+// a round carries a pseudo-gradient, Compute's contract) and at most n.
+func (w *Worker) steps(n int) int {
+	if w.cfg.LocalSteps <= 1 {
+		return 1
+	}
+	return max(1, min(n, max(2, (n+w.cfg.Batch/2)/max(w.cfg.Batch, 1))))
 }
 
 // noteAssignmentLocked copies the assignment a completed iteration

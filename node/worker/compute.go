@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 
 	"dsspmesh/cudaops"
@@ -12,18 +13,41 @@ import (
 // model and its data, and nothing of how. The loop, its gates, the
 // pipeline and the balance layer run the same whichever implementation
 // computes. Calls come from the loop goroutine only, one at a time.
+//
+// One call of Next and one of Gradient (two under --pipeline's split:
+// samples [0, a) on the θ before the push in flight lands, [a, n) on the θ
+// it brought) make one push. In a job of local rounds (--local-steps H > 1,
+// docs/design.md "Local rounds") that push is a round: h local steps of
+// the compute's own inner optimizer, and what Gradient hands over is the
+// round's pseudo-gradient θ_start − θ_local, not a gradient. h = 1 always
+// means a gradient: a job without local rounds asks for nothing else, and
+// one with them never asks for a round of fewer than 2 steps. The
+// built-in models take rounds through [LocalRounds]; an external trainer
+// runs its own inner loop (the trainer protocol's local_steps).
 type Compute interface {
 	// NumParams is the length of θ and of the gradient.
 	NumParams() int
-	// Next loads the next mini-batch of n samples: from position pos of
-	// the job-wide data order (pos ≥ 0: the balance layer's assignment),
-	// or with pos < 0 the next batch of the compute's own reading.
-	Next(n int, pos int64) error
-	// Gradient computes on theta the mean gradient of samples [lo, hi) of
-	// the batch loaded, handing it to emit in pieces as it forms (off into
-	// the flat vector; v may be modified and is valid only during the
-	// call), and returns their mean loss. theta is read only. ctx bounds
-	// waiting, not the computation.
+	// Next loads the next round: n samples in h ≥ 1 local steps, step k
+	// on the round's samples [k·n/h, (k+1)·n/h) (integer division: the
+	// steps' batches differ by at most one sample; without the balance
+	// layer n is the job's batch × h, so every step has the job's batch).
+	// The round is samples [pos, pos+n) of the job-wide data order (pos ≥
+	// 0: the balance layer's assignment), or with pos < 0 the next n
+	// samples of the compute's own reading. h = 1 is one mini-batch of n
+	// samples, the only round of a job without local rounds.
+	Next(n, h int, pos int64) error
+	// Gradient computes on theta, for h = 1, the mean gradient of samples
+	// [lo, hi) of the batch loaded; for h > 1, the round's pseudo-gradient
+	// theta − θ_h after h steps of the inner optimizer from theta (lo = 0,
+	// hi = n). A round is split only at a step boundary ([Boundary]), once:
+	// [0, a) runs the first steps from the θ given and hands over their
+	// pseudo-gradient Δ_a; [a, n) carries Δ_a onto the θ given then (the
+	// remaining steps start from theta − Δ_a) and hands over the whole
+	// round's theta − θ_h, which the loop takes alone. It hands the result to emit in
+	// pieces as it forms (off into the flat vector; v may be modified and
+	// is valid only during the call) and returns the mean loss of the
+	// samples computed (over the round's steps). theta is read only. ctx
+	// bounds waiting, not the computation.
 	Gradient(ctx context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error)
 }
 
@@ -67,9 +91,13 @@ func NewModelCompute(model *cudaops.Model, train cudaops.Dataset, id mesh.NodeID
 // NumParams implements [Compute].
 func (c *ModelCompute) NumParams() int { return c.model.NumParams() }
 
-// Next implements [Compute]. Without the balance layer the batch is the
-// loader's next (n is the job's batch).
-func (c *ModelCompute) Next(n int, pos int64) error {
+// Next implements [Compute] for h = 1: ModelCompute computes gradients,
+// and [LocalRounds] takes a round's steps over it. Without the balance
+// layer the batch is the loader's next (n is the job's batch).
+func (c *ModelCompute) Next(n, h int, pos int64) error {
+	if h != 1 {
+		return fmt.Errorf("worker: ModelCompute computes gradients, not a round of %d local steps (wrap it in LocalRounds)", h)
+	}
 	if c.order == nil {
 		c.loader.Next(c.x, c.labels)
 		return nil

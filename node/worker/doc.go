@@ -58,6 +58,22 @@
 // fault poison (--fault-nan-every: every n-th gradient NaN). The loop, the
 // gates, the pipeline and the balance layer do not know which runs.
 //
+// # Local rounds
+//
+// With Config.LocalSteps H > 1 (the job's --local-steps) an iteration is a
+// round: Next loads the round's samples (the job's batch × H, or the
+// balance layer's share, taken in steps of about the job's batch, so a
+// faster worker's larger share is more local steps), and the Compute
+// hands over the round's pseudo-gradient θ_start − θ_local, encoded,
+// error-fed and pushed as a gradient is: one push, one clock tick, the
+// gates, the Step machine and the read guarantee as they are. The
+// push's samples are the round's and its compute_ns the round's time, so
+// the DSSP controller and the balancer time rounds. [LocalRounds] is the
+// built-in models' inner loop (sgd or adam); an external trainer runs its
+// own. Under --pipeline a round splits at a step boundary: its first steps
+// run while the push before is in flight and their progress is carried
+// onto the θ that push brings (pipeline.go).
+//
 // # Shard clients
 //
 // Every call into shardapi.Client is in shardclient.go.

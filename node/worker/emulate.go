@@ -49,9 +49,9 @@ type emulated struct {
 	grads uint64 // whole-batch gradients computed
 }
 
-func (c *emulated) Next(n int, pos int64) error {
+func (c *emulated) Next(n, h int, pos int64) error {
 	c.batch = n
-	return c.Compute.Next(n, pos)
+	return c.Compute.Next(n, h, pos)
 }
 
 func (c *emulated) Gradient(ctx context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error) {

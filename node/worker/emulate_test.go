@@ -10,8 +10,8 @@ import (
 // countCompute is a Compute whose gradient is one piece of ones.
 type countCompute struct{ n int }
 
-func (c *countCompute) NumParams() int            { return 4 }
-func (c *countCompute) Next(n int, _ int64) error { c.n = n; return nil }
+func (c *countCompute) NumParams() int               { return 4 }
+func (c *countCompute) Next(n, _ int, _ int64) error { c.n = n; return nil }
 func (c *countCompute) Gradient(_ context.Context, _ []float32, lo, hi int, emit func(int, []float32)) (float64, error) {
 	emit(0, []float32{1, 1, 1, 1})
 	return float64(hi - lo), nil
@@ -41,7 +41,7 @@ func TestEmulatePoison(t *testing.T) {
 	}
 	var got []bool
 	for range 6 {
-		c.Next(8, -1)
+		c.Next(8, 1, -1)
 		grad(0, 3) // ahead
 		got = append(got, grad(3, 8))
 	}

@@ -31,6 +31,12 @@ import "context"
 // lock-step loop's samples to 95% and a whole batch ahead 1.33–1.36× them
 // (docs/design.md, the pipelined loop).
 //
+// A round of local steps (LocalRounds) splits at a step boundary
+// (Boundary): its first steps run from the θ before the push in flight
+// lands, the rest from the θ it brought with the first steps' progress
+// carried over, and the second part's pseudo-gradient is the whole
+// round's, not mixed with the first (gradient, Worker.h).
+//
 // What the balance layer needs: shard 0's OK to push t names the
 // assignments of t+1 and (under Pipeline) t+2, both final when named
 // (shard/balance.go), so iteration t+1, computed while push t is in

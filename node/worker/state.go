@@ -51,8 +51,12 @@ type Config struct {
 	// Bounds is each shard's range of the flat parameter vector.
 	Bounds [][2]int
 	// Batch is the job's mini-batch.
-	Batch     int
-	Precision shardapi.Precision
+	Batch int
+	// LocalSteps is the job's H (--local-steps): with H > 1 each push is
+	// a round of local steps (balance.go, next); 0 and 1 are one
+	// gradient a push.
+	LocalSteps int
+	Precision  shardapi.Precision
 	// Pipeline and PipelineFresh: pipeline.go.
 	Pipeline      bool
 	PipelineFresh float64
@@ -78,6 +82,7 @@ type Worker struct {
 	theta   []float32 // written only by the loop goroutine
 	landing []float32 // where a push in flight decodes its slices (pipeline.go), nil until one
 	part    []float32 // the gradient of a batch's samples computed ahead (pipeline.go), nil until one
+	h       int       // the local steps of the round loaded (balance.go, next); 1 without local rounds
 	// step holds the loop's decisions and what they read: the clocks per
 	// shard, the versions of θ's slices (step.go).
 	step     *Step

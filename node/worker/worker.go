@@ -52,7 +52,7 @@ func (w *Worker) gradient(ctx context.Context, from, batch int, push []bool) (fl
 	s := 0
 	own, mix := float32(float64(batch-from)/float64(batch)), float32(float64(from)/float64(batch))
 	loss, err := w.compute.Gradient(ctx, w.theta, from, batch, func(off int, v []float32) {
-		if from > 0 {
+		if from > 0 && w.h <= 1 { // a round's second part is the whole round's already (LocalRounds)
 			for i, p := range w.part[off : off+len(v)] {
 				v[i] = own*v[i] + mix*p
 			}
@@ -127,7 +127,8 @@ func (w *Worker) Run(ctx context.Context) {
 		push := w.step.Targets(fl != nil)
 		ahead := batch // samples computed before the push in flight lands
 		if fl != nil {
-			ahead = aheadOf(w.cfg.PipelineFresh, batch)
+			// A round of local steps splits at a step boundary (Boundary).
+			ahead = Boundary(batch, w.h, aheadOf(w.cfg.PipelineFresh, batch))
 		}
 		start := time.Now()
 		var (

@@ -1,0 +1,115 @@
+package shard
+
+import "dsspmesh/shardapi"
+
+// The outer rule of a job of local rounds (shardapi.Outer; docs/design.md,
+// "Local rounds"). A push then carries a round's pseudo-gradient Δ =
+// θ_start − θ_local, never weighted by its samples (it grows with its
+// round's steps already: shardapi.Spec.Weighted); an entry's accepted
+// pseudo-gradients are summed (S, k
+// arrivals: pushes with samples) and applied in one step, with N the
+// workers in the gate (at least 1) and c the arrivals since the last
+// momentum step (FSM.arrivals, replicated):
+//
+//	sgd:       θ ← θ − (LR/N)·S
+//	nesterov:  if c + k < N:  θ ← θ − (LR/N)·S;  b ← b + S;  c ← c + k
+//	           else:          m ← μ·m + (b + S)/N
+//	                          θ ← θ − (LR/N)·S − LR·μ·m;  b ← 0;  c ← 0
+//
+// Over a synchronous round (N arrivals from θ_start) the sum of the
+// immediate parts is LR·mean(Δ) and the momentum step once at its end, so
+// the round applies m ← μ·m + mean(Δ); θ ← θ − LR·(mean(Δ) + μ·m):
+// Nesterov on the mean pseudo-gradient, DiLoCo's outer step. Under bounded
+// staleness the arrivals of different rounds interleave and the momentum
+// moves once per N of them (Delayed Nesterov, arXiv 2401.09135), not once
+// per arrival, which would multiply its weight by N. Each product is
+// rounded to float32 explicitly, as in step, so no replica fuses a
+// multiply-add the others do not.
+
+// outerRates are one entry's constants of the outer rule.
+type outerRates struct {
+	a   float32 // LR/N: the part of each arrival applied at once
+	inv float32 // 1/N: the buffer's mean
+	lr  float32
+	mu  float32
+	n   int64 // N
+}
+
+func (f *FSM) outerRates() outerRates {
+	n := max(int64(f.gate.Len()), 1)
+	o := f.spec.Outer
+	return outerRates{a: float32(o.LR / float64(n)), inv: float32(1 / float64(n)), lr: float32(o.LR),
+		mu: float32(o.Momentum), n: n}
+}
+
+// outerFires reports whether an entry of k arrivals ends the momentum
+// period: the arrivals since the last momentum step reach N. An entry of
+// no arrivals (fetches of no samples only) never does.
+func (f *FSM) outerFires(r outerRates, k int64) bool {
+	return k > 0 && satAdd(f.arrivals, k) >= r.n
+}
+
+// outerStep applies one entry's sum s of pseudo-gradients by o's rule.
+func outerStep(o shardapi.Outer, r outerRates, theta, m, buf, s []float32, fire bool) {
+	switch {
+	case !o.Nesterov():
+		for i, si := range s {
+			theta[i] -= float32(r.a * si)
+		}
+	case !fire:
+		for i, si := range s {
+			theta[i] -= float32(r.a * si)
+			buf[i] += si
+		}
+	default:
+		for i, si := range s {
+			v := float32(r.mu*m[i]) + float32(r.inv*(buf[i]+si))
+			m[i] = v
+			theta[i] = theta[i] - float32(r.a*si) - float32(r.lr*float32(r.mu*v))
+			buf[i] = 0
+		}
+	}
+}
+
+// firstBadOuterStep is firstNonFiniteStep for the outer rule: the first
+// index at which outerStep with the sum sum + g (g alone when sum is nil)
+// would leave θ, the momentum or the buffer out of its domain, or −1. It
+// repeats outerStep's arithmetic, so the answer is exact.
+func firstBadOuterStep(o shardapi.Outer, r outerRates, theta, m, buf, sum, g []float32, fire bool) int {
+	bad := outOfDomain
+	for i, si := range g {
+		if sum != nil {
+			si = sum[i] + si
+		}
+		switch {
+		case !o.Nesterov():
+			if bad(theta[i] - float32(r.a*si)) {
+				return i
+			}
+		case !fire:
+			if bad(theta[i]-float32(r.a*si)) || bad(buf[i]+si) {
+				return i
+			}
+		default:
+			v := float32(r.mu*m[i]) + float32(r.inv*(buf[i]+si))
+			if bad(v) || bad(theta[i]-float32(r.a*si)-float32(r.lr*float32(r.mu*v))) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// hasVelocity reports whether a shard of spec keeps a velocity (momentum):
+// Momentum without an outer rule, or the outer Nesterov's.
+func hasVelocity(spec shardapi.Spec) bool {
+	if spec.Outer.On() {
+		return spec.Outer.Nesterov()
+	}
+	return spec.Optimizer.Kind == shardapi.Momentum
+}
+
+// maxArrivals bounds FSM.arrivals in a snapshot: it is reset whenever it
+// reaches N, so it stays below the most workers a gate has held plus one
+// entry's pushes, far below this.
+const maxArrivals = 1 << 24
