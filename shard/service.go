@@ -210,7 +210,7 @@ func (s *service) serve(c *workerConn) {
 		switch req.Op {
 		case shardapi.OpPush:
 			s.handlePush(c, req, payload)
-		case shardapi.OpAddWorker, shardapi.OpRemoveWorker:
+		case shardapi.OpAddWorker, shardapi.OpRemoveWorker, shardapi.OpRevoke:
 			s.r.wg.Add(1)
 			go func() { defer s.r.wg.Done(); s.handleMembership(c, req) }()
 		case shardapi.OpRead:
@@ -234,6 +234,10 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 	prec := spec.Precision
 	if reason, detail := checkPush(p.PushMeta, len(grad), spec.Len, spec); reason != 0 {
 		s.reject(c, req.Op, req.PushID, reason, detail)
+		return
+	}
+	if s.r.fsm.IsRevoked(mesh.NodeID(req.Worker)) {
+		s.reject(c, req.Op, req.PushID, shardapi.ReasonNotPeer, fmt.Sprintf("node %q is revoked", req.Worker))
 		return
 	}
 	if reason, detail := s.hyg.check(req.Worker, spec, grad, req.Samples); reason != 0 && !faults.On(faults.SkipNonFinite) {
@@ -585,9 +589,16 @@ func (s *service) keepAlive() {
 func (s *service) handleMembership(c *workerConn, req shardapi.Request) {
 	var clk int64
 	var err error
-	if req.Op == shardapi.OpAddWorker {
+	switch req.Op {
+	case shardapi.OpAddWorker:
 		clk, err = s.r.AddWorker(s.r.ctx, req.Worker, max(req.Iter, 0))
-	} else {
+	case shardapi.OpRevoke:
+		// Any member may revoke any id, the mesh key being the operator's
+		// credential; the log names who asked.
+		if err = s.r.Revoke(s.r.ctx, mesh.NodeID(req.Worker)); err == nil {
+			s.r.log.Warn("node revoked", "revoked", req.Worker, "by", c.s.Peer())
+		}
+	default:
 		err = s.r.RemoveWorker(s.r.ctx, req.Worker)
 	}
 	var nl *shardapi.NotLeaderError

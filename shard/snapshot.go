@@ -40,6 +40,9 @@ type snapshotHeader struct {
 	LastIndex   uint64        `msgpack:"index"`
 	// Balance is shard 0's balance layer (balance.go), absent otherwise.
 	Balance *balanceSnapshot `msgpack:"bal,omitempty"`
+	// Identities are the revoked ids and pinned keys (identity.go);
+	// absent when there are none, and in snapshots of earlier builds.
+	Identities *identitySnapshot `msgpack:"ids,omitempty"`
 }
 
 // headLocked encodes the snapshot's prefix and header: everything before θ.
@@ -58,6 +61,7 @@ func (f *FSM) headLocked() ([]byte, error) {
 		return nil, fmt.Errorf("shard %d: encode balance: %w", f.shard, err)
 	}
 	h.Balance = bal
+	h.Identities = f.ids.encode()
 	hb, err := msgpack.Marshal(&h)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: encode snapshot header: %w", f.shard, err)
@@ -104,13 +108,14 @@ type snapshotState struct {
 	theta, velocity []float32
 	gate            *clock.Gate
 	bal             *balanceState
+	ids             identityState
 }
 
 // installLocked replaces the state with st's.
 func (f *FSM) installLocked(st *snapshotState) {
 	h := st.h
 	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
-	f.theta, f.velocity, f.gate, f.bal = st.theta, st.velocity, st.gate, st.bal
+	f.theta, f.velocity, f.gate, f.bal, f.ids = st.theta, st.velocity, st.gate, st.bal, st.ids
 	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
 	f.frozen = nil // a snapshot being persisted keeps the arrays it took
 	f.rejected = [shardapi.NumReasons]uint64{}
@@ -167,6 +172,9 @@ func readSnapshot(r io.Reader) (*snapshotState, error) {
 	// Older builds knew fewer reasons; their counters come first.
 	if len(h.Rejected) > int(shardapi.NumReasons)-1 {
 		return bad("%d rejection counters, this build knows %d", len(h.Rejected), int(shardapi.NumReasons)-1)
+	}
+	if st.ids, err = decodeIdentities(h.Identities); err != nil {
+		return bad("identities: %v", err)
 	}
 	if !h.Initialized {
 		if len(h.Gate) != 0 || h.Balance != nil {
