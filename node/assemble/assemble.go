@@ -58,7 +58,7 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 		return node.Deps{}, bindError("--http-addr", cfg.HTTPAddr, err)
 	}
 	closers = append(closers, d.HTTP.Close)
-	creds, err := sec.Node(dir.ID)
+	creds, err := sec.NodeWithKey(dir.ID, dir.NodeKey)
 	if err != nil {
 		return node.Deps{}, err
 	}
