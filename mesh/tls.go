@@ -23,6 +23,7 @@ type Security struct {
 	ca        *x509.Certificate
 	caKey     ed25519.PrivateKey
 	pool      *x509.CertPool
+	opKey     []byte // the operator's HMAC key (operator.go)
 }
 
 // The CA certificate must be byte-identical on every node, so nothing in it
@@ -56,7 +57,7 @@ func NewSecurity(key MeshKey) (*Security, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	return &Security{gossipKey: key.derive(infoGossip, 32), ca: ca, caKey: caKey, pool: pool}, nil
+	return &Security{gossipKey: key.derive(infoGossip, 32), ca: ca, caKey: caKey, pool: pool, opKey: key.derive(infoOperator, 32)}, nil
 }
 
 // InsecureSecurity turns off gossip encryption and certificate checks. It

@@ -53,6 +53,8 @@ type Node struct {
 	stopped string
 
 	claims evalClaims // the evaluations received and how they were judged (eval.go)
+
+	ids *identities // revoked ids and pinned keys (identity.go, revoke.go)
 }
 
 // evalHistorySize bounds the evaluations kept for the dashboard's charts.

@@ -45,7 +45,7 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	}
 	// node.New, the transport and the membership name the node in their
 	// own records; the replicas' raft records get it here.
-	d = node.Deps{Dir: dir, Logger: log, InitParams: initParams}
+	d = node.Deps{Dir: dir, Logger: log, InitParams: initParams, VerifyOperator: sec.VerifyOperator}
 	if cfg.HistoryDir != "" {
 		h, err := node.OpenHistory(cfg.HistoryDir, dir.ID)
 		if err != nil {

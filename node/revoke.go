@@ -1,0 +1,212 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"dsspmesh/clock"
+	"dsspmesh/mesh"
+	"dsspmesh/node/records"
+	"dsspmesh/shardapi"
+)
+
+// RevokeOp is the operator operation `dssp revoke` authenticates
+// (mesh.MeshKey.OperatorMAC(RevokeOp, id)).
+const RevokeOp = "revoke"
+
+// startIdentities builds the node's identity view from the data dir's
+// record, installs it in the transport's handshakes and memberlist's alive
+// handling where they take it (QUIC, memberlist; the in-memory twins do
+// not), and filters revoked nodes out of n.members.
+func (n *Node) startIdentities(d Deps) error {
+	saved, err := d.Dir.Identities()
+	if err != nil {
+		return err
+	}
+	var key ed25519.PublicKey
+	if d.Dir.NodeKey != nil {
+		key = d.Dir.NodeKey.Public().(ed25519.PublicKey)
+	}
+	n.ids = newIdentities(n.id, key, saved, n.log)
+	if t, ok := d.Transport.(interface{ SetPeerCheck(mesh.PeerCheck) }); ok {
+		t.SetPeerCheck(n.ids.check)
+	}
+	if m, ok := d.Membership.(interface{ SetAdmit(func(mesh.NodeID) error) }); ok {
+		m.SetAdmit(n.ids.admit)
+	}
+	n.members = admittedMembers{Membership: d.Membership, ids: n.ids}
+	revoked, _, _ := n.ids.status()
+	for _, id := range revoked { // connections accepted before the check was in place
+		n.cutPeer(mesh.NodeID(id), "revoked")
+	}
+	return nil
+}
+
+// identityEvery is how often a node merges its replicas' identity state.
+const identityEvery = time.Second
+
+// runIdentities keeps the identity view in step with the replicas here
+// until ctx ends.
+func (n *Node) runIdentities(ctx context.Context) {
+	t := time.NewTicker(identityEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.syncIdentities(ctx)
+	}
+}
+
+// syncIdentities merges the shards' identity state, cuts the connections
+// of newly revoked or re-pinned nodes, proposes this node's own pins on
+// the shards it leads and persists what changed.
+func (n *Node) syncIdentities(ctx context.Context) {
+	n.mu.RLock()
+	sm := n.shards
+	n.mu.RUnlock()
+	var revoked, repinned []mesh.NodeID
+	if sm != nil {
+		ids, conflicts := sm.Identities()
+		revoked, repinned = n.ids.merge(ids, conflicts)
+		for id, key := range n.ids.toReplicate() {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := sm.PinLeading(pctx, id, key); err != nil {
+				n.log.Warn("pinning a legacy node id's key", "peer", id, "err", err)
+			}
+			cancel()
+		}
+	}
+	for _, id := range revoked {
+		n.cutPeer(id, "revoked")
+		n.events.Add(records.Event{Kind: records.EventNodeRevoked, Node: string(id), Detail: fmt.Sprintf("node %s is revoked: its connections, gossip and pushes are refused", id)})
+		n.log.Warn("node revoked: refusing its connections, gossip and pushes", "peer", id)
+	}
+	for _, id := range repinned {
+		n.cutPeer(id, "pinned to another key")
+	}
+	if rec, changed := n.ids.record(); changed {
+		if err := n.dir.SetIdentities(rec); err != nil {
+			n.ids.markDirty()
+			n.log.Error("recording identities in the data dir", "err", err)
+		}
+	}
+}
+
+// cutPeer closes the transport's connections with id where it can.
+func (n *Node) cutPeer(id mesh.NodeID, reason string) {
+	if t, ok := n.tr.(interface{ ClosePeer(mesh.NodeID, string) }); ok {
+		t.ClosePeer(id, reason)
+	}
+}
+
+// RevokeResult is what a revocation reached.
+type RevokeResult struct {
+	ID     string   `json:"revoked"`
+	Shards int      `json:"shards"`  // the job's shards
+	Done   int      `json:"applied"` // shards whose group applied it
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Revoke revokes node id: this node refuses it at once (and records so in
+// its data dir), and every shard's group applies the revocation
+// (shardapi.Client.Revoke to each shard's leader), after which every node
+// that hosts a replica refuses it too. An error names the shards that did
+// not apply it; resending is safe (a revocation is idempotent).
+func (n *Node) Revoke(ctx context.Context, id mesh.NodeID) (RevokeResult, error) {
+	res := RevokeResult{ID: string(id)}
+	if err := id.Validate(); err != nil {
+		return res, err
+	}
+	if n.ids.revoke(id) {
+		n.log.Warn("revoking node", "peer", id)
+		n.cutPeer(id, "revoked")
+	}
+	n.syncIdentities(ctx)
+	n.mu.RLock()
+	sm := n.shards
+	n.mu.RUnlock()
+	if sm == nil {
+		return res, fmt.Errorf("revoke %s: refused here, but this node has no job yet, so no shard replicates it: ask a node that trains", id)
+	}
+	res.Shards = sm.Shards()
+	resolve := mesh.ResolveFromMembership(n.members)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for s := range res.Shards {
+		wg.Go(func() {
+			shard := uint32(s)
+			cfg := shardapi.DefaultClientConfig(shard, clock.WorkerID(n.id), func() []mesh.NodeID { return sm.Candidates(shard) })
+			cfg.Alive, cfg.Deadline = n.isMember, 30*time.Second
+			err := func() error {
+				c, err := shardapi.NewClient(cfg, n.tr, resolve, n.log)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				return c.Revoke(ctx, id)
+			}()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				res.Errors = append(res.Errors, fmt.Sprintf("shard %d: %v", shard, err))
+			} else {
+				res.Done++
+			}
+		})
+	}
+	wg.Wait()
+	n.syncIdentities(ctx)
+	if len(res.Errors) > 0 {
+		return res, fmt.Errorf("revoke %s: %d of %d shards did not apply it (resend to finish): %s", id, len(res.Errors), res.Shards, strings.Join(res.Errors, "; "))
+	}
+	return res, nil
+}
+
+// withRevoke adds POST /revoke?id=ID to h: an operator's revocation,
+// authenticated by "Authorization: DSSP-Operator <hex HMAC>" of the mesh
+// key (mesh.MeshKey.OperatorMAC(RevokeOp, id)); verify nil refuses every
+// request. The reply is a JSON RevokeResult: 200 when every shard applied
+// it, 503 with the errors otherwise, 403 for a bad or missing MAC.
+func (n *Node) withRevoke(h http.Handler, verify func(op, arg string, mac []byte) bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("POST /revoke", func(w http.ResponseWriter, r *http.Request) {
+		id := mesh.NodeID(r.URL.Query().Get("id"))
+		if err := id.Validate(); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mac, err := hex.DecodeString(strings.TrimPrefix(r.Header.Get("Authorization"), "DSSP-Operator "))
+		if verify == nil || err != nil || !verify(RevokeOp, string(id), mac) {
+			n.log.Warn("refused a revocation over HTTP: not authenticated by the mesh key", "peer", id, "from", r.RemoteAddr)
+			http.Error(w, "revoke: the request is not authenticated by this mesh's key (dssp revoke --key)", http.StatusForbidden)
+			return
+		}
+		n.log.Warn("revocation requested over HTTP", "peer", id, "from", r.RemoteAddr)
+		ctx, cancel := context.WithTimeout(r.Context(), 40*time.Second)
+		defer cancel()
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(45 * time.Second))
+		res, err := n.Revoke(ctx, id)
+		code := http.StatusOK
+		if err != nil {
+			code = http.StatusServiceUnavailable
+			if len(res.Errors) == 0 {
+				res.Errors = []string{err.Error()}
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(res)
+	})
+	return mux
+}
