@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"dsspmesh/mesh"
@@ -27,12 +29,22 @@ var controlChannel = mesh.Channel{Kind: mesh.KindRPC, Shard: ControlShard}
 //	op "view": reply payload = the JSON status.PeerView of the answering node
 //	op "evaluated": the answer is the evaluated model file in frames of
 //	  node/eval's (forward.go: eval.Room.SendEvaluated), and the stream ends
+//	op "revoke": request ID = a node id, MAC = the operator's MAC of it
+//	  (mesh.MeshKey.OperatorMAC(RevokeOp, ID)); the receiver checks the
+//	  MAC itself, so a member relays a revocation but cannot make one;
+//	  reply empty
 type controlMsg struct {
 	Op   string `msgpack:"op"`
 	Spec []byte `msgpack:"spec,omitempty"`
 	Eval []byte `msgpack:"eval,omitempty"`
 	Err  string `msgpack:"err,omitempty"`
+	ID   string `msgpack:"id,omitempty"`
+	MAC  []byte `msgpack:"mac,omitempty"`
 }
+
+// RevokeOp is the operator operation `dssp revoke` authenticates
+// (mesh.MeshKey.OperatorMAC(RevokeOp, id)).
+const RevokeOp = "revoke"
 
 // serveControl answers control streams until ctx ends. Input from a peer
 // never panics: a bad frame closes that stream only.
@@ -74,6 +86,10 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 					}
 				case "view":
 					payload, _ = status.MarshalFinite(n.localView())
+				case "revoke":
+					if err := n.takeRevocation(mesh.NodeID(req.ID), req.MAC, string(s.Peer())); err != nil {
+						rep.Err = err.Error()
+					}
 				default:
 					rep.Err = fmt.Sprintf("unknown op %q", req.Op)
 				}
@@ -187,6 +203,56 @@ func (n *Node) broadcastEval(ctx context.Context, e EvalResult) {
 			}
 		}(m)
 	}
+}
+
+// takeRevocation revokes id here if mac is the operator's (Deps.VerifyOperator):
+// the node refuses id from then on and cuts its connections. from names
+// who relayed it, for the log.
+func (n *Node) takeRevocation(id mesh.NodeID, mac []byte, from string) error {
+	if err := id.Validate(); err != nil {
+		return err
+	}
+	if n.verifyOp == nil || !n.verifyOp(RevokeOp, string(id), mac) {
+		n.log.Warn("refused a revocation not authenticated by the mesh key", "peer", id, "from", from)
+		return fmt.Errorf("revoke %s: not authenticated by this mesh's key", id)
+	}
+	if n.ids.revoke(id) {
+		n.log.Warn("node revoked by the operator: refusing its connections, gossip and pushes", "peer", id, "from", from)
+		n.cutPeer(id, "revoked")
+	}
+	return nil
+}
+
+// cutPeer closes the transport's connections with id where it can.
+func (n *Node) cutPeer(id mesh.NodeID, reason string) {
+	if t, ok := n.tr.(interface{ ClosePeer(mesh.NodeID, string) }); ok {
+		t.ClosePeer(id, reason)
+	}
+}
+
+// broadcastRevoke relays an operator's revocation of id to every other
+// member but id and returns how many took it, so each refuses id at once:
+// a revoked leader then loses its followers, which elect another that
+// applies the revocation to the shard.
+func (n *Node) broadcastRevoke(ctx context.Context, id mesh.NodeID, mac []byte) int {
+	var wg sync.WaitGroup
+	var took atomic.Int64
+	for _, m := range n.members.Members() {
+		if m.ID == n.id || m.ID == id {
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			if _, err := n.controlCall(cctx, m, controlMsg{Op: "revoke", ID: string(id), MAC: mac}); err != nil {
+				n.log.Warn("relaying a revocation", "peer", m.ID, "revoked", id, "err", err)
+				return
+			}
+			took.Add(1)
+		})
+	}
+	wg.Wait()
+	return int(took.Load())
 }
 
 // localView is this node's answer to op "view": every second each node

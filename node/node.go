@@ -54,7 +54,8 @@ type Node struct {
 
 	claims evalClaims // the evaluations received and how they were judged (eval.go)
 
-	ids *identities // revoked ids and pinned keys (identity.go, revoke.go)
+	ids      *identities                           // revoked ids and pinned keys (identity.go, revoke.go)
+	verifyOp func(op, arg string, mac []byte) bool // Deps.VerifyOperator
 }
 
 // evalHistorySize bounds the evaluations kept for the dashboard's charts.

@@ -17,10 +17,6 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// RevokeOp is the operator operation `dssp revoke` authenticates
-// (mesh.MeshKey.OperatorMAC(RevokeOp, id)).
-const RevokeOp = "revoke"
-
 // startIdentities builds the node's identity view from the data dir's
 // record, installs it in the transport's handshakes and memberlist's alive
 // handling where they take it (QUIC, memberlist; the in-memory twins do
@@ -102,41 +98,43 @@ func (n *Node) syncIdentities(ctx context.Context) {
 	}
 }
 
-// cutPeer closes the transport's connections with id where it can.
-func (n *Node) cutPeer(id mesh.NodeID, reason string) {
-	if t, ok := n.tr.(interface{ ClosePeer(mesh.NodeID, string) }); ok {
-		t.ClosePeer(id, reason)
-	}
-}
-
 // RevokeResult is what a revocation reached.
 type RevokeResult struct {
-	ID     string   `json:"revoked"`
-	Shards int      `json:"shards"`  // the job's shards
-	Done   int      `json:"applied"` // shards whose group applied it
-	Errors []string `json:"errors,omitempty"`
+	ID      string   `json:"revoked"`
+	Nodes   int      `json:"nodes"`   // other members that took it from this node
+	Members int      `json:"members"` // the other members asked
+	Shards  int      `json:"shards"`  // the job's shards
+	Done    int      `json:"applied"` // shards whose group applied it
+	Errors  []string `json:"errors,omitempty"`
 }
 
-// Revoke revokes node id: this node refuses it at once (and records so in
-// its data dir), and every shard's group applies the revocation
-// (shardapi.Client.Revoke to each shard's leader), after which every node
-// that hosts a replica refuses it too. An error names the shards that did
-// not apply it; resending is safe (a revocation is idempotent).
-func (n *Node) Revoke(ctx context.Context, id mesh.NodeID) (RevokeResult, error) {
+// Revoke revokes node id on the operator's authority (mac:
+// mesh.MeshKey.OperatorMAC(RevokeOp, id), checked here and by every node
+// it reaches): this node refuses id at once and records so in its data
+// dir; it relays the revocation to every other member over the control
+// channel, so each refuses id at once too (a revoked shard leader loses
+// its followers, who elect another); and every shard's group applies it
+// (shardapi.Client.Revoke to each shard's leader, retried until ctx ends),
+// after which a node that joins later learns it from the replicas it
+// hosts. An error names the shards that did not apply it; resending is
+// safe (a revocation is idempotent).
+func (n *Node) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) (RevokeResult, error) {
 	res := RevokeResult{ID: string(id)}
-	if err := id.Validate(); err != nil {
+	if err := n.takeRevocation(id, mac, "this node's HTTP API"); err != nil {
 		return res, err
 	}
-	if n.ids.revoke(id) {
-		n.log.Warn("revoking node", "peer", id)
-		n.cutPeer(id, "revoked")
+	for _, m := range n.members.Members() {
+		if m.ID != n.id && m.ID != id {
+			res.Members++
+		}
 	}
+	res.Nodes = n.broadcastRevoke(ctx, id, mac)
 	n.syncIdentities(ctx)
 	n.mu.RLock()
 	sm := n.shards
 	n.mu.RUnlock()
 	if sm == nil {
-		return res, fmt.Errorf("revoke %s: refused here, but this node has no job yet, so no shard replicates it: ask a node that trains", id)
+		return res, fmt.Errorf("revoke %s: refused by %d of %d other members, but this node has no job yet, so no shard replicates it: ask a node that trains", id, res.Nodes, res.Members)
 	}
 	res.Shards = sm.Shards()
 	resolve := mesh.ResolveFromMembership(n.members)
@@ -174,10 +172,10 @@ func (n *Node) Revoke(ctx context.Context, id mesh.NodeID) (RevokeResult, error)
 
 // withRevoke adds POST /revoke?id=ID to h: an operator's revocation,
 // authenticated by "Authorization: DSSP-Operator <hex HMAC>" of the mesh
-// key (mesh.MeshKey.OperatorMAC(RevokeOp, id)); verify nil refuses every
-// request. The reply is a JSON RevokeResult: 200 when every shard applied
+// key (mesh.MeshKey.OperatorMAC(RevokeOp, id)); a node without
+// Deps.VerifyOperator refuses every request. The reply is a JSON RevokeResult: 200 when every shard applied
 // it, 503 with the errors otherwise, 403 for a bad or missing MAC.
-func (n *Node) withRevoke(h http.Handler, verify func(op, arg string, mac []byte) bool) http.Handler {
+func (n *Node) withRevoke(h http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", h)
 	mux.HandleFunc("POST /revoke", func(w http.ResponseWriter, r *http.Request) {
@@ -187,7 +185,7 @@ func (n *Node) withRevoke(h http.Handler, verify func(op, arg string, mac []byte
 			return
 		}
 		mac, err := hex.DecodeString(strings.TrimPrefix(r.Header.Get("Authorization"), "DSSP-Operator "))
-		if verify == nil || err != nil || !verify(RevokeOp, string(id), mac) {
+		if n.verifyOp == nil || err != nil || !n.verifyOp(RevokeOp, string(id), mac) {
 			n.log.Warn("refused a revocation over HTTP: not authenticated by the mesh key", "peer", id, "from", r.RemoteAddr)
 			http.Error(w, "revoke: the request is not authenticated by this mesh's key (dssp revoke --key)", http.StatusForbidden)
 			return
@@ -196,7 +194,7 @@ func (n *Node) withRevoke(h http.Handler, verify func(op, arg string, mac []byte
 		ctx, cancel := context.WithTimeout(r.Context(), 40*time.Second)
 		defer cancel()
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(45 * time.Second))
-		res, err := n.Revoke(ctx, id)
+		res, err := n.Revoke(ctx, id, mac)
 		code := http.StatusOK
 		if err != nil {
 			code = http.StatusServiceUnavailable
