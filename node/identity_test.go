@@ -1,0 +1,99 @@
+package node
+
+import (
+	"crypto/ed25519"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"dsspmesh/internal/testlogger"
+	"dsspmesh/mesh"
+	"dsspmesh/node/datadir"
+	"dsspmesh/shardapi"
+)
+
+func pub(t *testing.T) ed25519.PublicKey {
+	k, err := mesh.GenerateNodeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Public().(ed25519.PublicKey)
+}
+
+// TestLegacyIDPinnedOnFirstUse: a legacy id is pinned to the first key it
+// presents, another key for it is then refused; the replicated pin wins
+// over the node's own first sight; conflicting pins refuse the id; a
+// self-certifying id passes (the mesh checked its key); a revoked id is
+// refused whatever its form; and a restart from the recorded state keeps
+// every verdict.
+func TestLegacyIDPinnedOnFirstUse(t *testing.T) {
+	log := testlogger.New(t, slog.LevelWarn)
+	selfKey := pub(t)
+	b := newIdentities("node-00000001", selfKey, datadir.Identities{}, log)
+	if err := b.check("node-00000001", pub(t)); err == nil {
+		t.Fatal("another key accepted for this node's own legacy id")
+	}
+	k1, k2 := pub(t), pub(t)
+	if err := b.check("node-0a1b2c3d", k1); err != nil {
+		t.Fatalf("first sight: %v", err)
+	}
+	if err := b.check("node-0a1b2c3d", k1); err != nil {
+		t.Fatalf("same key again: %v", err)
+	}
+	if err := b.check("node-0a1b2c3d", k2); err == nil || !strings.Contains(err.Error(), "pinned to another key") {
+		t.Fatalf("a minted certificate for a pinned legacy id: %v", err)
+	}
+	if got := b.toReplicate(); len(got) != 2 || !got["node-0a1b2c3d"].Equal(k1) || !got["node-00000001"].Equal(selfKey) {
+		t.Fatalf("pins to replicate: %v", got)
+	}
+	derived := mesh.DeriveID(k2)
+	if err := b.check(derived, k2); err != nil {
+		t.Fatalf("self-certifying id: %v", err)
+	}
+	// The shards pinned k2 for another legacy id first: the mesh's pin wins.
+	k3 := pub(t)
+	if err := b.check("node-11111111", k3); err != nil {
+		t.Fatal(err)
+	}
+	revoked, repinned := b.merge(shardapi.Identities{Revoked: []mesh.NodeID{derived},
+		Pins: map[mesh.NodeID]ed25519.PublicKey{"node-11111111": k2, "node-0a1b2c3d": k1}}, []mesh.NodeID{"node-22222222"})
+	if len(revoked) != 1 || revoked[0] != derived || len(repinned) != 2 {
+		t.Fatalf("merge: newly revoked %v, repinned %v", revoked, repinned)
+	}
+	if err := b.check("node-11111111", k3); err == nil {
+		t.Fatal("the key this node saw first still accepted against the mesh's pin")
+	}
+	if err := b.check("node-11111111", k2); err != nil {
+		t.Fatalf("the mesh's pin: %v", err)
+	}
+	if err := b.check("node-22222222", k2); err == nil {
+		t.Fatal("an id pinned to two keys accepted")
+	}
+	if err := b.check(derived, k2); err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("revoked self-certifying id: %v", err)
+	}
+	if got := b.toReplicate(); len(got) != 1 || got["node-00000001"] == nil {
+		t.Fatalf("pins still to replicate after the shards hold them: %v", got)
+	}
+	rec, changed := b.record()
+	if !changed {
+		t.Fatal("nothing to record")
+	}
+	if _, again := b.record(); again {
+		t.Fatal("recorded twice")
+	}
+	// A restart: the recorded state alone refuses the same.
+	r := newIdentities("node-00000001", selfKey, rec, log)
+	if err := r.check(derived, k2); err == nil {
+		t.Fatal("revocation lost across a restart")
+	}
+	if err := r.check("node-0a1b2c3d", k2); err == nil {
+		t.Fatal("pin lost across a restart")
+	}
+	if err := r.admit(derived); err == nil {
+		t.Fatal("memberlist admits a revoked node")
+	}
+	if ids, pinned, _ := r.status(); len(ids) != 1 || pinned != 3 {
+		t.Fatalf("status: revoked %v, %d pinned", ids, pinned)
+	}
+}
