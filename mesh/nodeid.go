@@ -66,8 +66,12 @@ func GenerateNodeKey() (ed25519.PrivateKey, error) {
 // PeerCheck is a node's own verdict on a peer whose certificate the mesh CA
 // signed and whose id (if self-certifying) matches its key: it returns an
 // error to refuse the handshake (a revoked id, a legacy id pinned to
-// another key). It is called during the TLS handshake of every connection,
-// accepted or dialled, and must be safe for concurrent use and quick.
+// another key). key is the certificate's key when the certificate marks it
+// as the node's own for life (every certificate of [Security.NodeWithKey]),
+// nil otherwise (a certificate of a build before self-certifying ids, made
+// on a fresh key at each start; the in-memory transport's streams). It is
+// called during the TLS handshake of every connection, accepted or
+// dialled, and must be safe for concurrent use and quick.
 type PeerCheck func(id NodeID, key ed25519.PublicKey) error
 
 // checkDerived refuses a self-certifying id under a key it is not derived

@@ -205,3 +205,38 @@ func TestPeerCheckRefusesHandshakesAndClosePeerCuts(t *testing.T) {
 		t.Fatalf("another peer refused: %v", err)
 	}
 }
+
+// TestPeerCheckGetsOnlyALifelongKey: a node's PeerCheck is given the key of
+// a certificate that marks it as the node's own for life (NodeWithKey: a
+// legacy id of an upgraded data dir), and no key for one made on a fresh
+// key at start (Node: what builds before self-certifying ids sent), so a
+// node pins only a key that stays.
+func TestPeerCheckGetsOnlyALifelongKey(t *testing.T) {
+	sec := mustSecurity(t, mustKey(t))
+	server := newQUICNode(t, sec, "server")
+	serveEcho(t, server, Channel{Kind: KindRPC})
+	seen := make(chan ed25519.PublicKey, 4)
+	server.SetPeerCheck(func(id NodeID, key ed25519.PublicKey) error {
+		if id != "server" {
+			seen <- key
+		}
+		return nil
+	})
+	k := mustNodeKey(t)
+	lifelong, err := sec.NodeWithKey("node-0a1b2c3d", k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exchange(t, newQUICNodeCreds(t, lifelong), "server", server.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; !got.Equal(pubOf(k)) {
+		t.Fatalf("lifelong key seen as %x", got)
+	}
+	if err := exchange(t, newQUICNode(t, sec, "node-11111111"), "server", server.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; got != nil {
+		t.Fatalf("a key of one start handed over for pinning: %x", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -117,12 +118,19 @@ func (s *Security) NodeWithKey(id NodeID, priv ed25519.PrivateKey) (*NodeCredent
 	if err := checkDerived(id, priv.Public().(ed25519.PublicKey)); err != nil {
 		return nil, err
 	}
-	return s.issue(id, priv)
+	return s.issue(id, priv, lifelongKeyOU)
 }
 
+// lifelongKeyOU marks a certificate whose key is the node's own for life
+// (kept in its data dir): only such a key is pinned to a legacy id
+// ([PeerCheck]). Certificates of builds before self-certifying ids, made
+// on a fresh key at every start, have no such mark.
+const lifelongKeyOU = "dssp lifelong node key v1"
+
 // issue signs a certificate for id on priv's public key without checking
-// that they belong together (a test mints a forged one with it).
-func (s *Security) issue(id NodeID, priv ed25519.PrivateKey) (*NodeCredentials, error) {
+// that they belong together (a test mints a forged one with it), with the
+// organizational units ou.
+func (s *Security) issue(id NodeID, priv ed25519.PrivateKey, ou ...string) (*NodeCredentials, error) {
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
@@ -134,7 +142,7 @@ func (s *Security) issue(id NodeID, priv ed25519.PrivateKey) (*NodeCredentials, 
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: string(id)},
+		Subject:      pkix.Name{CommonName: string(id), OrganizationalUnit: ou},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -213,7 +221,8 @@ func (c *NodeCredentials) ClientTLS(expected NodeID) *tls.Config {
 // verifyPeer checks the peer's chain against the mesh CA, that a
 // self-certifying id is derived from the certificate's key, and, when
 // expected is set, that the certificate names it. It returns the
-// certificate's id and key.
+// certificate's id and, when the certificate says the key is the node's
+// for life, its key (nil otherwise).
 func (s *Security) verifyPeer(cs tls.ConnectionState, expected NodeID) (NodeID, ed25519.PublicKey, error) {
 	if len(cs.PeerCertificates) == 0 {
 		return "", nil, fmt.Errorf("%w: peer sent no certificate", ErrPeerIdentity)
@@ -246,6 +255,9 @@ func (s *Security) verifyPeer(cs tls.ConnectionState, expected NodeID) (NodeID, 
 	}
 	if expected != "" && id != expected {
 		return "", nil, fmt.Errorf("%w: dialled %q but its certificate names %q", ErrPeerIdentity, expected, id)
+	}
+	if !slices.Contains(leaf.Subject.OrganizationalUnit, lifelongKeyOU) {
+		pub = nil // a key of one start only: nothing to pin
 	}
 	return id, pub, nil
 }

@@ -68,15 +68,17 @@ func (b *identities) check(id mesh.NodeID, key ed25519.PublicKey) error {
 	switch {
 	case revoked:
 		return fmt.Errorf("node %q is revoked", id)
-	case id.SelfCertifying() || len(key) != ed25519.PublicKeySize:
-		// The mesh checked that a self-certifying id derives from key; an
-		// in-memory transport has no keys to pin.
-		return nil
+	case id.SelfCertifying():
+		return nil // the mesh checked that the id derives from key
 	case conflict:
 		return fmt.Errorf("node %q (a legacy id) was pinned to two keys by different shards; refused until revoked", id)
 	case pinned && !pin.Equal(key):
 		return fmt.Errorf("node %q (a legacy id) is pinned to another key: a certificate minted for its id", id)
 	case pinned:
+		return nil
+	case len(key) != ed25519.PublicKeySize:
+		// A certificate of an earlier build (a key of one start) or an
+		// in-memory stream: nothing to pin, accepted as before.
 		return nil
 	}
 	b.mu.Lock()
@@ -145,6 +147,7 @@ func (b *identities) merge(rep shardapi.Identities, conflicts []mesh.NodeID) (ne
 		delete(b.unreplicated, id)
 	}
 	for _, id := range conflicts {
+		delete(b.unreplicated, id) // refused by the shards: proposing it again changes nothing
 		if !b.conflicts[id] {
 			b.conflicts[id] = true
 			repinned = append(repinned, id)

@@ -46,6 +46,14 @@ func TestLegacyIDPinnedOnFirstUse(t *testing.T) {
 	if got := b.toReplicate(); len(got) != 2 || !got["node-0a1b2c3d"].Equal(k1) || !got["node-00000001"].Equal(selfKey) {
 		t.Fatalf("pins to replicate: %v", got)
 	}
+	// A certificate of an earlier build (no lifelong key): accepted
+	// unpinned, but refused for an id pinned already.
+	if err := b.check("node-33333333", nil); err != nil {
+		t.Fatalf("an earlier build's certificate: %v", err)
+	}
+	if err := b.check("node-0a1b2c3d", nil); err == nil {
+		t.Fatal("an earlier build's certificate accepted for a pinned id")
+	}
 	derived := mesh.DeriveID(k2)
 	if err := b.check(derived, k2); err != nil {
 		t.Fatalf("self-certifying id: %v", err)
