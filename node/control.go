@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,7 +218,7 @@ func (n *Node) takeRevocation(id mesh.NodeID, mac []byte, from string) error {
 		n.log.Warn("refused a revocation not authenticated by the mesh key", "peer", id, "from", from)
 		return fmt.Errorf("revoke %s: not authenticated by this mesh's key", id)
 	}
-	if n.ids.revoke(id) {
+	if n.ids.revoke(id, mac) {
 		n.log.Warn("node revoked by the operator: refusing its connections, gossip and pushes", "peer", id, "from", from)
 		n.cutPeer(id, "revoked")
 	}
@@ -276,5 +278,27 @@ func (n *Node) localView() status.PeerView {
 	if w != nil {
 		v.Worker = w.Status()
 	}
+	for id, mac := range n.ids.revocations() {
+		v.Revocations = append(v.Revocations, status.Revocation{ID: string(id), MAC: mac})
+	}
+	slices.SortFunc(v.Revocations, func(a, b status.Revocation) int { return strings.Compare(a.ID, b.ID) })
 	return v
+}
+
+// takeRevocations takes the revocations a peer's view passes on that this
+// node does not hold yet, each only if its MAC is the operator's.
+func (n *Node) takeRevocations(from mesh.NodeID, view []byte) {
+	var v struct {
+		Revocations []status.Revocation `json:"revocations"`
+	}
+	if json.Unmarshal(view, &v) != nil {
+		return
+	}
+	for _, r := range v.Revocations {
+		id := mesh.NodeID(r.ID)
+		if id == n.id || n.ids.isRevoked(id) || n.verifyOp != nil && !n.verifyOp(RevokeOp, r.ID, r.MAC) && n.ids.refusedBefore(id, r.MAC) {
+			continue
+		}
+		n.takeRevocation(id, r.MAC, string(from))
+	}
 }

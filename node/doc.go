@@ -132,7 +132,11 @@
 // ([Node.Revoke]): the node refuses the id, relays the request to every
 // other member over the control channel (op "revoke": each checks the MAC
 // itself) so a revoked shard leader loses its followers, and asks every
-// shard's group to apply it (shardapi.Client.Revoke). /status lists the
+// shard's group to apply it (shardapi.Client.Revoke). The mesh view each
+// node asks its peers for every second (op "view") carries the
+// revocations it holds with their MACs, and the asking node takes those
+// whose MAC it checks, so a node that joins later and hosts no replica
+// learns them too. /status lists the
 // revoked ids (revoked), the pinned keys' count and the conflicting
 // legacy ids.
 //

@@ -30,7 +30,10 @@ type identities struct {
 
 	mu      sync.RWMutex
 	revoked map[mesh.NodeID]bool
-	pins    map[mesh.NodeID]ed25519.PublicKey
+	// macs are the operator's MACs of the revocations that came with one:
+	// what this node passes on to others (gossip), each checking it.
+	macs map[mesh.NodeID][]byte
+	pins map[mesh.NodeID]ed25519.PublicKey
 	// conflicts are legacy ids different shards pinned to different keys:
 	// two parties held a certificate for the id; refused until revoked
 	// and rejoined under a self-certifying id.
@@ -39,16 +42,20 @@ type identities struct {
 	// in a shard's state yet: sync proposes them on the shards it leads.
 	unreplicated map[mesh.NodeID]ed25519.PublicKey
 	dirty        bool // not yet persisted
+	// refused are the (id, MAC) revocations passed on by peers whose MAC
+	// was not the operator's (refusedBefore); at most 1024, then cleared.
+	refused map[string]bool
 }
 
 // newIdentities starts from the data dir's record; a legacy self pins its
 // own key, so no one else's key is taken for it here.
 func newIdentities(self mesh.NodeID, selfKey ed25519.PublicKey, saved datadir.Identities, log *slog.Logger) *identities {
-	b := &identities{self: self, log: log, revoked: map[mesh.NodeID]bool{}, pins: map[mesh.NodeID]ed25519.PublicKey{},
+	b := &identities{self: self, log: log, revoked: map[mesh.NodeID]bool{}, macs: map[mesh.NodeID][]byte{}, pins: map[mesh.NodeID]ed25519.PublicKey{},
 		conflicts: map[mesh.NodeID]bool{}, unreplicated: map[mesh.NodeID]ed25519.PublicKey{}}
 	for _, id := range saved.Revoked {
 		b.revoked[id] = true
 	}
+	maps.Copy(b.macs, saved.MACs)
 	maps.Copy(b.pins, saved.Pins)
 	if !self.SelfCertifying() && len(selfKey) == ed25519.PublicKeySize {
 		if old, ok := b.pins[self]; !ok || !old.Equal(selfKey) {
@@ -112,16 +119,44 @@ func (b *identities) isRevoked(id mesh.NodeID) bool {
 	return b.revoked[id]
 }
 
-// revoke records id as revoked here (before the shards have it); it
-// reports whether it was new.
-func (b *identities) revoke(id mesh.NodeID) bool {
+// revoke records id as revoked here (before the shards have it) with the
+// operator's mac, checked by the caller; it reports whether it was new.
+func (b *identities) revoke(id mesh.NodeID, mac []byte) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(b.macs[id]) == 0 && len(mac) > 0 {
+		b.macs[id], b.dirty = slices.Clone(mac), true
+	}
 	if b.revoked[id] {
 		return false
 	}
 	b.revoked[id], b.dirty = true, true
 	return true
+}
+
+// refusedBefore reports whether a revocation of id with mac was refused
+// before (its MAC is not the operator's), recording it if not: a peer
+// that keeps passing on a bogus one is logged once, not every second.
+func (b *identities) refusedBefore(id mesh.NodeID, mac []byte) bool {
+	k := string(id) + "\x00" + string(mac)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.refused[k] {
+		return true
+	}
+	if b.refused == nil || len(b.refused) >= 1024 {
+		b.refused = map[string]bool{}
+	}
+	b.refused[k] = true
+	return false
+}
+
+// revocations are the revocations this node can pass on: each with the
+// operator's MAC.
+func (b *identities) revocations() map[mesh.NodeID][]byte {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return maps.Clone(b.macs)
 }
 
 // merge takes in the shards' state: new revocations (returned, to cut
@@ -135,6 +170,9 @@ func (b *identities) merge(rep shardapi.Identities, conflicts []mesh.NodeID) (ne
 		if !b.revoked[id] {
 			b.revoked[id], b.dirty = true, true
 			newlyRevoked = append(newlyRevoked, id)
+		}
+		if mac := rep.MACs[id]; len(mac) > 0 && len(b.macs[id]) == 0 {
+			b.macs[id], b.dirty = slices.Clone(mac), true
 		}
 	}
 	for id, k := range rep.Pins {
@@ -172,7 +210,7 @@ func (b *identities) record() (datadir.Identities, bool) {
 		return datadir.Identities{}, false
 	}
 	b.dirty = false
-	return datadir.Identities{Revoked: slices.Sorted(maps.Keys(b.revoked)), Pins: maps.Clone(b.pins)}, true
+	return datadir.Identities{Revoked: slices.Sorted(maps.Keys(b.revoked)), MACs: maps.Clone(b.macs), Pins: maps.Clone(b.pins)}, true
 }
 
 // markDirty makes the next record write again (a write that failed).

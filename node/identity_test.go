@@ -2,6 +2,8 @@ package node
 
 import (
 	"crypto/ed25519"
+	"crypto/hmac"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"dsspmesh/internal/testlogger"
 	"dsspmesh/mesh"
 	"dsspmesh/node/datadir"
+	"dsspmesh/node/status"
 	"dsspmesh/shardapi"
 )
 
@@ -103,5 +106,39 @@ func TestLegacyIDPinnedOnFirstUse(t *testing.T) {
 	}
 	if ids, pinned, _ := r.status(); len(ids) != 1 || pinned != 3 {
 		t.Fatalf("status: revoked %v, %d pinned", ids, pinned)
+	}
+}
+
+// TestRevocationsPassOnThroughViews: a revocation a peer's view passes on
+// is taken only with the operator's MAC (a node that joined after it and
+// hosts no replica learns it so); one without is refused, and refused
+// again without a new log line.
+func TestRevocationsPassOnThroughViews(t *testing.T) {
+	key := mesh.MeshKey{9}
+	verify := func(op, arg string, mac []byte) bool { return hmac.Equal(key.OperatorMAC(op, arg), mac) }
+	n := &Node{id: "node-self", log: testlogger.New(t, slog.LevelWarn), verifyOp: verify}
+	n.ids = newIdentities(n.id, nil, datadir.Identities{}, n.log)
+	view := func(rs ...status.Revocation) []byte {
+		b, err := json.Marshal(status.PeerView{Revocations: rs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	n.takeRevocations("node-peer", view(status.Revocation{ID: "node-bad", MAC: []byte("forged")}))
+	if n.ids.isRevoked("node-bad") || !n.ids.refusedBefore("node-bad", []byte("forged")) {
+		t.Fatal("a revocation without the operator's MAC was taken, or not remembered as refused")
+	}
+	mac := key.OperatorMAC(RevokeOp, "node-bad")
+	n.takeRevocations("node-peer", view(status.Revocation{ID: "node-bad", MAC: mac}, status.Revocation{ID: "node-self", MAC: key.OperatorMAC(RevokeOp, "node-self")}))
+	if !n.ids.isRevoked("node-bad") || n.ids.isRevoked("node-self") {
+		t.Fatal("the operator's revocation not taken, or this node revoked itself")
+	}
+	if got := n.ids.revocations(); !hmac.Equal(got["node-bad"], mac) {
+		t.Fatalf("the revocation is not passed on with its MAC: %v", got)
+	}
+	rec, _ := n.ids.record()
+	if !hmac.Equal(rec.MACs["node-bad"], mac) {
+		t.Fatal("the MAC is not recorded for a restart")
 	}
 }

@@ -151,7 +151,7 @@ func (n *Node) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) (RevokeRe
 					return err
 				}
 				defer c.Close()
-				return c.Revoke(ctx, id)
+				return c.Revoke(ctx, id, mac)
 			}()
 			mu.Lock()
 			defer mu.Unlock()

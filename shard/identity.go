@@ -32,14 +32,27 @@ type identityHeader struct {
 	Op  string `msgpack:"op"` // "revoke" or "pin"
 	ID  string `msgpack:"id"`
 	Key []byte `msgpack:"k,omitempty"`
+	// MAC (revoke) is the operator's authentication of the revocation
+	// (mesh.MeshKey.OperatorMAC), kept so that a node can pass the
+	// revocation on to one that checks it itself; the shard does not
+	// check it (it holds no key).
+	MAC []byte `msgpack:"mac,omitempty"`
 }
+
+// maxMAC bounds a revocation's MAC (an HMAC-SHA256 is 32 bytes).
+const maxMAC = 64
 
 // identitySnapshot is the identity state in a snapshot's header, sorted
 // by id so equal states give equal bytes; absent when both are empty, so
 // a shard that never saw one hashes as before.
 type identitySnapshot struct {
-	Revoked []string    `msgpack:"rev,omitempty"`
-	Pins    []pinRecord `msgpack:"pins,omitempty"`
+	Revoked []revokedRecord `msgpack:"rev,omitempty"`
+	Pins    []pinRecord     `msgpack:"pins,omitempty"`
+}
+
+type revokedRecord struct {
+	ID  string `msgpack:"id"`
+	MAC []byte `msgpack:"mac,omitempty"`
 }
 
 type pinRecord struct {
@@ -49,7 +62,7 @@ type pinRecord struct {
 
 // identityState is the FSM's; guarded by FSM.mu.
 type identityState struct {
-	revoked map[mesh.NodeID]bool
+	revoked map[mesh.NodeID][]byte // revoked id → the operator's MAC (may be empty)
 	pins    map[mesh.NodeID]ed25519.PublicKey
 }
 
@@ -64,14 +77,14 @@ func checkIdentityHeader(h identityHeader) error {
 	}
 	switch h.Op {
 	case "revoke":
-		if len(h.Key) != 0 {
-			return fmt.Errorf("revoke of %q carries a key", h.ID)
+		if len(h.Key) != 0 || len(h.MAC) > maxMAC {
+			return fmt.Errorf("revoke of %q carries a key, or a MAC of %d bytes (at most %d)", h.ID, len(h.MAC), maxMAC)
 		}
 	case "pin":
 		if mesh.NodeID(h.ID).SelfCertifying() {
 			return fmt.Errorf("pin of %q: a self-certifying id is bound to its key already", h.ID)
 		}
-		if len(h.Key) != ed25519.PublicKeySize {
+		if len(h.Key) != ed25519.PublicKeySize || len(h.MAC) != 0 {
 			return fmt.Errorf("pin of %q: key of %d bytes, want %d", h.ID, len(h.Key), ed25519.PublicKeySize)
 		}
 	default:
@@ -90,15 +103,17 @@ func (f *FSM) applyIdentity(h identityHeader, out *shardapi.Applied) {
 	}
 	switch h.Op {
 	case "revoke":
-		if !f.ids.revoked[id] {
+		if mac, ok := f.ids.revoked[id]; !ok {
 			if len(f.ids.revoked) >= shardapi.MaxIdentities {
 				refuse(fmt.Sprintf("%d ids revoked already, the most a shard keeps", len(f.ids.revoked)))
 				return
 			}
 			if f.ids.revoked == nil {
-				f.ids.revoked = map[mesh.NodeID]bool{}
+				f.ids.revoked = map[mesh.NodeID][]byte{}
 			}
-			f.ids.revoked[id] = true
+			f.ids.revoked[id] = slices.Clone(h.MAC)
+		} else if len(mac) == 0 && len(h.MAC) > 0 {
+			f.ids.revoked[id] = slices.Clone(h.MAC)
 		}
 		if f.initialized {
 			if _, ok := f.gate.Clock(clock.WorkerID(id)); ok {
@@ -124,13 +139,17 @@ func (f *FSM) applyIdentity(h identityHeader, out *shardapi.Applied) {
 }
 
 // revokedLocked reports whether w's node is revoked.
-func (f *FSM) revokedLocked(w clock.WorkerID) bool { return f.ids.revoked[mesh.NodeID(w)] }
+func (f *FSM) revokedLocked(w clock.WorkerID) bool {
+	_, ok := f.ids.revoked[mesh.NodeID(w)]
+	return ok
+}
 
 // IsRevoked reports whether node id is revoked in this shard.
 func (f *FSM) IsRevoked(id mesh.NodeID) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.ids.revoked[id]
+	_, ok := f.ids.revoked[id]
+	return ok
 }
 
 // Identities returns a copy of the shard's identity state.
@@ -138,6 +157,14 @@ func (f *FSM) Identities() shardapi.Identities {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	ids := shardapi.Identities{Revoked: slices.Sorted(maps.Keys(f.ids.revoked))}
+	for id, mac := range f.ids.revoked {
+		if len(mac) > 0 {
+			if ids.MACs == nil {
+				ids.MACs = map[mesh.NodeID][]byte{}
+			}
+			ids.MACs[id] = slices.Clone(mac)
+		}
+	}
 	if len(f.ids.pins) > 0 {
 		ids.Pins = make(map[mesh.NodeID]ed25519.PublicKey, len(f.ids.pins))
 		for id, k := range f.ids.pins {
@@ -154,7 +181,7 @@ func (s *identityState) encode() *identitySnapshot {
 	}
 	out := &identitySnapshot{}
 	for _, id := range slices.Sorted(maps.Keys(s.revoked)) {
-		out.Revoked = append(out.Revoked, string(id))
+		out.Revoked = append(out.Revoked, revokedRecord{ID: string(id), MAC: s.revoked[id]})
 	}
 	for _, id := range slices.Sorted(maps.Keys(s.pins)) {
 		out.Pins = append(out.Pins, pinRecord{ID: string(id), Key: s.pins[id]})
@@ -172,14 +199,14 @@ func decodeIdentities(snap *identitySnapshot) (identityState, error) {
 	if len(snap.Revoked) > shardapi.MaxIdentities || len(snap.Pins) > shardapi.MaxIdentities {
 		return s, fmt.Errorf("%d revoked ids and %d pins, at most %d each", len(snap.Revoked), len(snap.Pins), shardapi.MaxIdentities)
 	}
-	for _, id := range snap.Revoked {
-		if err := checkIdentityHeader(identityHeader{Op: "revoke", ID: id}); err != nil {
+	for _, r := range snap.Revoked {
+		if err := checkIdentityHeader(identityHeader{Op: "revoke", ID: r.ID, MAC: r.MAC}); err != nil {
 			return s, err
 		}
 		if s.revoked == nil {
-			s.revoked = map[mesh.NodeID]bool{}
+			s.revoked = map[mesh.NodeID][]byte{}
 		}
-		s.revoked[mesh.NodeID(id)] = true
+		s.revoked[mesh.NodeID(r.ID)] = slices.Clone(r.MAC)
 	}
 	for _, p := range snap.Pins {
 		if err := checkIdentityHeader(identityHeader{Op: "pin", ID: p.ID, Key: p.Key}); err != nil {
@@ -196,9 +223,10 @@ func decodeIdentities(snap *identitySnapshot) (identityState, error) {
 // Revoke revokes node id in this shard (leader only): its worker leaves
 // the gate (its held push is answered with a rejection, workers it held
 // back are released) and every replica refuses its later pushes and
-// add-workers. Idempotent.
-func (r *Replica) Revoke(ctx context.Context, id mesh.NodeID) error {
-	return r.proposeIdentity(ctx, identityHeader{Op: "revoke", ID: string(id)})
+// add-workers. mac, the operator's authentication of it, is kept with it
+// (unchecked here). Idempotent.
+func (r *Replica) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) error {
+	return r.proposeIdentity(ctx, identityHeader{Op: "revoke", ID: string(id), MAC: mac})
 }
 
 // Pin records key as legacy id's key in this shard (leader only) unless

@@ -65,7 +65,7 @@ func TestRevocationAppliedAndKeptThroughSnapshot(t *testing.T) {
 	if a := h.apply(encodePushes([]Push{{PushMeta: meta("b", 0, 1), Grad: g}})); !a.Pushes[0].Applied {
 		t.Fatalf("b's push: %+v", a.Pushes[0])
 	}
-	a := h.apply(encodeIdentity(identityHeader{Op: "revoke", ID: "a"}))
+	a := h.apply(encodeIdentity(identityHeader{Op: "revoke", ID: "a", MAC: []byte("operator's mac")}))
 	if a.Kind != "revoke" || a.Worker != "a" || a.Err != nil {
 		t.Fatalf("revoke: %+v", a)
 	}
@@ -87,7 +87,7 @@ func TestRevocationAppliedAndKeptThroughSnapshot(t *testing.T) {
 		wantRejected(t, a.Pushes[0].Err, shardapi.ReasonNotPeer, what+": push of a revoked node")
 		a = hh.apply(encodeGroup([]Push{{PushMeta: meta("a", 0, 1)}}, g, nil))
 		wantRejected(t, a.Pushes[0].Err, shardapi.ReasonNotPeer, what+": summed push of a revoked node")
-		if !f.IsRevoked("a") || f.IsRevoked("b") || !f.Identities().IsRevoked("a") {
+		if !f.IsRevoked("a") || f.IsRevoked("b") || !f.Identities().IsRevoked("a") || string(f.Identities().MACs["a"]) != "operator's mac" {
 			t.Fatalf("%s: revoked a %v, b %v", what, f.IsRevoked("a"), f.IsRevoked("b"))
 		}
 		if a := hh.apply(encodePushes([]Push{{PushMeta: meta("b", 1, 1), Grad: g}})); !a.Pushes[0].Applied {
@@ -224,17 +224,28 @@ func TestRevokeOverTheWireOnEveryReplica(t *testing.T) {
 		}
 	}
 	op := c.client("operator", ids)
-	if err := op.Revoke(ctx, "w-bad"); err != nil {
+	mac := bytes.Repeat([]byte{7}, 32)
+	if err := op.Revoke(ctx, "w-bad", mac); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor(5*time.Second, "every replica applies the revocation", func() bool {
+	c.waitFor(5*time.Second, "every replica applies the revocation, with its MAC", func() bool {
 		for _, r := range c.live() {
-			if !r.Identities().IsRevoked("w-bad") {
+			if ids := r.Identities(); !ids.IsRevoked("w-bad") || !bytes.Equal(ids.MACs["w-bad"], mac) {
 				return false
 			}
 		}
 		return true
 	})
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := op.Revoke(short, "w-other", make([]byte, 65)); err == nil {
+		t.Fatal("a revocation with an overlong MAC applied")
+	}
+	for _, r := range c.live() {
+		if r.Identities().IsRevoked("w-other") {
+			t.Fatal("a revocation with an overlong MAC applied")
+		}
+	}
 	_, err := bad.Push(ctx, shardapi.Push{Iter: 0, Samples: 1, ComputeNs: 1, Payload: bad.Encode(make([]float32, n), 1)})
 	wantRejected(t, err, shardapi.ReasonNotPeer, "push of a revoked worker")
 	if !strings.Contains(err.Error(), "revoked") {

@@ -183,11 +183,12 @@ func (s *service) serve(c *workerConn) {
 		s.mu.Unlock()
 	}()
 	for {
-		// A push carries exactly the shard's gradient: a larger payload is
-		// refused before it is read. Silence longer than the idle timeout
-		// ends the stream (keepAlive extends it while a push is held).
+		// A push carries exactly the shard's gradient (a revocation its
+		// MAC, at most maxMAC bytes): a larger payload is refused before it
+		// is read. Silence longer than the idle timeout ends the stream
+		// (keepAlive extends it while a push is held).
 		if spec := s.r.fsm.pushLimits(); spec.Len > 0 {
-			c.s.SetMaxPayload(spec.Precision.Bytes(spec.Len))
+			c.s.SetMaxPayload(max(spec.Precision.Bytes(spec.Len), maxMAC))
 		}
 		c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
 		var req shardapi.Request
@@ -212,7 +213,7 @@ func (s *service) serve(c *workerConn) {
 			s.handlePush(c, req, payload)
 		case shardapi.OpAddWorker, shardapi.OpRemoveWorker, shardapi.OpRevoke:
 			s.r.wg.Add(1)
-			go func() { defer s.r.wg.Done(); s.handleMembership(c, req) }()
+			go func() { defer s.r.wg.Done(); s.handleMembership(c, req, payload) }()
 		case shardapi.OpRead:
 			s.r.wg.Add(1)
 			go func() { defer s.r.wg.Done(); s.handleRead(c, req) }()
@@ -586,7 +587,7 @@ func (s *service) keepAlive() {
 	}
 }
 
-func (s *service) handleMembership(c *workerConn, req shardapi.Request) {
+func (s *service) handleMembership(c *workerConn, req shardapi.Request, payload []byte) {
 	var clk int64
 	var err error
 	switch req.Op {
@@ -595,7 +596,7 @@ func (s *service) handleMembership(c *workerConn, req shardapi.Request) {
 	case shardapi.OpRevoke:
 		// Any member may revoke any id, the mesh key being the operator's
 		// credential; the log names who asked.
-		if err = s.r.Revoke(s.r.ctx, mesh.NodeID(req.Worker)); err == nil {
+		if err = s.r.Revoke(s.r.ctx, mesh.NodeID(req.Worker), payload); err == nil {
 			s.r.log.Warn("node revoked", "revoked", req.Worker, "by", c.s.Peer())
 		}
 	default:

@@ -248,10 +248,12 @@ func (c *Client) RemoveWorker(ctx context.Context) error {
 
 // Revoke revokes node id on this shard: its worker is removed from the
 // gate, and every later push or add-worker of it refused on every
-// replica (shard/identity.go). Idempotent; the requester (this client's
-// node, authenticated by its stream) may be any member.
-func (c *Client) Revoke(ctx context.Context, id mesh.NodeID) error {
-	_, err := c.call(ctx, Request{Op: OpRevoke, PushMeta: PushMeta{PushID: PushID{Worker: clock.WorkerID(id)}}}, nil, nil, nil)
+// replica (shard/identity.go). mac, the operator's authentication of the
+// revocation, travels as the payload and is kept with it. Idempotent; the
+// requester (this client's node, authenticated by its stream) may be any
+// member.
+func (c *Client) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) error {
+	_, err := c.call(ctx, Request{Op: OpRevoke, PushMeta: PushMeta{PushID: PushID{Worker: clock.WorkerID(id)}}}, mac, nil, nil)
 	return err
 }
 

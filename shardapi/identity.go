@@ -21,6 +21,10 @@ const MaxIdentities = 4096
 type Identities struct {
 	Revoked []mesh.NodeID                     // sorted
 	Pins    map[mesh.NodeID]ed25519.PublicKey // legacy id → its first key
+	// MACs are the operator's authentications of the revocations that
+	// came with one (mesh.MeshKey.OperatorMAC), unchecked by the shard: a
+	// node passes them on to nodes that check them.
+	MACs map[mesh.NodeID][]byte
 }
 
 // IsRevoked reports whether id is in Revoked.

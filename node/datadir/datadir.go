@@ -206,8 +206,11 @@ func (d *Dir) loadOrCreateID() (mesh.NodeID, error) {
 // for each legacy id (one not derived from its key), as its replicas'
 // shards replicated them or as it saw them first.
 type Identities struct {
-	Revoked []mesh.NodeID                     `json:"revoked,omitempty"`
-	Pins    map[mesh.NodeID]ed25519.PublicKey `json:"pins,omitempty"`
+	Revoked []mesh.NodeID `json:"revoked,omitempty"`
+	// MACs are the operator's MACs of revocations (mesh.MeshKey.OperatorMAC),
+	// which the node passes on to peers that check them.
+	MACs map[mesh.NodeID][]byte            `json:"macs,omitempty"`
+	Pins map[mesh.NodeID]ed25519.PublicKey `json:"pins,omitempty"`
 }
 
 // Identities returns the persisted identities (empty if none were).
