@@ -27,6 +27,10 @@ import (
 type identities struct {
 	self mesh.NodeID
 	log  *slog.Logger
+	// syncMu serialises the node's syncs (revoke.go: the ticker's and a
+	// revocation's), so one writes identities.json at a time; taken
+	// before mu, never inside it.
+	syncMu sync.Mutex
 
 	mu      sync.RWMutex
 	revoked map[mesh.NodeID]bool

@@ -67,6 +67,8 @@ func (n *Node) runIdentities(ctx context.Context) {
 // of newly revoked or re-pinned nodes, proposes this node's own pins on
 // the shards it leads and persists what changed.
 func (n *Node) syncIdentities(ctx context.Context) {
+	n.ids.syncMu.Lock()
+	defer n.ids.syncMu.Unlock()
 	n.mu.RLock()
 	sm := n.shards
 	n.mu.RUnlock()

@@ -14,6 +14,8 @@
 // lives beside these files (raftstore.ShardDir).
 //
 // Files are written atomically (a temporary file renamed into place and
-// fsynced). A [Dir] is used from one goroutine at a time; errors name the
-// folder.
+// fsynced). Each file is written by one goroutine at a time (the node:
+// peers.json by its shard manager, identities.json by its identity sync,
+// the rest by its start); writes of different files may run concurrently,
+// each through its own temporary file. Errors name the folder.
 package datadir
