@@ -121,6 +121,18 @@ func (s *Security) NodeWithKey(id NodeID, priv ed25519.PrivateKey) (*NodeCredent
 	return s.issue(id, priv, lifelongKeyOU)
 }
 
+// IssueUnchecked signs a certificate for id on priv's public key, marked
+// lifelong, without checking that the id derives from the key: what any
+// holder of the mesh key can do with the CA it derives. Every peer's
+// handshake refuses the result for a self-certifying id that is not the
+// key's; the hostile-member tests use it to show so. Nodes never call it.
+func (s *Security) IssueUnchecked(id NodeID, priv ed25519.PrivateKey) (*NodeCredentials, error) {
+	if len(priv) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("mesh: node key of %d bytes, want %d", len(priv), ed25519.PrivateKeySize)
+	}
+	return s.issue(id, priv, lifelongKeyOU)
+}
+
 // lifelongKeyOU marks a certificate whose key is the node's own for life
 // (kept in its data dir): only such a key is pinned to a legacy id
 // ([PeerCheck]). Certificates of builds before self-certifying ids, made

@@ -2,6 +2,9 @@ package test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +19,9 @@ import (
 // TestLegacyIDPinnedAndRevokedAcrossProcesses runs three dssp node
 // processes, one of them on a data dir of a build before self-certifying
 // ids (a node-id file, no node.key): it keeps its id and trains, and the
-// other nodes pin its key. dssp revoke's request (the mesh key's operator
+// other nodes pin its key. A member holding the mesh key is answered under
+// its own id and refused under a certificate it minted for node 0's id.
+// dssp revoke's request (the mesh key's operator
 // MAC) then revokes it through another node: both shards' groups apply
 // it, every other node lists it in /status and drops it from its members
 // and the shards' workers, and a node killed and restarted still lists it.
@@ -65,6 +70,65 @@ func TestLegacyIDPinnedAndRevokedAcrossProcesses(t *testing.T) {
 	key, err := mesh.LoadKeyFile(c.Mesh.Key)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A member holding the mesh key asks node 1 for the job spec on the
+	// control channel: under its own self-certifying id it is answered;
+	// under a certificate it minted for node 0's id on its own key it is
+	// refused in the handshake.
+	sec, err := mesh.NewSecurity(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(creds *mesh.NodeCredentials) error {
+		cfg := mesh.DefaultTransportConfig("127.0.0.1:0")
+		tr, err := mesh.NewQUICTransport(cfg, creds, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := tr.Dial(ctx, mesh.NodeID(st[1].Node), c.Mesh.Procs[1].QUIC, mesh.Channel{Kind: mesh.KindRPC, Shard: node.ControlShard})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		s.SetDeadline(time.Now().Add(5 * time.Second))
+		type ctl struct {
+			Op   string `msgpack:"op"`
+			Spec []byte `msgpack:"spec,omitempty"`
+		}
+		if err := s.SendFrame(ctl{Op: "spec"}, nil); err != nil {
+			return err
+		}
+		var rep ctl
+		if _, err := s.RecvFrame(&rep); err != nil {
+			return err
+		}
+		if len(rep.Spec) == 0 {
+			return fmt.Errorf("no spec in the answer")
+		}
+		return nil
+	}
+	own, err := mesh.GenerateNodeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	honest, err := sec.NodeWithKey(mesh.DeriveID(own.Public().(ed25519.PublicKey)), own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ask(honest); err != nil {
+		t.Fatalf("a member under its own id was refused: %v", err)
+	}
+	minted, err := sec.IssueUnchecked(mesh.NodeID(st[0].Node), own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ask(minted); err == nil {
+		t.Fatalf("a certificate minted for %s's id was answered", st[0].Node)
+	} else {
+		t.Logf("a certificate minted for node 0's id: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
