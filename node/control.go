@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/records"
 	"dsspmesh/node/status"
 )
 
@@ -219,10 +220,19 @@ func (n *Node) takeRevocation(id mesh.NodeID, mac []byte, from string) error {
 		return fmt.Errorf("revoke %s: not authenticated by this mesh's key", id)
 	}
 	if n.ids.revoke(id, mac) {
-		n.log.Warn("node revoked by the operator: refusing its connections, gossip and pushes", "peer", id, "from", from)
-		n.cutPeer(id, "revoked")
+		n.revokedHere(id, from)
 	}
 	return nil
+}
+
+// revokedHere is what a node does when it learns that id is revoked (from
+// the operator, a peer's relay or view, or its replicas' state, the from
+// of the log line): it cuts id's connections and records the event.
+func (n *Node) revokedHere(id mesh.NodeID, from string) {
+	n.cutPeer(id, "revoked")
+	n.events.Add(records.Event{Kind: records.EventNodeRevoked, Node: string(id),
+		Detail: fmt.Sprintf("node %s is revoked: its connections, gossip and pushes are refused", id)})
+	n.log.Warn("node revoked: refusing its connections, gossip and pushes", "peer", id, "from", from)
 }
 
 // cutPeer closes the transport's connections with id where it can.

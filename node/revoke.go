@@ -13,14 +13,14 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
-	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
 )
 
 // startIdentities builds the node's identity view from the data dir's
 // record, installs it in the transport's handshakes and memberlist's alive
-// handling where they take it (QUIC, memberlist; the in-memory twins do
-// not), and filters revoked nodes out of n.members.
+// handling where they take it (the QUIC and in-memory transports,
+// memberlist; not the in-memory membership), and filters revoked nodes
+// out of n.members.
 func (n *Node) startIdentities(d Deps) error {
 	saved, err := d.Dir.Identities()
 	if err != nil {
@@ -85,9 +85,7 @@ func (n *Node) syncIdentities(ctx context.Context) {
 		}
 	}
 	for _, id := range revoked {
-		n.cutPeer(id, "revoked")
-		n.events.Add(records.Event{Kind: records.EventNodeRevoked, Node: string(id), Detail: fmt.Sprintf("node %s is revoked: its connections, gossip and pushes are refused", id)})
-		n.log.Warn("node revoked: refusing its connections, gossip and pushes", "peer", id)
+		n.revokedHere(id, "the shards' state")
 	}
 	for _, id := range repinned {
 		n.cutPeer(id, "pinned to another key")
