@@ -120,6 +120,9 @@ type RevokeResult struct {
 // safe (a revocation is idempotent).
 func (n *Node) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) (RevokeResult, error) {
 	res := RevokeResult{ID: string(id)}
+	if id == n.id {
+		return res, fmt.Errorf("revoke %s: that is the node asked; ask another node (the others would refuse this one before its shards applied it)", id)
+	}
 	if err := n.takeRevocation(id, mac, "this node's HTTP API"); err != nil {
 		return res, err
 	}
@@ -188,6 +191,10 @@ func (n *Node) withRevoke(h http.Handler) http.Handler {
 		if n.verifyOp == nil || err != nil || !n.verifyOp(RevokeOp, string(id), mac) {
 			n.log.Warn("refused a revocation over HTTP: not authenticated by the mesh key", "peer", id, "from", r.RemoteAddr)
 			http.Error(w, "revoke: the request is not authenticated by this mesh's key (dssp revoke --key)", http.StatusForbidden)
+			return
+		}
+		if id == n.id {
+			http.Error(w, fmt.Sprintf("revoke %s: that is the node asked; ask another node (--node)", id), http.StatusBadRequest)
 			return
 		}
 		n.log.Warn("revocation requested over HTTP", "peer", id, "from", r.RemoteAddr)

@@ -71,6 +71,11 @@ func TestRevokedNodeIsRefusedEverywhere(t *testing.T) {
 	if _, code := revoke(nil); code != http.StatusForbidden {
 		t.Fatalf("revocation without a MAC: %d", code)
 	}
+	self, _ := http.NewRequest(http.MethodPost, "http://"+httpOf[via]+"/revoke?id="+string(via), nil)
+	self.Header.Set("Authorization", "DSSP-Operator "+hex.EncodeToString(testOperatorKey.OperatorMAC(node.RevokeOp, string(via))))
+	if res, err := http.DefaultClient.Do(self); err != nil || res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a node asked to revoke itself: %v %v", res, err)
+	}
 	status := func(id mesh.NodeID) node.Status {
 		res, err := http.Get("http://" + httpOf[id] + "/status")
 		if err != nil {
