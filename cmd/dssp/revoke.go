@@ -17,8 +17,9 @@ func newRevokeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "revoke --node HOST:PORT --key FILE NODE-ID",
 		Short: "Revoke a node id: every node refuses its connections, gossip and pushes from then on",
-		Long: `Revoke NODE-ID through the node at --node (its HTTP address). The request is
-authenticated by the mesh key (--key): whoever holds it is the mesh's operator.
+		Long: `Revoke NODE-ID through the node at --node (its HTTP address; any node but the
+one revoked). The request is authenticated by the mesh key (--key): whoever
+holds it is the mesh's operator.
 The node refuses NODE-ID at once and asks every shard's group to apply the
 revocation; every node that hosts a replica then refuses the id too (QUIC
 handshakes, gossip, pushes and add-workers), its worker leaves every shard's
