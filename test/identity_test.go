@@ -132,10 +132,12 @@ func TestLegacyIDPinnedAndRevokedAcrossProcesses(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	start := time.Now()
 	res, err := nodeclient.Revoke(ctx, c.Mesh.Procs[0].HTTP, legacy, key.OperatorMAC(node.RevokeOp, legacy), time.Minute)
 	if err != nil || res.Done != 2 {
 		t.Fatalf("revoke: %+v %v", res, err)
 	}
+	t.Logf("dssp revoke answered in %v: %+v", time.Since(start).Round(time.Millisecond), res)
 	refused := func(i int) bool {
 		s, err := c.Status(i)
 		if err != nil || !slices.Contains(s.Revoked, legacy) || len(s.Members) != 2 {
@@ -149,9 +151,13 @@ func TestLegacyIDPinnedAndRevokedAcrossProcesses(t *testing.T) {
 		return true
 	}
 	c.WaitFor("nodes 0 and 1 refuse the revoked node and drop it", 60*time.Second, func() bool { return refused(0) && refused(1) })
+	t.Logf("every other node refuses it %v after the request", time.Since(start).Round(time.Millisecond))
 	c.Kill(1)
 	c.Restart(1)
 	c.WaitFor("node 1, restarted, still refuses the revoked node", 60*time.Second, func() bool { return refused(1) })
+	if s, _ := c.Status(1); s.PinnedKeys < 1 {
+		t.Fatalf("node 1 lost its pin of the legacy id across the restart: %d pinned", s.PinnedKeys)
+	}
 	i0 := c.Iter(0)
 	c.WaitFor("node 0 trains on", 60*time.Second, func() bool { return c.Iter(0) > i0+5 })
 }
