@@ -29,16 +29,30 @@
 //
 // One 32-byte mesh key ([LoadKeyFile], [WriteKeyFile]) secures everything
 // (docs/design.md#mesh-and-security). HKDF-SHA256 derives from it the
-// memberlist gossip key and the seed of a deterministic ed25519 mesh CA:
-// every holder of the key derives byte-identical CA certificates. Each node
-// generates its own key pair at start and a certificate for its [NodeID]
-// signed by that CA ([Security.Node]).
+// memberlist gossip key, the seed of a deterministic ed25519 mesh CA
+// (every holder of the key derives byte-identical CA certificates) and the
+// operator's HMAC key ([MeshKey.OperatorMAC], [Security.VerifyOperator]:
+// an operator's request over HTTP, such as a revocation).
+// Each node keeps its own ed25519 key pair (node/datadir) and gets a
+// certificate for its [NodeID] carrying that key, signed by the CA
+// ([Security.NodeWithKey]; [Security.Node] issues one on a fresh key, for
+// tests). A self-certifying id ([DeriveID], nodeid.go: "node-" and 128
+// bits of SHA-256 of the public key) is accepted only under a certificate
+// whose key it derives from, so the mesh key admits members but cannot
+// speak as one; any other id is a legacy id, checked by the node's
+// [PeerCheck].
 // QUIC runs mutual TLS 1.3 with ALPN [ALPN]; both sides verify the peer's
-// chain against the mesh CA, the dialler checks that the certificate names the
-// node id it meant to reach, and the acceptor takes the certificate's id as the
-// peer's identity. [InsecureSecurity] turns all of that off (plain gossip,
-// self-signed certificates, no verification) and logs a warning: for
-// experiments only.
+// chain against the mesh CA and a self-certifying id against the key, then
+// ask the node's [PeerCheck] (revoked ids, pinned keys of legacy ids;
+// [QUICTransport.SetPeerCheck], [QUICTransport.ClosePeer] for the
+// connections already open); the dialler checks that the certificate names
+// the node id it meant to reach, and the acceptor takes the certificate's
+// id as the peer's identity. Memberlist ignores the alive messages of a
+// node its admit refuses (SetAdmit on [NewMemberlist]'s membership). The
+// in-memory transport takes a PeerCheck too (asked with no key).
+// [InsecureSecurity] turns the chain and derivation checks off (plain
+// gossip, self-signed certificates) and logs a warning: for experiments
+// only.
 //
 // # Transport
 //

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,6 +92,44 @@ type InmemTransport struct {
 	mu      sync.Mutex
 	streams map[*inmemStream]struct{}
 	closed  bool
+
+	// check is the node's verdict on peers (SetPeerCheck), asked at every
+	// dial on both ends with no key (there are no certificates here).
+	check atomic.Pointer[PeerCheck]
+}
+
+// SetPeerCheck installs the node's verdict on peers, as
+// [NodeCredentials.SetPeerCheck] does on QUIC: a dial between two
+// transports fails when either end's check refuses the other's id (it is
+// given no key). nil removes it.
+func (t *InmemTransport) SetPeerCheck(f PeerCheck) {
+	if f == nil {
+		t.check.Store(nil)
+		return
+	}
+	t.check.Store(&f)
+}
+
+func (t *InmemTransport) refuses(peer NodeID) error {
+	if f := t.check.Load(); f != nil {
+		return (*f)(peer, nil)
+	}
+	return nil
+}
+
+// ClosePeer closes every open stream with peer.
+func (t *InmemTransport) ClosePeer(peer NodeID, reason string) {
+	t.mu.Lock()
+	var cut []*inmemStream
+	for s := range t.streams {
+		if s.peer == peer {
+			cut = append(cut, s)
+		}
+	}
+	t.mu.Unlock()
+	for _, s := range cut {
+		s.Close()
+	}
 }
 
 // NewTransport attaches a transport for id at addr (any unique string).
@@ -132,6 +172,10 @@ func (t *InmemTransport) Dial(ctx context.Context, peer NodeID, addr string, ch 
 	case remote.end.id != peer:
 		t.cnt.dialFailures.Add(1)
 		return nil, fmt.Errorf("%w: dialled %q but %q answers at %q", ErrPeerIdentity, peer, remote.end.id, addr)
+	}
+	if err := cmp.Or(t.refuses(peer), remote.refuses(t.end.id)); err != nil {
+		t.cnt.dialFailures.Add(1)
+		return nil, fmt.Errorf("%w: %v", ErrPeerIdentity, err)
 	}
 	local, far := newPipePair(t.end, remote.end, ch)
 	if !t.add(local) {

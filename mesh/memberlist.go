@@ -166,6 +166,9 @@ type memberlistMembership struct {
 	cache   membersCache
 
 	shutdown sync.Once
+
+	// admit, if set, refuses gossip about a node (SetAdmit).
+	admit atomic.Pointer[func(NodeID) error]
 }
 
 type membersCache struct {
@@ -209,6 +212,7 @@ func NewMemberlist(cfg MembershipConfig, logger *slog.Logger) (Membership, error
 	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	mc.Delegate = (*metaDelegate)(m)
 	mc.Events = (*eventDelegate)(m)
+	mc.Alive = (*aliveDelegate)(m)
 	mc.Logger = log.New(&slogWriter{log: m.log.With("component", "memberlist"), suspect: m.suspected}, "", 0)
 
 	ml, err := memberlist.Create(mc)
@@ -315,6 +319,30 @@ func (m *memberlistMembership) member(n *memberlist.Node) (Member, error) {
 		return Member{}, fmt.Errorf("%w: node %q announces id %q", ErrBadMeta, n.Name, meta.ID)
 	}
 	return Member{Meta: meta, Addr: n.Address()}, nil
+}
+
+// SetAdmit installs the node's verdict on members: an alive message (a
+// join, a refutation of a suspicion) about a node it refuses is ignored,
+// so a revoked node cannot join or come back through this node's gossip.
+// A member already in the list stays there until it fails or leaves; the
+// node filters its own view ([Membership.Members]'s callers). nil admits
+// every node.
+func (m *memberlistMembership) SetAdmit(f func(NodeID) error) {
+	if f == nil {
+		m.admit.Store(nil)
+		return
+	}
+	m.admit.Store(&f)
+}
+
+// aliveDelegate asks admit about every alive message.
+type aliveDelegate memberlistMembership
+
+func (d *aliveDelegate) NotifyAlive(n *memberlist.Node) error {
+	if f := d.admit.Load(); f != nil && n.Name != string(d.cfg.Meta.ID) {
+		return (*f)(NodeID(n.Name))
+	}
+	return nil
 }
 
 // metaDelegate answers memberlist's questions about our metadata.

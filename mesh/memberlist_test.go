@@ -220,3 +220,38 @@ func TestMembershipConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberlistAdmitRefusesARevokedNode: a node whose admit refuses an id
+// ignores that node's alive messages, so it never lists it, while a node
+// it admits joins as usual.
+func TestMemberlistAdmitRefusesARevokedNode(t *testing.T) {
+	sec := mustSecurity(t, mustKey(t))
+	seed := newGossipNode(t, sec, "seed-1", FastDetection())
+	seed.(interface{ SetAdmit(func(NodeID) error) }).SetAdmit(func(id NodeID) error {
+		if id == "revoked-2" {
+			return fmt.Errorf("node %q is revoked", id)
+		}
+		return nil
+	})
+	ok := newGossipNode(t, sec, "member-3", FastDetection())
+	if _, err := ok.Join(testCtx(t), []string{seed.LocalNode().Addr}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, seed, EventJoin, "member-3", 5*time.Second)
+	revoked := newGossipNode(t, sec, "revoked-2", FastDetection())
+	revoked.Join(testCtx(t), []string{seed.LocalNode().Addr}) // its side may list the seed; the seed's must not list it
+	if err := wait.Until(testCtx(t), 5*time.Second, "member-3 lists the revoked node (it admits it)", func() bool { return len(ok.Members()) == 3 }); err != nil {
+		t.Fatal(err)
+	}
+	// member-3 gossips the revoked node's alive to the seed from now on;
+	// the seed ignores it round after round (an absence, watched over a
+	// second of FastDetection's gossip).
+	for range 20 {
+		for _, m := range seed.Members() {
+			if m.ID == "revoked-2" {
+				t.Fatal("the seed lists a node its admit refuses")
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -231,6 +231,21 @@ func (t *QUICTransport) forget(peer NodeID, c *quic.Conn) {
 	}
 }
 
+// SetPeerCheck installs the node's verdict on peers for every later
+// handshake ([NodeCredentials.SetPeerCheck]).
+func (t *QUICTransport) SetPeerCheck(f PeerCheck) { t.creds.SetPeerCheck(f) }
+
+// ClosePeer closes every connection to or from peer (a revoked node): its
+// streams end, and a new connection must pass the handshake's checks again.
+func (t *QUICTransport) ClosePeer(peer NodeID, reason string) {
+	t.mu.Lock()
+	cs := slices.Clone(t.byPeer[peer])
+	t.mu.Unlock()
+	for _, c := range cs {
+		c.CloseWithError(codeClosing, reason)
+	}
+}
+
 func (t *QUICTransport) acceptConns() {
 	defer t.wg.Done()
 	for {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +24,7 @@ type Security struct {
 	ca        *x509.Certificate
 	caKey     ed25519.PrivateKey
 	pool      *x509.CertPool
+	opKey     []byte // the operator's HMAC key (operator.go)
 }
 
 // The CA certificate must be byte-identical on every node, so nothing in it
@@ -55,7 +58,7 @@ func NewSecurity(key MeshKey) (*Security, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	return &Security{gossipKey: key.derive(infoGossip, 32), ca: ca, caKey: caKey, pool: pool}, nil
+	return &Security{gossipKey: key.derive(infoGossip, 32), ca: ca, caKey: caKey, pool: pool, opKey: key.derive(infoOperator, 32)}, nil
 }
 
 // InsecureSecurity turns off gossip encryption and certificate checks. It
@@ -83,21 +86,67 @@ func (s *Security) CACertificate() []byte {
 // NodeCredentials is one node's certificate and the TLS configurations
 // built on it.
 type NodeCredentials struct {
-	sec  *Security
-	id   NodeID
-	cert tls.Certificate
+	sec   *Security
+	id    NodeID
+	pub   ed25519.PublicKey
+	cert  tls.Certificate
+	check atomic.Pointer[PeerCheck]
 }
 
-// Node issues a certificate for id: a fresh key pair signed by the mesh CA
-// (self-signed in insecure mode).
+// Node issues a certificate for id on a fresh key pair, signed by the mesh
+// CA (self-signed in insecure mode). id is then a legacy id (a
+// self-certifying id needs the key it derives from: [Security.NodeWithKey]);
+// tests and benchmarks use it.
 func (s *Security) Node(id NodeID) (*NodeCredentials, error) {
+	priv, err := GenerateNodeKey()
+	if err != nil {
+		return nil, err
+	}
+	if id.SelfCertifying() {
+		return nil, fmt.Errorf("%w: %q is a self-certifying id: issue it with the key it derives from", ErrBadNodeID, id)
+	}
+	return s.issue(id, priv)
+}
+
+// NodeWithKey issues a certificate for id carrying priv's public key,
+// signed by the mesh CA. A self-certifying id must be the one priv's public
+// key derives to ([DeriveID]); a legacy id may carry any key.
+func (s *Security) NodeWithKey(id NodeID, priv ed25519.PrivateKey) (*NodeCredentials, error) {
+	if len(priv) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("mesh: node key of %d bytes, want %d", len(priv), ed25519.PrivateKeySize)
+	}
+	if err := checkDerived(id, priv.Public().(ed25519.PublicKey)); err != nil {
+		return nil, err
+	}
+	return s.issue(id, priv, lifelongKeyOU)
+}
+
+// IssueUnchecked signs a certificate for id on priv's public key, marked
+// lifelong, without checking that the id derives from the key: what any
+// holder of the mesh key can do with the CA it derives. Every peer's
+// handshake refuses the result for a self-certifying id that is not the
+// key's; the hostile-member tests use it to show so. Nodes never call it.
+func (s *Security) IssueUnchecked(id NodeID, priv ed25519.PrivateKey) (*NodeCredentials, error) {
+	if len(priv) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("mesh: node key of %d bytes, want %d", len(priv), ed25519.PrivateKeySize)
+	}
+	return s.issue(id, priv, lifelongKeyOU)
+}
+
+// lifelongKeyOU marks a certificate whose key is the node's own for life
+// (kept in its data dir): only such a key is pinned to a legacy id
+// ([PeerCheck]). Certificates of builds before self-certifying ids, made
+// on a fresh key at every start, have no such mark.
+const lifelongKeyOU = "dssp lifelong node key v1"
+
+// issue signs a certificate for id on priv's public key without checking
+// that they belong together (a test mints a forged one with it), with the
+// organizational units ou.
+func (s *Security) issue(id NodeID, priv ed25519.PrivateKey, ou ...string) (*NodeCredentials, error) {
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("mesh: node key: %w", err)
-	}
+	pub := priv.Public().(ed25519.PublicKey)
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
 		return nil, fmt.Errorf("mesh: serial: %w", err)
@@ -105,7 +154,7 @@ func (s *Security) Node(id NodeID) (*NodeCredentials, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: string(id)},
+		Subject:      pkix.Name{CommonName: string(id), OrganizationalUnit: ou},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -119,7 +168,36 @@ func (s *Security) Node(id NodeID) (*NodeCredentials, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mesh: node certificate: %w", err)
 	}
-	return &NodeCredentials{sec: s, id: id, cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}}, nil
+	return &NodeCredentials{sec: s, id: id, pub: pub, cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}}, nil
+}
+
+// PublicKey is the node's public key, the one its certificate carries.
+func (c *NodeCredentials) PublicKey() ed25519.PublicKey { return c.pub }
+
+// SetPeerCheck installs the node's own verdict on peers, run on every
+// handshake after the chain and the id's derivation are checked (nil
+// removes it). Connections already open are not re-checked: close them
+// ([QUICTransport.ClosePeer]).
+func (c *NodeCredentials) SetPeerCheck(f PeerCheck) {
+	if f == nil {
+		c.check.Store(nil)
+		return
+	}
+	c.check.Store(&f)
+}
+
+// verifyPeer is the Security's check, then the node's PeerCheck.
+func (c *NodeCredentials) verifyPeer(cs tls.ConnectionState, expected NodeID) error {
+	id, pub, err := c.sec.verifyPeer(cs, expected)
+	if err != nil {
+		return err
+	}
+	if f := c.check.Load(); f != nil {
+		if err := (*f)(id, pub); err != nil {
+			return fmt.Errorf("%w: %v", ErrPeerIdentity, err)
+		}
+	}
+	return nil
 }
 
 // ID is the node id the certificate names.
@@ -133,7 +211,7 @@ func (c *NodeCredentials) ServerTLS() *tls.Config {
 		NextProtos:       []string{ALPN},
 		Certificates:     []tls.Certificate{c.cert},
 		ClientAuth:       tls.RequireAnyClientCert,
-		VerifyConnection: func(cs tls.ConnectionState) error { _, err := c.sec.verifyPeer(cs, ""); return err },
+		VerifyConnection: func(cs tls.ConnectionState) error { return c.verifyPeer(cs, "") },
 	}
 }
 
@@ -148,15 +226,18 @@ func (c *NodeCredentials) ClientTLS(expected NodeID) *tls.Config {
 		// Chain and identity are checked by VerifyConnection against the
 		// mesh CA rather than against host names.
 		InsecureSkipVerify: true,
-		VerifyConnection:   func(cs tls.ConnectionState) error { _, err := c.sec.verifyPeer(cs, expected); return err },
+		VerifyConnection:   func(cs tls.ConnectionState) error { return c.verifyPeer(cs, expected) },
 	}
 }
 
-// verifyPeer checks the peer's chain against the mesh CA and, when expected
-// is set, that the certificate names it. It returns the certificate's id.
-func (s *Security) verifyPeer(cs tls.ConnectionState, expected NodeID) (NodeID, error) {
+// verifyPeer checks the peer's chain against the mesh CA, that a
+// self-certifying id is derived from the certificate's key, and, when
+// expected is set, that the certificate names it. It returns the
+// certificate's id and, when the certificate says the key is the node's
+// for life, its key (nil otherwise).
+func (s *Security) verifyPeer(cs tls.ConnectionState, expected NodeID) (NodeID, ed25519.PublicKey, error) {
 	if len(cs.PeerCertificates) == 0 {
-		return "", fmt.Errorf("%w: peer sent no certificate", ErrPeerIdentity)
+		return "", nil, fmt.Errorf("%w: peer sent no certificate", ErrPeerIdentity)
 	}
 	leaf := cs.PeerCertificates[0]
 	if !s.insecure {
@@ -170,17 +251,27 @@ func (s *Security) verifyPeer(cs tls.ConnectionState, expected NodeID) (NodeID, 
 			KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
 		})
 		if err != nil {
-			return "", fmt.Errorf("%w: certificate for %q not signed by this mesh's CA: %v", ErrPeerIdentity, leaf.Subject.CommonName, err)
+			return "", nil, fmt.Errorf("%w: certificate for %q not signed by this mesh's CA: %v", ErrPeerIdentity, leaf.Subject.CommonName, err)
 		}
 	}
 	id := NodeID(leaf.Subject.CommonName)
 	if err := id.Validate(); err != nil {
-		return "", fmt.Errorf("%w: %v", ErrPeerIdentity, err)
+		return "", nil, fmt.Errorf("%w: %v", ErrPeerIdentity, err)
+	}
+	pub, ok := leaf.PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return "", nil, fmt.Errorf("%w: certificate for %q carries a %T key, not ed25519", ErrPeerIdentity, id, leaf.PublicKey)
+	}
+	if err := checkDerived(id, pub); err != nil {
+		return "", nil, err
 	}
 	if expected != "" && id != expected {
-		return "", fmt.Errorf("%w: dialled %q but its certificate names %q", ErrPeerIdentity, expected, id)
+		return "", nil, fmt.Errorf("%w: dialled %q but its certificate names %q", ErrPeerIdentity, expected, id)
 	}
-	return id, nil
+	if !slices.Contains(leaf.Subject.OrganizationalUnit, lifelongKeyOU) {
+		pub = nil // a key of one start only: nothing to pin
+	}
+	return id, pub, nil
 }
 
 // peerID returns the verified id of the peer of an established connection.

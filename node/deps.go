@@ -40,6 +40,10 @@ type Deps struct {
 	// the event record, evaluations, peers last seen); nil is time.Now.
 	// Durations are measured on Go's monotonic clock regardless.
 	Now func() time.Time
+	// VerifyOperator checks an operator's request over HTTP (POST
+	// /revoke): mesh.Security.VerifyOperator on a node; nil refuses every
+	// such request (Node.Revoke is still there for a caller in-process).
+	VerifyOperator func(op, arg string, mac []byte) bool
 }
 
 // The shard manager's edges (node/shards), named here for the callers

@@ -262,6 +262,9 @@ func (n *Node) Status() Status {
 		s.Evaluator = n.evaluator()
 	}
 	s.Insecure = n.cfg.Insecure
+	if n.ids != nil {
+		s.Revoked, s.PinnedKeys, s.IdentityConflicts = n.ids.status()
+	}
 	if n.snaps != nil {
 		s.Checkpoint = n.snaps.Latest()
 	}

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"crypto/hmac"
 	"fmt"
 	"log/slog"
 	"net"
@@ -165,7 +166,8 @@ func startMesh(t *testing.T, n, shards int, rec *recorder, configure ...func(i i
 		if err != nil {
 			t.Fatal(err)
 		}
-		deps := node.Deps{Dir: dir, Transport: tr, Membership: members, Replicas: replicas, Logger: log, Observer: rec.node(dir.ID), HTTP: httpLn}
+		deps := node.Deps{Dir: dir, Transport: tr, Membership: members, Replicas: replicas, Logger: log, Observer: rec.node(dir.ID), HTTP: httpLn,
+			VerifyOperator: verifyTestOperator}
 		ctx, cancel := context.WithCancel(context.Background())
 		nd := &inprocNode{tr: tr, replicas: replicas, cancel: cancel, done: make(chan error, 1), http: httpLn.Addr().String(), trains: cfg.Train}
 		go func() { nd.done <- node.Run(ctx, cfg, func(string) bool { return false }, deps) }()
@@ -174,6 +176,14 @@ func startMesh(t *testing.T, n, shards int, rec *recorder, configure ...func(i i
 		m.mu.Unlock()
 	}
 	return m
+}
+
+// testOperatorKey is the mesh key whose operator MAC the in-process nodes
+// take (POST /revoke).
+var testOperatorKey = mesh.MeshKey{7}
+
+func verifyTestOperator(op, arg string, mac []byte) bool {
+	return hmac.Equal(testOperatorKey.OperatorMAC(op, arg), mac)
 }
 
 func (m *inprocMesh) ids() []mesh.NodeID {

@@ -56,6 +56,10 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	log := d.Logger.With("node", d.Dir.ID)
 	n := &Node{cfg: cfg, log: log, id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
 		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now).LogTo(log), initTheta: initTheta}
+	n.verifyOp = d.VerifyOperator
+	if err := n.startIdentities(d); err != nil {
+		return err
+	}
 	n.metrics = NewMetrics(n.Status)
 	if cfg.Train {
 		n.metrics.RegisterWorker() // a node that does not train exports no dssp_worker_* counters
@@ -79,6 +83,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			n.log.Warn(w)
 		}
 		h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
+		h = n.withRevoke(h)
 		// The dashboard's history: sampled from this node's status every
 		// second from now on, served at /status/history.
 		series := status.NewSeries(status.SeriesEvery, status.SeriesCapacity, status.SeriesMaxWorkers)
@@ -148,6 +153,8 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	go func() { defer n.wg.Done(); shards.Reconnect(runCtx, n.members, n.id, n.now, n.log) }()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.runIdentities(runCtx) }()
 	if cfg.Train {
 		w, err := n.newWorker(spec)
 		if err != nil {

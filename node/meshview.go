@@ -15,6 +15,9 @@ func (n *Node) watchMesh(ctx context.Context) {
 		Shards: func() []ShardStatus { return n.Status().Shards },
 		Ask: func(ctx context.Context, m mesh.Member) ([]byte, error) {
 			_, payload, err := n.controlCallPayload(ctx, m, controlMsg{Op: "view"})
+			if err == nil {
+				n.takeRevocations(m.ID, payload)
+			}
 			return payload, err
 		}})
 }

@@ -53,6 +53,9 @@ type Node struct {
 	stopped string
 
 	claims evalClaims // the evaluations received and how they were judged (eval.go)
+
+	ids      *identities                           // revoked ids and pinned keys (identity.go, revoke.go)
+	verifyOp func(op, arg string, mac []byte) bool // Deps.VerifyOperator
 }
 
 // evalHistorySize bounds the evaluations kept for the dashboard's charts.

@@ -2,6 +2,7 @@ package nodeclient
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -128,4 +129,37 @@ func FetchModel(ctx context.Context, addr string, evaluated bool, timeout time.D
 		return nil, nil, fmt.Errorf("GET %s: %w", u, err)
 	}
 	return b, f, nil
+}
+
+// Revoke asks the node whose HTTP address is addr to revoke node id (POST
+// /revoke), authenticated by mac (mesh.MeshKey.OperatorMAC(node.RevokeOp,
+// id)). It returns the node's account of it; an error when the node
+// refused the request or not every shard applied the revocation (the
+// result then says which did not).
+func Revoke(ctx context.Context, addr, id string, mac []byte, d time.Duration) (node.RevokeResult, error) {
+	var res node.RevokeResult
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	u := "http://" + addr + "/revoke?id=" + url.QueryEscape(id)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return res, err
+	}
+	req.Header.Set("Authorization", "DSSP-Operator "+hex.EncodeToString(mac))
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return res, err
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxErrorBytes*16))
+	if err != nil {
+		return res, fmt.Errorf("POST %s: %w", u, err)
+	}
+	if json.Unmarshal(b, &res) != nil || res.ID == "" {
+		return res, fmt.Errorf("POST %s: %s: %s", u, r.Status, strings.TrimSpace(string(b)))
+	}
+	if r.StatusCode != http.StatusOK {
+		return res, fmt.Errorf("POST %s: %s: %s", u, r.Status, strings.Join(res.Errors, "; "))
+	}
+	return res, nil
 }

@@ -9,7 +9,7 @@
 //     Init, Push — a batch of pushes, the first of them possibly a group
 //     whose gradients the leader summed into one (aggregate.go), applied
 //     all or nothing, a group not applied being proposed again by the
-//     leader —, AddWorker, RemoveWorker, SuspendWorker) are a tag
+//     leader —, AddWorker, RemoveWorker, SuspendWorker, Identity) are a tag
 //     byte, a msgpack header and raw tensor bytes in shardapi's codec
 //     (shardapi/tensor.go; entry.go has the layout); headers of entries and snapshots are decoded with
 //     internal/boundedmsgpack, as they are input from another replica. Apply is deterministic: the receipt time of every push is in
@@ -142,6 +142,21 @@
 // The window is the leader's own: a new leader checks nothing until its
 // first 16 pushes have set the scale, and a push at the factor is applied,
 // so one member's pull on the parameters is bounded a push, not removed.
+//
+// # Revoked nodes and pinned keys
+//
+// Every shard's log also orders its identity state (identity.go,
+// [shardapi.Identities]): the node ids an operator revoked and the key
+// pinned for each legacy node id (trust on first use; first pin wins, a
+// pin of another key is refused). A revocation ([Replica.Revoke], or
+// [shardapi.OpRevoke] from any member, whose node relays the operator's
+// request) removes the node's worker from the gate, releasing the workers
+// it held back, and every replica refuses its later pushes — alone or in
+// a summed group — and add-workers with [shardapi.ReasonNotPeer] ("node
+// … is revoked"). Both tables are bounded ([shardapi.MaxIdentities]) and
+// kept in snapshots (absent when empty, so a shard that never saw one
+// writes the bytes of earlier builds); nodes read them with
+// [Replica.Identities].
 //
 // # Every peer acts only as itself; parameters stay finite
 //

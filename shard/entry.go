@@ -13,10 +13,11 @@ import (
 
 // Entry layout in the raft log (integers big-endian):
 //
-//	0    u8   kind (entryInit, entryPush, entryAddWorker, entryRemoveWorker)
+//	0    u8   kind (entryInit, entryPush, entryAddWorker, entryRemoveWorker,
+//	          entrySuspendWorker, entryIdentity)
 //	1    u32  H: header length
 //	5    H bytes: msgpack header (initHeader, pushBatchHeader of Push headers
-//	     or workerHeader)
+//	     workerHeader or identityHeader)
 //	5+H  raw payload: the θ-slice (Init, fp32) or, for Push, the sum of the
 //	     group's gradients (when the header's Summed > 0) followed by the
 //	     other pushes' gradients back to back, tensors in shardapi's codec
@@ -36,6 +37,7 @@ const (
 	entryAddWorker
 	entryRemoveWorker
 	entrySuspendWorker // workerHeader; From: the clock the leader saw (suspect.go)
+	entryIdentity      // identityHeader: a revocation or a pinned key (identity.go)
 )
 
 const entryPrefix = 5
@@ -95,6 +97,7 @@ type entry struct {
 	sum    []byte
 	worker clock.WorkerID
 	from   int64
+	ident  identityHeader
 }
 
 func appendEntry(kind entryKind, header any, payloadLen int) ([]byte, error) {
@@ -210,6 +213,16 @@ func decodeEntry(b []byte) (entry, error) {
 			return bad("negative start clock %d", h.From)
 		}
 		e.worker, e.from = h.Worker, h.From
+	case entryIdentity:
+		if err := boundedmsgpack.Unmarshal(hb, &e.ident); err != nil {
+			return bad("identity header: %v", err)
+		}
+		if err := checkIdentityHeader(e.ident); err != nil {
+			return bad("identity: %v", err)
+		}
+		if len(payload) != 0 {
+			return bad("identity entry with %d payload bytes", len(payload))
+		}
 	default:
 		return bad("unknown kind %d", b[0])
 	}

@@ -44,6 +44,7 @@ type FSM struct {
 	duplicates uint64
 	rejected   [shardapi.NumReasons]uint64
 	lastIndex  uint64
+	ids        identityState // revoked ids and pinned keys (identity.go)
 
 	// scratch of one push entry's Apply, taken from the node-wide pool
 	// (scratch.go) and given back at its end; not part of the state. grad
@@ -114,6 +115,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 			out.Released, out.Err = f.applyRemoveWorker(e.worker)
 		case entrySuspendWorker:
 			f.suspectedApplied(&out, e)
+		case entryIdentity:
+			f.applyIdentity(e.ident, &out)
 		}
 	}
 	if f.observer != nil {
@@ -298,6 +301,9 @@ func (f *FSM) applyGroup(ps []Push, sum []byte, res []shardapi.PushResult, lr fl
 		if reason, detail := checkPush(p.PushMeta, len(p.Grad), 0, f.spec); reason != 0 {
 			return fail(i, reason, detail)
 		}
+		if f.revokedLocked(p.Worker) {
+			return fail(i, shardapi.ReasonNotPeer, fmt.Sprintf("node %q is revoked", p.Worker))
+		}
 		c, ok := f.gate.Clock(p.Worker)
 		if !ok || c != p.Iter || f.gate.IsWaiting(p.Worker) || seen[p.Worker] {
 			return fail(i, 0, "")
@@ -409,6 +415,9 @@ func (f *FSM) check(p Push) (shardapi.Reason, string) {
 	if reason, detail := checkPush(p.PushMeta, len(p.Grad), f.spec.Len, f.spec); reason != 0 {
 		return reason, detail
 	}
+	if f.revokedLocked(p.Worker) {
+		return shardapi.ReasonNotPeer, fmt.Sprintf("node %q is revoked", p.Worker)
+	}
 	if i, _ := f.spec.Precision.Decode(f.gradBuf(), p.Grad); i >= 0 && !faults.On(faults.SkipNonFinite) {
 		return shardapi.ReasonNonFinite, fmt.Sprintf("value %d is %v", i, f.grad[i])
 	}
@@ -452,6 +461,11 @@ func (f *FSM) applyAddWorker(w clock.WorkerID, from int64) (int64, []clock.Relea
 	if from > shardapi.MaxIter {
 		return 0, nil, &shardapi.RejectError{Op: "add-worker", Shard: f.shard, Worker: w, Iter: from, Reason: shardapi.ReasonOutOfBounds,
 			Detail: fmt.Sprintf("clock %d above the bound %d", from, int64(shardapi.MaxIter))}
+	}
+	if f.revokedLocked(w) {
+		f.rejected[shardapi.ReasonNotPeer] = satAddU(f.rejected[shardapi.ReasonNotPeer], 1)
+		return 0, nil, &shardapi.RejectError{Op: "add-worker", Shard: f.shard, Worker: w, Iter: from, Reason: shardapi.ReasonNotPeer,
+			Detail: fmt.Sprintf("node %q is revoked", w)}
 	}
 	if _, ok := f.gate.Clock(w); !ok {
 		if _, err := f.gate.AddWorker(w); err != nil {

@@ -183,11 +183,12 @@ func (s *service) serve(c *workerConn) {
 		s.mu.Unlock()
 	}()
 	for {
-		// A push carries exactly the shard's gradient: a larger payload is
-		// refused before it is read. Silence longer than the idle timeout
-		// ends the stream (keepAlive extends it while a push is held).
+		// A push carries exactly the shard's gradient (a revocation its
+		// MAC, at most maxMAC bytes): a larger payload is refused before it
+		// is read. Silence longer than the idle timeout ends the stream
+		// (keepAlive extends it while a push is held).
 		if spec := s.r.fsm.pushLimits(); spec.Len > 0 {
-			c.s.SetMaxPayload(spec.Precision.Bytes(spec.Len))
+			c.s.SetMaxPayload(max(spec.Precision.Bytes(spec.Len), maxMAC))
 		}
 		c.s.SetReadDeadline(time.Now().Add(s.r.cfg.IdleStreamTimeout))
 		var req shardapi.Request
@@ -210,9 +211,9 @@ func (s *service) serve(c *workerConn) {
 		switch req.Op {
 		case shardapi.OpPush:
 			s.handlePush(c, req, payload)
-		case shardapi.OpAddWorker, shardapi.OpRemoveWorker:
+		case shardapi.OpAddWorker, shardapi.OpRemoveWorker, shardapi.OpRevoke:
 			s.r.wg.Add(1)
-			go func() { defer s.r.wg.Done(); s.handleMembership(c, req) }()
+			go func() { defer s.r.wg.Done(); s.handleMembership(c, req, payload) }()
 		case shardapi.OpRead:
 			s.r.wg.Add(1)
 			go func() { defer s.r.wg.Done(); s.handleRead(c, req) }()
@@ -234,6 +235,10 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 	prec := spec.Precision
 	if reason, detail := checkPush(p.PushMeta, len(grad), spec.Len, spec); reason != 0 {
 		s.reject(c, req.Op, req.PushID, reason, detail)
+		return
+	}
+	if s.r.fsm.IsRevoked(mesh.NodeID(req.Worker)) {
+		s.reject(c, req.Op, req.PushID, shardapi.ReasonNotPeer, fmt.Sprintf("node %q is revoked", req.Worker))
 		return
 	}
 	if reason, detail := s.hyg.check(req.Worker, spec, grad, req.Samples); reason != 0 && !faults.On(faults.SkipNonFinite) {
@@ -582,12 +587,19 @@ func (s *service) keepAlive() {
 	}
 }
 
-func (s *service) handleMembership(c *workerConn, req shardapi.Request) {
+func (s *service) handleMembership(c *workerConn, req shardapi.Request, payload []byte) {
 	var clk int64
 	var err error
-	if req.Op == shardapi.OpAddWorker {
+	switch req.Op {
+	case shardapi.OpAddWorker:
 		clk, err = s.r.AddWorker(s.r.ctx, req.Worker, max(req.Iter, 0))
-	} else {
+	case shardapi.OpRevoke:
+		// Any member may revoke any id, the mesh key being the operator's
+		// credential; the log names who asked.
+		if err = s.r.Revoke(s.r.ctx, mesh.NodeID(req.Worker), payload); err == nil {
+			s.r.log.Warn("node revoked", "revoked", req.Worker, "by", c.s.Peer())
+		}
+	default:
 		err = s.r.RemoveWorker(s.r.ctx, req.Worker)
 	}
 	var nl *shardapi.NotLeaderError

@@ -45,6 +45,9 @@ type snapshotHeader struct {
 	// Arrivals is the outer Nesterov's count since its last momentum step
 	// (outer.go), 0 otherwise; below maxArrivals.
 	Arrivals int64 `msgpack:"arr,omitempty"`
+	// Identities are the revoked ids and pinned keys (identity.go);
+	// absent when there are none, and in snapshots of earlier builds.
+	Identities *identitySnapshot `msgpack:"ids,omitempty"`
 }
 
 // headLocked encodes the snapshot's prefix and header: everything before θ.
@@ -63,6 +66,7 @@ func (f *FSM) headLocked() ([]byte, error) {
 		return nil, fmt.Errorf("shard %d: encode balance: %w", f.shard, err)
 	}
 	h.Balance = bal
+	h.Identities = f.ids.encode()
 	hb, err := msgpack.Marshal(&h)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: encode snapshot header: %w", f.shard, err)
@@ -111,13 +115,14 @@ type snapshotState struct {
 	buf             []float32
 	gate            *clock.Gate
 	bal             *balanceState
+	ids             identityState
 }
 
 // installLocked replaces the state with st's.
 func (f *FSM) installLocked(st *snapshotState) {
 	h := st.h
 	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
-	f.theta, f.velocity, f.buf, f.gate, f.bal = st.theta, st.velocity, st.buf, st.gate, st.bal
+	f.theta, f.velocity, f.buf, f.gate, f.bal, f.ids = st.theta, st.velocity, st.buf, st.gate, st.bal, st.ids
 	f.arrivals = h.Arrivals
 	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
 	f.frozen = nil // a snapshot being persisted keeps the arrays it took
@@ -178,6 +183,9 @@ func readSnapshot(r io.Reader) (*snapshotState, error) {
 	}
 	if h.Arrivals < 0 || h.Arrivals >= maxArrivals || h.Arrivals != 0 && !h.Spec.Outer.Nesterov() {
 		return bad("outer arrivals %d (outer %s): must be in [0, %d) and 0 without nesterov", h.Arrivals, h.Spec.Outer.Kind, maxArrivals)
+	}
+	if st.ids, err = decodeIdentities(h.Identities); err != nil {
+		return bad("identities: %v", err)
 	}
 	if !h.Initialized {
 		if len(h.Gate) != 0 || h.Balance != nil {

@@ -246,6 +246,17 @@ func (c *Client) RemoveWorker(ctx context.Context) error {
 	return err
 }
 
+// Revoke revokes node id on this shard: its worker is removed from the
+// gate, and every later push or add-worker of it refused on every
+// replica (shard/identity.go). mac, the operator's authentication of the
+// revocation, travels as the payload and is kept with it. Idempotent; the
+// requester (this client's node, authenticated by its stream) may be any
+// member.
+func (c *Client) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) error {
+	_, err := c.call(ctx, Request{Op: OpRevoke, PushMeta: PushMeta{PushID: PushID{Worker: clock.WorkerID(id)}}}, mac, nil, nil)
+	return err
+}
+
 // request is a request of op by this worker with Iter iter.
 func (c *Client) request(op Op, iter int64) Request {
 	return Request{Op: op, PushMeta: PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: iter}}}

@@ -11,6 +11,10 @@
 // gradient once ([Client.Encode], or an [Encoder] fed [Client.Residual])
 // and resend its bytes.
 //
+// [Identities] is a shard's replicated identity state (revoked node ids
+// with the operator's MACs, pinned keys of legacy ids); [Client.Revoke]
+// (op [OpRevoke]) asks a shard's leader to revoke a node, from any member.
+//
 // Package shard implements the replica on raft and uses these types under
 // the same names; package node uses them through this package so that it
 // does not depend on raft.

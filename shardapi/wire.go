@@ -23,9 +23,10 @@ const (
 	OpRemoveWorker               //
 	OpStatus                     // reply Index: the replica's applied index; Leader, Term: the leader it knows (itself when it leads) and its term
 	OpRead                       // a linearizable read (Replica.Read): reply Clock t_min, Max, Index, Samples, the slice as payload
+	OpRevoke                     // Worker: the node id revoked (not the requester, who is the stream's peer), payload: the operator's MAC; reply OK once applied
 )
 
-// String names the op in errors: push, add-worker, remove-worker, status, read.
+// String names the op in errors: push, add-worker, remove-worker, status, read, revoke.
 func (o Op) String() string {
 	switch o {
 	case OpPush:
@@ -38,6 +39,8 @@ func (o Op) String() string {
 		return "status"
 	case OpRead:
 		return "read"
+	case OpRevoke:
+		return "revoke"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

@@ -40,6 +40,7 @@ func newRootCmd() *cobra.Command {
 		newExportCmd(),
 		newEvalCmd(),
 		newKeygenCmd(),
+		newRevokeCmd(),
 		cli.NewBenchCmd(),
 	)
 	return root

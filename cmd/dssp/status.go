@@ -53,6 +53,12 @@ last answered it; "-" until it has.`,
 			for _, w := range s.Warnings { // a lost quorum, a mesh smaller than the replication
 				fmt.Fprintf(out, "WARNING: %s\n", w)
 			}
+			if len(s.Revoked) > 0 {
+				fmt.Fprintf(out, "revoked: %s\n", strings.Join(s.Revoked, ", "))
+			}
+			if len(s.IdentityConflicts) > 0 {
+				fmt.Fprintf(out, "WARNING: node ids pinned to two keys, refused until revoked: %s\n", strings.Join(s.IdentityConflicts, ", "))
+			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "\nMEMBER\tGOSSIP\tQUIC\tHTTP\tTRAINS\tBACKEND")
 			for _, m := range s.Members {

@@ -54,7 +54,7 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	}
 	// node.New, the transport and the membership name the node in their
 	// own records; the replicas' raft records get it here.
-	d = node.Deps{Dir: dir, Logger: log, InitParams: initParams}
+	d = node.Deps{Dir: dir, Logger: log, InitParams: initParams, VerifyOperator: sec.VerifyOperator}
 	if cfg.HistoryDir != "" {
 		h, err := node.OpenHistory(cfg.HistoryDir, dir.ID)
 		if err != nil {
@@ -67,7 +67,7 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 		return node.Deps{}, bindError("--http-addr", cfg.HTTPAddr, err)
 	}
 	closers = append(closers, d.HTTP.Close)
-	creds, err := sec.Node(dir.ID)
+	creds, err := sec.NodeWithKey(dir.ID, dir.NodeKey)
 	if err != nil {
 		return node.Deps{}, err
 	}

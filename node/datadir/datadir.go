@@ -1,7 +1,7 @@
 package datadir
 
 import (
-	"crypto/rand"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -30,8 +30,12 @@ type Dir struct {
 	ID   mesh.NodeID
 	// Key is the fingerprint of this start's mesh key ([KeyFingerprint]);
 	// "" under --insecure, where nothing is checked or recorded.
-	Key  string
-	lock *os.File
+	Key string
+	// NodeKey is the node's own key pair (node.key): its certificate
+	// carries the public half, and a self-certifying ID is derived from it
+	// (mesh.DeriveID).
+	NodeKey ed25519.PrivateKey
+	lock    *os.File
 }
 
 const (
@@ -40,6 +44,8 @@ const (
 	peersFile = "peers.json"
 	lockFile  = "LOCK"
 	keyFile   = "mesh-key.fingerprint"
+	nodeKey   = "node.key"
+	idsFile   = "identities.json"
 )
 
 // KeyFingerprint identifies a mesh key without revealing it: the first 16
@@ -115,6 +121,10 @@ func Open(path string) (*Dir, error) {
 		return nil, fmt.Errorf("data dir %s is in use by another dssp node", abs)
 	}
 	d := &Dir{Path: abs, lock: lock}
+	if d.NodeKey, err = d.loadOrCreateKey(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if d.ID, err = d.loadOrCreateID(); err != nil {
 		d.Close()
 		return nil, err
@@ -132,6 +142,43 @@ func (d *Dir) Close() error {
 	return err
 }
 
+// loadOrCreateKey reads node.key (the 32-byte ed25519 seed, mode 0600)
+// or, in a data dir that has none (fresh, or made by a build before
+// self-certifying ids), creates it.
+func (d *Dir) loadOrCreateKey() (ed25519.PrivateKey, error) {
+	path := filepath.Join(d.Path, nodeKey)
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		priv, err := mesh.GenerateNodeKey()
+		if err != nil {
+			return nil, err
+		}
+		if err := d.writeFile(nodeKey, priv.Seed()); err != nil {
+			return nil, err
+		}
+		return priv, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("data dir %s: %s has mode %04o; group and others must have no access (chmod 600 %s)", d.Path, nodeKey, perm, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
+	}
+	if len(b) != ed25519.SeedSize {
+		return nil, fmt.Errorf("data dir %s: %s is %d bytes, want the %d-byte seed of the node's key (the file is damaged; a node whose id is derived from it cannot be restored: use a fresh --data-dir)", d.Path, nodeKey, len(b), ed25519.SeedSize)
+	}
+	return ed25519.NewKeyFromSeed(b), nil
+}
+
+// loadOrCreateID reads node-id or, in a fresh data dir, writes the id
+// derived from the node's key. An id of the earlier form (node-xxxxxxxx,
+// random) is kept: the node's key then travels in its certificate and
+// peers pin it (trust on first use). A self-certifying id that is not the
+// key's is refused.
 func (d *Dir) loadOrCreateID() (mesh.NodeID, error) {
 	b, err := os.ReadFile(filepath.Join(d.Path, idFile))
 	if err == nil {
@@ -139,20 +186,66 @@ func (d *Dir) loadOrCreateID() (mesh.NodeID, error) {
 		if err := id.Validate(); err != nil {
 			return "", fmt.Errorf("data dir %s: %s holds a bad node id %q: %w", d.Path, idFile, id, err)
 		}
+		if want := mesh.DeriveID(d.NodeKey.Public().(ed25519.PublicKey)); id.SelfCertifying() && id != want {
+			return "", fmt.Errorf("data dir %s: %s holds %q, but %s derives %q: the key this id was made from is gone; use a fresh --data-dir", d.Path, idFile, id, nodeKey, want)
+		}
 		return id, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
 	}
-	var r [4]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		return "", err
-	}
-	id := mesh.NodeID("node-" + hex.EncodeToString(r[:]))
+	id := mesh.DeriveID(d.NodeKey.Public().(ed25519.PublicKey))
 	if err := d.writeFile(idFile, []byte(string(id)+"\n")); err != nil {
 		return "", err
 	}
 	return id, nil
+}
+
+// Identities is what a node knows of other nodes' identities and keeps
+// across restarts (identities.json): the ids revoked, and the key pinned
+// for each legacy id (one not derived from its key), as its replicas'
+// shards replicated them or as it saw them first.
+type Identities struct {
+	Revoked []mesh.NodeID `json:"revoked,omitempty"`
+	// MACs are the operator's MACs of revocations (mesh.MeshKey.OperatorMAC),
+	// which the node passes on to peers that check them.
+	MACs map[mesh.NodeID][]byte            `json:"macs,omitempty"`
+	Pins map[mesh.NodeID]ed25519.PublicKey `json:"pins,omitempty"`
+}
+
+// Identities returns the persisted identities (empty if none were).
+func (d *Dir) Identities() (Identities, error) {
+	var ids Identities
+	b, err := os.ReadFile(filepath.Join(d.Path, idsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return ids, nil
+	}
+	if err != nil {
+		return ids, fmt.Errorf("data dir %s: %w", d.Path, unwrapPath(err))
+	}
+	if err := json.Unmarshal(b, &ids); err != nil {
+		return Identities{}, fmt.Errorf("data dir %s: %s: %w", d.Path, idsFile, err)
+	}
+	for _, id := range ids.Revoked {
+		if err := id.Validate(); err != nil {
+			return Identities{}, fmt.Errorf("data dir %s: %s: %w", d.Path, idsFile, err)
+		}
+	}
+	for id, k := range ids.Pins {
+		if err := id.Validate(); err != nil || len(k) != ed25519.PublicKeySize {
+			return Identities{}, fmt.Errorf("data dir %s: %s: pin of %q with a key of %d bytes", d.Path, idsFile, id, len(k))
+		}
+	}
+	return ids, nil
+}
+
+// SetIdentities persists ids.
+func (d *Dir) SetIdentities(ids Identities) error {
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	return d.writeFile(idsFile, b)
 }
 
 // Spec returns the persisted job spec; ok is false when there is none yet

@@ -56,12 +56,13 @@ func (NoObserver) StateHashEvery() uint64                                       
 
 // Event kinds in the Events of a node's /status (node/status.Status).
 const (
-	EventJoin     = "join"     // a member joined or came back
-	EventLeave    = "leave"    // a member left gracefully
-	EventFailed   = "failed"   // a member stopped answering and was declared dead
-	EventSuspect  = "suspect"  // gossip suspects a member (it may refute it)
-	EventLeader   = "leader"   // a shard has a new leader or term
-	EventRejected = "rejected" // a shard refused this node's push, or gossip refused a peer
+	EventJoin        = "join"     // a member joined or came back
+	EventLeave       = "leave"    // a member left gracefully
+	EventFailed      = "failed"   // a member stopped answering and was declared dead
+	EventSuspect     = "suspect"  // gossip suspects a member (it may refute it)
+	EventLeader      = "leader"   // a shard has a new leader or term
+	EventNodeRevoked = "revoked"  // an operator revoked a node (dssp revoke)
+	EventRejected    = "rejected" // a shard refused this node's push, or gossip refused a peer
 	// A shard lost its quorum (Detail names the voters it waits for) or
 	// regained it (a leader again).
 	EventQuorumLost     = "quorum-lost"

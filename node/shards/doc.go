@@ -31,6 +31,11 @@
 // changes under it) and, for large slices, hands a leadership to the
 // voter leading fewest (manager.go).
 //
+// [Manager.Identities] is the union of the identity state (revoked ids,
+// pinned keys of legacy ids) of the replicas hosted here, with the legacy
+// ids two shards pinned to different keys; [Manager.PinLeading] proposes
+// a pin on the shards this node leads.
+//
 // # Concurrency
 //
 // [Manager.Run] is one goroutine; each reconcile step and leadership

@@ -2,9 +2,11 @@ package shards
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -687,3 +689,51 @@ func (m *Manager) SeqBound(slack int64) (bound uint64, ok bool) {
 	per := uint64(max(most, 0))*2 + uint64(perPush)*uint64(slack)
 	return per * uint64(len(m.bounds)), true
 }
+
+// Identities is the union of the identity state of the replicas this node
+// hosts. A legacy id pinned to different keys by different shards (two
+// parties held certificates for it before either pin landed) is in
+// Conflicts, with none of its keys in Pins.
+func (m *Manager) Identities() (ids shardapi.Identities, conflicts []mesh.NodeID) {
+	revoked := map[mesh.NodeID]bool{}
+	pins := map[mesh.NodeID]ed25519.PublicKey{}
+	bad := map[mesh.NodeID]bool{}
+	for _, r := range m.all() {
+		got := r.Identities()
+		for _, id := range got.Revoked {
+			revoked[id] = true
+		}
+		for id, k := range got.Pins {
+			if old, ok := pins[id]; ok && !old.Equal(k) {
+				bad[id] = true
+			}
+			pins[id] = k
+		}
+	}
+	for id := range bad {
+		delete(pins, id)
+	}
+	ids.Revoked = slices.Sorted(maps.Keys(revoked))
+	if len(pins) > 0 {
+		ids.Pins = pins
+	}
+	return ids, slices.Sorted(maps.Keys(bad))
+}
+
+// PinLeading proposes key as legacy id's pin on every shard this node
+// leads; it returns the first error other than a lost leadership.
+func (m *Manager) PinLeading(ctx context.Context, id mesh.NodeID, key ed25519.PublicKey) error {
+	var first error
+	for _, r := range m.all() {
+		if !r.IsLeader() {
+			continue
+		}
+		if err := r.Pin(ctx, id, key); err != nil && !errors.Is(err, shardapi.ErrNotLeader) && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Shards is the job's shard count.
+func (m *Manager) Shards() int { return len(m.bounds) }

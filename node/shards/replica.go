@@ -2,6 +2,7 @@ package shards
 
 import (
 	"context"
+	"crypto/ed25519"
 	"time"
 
 	"dsspmesh/clock"
@@ -70,6 +71,12 @@ type Replica interface {
 	// TransferLeadership hands leadership to voter to, or with to empty
 	// to the most up-to-date other voter (leader only).
 	TransferLeadership(to mesh.NodeID) error
+	// Identities is the shard's replicated identity state as this
+	// replica applied it: revoked ids, pinned keys of legacy ids.
+	Identities() shardapi.Identities
+	// Pin records key for the legacy id unless one is pinned (leader
+	// only; a pin of another key is a *shardapi.RejectError).
+	Pin(ctx context.Context, id mesh.NodeID, key ed25519.PublicKey) error
 	// Shutdown stops the replica and closes its stores. Idempotent.
 	Shutdown() error
 }

@@ -36,6 +36,18 @@ type PeerView struct {
 	Shards  []records.ShardStatus  `json:"shards"`
 	Workers []records.WorkerStatus `json:"workers,omitempty"`
 	Worker  *records.LocalWorker   `json:"worker,omitempty"`
+	// Revocations are the node ids the answering node holds revoked, each
+	// with the operator's MAC: the asking node checks the MAC itself and
+	// takes the revocation (so a node that joined after it, hosting no
+	// replica, learns it too).
+	Revocations []Revocation `json:"revocations,omitempty"`
+}
+
+// Revocation is one revoked node id and the operator's MAC of it
+// (mesh.MeshKey.OperatorMAC).
+type Revocation struct {
+	ID  string `json:"id"`
+	MAC []byte `json:"mac"`
 }
 
 // View holds the latest answer of every live member; safe for

@@ -70,6 +70,15 @@ type Status struct {
 	// no gossip encryption, no mutual TLS; anyone who reaches it can join,
 	// vote and push.
 	Insecure bool `json:"insecure"`
+	// Revoked are the node ids revoked (dssp revoke) as this node knows
+	// them: its connections, gossip and pushes are refused.
+	Revoked []string `json:"revoked,omitempty"`
+	// PinnedKeys counts the legacy node ids (of data dirs made before
+	// self-certifying ids) whose key this node has pinned;
+	// IdentityConflicts are those two shards pinned to different keys,
+	// refused until revoked.
+	PinnedKeys        int      `json:"pinned_keys,omitempty"`
+	IdentityConflicts []string `json:"identity_conflicts,omitempty"`
 	// Refusals are the gradients the shard leaders on this node refused
 	// (NaN/Inf, norm outliers), per worker, summed over the shards it
 	// leads; RepeatOffender marks a worker that keeps sending them.

@@ -1,0 +1,249 @@
+package node
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"dsspmesh/mesh"
+	"dsspmesh/node/datadir"
+	"dsspmesh/shardapi"
+)
+
+// identities is this node's view of other nodes' identities: the ids
+// revoked and the key pinned for each legacy id (one not derived from its
+// key, mesh.NodeID.SelfCertifying). It is the union of what the shards'
+// replicas here replicated (shardapi.Identities, merged by sync), what
+// this node saw first itself (a legacy peer's key at its first handshake)
+// and what the data dir recorded (identities.json), so a restart refuses a
+// revoked node before its replicas replay their logs.
+//
+// check runs inside every TLS handshake of the node's transport (and
+// admit inside memberlist's alive handling): both take only mu, briefly.
+// Safe for concurrent use.
+type identities struct {
+	self mesh.NodeID
+	log  *slog.Logger
+	// syncMu serialises the node's syncs (revoke.go: the ticker's and a
+	// revocation's), so one writes identities.json at a time; taken
+	// before mu, never inside it.
+	syncMu sync.Mutex
+
+	mu      sync.RWMutex
+	revoked map[mesh.NodeID]bool
+	// macs are the operator's MACs of the revocations that came with one:
+	// what this node passes on to others (gossip), each checking it.
+	macs map[mesh.NodeID][]byte
+	pins map[mesh.NodeID]ed25519.PublicKey
+	// conflicts are legacy ids different shards pinned to different keys:
+	// two parties held a certificate for the id; refused until revoked
+	// and rejoined under a self-certifying id.
+	conflicts map[mesh.NodeID]bool
+	// unreplicated are the pins this node made itself and has not seen
+	// in a shard's state yet: sync proposes them on the shards it leads.
+	unreplicated map[mesh.NodeID]ed25519.PublicKey
+	dirty        bool // not yet persisted
+	// refused are the (id, MAC) revocations passed on by peers whose MAC
+	// was not the operator's (refusedBefore); at most 1024, then cleared.
+	refused map[string]bool
+}
+
+// newIdentities starts from the data dir's record; a legacy self pins its
+// own key, so no one else's key is taken for it here.
+func newIdentities(self mesh.NodeID, selfKey ed25519.PublicKey, saved datadir.Identities, log *slog.Logger) *identities {
+	b := &identities{self: self, log: log, revoked: map[mesh.NodeID]bool{}, macs: map[mesh.NodeID][]byte{}, pins: map[mesh.NodeID]ed25519.PublicKey{},
+		conflicts: map[mesh.NodeID]bool{}, unreplicated: map[mesh.NodeID]ed25519.PublicKey{}}
+	for _, id := range saved.Revoked {
+		b.revoked[id] = true
+	}
+	maps.Copy(b.macs, saved.MACs)
+	maps.Copy(b.pins, saved.Pins)
+	if !self.SelfCertifying() && len(selfKey) == ed25519.PublicKeySize {
+		if old, ok := b.pins[self]; !ok || !old.Equal(selfKey) {
+			b.pins[self], b.dirty = selfKey, true
+		}
+		b.unreplicated[self] = selfKey
+	}
+	return b
+}
+
+// check is the node's mesh.PeerCheck.
+func (b *identities) check(id mesh.NodeID, key ed25519.PublicKey) error {
+	b.mu.RLock()
+	revoked, conflict := b.revoked[id], b.conflicts[id]
+	pin, pinned := b.pins[id]
+	b.mu.RUnlock()
+	switch {
+	case revoked:
+		return fmt.Errorf("node %q is revoked", id)
+	case id.SelfCertifying():
+		return nil // the mesh checked that the id derives from key
+	case conflict:
+		return fmt.Errorf("node %q (a legacy id) was pinned to two keys by different shards; refused until revoked", id)
+	case pinned && !pin.Equal(key):
+		return fmt.Errorf("node %q (a legacy id) is pinned to another key: a certificate minted for its id", id)
+	case pinned:
+		return nil
+	case len(key) != ed25519.PublicKeySize:
+		// A certificate of an earlier build (a key of one start) or an
+		// in-memory stream: nothing to pin, accepted as before.
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if pin, ok := b.pins[id]; ok { // pinned meanwhile
+		if !pin.Equal(key) {
+			return fmt.Errorf("node %q (a legacy id) is pinned to another key: a certificate minted for its id", id)
+		}
+		return nil
+	}
+	key = slices.Clone(key)
+	b.pins[id] = key
+	b.unreplicated[id] = key
+	b.dirty = true
+	b.log.Info("pinned a legacy node id to the key it presented first", "peer", id)
+	return nil
+}
+
+// admit is memberlist's verdict: a revoked node's alive messages are
+// ignored.
+func (b *identities) admit(id mesh.NodeID) error {
+	if b.isRevoked(id) {
+		return fmt.Errorf("node %q is revoked", id)
+	}
+	return nil
+}
+
+func (b *identities) isRevoked(id mesh.NodeID) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.revoked[id]
+}
+
+// revoke records id as revoked here (before the shards have it) with the
+// operator's mac, checked by the caller; it reports whether it was new.
+func (b *identities) revoke(id mesh.NodeID, mac []byte) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.macs[id]) == 0 && len(mac) > 0 {
+		b.macs[id], b.dirty = slices.Clone(mac), true
+	}
+	if b.revoked[id] {
+		return false
+	}
+	b.revoked[id], b.dirty = true, true
+	return true
+}
+
+// refusedBefore reports whether a revocation of id with mac was refused
+// before (its MAC is not the operator's), recording it if not: a peer
+// that keeps passing on a bogus one is logged once, not every second.
+func (b *identities) refusedBefore(id mesh.NodeID, mac []byte) bool {
+	k := string(id) + "\x00" + string(mac)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.refused[k] {
+		return true
+	}
+	if b.refused == nil || len(b.refused) >= 1024 {
+		b.refused = map[string]bool{}
+	}
+	b.refused[k] = true
+	return false
+}
+
+// revocations are the revocations this node can pass on: each with the
+// operator's MAC.
+func (b *identities) revocations() map[mesh.NodeID][]byte {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return maps.Clone(b.macs)
+}
+
+// merge takes in the shards' state: new revocations (returned, to cut
+// their connections), the replicated pins (which replace a different key
+// this node pinned first: the mesh's pin is the one every node agrees
+// on; returned too) and the conflicting pins.
+func (b *identities) merge(rep shardapi.Identities, conflicts []mesh.NodeID) (newlyRevoked, repinned []mesh.NodeID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, id := range rep.Revoked {
+		if !b.revoked[id] {
+			b.revoked[id], b.dirty = true, true
+			newlyRevoked = append(newlyRevoked, id)
+		}
+		if mac := rep.MACs[id]; len(mac) > 0 && len(b.macs[id]) == 0 {
+			b.macs[id], b.dirty = slices.Clone(mac), true
+		}
+	}
+	for id, k := range rep.Pins {
+		if old, ok := b.pins[id]; !ok || !old.Equal(k) {
+			if ok {
+				repinned = append(repinned, id)
+			}
+			b.pins[id], b.dirty = slices.Clone(k), true
+		}
+		delete(b.unreplicated, id)
+	}
+	for _, id := range conflicts {
+		delete(b.unreplicated, id) // refused by the shards: proposing it again changes nothing
+		if !b.conflicts[id] {
+			b.conflicts[id] = true
+			repinned = append(repinned, id)
+		}
+	}
+	return newlyRevoked, repinned
+}
+
+// toReplicate returns the pins this node made that no shard here holds.
+func (b *identities) toReplicate() map[mesh.NodeID]ed25519.PublicKey {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return maps.Clone(b.unreplicated)
+}
+
+// record returns the state to persist, and whether it changed since the
+// last record (which it then takes as persisted).
+func (b *identities) record() (datadir.Identities, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.dirty {
+		return datadir.Identities{}, false
+	}
+	b.dirty = false
+	return datadir.Identities{Revoked: slices.Sorted(maps.Keys(b.revoked)), MACs: maps.Clone(b.macs), Pins: maps.Clone(b.pins)}, true
+}
+
+// markDirty makes the next record write again (a write that failed).
+func (b *identities) markDirty() { b.mu.Lock(); b.dirty = true; b.mu.Unlock() }
+
+// status is what /status shows: the revoked ids, the legacy ids pinned,
+// the conflicting ones.
+func (b *identities) status() (revoked []string, pinned int, conflicts []string) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, id := range slices.Sorted(maps.Keys(b.revoked)) {
+		revoked = append(revoked, string(id))
+	}
+	for _, id := range slices.Sorted(maps.Keys(b.conflicts)) {
+		conflicts = append(conflicts, string(id))
+	}
+	return revoked, len(b.pins), conflicts
+}
+
+// admittedMembers is the node's membership view without revoked nodes:
+// placement, the evaluator, shard candidates and /status never count one,
+// even while memberlist still lists it (it stays until it fails or
+// leaves; its alive messages are ignored).
+type admittedMembers struct {
+	mesh.Membership
+	ids *identities
+}
+
+func (m admittedMembers) Members() []mesh.Member {
+	all := m.Membership.Members()
+	return slices.DeleteFunc(all, func(x mesh.Member) bool { return m.ids.isRevoked(x.ID) })
+}

@@ -1,0 +1,144 @@
+package node
+
+import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"dsspmesh/internal/testlogger"
+	"dsspmesh/mesh"
+	"dsspmesh/node/datadir"
+	"dsspmesh/node/status"
+	"dsspmesh/shardapi"
+)
+
+func pub(t *testing.T) ed25519.PublicKey {
+	k, err := mesh.GenerateNodeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Public().(ed25519.PublicKey)
+}
+
+// TestLegacyIDPinnedOnFirstUse: a legacy id is pinned to the first key it
+// presents, another key for it is then refused; the replicated pin wins
+// over the node's own first sight; conflicting pins refuse the id; a
+// self-certifying id passes (the mesh checked its key); a revoked id is
+// refused whatever its form; and a restart from the recorded state keeps
+// every verdict.
+func TestLegacyIDPinnedOnFirstUse(t *testing.T) {
+	log := testlogger.New(t, slog.LevelWarn)
+	selfKey := pub(t)
+	b := newIdentities("node-00000001", selfKey, datadir.Identities{}, log)
+	if err := b.check("node-00000001", pub(t)); err == nil {
+		t.Fatal("another key accepted for this node's own legacy id")
+	}
+	k1, k2 := pub(t), pub(t)
+	if err := b.check("node-0a1b2c3d", k1); err != nil {
+		t.Fatalf("first sight: %v", err)
+	}
+	if err := b.check("node-0a1b2c3d", k1); err != nil {
+		t.Fatalf("same key again: %v", err)
+	}
+	if err := b.check("node-0a1b2c3d", k2); err == nil || !strings.Contains(err.Error(), "pinned to another key") {
+		t.Fatalf("a minted certificate for a pinned legacy id: %v", err)
+	}
+	if got := b.toReplicate(); len(got) != 2 || !got["node-0a1b2c3d"].Equal(k1) || !got["node-00000001"].Equal(selfKey) {
+		t.Fatalf("pins to replicate: %v", got)
+	}
+	// A certificate of an earlier build (no lifelong key): accepted
+	// unpinned, but refused for an id pinned already.
+	if err := b.check("node-33333333", nil); err != nil {
+		t.Fatalf("an earlier build's certificate: %v", err)
+	}
+	if err := b.check("node-0a1b2c3d", nil); err == nil {
+		t.Fatal("an earlier build's certificate accepted for a pinned id")
+	}
+	derived := mesh.DeriveID(k2)
+	if err := b.check(derived, k2); err != nil {
+		t.Fatalf("self-certifying id: %v", err)
+	}
+	// The shards pinned k2 for another legacy id first: the mesh's pin wins.
+	k3 := pub(t)
+	if err := b.check("node-11111111", k3); err != nil {
+		t.Fatal(err)
+	}
+	revoked, repinned := b.merge(shardapi.Identities{Revoked: []mesh.NodeID{derived},
+		Pins: map[mesh.NodeID]ed25519.PublicKey{"node-11111111": k2, "node-0a1b2c3d": k1}}, []mesh.NodeID{"node-22222222"})
+	if len(revoked) != 1 || revoked[0] != derived || len(repinned) != 2 {
+		t.Fatalf("merge: newly revoked %v, repinned %v", revoked, repinned)
+	}
+	if err := b.check("node-11111111", k3); err == nil {
+		t.Fatal("the key this node saw first still accepted against the mesh's pin")
+	}
+	if err := b.check("node-11111111", k2); err != nil {
+		t.Fatalf("the mesh's pin: %v", err)
+	}
+	if err := b.check("node-22222222", k2); err == nil {
+		t.Fatal("an id pinned to two keys accepted")
+	}
+	if err := b.check(derived, k2); err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("revoked self-certifying id: %v", err)
+	}
+	if got := b.toReplicate(); len(got) != 1 || got["node-00000001"] == nil {
+		t.Fatalf("pins still to replicate after the shards hold them: %v", got)
+	}
+	rec, changed := b.record()
+	if !changed {
+		t.Fatal("nothing to record")
+	}
+	if _, again := b.record(); again {
+		t.Fatal("recorded twice")
+	}
+	// A restart: the recorded state alone refuses the same.
+	r := newIdentities("node-00000001", selfKey, rec, log)
+	if err := r.check(derived, k2); err == nil {
+		t.Fatal("revocation lost across a restart")
+	}
+	if err := r.check("node-0a1b2c3d", k2); err == nil {
+		t.Fatal("pin lost across a restart")
+	}
+	if err := r.admit(derived); err == nil {
+		t.Fatal("memberlist admits a revoked node")
+	}
+	if ids, pinned, _ := r.status(); len(ids) != 1 || pinned != 3 {
+		t.Fatalf("status: revoked %v, %d pinned", ids, pinned)
+	}
+}
+
+// TestRevocationsPassOnThroughViews: a revocation a peer's view passes on
+// is taken only with the operator's MAC (a node that joined after it and
+// hosts no replica learns it so); one without is refused, and refused
+// again without a new log line.
+func TestRevocationsPassOnThroughViews(t *testing.T) {
+	key := mesh.MeshKey{9}
+	verify := func(op, arg string, mac []byte) bool { return hmac.Equal(key.OperatorMAC(op, arg), mac) }
+	n := &Node{id: "node-self", log: testlogger.New(t, slog.LevelWarn), verifyOp: verify}
+	n.ids = newIdentities(n.id, nil, datadir.Identities{}, n.log)
+	view := func(rs ...status.Revocation) []byte {
+		b, err := json.Marshal(status.PeerView{Revocations: rs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	n.takeRevocations("node-peer", view(status.Revocation{ID: "node-bad", MAC: []byte("forged")}))
+	if n.ids.isRevoked("node-bad") || !n.ids.refusedBefore("node-bad", []byte("forged")) {
+		t.Fatal("a revocation without the operator's MAC was taken, or not remembered as refused")
+	}
+	mac := key.OperatorMAC(RevokeOp, "node-bad")
+	n.takeRevocations("node-peer", view(status.Revocation{ID: "node-bad", MAC: mac}, status.Revocation{ID: "node-self", MAC: key.OperatorMAC(RevokeOp, "node-self")}))
+	if !n.ids.isRevoked("node-bad") || n.ids.isRevoked("node-self") {
+		t.Fatal("the operator's revocation not taken, or this node revoked itself")
+	}
+	if got := n.ids.revocations(); !hmac.Equal(got["node-bad"], mac) {
+		t.Fatalf("the revocation is not passed on with its MAC: %v", got)
+	}
+	rec, _ := n.ids.record()
+	if !hmac.Equal(rec.MACs["node-bad"], mac) {
+		t.Fatal("the MAC is not recorded for a restart")
+	}
+}
