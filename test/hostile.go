@@ -395,14 +395,19 @@ func GarbageFrames(seed uint64) map[string][]byte {
 	}
 }
 
-// SlowReader is an HTTP client that asks for a response and never reads
-// it: a TCP connection with a 4 KiB receive buffer that sent its request.
+// SlowReader is an HTTP client that asks for responses and never reads
+// them: one TCP connection with a 4 KiB receive buffer on which it sent
+// its requests, pipelined.
 type SlowReader struct {
 	conn *net.TCPConn
 }
 
-// NewSlowReader sends GET path to addr and reads nothing.
-func NewSlowReader(addr, path string) (*SlowReader, error) {
+// NewSlowReader sends GET path n times on one connection to addr and
+// reads nothing. On loopback the server's send buffer grows to megabytes
+// (tcp_wmem), so a response smaller than that is written whole into it
+// and the handler returns; n responses of a ~1 MB model are more than it
+// holds, and one handler blocks in its write.
+func NewSlowReader(addr, path string, n int) (*SlowReader, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
@@ -410,48 +415,55 @@ func NewSlowReader(addr, path string) (*SlowReader, error) {
 	}
 	tc := c.(*net.TCPConn)
 	tc.SetReadBuffer(4096)
-	if _, err := fmt.Fprintf(tc, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, addr); err != nil {
+	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, addr)
+	if _, err := tc.Write([]byte(strings.Repeat(req, n))); err != nil {
 		tc.Close()
 		return nil, err
 	}
 	return &SlowReader{conn: tc}, nil
 }
 
-// Drain reads what the server still sends, within limit, and reports
-// the body bytes read and how the response ended: "complete" (the server
-// wrote all of Content-Length), "cut" (it closed or reset the connection
-// before) or "held" (still open, silent, when limit passed).
-func (s *SlowReader) Drain(limit time.Duration) (n int64, ended string) {
-	defer s.conn.Close()
-	s.conn.SetReadDeadline(time.Now().Add(limit))
-	var all []byte
-	buf := make([]byte, 64<<10)
-	ended = "cut"
-	for {
-		k, err := s.conn.Read(buf)
-		all = append(all, buf[:k]...)
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			ended = "held"
-		}
+// ServerState is the state of the server's end of the reader's
+// connection, read from /proc/net/tcp (Linux): "ESTABLISHED" while the
+// server holds it open; after the server closed it, with its response
+// still unsent behind a reader that does not read, "FIN_WAIT1" (or a
+// later state, or "gone").
+func (s *SlowReader) ServerState() (string, error) {
+	local := s.conn.LocalAddr().(*net.TCPAddr)
+	remote := s.conn.RemoteAddr().(*net.TCPAddr)
+	states := map[string]string{"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1", "05": "FIN_WAIT2",
+		"06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+	port := func(hexAddr string) int {
+		_, p, _ := strings.Cut(hexAddr, ":")
+		var n int
+		fmt.Sscanf(p, "%X", &n)
+		return n
+	}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
 		if err != nil {
-			break
+			return "", err
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 4 {
+				continue
+			}
+			// The server's socket: its local port is the node's, its
+			// remote port the reader's.
+			if port(fs[1]) == remote.Port && port(fs[2]) == local.Port {
+				if st, ok := states[fs[3]]; ok {
+					return st, nil
+				}
+				return fs[3], nil
+			}
 		}
 	}
-	head, body, ok := strings.Cut(string(all), "\r\n\r\n")
-	if !ok {
-		return 0, ended
-	}
-	var length int64 = -1
-	for _, line := range strings.Split(head, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Content-Length") {
-			fmt.Sscan(strings.TrimSpace(v), &length)
-		}
-	}
-	if length >= 0 && int64(len(body)) == length {
-		ended = "complete"
-	}
-	return int64(len(body)), ended
+	return "gone", nil
 }
+
+// Close closes the reader's connection.
+func (s *SlowReader) Close() error { return s.conn.Close() }
 
 // oldBinary is the pre-fix binary the suite runs on, "" for this build.
 func oldBinary() string { return os.Getenv(OldBinaryEnv) }
