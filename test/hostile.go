@@ -184,6 +184,7 @@ func (h *Hostile) Client(shard uint32) *shardapi.Client {
 	addrs := h.nodes()
 	cfg := shardapi.DefaultClientConfig(shard, clock.WorkerID(h.ID), func() []mesh.NodeID { return h.replicas(shard) })
 	cfg.Deadline = 20 * time.Second
+	cfg.Precision = h.precision()
 	cl, err := shardapi.NewClient(cfg, h.tr, func(id mesh.NodeID) (string, error) {
 		if a, ok := addrs[id]; ok {
 			return a, nil
@@ -199,6 +200,17 @@ func (h *Hostile) Client(shard uint32) *shardapi.Client {
 	}
 	h.t.Cleanup(func() { cl.Close() })
 	return cl
+}
+
+// precision is the job's wire precision, as the cluster's nodes report
+// their spec (fp32 until one does).
+func (h *Hostile) precision() shardapi.Precision {
+	for _, s := range h.c.Statuses() {
+		if s != nil && s.Spec != nil {
+			return s.Spec.Precision()
+		}
+	}
+	return shardapi.FP32
 }
 
 // Read is shard's parameters, clocks and sample count as its leader
@@ -240,18 +252,20 @@ func (o PushOutcome) Reason() string {
 }
 
 // Push adds the hostile as a worker of shard (clock from) and sends
-// pushes in order, then removes itself (a member that is not gossiped is
-// removed by the leaders anyway): the one way a member reaches a shard's
-// FSM. A worker removed before its pushes (the leader's sweep of workers
-// that are not members) is added again, up to 10 times. The shard's
-// length comes from a read.
+// pushes in order, encoded in the job's wire precision, then removes
+// itself (a member that is not gossiped is removed by the leaders anyway):
+// the one way a member reaches a shard's FSM. A worker removed before its
+// pushes (the leader's sweep of workers that are not members) is added
+// again, up to 10 times. The shard's length comes from a read; addErr is
+// that read's error or the add-worker's.
 func (h *Hostile) Push(shard uint32, from int64, pushes ...HostilePush) (clockGiven int64, addErr error, out []PushOutcome) {
 	h.t.Helper()
 	sl, err := h.Read(shard)
 	if err != nil {
-		h.t.Fatalf("hostile: read shard %d: %v", shard, err)
+		return 0, fmt.Errorf("hostile: read shard %d: %w", shard, err), nil
 	}
 	n := len(sl.Params)
+	prec := h.precision()
 	cl := h.Client(shard)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -273,7 +287,7 @@ func (h *Hostile) Push(shard uint32, from int64, pushes ...HostilePush) (clockGi
 				iter = p.Iter
 			}
 			_, err := cl.Push(ctx, shardapi.Push{Iter: iter, Samples: p.Samples, ComputeNs: p.ComputeNs,
-				Payload: shardapi.FP32.Append(nil, grad), Keep: true})
+				Payload: prec.Append(nil, grad), Keep: true})
 			o := PushOutcome{Push: p, Err: err}
 			if o.Reason() == shardapi.ReasonUnknownWorker.String() {
 				again = true
