@@ -150,6 +150,14 @@ func startHostileChaos(t *testing.T, c *Cluster, seed uint64) *hostileChaos {
 			a := attacks[next%len(attacks)]
 			next++
 			taken, err := a.try(h, rng)
+			switch {
+			case taken != "":
+				t.Logf("hostile member: %s TAKEN: %s", a.name, taken)
+			case err != nil:
+				t.Logf("hostile member: %s not tried through a fault: %v", a.name, err)
+			default:
+				t.Logf("hostile member: %s refused", a.name)
+			}
 			hc.mu.Lock()
 			hc.tried[a.name]++
 			switch {
