@@ -15,9 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/raftstore"
 	"dsspmesh/shardapi"
 )
 
@@ -306,6 +309,35 @@ func (h *Hostile) Push(shard uint32, from int64, pushes ...HostilePush) (clockGi
 	defer rcancel()
 	cl.RemoveWorker(rctx)
 	return clockGiven, nil, out
+}
+
+// ForgeAppendEntries sends replica to of shard an AppendEntries heartbeat
+// (no entries) of term under a certificate minted for as, one of the
+// shard's replicas, over raft's own transport on the mesh
+// (raftstore.NewMeshTransport): what a key holder can say to a replica as
+// another replica. It returns the receiver's answer.
+func (h *Hostile) ForgeAppendEntries(shard uint32, as, to mesh.NodeID, term uint64) (*raft.AppendEntriesResponse, error) {
+	o := h.As(as)
+	addrs := h.nodes()
+	gt, err := raftstore.NewMeshTransportTimeout(o.tr, shard, func(id mesh.NodeID) (string, error) {
+		if a, ok := addrs[id]; ok {
+			return a, nil
+		}
+		return "", fmt.Errorf("hostile: no address of %q: %w", id, mesh.ErrNoRoute)
+	}, h.log, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer gt.Close()
+	req := &raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(as), Addr: []byte(as)},
+		Term:      term, Leader: []byte(as),
+	}
+	var resp raft.AppendEntriesResponse
+	if err := gt.AppendEntries(raft.ServerID(to), raft.ServerAddress(to), req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
 }
 
 // controlMsg is the control channel's frame header (node/control.go).

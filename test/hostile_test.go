@@ -249,6 +249,29 @@ func hostileCases(readers func() *slowReaders) []hostileCase {
 			}
 			return got
 		}},
+		{name: "forged-append-entries", identity: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// A certificate minted for one of shard 0's replicas sends its
+			// leader an AppendEntries of a term far ahead: the leader
+			// steps down and follows a leader that does not exist, and the
+			// shard elects anew.
+			leader, voter, term := shardLeader(c, 0)
+			if leader == "" || voter == "" {
+				t.Fatalf("shard 0: leader %q, another voter %q", leader, voter)
+			}
+			resp, err := h.ForgeAppendEntries(0, mesh.NodeID(voter), mesh.NodeID(leader), term+1000)
+			if err != nil {
+				return nil
+			}
+			var got []string
+			if resp.Success {
+				got = append(got, fmt.Sprintf("shard 0's leader %s answered success to an AppendEntries of term %d from a certificate minted for %s", leader, term+1000, voter))
+			}
+			if waitUntil(10*time.Second, func() bool { _, _, now := shardLeader(c, 0); return now >= term+1000 }) {
+				_, _, now := shardLeader(c, 0)
+				got = append(got, fmt.Sprintf("shard 0's term went from %d to %d", term, now))
+			}
+			return append(got, trainsOn(c, 10, 30*time.Second)...)
+		}},
 		{name: "impersonate-worker", identity: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
 			// A certificate minted for a training node's id: shard 0 takes
 			// its requests as that node's (an add-worker, idempotent for a
@@ -262,6 +285,31 @@ func hostileCases(readers func() *slowReaders) []hostileCase {
 			return nil
 		}},
 	}
+}
+
+// shardLeader is shard's leader, another of its voters and the highest
+// term the nodes report for it.
+func shardLeader(c *Cluster, shard uint32) (leader, voter string, term uint64) {
+	for _, s := range c.Statuses() {
+		if s == nil {
+			continue
+		}
+		for _, sh := range s.Shards {
+			if sh.ID != shard {
+				continue
+			}
+			term = max(term, sh.Term)
+			if sh.Local == "leader" {
+				leader = s.Node
+				for _, v := range sh.Voters {
+					if v != s.Node {
+						voter = v
+					}
+				}
+			}
+		}
+	}
+	return leader, voter, term
 }
 
 // outcomes names each push the shard took, and each refused for another
