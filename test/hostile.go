@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
@@ -311,12 +312,12 @@ func (h *Hostile) Push(shard uint32, from int64, pushes ...HostilePush) (clockGi
 	return clockGiven, nil, out
 }
 
-// ForgeAppendEntries sends replica to of shard an AppendEntries heartbeat
-// (no entries) of term under a certificate minted for as, one of the
+// ForgeAppendEntries sends replica to of shard req, an AppendEntries
+// whose header it fills, under a certificate minted for as, one of the
 // shard's replicas, over raft's own transport on the mesh
 // (raftstore.NewMeshTransport): what a key holder can say to a replica as
 // another replica. It returns the receiver's answer.
-func (h *Hostile) ForgeAppendEntries(shard uint32, as, to mesh.NodeID, term uint64) (*raft.AppendEntriesResponse, error) {
+func (h *Hostile) ForgeAppendEntries(shard uint32, as, to mesh.NodeID, req *raft.AppendEntriesRequest) (*raft.AppendEntriesResponse, error) {
 	o := h.As(as)
 	addrs := h.nodes()
 	gt, err := raftstore.NewMeshTransportTimeout(o.tr, shard, func(id mesh.NodeID) (string, error) {
@@ -329,15 +330,43 @@ func (h *Hostile) ForgeAppendEntries(shard uint32, as, to mesh.NodeID, term uint
 		return nil, err
 	}
 	defer gt.Close()
-	req := &raft.AppendEntriesRequest{
-		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(as), Addr: []byte(as)},
-		Term:      term, Leader: []byte(as),
-	}
+	req.RPCHeader = raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(as), Addr: []byte(as)}
+	req.Leader = []byte(as)
 	var resp raft.AppendEntriesResponse
 	if err := gt.AppendEntries(raft.ServerID(to), raft.ServerAddress(to), req, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
+}
+
+// Shard log entries as a shard's leader writes them (shard/entry.go's
+// layout: a kind byte, a big-endian u32 header length, the msgpack
+// header, the payload), for forged AppendEntries.
+const (
+	entryPush      = 2
+	entryAddWorker = 3
+)
+
+func forgedEntry(kind byte, header any, payload []byte) []byte {
+	hb, err := msgpack.Marshal(header)
+	if err != nil {
+		panic(err) // maps of strings and integers always encode
+	}
+	b := append([]byte{kind}, binary.BigEndian.AppendUint32(nil, uint32(len(hb)))...)
+	return append(append(b, hb...), payload...)
+}
+
+// ForgedAddWorker is a shard log entry that adds worker w at clock from
+// (at least the shard's slowest).
+func ForgedAddWorker(w string, from int64) []byte {
+	return forgedEntry(entryAddWorker, map[string]any{"w": w, "f": from}, nil)
+}
+
+// ForgedPush is a shard log entry of one push by worker w of iteration
+// iter, samples samples and the encoded gradient grad.
+func ForgedPush(w string, iter, samples int64, grad []byte) []byte {
+	p := map[string]any{"w": w, "i": iter, "s": samples, "c": int64(0), "t": time.Now().UnixNano(), "n": len(grad)}
+	return forgedEntry(entryPush, map[string]any{"p": []any{p}}, grad)
 }
 
 // controlMsg is the control channel's frame header (node/control.go).

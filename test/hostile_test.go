@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"dsspmesh/mesh"
 	"dsspmesh/node"
 	"dsspmesh/shardapi"
@@ -264,7 +266,7 @@ func hostileCases(readers func() *slowReaders) []hostileCase {
 			if leader == "" || voter == "" {
 				t.Fatalf("shard 0: leader %q, another voter %q", leader, voter)
 			}
-			resp, err := h.ForgeAppendEntries(0, mesh.NodeID(voter), mesh.NodeID(leader), term+1000)
+			resp, err := h.ForgeAppendEntries(0, mesh.NodeID(voter), mesh.NodeID(leader), &raft.AppendEntriesRequest{Term: term + 1000})
 			if err != nil {
 				return nil
 			}
@@ -289,6 +291,73 @@ func hostileCases(readers func() *slowReaders) []hostileCase {
 				return []string{fmt.Sprintf("shard 0 took an add-worker of %s from a certificate minted for it", victim)}
 			}
 			return nil
+		}},
+		{name: "forged-entries", identity: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// A certificate minted for one of shard 0's replicas makes the
+			// two others follow it (an AppendEntries of a term far ahead)
+			// and sends them log entries of its own: a worker added and its
+			// pushes of 1e4 in every value, committed at once. They apply
+			// them, one of them wins the next election with the newer log
+			// and replicates them to the impersonated replica: the outlier
+			// rule, which runs only where a leader takes a push, never
+			// sees them.
+			before, err := h.Read(0)
+			if err != nil {
+				t.Fatalf("read shard 0: %v", err)
+			}
+			leader, voter, term := shardLeader(c, 0)
+			if leader == "" || voter == "" {
+				t.Fatalf("shard 0: leader %q, another voter %q", leader, voter)
+			}
+			as, forged := mesh.NodeID(voter), term+1000
+			grad := make([]float32, len(before.Params))
+			for i := range grad {
+				grad[i] = 1e4
+			}
+			g := shardapi.FP32.Append(nil, grad)
+			datas := [][]byte{ForgedAddWorker("forged-worker", 0)}
+			for k := range int64(4) {
+				datas = append(datas, ForgedPush("forged-worker", before.Min+k, 64, g))
+			}
+			var got []string
+			for _, to := range shardVoters(c, 0) {
+				if to == voter {
+					continue
+				}
+				resp, err := h.ForgeAppendEntries(0, as, mesh.NodeID(to), &raft.AppendEntriesRequest{Term: forged})
+				if err != nil {
+					continue
+				}
+				var logs []*raft.Log
+				for i, d := range datas {
+					logs = append(logs, &raft.Log{Index: resp.LastLog + 1 + uint64(i), Term: forged, Type: raft.LogCommand, Data: d})
+				}
+				// The term of the replica's last entry: the shard's (the
+				// leader's no-op when elected), else an earlier one.
+				for prev := term; prev >= 1; prev-- {
+					r, err := h.ForgeAppendEntries(0, as, mesh.NodeID(to), &raft.AppendEntriesRequest{Term: forged, PrevLogEntry: resp.LastLog, PrevLogTerm: prev,
+						Entries: logs, LeaderCommitIndex: resp.LastLog + uint64(len(logs))})
+					if err == nil && r.Success {
+						got = append(got, fmt.Sprintf("%s appended and committed %d entries of term %d from a certificate minted for %s", to, len(logs), forged, voter))
+						break
+					}
+				}
+			}
+			moved := 0.0
+			waitUntil(20*time.Second, func() bool {
+				after, err := h.Read(0)
+				if err != nil {
+					return false
+				}
+				for i := range min(len(before.Params), len(after.Params)) {
+					moved = max(moved, math.Abs(float64(after.Params[i])-float64(before.Params[i])))
+				}
+				return moved > 5 || math.IsNaN(moved)
+			})
+			if moved > 5 || math.IsNaN(moved) {
+				got = append(got, fmt.Sprintf("shard 0's parameters moved by up to %.3g", moved))
+			}
+			return got
 		}},
 	}
 }
@@ -316,6 +385,21 @@ func shardLeader(c *Cluster, shard uint32) (leader, voter string, term uint64) {
 		}
 	}
 	return leader, voter, term
+}
+
+// shardVoters is shard's voters as its leader reports them.
+func shardVoters(c *Cluster, shard uint32) []string {
+	for _, s := range c.Statuses() {
+		if s == nil {
+			continue
+		}
+		for _, sh := range s.Shards {
+			if sh.ID == shard && sh.Local == "leader" {
+				return sh.Voters
+			}
+		}
+	}
+	return nil
 }
 
 // outcomes names each push the shard took, and each refused for another
