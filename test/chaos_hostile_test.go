@@ -119,6 +119,7 @@ func shardCount(h *Hostile) int {
 type hostileChaos struct {
 	stop    chan struct{}
 	done    chan struct{}
+	once    sync.Once
 	mu      sync.Mutex
 	tried   map[string]int
 	refused map[string]int
@@ -139,6 +140,9 @@ func startHostileChaos(t *testing.T, c *Cluster, seed uint64) *hostileChaos {
 	rng := rand.New(rand.NewPCG(seed, 37))
 	attacks := chaosAttacks()
 	next := rng.IntN(len(attacks))
+	// A run that fails early stops the member before the mesh stops and
+	// before t completes (its goroutine logs through t).
+	t.Cleanup(hc.halt)
 	go func() {
 		defer close(hc.done)
 		for {
@@ -179,12 +183,17 @@ func (hc *hostileChaos) finish(t *testing.T) {
 	if hc == nil {
 		return
 	}
-	close(hc.stop)
-	<-hc.done
+	hc.halt()
 	for _, a := range chaosAttacks() {
 		t.Logf("hostile member: %-22s tried %d, refused %d, not tried through a fault %d", a.name, hc.tried[a.name], hc.refused[a.name], hc.errs[a.name])
 	}
 	for _, x := range hc.taken {
 		t.Errorf("hostile member: the mesh took %s", x)
 	}
+}
+
+// halt stops the member's goroutine and waits for it; idempotent.
+func (hc *hostileChaos) halt() {
+	hc.once.Do(func() { close(hc.stop) })
+	<-hc.done
 }
