@@ -60,7 +60,7 @@ var mayImport = map[string][]string{
 	// `dssp node`: what a node process runs (TestNodeRunPathHasNoLab).
 	"cmd/dssp/nodecmd": {"node/assemble", "node", "cudaops/cuda"},
 	"cmd/dssp":         {"cmd/dssp/nodecmd", "lab/cli", "lab/plot", "nodeclient", "node/launch", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
-	"test":             {"nodeclient", "node/launch", "node", "mesh", "modelfile", "clock", "internal/faults"},
+	"test":             {"nodeclient", "node/launch", "node", "mesh", "shardapi", "raftstore", "modelfile", "clock", "internal/faults"},
 }
 
 // testSupport are packages for tests only: any package's tests may import

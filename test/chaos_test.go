@@ -15,6 +15,8 @@ import (
 // DSSP_CHAOS_SEED (default 1). Every fault must leave the mesh healthy and
 // every checker must pass at the end; the checkers also run every
 // DSSP_CHAOS_CHECK_EVERY (default 5m) so a long run reports early.
+// DSSP_CHAOS_HOSTILE=1 adds a member that tries issue 37's attacks in turn
+// meanwhile; each must be refused.
 //
 //	go test -tags chaos ./test -run TestChaos -timeout 60m -v
 func TestChaos(t *testing.T) {
@@ -35,6 +37,8 @@ func TestChaos(t *testing.T) {
 	crashes := c.ReplaceCrashed()
 	stalls := c.RecoverStalls()
 	c.WaitHealthy("warm-up", 10, limit)
+	// DSSP_CHAOS_HOSTILE=1: a member misbehaves meanwhile (chaos_hostile_test.go).
+	hostile := startHostileChaos(t, c.Cluster, seed)
 	start, lastCheck := time.Now(), time.Now()
 	// Each fault that took DSSP_CHAOS_EVIDENCE_SLOW (default 10 s) or
 	// longer to recover after it was lifted keeps the nodes' logs and
@@ -97,6 +101,7 @@ func TestChaos(t *testing.T) {
 			t.Logf("%6.0fs: accuracy %.3f; checkers so far: %s", time.Since(start).Seconds(), acc, c.Check())
 		}
 	}
+	hostile.finish(t)
 	c.WaitHealthy("the end", 3, limit)
 	t.Logf("%d faults in %v", len(events), time.Since(start).Round(time.Second))
 	if len(events) == 0 && !baseline {

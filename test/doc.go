@@ -29,4 +29,11 @@
 // tier is TestFaults (in CI); the long randomized tier is TestChaos behind the chaos
 // build tag; TestCheckersCatchBrokenBuilds (faultinject tag) shows each
 // checker failing on a deliberately broken build.
+//
+// hostile.go is a member client that holds the mesh key and misbehaves
+// ([Hostile], built on packages mesh and shardapi): TestHostileMember
+// tries each attack of docs/security.md's hostile-member suite on a real
+// mesh and checks the mesh's state after it; DSSP_HOSTILE_OLD_BINARY runs
+// the same cases on a build from before the fixes, where each must
+// succeed; DSSP_CHAOS_HOSTILE=1 adds the member to TestChaos.
 package test
