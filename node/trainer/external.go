@@ -281,6 +281,10 @@ func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, e
 		return Evaluation{}, err
 	}
 	ev, err := checkEvaluated(m, e.seq)
+	var notEvaluated *EvaluationError
+	if errors.As(err, &notEvaluated) {
+		return Evaluation{}, err
+	}
 	if err != nil {
 		return Evaluation{}, e.fail(err)
 	}

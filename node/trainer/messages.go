@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -74,9 +75,14 @@ type inMsg struct {
 	Loss     *float64 `json:"loss"`
 	Samples  *int64   `json:"samples"`
 	Accuracy *float64 `json:"accuracy"`
+	// Error in evaluated: the trainer could not evaluate (no evaluation
+	// function, it raised); not a measurement.
+	Error string `json:"error"`
 	// ComputeSeconds is optional in update: the trainer's own time for the
 	// request, which Stats subtracts to tell the bridge's cost.
 	ComputeSeconds *float64 `json:"compute_s"`
+
+	hasLoss bool // "loss" present, null or not
 }
 
 func decode(b []byte) (inMsg, error) {
@@ -84,6 +90,7 @@ func decode(b []byte) (inMsg, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return inMsg{}, &ProtocolError{Reason: fmt.Sprintf("bad JSON: %v", err)}
 	}
+	m.hasLoss = m.Loss != nil || bytes.Contains(b, []byte(`"loss"`))
 	if m.Op == "" {
 		return inMsg{}, &ProtocolError{Reason: "message without an op"}
 	}
@@ -109,6 +116,8 @@ type errorMsg struct {
 	Op      string `json:"op"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Tensor names the first tensor that differs (layout-mismatch).
+	Tensor string `json:"tensor,omitempty"`
 }
 
 type stopMsg struct {
@@ -141,17 +150,24 @@ func appendEvaluate(b []byte, seq uint64) []byte {
 }
 
 // checkUpdate validates an update answering compute iter for samples
-// [lo, hi) with steps local steps.
+// [lo, hi) with steps local steps. A loss of null is a loss that is not
+// finite (JSON has no NaN): it is returned as NaN, as the built-in
+// compute returns a diverged batch's, and the shards judge the gradient;
+// a missing loss, or NaN written as a bare token (invalid JSON), breaks
+// the protocol.
 func checkUpdate(m inMsg, iter int64, lo, hi, steps int) (loss float64, samples int64, err error) {
 	switch {
 	case m.Op != "update":
 		return 0, 0, &ProtocolError{Reason: fmt.Sprintf("op %q while an update for iteration %d was due", m.Op, iter)}
 	case m.Iter == nil || *m.Iter != iter:
 		return 0, 0, &ProtocolError{Reason: fmt.Sprintf("update for iteration %s, want %d", ptrText(m.Iter), iter)}
-	case m.Loss == nil || math.IsNaN(*m.Loss) || math.IsInf(*m.Loss, 0):
-		return 0, 0, &ProtocolError{Reason: fmt.Sprintf("update %d: loss %s is not a finite number", iter, ptrText(m.Loss))}
+	case !m.hasLoss:
+		return 0, 0, &ProtocolError{Reason: fmt.Sprintf("update %d: no loss", iter)}
 	case m.Samples == nil || *m.Samples < 1 || *m.Samples > int64(hi-lo)*int64(steps):
 		return 0, 0, &ProtocolError{Reason: fmt.Sprintf("update %d: samples %s outside [1, %d]", iter, ptrText(m.Samples), int64(hi-lo)*int64(steps))}
+	}
+	if m.Loss == nil {
+		return math.NaN(), *m.Samples, nil
 	}
 	return *m.Loss, *m.Samples, nil
 }
@@ -175,6 +191,8 @@ func checkEvaluated(m inMsg, seq uint64) (Evaluation, error) {
 		return Evaluation{}, &ProtocolError{Reason: fmt.Sprintf("evaluated %d: accuracy %s outside [0, 1]", seq, ptrText(m.Accuracy))}
 	case m.Samples == nil || *m.Samples < 0:
 		return Evaluation{}, &ProtocolError{Reason: fmt.Sprintf("evaluated %d: samples %s", seq, ptrText(m.Samples))}
+	case m.Error != "" || *m.Samples == 0:
+		return Evaluation{}, &EvaluationError{Reason: fmt.Sprintf("evaluated %d: the trainer did not evaluate (samples %d): %.200s", seq, *m.Samples, m.Error)}
 	}
 	e := Evaluation{Accuracy: *m.Accuracy, Loss: math.NaN(), Samples: *m.Samples}
 	if m.Loss != nil {
@@ -182,6 +200,12 @@ func checkEvaluated(m inMsg, seq uint64) (Evaluation, error) {
 	}
 	return e, nil
 }
+
+// EvaluationError is a trainer's answer that it could not evaluate: not a
+// measurement, and not a broken protocol (the attachment goes on).
+type EvaluationError struct{ Reason string }
+
+func (e *EvaluationError) Error() string { return "trainer: " + e.Reason }
 
 func ptrText[T int64 | uint64 | float64](p *T) string {
 	if p == nil {

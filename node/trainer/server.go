@@ -69,6 +69,7 @@ type Admission struct {
 // text.
 type Refusal struct {
 	Code, Message string
+	Tensor        string // layout-mismatch: the first tensor that differs
 }
 
 func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
@@ -165,13 +166,14 @@ func (s *Server) Serve(ctx context.Context) {
 func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	pid := peerPID(c)
 	log := s.d.Logger.With("trainer_pid", pid)
-	refuse := func(code, msg string) {
+	refuseTensor := func(code, msg, tensor string) {
 		log.Warn("trainer refused", "code", code, "reason", msg)
 		c.SetWriteDeadline(time.Now().Add(time.Second))
-		b, _ := json.Marshal(errorMsg{Op: "error", Code: code, Message: msg})
+		b, _ := json.Marshal(errorMsg{Op: "error", Code: code, Message: msg, Tensor: tensor})
 		WriteFrame(c, nil, b)
 		c.Close()
 	}
+	refuse := func(code, msg string) { refuseTensor(code, msg, "") }
 	c.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
 	body, err := ReadFrame(c, nil, s.cfg.MaxFrame)
 	if err != nil {
@@ -208,7 +210,7 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	}
 	adm, ref := s.d.Admit(layout)
 	if ref != nil {
-		refuse(ref.Code, ref.Message)
+		refuseTensor(ref.Code, ref.Message, ref.Tensor)
 		return
 	}
 	shm, err := s.shmFor(adm.Layout.Total())

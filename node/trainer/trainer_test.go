@@ -122,7 +122,7 @@ func startServer(t *testing.T, sendInit bool) *testServer {
 				return Admission{Layout: l, SendInit: true, Batch: 8, Seed: 1, Dataset: "mnist"}, nil
 			}
 			if err := job.CompareLayout(ts.layout, l); err != nil {
-				return Admission{}, &Refusal{Code: CodeLayoutMismatch, Message: err.Error()}
+				return Admission{}, &Refusal{Code: CodeLayoutMismatch, Message: err.Error(), Tensor: err.(*job.LayoutMismatchError).Name}
 			}
 			return Admission{Layout: ts.layout, Batch: 8, Seed: 1, Dataset: "mnist"}, nil
 		},
@@ -249,7 +249,7 @@ func TestFirstTrainerFixesTheLayoutAndSendsInit(t *testing.T) {
 	other[2].Shape = []int{3, 4}
 	_, rep := dial(t, ts.Path(), other)
 	want := "layout mismatch at tensor 2 fc2.weight: shape [2 4] in the job, [3 4] in the trainer"
-	if rep["op"] != "error" || rep["code"] != CodeLayoutMismatch || rep["message"] != want {
+	if rep["op"] != "error" || rep["code"] != CodeLayoutMismatch || rep["message"] != want || rep["tensor"] != "fc2.weight" {
 		t.Fatalf("mismatched trainer got %v, want layout-mismatch %q", rep, want)
 	}
 }
@@ -269,9 +269,9 @@ func TestPeerInputNeverPanics(t *testing.T) {
 		{"NaN loss", func(f *fakeTrainer, m map[string]any) {
 			f.sendRaw([]byte(`{"op":"update","iter":1,"loss":NaN,"samples":8}`)) // what Python's json writes
 		}, "bad JSON"},
-		{"null loss", func(f *fakeTrainer, m map[string]any) {
-			f.send(map[string]any{"op": "update", "iter": m["iter"], "loss": nil, "samples": 8})
-		}, "loss missing is not a finite number"},
+		{"no loss", func(f *fakeTrainer, m map[string]any) {
+			f.send(map[string]any{"op": "update", "iter": m["iter"], "samples": 8})
+		}, "update 1: no loss"},
 		{"wrong iter", func(f *fakeTrainer, m map[string]any) {
 			f.send(map[string]any{"op": "update", "iter": 7, "loss": 1, "samples": 8})
 		}, "update for iteration 7, want 1"},
@@ -301,6 +301,34 @@ func TestPeerInputNeverPanics(t *testing.T) {
 			}
 			<-e.Done()
 		})
+	}
+}
+
+// TestNullLossIsNaNAndAFailedEvaluationIsNoMeasurement: a trainer's
+// non-finite loss (null) reaches the worker as NaN, and an evaluated
+// with an error is an *EvaluationError; neither ends the attachment.
+func TestNullLossIsNaNAndAFailedEvaluationIsNoMeasurement(t *testing.T) {
+	ts := startServer(t, false)
+	f, _ := dial(t, ts.Path(), mlpLayout())
+	e := <-ts.attached
+	go func() {
+		m := f.recv()
+		f.send(map[string]any{"op": "update", "iter": m["iter"], "loss": nil, "samples": 8})
+		m = f.recv()
+		f.send(map[string]any{"op": "evaluated", "seq": m["seq"], "accuracy": 0, "loss": 0, "samples": 0, "error": "no evaluation function"})
+	}()
+	e.Next(8, -1)
+	loss, err := e.Gradient(context.Background(), make([]float32, 26), 0, 8, func(int, []float32) {})
+	if err != nil || !math.IsNaN(loss) {
+		t.Fatalf("null loss: %v, %v; want NaN", loss, err)
+	}
+	_, err = e.Evaluate(context.Background(), make([]float32, 26))
+	var ee *EvaluationError
+	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "no evaluation function") {
+		t.Fatalf("evaluated with an error: %v", err)
+	}
+	if e.Err() != nil {
+		t.Fatalf("the attachment ended: %v", e.Err())
 	}
 }
 
