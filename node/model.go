@@ -16,6 +16,10 @@ func LoadInitFrom(spec JobSpec) ([]float32, error) {
 	if spec.InitFrom == "" {
 		return nil, nil
 	}
+	if spec.External() {
+		_, theta, err := LoadExternalInitFrom(spec.InitFrom)
+		return theta, err
+	}
 	m, err := cudaops.NewModel(spec.Model, cudaops.ModelOptions{Workers: 1})
 	if err != nil {
 		return nil, err

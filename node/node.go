@@ -36,12 +36,17 @@ type Node struct {
 	memLimit    int64 // the soft memory limit set (memlimit.go); 0 = none
 
 	shards *shards.Manager
-	worker trainer // nil when the node does not train
+	worker workerLoop // nil when the node does not train (or, with an external trainer, none is attached)
 	events *status.EventLog
 	view   status.View
 
-	initTheta []float32  // θ from --init-from for a fresh mesh; nil: from the seed
-	snaps     *eval.Room // model snapshots, the evaluation, checkpoints
+	// layout is the model's tensors in the flat vector: the built-in
+	// model's, or an external job's (JobSpec.Layout).
+	layout    cudaops.Layout
+	ext       *externalTrainer // --trainer external: the trainer socket; nil otherwise
+	extDone   chan struct{}    // closed when runExternal's worker has left; nil without one
+	initTheta []float32        // θ from --init-from (or an external job's first trainer) for a fresh mesh; nil: from the seed
+	snaps     *eval.Room       // model snapshots, the evaluation, checkpoints
 
 	mu    sync.RWMutex
 	spec  *JobSpec
@@ -68,8 +73,8 @@ func (n *Node) jobSpec() *JobSpec {
 	return n.spec
 }
 
-// trainer is what the node asks of its worker room ([worker.Worker]).
-type trainer interface {
+// workerLoop is what the node asks of its worker room ([worker.Worker]).
+type workerLoop interface {
 	Run(ctx context.Context)
 	Leave(limit time.Duration)
 	Status() *LocalWorker

@@ -163,6 +163,15 @@ func (e *LayoutMismatchError) Error() string {
 	return fmt.Sprintf("layout mismatch at tensor %d %s: shape %v in the job, %v in the trainer", e.Index, e.Name, e.Job, e.Trainer)
 }
 
+// Tensor names the tensor that differs: the job's, or the trainer's when
+// the job has no tensor at that index.
+func (e *LayoutMismatchError) Tensor() string {
+	if e.Name != "" {
+		return e.Name
+	}
+	return e.TrainerName
+}
+
 // CompareLayout returns nil when trainer is job's layout (same names and
 // shapes in the same order), else a *LayoutMismatchError naming the
 // first tensor that differs.

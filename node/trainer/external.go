@@ -49,6 +49,9 @@ type External struct {
 	maxFrame int
 	steps    int
 	log      *slog.Logger
+	// goneGrace is how long Gradient waits for its ctx to end once the
+	// trainer is gone before it returns the error (Config.GoneGrace).
+	goneGrace time.Duration
 
 	mu    sync.Mutex // one exchange (compute/update, evaluate/evaluated) at a time
 	batch int
@@ -71,8 +74,8 @@ type External struct {
 	iters, evals, thetaBytes, thetaNanos, rtNanos, trainerNanos atomic.Uint64
 }
 
-func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame, steps int, log *slog.Logger) *External {
-	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, steps: steps, log: log,
+func newExternal(c *net.UnixConn, shm *Shm, pid int, cfg Config, steps int, log *slog.Logger) *External {
+	e := &External{conn: c, shm: shm, pid: pid, maxFrame: cfg.MaxFrame, steps: steps, log: log, goneGrace: cfg.GoneGrace,
 		late: -1, in: make(chan inMsg, 1), done: make(chan struct{})}
 	go e.read()
 	return e
@@ -210,11 +213,29 @@ func (e *External) LocalSteps() int { return e.steps }
 
 // Gradient implements node/worker.Compute: θ into theta, compute, wait
 // for the update (ctx bounds the wait), then the update region to emit
-// in one piece. A trainer gone is an error wrapping [ErrTrainerGone], a
-// bad update a [*ProtocolError] (and the attachment ends).
+// in one piece. A trainer gone is an error wrapping [ErrTrainerGone]
+// (returned once ctx ends, or after Config.GoneGrace), a bad update a
+// [*ProtocolError] (and the attachment ends).
 func (e *External) Gradient(ctx context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	loss, err := e.gradient(ctx, theta, lo, hi, emit)
+	if errors.Is(err, ErrTrainerGone) && ctx.Err() == nil && e.goneGrace > 0 {
+		// The node ends the worker as soon as its trainer goes (Done):
+		// wait for that a moment, so the worker sees its ctx end rather
+		// than a failure.
+		t := time.NewTimer(e.goneGrace)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return loss, err
+}
+
+func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error) {
 	if err := e.Err(); err != nil {
 		return 0, e.gone()
 	}
