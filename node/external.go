@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"dsspmesh/cudaops"
@@ -14,26 +13,6 @@ import (
 	"dsspmesh/node/job"
 	"dsspmesh/node/trainer"
 )
-
-// externalTrainer is the node's side of --trainer external: the trainer
-// socket (node/trainer), the job's layout as trainers are checked
-// against it, and the attachments handed to the worker's lifecycle
-// (runExternal). Its mu is innermost: taken under no other lock, held
-// across no call.
-type externalTrainer struct {
-	srv      *trainer.Server
-	attached chan *trainer.External // Deps.Attached → runExternal
-	ready    chan struct{}          // closed once layout is known
-
-	mu        sync.Mutex
-	layout    cudaops.Layout // the job's; nil while a new external job waits for its first trainer
-	tentative cudaops.Layout // the layout of the trainer admitted to fix it, until its init
-	theta0    []float32      // that trainer's initial parameters
-	attaches  int
-	iters     uint64 // updates of the attachments that ended
-	waiting   string
-	current   *trainer.External
-}
 
 // startTrainerSocket listens on <data-dir>/trainer.sock for the node's
 // trainers (--trainer external) and serves it until ctx ends.
@@ -173,30 +152,6 @@ func (n *Node) awaitLayout(ctx context.Context, spec JobSpec) (JobSpec, error) {
 	n.setSpec(spec)
 	n.log.Info("the job's layout is fixed", "tensors", len(l), "params", l.Total(), "shards", spec.Shards)
 	return spec, nil
-}
-
-// LoadExternalInitFrom reads an external job's --init-from file: its
-// tensors, in the file's order, become the layout.
-func LoadExternalInitFrom(path string) (cudaops.Layout, []float32, error) {
-	f, err := modelfile.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--init-from: %w", err)
-	}
-	var l cudaops.Layout
-	for _, t := range f.Tensors() {
-		l = append(l, cudaops.Range{Name: t.Name, Shape: t.Shape})
-	}
-	if l, err = job.Place(l); err != nil {
-		return nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
-	}
-	theta, err := f.Params(l)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
-	}
-	if err := modelfile.CheckFinite(l, theta); err != nil {
-		return nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
-	}
-	return l, theta, nil
 }
 
 // runExternal is the worker's lifecycle under --trainer external: a

@@ -11,6 +11,7 @@ import (
 	"dsspmesh/node/eval"
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
+	"dsspmesh/node/trainer"
 	"dsspmesh/shardapi"
 )
 
@@ -106,4 +107,24 @@ type evalClaims struct {
 	check func(ctx context.Context) (bool, string, error)
 	// bound replaces seqBound's answer; a field only for tests.
 	bound func() (uint64, bool)
+}
+
+// externalTrainer is the node's side of --trainer external: the trainer
+// socket (node/trainer), the job's layout as trainers are checked
+// against it, and the attachments handed to the worker's lifecycle
+// (runExternal). Its mu is innermost: taken under no other lock, held
+// across no call.
+type externalTrainer struct {
+	srv      *trainer.Server
+	attached chan *trainer.External // Deps.Attached → runExternal
+	ready    chan struct{}          // closed once layout is known
+
+	mu        sync.Mutex
+	layout    cudaops.Layout // the job's; nil while a new external job waits for its first trainer
+	tentative cudaops.Layout // the layout of the trainer admitted to fix it, until its init
+	theta0    []float32      // that trainer's initial parameters
+	attaches  int
+	iters     uint64 // updates of the attachments that ended
+	waiting   string
+	current   *trainer.External
 }

@@ -190,16 +190,3 @@ func CompareLayout(job, trainer cudaops.Layout) error {
 	}
 	return nil
 }
-
-// ParsedLayout is the spec's parameter layout: an external job's (Layout
-// parsed); nil for a built-in model (its layout is the model's) and for
-// an external job whose first trainer has not attached yet.
-func (s Spec) ParsedLayout() (cudaops.Layout, error) {
-	if s.Layout == "" {
-		return nil, nil
-	}
-	return ParseLayout(s.Layout)
-}
-
-// External reports whether the job's model lives in an external trainer.
-func (s Spec) External() bool { return s.Model == ExternalModel }

@@ -13,17 +13,6 @@ import (
 	"time"
 )
 
-// ErrTrainerGone is every wait on an attachment that ended: the trainer
-// closed the socket or died (EOF), sent a bad message, or the node ended
-// it ([External.Close]). [External.Err] says which.
-var ErrTrainerGone = errors.New("trainer: the trainer is gone")
-
-// ProtocolError is a message from a trainer that breaks the protocol; it
-// ends the attachment.
-type ProtocolError struct{ Reason string }
-
-func (e *ProtocolError) Error() string { return "trainer: protocol: " + e.Reason }
-
 // Stats are an attachment's counters, for /status and the bridge's
 // measured cost.
 type Stats struct {
@@ -74,8 +63,8 @@ type External struct {
 	iters, evals, thetaBytes, thetaNanos, rtNanos, trainerNanos atomic.Uint64
 }
 
-func newExternal(c *net.UnixConn, shm *Shm, pid int, cfg Config, steps int, log *slog.Logger) *External {
-	e := &External{conn: c, shm: shm, pid: pid, maxFrame: cfg.MaxFrame, steps: steps, log: log, goneGrace: cfg.GoneGrace,
+func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame, steps int, goneGrace time.Duration, log *slog.Logger) *External {
+	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, steps: steps, log: log, goneGrace: goneGrace,
 		late: -1, in: make(chan inMsg, 1), done: make(chan struct{})}
 	go e.read()
 	return e
@@ -214,7 +203,7 @@ func (e *External) LocalSteps() int { return e.steps }
 // Gradient implements node/worker.Compute: θ into theta, compute, wait
 // for the update (ctx bounds the wait), then the update region to emit
 // in one piece. A trainer gone is an error wrapping [ErrTrainerGone]
-// (returned once ctx ends, or after Config.GoneGrace), a bad update a
+// (returned once ctx ends, or after the server's Config.GoneGrace), a bad update a
 // [*ProtocolError] (and the attachment ends).
 func (e *External) Gradient(ctx context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error) {
 	e.mu.Lock()

@@ -263,7 +263,7 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	c.SetDeadline(time.Time{})
 	s.mu.Lock()
 	s.attaches++
-	e := newExternal(c, shm, pid, s.cfg, adm.LocalSteps, s.d.Logger)
+	e := newExternal(c, shm, pid, s.cfg.MaxFrame, adm.LocalSteps, s.cfg.GoneGrace, s.d.Logger)
 	s.current = e
 	s.mu.Unlock()
 	go func() {
