@@ -28,7 +28,7 @@ type Stats struct {
 	RoundTripNanos, TrainerNanos uint64
 }
 
-// External is [node/worker.Compute] through an attached trainer: each
+// External is the worker's Compute (node/worker) through an attached trainer: each
 // Gradient writes θ into the theta region, sends compute and hands the
 // update region to emit once the trainer answered.
 type External struct {
