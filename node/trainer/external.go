@@ -20,7 +20,7 @@ type Stats struct {
 	Iterations  uint64 // updates received
 	Evaluations uint64
 	// ThetaBytes is the bytes copied into the theta region, ThetaNanos
-	// the time those copies took.
+	// the time those copies took, for the iterations counted.
 	ThetaBytes, ThetaNanos uint64
 	// RoundTripNanos is the time from compute sent to update received;
 	// TrainerNanos the part the trainer reported as its own (compute_s),
@@ -236,8 +236,7 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 	}
 	start := time.Now()
 	copy(e.shm.Region(RegionTheta), theta)
-	e.thetaNanos.Add(uint64(time.Since(start)))
-	e.thetaBytes.Add(uint64(4 * len(theta)))
+	copyNanos := uint64(time.Since(start))
 	e.iter++
 	e.out = appendCompute(e.out[:0], e.iter, e.batch, e.pos, e.steps, lo, hi)
 	sent := time.Now()
@@ -256,6 +255,8 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 		return 0, e.fail(err)
 	}
 	e.rtNanos.Add(uint64(time.Since(sent)))
+	e.thetaNanos.Add(copyNanos) // counted with the update, so that the means are per iteration
+	e.thetaBytes.Add(uint64(4 * len(theta)))
 	if m.ComputeSeconds != nil && *m.ComputeSeconds >= 0 && *m.ComputeSeconds < 1e6 {
 		e.trainerNanos.Add(uint64(*m.ComputeSeconds * 1e9))
 	}
