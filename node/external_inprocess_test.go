@@ -116,6 +116,7 @@ func (g *goTrainer) serve() {
 		case "evaluate":
 			g.send(map[string]any{"op": "evaluated", "seq": m["seq"], "accuracy": 0.625, "loss": 0.5, "samples": 80})
 		case "stop":
+			g.c.Close()
 			return
 		}
 	}

@@ -119,7 +119,11 @@ recover and the node to rejoin.`,
 				if mm.Eval != nil {
 					fmt.Fprintf(out, ", test accuracy %.2f%% on %d samples as the mesh reported it", 100*mm.Eval.Accuracy, mm.Eval.Samples)
 				}
-				fmt.Fprintf(out, "; check it with: %s eval --model %s\n", selfCommand(bin), res.Model)
+				if mm.Model == node.ExternalModel {
+					fmt.Fprintf(out, "; it holds the trainers' tensor names: model.load_state_dict takes it\n")
+				} else {
+					fmt.Fprintf(out, "; check it with: %s eval --model %s\n", selfCommand(bin), res.Model)
+				}
 			} else {
 				fmt.Fprintln(out, "model: no node answered; no model.safetensors written")
 			}

@@ -125,7 +125,9 @@ func (e *External) Err() error {
 	}
 }
 
-// Close sends stop with reason (best effort) and ends the attachment.
+// Close sends stop with reason (best effort) and ends the attachment
+// once the trainer closed its side, or after StopGrace: a trainer in the
+// middle of a compute can still write its update, then reads stop.
 func (e *External) Close(reason string) {
 	select {
 	case <-e.done:
@@ -133,9 +135,20 @@ func (e *External) Close(reason string) {
 	default:
 	}
 	b, _ := json.Marshal(stopMsg{Op: "stop", Reason: reason})
-	e.send(b, time.Second)
+	if e.send(b, time.Second) == nil {
+		t := time.NewTimer(StopGrace)
+		select {
+		case <-e.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	e.end(fmt.Errorf("%w: stopped by the node (%s)", ErrTrainerGone, reason))
 }
+
+// StopGrace bounds how long Close waits for the trainer to close its side
+// after stop.
+const StopGrace = 2 * time.Second
 
 // send writes one frame, bounded by limit.
 func (e *External) send(body []byte, limit time.Duration) error {
