@@ -113,8 +113,14 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		n.log.Warn(w)
 	}
 
+	var fileTensors cudaops.Layout // --init-from's tensors, for the first trainer to order
+	if spec.External() && spec.Layout == "" && spec.InitFrom != "" {
+		if spec, fileTensors, err = n.layoutFromFile(spec); err != nil {
+			return err
+		}
+	}
 	if cfg.Trainer == TrainerExternal {
-		if err := n.startTrainerSocket(ctlCtx, spec); err != nil {
+		if err := n.startTrainerSocket(ctlCtx, spec, fileTensors); err != nil {
 			return err
 		}
 		defer n.ext.srv.Close("node stopped")
