@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			return err
 		}
 	}
-	if cfg.Trainer == TrainerExternal {
+	if cfg.externalTrainer() {
 		if err := n.startTrainerSocket(ctlCtx, spec, fileTensors); err != nil {
 			return err
 		}
@@ -167,7 +167,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	go func() { defer n.wg.Done(); shards.Reconnect(runCtx, n.members, n.id, n.now, n.log) }()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
-	if cfg.Trainer == TrainerExternal && spec.External() {
+	if cfg.externalTrainer() && spec.External() {
 		n.extDone = make(chan struct{})
 		n.wg.Add(1)
 		go func() {
@@ -352,7 +352,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	}
 	n.layout = n.model.Layout()
 	modelBytes := 4 * int64(n.model.NumParams())
-	if !n.cfg.Train || n.cfg.Trainer == TrainerExternal {
+	if !n.cfg.Train || n.cfg.externalTrainer() {
 		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, 0, spec.Shards, spec.Precision())
 		return nil
 	}
