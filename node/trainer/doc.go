@@ -26,7 +26,10 @@
 // and answers update, which is checked (the iteration echoed, a finite
 // loss, samples within the range asked) before the region is handed to
 // the worker: peer input never panics the node and a bad message ends the
-// attachment with a [*ProtocolError].
+// attachment with a [*ProtocolError]. A trainer that stays silent past
+// its [AnswerLimits] (10 minutes for its first update, then 50 × its mean
+// round trip, at least 2 minutes) is taken for hung and detached: alive
+// but silent it would hold every worker of the mesh at the gate.
 //
 // # Copies
 //

@@ -41,6 +41,7 @@ type External struct {
 	// goneGrace is how long Gradient waits for its ctx to end once the
 	// trainer is gone before it returns the error (Config.GoneGrace).
 	goneGrace time.Duration
+	limits    AnswerLimits
 
 	mu    sync.Mutex // one exchange (compute/update, evaluate/evaluated) at a time
 	batch int
@@ -63,8 +64,8 @@ type External struct {
 	iters, evals, thetaBytes, thetaNanos, rtNanos, trainerNanos atomic.Uint64
 }
 
-func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame, steps int, goneGrace time.Duration, log *slog.Logger) *External {
-	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, steps: steps, log: log, goneGrace: goneGrace,
+func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame, steps int, goneGrace time.Duration, limits AnswerLimits, log *slog.Logger) *External {
+	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, steps: steps, log: log, goneGrace: goneGrace, limits: limits,
 		late: -1, in: make(chan inMsg, 1), done: make(chan struct{})}
 	go e.read()
 	return e
@@ -165,9 +166,17 @@ func (e *External) send(body []byte, limit time.Duration) error {
 }
 
 // wait returns the trainer's next message, ctx bounding the wait.
-func (e *External) wait(ctx context.Context) (inMsg, error) {
+func (e *External) wait(ctx context.Context, what string) (inMsg, error) {
+	limit := e.answerLimit()
+	t := time.NewTimer(limit)
+	defer t.Stop()
 	for {
 		select {
+		case <-t.C:
+			err := fmt.Errorf("%w: no %s within %v: the trainer hangs", ErrTrainerGone, what, limit)
+			e.log.Warn("trainer: no answer; detaching it (its worker leaves)", "err", err)
+			e.end(err)
+			return inMsg{}, err
 		case m := <-e.in:
 			if e.late >= 0 && m.Op == "update" && m.Iter != nil && *m.Iter == e.late {
 				e.late = -1 // the answer to an abandoned compute
@@ -180,6 +189,19 @@ func (e *External) wait(ctx context.Context) (inMsg, error) {
 			return inMsg{}, ctx.Err()
 		}
 	}
+}
+
+// answerLimit is how long the trainer may take to answer: Limits.First
+// until its first update, then Limits.Factor times its mean round trip,
+// at least Limits.Min. A trainer past it hangs (alive, never answering)
+// and would hold the mesh at its gate; it is detached, as one that died.
+func (e *External) answerLimit() time.Duration {
+	n := e.iters.Load()
+	if n == 0 {
+		return e.limits.First
+	}
+	mean := time.Duration(e.rtNanos.Load() / n)
+	return max(e.limits.Min, time.Duration(e.limits.Factor*float64(mean)))
 }
 
 func (e *External) gone() error {
@@ -256,7 +278,7 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 	if err := e.send(e.out, 10*time.Second); err != nil {
 		return 0, err
 	}
-	m, err := e.wait(ctx)
+	m, err := e.wait(ctx, "update")
 	if err != nil {
 		if ctx.Err() != nil {
 			e.late = e.iter
@@ -295,7 +317,7 @@ func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, e
 	if err := e.send(appendEvaluate(nil, e.seq), 10*time.Second); err != nil {
 		return Evaluation{}, err
 	}
-	m, err := e.wait(ctx)
+	m, err := e.wait(ctx, "evaluated")
 	if err != nil {
 		if ctx.Err() != nil {
 			// The answer would come to the next exchange: the attachment

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,7 +33,24 @@ type Config struct {
 	// the worker at once, and the worker then sees its ctx end rather
 	// than a failure. 0 = 5 s; negative = no wait.
 	GoneGrace time.Duration
+	// Answers bounds how long a trainer may take to answer a compute or
+	// an evaluate; zero fields take DefaultAnswerLimits'.
+	Answers AnswerLimits
 }
+
+// AnswerLimits bound a trainer's answer: First until its first update
+// (a first step may compile kernels or warm a GPU), then Factor times its
+// mean round trip, at least Min. Past the limit the trainer is taken for
+// hung and detached: alive but silent, it would hold every worker of the
+// mesh at the gate.
+type AnswerLimits struct {
+	First, Min time.Duration
+	Factor     float64
+}
+
+// DefaultAnswerLimits: 10 minutes for the first update, then 50 × the
+// mean round trip, at least 2 minutes.
+var DefaultAnswerLimits = AnswerLimits{First: 10 * time.Minute, Min: 2 * time.Minute, Factor: 50}
 
 // Validate names the first bad value.
 func (c Config) Validate() error {
@@ -41,7 +59,8 @@ func (c Config) Validate() error {
 		return errors.New("trainer: no socket path")
 	case len(c.Socket) > 107:
 		return fmt.Errorf("trainer: socket path %s is %d bytes, a Unix socket's path holds at most 107 (a shorter --data-dir)", c.Socket, len(c.Socket))
-	case c.MaxFrame < 0 || c.HelloTimeout < 0 || c.InitTimeout < 0 || c.GoneGrace > time.Minute:
+	case c.MaxFrame < 0 || c.HelloTimeout < 0 || c.InitTimeout < 0 || c.GoneGrace > time.Minute ||
+		c.Answers.First < 0 || c.Answers.Min < 0 || c.Answers.Factor < 0 || math.IsNaN(c.Answers.Factor):
 		return fmt.Errorf("trainer: negative limit in %+v", c)
 	}
 	return nil
@@ -59,6 +78,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GoneGrace == 0 {
 		c.GoneGrace = 5 * time.Second
+	}
+	if c.Answers.First == 0 {
+		c.Answers.First = DefaultAnswerLimits.First
+	}
+	if c.Answers.Min == 0 {
+		c.Answers.Min = DefaultAnswerLimits.Min
+	}
+	if c.Answers.Factor == 0 {
+		c.Answers.Factor = DefaultAnswerLimits.Factor
 	}
 	return c
 }
@@ -263,7 +291,7 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	c.SetDeadline(time.Time{})
 	s.mu.Lock()
 	s.attaches++
-	e := newExternal(c, shm, pid, s.cfg.MaxFrame, adm.LocalSteps, s.cfg.GoneGrace, s.d.Logger)
+	e := newExternal(c, shm, pid, s.cfg.MaxFrame, adm.LocalSteps, s.cfg.GoneGrace, s.cfg.Answers, s.d.Logger)
 	s.current = e
 	s.mu.Unlock()
 	go func() {
