@@ -13,6 +13,20 @@ import (
 	"time"
 )
 
+// AnswerLimits bound a trainer's answer: First until its first update
+// (a first step may compile kernels or warm a GPU), then Factor times its
+// mean round trip, at least Min. Past the limit the trainer is taken for
+// hung and detached: alive but silent, it would hold every worker of the
+// mesh at the gate.
+type AnswerLimits struct {
+	First, Min time.Duration
+	Factor     float64
+}
+
+// DefaultAnswerLimits: 10 minutes for the first update, then 50 × the
+// mean round trip, at least 2 minutes.
+var DefaultAnswerLimits = AnswerLimits{First: 10 * time.Minute, Min: 2 * time.Minute, Factor: 50}
+
 // Stats are an attachment's counters, for /status and the bridge's
 // measured cost.
 type Stats struct {
