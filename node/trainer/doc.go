@@ -33,10 +33,13 @@
 //
 // # Copies
 //
-// θ is copied once per gradient into theta (4·P bytes; [Stats] counts the
-// bytes and the time); the gradient is handed to the worker straight from
-// the update region, without a copy. Nothing is allocated per iteration
-// on the node's side but the decoded update message.
+// The worker keeps its θ in the theta region itself ([External.Theta],
+// node/worker's ThetaHolder): the slices the shards return land there and
+// the trainer reads them in place, so a Gradient copies nothing. A θ held
+// elsewhere is copied in (4·P bytes; [Stats] counts the bytes and the
+// time). The gradient goes to the worker's encoders straight from the
+// update region. Nothing is allocated per iteration on the node's side
+// but the decoded update message.
 //
 // # Concurrency
 //

@@ -246,10 +246,15 @@ func (e *External) Next(n int, pos int64) error {
 	return nil
 }
 
+// Theta is the theta region: node/worker keeps its θ there (its
+// ThetaHolder), so a Gradient on it copies nothing.
+func (e *External) Theta() []float32 { return e.shm.Region(RegionTheta) }
+
 // LocalSteps is H of the compute messages (1 = a gradient per compute).
 func (e *External) LocalSteps() int { return e.steps }
 
-// Gradient implements node/worker.Compute: θ into theta, compute, wait
+// Gradient implements node/worker.Compute: θ into theta (no copy when θ
+// is the region itself, Theta), compute, wait
 // for the update (ctx bounds the wait), then the update region to emit
 // in one piece. A trainer gone is an error wrapping [ErrTrainerGone]
 // (returned once ctx ends, or after the server's Config.GoneGrace), a bad update a
@@ -283,9 +288,12 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 	if lo < 0 || hi <= lo || hi > e.batch {
 		return 0, fmt.Errorf("trainer: samples [%d, %d) of a batch of %d", lo, hi, e.batch)
 	}
-	start := time.Now()
-	copy(e.shm.Region(RegionTheta), theta)
-	copyNanos := uint64(time.Since(start))
+	var copyNanos, copied uint64
+	if region := e.shm.Region(RegionTheta); &region[0] != &theta[0] {
+		start := time.Now()
+		copy(region, theta)
+		copyNanos, copied = uint64(time.Since(start)), uint64(4*len(theta))
+	} // else the worker keeps θ in the region itself (Theta)
 	e.iter++
 	e.out = appendCompute(e.out[:0], e.iter, e.batch, e.pos, e.steps, lo, hi)
 	sent := time.Now()
@@ -305,7 +313,7 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 	}
 	e.rtNanos.Add(uint64(time.Since(sent)))
 	e.thetaNanos.Add(copyNanos) // counted with the update, so that the means are per iteration
-	e.thetaBytes.Add(uint64(4 * len(theta)))
+	e.thetaBytes.Add(copied)
 	if m.ComputeSeconds != nil && *m.ComputeSeconds >= 0 && *m.ComputeSeconds < 1e6 {
 		e.trainerNanos.Add(uint64(*m.ComputeSeconds * 1e9))
 	}

@@ -206,9 +206,18 @@ func TestExternalComputesThroughAFakeTrainer(t *testing.T) {
 			t.Fatalf("evaluation %+v", ev)
 		}
 	}
+	// θ held in the region itself (the worker's ThetaHolder) is not copied.
+	copy(e.Theta(), theta)
+	e.Next(8, -1)
+	if _, err := e.Gradient(context.Background(), e.Theta(), 0, 8, func(int, []float32) {}); err != nil {
+		t.Fatal(err)
+	}
 	st := e.Stats()
-	if st.Iterations != 3 || st.Evaluations != 3 || st.ThetaBytes != 3*4*26 || st.PID != os.Getpid() {
-		t.Fatalf("stats %+v, want 3 iterations, 3 evaluations, 312 bytes of θ, pid %d", st, os.Getpid())
+	if st.Iterations != 4 || st.ThetaBytes != 3*4*26 {
+		t.Fatalf("a gradient on the region itself: stats %+v, want 4 iterations and the 3 earlier copies only", st)
+	}
+	if st.Iterations != 4 || st.Evaluations != 3 || st.ThetaBytes != 3*4*26 || st.PID != os.Getpid() {
+		t.Fatalf("stats %+v, want 4 iterations, 3 evaluations, 312 bytes of θ, pid %d", st, os.Getpid())
 	}
 	// A second trainer while one is attached: busy.
 	_, rep := dial(t, ts.Path(), mlpLayout())
