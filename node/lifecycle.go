@@ -17,7 +17,6 @@ import (
 	"dsspmesh/node/records"
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
-	"dsspmesh/node/worker"
 	"dsspmesh/shardapi"
 )
 
@@ -119,6 +118,26 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		n.log.Warn(w)
 	}
 
+	var fileTensors cudaops.Layout // --init-from's tensors, for the first trainer to order
+	if spec.External() && spec.Layout == "" && spec.InitFrom != "" {
+		if spec, fileTensors, err = n.layoutFromFile(spec); err != nil {
+			return err
+		}
+	}
+	if cfg.externalTrainer() {
+		if err := n.startTrainerSocket(ctlCtx, spec, fileTensors); err != nil {
+			return err
+		}
+		defer n.ext.srv.Close("node stopped")
+		if !spec.External() {
+			n.log.Warn("--trainer external on a job of a built-in model: this node trains nothing, and trainers are refused (not-external)", "model", spec.Model)
+		}
+	}
+	if spec.External() && spec.Layout == "" {
+		if spec, err = n.awaitLayout(ctx, spec); err != nil {
+			return err
+		}
+	}
 	if err := n.loadCompute(spec); err != nil {
 		return err
 	}
@@ -155,7 +174,23 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.runIdentities(runCtx) }()
-	if cfg.Train {
+	if cfg.externalTrainer() && spec.External() {
+		n.extDone = make(chan struct{})
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			defer close(n.extDone)
+			n.shards.WaitForPlacement(runCtx, func() []ShardStatus { return n.Status().Shards })
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Evaluate: n.evaluateExternal, DataDir: n.dir.Path,
+					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
+					Done: func(ctx context.Context, e EvalResult) { n.setEval(e); n.broadcastEval(ctx, e) }})
+			}()
+			n.runExternal(runCtx, spec)
+		}()
+	} else if cfg.Train && cfg.Trainer == TrainerBuiltin {
 		w, err := n.newWorker(spec)
 		if err != nil {
 			stop()
@@ -175,7 +210,10 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			n.wg.Add(1)
 			go func() {
 				defer n.wg.Done()
-				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Model: n.evalModel, Test: n.test, Worker: w, DataDir: n.dir.Path,
+				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Worker: w, DataDir: n.dir.Path,
+					Evaluate: func(_ context.Context, theta []float32) (cudaops.Eval, error) {
+						return n.evalModel.Evaluate(theta, n.test)
+					},
 					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
 					Done: func(ctx context.Context, e EvalResult) { n.setEval(e); n.broadcastEval(ctx, e) }})
 			}()
@@ -193,7 +231,9 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n.setPhase("leaving")
 	n.log.Info("leaving")
 	stop()
-	if n.worker != nil {
+	if n.extDone != nil {
+		<-n.extDone // the trainer told to stop, its worker gone from the shards
+	} else if n.worker != nil {
 		n.worker.Leave(n.cfg.LeaveTimeout)
 	}
 	n.shards.HandOff()
@@ -259,11 +299,11 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 				return false, false, fmt.Errorf("data dir %s: %w", n.dir.Path, err)
 			}
 			spec = persisted
-		} else {
+		} else if !spec.External() || spec.Layout != "" {
 			if spec, err = job.ResolveShards(spec); err != nil {
 				return false, false, err
 			}
-		}
+		} // else: a new external job resolves its shards with its layout (awaitLayout)
 		n.setSpec(spec)
 		return !hasSpec, !hasSpec, nil
 	}
@@ -294,6 +334,22 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 }
 
 func (n *Node) loadCompute(spec JobSpec) error {
+	if spec.External() {
+		l, err := spec.ParsedLayout()
+		if err != nil {
+			return err
+		}
+		if l == nil {
+			return fmt.Errorf("job spec: --model %s without a layout", job.ExternalModel)
+		}
+		if n.cfg.Train && n.cfg.Trainer != TrainerExternal {
+			return fmt.Errorf("the job's model is %s (a trainer process computes): start this node with --trainer %s, or --train=false to host shards only",
+				job.ExternalModel, TrainerExternal)
+		}
+		n.layout = l
+		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, 4*int64(l.Total()), 0, spec.Shards, spec.Precision())
+		return nil
+	}
 	be, err := cudaops.NewBackend(n.cfg.Backend)
 	if err != nil {
 		return err
@@ -301,8 +357,9 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	if n.model, err = cudaops.NewModel(spec.Model, cudaops.ModelOptions{Backend: be, Workers: n.cfg.Threads}); err != nil {
 		return err
 	}
+	n.layout = n.model.Layout()
 	modelBytes := 4 * int64(n.model.NumParams())
-	if !n.cfg.Train {
+	if !n.cfg.Train || n.cfg.externalTrainer() {
 		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, 0, spec.Shards, spec.Precision())
 		return nil
 	}
@@ -327,43 +384,6 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	return nil
 }
 
-// newWorker builds the worker room for spec: the Go model's compute, with
-// the lab's emulation around it when --slowdown, --compute-delay or the
-// fault poison ask for it, and with local rounds (--local-steps > 1) the
-// inner optimizer's rounds around that (each step emulated on its own).
-func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
-	mc, err := worker.NewModelCompute(n.model, n.train, n.id, spec.BatchSize, spec.Seed, spec.Balance)
-	if err != nil {
-		return nil, err
-	}
-	comp := worker.Emulate(mc, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize,
-		NaNEvery: n.cfg.FaultNaNEvery})
-	if spec.Rounds() {
-		in := spec.Inner()
-		if comp, err = worker.LocalRounds(comp, worker.InnerOptimizer{Kind: in.Kind, LR: in.LR}); err != nil {
-			return nil, err
-		}
-	}
-	slack := int64(0)
-	if p, err := spec.Policy(); err == nil && !spec.Rounds() {
-		// A kept slice may miss s_L iterations (node/worker/pull.go). Not
-		// with local rounds: a worker that kept its slices would start its
-		// next round from the θ its last round started from, without that
-		// round's own H steps; every OK of a round carries the slices.
-		slack = p.SL
-	}
-	m := n.metrics
-	return worker.New(worker.Deps{
-		ID:        n.id,
-		Compute:   comp,
-		Transport: n.tr, Members: n.members, Candidates: n.shards.Candidates, Alive: n.isMember,
-		Observer: n.obs, Event: n.events.Add, DataPath: n.shards.DataPath, Logger: n.log,
-		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
-			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
-	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, LocalSteps: spec.Steps(), Precision: spec.Precision(), Pipeline: spec.Pipeline,
-		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown})
-}
-
 // newShards builds the shard manager room for spec.
 func (n *Node) newShards(spec JobSpec) *shards.Manager {
 	return shards.New(shards.Deps{ID: n.id, Replicas: n.replicas, Members: n.members, Observer: n.obs, Event: n.events.Add,
@@ -377,9 +397,12 @@ func (n *Node) newShards(spec JobSpec) *shards.Manager {
 			if n.initTheta != nil {
 				return n.initTheta
 			}
+			if n.model == nil { // an external job: θ₀ came with its layout
+				return make([]float32, n.layout.Total())
+			}
 			return n.model.Init(spec.Seed)
 		},
-	}, shards.Config{NumParams: n.model.NumParams(), Shards: spec.Shards, Replication: spec.Replication,
+	}, shards.Config{NumParams: n.layout.Total(), Shards: spec.Shards, Replication: spec.Replication,
 		Spec: shardapi.Spec{Policy: spec.PolicyText(), Optimizer: spec.ShardOptimizer(), OutlierFactor: spec.OutlierFactor,
 			BalanceBase: spec.BalanceBase(), Batch: spec.RoundSamples(), Precision: spec.Precision(), Pipeline: spec.Pipeline,
 			Outer: spec.Outer()}})
@@ -395,5 +418,5 @@ func (n *Node) evalJob() (eval.Job, bool) {
 		return eval.Job{}, false
 	}
 	b, _ := json.Marshal(spec)
-	return eval.Job{Model: n.model, Bounds: shards.Bounds(), Candidates: shards.Candidates, Name: spec.Model, Dataset: spec.Dataset, Spec: b}, true
+	return eval.Job{Layout: n.layout, Bounds: shards.Bounds(), Candidates: shards.Candidates, Name: spec.Model, Dataset: spec.Dataset, Spec: b}, true
 }

@@ -16,7 +16,11 @@ func New(d Deps, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := newWorker(d, cfg, clients)
-	w.theta = make([]float32, d.Compute.NumParams())
+	if th := thetaOf(d.Compute); len(th) == d.Compute.NumParams() {
+		w.theta = th // where the compute reads it: no copy per gradient
+	} else {
+		w.theta = make([]float32, d.Compute.NumParams())
+	}
 	w.encs[0] = w.newEncoders()
 	return w, nil
 }
@@ -141,7 +145,9 @@ func (w *Worker) Run(ctx context.Context) {
 			loss, grad, err = w.gradient(ctx, 0, batch, push)
 		}
 		if err != nil {
-			w.fail(err)
+			if ctx.Err() == nil { // a compute that waits (an external trainer) returns when ctx ends: no failure
+				w.fail(err)
+			}
 			return
 		}
 		compute := time.Since(start)
@@ -169,7 +175,9 @@ func (w *Worker) Run(ctx context.Context) {
 				start := time.Now()
 				rest, g, err := w.gradient(ctx, ahead, batch, push)
 				if err != nil {
-					w.fail(err)
+					if ctx.Err() == nil {
+						w.fail(err)
+					}
 					return
 				}
 				grad = g

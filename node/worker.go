@@ -1,0 +1,59 @@
+package node
+
+import (
+	"dsspmesh/node/worker"
+)
+
+// newWorker builds the worker room for spec on the built-in Go model's
+// compute, with local rounds (--local-steps > 1) run by the inner
+// optimizer around it (worker.LocalRounds, each step emulated on its own).
+func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
+	mc, err := worker.NewModelCompute(n.model, n.train, n.id, spec.BatchSize, spec.Seed, spec.Balance)
+	if err != nil {
+		return nil, err
+	}
+	comp := n.emulate(spec, mc)
+	if spec.Rounds() {
+		in := spec.Inner()
+		if comp, err = worker.LocalRounds(comp, worker.InnerOptimizer{Kind: in.Kind, LR: in.LR}); err != nil {
+			return nil, err
+		}
+	}
+	return n.newWorkerOn(spec, comp)
+}
+
+// newExternalWorker builds the worker room for spec on an attached
+// trainer (node/trainer.External), which runs a round's inner steps
+// itself (the trainer protocol's local_steps).
+func (n *Node) newExternalWorker(spec JobSpec, comp worker.Compute) (*worker.Worker, error) {
+	return n.newWorkerOn(spec, n.emulate(spec, comp))
+}
+
+// emulate wraps comp in the lab's emulation when --slowdown,
+// --compute-delay or the fault poison ask for it.
+func (n *Node) emulate(spec JobSpec, comp worker.Compute) worker.Compute {
+	return worker.Emulate(comp, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize,
+		NaNEvery: n.cfg.FaultNaNEvery})
+}
+
+// newWorkerOn builds the worker room for spec on comp.
+func (n *Node) newWorkerOn(spec JobSpec, comp worker.Compute) (*worker.Worker, error) {
+	slack := int64(0)
+	if p, err := spec.Policy(); err == nil && !spec.Rounds() {
+		// A kept slice may miss s_L iterations (node/worker/pull.go). Not
+		// with local rounds: a worker that kept its slices would start its
+		// next round from the θ its last round started from, without that
+		// round's own H steps; every OK of a round carries the slices.
+		slack = p.SL
+	}
+	m := n.metrics
+	return worker.New(worker.Deps{
+		ID:        n.id,
+		Compute:   comp,
+		Transport: n.tr, Members: n.members, Candidates: n.shards.Candidates, Alive: n.isMember,
+		Observer: n.obs, Event: n.events.Add, DataPath: n.shards.DataPath, Logger: n.log,
+		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
+			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
+	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, LocalSteps: spec.Steps(), Precision: spec.Precision(), Pipeline: spec.Pipeline,
+		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown})
+}
