@@ -20,13 +20,6 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// identityLanded flips the impersonation cases: false, they assert
-// today's behaviour (a key holder mints a certificate for another node's
-// id and is taken as that node: issue 37's item 5, not defended on this
-// build); true once self-certifying node ids are merged, they assert the
-// refusal.
-const identityLanded = true
-
 // hostileCase is one attack of issue 37 by a member that holds the mesh
 // key. run attacks the mesh and returns what the attack achieved against
 // the mesh's state (empty: nothing, the mesh refused it and trains on).
@@ -35,8 +28,8 @@ type hostileCase struct {
 	// fixed: the attack succeeded on the build before issue 37's fixes
 	// (39e1909); false for attacks refused before too (garbage frames).
 	fixed bool
-	// identity: impersonation under a minted certificate, refused only
-	// once identityLanded.
+	// identity: impersonation under a minted certificate, refused since
+	// node ids are self-certifying.
 	identity bool
 	run      func(t *testing.T, c *Cluster, h *Hostile) []string
 }
@@ -79,16 +72,11 @@ func TestHostileMember(t *testing.T) {
 			}
 			got := tc.run(t, c, h)
 			what := strings.Join(got, "; ")
-			refusedNow := !tc.identity || identityLanded
 			switch {
-			case old == "" && refusedNow && len(got) > 0:
+			case old == "" && len(got) > 0:
 				t.Fatalf("attack succeeded: %s", what)
-			case old == "" && refusedNow:
-				t.Logf("refused; the mesh trains on")
-			case old == "" && len(got) == 0:
-				t.Fatalf("impersonation refused, but identityLanded is false: flip it")
 			case old == "":
-				t.Logf("attack succeeded, as expected until self-certifying ids land (issue 37): %s", what)
+				t.Logf("refused; the mesh trains on")
 			case len(got) > 0:
 				t.Logf("attack succeeded on %s: %s", old, what)
 			case tc.fixed || tc.identity:
