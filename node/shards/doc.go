@@ -28,13 +28,11 @@
 // configuration and from the peers placement assigns to its shard
 // (ReplicaHooks.AllowRaftPeer). A leader outside the placement therefore
 // hands its leadership to a voter in it before it changes the
-// configuration (shard.Replica.Reconcile): a replica placed here again
-// after it was cut off or stopped may hold a configuration from before
-// that leader joined, knows it in neither, and refuses it; a leader in
-// the placement is let in by every replica placed. (A leader outside the
-// placement that added such a replica waited for its catch-up for ever:
-// the fault suite's long tier stalled 4 minutes, until every node was
-// restarted.)
+// configuration (shard.Replica.Reconcile): a replica placed again after
+// its node was cut off or stopped may hold a configuration from before
+// that leader joined, knows the leader in neither, and refuses it, so a
+// leader outside the placement that adds it waits for its catch-up for
+// ever; a leader in the placement is let in by every replica placed.
 //
 // Placement (placement.go) is mesh.PlaceAll over the live members, cached
 // until they change. Every 300 ms [Manager.Run] starts the replicas placed
