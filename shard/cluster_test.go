@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ type cluster struct {
 	logs map[mesh.NodeID]*appliedLog
 
 	clients int
+	// placement, if set, is the replicas the cluster vouches for (as a
+	// node's placement does); nil vouches for every live replica.
+	placement []mesh.NodeID
 }
 
 // appliedLog records what one replica's FSM applied, in order.
@@ -121,6 +125,9 @@ func (c *cluster) resolve(id mesh.NodeID) (string, error) { return string(id), n
 func (c *cluster) placed(id mesh.NodeID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.placement != nil {
+		return slices.Contains(c.placement, id)
+	}
 	_, ok := c.trs[id]
 	return ok
 }

@@ -65,7 +65,11 @@
 //   - [Replica.Read] and [shardapi.Client.ReadInto]: a linearizable read of the shard's
 //     parameters and clocks (see Reads).
 //   - [Replica.Reconcile]: moves the raft configuration toward a desired
-//     replica set, one change at a time, adding before removing.
+//     replica set, one change at a time, adding before removing; a leader
+//     outside the set first hands its leadership to a voter inside it
+//     (a replica whose configuration is stale lets in only the members of
+//     that configuration and the peers Deps.AllowRaftPeer vouches for, so
+//     it may never hear a leader outside the set).
 //
 // # Pushes, exactly once
 //

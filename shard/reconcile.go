@@ -16,11 +16,20 @@ import (
 // desired (the placement's replica set): first it adds a missing replica —
 // as a non-voter, waits until that replica has applied everything the
 // leader had applied when it began, then promotes it to voter — and only
-// when none is missing it removes one replica that should go (itself
-// last; raft then hands leadership over). It returns done when the voters
-// equal desired. Leader only (*NotLeaderError otherwise); one call at a
-// time (ErrReconfigActive), and raft itself allows one change in flight.
-// Call it again after each step, and whenever membership changes.
+// when none is missing it removes one replica that should go. It returns
+// done when the voters equal desired. Leader only (*NotLeaderError
+// otherwise); one call at a time (ErrReconfigActive), and raft itself
+// allows one change in flight. Call it again after each step, and
+// whenever membership changes.
+//
+// A leader that is not in desired first hands its leadership to a voter
+// that is (handOver), and changes nothing itself: the replicas desired
+// may refuse raft streams from a peer outside both their latest
+// configuration and desired (Deps.AllowRaftPeer), and a replica whose
+// configuration is stale — one that was cut off, or stopped, while the
+// leader joined — knows the leader in neither, so a leader outside
+// desired could add it but never reach it, and waited for its catch-up
+// for ever. A leader in desired is let in by every replica desired.
 func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bool, err error) {
 	if !r.IsLeader() {
 		return false, r.notLeader()
@@ -38,6 +47,11 @@ func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bo
 	for _, s := range f.Configuration().Servers {
 		members[mesh.NodeID(s.ID)] = true
 		voters[mesh.NodeID(s.ID)] = s.Suffrage == raft.Voter
+	}
+	if !slices.Contains(desired, r.cfg.ID) {
+		if r.handOver(desired, voters) {
+			return false, nil
+		}
 	}
 	for _, id := range desired {
 		if voters[id] {
@@ -77,6 +91,29 @@ func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bo
 		return false, fmt.Errorf("shard %d: remove %s: %w", r.cfg.Shard, victim, err)
 	}
 	return len(extra) == 1 && allVoters(voters, desired), nil
+}
+
+// handOver transfers this leader's leadership to a voter in desired, the
+// first that takes it, trying them in desired's order; it reports whether
+// one did. A voter that cannot take it (unreachable, or not caught up
+// within raft's transfer timeout) is skipped; when none can, the caller
+// reconfigures from here as before rather than not at all.
+func (r *Replica) handOver(desired []mesh.NodeID, voters map[mesh.NodeID]bool) bool {
+	for _, id := range desired {
+		if id == r.cfg.ID || !voters[id] {
+			continue
+		}
+		r.log.Info("this leader is not among the replicas desired; handing leadership to one that is before reconfiguring", "to", id)
+		err := r.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(id)).Error()
+		if err == nil {
+			return true
+		}
+		r.log.Warn("leadership hand-over before reconfiguring failed", "to", id, "err", err)
+		if !r.IsLeader() {
+			return true // leadership moved all the same; the new leader goes on
+		}
+	}
+	return false
 }
 
 func sameSet(members map[mesh.NodeID]bool, desired []mesh.NodeID) bool {

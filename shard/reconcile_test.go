@@ -70,3 +70,88 @@ func configVoters(t *testing.T, r *Replica) []mesh.NodeID {
 	slices.Sort(c.Voters)
 	return c.Voters
 }
+
+// TestReconcileLeaderOutsideDesiredHandsOverFirst is the fault suite's
+// stranded replica (long tier, seed 13): n3 is cut off while n4 joins the
+// shard, n3 leaves its configuration and n4 comes to lead it; the cut
+// heals with n3's configuration still {n1, n2, n3}, and placement is again
+// {n1, n2, n3}. n3 refuses raft streams from n4 — in neither its
+// configuration nor placement — so a leader n4 that adds n3 itself waits
+// for a catch-up that never comes, step after step (the mesh stayed so
+// for 4 minutes, until every node was restarted). The leader outside
+// desired hands leadership to a voter in it first; that one reaches n3,
+// and the shard ends on {n1, n2, n3}.
+func TestReconcileLeaderOutsideDesiredHandsOverFirst(t *testing.T) {
+	const n = 16
+	c := newCluster(t, 7)
+	c.cfg = func(id mesh.NodeID) Config {
+		// No election but those the test makes: a leader changing by
+		// itself under load would hide the stranding.
+		cfg := fastConfig(7, id)
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+		return cfg
+	}
+	ids := nodeIDs(4)
+	n1, n2, n3, n4 := ids[0], ids[1], ids[2], ids[3]
+	spec := shardapi.Spec{Shard: 7, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
+	c.boot(ids[:3], spec, make([]float32, n))
+	runWorkers(t, c, ids[:3], []clock.WorkerID{"a", "b"}, 5, n, nil)
+
+	// n3 is cut off; placement becomes {n1, n2, n4}, and n4 leads.
+	c.net.Partition([]mesh.NodeID{n3}, []mesh.NodeID{n1, n2, n4, "a", "b"})
+	c.start(n4)
+	moved := []mesh.NodeID{n1, n2, n4}
+	reconcileUntil(t, c, n3, moved, 10, 5*time.Second)
+	runWorkers(t, c, moved, []clock.WorkerID{"a", "b"}, 10, n, nil)
+	if l := c.waitLeader(n3); l.cfg.ID != n4 {
+		if err := l.TransferLeadership(n4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitFor(10*time.Second, "n4 leads", func() bool { return c.replica(n4).IsLeader() })
+
+	// The cut heals, placement is {n1, n2, n3} again, and n3 knows n4 in
+	// neither.
+	back := []mesh.NodeID{n1, n2, n3}
+	c.mu.Lock()
+	c.placement = back
+	c.mu.Unlock()
+	c.net.Heal()
+	if got := configVoters(t, c.replica(n3)); !slices.Equal(got, back) {
+		t.Fatalf("n3 healed with voters %v, want its old configuration %v", got, back)
+	}
+
+	reconcileUntil(t, c, "", back, 5, 2*time.Second)
+	if got := configVoters(t, c.waitLeader("")); !slices.Equal(got, back) {
+		t.Fatalf("voters %v, want %v", got, back)
+	}
+	c.kill(n4)
+	runWorkers(t, c, back, []clock.WorkerID{"a", "b"}, 20, n, nil)
+	c.waitSame()
+	if st := c.replica(n3).Status(); st.Pushes != 40 {
+		t.Fatalf("n3 applied %d pushes, want 40", st.Pushes)
+	}
+}
+
+// reconcileUntil calls Reconcile toward desired on the current leader
+// (other than not, a replica cut off that may think it still leads), at
+// most steps times with each step bounded by per, until it reports done.
+func reconcileUntil(t *testing.T, c *cluster, not mesh.NodeID, desired []mesh.NodeID, steps int, per time.Duration) {
+	t.Helper()
+	var last error
+	for step := 0; step < steps; step++ {
+		l := c.waitLeader(not)
+		ctx, cancel := context.WithTimeout(context.Background(), per)
+		done, err := l.Reconcile(ctx, desired)
+		cancel()
+		if err != nil {
+			last = err
+			t.Logf("step %d on %s: %v", step, l.cfg.ID, err)
+			continue
+		}
+		if done {
+			return
+		}
+	}
+	t.Fatalf("reconcile toward %v did not converge in %d steps (last error: %v)", desired, steps, last)
+}

@@ -24,6 +24,16 @@
 // file, the problem and the remedy), and tried again each round, so it
 // starts once the operator has removed the shard folder.
 //
+// A replica's raft streams are let in from the members of its latest
+// configuration and from the peers placement assigns to its shard
+// (ReplicaHooks.AllowRaftPeer). A leader outside the placement therefore
+// hands its leadership to a voter in it before it changes the
+// configuration (shard.Replica.Reconcile): a replica placed again after
+// its node was cut off or stopped may hold a configuration from before
+// that leader joined, knows the leader in neither, and refuses it, so a
+// leader outside the placement that adds it waits for its catch-up for
+// ever; a leader in the placement is let in by every replica placed.
+//
 // Placement (placement.go) is mesh.PlaceAll over the live members, cached
 // until they change. Every 300 ms [Manager.Run] starts the replicas placed
 // here, and on each shard this node leads removes gone workers, starts one

@@ -25,7 +25,8 @@ import (
 // Manager runs this node's replicas and follows placement: it starts a
 // replica for every shard placed here (or with state on disk), has the
 // leader of each shard move the Raft configuration toward the placement one
-// change at a time (add before remove) and remove workers that left the
+// change at a time (add before remove; a leader outside the placement
+// hands its leadership to a placed voter first) and remove workers that left the
 // membership from the clock table, and shuts down replicas the leader has
 // removed.
 type Manager struct {
