@@ -5,21 +5,26 @@ import (
 )
 
 // newWorker builds the worker room for spec on the built-in Go model's
-// compute, with local rounds (--local-steps > 1) run by the inner
-// optimizer around it (worker.LocalRounds, each step emulated on its own).
+// compute, with the lab's emulation, and with local rounds (--local-steps
+// > 1) run by the inner optimizer around it (worker.LocalRounds).
 func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
 	mc, err := worker.NewModelCompute(n.model, n.train, n.id, spec.BatchSize, spec.Seed, spec.Balance)
 	if err != nil {
 		return nil, err
 	}
-	comp := n.emulate(spec, mc)
-	if spec.Rounds() {
-		in := spec.Inner()
-		if comp, err = worker.LocalRounds(comp, worker.InnerOptimizer{Kind: in.Kind, LR: in.LR}); err != nil {
-			return nil, err
-		}
+	if !spec.Rounds() {
+		return n.newWorkerOn(spec, n.emulate(spec, mc))
 	}
-	return n.newWorkerOn(spec, comp)
+	// Each inner step is stretched on its own; the fault poison makes a
+	// round's pseudo-gradient NaN (every --fault-nan-every-th push, as
+	// without rounds), not every round with one poisoned step in it.
+	in := spec.Inner()
+	stretched := worker.Emulate(mc, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize})
+	comp, err := worker.LocalRounds(stretched, worker.InnerOptimizer{Kind: in.Kind, LR: in.LR})
+	if err != nil {
+		return nil, err
+	}
+	return n.newWorkerOn(spec, worker.Emulate(comp, worker.Emulation{NaNEvery: n.cfg.FaultNaNEvery}))
 }
 
 // newExternalWorker builds the worker room for spec on an attached
