@@ -92,6 +92,7 @@ class Mesh:
         self._eval_fn = None
         self._own = None  # (Order, cursor) of the pos < 0 reading
         self.evaluations = 0
+        self.compute_at = 0.0  # perf_counter() when the current compute arrived
 
     # -- attaching --------------------------------------------------------
 
@@ -238,6 +239,7 @@ class Mesh:
             msg = protocol.recv(self.sock)
             op = msg["op"]
             if op == "compute":
+                self.compute_at = time.perf_counter()
                 c = Compute(msg)
                 self.current, self.steps_done = c, 0
                 self.round_id += 1
@@ -257,11 +259,15 @@ class Mesh:
             else:
                 raise ProtocolError("unexpected %r while waiting for compute" % op)
 
-    def send_update(self, it, loss, samples):
-        """Tells the node the update region holds round it's update."""
-        msg = {"op": "update", "iter": int(it), "samples": int(samples)}
-        if loss is not None and np.isfinite(loss):
-            msg["loss"] = float(loss)
+    def send_update(self, it, loss, samples, compute_s=None):
+        """Tells the node the update region holds round it's update: loss the
+        round's mean loss (0 when the loop gave none; null when not finite),
+        compute_s the trainer's own time for the round, which the node
+        subtracts from its round trip to tell the bridge's cost."""
+        loss = 0.0 if loss is None else float(loss)
+        msg = {"op": "update", "iter": int(it), "loss": loss if np.isfinite(loss) else None, "samples": int(samples)}
+        if compute_s is not None:
+            msg["compute_s"] = round(float(compute_s), 9)
         protocol.send(self.sock, msg)
 
     # -- evaluation -------------------------------------------------------
@@ -292,9 +298,10 @@ class Mesh:
                     res = tuple(res)
                     acc, loss = res[0], res[1]
                     n = res[2] if len(res) > 2 else 0
-                reply.update(accuracy=float(acc), loss=float(loss), samples=int(n))
-                if not (np.isfinite(reply["accuracy"]) and np.isfinite(reply["loss"])):
-                    reply.update(accuracy=0.0, loss=0.0, samples=0, error="evaluation gave a non-finite value: accuracy %r, loss %r" % (acc, loss))
+                loss = float(loss)
+                reply.update(accuracy=float(acc), loss=loss if np.isfinite(loss) else None, samples=int(n))
+                if not 0.0 <= reply["accuracy"] <= 1.0:
+                    reply.update(accuracy=0.0, samples=0, error="evaluation gave accuracy %r, outside [0, 1]" % (acc,))
             except Exception as e:  # the user's code: report it, keep training
                 traceback.print_exc(file=sys.stderr)
                 reply.update(accuracy=0.0, loss=0.0, samples=0, error="evaluation raised %s: %s" % (type(e).__name__, e))

@@ -66,6 +66,7 @@ class Optimizer:
         self.stats = Stats()
         self._loss_sum = 0.0
         self._loss_n = 0
+        self._bridge_at_compute = 0.0
         if mesh._trainer is not None and mesh._trainer is not self:
             raise DsspError("the mesh already has an Optimizer")
         if mesh.welcome is None:
@@ -100,6 +101,7 @@ class Optimizer:
             m.send_init_params()
 
     def _load_theta(self):
+        self._bridge_at_compute = self.stats.bridge_s
         t0 = time.perf_counter()
         with torch.no_grad():
             for p, t in zip(self.params, self._theta):
@@ -176,7 +178,8 @@ class Optimizer:
         loss = self._loss_sum / self._loss_n if self._loss_n else None
         self._loss_sum, self._loss_n = 0.0, 0
         t0 = time.perf_counter()
-        m.send_update(c.iter, loss, c.samples)
+        own = t0 - m.compute_at - (self.stats.bridge_s - self._bridge_at_compute)
+        m.send_update(c.iter, loss, c.samples, compute_s=max(0.0, own))
         self.stats.bridge_s += time.perf_counter() - t0
         self.stats.rounds += 1
         self.stats.samples += c.samples

@@ -138,7 +138,7 @@ class OptimizerTest(unittest.TestCase):
         got = {}
 
         def script(n):
-            n.compute(0, np.zeros(P, np.float32), pos=-1)
+            got["update"] = n.compute(0, np.zeros(P, np.float32), pos=-1)[0]
             got["eval"] = n.evaluate(11, snap)
             n.compute(1, theta1, pos=-1)
             n.send({"op": "stop", "reason": "done"})
@@ -167,6 +167,9 @@ class OptimizerTest(unittest.TestCase):
         self.assertTrue(model.training)  # and put back
         np.testing.assert_array_equal(thetas[1], theta1)
         self.assertEqual(got["eval"], {"op": "evaluated", "seq": 11, "accuracy": 0.875, "loss": 0.5, "samples": 100})
+        # step() without a loss: the node's check wants a finite one
+        self.assertEqual(got["update"]["loss"], 0.0)
+        self.assertGreaterEqual(got["update"]["compute_s"], 0.0)
 
     def test_send_init_writes_the_models_parameters(self):
         node = self.node(send_init=True)
