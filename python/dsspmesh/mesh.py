@@ -47,15 +47,24 @@ class Compute:
             self.iter, self.batch, self.pos, self.local_steps, self.lo, self.hi)
 
 
+def _tensor_named(text):
+    """The tensor a layout-mismatch message names: the node's messages read
+    "layout mismatch at tensor I NAME: shape ...", "... at tensor I: NAME
+    [..] in the job, ...", "... at tensor I: the job has I tensors, the
+    trainer has more (NAME [..])"; a quoted "NAME" otherwise."""
+    for pat in (r"at tensor \d+ ([^\s:]+):", r"the trainer has more \((\S+)",
+                r"at tensor \d+: (\S+) ", r'"([^"]+)"'):
+        m = re.search(pat, text)
+        if m:
+            return m.group(1)
+    return None
+
+
 def _error_from(msg):
     code = msg.get("code", "")
     text = "node refused the trainer (%s): %s" % (code, msg.get("message", ""))
     if code == "layout-mismatch":
-        tensor = msg.get("tensor")
-        if not tensor:
-            m = re.search(r'"([^"]+)"', msg.get("message", "")) or re.search(r"tensor (\S+)", msg.get("message", ""))
-            tensor = m.group(1).strip(",:;") if m else None
-        return LayoutRefused(text, tensor=tensor)
+        return LayoutRefused(text, tensor=msg.get("tensor") or _tensor_named(msg.get("message", "")))
     if code in ("job-mismatch", "not-external", "version"):
         return JobMismatch(text, code=code)
     if code == "busy":

@@ -106,6 +106,16 @@ class Attach(unittest.TestCase):
         self.assertEqual(cm.exception.tensor, "fc1.weight")
         self.assertIn("fc1.weight", str(cm.exception))
 
+    def test_tensor_named_in_the_nodes_messages(self):
+        from dsspmesh.mesh import _tensor_named
+        for text, want in (
+                ("layout mismatch at tensor 2 fc2.weight: shape [2 4] in the job, [3 4] in the trainer", "fc2.weight"),
+                ("layout mismatch at tensor 1: fc1.bias [256] in the job, fc9.w [3] in the trainer", "fc1.bias"),
+                ("layout mismatch at tensor 6: the job has 6 tensors, the trainer has more (extra.w [3])", "extra.w"),
+                ("layout mismatch at tensor 5: fc3.bias [10] in the job, missing in the trainer (it has 5 tensors)", "fc3.bias"),
+                ('tensor "a.b" differs', "a.b")):
+            self.assertEqual(_tensor_named(text), want, text)
+
     def test_refusal_codes_are_typed(self):
         for code, cls in (("job-mismatch", dsspmesh.JobMismatch), ("not-external", dsspmesh.JobMismatch),
                           ("version", dsspmesh.JobMismatch), ("busy", dsspmesh.Busy),
