@@ -19,6 +19,8 @@ Start a node first (dssp node --trainer external --model external ...),
 or let `dssp up --trainer 'python3 examples/pytorch/mnist_mlp.py'` start one
 per node. The node chosen as evaluator calls evaluate() on the test set;
 the accuracy it reports is what /status and the dashboard show.
+`mnist_mlp.py --evaluate model.safetensors` loads an exported file into the
+PyTorch model and prints its test accuracy beside the one the mesh reported.
 
 MNIST comes from --data, else $DSSP_DATA, else the GoMNIST module's data
 folder in the Go module cache (where `go build` of dssp puts it).
@@ -26,6 +28,7 @@ Run from the repository (PYTHONPATH=python) or after `pip install ./python`.
 """
 import argparse
 import gzip
+import json
 import os
 import struct
 import subprocess
@@ -128,9 +131,19 @@ def main():
     ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     ap.add_argument("--reconnect", type=float, default=0, help="seconds to wait for the node to come back after it died (0: exit)")
     ap.add_argument("--log-every", type=float, default=10, help="seconds between progress lines")
+    ap.add_argument("--evaluate", metavar="FILE", help="load FILE (dssp export's safetensors) into the model, print its test accuracy and the accuracy in its metadata as JSON, and exit")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
+    if args.evaluate:
+        state, meta = dsspmesh.safetensors.load(args.evaluate, metadata=True)
+        model = MLP()
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+        model.eval()
+        _, _, Xt, Yt = load_mnist(mnist_dir(args.data))
+        acc, loss, n = evaluate(model, Xt, Yt)
+        print(json.dumps({"accuracy": acc, "loss": loss, "samples": n, "reported": float(meta["accuracy"]) if "accuracy" in meta else None}))
+        return
 
     X, Y, Xt, Yt = (t.to(dev) for t in load_mnist(mnist_dir(args.data)))
     model = MLP().to(dev)
