@@ -47,6 +47,7 @@ var mayImport = map[string][]string{
 	"node/status":             {"node/records", "node/job", "mesh", "shardapi"},
 	"node/eval":               {"node/records", "clock", "cudaops", "mesh", "modelfile", "shardapi"},
 	"node/join":               {"mesh"},
+	"node/trainer":            {"node/job", "cudaops"},
 	"node/datadir":            {"node/job", "mesh"},
 	"node":                    {"node/job", "node/join", "node/datadir", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},

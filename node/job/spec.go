@@ -89,6 +89,14 @@ type Spec struct {
 	// shards keep fp32 master weights. Empty, in a spec persisted by an
 	// older build, means fp32.
 	WirePrecision string `json:"wire_precision,omitempty"`
+
+	// Layout is, for Model "external" (ExternalModel), the parameter layout
+	// of the trainers' model in FormatLayout's text form: fixed on the
+	// bootstrap node by its first trainer or by InitFrom's tensors, then
+	// adopted by every joiner; a trainer presenting another is refused.
+	// Empty for a built-in model, and on the bootstrap node until the
+	// layout is known (a spec served or persisted always has it).
+	Layout string `json:"layout,omitempty"`
 }
 
 // DefaultPipelineFresh is Spec.PipelineFresh's default: half of each
@@ -166,10 +174,16 @@ func (s Spec) ShardOptimizer() shardapi.Optimizer {
 
 // Validate names the first bad value.
 func (s Spec) Validate() error {
-	if !slices.Contains(cudaops.ModelNames(), s.Model) {
-		return fmt.Errorf("--model %q unknown (known: %s)", s.Model, strings.Join(cudaops.ModelNames(), ", "))
+	if s.External() {
+		if err := checkExternal(s); err != nil {
+			return err
+		}
+	} else if !slices.Contains(cudaops.ModelNames(), s.Model) {
+		return fmt.Errorf("--model %q unknown (known: %s, %s)", s.Model, strings.Join(cudaops.ModelNames(), ", "), ExternalModel)
+	} else if s.Layout != "" {
+		return fmt.Errorf("job spec: a layout is for --model %s only (model %s)", ExternalModel, s.Model)
 	}
-	if !slices.Contains(cudaops.DatasetNames(), s.Dataset) {
+	if !s.External() && !slices.Contains(cudaops.DatasetNames(), s.Dataset) {
 		return fmt.Errorf("--dataset %q unknown (known: %s)", s.Dataset, strings.Join(cudaops.DatasetNames(), ", "))
 	}
 	switch s.Paradigm {
@@ -246,6 +260,20 @@ func (s Spec) ReplicationWarning() string {
 		"and their state lives on that node only; use 3 to survive one failure"
 }
 
+// checkExternal checks an external job's layout (when known) and its
+// dataset, which only names the data for the trainers: a short token.
+func checkExternal(s Spec) error {
+	if s.Layout != "" {
+		if _, err := ParseLayout(s.Layout); err != nil {
+			return fmt.Errorf("job spec: %w", err)
+		}
+	}
+	if s.Dataset == "" || len(s.Dataset) > 64 || strings.ContainsFunc(s.Dataset, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Errorf("--dataset %q: for --model %s a name of 1 to 64 characters without spaces", s.Dataset, ExternalModel)
+	}
+	return nil
+}
+
 func checkPipelineFresh(f float64) error {
 	if math.IsNaN(f) || f < 0 || f >= 1 {
 		return fmt.Errorf("--pipeline-fresh %v: must be in [0, 1) (0: the whole batch computed while the push is in flight)", f)
@@ -293,7 +321,7 @@ var specFlags = []struct {
 
 // BindFlags registers the spec's flags on fs with s's values as defaults.
 func (s *Spec) BindFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&s.Model, "model", s.Model, "job: model, one of "+strings.Join(cudaops.ModelNames(), ", "))
+	fs.StringVar(&s.Model, "model", s.Model, "job: model, one of "+strings.Join(cudaops.ModelNames(), ", ")+", or external (a trainer process attached to the node's trainer socket computes; its layout becomes the job's)")
 	fs.StringVar(&s.Dataset, "dataset", s.Dataset, "job: dataset, one of "+strings.Join(cudaops.DatasetNames(), ", "))
 	fs.StringVar(&s.Paradigm, "paradigm", s.Paradigm, "job: synchronization paradigm: bsp, asp, ssp, dssp (bounded by s_L+r_max) or dssp-paper (the paper's unbounded reading)")
 	fs.Int64Var(&s.SLower, "s-lower", s.SLower, "job: staleness s for ssp, lower bound s_L for dssp")
@@ -372,6 +400,13 @@ func (s Spec) WithShards(numParams int) Spec {
 func ResolveShards(s Spec) (Spec, error) {
 	if s.Shards != 0 {
 		return s, nil
+	}
+	if s.External() {
+		l, err := s.ParsedLayout()
+		if err != nil || l == nil {
+			return s, fmt.Errorf("--shards 0 needs the model's size: the %s layout is not known yet (%v)", ExternalModel, err)
+		}
+		return s.WithShards(l.Total()), nil
 	}
 	m, err := cudaops.NewModel(s.Model, cudaops.ModelOptions{Workers: 1})
 	if err != nil {

@@ -1,0 +1,196 @@
+package job
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"dsspmesh/cudaops"
+)
+
+// ExternalModel is the --model of a job whose model lives in an external
+// trainer process (node/trainer): the node holds no model of its own,
+// and the parameter layout is the job's [Spec.Layout].
+const ExternalModel = "external"
+
+// Layout bounds: a layout travels in the job spec (the control channel's
+// msgpack header, at most 64 KiB) and in every snapshot's safetensors
+// header, so its text is bounded well below both.
+const (
+	MaxLayoutTensors = 4096
+	MaxLayoutText    = 48 << 10
+	MaxLayoutName    = 256
+	// MaxLayoutParams bounds the flat vector: 2^31−1 float32 (8 GiB).
+	MaxLayoutParams = 1<<31 - 1
+)
+
+// FormatLayout is l's text form in a spec: "name:d1xd2,…" in flat-vector
+// order ("bias:128", a scalar "temp:"). Offsets are implied by the order.
+func FormatLayout(l cudaops.Layout) string {
+	var b strings.Builder
+	for i, r := range l {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(r.Name)
+		b.WriteByte(':')
+		for j, d := range r.Shape {
+			if j > 0 {
+				b.WriteByte('x')
+			}
+			b.WriteString(strconv.Itoa(d))
+		}
+	}
+	return b.String()
+}
+
+// ParseLayout reads FormatLayout's text and checks it ([CheckLayout]).
+func ParseLayout(s string) (cudaops.Layout, error) {
+	if len(s) > MaxLayoutText {
+		return nil, fmt.Errorf("layout: %d bytes of text, limit %d", len(s), MaxLayoutText)
+	}
+	if s == "" {
+		return nil, fmt.Errorf("layout: empty")
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > MaxLayoutTensors {
+		return nil, fmt.Errorf("layout: %d tensors, limit %d", len(parts), MaxLayoutTensors)
+	}
+	l := make(cudaops.Layout, 0, len(parts))
+	for i, p := range parts {
+		name, dims, ok := strings.Cut(p, ":")
+		if !ok {
+			return nil, fmt.Errorf("layout: tensor %d %q: no ':' before its shape", i, p)
+		}
+		shape := []int{}
+		if dims != "" {
+			for _, d := range strings.Split(dims, "x") {
+				v, err := strconv.Atoi(d)
+				if err != nil {
+					return nil, fmt.Errorf("layout: tensor %d %q: dimension %q: %w", i, name, d, err)
+				}
+				shape = append(shape, v)
+			}
+		}
+		l = append(l, cudaops.Range{Name: name, Shape: shape})
+	}
+	return Place(l)
+}
+
+// Place sets the offsets of l's tensors in order (each after the one
+// before) and checks the result ([CheckLayout]). l is modified.
+func Place(l cudaops.Layout) (cudaops.Layout, error) {
+	off := 0
+	for i := range l {
+		l[i].Offset = off
+		n := 1
+		for _, d := range l[i].Shape {
+			if d <= 0 || d > MaxLayoutParams {
+				return nil, fmt.Errorf("layout: tensor %q: dimension %d outside [1, %d]", l[i].Name, d, MaxLayoutParams)
+			}
+			n *= d
+			if n > MaxLayoutParams {
+				return nil, fmt.Errorf("layout: tensor %q: shape %v holds more than %d parameters", l[i].Name, l[i].Shape, MaxLayoutParams)
+			}
+		}
+		off += n
+		if off > MaxLayoutParams {
+			return nil, fmt.Errorf("layout: more than %d parameters by tensor %q", MaxLayoutParams, l[i].Name)
+		}
+	}
+	return l, CheckLayout(l)
+}
+
+// CheckLayout checks that l is a layout a job can hold: 1 to
+// MaxLayoutTensors tensors, contiguous from offset 0, names non-empty,
+// unique, at most MaxLayoutName bytes of printable characters other than
+// ',' and ':' (the text form's separators), every dimension ≥ 1, and a
+// text form within MaxLayoutText.
+func CheckLayout(l cudaops.Layout) error {
+	if len(l) == 0 || len(l) > MaxLayoutTensors {
+		return fmt.Errorf("layout: %d tensors, want 1 to %d", len(l), MaxLayoutTensors)
+	}
+	seen := make(map[string]bool, len(l))
+	off := 0
+	for i, r := range l {
+		if r.Name == "" || len(r.Name) > MaxLayoutName {
+			return fmt.Errorf("layout: tensor %d: name of %d bytes, want 1 to %d", i, len(r.Name), MaxLayoutName)
+		}
+		for _, c := range r.Name {
+			if c <= ' ' || c == ',' || c == ':' || c == 0x7f {
+				return fmt.Errorf("layout: tensor %d %q: name holds %q (no spaces, control characters, ',' or ':')", i, r.Name, c)
+			}
+		}
+		if seen[r.Name] {
+			return fmt.Errorf("layout: tensor %q named twice", r.Name)
+		}
+		seen[r.Name] = true
+		if r.Offset != off {
+			return fmt.Errorf("layout: tensor %q at offset %d, want %d", r.Name, r.Offset, off)
+		}
+		for _, d := range r.Shape {
+			if d <= 0 {
+				return fmt.Errorf("layout: tensor %q: dimension %d in shape %v", r.Name, d, r.Shape)
+			}
+		}
+		off = r.End()
+	}
+	if n := len(FormatLayout(l)); n > MaxLayoutText {
+		return fmt.Errorf("layout: %d bytes of text, limit %d (shorter names or fewer tensors)", n, MaxLayoutText)
+	}
+	return nil
+}
+
+// LayoutMismatchError is a trainer's layout that differs from the job's:
+// the first tensor that differs, in the job's order.
+type LayoutMismatchError struct {
+	Index        int
+	Name         string // the job's tensor's name ("" when the job has fewer tensors)
+	TrainerName  string // the trainer's ("" when it has fewer)
+	Job, Trainer []int  // the shapes (nil where the tensor is missing)
+}
+
+func (e *LayoutMismatchError) Error() string {
+	switch {
+	case e.Name == "":
+		return fmt.Sprintf("layout mismatch at tensor %d: the job has %d tensors, the trainer has more (%s %v)", e.Index, e.Index, e.TrainerName, e.Trainer)
+	case e.TrainerName == "":
+		return fmt.Sprintf("layout mismatch at tensor %d: %s %v in the job, missing in the trainer (it has %d tensors)", e.Index, e.Name, e.Job, e.Index)
+	case e.Name != e.TrainerName:
+		return fmt.Sprintf("layout mismatch at tensor %d: %s %v in the job, %s %v in the trainer", e.Index, e.Name, e.Job, e.TrainerName, e.Trainer)
+	}
+	return fmt.Sprintf("layout mismatch at tensor %d %s: shape %v in the job, %v in the trainer", e.Index, e.Name, e.Job, e.Trainer)
+}
+
+// CompareLayout returns nil when trainer is job's layout (same names and
+// shapes in the same order), else a *LayoutMismatchError naming the
+// first tensor that differs.
+func CompareLayout(job, trainer cudaops.Layout) error {
+	for i := 0; i < max(len(job), len(trainer)); i++ {
+		e := &LayoutMismatchError{Index: i}
+		if i < len(job) {
+			e.Name, e.Job = job[i].Name, job[i].Shape
+		}
+		if i < len(trainer) {
+			e.TrainerName, e.Trainer = trainer[i].Name, trainer[i].Shape
+		}
+		if e.Name == "" || e.TrainerName == "" || e.Name != e.TrainerName || !slices.Equal(e.Job, e.Trainer) {
+			return e
+		}
+	}
+	return nil
+}
+
+// ParsedLayout is the spec's parameter layout: an external job's (Layout
+// parsed); nil for a built-in model (its layout is the model's) and for
+// an external job whose first trainer has not attached yet.
+func (s Spec) ParsedLayout() (cudaops.Layout, error) {
+	if s.Layout == "" {
+		return nil, nil
+	}
+	return ParseLayout(s.Layout)
+}
+
+// External reports whether the job's model lives in an external trainer.
+func (s Spec) External() bool { return s.Model == ExternalModel }

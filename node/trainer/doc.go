@@ -1,0 +1,48 @@
+// Package trainer is a node's bridge to an external trainer process (a
+// PyTorch training loop, dsspmesh in python/): the Unix socket a trainer
+// attaches to ([Server]), the framing of its messages, the shared-memory
+// file the tensors sit in ([Shm]) and [External], the worker's compute
+// (node/worker.Compute) that asks the attached trainer for each gradient.
+// The node owns the lifecycle around it (node/trainer.go in package node):
+// it starts a worker when a trainer attaches and removes it when the
+// trainer goes.
+//
+// # Protocol (version 1)
+//
+// docs/design.md, "External trainers", has the whole exchange. Every
+// message is a 4-byte little-endian length followed by that many bytes of
+// one JSON object with an "op" ([ReadFrame], [WriteFrame]); a frame over
+// Config.MaxFrame (1 MiB by default) ends the attachment. Tensors never
+// travel on the socket: they sit in a file under /dev/shm (else beside the
+// socket), mode 0600, three regions of 4·P bytes of little-endian float32
+// (P the parameter count): theta (node → trainer), update (trainer →
+// node), eval (node → trainer).
+//
+// A trainer says hello with its layout; the server checks it against the
+// job's through Deps.Admit and answers welcome (or an error with a code:
+// layout-mismatch, version, busy, job-mismatch, not-external, and closes).
+// One trainer is attached at a time. Per iteration the node writes θ into
+// theta and sends compute; the trainer writes its gradient into update
+// and answers update, which is checked (the iteration echoed, a finite
+// loss, samples within the range asked) before the region is handed to
+// the worker: peer input never panics the node and a bad message ends the
+// attachment with a [*ProtocolError].
+//
+// # Copies
+//
+// θ is copied once per gradient into theta (4·P bytes; [Stats] counts the
+// bytes and the time); the gradient is handed to the worker straight from
+// the update region, without a copy. Nothing is allocated per iteration
+// on the node's side but the decoded update message.
+//
+// # Concurrency
+//
+// [Server.Serve] is one goroutine accepting connections; each attachment
+// has one reader goroutine that decodes the trainer's messages. An
+// [External]'s exchanges (Gradient, Evaluate) take its mutex for the whole
+// request and answer, so an evaluate goes only between an update and the
+// next compute; writes to the socket take the write mutex, innermost.
+// [External.Done] is closed when the attachment ends (EOF, a protocol
+// error, [External.Close]); every wait after that returns
+// [ErrTrainerGone].
+package trainer

@@ -1,0 +1,300 @@
+package trainer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrTrainerGone is every wait on an attachment that ended: the trainer
+// closed the socket or died (EOF), sent a bad message, or the node ended
+// it ([External.Close]). [External.Err] says which.
+var ErrTrainerGone = errors.New("trainer: the trainer is gone")
+
+// ProtocolError is a message from a trainer that breaks the protocol; it
+// ends the attachment.
+type ProtocolError struct{ Reason string }
+
+func (e *ProtocolError) Error() string { return "trainer: protocol: " + e.Reason }
+
+// Stats are an attachment's counters, for /status and the bridge's
+// measured cost.
+type Stats struct {
+	PID         int    // the trainer's process id (SO_PEERCRED), 0 if unknown
+	Iterations  uint64 // updates received
+	Evaluations uint64
+	// ThetaBytes is the bytes copied into the theta region, ThetaNanos
+	// the time those copies took.
+	ThetaBytes, ThetaNanos uint64
+	// RoundTripNanos is the time from compute sent to update received;
+	// TrainerNanos the part the trainer reported as its own (compute_s),
+	// when it reports it.
+	RoundTripNanos, TrainerNanos uint64
+}
+
+// External is [node/worker.Compute] through an attached trainer: each
+// Gradient writes θ into the theta region, sends compute and hands the
+// update region to emit once the trainer answered.
+type External struct {
+	conn     *net.UnixConn
+	shm      *Shm
+	pid      int
+	maxFrame int
+	steps    int
+	log      *slog.Logger
+
+	mu    sync.Mutex // one exchange (compute/update, evaluate/evaluated) at a time
+	batch int
+	pos   int64
+	iter  int64
+	seq   uint64
+	// late is a compute whose wait was abandoned (ctx ended): its update,
+	// when it comes, is dropped.
+	late int64
+
+	wmu  sync.Mutex // innermost: one write at a time
+	wbuf []byte
+	out  []byte
+
+	in   chan inMsg
+	done chan struct{}
+	once sync.Once
+	err  error // why it ended, set before done is closed
+
+	iters, evals, thetaBytes, thetaNanos, rtNanos, trainerNanos atomic.Uint64
+}
+
+func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame, steps int, log *slog.Logger) *External {
+	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, steps: steps, log: log,
+		late: -1, in: make(chan inMsg, 1), done: make(chan struct{})}
+	go e.read()
+	return e
+}
+
+// read decodes the trainer's messages until the connection ends. A
+// message nobody asked for (a second one before the first was taken)
+// breaks the protocol.
+func (e *External) read() {
+	var buf []byte
+	for {
+		body, err := ReadFrame(e.conn, buf, e.maxFrame)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				e.end(fmt.Errorf("%w: the socket closed (EOF)", ErrTrainerGone))
+			} else if errors.Is(err, ErrFrameTooLarge) {
+				e.end(&ProtocolError{Reason: err.Error()})
+			} else {
+				e.end(fmt.Errorf("%w: %v", ErrTrainerGone, err))
+			}
+			return
+		}
+		buf = body
+		m, err := decode(body)
+		if err != nil {
+			e.end(err)
+			return
+		}
+		select {
+		case e.in <- m:
+		default:
+			e.end(&ProtocolError{Reason: fmt.Sprintf("unsolicited %q while an earlier message waits", m.Op)})
+			return
+		}
+	}
+}
+
+// end ends the attachment with err (the first one wins) and closes the
+// socket.
+func (e *External) end(err error) {
+	e.once.Do(func() {
+		e.err = err
+		close(e.done)
+		e.conn.Close()
+	})
+}
+
+// Done is closed when the attachment has ended.
+func (e *External) Done() <-chan struct{} { return e.done }
+
+// Err is why the attachment ended; nil while it lasts.
+func (e *External) Err() error {
+	select {
+	case <-e.done:
+		return e.err
+	default:
+		return nil
+	}
+}
+
+// Close sends stop with reason (best effort) and ends the attachment.
+func (e *External) Close(reason string) {
+	select {
+	case <-e.done:
+		return
+	default:
+	}
+	b, _ := json.Marshal(stopMsg{Op: "stop", Reason: reason})
+	e.send(b, time.Second)
+	e.end(fmt.Errorf("%w: stopped by the node (%s)", ErrTrainerGone, reason))
+}
+
+// send writes one frame, bounded by limit.
+func (e *External) send(body []byte, limit time.Duration) error {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.conn.SetWriteDeadline(time.Now().Add(limit))
+	var err error
+	e.wbuf, err = WriteFrame(e.conn, e.wbuf, body)
+	if err != nil {
+		err = fmt.Errorf("%w: write: %v", ErrTrainerGone, err)
+		e.end(err)
+	}
+	return err
+}
+
+// wait returns the trainer's next message, ctx bounding the wait.
+func (e *External) wait(ctx context.Context) (inMsg, error) {
+	for {
+		select {
+		case m := <-e.in:
+			if e.late >= 0 && m.Op == "update" && m.Iter != nil && *m.Iter == e.late {
+				e.late = -1 // the answer to an abandoned compute
+				continue
+			}
+			return m, nil
+		case <-e.done:
+			return inMsg{}, e.gone()
+		case <-ctx.Done():
+			return inMsg{}, ctx.Err()
+		}
+	}
+}
+
+func (e *External) gone() error {
+	if errors.Is(e.err, ErrTrainerGone) {
+		return e.err
+	}
+	return fmt.Errorf("%w: %w", ErrTrainerGone, e.err)
+}
+
+// fail ends the attachment on a protocol error and returns it.
+func (e *External) fail(err error) error {
+	e.log.Warn("trainer: bad message; detaching it", "err", err)
+	e.end(err)
+	return err
+}
+
+// NumParams implements node/worker.Compute.
+func (e *External) NumParams() int { return e.shm.P }
+
+// Next implements node/worker.Compute: the batch the next compute names.
+func (e *External) Next(n int, pos int64) error {
+	if n < 1 {
+		return fmt.Errorf("trainer: batch of %d samples", n)
+	}
+	e.mu.Lock()
+	e.batch, e.pos = n, pos
+	e.mu.Unlock()
+	return nil
+}
+
+// LocalSteps is H of the compute messages (1 = a gradient per compute).
+func (e *External) LocalSteps() int { return e.steps }
+
+// Gradient implements node/worker.Compute: θ into theta, compute, wait
+// for the update (ctx bounds the wait), then the update region to emit
+// in one piece. A trainer gone is an error wrapping [ErrTrainerGone], a
+// bad update a [*ProtocolError] (and the attachment ends).
+func (e *External) Gradient(ctx context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.Err(); err != nil {
+		return 0, e.gone()
+	}
+	if len(theta) != e.shm.P {
+		return 0, fmt.Errorf("trainer: θ of %d parameters, the job has %d", len(theta), e.shm.P)
+	}
+	if lo < 0 || hi <= lo || hi > e.batch {
+		return 0, fmt.Errorf("trainer: samples [%d, %d) of a batch of %d", lo, hi, e.batch)
+	}
+	start := time.Now()
+	copy(e.shm.Region(RegionTheta), theta)
+	e.thetaNanos.Add(uint64(time.Since(start)))
+	e.thetaBytes.Add(uint64(4 * len(theta)))
+	e.iter++
+	e.out = appendCompute(e.out[:0], e.iter, e.batch, e.pos, e.steps, lo, hi)
+	sent := time.Now()
+	if err := e.send(e.out, 10*time.Second); err != nil {
+		return 0, err
+	}
+	m, err := e.wait(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			e.late = e.iter
+		}
+		return 0, err
+	}
+	loss, _, err := checkUpdate(m, e.iter, lo, hi, e.steps)
+	if err != nil {
+		return 0, e.fail(err)
+	}
+	e.rtNanos.Add(uint64(time.Since(sent)))
+	if m.ComputeSeconds != nil && *m.ComputeSeconds >= 0 && *m.ComputeSeconds < 1e6 {
+		e.trainerNanos.Add(uint64(*m.ComputeSeconds * 1e9))
+	}
+	e.iters.Add(1)
+	emit(0, e.shm.Region(RegionUpdate))
+	return loss, nil
+}
+
+// Evaluate has the trainer evaluate theta: it is written into the eval
+// region and evaluate sent between an update and the next compute. ctx
+// bounds the wait.
+func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.Err(); err != nil {
+		return Evaluation{}, e.gone()
+	}
+	if len(theta) != e.shm.P {
+		return Evaluation{}, fmt.Errorf("trainer: evaluating %d parameters, the job has %d", len(theta), e.shm.P)
+	}
+	copy(e.shm.Region(RegionEval), theta)
+	e.seq++
+	if err := e.send(appendEvaluate(nil, e.seq), 10*time.Second); err != nil {
+		return Evaluation{}, err
+	}
+	m, err := e.wait(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The answer would come to the next exchange: the attachment
+			// cannot be trusted in step any more.
+			e.end(fmt.Errorf("%w: evaluation abandoned: %v", ErrTrainerGone, ctx.Err()))
+		}
+		return Evaluation{}, err
+	}
+	ev, err := checkEvaluated(m, e.seq)
+	var notEvaluated *EvaluationError
+	if errors.As(err, &notEvaluated) {
+		return Evaluation{}, err
+	}
+	if err != nil {
+		return Evaluation{}, e.fail(err)
+	}
+	e.evals.Add(1)
+	return ev, nil
+}
+
+// Stats are the attachment's counters so far.
+func (e *External) Stats() Stats {
+	return Stats{PID: e.pid, Iterations: e.iters.Load(), Evaluations: e.evals.Load(),
+		ThetaBytes: e.thetaBytes.Load(), ThetaNanos: e.thetaNanos.Load(),
+		RoundTripNanos: e.rtNanos.Load(), TrainerNanos: e.trainerNanos.Load()}
+}

@@ -1,0 +1,387 @@
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"dsspmesh/cudaops"
+	"dsspmesh/node/job"
+)
+
+func TestFrameRoundTripAndBounds(t *testing.T) {
+	var buf bytes.Buffer
+	scratch, err := WriteFrame(&buf, nil, []byte(`{"op":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := buf.Bytes()[:4]; !bytes.Equal(got, []byte{10, 0, 0, 0}) {
+		t.Fatalf("length prefix %v, want 10 little endian", got)
+	}
+	if _, err := WriteFrame(&buf, scratch, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := ReadFrame(&buf, nil, 64)
+	if err != nil || string(b) != `{"op":"x"}` {
+		t.Fatalf("ReadFrame = %q, %v", b, err)
+	}
+	if b, err = ReadFrame(&buf, b, 64); err != nil || string(b) != `{}` {
+		t.Fatalf("second ReadFrame = %q, %v", b, err)
+	}
+	if _, err := ReadFrame(&buf, nil, 64); err != io.EOF {
+		t.Fatalf("at the end: %v, want io.EOF", err)
+	}
+	// A length over the limit is refused before reading (or allocating) it.
+	big := bytes.NewReader([]byte{0xff, 0xff, 0xff, 0x7f})
+	if _, err := ReadFrame(big, nil, 1<<20); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("2 GiB frame: %v, want ErrFrameTooLarge", err)
+	}
+	cut := bytes.NewReader([]byte{5, 0, 0, 0, '{'})
+	if _, err := ReadFrame(cut, nil, 64); err != io.ErrUnexpectedEOF {
+		t.Fatalf("cut frame: %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+func TestShmRegionsAreLittleEndianAtTheirOffsets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.shm")
+	s, err := CreateShm(path, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 || fi.Size() != 60 || s.Bytes() != 60 {
+		t.Fatalf("file mode %v size %d (Bytes %d), want 0600 and 3·4·5", fi.Mode().Perm(), fi.Size(), s.Bytes())
+	}
+	for r := range 3 {
+		for i := range 5 {
+			s.Region(r)[i] = float32(10*r + i)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range 3 {
+		for i := range 5 {
+			if v := le32(b, 5, r, i); v != float32(10*r+i) {
+				t.Fatalf("region %d [%d] = %v in the file", r, i, v)
+			}
+		}
+	}
+	// A second node run replaces the file.
+	s2, err := CreateShm(path, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the file outlives Close: %v", err)
+	}
+	if _, err := CreateShm(path, 0); err == nil {
+		t.Fatal("0 parameters accepted")
+	}
+}
+
+// serverUnder starts a server on a socket in a temporary folder whose job
+// has the layout of mlpLayout (the first trainer fixes it when fix is set).
+type testServer struct {
+	*Server
+	attached chan *External
+	layout   cudaops.Layout
+	init     []float32
+}
+
+func startServer(t *testing.T, sendInit bool) *testServer {
+	t.Helper()
+	dir := t.TempDir()
+	ts := &testServer{attached: make(chan *External, 4)}
+	if !sendInit {
+		l, err := ParseWireLayout(mlpLayout())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts.layout = l
+	}
+	srv, err := Listen(Config{Socket: filepath.Join(dir, "trainer.sock"), ShmDir: dir}, Deps{Node: "node-a",
+		Admit: func(l cudaops.Layout) (Admission, *Refusal) {
+			if ts.layout == nil {
+				ts.layout = l
+				return Admission{Layout: l, SendInit: true, Batch: 8, Seed: 1, Dataset: "mnist"}, nil
+			}
+			if err := job.CompareLayout(ts.layout, l); err != nil {
+				return Admission{}, &Refusal{Code: CodeLayoutMismatch, Message: err.Error(), Tensor: err.(*job.LayoutMismatchError).Name}
+			}
+			return Admission{Layout: ts.layout, Batch: 8, Seed: 1, Dataset: "mnist"}, nil
+		},
+		Init:     func(theta []float32) error { ts.init = append([]float32{}, theta...); return nil },
+		Attached: func(e *External) { ts.attached <- e },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Server = srv
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; srv.Close("test over") })
+	return ts
+}
+
+func TestExternalComputesThroughAFakeTrainer(t *testing.T) {
+	ts := startServer(t, false)
+	fi, err := os.Stat(ts.Path())
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %v %v, want a socket of mode 0600", fi, err)
+	}
+	f, w := dial(t, ts.Path(), mlpLayout())
+	if w["op"] != "welcome" || w["params"] != float64(26) || w["shm_bytes"] != float64(312) || w["node"] != "node-a" ||
+		w["local_steps"] != float64(1) || w["batch"] != float64(8) || w["send_init"] != false {
+		t.Fatalf("welcome %v", w)
+	}
+	target := make([]float32, 26)
+	for i := range target {
+		target[i] = float32(i) / 10
+	}
+	stopped := make(chan string, 1)
+	go func() { stopped <- f.serve(target) }()
+	e := <-ts.attached
+	if e.NumParams() != 26 {
+		t.Fatalf("NumParams %d", e.NumParams())
+	}
+	theta := make([]float32, 26)
+	for it := range 3 {
+		if err := e.Next(8, int64(8*it)); err != nil {
+			t.Fatal(err)
+		}
+		var got []float32
+		loss, err := e.Gradient(context.Background(), theta, 0, 8, func(off int, v []float32) {
+			if off != 0 {
+				t.Errorf("piece at %d", off)
+			}
+			got = append(got, v...)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want float64
+		for i := range theta {
+			if d := theta[i] - target[i]; got[i] != d {
+				t.Fatalf("iteration %d: gradient[%d] = %v, want %v", it, i, got[i], d)
+			} else {
+				want += 0.5 * float64(d) * float64(d)
+			}
+		}
+		if math.Abs(loss-want) > 1e-6 {
+			t.Fatalf("loss %v, want %v", loss, want)
+		}
+		for i := range theta { // a step of SGD with lr 0.5
+			theta[i] -= 0.5 * got[i]
+		}
+		ev, err := e.Evaluate(context.Background(), theta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Samples != 100 || ev.Accuracy <= 0 || ev.Accuracy > 1 {
+			t.Fatalf("evaluation %+v", ev)
+		}
+	}
+	st := e.Stats()
+	if st.Iterations != 3 || st.Evaluations != 3 || st.ThetaBytes != 3*4*26 || st.PID != os.Getpid() {
+		t.Fatalf("stats %+v, want 3 iterations, 3 evaluations, 312 bytes of θ, pid %d", st, os.Getpid())
+	}
+	// A second trainer while one is attached: busy.
+	_, rep := dial(t, ts.Path(), mlpLayout())
+	if rep["op"] != "error" || rep["code"] != CodeBusy {
+		t.Fatalf("second trainer got %v, want error busy", rep)
+	}
+	e.Close("target reached")
+	if r := <-stopped; r != "target reached" {
+		t.Fatalf("trainer saw stop %q", r)
+	}
+	<-e.Done()
+	if _, err := e.Gradient(context.Background(), theta, 0, 8, func(int, []float32) {}); !errors.Is(err, ErrTrainerGone) {
+		t.Fatalf("after Close: %v, want ErrTrainerGone", err)
+	}
+	// The next trainer is admitted again.
+	f2, w2 := dial(t, ts.Path(), mlpLayout())
+	if w2["op"] != "welcome" {
+		t.Fatalf("re-attaching trainer got %v", w2)
+	}
+	e2 := <-ts.attached
+	f2.close()
+	<-e2.Done()
+	if err := e2.Err(); !errors.Is(err, ErrTrainerGone) || !strings.Contains(err.Error(), "EOF") {
+		t.Fatalf("trainer closed: Err %v, want ErrTrainerGone naming EOF", err)
+	}
+}
+
+func TestFirstTrainerFixesTheLayoutAndSendsInit(t *testing.T) {
+	ts := startServer(t, true)
+	f, w := dial(t, ts.Path(), mlpLayout())
+	if w["send_init"] != true {
+		t.Fatalf("welcome %v, want send_init", w)
+	}
+	for i := range f.regs[RegionTheta] {
+		f.regs[RegionTheta][i] = float32(i) + 0.5
+	}
+	f.send(map[string]any{"op": "init"})
+	e := <-ts.attached
+	if len(ts.init) != 26 || ts.init[25] != 25.5 {
+		t.Fatalf("θ₀ %v", ts.init)
+	}
+	f.close()
+	<-e.Done()
+	// A later trainer with another layout is refused, the tensor named.
+	other := mlpLayout()
+	other[2].Shape = []int{3, 4}
+	_, rep := dial(t, ts.Path(), other)
+	want := "layout mismatch at tensor 2 fc2.weight: shape [2 4] in the job, [3 4] in the trainer"
+	if rep["op"] != "error" || rep["code"] != CodeLayoutMismatch || rep["message"] != want || rep["tensor"] != "fc2.weight" {
+		t.Fatalf("mismatched trainer got %v, want layout-mismatch %q", rep, want)
+	}
+}
+
+// TestPeerInputNeverPanics: every bad message from a trainer ends its
+// attachment with an error naming what was wrong.
+func TestPeerInputNeverPanics(t *testing.T) {
+	cases := []struct {
+		name  string
+		reply func(f *fakeTrainer, compute map[string]any)
+		want  string
+	}{
+		{"oversized frame", func(f *fakeTrainer, _ map[string]any) {
+			f.c.Write([]byte{1, 0, 0x10, 0}) // 1 MiB + 1: over the limit
+		}, "frame too large"},
+		{"bad JSON", func(f *fakeTrainer, _ map[string]any) { f.sendRaw([]byte(`{"op":"update",`)) }, "bad JSON"},
+		{"NaN loss", func(f *fakeTrainer, m map[string]any) {
+			f.sendRaw([]byte(`{"op":"update","iter":1,"loss":NaN,"samples":8}`)) // what Python's json writes
+		}, "bad JSON"},
+		{"no loss", func(f *fakeTrainer, m map[string]any) {
+			f.send(map[string]any{"op": "update", "iter": m["iter"], "samples": 8})
+		}, "update 1: no loss"},
+		{"wrong iter", func(f *fakeTrainer, m map[string]any) {
+			f.send(map[string]any{"op": "update", "iter": 7, "loss": 1, "samples": 8})
+		}, "update for iteration 7, want 1"},
+		{"samples out of range", func(f *fakeTrainer, m map[string]any) {
+			f.send(map[string]any{"op": "update", "iter": m["iter"], "loss": 1, "samples": 9})
+		}, "samples 9 outside [1, 8]"},
+		{"wrong op", func(f *fakeTrainer, m map[string]any) {
+			f.send(map[string]any{"op": "evaluated", "seq": 1})
+		}, `op "evaluated" while an update for iteration 1 was due`},
+		{"no op", func(f *fakeTrainer, m map[string]any) { f.sendRaw([]byte(`{"iter":1}`)) }, "without an op"},
+		{"EOF", func(f *fakeTrainer, m map[string]any) { f.c.Close() }, "EOF"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ts := startServer(t, false)
+			f, _ := dial(t, ts.Path(), mlpLayout())
+			e := <-ts.attached
+			go func() {
+				if m := f.recv(); m != nil {
+					c.reply(f, m)
+				}
+			}()
+			e.Next(8, -1)
+			_, err := e.Gradient(context.Background(), make([]float32, 26), 0, 8, func(int, []float32) { t.Error("emitted a bad update") })
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Gradient: %v, want an error containing %q", err, c.want)
+			}
+			<-e.Done()
+		})
+	}
+}
+
+// TestNullLossIsNaNAndAFailedEvaluationIsNoMeasurement: a trainer's
+// non-finite loss (null) reaches the worker as NaN, and an evaluated
+// with an error is an *EvaluationError; neither ends the attachment.
+func TestNullLossIsNaNAndAFailedEvaluationIsNoMeasurement(t *testing.T) {
+	ts := startServer(t, false)
+	f, _ := dial(t, ts.Path(), mlpLayout())
+	e := <-ts.attached
+	go func() {
+		m := f.recv()
+		f.send(map[string]any{"op": "update", "iter": m["iter"], "loss": nil, "samples": 8})
+		m = f.recv()
+		f.send(map[string]any{"op": "evaluated", "seq": m["seq"], "accuracy": 0, "loss": 0, "samples": 0, "error": "no evaluation function"})
+	}()
+	e.Next(8, -1)
+	loss, err := e.Gradient(context.Background(), make([]float32, 26), 0, 8, func(int, []float32) {})
+	if err != nil || !math.IsNaN(loss) {
+		t.Fatalf("null loss: %v, %v; want NaN", loss, err)
+	}
+	_, err = e.Evaluate(context.Background(), make([]float32, 26))
+	var ee *EvaluationError
+	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "no evaluation function") {
+		t.Fatalf("evaluated with an error: %v", err)
+	}
+	if e.Err() != nil {
+		t.Fatalf("the attachment ended: %v", e.Err())
+	}
+}
+
+func TestHelloRefusals(t *testing.T) {
+	ts := startServer(t, false)
+	for _, c := range []struct {
+		hello map[string]any
+		code  string
+	}{
+		{map[string]any{"op": "hello", "version": 2, "layout": mlpLayout()}, CodeVersion},
+		{map[string]any{"op": "hello", "layout": mlpLayout()}, CodeVersion},
+		{map[string]any{"op": "compute"}, CodeProtocol},
+		{map[string]any{"op": "hello", "version": 1, "layout": []Tensor{{Name: "w", Shape: []int{2}, Dtype: "float16"}}}, CodeLayoutMismatch},
+		{map[string]any{"op": "hello", "version": 1, "layout": []Tensor{{Name: "w", Shape: []int{-2}, Dtype: "float32"}}}, CodeLayoutMismatch},
+		{map[string]any{"op": "hello", "version": 1, "layout": []Tensor{}}, CodeLayoutMismatch},
+	} {
+		c2, err := net.Dial("unix", ts.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &fakeTrainer{t: t, c: c2}
+		f.send(c.hello)
+		rep := f.recv()
+		f.close()
+		if rep["op"] != "error" || rep["code"] != c.code {
+			t.Errorf("hello %v: got %v, want error %s", c.hello, rep, c.code)
+		}
+	}
+}
+
+func TestListenReplacesAStaleSocket(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "trainer.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Deps{Admit: func(cudaops.Layout) (Admission, *Refusal) { return Admission{}, nil }}
+	if _, err := Listen(Config{Socket: sock}, d); err == nil || !strings.Contains(err.Error(), "another node") {
+		t.Fatalf("Listen on a live socket: %v", err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close() // the file stays: a node that died
+	s, err := Listen(Config{Socket: sock}, d)
+	if err != nil {
+		t.Fatalf("Listen over a stale socket: %v", err)
+	}
+	s.Close("test")
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatalf("socket left after Close: %v", err)
+	}
+	os.WriteFile(sock, nil, 0o600)
+	if _, err := Listen(Config{Socket: sock}, d); err == nil {
+		t.Fatal("Listen replaced a regular file")
+	}
+}
