@@ -241,6 +241,29 @@ class OptimizerTest(unittest.TestCase):
         with self.assertRaises(EOFError):
             node.join()
 
+    def test_batch_sampler_feeds_a_dataloader(self):
+        node = self.node(batch=3, seed=9)
+
+        def script(n):
+            n.compute(0, np.zeros(P, np.float32), pos=5)
+            n.compute(1, np.zeros(P, np.float32), pos=8)
+            n.send({"op": "stop", "reason": "done"})
+        node.serve(script)
+        X, Y = data()
+        model = make_model()
+        mesh = dsspmesh.connect(node.path, timeout=5)
+        opt = dsspmesh.Optimizer(mesh, model)
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_sampler=mesh.batch_sampler(N))
+        seen = []
+        for x, y in loader:
+            seen.append(y.tolist())
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        node.join()
+        order = dsspmesh.Order(N, 9)
+        self.assertEqual(seen, [Y[order.indices(5, 3)].tolist(), Y[order.indices(8, 3)].tolist()])
+
     def test_layout_of_rejects_other_dtypes(self):
         m = torch.nn.Linear(2, 2).double()
         with self.assertRaisesRegex(dsspmesh.DsspError, "weight"):
