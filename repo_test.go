@@ -49,7 +49,7 @@ var mayImport = map[string][]string{
 	"node/join":               {"mesh"},
 	"node/trainer":            {"node/job", "cudaops"},
 	"node/datadir":            {"node/job", "mesh"},
-	"node":                    {"node/job", "node/join", "node/datadir", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
+	"node":                    {"node/job", "node/join", "node/trainer", "node/datadir", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
 	"nodeclient":              {"node", "modelfile"},
 	"node/launch":             {"nodeclient", "node", "mesh"},
@@ -92,6 +92,7 @@ var forbidden = map[string][]string{
 	"node/shards":  {"github.com/hashicorp/raft"},
 	"node/status":  {"github.com/hashicorp/raft"},
 	"node/worker":  {"github.com/hashicorp/raft"},
+	"node/trainer": {"github.com/hashicorp/raft"},
 	"shardapi":     {"github.com/hashicorp/raft"},
 }
 

@@ -16,6 +16,15 @@ import (
 	"dsspmesh/cudaops"
 )
 
+// Config.Trainer's values.
+const (
+	TrainerBuiltin  = "builtin"
+	TrainerExternal = "external"
+)
+
+// TrainerSocket is the trainer socket's name in the data directory.
+const TrainerSocket = "trainer.sock"
+
 // Config is everything one node process is started with. The job itself
 // (model, paradigm, shards...) is [JobSpec]; Config holds it so flags can
 // set it, but only a bootstrap node's spec is used as given: a joiner adopts
@@ -38,7 +47,15 @@ type Config struct {
 	// InsecurePublic allows Insecure on a non-loopback --host.
 	InsecurePublic bool
 
-	Train        bool          // run a worker (every node hosts shards)
+	Train bool // run a worker (every node hosts shards)
+	// Trainer is who computes this node's gradients: TrainerBuiltin (the
+	// job's Go model) or TrainerExternal (a trainer process attached to
+	// <data-dir>/trainer.sock, node/trainer; the worker runs while one is
+	// attached).
+	Trainer string
+	// LocalSteps is H of the compute messages an external trainer gets
+	// (1: a gradient per iteration); the hook for local rounds.
+	LocalSteps   int
 	Backend      string        // compute backend
 	Threads      int           // goroutines per mini-batch; 0 = GOMAXPROCS
 	DataPath     string        // dataset folder; "" finds MNIST in the module cache
@@ -104,6 +121,8 @@ func DefaultConfig() Config {
 		HTTPAddr:        "127.0.0.1:7948",
 		JoinTimeout:     30 * time.Second,
 		Train:           true,
+		Trainer:         TrainerBuiltin,
+		LocalSteps:      1,
 		Backend:         "cpu",
 		Slowdown:        1,
 		EvalEvery:       5 * time.Second,
@@ -139,6 +158,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--insecure with --host %s: without a key anyone who reaches this address can join, vote and push; use a key (dssp keygen), a loopback --host, or --insecure-public to accept that", c.Host)
 	case c.InsecurePublic && !c.Insecure:
 		return errors.New("--insecure-public only makes sense with --insecure")
+	case c.Trainer != TrainerBuiltin && c.Trainer != TrainerExternal:
+		return fmt.Errorf("--trainer %q must be %s or %s", c.Trainer, TrainerBuiltin, TrainerExternal)
+	case c.Trainer == TrainerExternal && !c.Train:
+		return fmt.Errorf("--trainer %s with --train=false: a node that trains nothing has no trainer", TrainerExternal)
+	case c.LocalSteps < 1 || c.LocalSteps > 1<<16:
+		return fmt.Errorf("local steps %d: must be in [1, 65536]", c.LocalSteps)
 	case c.Threads < 0 || c.Threads > 4096:
 		return fmt.Errorf("--threads %d: must be in [0, 4096]", c.Threads)
 	case c.EvalSamples < 0:
@@ -211,6 +236,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "run without a mesh key: anyone who reaches the node can join, vote and push (loopback --host only, unless --insecure-public)")
 	fs.BoolVar(&c.InsecurePublic, "insecure-public", c.InsecurePublic, "allow --insecure on a non-loopback --host (anyone on the network can join, vote and push)")
 	fs.BoolVar(&c.Train, "train", c.Train, "run a worker on this node (every node hosts shards either way)")
+	fs.StringVar(&c.Trainer, "trainer", c.Trainer, "who computes this node's gradients: builtin (the job's Go model) or external (a trainer process, e.g. PyTorch, attached to <data-dir>/trainer.sock; the worker runs while one is attached)")
 	fs.StringVar(&c.Backend, "backend", c.Backend, "compute backend: "+strings.Join(cudaops.BackendNames(), ", "))
 	fs.IntVar(&c.Threads, "threads", c.Threads, "goroutines computing each mini-batch (0 = all CPUs)")
 	fs.StringVar(&c.DataPath, "data", c.DataPath, "dataset folder (default: MNIST from the GoMNIST module in the Go module cache)")

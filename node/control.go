@@ -62,7 +62,7 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 				var payload []byte
 				switch req.Op {
 				case "spec":
-					if spec := n.jobSpec(); spec != nil {
+					if spec := n.jobSpec(); spec != nil && (!spec.External() || spec.Layout != "") {
 						rep.Spec, _ = json.Marshal(spec)
 					}
 				case "eval":

@@ -223,7 +223,7 @@ func finiteFloat(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // --checkpoint-dir is the last good one to restart from (--init-from),
 // with a smaller --lr. The node's phase becomes "diverged" and /status
 // says why (Stopped).
-func (n *Node) diverged(w trainer, what string) {
+func (n *Node) diverged(w workerLoop, what string) {
 	reason := "the job diverged: " + what + "; " +
 		"workers stop rather than train on garbage — restart from the last checkpoint (--init-from) with a smaller --lr"
 	w.Stop(reason)
@@ -253,8 +253,11 @@ func (n *Node) Status() Status {
 		s.Eval = &e
 	}
 	s.EvalHistory = append([]EvalResult{}, n.evals...)
-	shards, w := n.shards, n.worker
+	shards, w, ext := n.shards, n.worker, n.ext
 	n.mu.RUnlock()
+	if ext != nil {
+		s.Trainer = ext.status()
+	}
 	if n.members != nil {
 		for _, m := range n.members.Members() {
 			s.Members = append(s.Members, MemberStatus{ID: string(m.ID), Gossip: m.Addr, QUIC: m.QUICAddr, Trains: m.Trains, Backend: m.Backend})

@@ -50,7 +50,7 @@ func TestDivergedEvaluationStopsTheWorker(t *testing.T) {
 
 // stopWorker is a worker that only stops.
 type stopWorker struct {
-	trainer
+	workerLoop
 	halted  *int
 	stopped string
 }

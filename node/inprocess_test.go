@@ -77,6 +77,7 @@ type inprocNode struct {
 	done     chan error
 	http     string // its HTTP listener's address
 	trains   bool
+	dir      string // its data directory
 }
 
 // trackedReplicas keeps the replicas a node opens, so the test can read
@@ -167,7 +168,7 @@ func startMesh(t *testing.T, n, shards int, rec *recorder, configure ...func(i i
 		}
 		deps := node.Deps{Dir: dir, Transport: tr, Membership: members, Replicas: replicas, Logger: log, Observer: rec.node(dir.ID), HTTP: httpLn}
 		ctx, cancel := context.WithCancel(context.Background())
-		nd := &inprocNode{tr: tr, replicas: replicas, cancel: cancel, done: make(chan error, 1), http: httpLn.Addr().String(), trains: cfg.Train}
+		nd := &inprocNode{tr: tr, replicas: replicas, cancel: cancel, done: make(chan error, 1), http: httpLn.Addr().String(), trains: cfg.Train, dir: cfg.DataDir}
 		go func() { nd.done <- node.Run(ctx, cfg, func(string) bool { return false }, deps) }()
 		m.mu.Lock()
 		m.nodes[dir.ID] = nd

@@ -17,7 +17,6 @@ import (
 	"dsspmesh/node/records"
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
-	"dsspmesh/node/worker"
 	"dsspmesh/shardapi"
 )
 
@@ -114,6 +113,20 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		n.log.Warn(w)
 	}
 
+	if cfg.Trainer == TrainerExternal {
+		if err := n.startTrainerSocket(ctlCtx, spec); err != nil {
+			return err
+		}
+		defer n.ext.srv.Close("node stopped")
+		if !spec.External() {
+			n.log.Warn("--trainer external on a job of a built-in model: this node trains nothing, and trainers are refused (not-external)", "model", spec.Model)
+		}
+	}
+	if spec.External() && spec.Layout == "" {
+		if spec, err = n.awaitLayout(ctx, spec); err != nil {
+			return err
+		}
+	}
 	if err := n.loadCompute(spec); err != nil {
 		return err
 	}
@@ -148,7 +161,23 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	go func() { defer n.wg.Done(); shards.Reconnect(runCtx, n.members, n.id, n.now, n.log) }()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
-	if cfg.Train {
+	if cfg.Trainer == TrainerExternal && spec.External() {
+		n.extDone = make(chan struct{})
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			defer close(n.extDone)
+			n.shards.WaitForPlacement(runCtx, func() []ShardStatus { return n.Status().Shards })
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Evaluate: n.evaluateExternal, DataDir: n.dir.Path,
+					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
+					Done: func(ctx context.Context, e EvalResult) { n.setEval(e); n.broadcastEval(ctx, e) }})
+			}()
+			n.runExternal(runCtx, spec)
+		}()
+	} else if cfg.Train && cfg.Trainer == TrainerBuiltin {
 		w, err := n.newWorker(spec)
 		if err != nil {
 			stop()
@@ -168,7 +197,10 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			n.wg.Add(1)
 			go func() {
 				defer n.wg.Done()
-				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Model: n.evalModel, Test: n.test, Worker: w, DataDir: n.dir.Path,
+				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Worker: w, DataDir: n.dir.Path,
+					Evaluate: func(_ context.Context, theta []float32) (cudaops.Eval, error) {
+						return n.evalModel.Evaluate(theta, n.test)
+					},
 					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
 					Done: func(ctx context.Context, e EvalResult) { n.setEval(e); n.broadcastEval(ctx, e) }})
 			}()
@@ -186,7 +218,9 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n.setPhase("leaving")
 	n.log.Info("leaving")
 	stop()
-	if n.worker != nil {
+	if n.extDone != nil {
+		<-n.extDone // the trainer told to stop, its worker gone from the shards
+	} else if n.worker != nil {
 		n.worker.Leave(n.cfg.LeaveTimeout)
 	}
 	n.shards.HandOff()
@@ -252,11 +286,11 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 				return false, false, fmt.Errorf("data dir %s: %w", n.dir.Path, err)
 			}
 			spec = persisted
-		} else {
+		} else if !spec.External() || spec.Layout != "" {
 			if spec, err = job.ResolveShards(spec); err != nil {
 				return false, false, err
 			}
-		}
+		} // else: a new external job resolves its shards with its layout (awaitLayout)
 		n.setSpec(spec)
 		return !hasSpec, !hasSpec, nil
 	}
@@ -287,6 +321,22 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 }
 
 func (n *Node) loadCompute(spec JobSpec) error {
+	if spec.External() {
+		l, err := spec.ParsedLayout()
+		if err != nil {
+			return err
+		}
+		if l == nil {
+			return fmt.Errorf("job spec: --model %s without a layout", job.ExternalModel)
+		}
+		if n.cfg.Train && n.cfg.Trainer != TrainerExternal {
+			return fmt.Errorf("the job's model is %s (a trainer process computes): start this node with --trainer %s, or --train=false to host shards only",
+				job.ExternalModel, TrainerExternal)
+		}
+		n.layout = l
+		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, 4*int64(l.Total()), 0, spec.Shards, spec.Precision())
+		return nil
+	}
 	be, err := cudaops.NewBackend(n.cfg.Backend)
 	if err != nil {
 		return err
@@ -294,8 +344,9 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	if n.model, err = cudaops.NewModel(spec.Model, cudaops.ModelOptions{Backend: be, Workers: n.cfg.Threads}); err != nil {
 		return err
 	}
+	n.layout = n.model.Layout()
 	modelBytes := 4 * int64(n.model.NumParams())
-	if !n.cfg.Train {
+	if !n.cfg.Train || n.cfg.Trainer == TrainerExternal {
 		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, 0, spec.Shards, spec.Precision())
 		return nil
 	}
@@ -320,31 +371,6 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	return nil
 }
 
-// newWorker builds the worker room for spec: the Go model's compute, with
-// the lab's emulation around it when --slowdown, --compute-delay or the
-// fault poison ask for it.
-func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
-	comp, err := worker.NewModelCompute(n.model, n.train, n.id, spec.BatchSize, spec.Seed, spec.Balance)
-	if err != nil {
-		return nil, err
-	}
-	slack := int64(0)
-	if p, err := spec.Policy(); err == nil {
-		slack = p.SL // a kept slice may miss s_L iterations (node/worker/pull.go)
-	}
-	m := n.metrics
-	return worker.New(worker.Deps{
-		ID: n.id,
-		Compute: worker.Emulate(comp, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize,
-			NaNEvery: n.cfg.FaultNaNEvery}),
-		Transport: n.tr, Members: n.members, Candidates: n.shards.Candidates, Alive: n.isMember,
-		Observer: n.obs, Event: n.events.Add, DataPath: n.shards.DataPath, Logger: n.log,
-		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
-			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
-	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, Precision: spec.Precision(), Pipeline: spec.Pipeline,
-		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown})
-}
-
 // newShards builds the shard manager room for spec.
 func (n *Node) newShards(spec JobSpec) *shards.Manager {
 	return shards.New(shards.Deps{ID: n.id, Replicas: n.replicas, Members: n.members, Observer: n.obs, Event: n.events.Add,
@@ -358,9 +384,12 @@ func (n *Node) newShards(spec JobSpec) *shards.Manager {
 			if n.initTheta != nil {
 				return n.initTheta
 			}
+			if n.model == nil { // an external job: θ₀ came with its layout
+				return make([]float32, n.layout.Total())
+			}
 			return n.model.Init(spec.Seed)
 		},
-	}, shards.Config{NumParams: n.model.NumParams(), Shards: spec.Shards, Replication: spec.Replication,
+	}, shards.Config{NumParams: n.layout.Total(), Shards: spec.Shards, Replication: spec.Replication,
 		Spec: shardapi.Spec{Policy: spec.PolicyText(), Optimizer: spec.ShardOptimizer(), OutlierFactor: spec.OutlierFactor,
 			BalanceBase: spec.BalanceBase(), Batch: int64(spec.BatchSize), Precision: spec.Precision(), Pipeline: spec.Pipeline}})
 }
@@ -375,5 +404,5 @@ func (n *Node) evalJob() (eval.Job, bool) {
 		return eval.Job{}, false
 	}
 	b, _ := json.Marshal(spec)
-	return eval.Job{Model: n.model, Bounds: shards.Bounds(), Candidates: shards.Candidates, Name: spec.Model, Dataset: spec.Dataset, Spec: b}, true
+	return eval.Job{Layout: n.layout, Bounds: shards.Bounds(), Candidates: shards.Candidates, Name: spec.Model, Dataset: spec.Dataset, Spec: b}, true
 }

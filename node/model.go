@@ -5,6 +5,7 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
+	"dsspmesh/node/job"
 )
 
 // LoadInitFrom reads the parameters of --init-from (spec.InitFrom) for
@@ -15,6 +16,10 @@ import (
 func LoadInitFrom(spec JobSpec) ([]float32, error) {
 	if spec.InitFrom == "" {
 		return nil, nil
+	}
+	if spec.External() {
+		_, theta, err := LoadExternalInitFrom(spec.InitFrom)
+		return theta, err
 	}
 	m, err := cudaops.NewModel(spec.Model, cudaops.ModelOptions{Workers: 1})
 	if err != nil {
@@ -28,4 +33,28 @@ func LoadInitFrom(spec JobSpec) ([]float32, error) {
 		return nil, fmt.Errorf("--init-from %s: %w", spec.InitFrom, err)
 	}
 	return theta, nil
+}
+
+// LoadExternalInitFrom reads an external job's --init-from file: its
+// tensors, in the file's order, become the layout.
+func LoadExternalInitFrom(path string) (cudaops.Layout, []float32, error) {
+	f, err := modelfile.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--init-from: %w", err)
+	}
+	var l cudaops.Layout
+	for _, t := range f.Tensors() {
+		l = append(l, cudaops.Range{Name: t.Name, Shape: t.Shape})
+	}
+	if l, err = job.Place(l); err != nil {
+		return nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
+	}
+	theta, err := f.Params(l)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
+	}
+	if err := modelfile.CheckFinite(l, theta); err != nil {
+		return nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
+	}
+	return l, theta, nil
 }

@@ -8,18 +8,20 @@ import (
 // The status room's records (node/status), named here for the callers of
 // node.
 type (
-	Status          = status.Status
-	MemberStatus    = status.MemberStatus
-	TrainerStatus   = status.TrainerStatus
-	EvalResult      = records.EvalResult
-	TransportStatus = status.TransportStatus
-	Metrics         = status.Metrics
-	History         = status.History
-	HistoryRecord   = status.HistoryRecord
-	HistoryShare    = status.HistoryShare
-	HistoryRead     = status.HistoryRead
-	HistoryPush     = status.HistoryPush
-	HistoryRelease  = status.HistoryRelease
+	Status        = status.Status
+	MemberStatus  = status.MemberStatus
+	TrainerStatus = status.TrainerStatus
+	// ExternalTrainerStatus is Status.Trainer: the trainer socket.
+	ExternalTrainerStatus = status.ExternalTrainer
+	EvalResult            = records.EvalResult
+	TransportStatus       = status.TransportStatus
+	Metrics               = status.Metrics
+	History               = status.History
+	HistoryRecord         = status.HistoryRecord
+	HistoryShare          = status.HistoryShare
+	HistoryRead           = status.HistoryRead
+	HistoryPush           = status.HistoryPush
+	HistoryRelease        = status.HistoryRelease
 )
 
 // HistoryHashEvery is how often (in raft indices) applied records carry

@@ -70,8 +70,10 @@ func (l ExportLimits) deadline(now time.Time, size int64) time.Time {
 
 // Job is what a model read needs of the job.
 type Job struct {
-	// Model is the model trained (its layout and size).
-	Model *cudaops.Model
+	// Layout is the model trained: its tensors' names and shapes in the
+	// flat vector (a built-in model's, or an external job's, the trainers'
+	// own names), which every snapshot file is written with.
+	Layout cudaops.Layout
 	// Bounds is each shard's range of the flat parameter vector;
 	// Candidates where to look for a shard's leader.
 	Bounds     [][2]int

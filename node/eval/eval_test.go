@@ -45,7 +45,7 @@ func TestServeEvaluated(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := New(Deps{ID: "n1", Logger: slog.New(slog.DiscardHandler), Evaluator: func() string { return "" },
-		Job: func() (Job, bool) { return Job{Model: mlp}, true }}, nil)
+		Job: func() (Job, bool) { return Job{Layout: mlp.Layout()}, true }}, nil)
 	theta := mlp.Init(3)
 	meta := modelfile.Meta{Model: "mlp", Clock: 4, Eval: &modelfile.Eval{Accuracy: 0.5, Samples: 10}}
 	get := func() *httptest.ResponseRecorder {

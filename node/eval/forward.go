@@ -72,7 +72,7 @@ func (rm *Room) sendSnapshot(s mesh.Stream, snap *Snapshot) error {
 	if !ok {
 		return s.SendFrame(evaluatedHead{Err: "the evaluator has not joined the mesh's shards"}, nil)
 	}
-	layout := job.Model.Layout()
+	layout := job.Layout
 	size, err := modelfile.Size(layout, snap.Theta, snap.Meta)
 	if err != nil {
 		return s.SendFrame(evaluatedHead{Err: err.Error()}, nil)
@@ -214,8 +214,8 @@ func (rm *Room) forwardEvaluated(w http.ResponseWriter, r *http.Request, evaluat
 // may have; modelfile.MaxFileBytes before the node has joined.
 func (rm *Room) evaluatedLimit() int64 {
 	job, ok := rm.d.Job()
-	if !ok || job.Model == nil {
+	if !ok || job.Layout == nil {
 		return modelfile.MaxFileBytes
 	}
-	return 8 + modelfile.MaxHeaderBytes + 4*int64(job.Model.NumParams())
+	return 8 + modelfile.MaxHeaderBytes + 4*int64(job.Layout.Total())
 }

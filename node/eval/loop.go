@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"time"
@@ -17,10 +18,11 @@ import (
 // Evaluation is what the evaluation loop needs on a training node.
 type Evaluation struct {
 	Every time.Duration
-	// Model evaluates (a model of its own: sharing the worker's would
-	// stall its gradients for a whole pass over Test).
-	Model *cudaops.Model
-	Test  cudaops.Dataset
+	// Evaluate evaluates a snapshot's parameters: the built-in model on the
+	// test set (a model of its own: sharing the worker's would stall its
+	// gradients for a whole pass over it), or an external job's attached
+	// trainer. An error skips this evaluation (logged).
+	Evaluate func(ctx context.Context, theta []float32) (cudaops.Eval, error)
 	// Worker lends its θ for a large model's evaluation; nil lends none.
 	Worker Lender
 	// DataDir keeps a large model's evaluated snapshot.
@@ -31,6 +33,11 @@ type Evaluation struct {
 	// it to every member).
 	Done func(ctx context.Context, e records.EvalResult)
 }
+
+// ErrNotNow, wrapped by an Evaluation.Evaluate error, skips this
+// evaluation without a warning: what it waits for is reported elsewhere
+// (an external job's evaluator with no trainer attached).
+var ErrNotNow = errors.New("evaluation: not now")
 
 // Lender is the worker lending θ (node/worker/lend.go).
 type Lender interface {
@@ -79,7 +86,7 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 	if !ok {
 		return
 	}
-	modelBytes := 4 * int64(job.Model.NumParams())
+	modelBytes := 4 * int64(job.Layout.Total())
 	timeout := evalReadTimeout(modelBytes)
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -106,7 +113,7 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 			*buf = r.evaluated.take()
 		}
 		if *buf == nil {
-			*buf = make([]float32, job.Model.NumParams())
+			*buf = make([]float32, job.Layout.Total())
 		}
 		snap, err = r.Read(rctx, "evaluation", *buf)
 	}
@@ -117,7 +124,10 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 		return
 	}
 	start := time.Now()
-	ev, err := e.Model.Evaluate(snap.Theta, e.Test)
+	ev, err := e.Evaluate(ctx, snap.Theta)
+	if errors.Is(err, ErrNotNow) {
+		return // the evaluator says why itself
+	}
 	e.Seconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		r.d.Logger.Warn("evaluate", "err", err)
@@ -133,12 +143,12 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 	if !res.Diverged {
 		// A diverged state is never checkpointed: the last checkpoint
 		// stays the last good one.
-		r.ckpt.maybeSave(job.Model.Layout(), r.d.Logger, snap)
+		r.ckpt.maybeSave(job.Layout, r.d.Logger, snap)
 	}
 	if lend {
 		// Kept on disk, where θ's values stay once it is given back.
 		path := filepath.Join(e.DataDir, EvaluatedFile)
-		if err := modelfile.WriteFile(path, job.Model.Layout(), snap.Theta, snap.Meta); err != nil {
+		if err := modelfile.WriteFile(path, job.Layout, snap.Theta, snap.Meta); err != nil {
 			r.d.Logger.Warn("the evaluated model not kept", "path", path, "err", err)
 		} else {
 			r.evaluated.set(nil, path)

@@ -83,7 +83,7 @@ func (rm *Room) writeModel(w http.ResponseWriter, snap *Snapshot) {
 		http.Error(w, "the node has not joined the mesh's shards yet", http.StatusServiceUnavailable)
 		return
 	}
-	layout := job.Model.Layout()
+	layout := job.Layout
 	size, err := modelfile.Size(layout, snap.Theta, snap.Meta)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)

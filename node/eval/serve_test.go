@@ -26,7 +26,7 @@ func TestModelDownloadCutsAClientThatDoesNotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := New(Deps{ID: "n1", Logger: slog.New(slog.DiscardHandler), Evaluator: func() string { return "" },
-		Job:    func() (Job, bool) { return Job{Model: mlp}, true },
+		Job:    func() (Job, bool) { return Job{Layout: mlp.Layout()}, true },
 		Export: ExportLimits{Base: 300 * time.Millisecond, RateFloor: 1 << 40}}, nil)
 	theta := mlp.Init(3)
 	meta := modelfile.Meta{Model: "mlp", Clock: 4}

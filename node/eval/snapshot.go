@@ -65,8 +65,8 @@ func (rd *modelReader) read(ctx context.Context, d Deps, job Job, source string,
 			rd.clients = append(rd.clients, c)
 		}
 	}
-	if len(into) != job.Model.NumParams() {
-		into = make([]float32, job.Model.NumParams())
+	if len(into) != job.Layout.Total() {
+		into = make([]float32, job.Layout.Total())
 	}
 	snap := &Snapshot{Theta: into}
 	got := make([]shardapi.Slice, len(rd.clients))

@@ -163,6 +163,15 @@ func (e *LayoutMismatchError) Error() string {
 	return fmt.Sprintf("layout mismatch at tensor %d %s: shape %v in the job, %v in the trainer", e.Index, e.Name, e.Job, e.Trainer)
 }
 
+// Tensor names the tensor that differs: the job's, or the trainer's when
+// the job has no tensor at that index.
+func (e *LayoutMismatchError) Tensor() string {
+	if e.Name != "" {
+		return e.Name
+	}
+	return e.TrainerName
+}
+
 // CompareLayout returns nil when trainer is job's layout (same names and
 // shapes in the same order), else a *LayoutMismatchError naming the
 // first tensor that differs.
@@ -181,16 +190,3 @@ func CompareLayout(job, trainer cudaops.Layout) error {
 	}
 	return nil
 }
-
-// ParsedLayout is the spec's parameter layout: an external job's (Layout
-// parsed); nil for a built-in model (its layout is the model's) and for
-// an external job whose first trainer has not attached yet.
-func (s Spec) ParsedLayout() (cudaops.Layout, error) {
-	if s.Layout == "" {
-		return nil, nil
-	}
-	return ParseLayout(s.Layout)
-}
-
-// External reports whether the job's model lives in an external trainer.
-func (s Spec) External() bool { return s.Model == ExternalModel }

@@ -429,3 +429,16 @@ func Unmarshal(b []byte) (Spec, error) {
 	}
 	return s, nil
 }
+
+// ParsedLayout is the spec's parameter layout: an external job's (Layout
+// parsed); nil for a built-in model (its layout is the model's) and for
+// an external job whose first trainer has not attached yet.
+func (s Spec) ParsedLayout() (cudaops.Layout, error) {
+	if s.Layout == "" {
+		return nil, nil
+	}
+	return ParseLayout(s.Layout)
+}
+
+// External reports whether the job's model lives in an external trainer.
+func (s Spec) External() bool { return s.Model == ExternalModel }

@@ -54,6 +54,9 @@ type Status struct {
 	// EvalHistory is the evaluations this node has seen, oldest first
 	// (the last 360 are kept): the dashboard's accuracy and loss charts.
 	EvalHistory []records.EvalResult `json:"eval_history"`
+	// Trainer is this node's trainer socket under --trainer external; nil
+	// otherwise.
+	Trainer *ExternalTrainer `json:"trainer,omitempty"`
 	// Worker is this node's own worker loop; nil when it does not train.
 	Worker *records.LocalWorker `json:"worker,omitempty"`
 	// Eval is the latest evaluation of the global parameters known to this
@@ -90,6 +93,29 @@ type MemberStatus struct {
 	// HTTP is the member's HTTP address from its own view answer (this
 	// node's: Status.HTTP); "" until it answered, or when it serves none.
 	HTTP string `json:"http,omitempty"`
+}
+
+// ExternalTrainer is a node's trainer socket (--trainer external) and the
+// trainer process attached to it.
+type ExternalTrainer struct {
+	Socket   string `json:"socket"`
+	Attached bool   `json:"attached"`
+	// PID is the attached trainer's process id (SO_PEERCRED); 0 if unknown.
+	PID int `json:"pid,omitempty"`
+	// Attachments counts the trainers attached since the node started;
+	// Iterations the updates they sent.
+	Attachments int    `json:"attachments"`
+	Iterations  uint64 `json:"iterations"`
+	// Waiting says what waits for a trainer: the job's layout (the
+	// bootstrap node of a new external job), or the evaluation.
+	Waiting string `json:"waiting,omitempty"`
+	// The bridge's cost per iteration over the current attachment: θ
+	// copied into shared memory (bytes and µs), the compute request's
+	// round trip and, when the trainer reports it, the trainer's own part.
+	BytesCopiedPerIter float64 `json:"bytes_copied_per_iter"`
+	CopyMicros         float64 `json:"copy_us"`
+	RoundTripMicros    float64 `json:"round_trip_us"`
+	TrainerMicros      float64 `json:"trainer_us,omitempty"`
 }
 
 // TrainerStatus is one member's worker loop, from its own answer.

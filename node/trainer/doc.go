@@ -3,7 +3,7 @@
 // attaches to ([Server]), the framing of its messages, the shared-memory
 // file the tensors sit in ([Shm]) and [External], the worker's compute
 // (node/worker.Compute) that asks the attached trainer for each gradient.
-// The node owns the lifecycle around it (node/trainer.go in package node):
+// The node owns the lifecycle around it (node/external.go):
 // it starts a worker when a trainer attaches and removes it when the
 // trainer goes.
 //

@@ -13,17 +13,6 @@ import (
 	"time"
 )
 
-// ErrTrainerGone is every wait on an attachment that ended: the trainer
-// closed the socket or died (EOF), sent a bad message, or the node ended
-// it ([External.Close]). [External.Err] says which.
-var ErrTrainerGone = errors.New("trainer: the trainer is gone")
-
-// ProtocolError is a message from a trainer that breaks the protocol; it
-// ends the attachment.
-type ProtocolError struct{ Reason string }
-
-func (e *ProtocolError) Error() string { return "trainer: protocol: " + e.Reason }
-
 // Stats are an attachment's counters, for /status and the bridge's
 // measured cost.
 type Stats struct {
@@ -39,7 +28,7 @@ type Stats struct {
 	RoundTripNanos, TrainerNanos uint64
 }
 
-// External is [node/worker.Compute] through an attached trainer: each
+// External is the worker's Compute (node/worker) through an attached trainer: each
 // Gradient writes θ into the theta region, sends compute and hands the
 // update region to emit once the trainer answered.
 type External struct {
@@ -49,6 +38,9 @@ type External struct {
 	maxFrame int
 	steps    int
 	log      *slog.Logger
+	// goneGrace is how long Gradient waits for its ctx to end once the
+	// trainer is gone before it returns the error (Config.GoneGrace).
+	goneGrace time.Duration
 
 	mu    sync.Mutex // one exchange (compute/update, evaluate/evaluated) at a time
 	batch int
@@ -71,8 +63,8 @@ type External struct {
 	iters, evals, thetaBytes, thetaNanos, rtNanos, trainerNanos atomic.Uint64
 }
 
-func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame, steps int, log *slog.Logger) *External {
-	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, steps: steps, log: log,
+func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame, steps int, goneGrace time.Duration, log *slog.Logger) *External {
+	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, steps: steps, log: log, goneGrace: goneGrace,
 		late: -1, in: make(chan inMsg, 1), done: make(chan struct{})}
 	go e.read()
 	return e
@@ -210,11 +202,29 @@ func (e *External) LocalSteps() int { return e.steps }
 
 // Gradient implements node/worker.Compute: θ into theta, compute, wait
 // for the update (ctx bounds the wait), then the update region to emit
-// in one piece. A trainer gone is an error wrapping [ErrTrainerGone], a
-// bad update a [*ProtocolError] (and the attachment ends).
+// in one piece. A trainer gone is an error wrapping [ErrTrainerGone]
+// (returned once ctx ends, or after the server's Config.GoneGrace), a bad update a
+// [*ProtocolError] (and the attachment ends).
 func (e *External) Gradient(ctx context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	loss, err := e.gradient(ctx, theta, lo, hi, emit)
+	if errors.Is(err, ErrTrainerGone) && ctx.Err() == nil && e.goneGrace > 0 {
+		// The node ends the worker as soon as its trainer goes (Done):
+		// wait for that a moment, so the worker sees its ctx end rather
+		// than a failure.
+		t := time.NewTimer(e.goneGrace)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return loss, err
+}
+
+func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error) {
 	if err := e.Err(); err != nil {
 		return 0, e.gone()
 	}

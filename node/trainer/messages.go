@@ -3,6 +3,7 @@ package trainer
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -10,6 +11,17 @@ import (
 	"dsspmesh/cudaops"
 	"dsspmesh/node/job"
 )
+
+// ErrTrainerGone is every wait on an attachment that ended: the trainer
+// closed the socket or died (EOF), sent a bad message, or the node ended
+// it ([External.Close]). [External.Err] says which.
+var ErrTrainerGone = errors.New("trainer: the trainer is gone")
+
+// ProtocolError is a message from a trainer that breaks the protocol; it
+// ends the attachment.
+type ProtocolError struct{ Reason string }
+
+func (e *ProtocolError) Error() string { return "trainer: protocol: " + e.Reason }
 
 // Version is the protocol's version; a hello naming another is refused
 // with code "version".

@@ -27,6 +27,11 @@ type Config struct {
 	// HelloTimeout bounds the wait for a connection's hello and for an
 	// admitted trainer's init (10 s and 2 min when 0).
 	HelloTimeout, InitTimeout time.Duration
+	// GoneGrace is how long External.Gradient waits for its ctx to end
+	// once the trainer is gone, before returning the error: the node ends
+	// the worker at once, and the worker then sees its ctx end rather
+	// than a failure. 0 = 5 s; negative = no wait.
+	GoneGrace time.Duration
 }
 
 // Validate names the first bad value.
@@ -36,7 +41,7 @@ func (c Config) Validate() error {
 		return errors.New("trainer: no socket path")
 	case len(c.Socket) > 107:
 		return fmt.Errorf("trainer: socket path %s is %d bytes, a Unix socket's path holds at most 107 (a shorter --data-dir)", c.Socket, len(c.Socket))
-	case c.MaxFrame < 0 || c.HelloTimeout < 0 || c.InitTimeout < 0:
+	case c.MaxFrame < 0 || c.HelloTimeout < 0 || c.InitTimeout < 0 || c.GoneGrace > time.Minute:
 		return fmt.Errorf("trainer: negative limit in %+v", c)
 	}
 	return nil
@@ -51,6 +56,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.InitTimeout == 0 {
 		c.InitTimeout = 2 * time.Minute
+	}
+	if c.GoneGrace == 0 {
+		c.GoneGrace = 5 * time.Second
 	}
 	return c
 }
@@ -255,7 +263,7 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	c.SetDeadline(time.Time{})
 	s.mu.Lock()
 	s.attaches++
-	e := newExternal(c, shm, pid, s.cfg.MaxFrame, adm.LocalSteps, s.d.Logger)
+	e := newExternal(c, shm, pid, s.cfg.MaxFrame, adm.LocalSteps, s.cfg.GoneGrace, s.d.Logger)
 	s.current = e
 	s.mu.Unlock()
 	go func() {

@@ -115,7 +115,7 @@ func startServer(t *testing.T, sendInit bool) *testServer {
 		}
 		ts.layout = l
 	}
-	srv, err := Listen(Config{Socket: filepath.Join(dir, "trainer.sock"), ShmDir: dir}, Deps{Node: "node-a",
+	srv, err := Listen(Config{Socket: filepath.Join(dir, "trainer.sock"), ShmDir: dir, GoneGrace: -1}, Deps{Node: "node-a",
 		Admit: func(l cudaops.Layout) (Admission, *Refusal) {
 			if ts.layout == nil {
 				ts.layout = l

@@ -140,7 +140,9 @@ func (w *Worker) Run(ctx context.Context) {
 			loss, grad, err = w.gradient(ctx, 0, batch, push)
 		}
 		if err != nil {
-			w.fail(err)
+			if ctx.Err() == nil { // a compute that waits (an external trainer) returns when ctx ends: no failure
+				w.fail(err)
+			}
 			return
 		}
 		compute := time.Since(start)
@@ -168,7 +170,9 @@ func (w *Worker) Run(ctx context.Context) {
 				start := time.Now()
 				rest, g, err := w.gradient(ctx, ahead, batch, push)
 				if err != nil {
-					w.fail(err)
+					if ctx.Err() == nil {
+						w.fail(err)
+					}
 					return
 				}
 				grad = g
