@@ -120,17 +120,20 @@ func TestPyTorchTrainersMesh(t *testing.T) {
 		t.Skip("multi-process test; skipped with -short")
 	}
 	c := NewCluster(t, 3,
-		[]string{"--threads", "1", "--eval-every", "1s", "--log-level", "warn", "--trainer", "external"},
+		[]string{"--threads", "1", "--eval-every", "2s", "--log-level", "warn", "--trainer", "external"},
 		[]string{"--model", "external", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"})
 	tr := newPyTrainers(t, c)
-	const script = "examples/pytorch/mnist_mlp.py"
+	// The evaluating trainer stops training while it evaluates: 2000 test
+	// samples keep that short on a loaded 2-core box.
+	const script, evalSamples = "examples/pytorch/mnist_mlp.py", "2000"
+	trainerArgs := []string{"--eval-samples", evalSamples}
 	// The first trainer fixes the job's layout; the others join it.
 	c.Start(0)
-	tr.Start(0, script)
+	tr.Start(0, script, trainerArgs...)
 	c.WaitFor("node0's trainer attached and training", 60*time.Second, func() bool { return c.Iter(0) > 0 })
 	for _, i := range []int{1, 2} {
 		c.Start(i)
-		tr.Start(i, script)
+		tr.Start(i, script, trainerArgs...)
 	}
 	c.WaitFor("3 members, every trainer training", 60*time.Second, func() bool {
 		for i, s := range c.Statuses() {
@@ -178,7 +181,7 @@ sys.exit("attached with another model's layout")
 		}
 		t.Logf("%s", strings.TrimSpace(string(out)))
 	})
-	tr.Start(victim, script)
+	tr.Start(victim, script, trainerArgs...)
 	c.WaitFor("the restarted pair trains again and is back in the clock tables", 90*time.Second, func() bool {
 		s, err := c.Status(victim)
 		if err != nil || s.Node != deadID || s.Worker == nil || s.Worker.Iter < 10 {
@@ -200,7 +203,7 @@ sys.exit("attached with another model's layout")
 		if b, err := exp.CombinedOutput(); err != nil {
 			t.Fatalf("dssp export --evaluated: %v\n%s", err, b)
 		}
-		b, err := tr.command(0, "examples/pytorch/mnist_mlp.py", "--evaluate", out).CombinedOutput()
+		b, err := tr.command(0, script, "--eval-samples", evalSamples, "--evaluate", out).CombinedOutput()
 		if err != nil {
 			t.Fatalf("mnist_mlp.py --evaluate: %v\n%s", err, b)
 		}

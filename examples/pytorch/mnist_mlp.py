@@ -131,6 +131,7 @@ def main():
     ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     ap.add_argument("--reconnect", type=float, default=0, help="seconds to wait for the node to come back after it died (0: exit)")
     ap.add_argument("--log-every", type=float, default=10, help="seconds between progress lines")
+    ap.add_argument("--eval-samples", type=int, default=0, help="evaluate on the first N test samples (0: the number the node's evaluate asks for, else all 10000); the evaluating trainer stalls its own training meanwhile")
     ap.add_argument("--evaluate", metavar="FILE", help="load FILE (dssp export's safetensors) into the model, print its test accuracy and the accuracy in its metadata as JSON, and exit")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -141,7 +142,8 @@ def main():
         model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
         model.eval()
         _, _, Xt, Yt = load_mnist(mnist_dir(args.data))
-        acc, loss, n = evaluate(model, Xt, Yt)
+        n = args.eval_samples or len(Xt)
+        acc, loss, n = evaluate(model, Xt[:n], Yt[:n])
         print(json.dumps({"accuracy": acc, "loss": loss, "samples": n, "reported": float(meta["accuracy"]) if "accuracy" in meta else None}))
         return
 
@@ -150,7 +152,10 @@ def main():
     sgd = torch.optim.SGD(model.parameters(), lr=args.inner_lr)
 
     mesh = dsspmesh.connect(args.socket)
-    mesh.on_evaluate(lambda m: evaluate(m, Xt, Yt))
+    def on_evaluate(m):
+        n = args.eval_samples or mesh.eval_samples or len(Xt)
+        return evaluate(m, Xt[:n], Yt[:n])
+    mesh.on_evaluate(on_evaluate)
     opt = dsspmesh.Optimizer(mesh, model, inner=sgd)
     print("mnist_mlp: attached to %s (%s), %d parameters, batch %d, local steps %d"
           % (mesh.node, mesh.path, mesh.params, mesh.batch, mesh.local_steps), flush=True)
@@ -174,10 +179,10 @@ def main():
             print("mnist_mlp: %s; waiting up to %.0f s for the node" % (e, args.reconnect), flush=True)
             mesh.wait_for_node(args.reconnect)
     el = time.monotonic() - t0
-    print("mnist_mlp: stopped (%s) after %d samples in %.1f s, %.0f samples/s; bridge %.1f µs/round (%d bytes copied/round), wait %.2f ms/round over %d rounds"
+    print("mnist_mlp: stopped (%s) after %d samples in %.1f s, %.0f samples/s; bridge %.1f µs/round (%d bytes copied/round), wait %.2f ms/round over %d rounds, %d evaluations (%.1f s)"
           % (mesh.stop_reason, opt.stats.samples, el, opt.stats.samples / max(el, 1e-9), opt.stats.per_round_us(),
              opt.stats.bytes_copied // max(1, opt.stats.rounds), 1e3 * opt.stats.wait_s / max(1, opt.stats.rounds),
-             opt.stats.rounds), flush=True)
+             opt.stats.rounds, mesh.evaluations, mesh.eval_s), flush=True)
 
 
 if __name__ == "__main__":

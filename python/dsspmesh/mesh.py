@@ -102,6 +102,10 @@ class Mesh:
         self._own = None  # (Order, cursor) of the pos < 0 reading
         self.evaluations = 0
         self.compute_at = 0.0  # perf_counter() when the current compute arrived
+        # eval_samples is the test samples the node asks the evaluation to
+        # use (its --eval-samples), None when the evaluate message names none.
+        self.eval_samples = None
+        self.eval_s = 0.0  # seconds spent in the evaluation function
 
     # -- attaching --------------------------------------------------------
 
@@ -292,10 +296,13 @@ class Mesh:
 
     def _serve_evaluate(self, msg):
         seq = msg.get("seq")
+        n = msg.get("samples")
+        self.eval_samples = int(n) if isinstance(n, int) and n > 0 else None
         reply = {"op": "evaluated", "seq": seq, "accuracy": 0.0, "loss": 0.0, "samples": 0}
         if self._eval_fn is None:
             reply["error"] = "the trainer registered no evaluation function (mesh.on_evaluate)"
         else:
+            t0 = time.perf_counter()
             try:
                 if self._trainer is not None:
                     res = self._trainer._evaluate(self._eval_fn)
@@ -314,6 +321,7 @@ class Mesh:
             except Exception as e:  # the user's code: report it, keep training
                 traceback.print_exc(file=sys.stderr)
                 reply.update(accuracy=0.0, loss=0.0, samples=0, error="evaluation raised %s: %s" % (type(e).__name__, e))
+            self.eval_s += time.perf_counter() - t0
         protocol.send(self.sock, reply)
         self.evaluations += 1
 
