@@ -116,6 +116,7 @@ func (g *goTrainer) serve() {
 		case "evaluate":
 			g.send(map[string]any{"op": "evaluated", "seq": m["seq"], "accuracy": 0.625, "loss": 0.5, "samples": 80})
 		case "stop":
+			g.c.Close()
 			return
 		}
 	}
@@ -249,5 +250,42 @@ func TestInProcessExternalTrainers(t *testing.T) {
 	}
 	if theta[0] == 0.01 || theta[0] > 0.01 || theta[0] < -0.01 {
 		t.Fatalf("θ[0] = %v: the updates (θ pulled towards 0 from 0.01) were not applied", theta[0])
+	}
+}
+
+// TestInProcessTrainerRefusedByABuiltinJob: a node with --trainer
+// external on a job of a built-in model trains nothing and refuses a
+// trainer with not-external.
+func TestInProcessTrainerRefusedByABuiltinJob(t *testing.T) {
+	rec := newRecorder()
+	var dir string
+	m := startMesh(t, 1, 1, rec, func(i int, c *node.Config) {
+		c.Trainer = node.TrainerExternal
+		c.Spec.Replication = 1
+		dir = c.DataDir
+	})
+	mlp, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, rep := attach(t, filepath.Join(dir, node.TrainerSocket), tensorsOf(mlp.Layout()), 0)
+	if g != nil || rep["code"] != trainer.CodeNotExternal {
+		t.Fatalf("trainer on a built-in job: %v, want error not-external", rep)
+	}
+	// The node is up before it stops.
+	var addr string
+	m.mu.Lock()
+	for _, nd := range m.nodes {
+		addr = nd.http
+	}
+	m.mu.Unlock()
+	for deadline := time.Now().Add(time.Minute); getStatus(t, addr).Phase != "training"; {
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not come up within a minute")
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	if st := getStatus(t, addr); st.Worker != nil || st.Trainer == nil || st.Trainer.Attached {
+		t.Fatalf("a node of a built-in job with --trainer external: worker %+v, trainer %+v; want no worker, nothing attached", st.Worker, st.Trainer)
 	}
 }

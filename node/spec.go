@@ -12,6 +12,9 @@ type (
 const (
 	DefaultPipelineFresh = job.DefaultPipelineFresh
 	AutoShardBytes       = job.AutoShardBytes
+	// ExternalModel is the --model of a job whose model an external
+	// trainer holds (--trainer external).
+	ExternalModel = job.ExternalModel
 )
 
 // DefaultJobSpec is [job.DefaultSpec].

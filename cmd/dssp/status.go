@@ -47,6 +47,18 @@ last answered it; "-" until it has.`,
 				fmt.Fprintf(out, "test accuracy %.2f%%  loss %.4f  (%d samples, by %s, %s ago)\n",
 					100*s.Eval.Accuracy, s.Eval.Loss, s.Eval.Samples, s.Eval.By, s.Now.Sub(s.Eval.At).Round(time.Second))
 			}
+			if t := s.Trainer; t != nil {
+				fmt.Fprintf(out, "trainer socket %s: ", t.Socket)
+				if t.Attached {
+					fmt.Fprintf(out, "attached (pid %d), %d updates; bridge per iteration: %.0f bytes copied in %.0f µs, round trip %.0f µs (trainer's own %.0f µs)\n",
+						t.PID, t.Iterations, t.BytesCopiedPerIter, t.CopyMicros, t.RoundTripMicros, t.TrainerMicros)
+				} else {
+					fmt.Fprintf(out, "no trainer attached (%d so far)\n", t.Attachments)
+				}
+				if t.Waiting != "" {
+					fmt.Fprintf(out, "waiting for a trainer: %s\n", t.Waiting)
+				}
+			}
 			if s.Checkpoint != "" {
 				fmt.Fprintf(out, "newest checkpoint here: %s\n", s.Checkpoint)
 			}

@@ -47,7 +47,8 @@ recover and the node to rejoin.`,
 		Example: `  dssp up
   dssp up --nodes 4 --paradigm dssp --s-lower 3 --r-max 12 --slowdown 1,1,1,3 --target-acc 0.97
   dssp up --nodes 4 --chaos 30s --time-limit 5m
-  dssp up --nodes 32 --workers 4 --target-acc 0 --time-limit 2m`,
+  dssp up --nodes 32 --workers 4 --target-acc 0 --time-limit 2m
+  dssp up --nodes 3 --trainer 'python3 examples/pytorch/mnist_mlp.py' --target-acc 0.95`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -85,6 +86,15 @@ recover and the node to rejoin.`,
 				}
 			})
 			cfg.NodeArgs = []string{"--detection", detection, "--threads", strconv.Itoa(threads), "--eval-every", evalEvery}
+			if cfg.Trainer != "" {
+				// One trainer process per training node: the nodes compute
+				// through it, and the job's model is the trainers' unless a
+				// --model was given.
+				cfg.NodeArgs = append(cfg.NodeArgs, "--trainer", node.TrainerExternal)
+				if !cmd.Flags().Changed("model") {
+					cfg.SpecArgs = append(cfg.SpecArgs, "--model="+node.ExternalModel)
+				}
+			}
 			if computeDelay > 0 {
 				cfg.NodeArgs = append(cfg.NodeArgs, "--compute-delay", computeDelay.String())
 			}
@@ -109,7 +119,11 @@ recover and the node to rejoin.`,
 				if mm.Eval != nil {
 					fmt.Fprintf(out, ", test accuracy %.2f%% on %d samples as the mesh reported it", 100*mm.Eval.Accuracy, mm.Eval.Samples)
 				}
-				fmt.Fprintf(out, "; check it with: %s eval --model %s\n", selfCommand(bin), res.Model)
+				if mm.Model == node.ExternalModel {
+					fmt.Fprintf(out, "; it holds the trainers' tensor names: model.load_state_dict takes it\n")
+				} else {
+					fmt.Fprintf(out, "; check it with: %s eval --model %s\n", selfCommand(bin), res.Model)
+				}
 			} else {
 				fmt.Fprintln(out, "model: no node answered; no model.safetensors written")
 			}
@@ -124,6 +138,7 @@ recover and the node to rejoin.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "node processes to start")
+	f.StringVar(&cfg.Trainer, "trainer", "", "a trainer command (run with sh -c) started beside every training node, e.g. 'python3 examples/pytorch/mnist_mlp.py': env DSSP_TRAINER_SOCKET names its node's socket (DSSP_NODE_INDEX, DSSP_DATA too), output in the run folder's trainer<i>.log; implies --trainer external on the nodes and --model external unless --model is given")
 	f.IntVar(&cfg.Workers, "workers", launch.AutoWorkers, "how many of the nodes train (the first ones); the rest only host shards and load no dataset (0: every node; -1: every node if this machine's available memory holds them, else as many as it does)")
 	f.StringVar(&cfg.Dir, "dir", "", "run folder for data dirs, logs and the mesh key (default: a temporary folder, removed at the end unless the run fails, is interrupted or misses its target)")
 	f.StringVar(&cfg.ReportDir, "report", cfg.ReportDir, "folder for the CSV files and PNG plots")

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -47,6 +48,9 @@ type Config struct {
 	// Charts, if not nil, draws the report's plots into ReportDir after
 	// its CSV files are written (`dssp up` passes lab/plot's Up).
 	Charts func(dir string, r *Result) error
+	// Trainer, if set, is the command of one trainer process per training
+	// node (Mesh.Trainer); the nodes then run --trainer external.
+	Trainer string
 }
 
 // DefaultConfig is four nodes until 97% test accuracy or 30 minutes.
@@ -105,6 +109,9 @@ type Proc struct {
 	// started (its own lines follow).
 	starts, bindFails int
 	logOff            int64
+
+	trainer     *exec.Cmd     // the node's trainer process (Mesh.Trainer), nil when none runs
+	trainerDone chan struct{} // closed when it has exited
 }
 
 // Trains reports whether node p runs a worker (false: it only hosts shards).
@@ -137,7 +144,13 @@ type Mesh struct {
 	Dir    string
 	Key    string
 	Procs  []*Proc
-	log    *slog.Logger
+	// Trainer, if set, is a shell command started beside every training
+	// node (`dssp up --trainer`): env DSSP_TRAINER_SOCKET is the node's
+	// trainer socket, DSSP_NODE_INDEX its index, DSSP_DATA the --data
+	// folder when one is given; its output goes to trainer<i>.log in the
+	// run folder, and it is killed when its node exits.
+	Trainer string
+	log     *slog.Logger
 }
 
 // NewMesh prepares n nodes under dir: a mesh key, a data folder and free
@@ -218,13 +231,71 @@ func (m *Mesh) Start(i int) error {
 	}
 	p.cmd, p.exited = cmd, make(chan struct{})
 	p.starts++
+	if m.Trainer != "" && p.Trains() {
+		if err := m.startTrainer(p); err != nil {
+			m.log.Warn("trainer not started", "node", i, "err", err)
+		}
+	}
 	go func() {
 		p.err = cmd.Wait()
 		logf.Close()
+		m.stopTrainer(p)
 		close(p.exited)
 	}()
 	m.log.Debug("node started", "node", i, "pid", cmd.Process.Pid, "http", p.HTTP)
 	return nil
+}
+
+// TrainerSocket is the trainer socket in a node's data dir.
+func (p *Proc) TrainerSocket() string { return filepath.Join(p.DataDir, node.TrainerSocket) }
+
+// startTrainer starts p's trainer: Mesh.Trainer through sh -c, in its own
+// process group (stopTrainer kills the whole group).
+func (m *Mesh) startTrainer(p *Proc) error {
+	logPath := filepath.Join(m.Dir, fmt.Sprintf("trainer%d.log", p.Index))
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("up: trainer %d log: %w", p.Index, err)
+	}
+	cmd := exec.Command("sh", "-c", m.Trainer)
+	cmd.Env = append(os.Environ(), "DSSP_TRAINER_SOCKET="+p.TrainerSocket(), fmt.Sprintf("DSSP_NODE_INDEX=%d", p.Index))
+	for j, a := range p.args {
+		if a == "--data" && j+1 < len(p.args) {
+			cmd.Env = append(cmd.Env, "DSSP_DATA="+p.args[j+1])
+		} else if v, ok := strings.CutPrefix(a, "--data="); ok {
+			cmd.Env = append(cmd.Env, "DSSP_DATA="+v)
+		}
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("up: start trainer %d (%s): %w", p.Index, m.Trainer, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	p.trainer, p.trainerDone = cmd, done
+	m.log.Debug("trainer started", "node", p.Index, "pid", cmd.Process.Pid)
+	return nil
+}
+
+// stopTrainer ends p's trainer once its node exited: SIGTERM to its
+// process group, SIGKILL after 2 s. A trainer told "stop" by its node
+// has usually exited already.
+func (m *Mesh) stopTrainer(p *Proc) {
+	t := p.trainer
+	if t == nil {
+		return
+	}
+	done := p.trainerDone
+	p.trainer, p.trainerDone = nil, nil
+	pgid := t.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL) // what the group leader left behind
 }
 
 // Kill sends SIGKILL to node i and waits for it to exit.

@@ -154,6 +154,7 @@ func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
+	m.Trainer = cfg.Trainer
 	for i := range m.Procs {
 		if cfg.Workers > 0 && i >= cfg.Workers {
 			m.AddArgs(i, "--train=false")
@@ -172,6 +173,9 @@ func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger)
 		trainers = cfg.Workers
 	}
 	logs := "logs: node*.log"
+	if cfg.Trainer != "" {
+		logs += ", trainer*.log"
+	}
 	if tmpNote != "" {
 		logs += "; " + tmpNote
 	}

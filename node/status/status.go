@@ -17,9 +17,11 @@ type Status struct {
 	HTTP    string    `json:"http,omitempty"` // where peers reach this node's HTTP ("" when it serves none)
 	Started time.Time `json:"started"`
 	Now     time.Time `json:"now"`
-	// Phase is starting, joining, training (up, with a worker), hosting
-	// (up, hosting its shards without a worker: --train=false), leaving or
-	// stopped; diverged while it hosts its shards after its worker stopped
+	// Phase is starting, joining, waiting-trainer (the bootstrap node of a
+	// new --model external job, until its first trainer fixes the layout),
+	// training (up, with a worker; under --trainer external a worker runs
+	// while a trainer is attached: Trainer), hosting (up, hosting its
+	// shards without a worker: --train=false), leaving or stopped; diverged while it hosts its shards after its worker stopped
 	// on the job's divergence (Stopped says why).
 	Phase string `json:"phase"`
 	// Stopped says why this node stopped training (the job diverged, as

@@ -20,7 +20,7 @@ type Stats struct {
 	Iterations  uint64 // updates received
 	Evaluations uint64
 	// ThetaBytes is the bytes copied into the theta region, ThetaNanos
-	// the time those copies took.
+	// the time those copies took, for the iterations counted.
 	ThetaBytes, ThetaNanos uint64
 	// RoundTripNanos is the time from compute sent to update received;
 	// TrainerNanos the part the trainer reported as its own (compute_s),
@@ -125,7 +125,9 @@ func (e *External) Err() error {
 	}
 }
 
-// Close sends stop with reason (best effort) and ends the attachment.
+// Close sends stop with reason (best effort) and ends the attachment
+// once the trainer closed its side, or after StopGrace: a trainer in the
+// middle of a compute can still write its update, then reads stop.
 func (e *External) Close(reason string) {
 	select {
 	case <-e.done:
@@ -133,9 +135,20 @@ func (e *External) Close(reason string) {
 	default:
 	}
 	b, _ := json.Marshal(stopMsg{Op: "stop", Reason: reason})
-	e.send(b, time.Second)
+	if e.send(b, time.Second) == nil {
+		t := time.NewTimer(StopGrace)
+		select {
+		case <-e.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	e.end(fmt.Errorf("%w: stopped by the node (%s)", ErrTrainerGone, reason))
 }
+
+// StopGrace bounds how long Close waits for the trainer to close its side
+// after stop.
+const StopGrace = 2 * time.Second
 
 // send writes one frame, bounded by limit.
 func (e *External) send(body []byte, limit time.Duration) error {
@@ -236,8 +249,7 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 	}
 	start := time.Now()
 	copy(e.shm.Region(RegionTheta), theta)
-	e.thetaNanos.Add(uint64(time.Since(start)))
-	e.thetaBytes.Add(uint64(4 * len(theta)))
+	copyNanos := uint64(time.Since(start))
 	e.iter++
 	e.out = appendCompute(e.out[:0], e.iter, e.batch, e.pos, e.steps, lo, hi)
 	sent := time.Now()
@@ -256,6 +268,8 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 		return 0, e.fail(err)
 	}
 	e.rtNanos.Add(uint64(time.Since(sent)))
+	e.thetaNanos.Add(copyNanos) // counted with the update, so that the means are per iteration
+	e.thetaBytes.Add(uint64(4 * len(theta)))
 	if m.ComputeSeconds != nil && *m.ComputeSeconds >= 0 && *m.ComputeSeconds < 1e6 {
 		e.trainerNanos.Add(uint64(*m.ComputeSeconds * 1e9))
 	}

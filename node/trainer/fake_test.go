@@ -129,6 +129,7 @@ func (f *fakeTrainer) serve(target []float32) string {
 			}
 			f.send(map[string]any{"op": "evaluated", "seq": m["seq"], "accuracy": 1 / (1 + d2), "loss": d2, "samples": 100})
 		case "stop":
+			f.c.Close()
 			return m["reason"].(string)
 		default:
 			f.t.Errorf("unexpected message %v", m)
