@@ -15,7 +15,9 @@ is not counted) and all ranks stop at --target accuracy or after --time
 seconds. The last line is a JSON summary: time to target, samples/s (all
 ranks), final accuracy. --slowdowns stretches each rank's compute (forward
 and backward) by its factor, as `dssp node --slowdown` does, so a mixed mesh
-and DDP are compared on the same emulated speeds.
+and DDP are compared on the same emulated speeds; under DDP a communication
+hook stretches the compute before the gradients' allreduce starts, so the
+wait for other ranks and the allreduce itself are never stretched.
 
 Unlike the mesh, a DDP step waits for its slowest rank, and a rank that dies
 stops the job.
@@ -31,6 +33,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mnist_mlp import MLP, evaluate, load_mnist, mnist_dir  # noqa: E402
@@ -46,10 +49,21 @@ def run(rank, args, data, result):
     X, Y, Xt, Yt = data
     torch.manual_seed(args.seed)
     model = MLP()
+    slow = float(args.slowdowns.split(",")[rank]) if args.slowdowns else 1.0
+    mark = [0.0]  # where the compute not yet stretched began
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
+        if slow > 1:
+            # Stretch only compute, never the wait for the other ranks: the
+            # hook runs when a bucket's gradients are ready, before its
+            # allreduce starts, and stretches the compute since the last
+            # mark (one bucket for this model: forward and backward).
+            def stretched_allreduce(state, bucket):
+                time.sleep((slow - 1) * (time.monotonic() - mark[0]))
+                mark[0] = time.monotonic()
+                return default_hooks.allreduce_hook(None, bucket)
+            model.register_comm_hook(None, stretched_allreduce)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    slow = float(args.slowdowns.split(",")[rank]) if args.slowdowns else 1.0
     n, b = len(X), args.batch
     steps_per_epoch = n // (b * world)
     t0 = time.monotonic()
@@ -64,12 +78,12 @@ def run(rank, args, data, result):
         global_samples = step * b * world
         for g in opt.param_groups:
             g["lr"] = args.lr * args.lr_decay ** (global_samples // args.lr_decay_samples)
-        c0 = time.monotonic()
+        mark[0] = time.monotonic()
         opt.zero_grad()
         loss = F.cross_entropy(model(X[idx]), Y[idx])
         loss.backward()  # DDP: the gradients' allreduce overlaps the backward pass
-        if slow > 1:
-            time.sleep((slow - 1) * (time.monotonic() - c0))
+        if slow > 1 and world == 1:
+            time.sleep((slow - 1) * (time.monotonic() - mark[0]))
         opt.step()
         step += 1
         samples += b
