@@ -10,7 +10,8 @@ of every epoch).
     python3 examples/pytorch/mnist_ddp.py --procs 4 --target 0.97
     python3 examples/pytorch/mnist_ddp.py --procs 4 --slowdowns 4,4,2,1   # speeds 1,1,2,4
 
-Rank 0 evaluates on the test set every --eval-steps steps (evaluation time
+Rank 0 evaluates on the test set (its first --eval-samples, as a mesh's
+evaluator does) every --eval-steps steps (evaluation time
 is not counted) and all ranks stop at --target accuracy or after --time
 seconds. The last line is a JSON summary: time to target, samples/s (all
 ranks), final accuracy. --slowdowns stretches each rank's compute (forward
@@ -92,7 +93,8 @@ def run(rank, args, data, result):
             if rank == 0:
                 net = model.module if world > 1 else model
                 net.eval()
-                acc = evaluate(net, Xt, Yt)[0]
+                n = args.eval_samples or len(Xt)
+                acc = evaluate(net, Xt[:n], Yt[:n])[0]
                 net.train()
                 el = e0 - t0 - eval_s
                 print("mnist_ddp: %.1f s, step %d, accuracy %.4f, loss %.4f" % (el, step, acc, loss.item()), flush=True)
@@ -126,6 +128,7 @@ def main():
     ap.add_argument("--target", type=float, default=0.97, help="stop at this test accuracy")
     ap.add_argument("--time", type=float, default=120, help="stop after this many seconds")
     ap.add_argument("--eval-steps", type=int, default=100, help="steps between evaluations")
+    ap.add_argument("--eval-samples", type=int, default=0, help="evaluate on the first N test samples, as a node's --eval-samples (0: all 10000)")
     ap.add_argument("--slowdowns", help="per-rank compute slowdown factors, e.g. 4,4,2,1")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--seed", type=int, default=1)

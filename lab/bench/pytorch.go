@@ -77,10 +77,12 @@ type PyTorchConfig struct {
 	TimeLimit time.Duration
 	Batch     int     // every worker's batch, mesh and DDP
 	LR        float64 // the learning rate, mesh and DDP
-	// EvalEvery is the meshes' evaluation cadence, EvalSamples their test
-	// samples per evaluation (0: all); DDPEvalSteps is DDP's (rank 0
-	// evaluates the whole test set every that many steps, not counted in
-	// its time).
+	// EvalEvery is the meshes' evaluation cadence; DDPEvalSteps is DDP's
+	// (rank 0 evaluates every that many steps, not counted in its time).
+	// EvalSamples is the test samples of every evaluation, the first ones
+	// of the test set for all three (0: all 10000). A mesh's evaluator
+	// trains too, and an external trainer's evaluation stalls its training,
+	// so the whole set every EvalEvery slows the PyTorch mesh's evaluator.
 	EvalEvery    time.Duration
 	EvalSamples  int
 	DDPEvalSteps int
@@ -106,14 +108,14 @@ type PyTorchConfig struct {
 
 // DefaultPyTorchConfig is the issue's comparison: 4 workers, equal speeds
 // and slowdowns 1,1,2,4, time to 97 %, 10 minutes a training, batch 64 and
-// lr 0.05 (the job's defaults, and mnist_ddp.py's), targets 0.6×, 0.4× and
-// 10 %.
+// lr 0.05 (the job's defaults, and mnist_ddp.py's), evaluations on the
+// first 2000 test samples, targets 0.6×, 0.4× and 10 %.
 func DefaultPyTorchConfig() PyTorchConfig {
 	return PyTorchConfig{
 		Workers: 4, Systems: Systems(),
 		Settings: []Setting{{Name: "equal"}, {Name: "mixed", Slowdown: []float64{1, 1, 2, 4}}},
 		Target:   0.97, TimeLimit: 10 * time.Minute, Batch: 64, LR: 0.05,
-		EvalEvery: 2 * time.Second, DDPEvalSteps: 100, Threads: 1, Poll: time.Second,
+		EvalEvery: 2 * time.Second, EvalSamples: 2000, DDPEvalSteps: 100, Threads: 1, Poll: time.Second,
 		Examples:   filepath.Join("examples", "pytorch"),
 		MeshTarget: 0.6, MixedTarget: 0.4, BridgeTarget: 0.10, OutDir: "bench-pytorch",
 	}
@@ -223,6 +225,9 @@ type Bridge struct {
 	// bytes copied per round; -1 where its log gave none.
 	TrainerSide  time.Duration
 	TrainerBytes float64
+	// Evaluating is the time the trainer spent evaluating for the mesh
+	// (its training stalled meanwhile), from its log; 0 if none.
+	Evaluating time.Duration
 }
 
 // NodeShare is the node-side bridge ÷ the iteration (0 when unknown).
@@ -256,8 +261,8 @@ type SystemRun struct {
 	Err     string
 }
 
-// Bridge is the mean over the nodes of their bridges (Node "mean"), and
-// whether there were any.
+// Bridge is the mean over the nodes of their bridges (Node "mean"; its
+// Evaluating is the sum), and whether there were any.
 func (r SystemRun) Bridge() (Bridge, bool) {
 	m := Bridge{Node: "mean"}
 	n, nt := 0, 0
@@ -270,6 +275,7 @@ func (r SystemRun) Bridge() (Bridge, bool) {
 		it += b.Iteration
 		ns += b.NodeSide
 		m.NodeBytes += b.NodeBytes
+		m.Evaluating += b.Evaluating // the total: one node evaluates
 		if b.TrainerSide >= 0 {
 			nt++
 			ts += b.TrainerSide
@@ -402,14 +408,28 @@ func runMeshSystem(ctx context.Context, cfg PyTorchConfig, set Setting, sys Syst
 		run.Bridges = bridges(r.Samples)
 		for i := range run.Bridges {
 			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("trainer%d.log", i)))
-			if err != nil {
-				continue
+			if err == nil {
+				run.Bridges[i].TrainerSide, run.Bridges[i].TrainerBytes = TrainerBridge(string(b))
+				run.Bridges[i].Evaluating = TrainerEvaluating(string(b))
 			}
-			run.Bridges[i].TrainerSide, run.Bridges[i].TrainerBytes = TrainerBridge(string(b))
-			_ = os.WriteFile(filepath.Join(lc.ReportDir, fmt.Sprintf("trainer%d.log", i)), b, 0o644)
 		}
 	}
+	keepLogs(dir, lc.ReportDir)
 	return run
+}
+
+// keepLogs copies the run folder's node and trainer logs into the
+// report's folder (the run folder, with its data dirs, is removed).
+func keepLogs(dir, to string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(logs) == 0 || os.MkdirAll(to, 0o755) != nil {
+		return
+	}
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(to, filepath.Base(l)), b, 0o644)
+		}
+	}
 }
 
 // trainerCommand is the `dssp up --trainer` command: mnist_mlp.py with the
@@ -483,6 +503,23 @@ func TrainerBridge(log string) (time.Duration, float64) {
 	return -1, -1
 }
 
+var trainerEvalRE = regexp.MustCompile(`(\d+) evaluations \(([0-9.]+) s\)`)
+
+// TrainerEvaluating reads the time the trainer spent evaluating from the
+// last line of its log that gives it (mnist_mlp.py's final line: "12
+// evaluations (1.5 s)"); 0 when none does.
+func TrainerEvaluating(log string) time.Duration {
+	m := trainerEvalRE.FindAllStringSubmatch(log, -1)
+	if len(m) == 0 {
+		return 0
+	}
+	v, err := strconv.ParseFloat(m[len(m)-1][2], 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(v * 1e9)
+}
+
 // DDPSummary is mnist_ddp.py's last line.
 type DDPSummary struct {
 	Procs         int      `json:"procs"`
@@ -521,7 +558,7 @@ func runDDP(ctx context.Context, cfg PyTorchConfig, set Setting, label string, w
 	args := []string{cfg.script(DDP), "--procs", strconv.Itoa(cfg.Workers), "--batch", strconv.Itoa(cfg.Batch),
 		"--lr", strconv.FormatFloat(cfg.LR, 'g', -1, 64), "--target", strconv.FormatFloat(cfg.Target, 'g', -1, 64),
 		"--time", strconv.FormatFloat(cfg.TimeLimit.Seconds(), 'f', -1, 64), "--eval-steps", strconv.Itoa(cfg.DDPEvalSteps),
-		"--threads", strconv.Itoa(cfg.Threads), "--port", strconv.Itoa(ports[0])}
+		"--threads", strconv.Itoa(cfg.Threads), "--port", strconv.Itoa(ports[0]), "--eval-samples", strconv.Itoa(cfg.EvalSamples)}
 	if sd := set.Slowdown; len(sd) > 0 {
 		per := make([]float64, cfg.Workers)
 		for i := range per {
@@ -701,9 +738,9 @@ func (r *PyTorchResult) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# PyTorch through the mesh vs the built-in MLP vs PyTorch DDP\n\n")
 	fmt.Fprintf(&b, "%d workers, MNIST MLP (784-256-128-10), batch %d per worker, lr %g (momentum 0.5, ×0.85 every 60000 samples), "+
-		"target %.0f%% test accuracy, limit %v per training, %d torch/compute thread(s) per worker; meshes evaluate every %v on %s, "+
-		"DDP's rank 0 every %d steps on all 10000. Job: %s. Started %s, took %s.\n\n",
-		c.Workers, c.Batch, c.LR, 100*c.Target, c.TimeLimit, c.Threads, c.EvalEvery, evalSamplesText(c.EvalSamples), c.DDPEvalSteps,
+		"target %.0f%% test accuracy on %s, limit %v per training, %d torch/compute thread(s) per worker; meshes evaluate every %v, "+
+		"DDP's rank 0 every %d steps. Job: %s. Started %s, took %s.\n\n",
+		c.Workers, c.Batch, c.LR, 100*c.Target, evalSamplesText(c.EvalSamples), c.TimeLimit, c.Threads, c.EvalEvery, c.DDPEvalSteps,
 		jobLabel(c.jobArgs()), r.Start.UTC().Format(time.RFC3339), r.Took.Round(time.Second))
 	for _, set := range c.Settings {
 		fmt.Fprintf(&b, "## %s\n\n", set)
@@ -717,8 +754,8 @@ func (r *PyTorchResult) Markdown() string {
 				100*run.FinalAcc, run.SamplesPerSec, run.Wall.Seconds(), run.Load, run.Err)
 		}
 		if pt, ok := r.Run(set.Name, MeshPyTorch); ok && len(pt.Bridges) > 0 {
-			b.WriteString("\nThe bridge per iteration (node-side: θ copied into shared memory + the compute request's round trip − the trainer's compute; trainer-side: dsspmesh's own copies and framing):\n\n")
-			b.WriteString("| node | iteration | bridge, node-side | ÷ iteration | bytes copied, node | bridge, trainer-side | ÷ iteration | bytes copied, trainer |\n|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("\nThe bridge per iteration (node-side: θ copied into shared memory + the compute request's round trip − the trainer's compute; trainer-side: dsspmesh's own copies and framing; evaluating: the trainer's time evaluating for the mesh, its training stalled):\n\n")
+			b.WriteString("| node | iteration | bridge, node-side | ÷ iteration | bytes copied, node | bridge, trainer-side | ÷ iteration | bytes copied, trainer | evaluating |\n|---|---|---|---|---|---|---|---|---|\n")
 			rows := append([]Bridge(nil), pt.Bridges...)
 			if m, ok := pt.Bridge(); ok {
 				rows = append(rows, m)
@@ -728,8 +765,12 @@ func (r *PyTorchResult) Markdown() string {
 				if br.TrainerSide >= 0 {
 					ts, tsh, tb = fmtMicros(br.TrainerSide), fmt.Sprintf("%.1f%%", 100*br.TrainerShare()), fmt.Sprintf("%.0f", br.TrainerBytes)
 				}
-				fmt.Fprintf(&b, "| %s | %s | %s | %.1f%% | %.0f | %s | %s | %s |\n", br.Node, fmtMillis(br.Iteration), fmtMicros(br.NodeSide),
-					100*br.NodeShare(), br.NodeBytes, ts, tsh, tb)
+				ev := ""
+				if br.Evaluating > 0 {
+					ev = fmt.Sprintf("%.1fs", br.Evaluating.Seconds())
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %.1f%% | %.0f | %s | %s | %s | %s |\n", br.Node, fmtMillis(br.Iteration), fmtMicros(br.NodeSide),
+					100*br.NodeShare(), br.NodeBytes, ts, tsh, tb, ev)
 			}
 		}
 		b.WriteString("\n")
@@ -748,27 +789,28 @@ func evalSamplesText(n int) string {
 	if n == 0 {
 		return "all 10000 test samples"
 	}
-	return fmt.Sprintf("%d test samples", n)
+	return fmt.Sprintf("the first %d test samples", n)
 }
 
 // CSV is one line per training.
 func (r *PyTorchResult) CSV() string {
 	var b strings.Builder
-	b.WriteString("setting,system,time_to_target_s,final_acc,samples_per_s,wall_s,iteration_us,bridge_node_us,bridge_node_share,bytes_node,bridge_trainer_us,bridge_trainer_share,bytes_trainer,load,error\n")
+	b.WriteString("setting,system,time_to_target_s,final_acc,samples_per_s,wall_s,iteration_us,bridge_node_us,bridge_node_share,bytes_node,bridge_trainer_us,bridge_trainer_share,bytes_trainer,evaluating_s,load,error\n")
 	for _, run := range r.Runs {
 		tt := ""
 		if run.ToTarget != NotReached {
 			tt = fmt.Sprintf("%.2f", run.ToTarget.Seconds())
 		}
-		it, bn, bns, nb, bt, bts, tb := "", "", "", "", "", "", ""
+		it, bn, bns, nb, bt, bts, tb, ev := "", "", "", "", "", "", "", ""
 		if m, ok := run.Bridge(); ok {
 			it, bn, bns, nb = us(m.Iteration), us(m.NodeSide), fmt.Sprintf("%.4f", m.NodeShare()), fmt.Sprintf("%.0f", m.NodeBytes)
+			ev = fmt.Sprintf("%.2f", m.Evaluating.Seconds())
 			if m.TrainerSide >= 0 {
 				bt, bts, tb = us(m.TrainerSide), fmt.Sprintf("%.4f", m.TrainerShare()), fmt.Sprintf("%.0f", m.TrainerBytes)
 			}
 		}
-		fmt.Fprintf(&b, "%s,%s,%s,%.4f,%.1f,%.1f,%s,%s,%s,%s,%s,%s,%s,%.2f,%q\n", run.Setting, run.System, tt, run.FinalAcc,
-			run.SamplesPerSec, run.Wall.Seconds(), it, bn, bns, nb, bt, bts, tb, run.Load, run.Err)
+		fmt.Fprintf(&b, "%s,%s,%s,%.4f,%.1f,%.1f,%s,%s,%s,%s,%s,%s,%s,%s,%.2f,%q\n", run.Setting, run.System, tt, run.FinalAcc,
+			run.SamplesPerSec, run.Wall.Seconds(), it, bn, bns, nb, bt, bts, tb, ev, run.Load, run.Err)
 	}
 	return b.String()
 }

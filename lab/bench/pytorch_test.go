@@ -16,7 +16,7 @@ func pytorchResult() *PyTorchResult {
 	cfg := DefaultPyTorchConfig()
 	pt := SystemRun{Setting: "equal", System: MeshPyTorch, ToTarget: 30 * time.Second, SamplesPerSec: 6000, FinalAcc: 0.971,
 		Bridges: []Bridge{
-			{Node: "a", Iteration: 20 * time.Millisecond, NodeSide: 600 * time.Microsecond, NodeBytes: 940000, TrainerSide: 400 * time.Microsecond, TrainerBytes: 1880000},
+			{Node: "a", Iteration: 20 * time.Millisecond, NodeSide: 600 * time.Microsecond, NodeBytes: 940000, TrainerSide: 400 * time.Microsecond, TrainerBytes: 1880000, Evaluating: 1500 * time.Millisecond},
 			{Node: "b", Iteration: 30 * time.Millisecond, NodeSide: 1400 * time.Microsecond, NodeBytes: 940000, TrainerSide: -1, TrainerBytes: -1},
 		}}
 	return &PyTorchResult{Config: cfg, Runs: []SystemRun{
@@ -92,7 +92,7 @@ func TestPyTorchRatios(t *testing.T) {
 
 	md := r.Markdown()
 	for _, want := range []string{"## equal", "## mixed (slowdown 1,1,2,4)", "| mesh, PyTorch trainers | 45.0s |", "| PyTorch DDP (gloo) | not reached in 10m0s |",
-		"time to 97%, mesh-PyTorch ÷ DDP: 0.75 (target ≤ 0.6: NOT met)", "| mean | 25.00 ms | 1000 µs | 4.0% | 940000 | 400 µs | 1.6% | 1880000 |",
+		"time to 97%, mesh-PyTorch ÷ DDP: 0.75 (target ≤ 0.6: NOT met)", "| mean | 25.00 ms | 1000 µs | 4.0% | 940000 | 400 µs | 1.6% | 1880000 | 1.5s |",
 		"bridge ÷ iteration, node-side: 4.0% (target ≤ 10%: met)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
@@ -142,6 +142,9 @@ mnist_mlp: stopped (target reached) after 64000 samples in 100.0 s, 640 samples/
 	d, n = TrainerBridge(strings.Join(strings.Split(log, "\n")[:2], "\n"))
 	if d != 512500*time.Nanosecond || n != 1881168 {
 		t.Fatalf("progress line: %v, %v", d, n)
+	}
+	if e := TrainerEvaluating(log); e != 1500*time.Millisecond {
+		t.Fatalf("evaluating: %v", e)
 	}
 	if d, n := TrainerBridge("Traceback (most recent call last):\n"); d != -1 || n != -1 {
 		t.Fatalf("no figures: %v, %v", d, n)

@@ -97,7 +97,7 @@ report, the trainers' and DDP's logs). Heavy: up to 6 trainings of up to
 	f.IntVar(&cfg.Batch, "batch", cfg.Batch, "every worker's batch (mesh job and DDP rank)")
 	f.Float64Var(&cfg.LR, "lr", cfg.LR, "learning rate (mesh job and DDP)")
 	f.DurationVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "the meshes' evaluation cadence (the resolution of their times)")
-	f.IntVar(&cfg.EvalSamples, "eval-samples", 0, "the meshes' test samples per evaluation (0: all 10000, as DDP); the evaluating worker stalls meanwhile")
+	f.IntVar(&cfg.EvalSamples, "eval-samples", cfg.EvalSamples, "test samples per evaluation, the first ones of the test set, for meshes and DDP alike (0: all 10000); a PyTorch evaluator stalls its training meanwhile")
 	f.IntVar(&cfg.DDPEvalSteps, "ddp-eval-steps", cfg.DDPEvalSteps, "DDP's steps between evaluations (rank 0, not counted in its time)")
 	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute threads per worker: node --threads, torch threads of each trainer and rank")
 	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often each node's /status is polled")
