@@ -214,6 +214,10 @@ type Bridge struct {
 	// Iteration is the worker's mean iteration (compute, with the
 	// emulated slowdown, and wait) from its /status counters.
 	Iteration time.Duration
+	// Compute is the compute part of that iteration: the worker's Gradient
+	// call, which for an external trainer is the θ copy and the compute
+	// request's round trip (stretched by --slowdown).
+	Compute time.Duration
 	// NodeSide is the node's view: θ's copy into shared memory plus the
 	// compute request's round trip less the trainer's own compute
 	// (/status trainer: copy_us + round_trip_us − trainer_us); NodeBytes
@@ -232,6 +236,10 @@ type Bridge struct {
 
 // NodeShare is the node-side bridge ÷ the iteration (0 when unknown).
 func (b Bridge) NodeShare() float64 { return share(b.NodeSide, b.Iteration) }
+
+// NodeComputeShare is the node-side bridge ÷ the iteration's compute part
+// (0 when unknown): the share of the bridge in the compute edge alone.
+func (b Bridge) NodeComputeShare() float64 { return share(b.NodeSide, b.Compute) }
 
 // TrainerShare is the trainer-side bridge ÷ the iteration (0 when unknown).
 func (b Bridge) TrainerShare() float64 { return share(b.TrainerSide, b.Iteration) }
@@ -266,13 +274,14 @@ type SystemRun struct {
 func (r SystemRun) Bridge() (Bridge, bool) {
 	m := Bridge{Node: "mean"}
 	n, nt := 0, 0
-	var it, ns, ts time.Duration
+	var it, cp, ns, ts time.Duration
 	for _, b := range r.Bridges {
 		if b.Iteration <= 0 {
 			continue
 		}
 		n++
 		it += b.Iteration
+		cp += b.Compute
 		ns += b.NodeSide
 		m.NodeBytes += b.NodeBytes
 		m.Evaluating += b.Evaluating // the total: one node evaluates
@@ -285,7 +294,7 @@ func (r SystemRun) Bridge() (Bridge, bool) {
 	if n == 0 {
 		return m, false
 	}
-	m.Iteration, m.NodeSide, m.NodeBytes = it/time.Duration(n), ns/time.Duration(n), m.NodeBytes/float64(n)
+	m.Iteration, m.Compute, m.NodeSide, m.NodeBytes = it/time.Duration(n), cp/time.Duration(n), ns/time.Duration(n), m.NodeBytes/float64(n)
 	if nt > 0 {
 		m.TrainerSide, m.TrainerBytes = ts/time.Duration(nt), m.TrainerBytes/float64(nt)
 	} else {
@@ -471,6 +480,7 @@ func bridges(samples []launch.Sample) []Bridge {
 		b := &out[s.Node]
 		b.Node = s.ID
 		b.Iteration = time.Duration((s.Worker.ComputeSeconds + s.Worker.WaitSeconds) / float64(s.Worker.Iter) * 1e9)
+		b.Compute = time.Duration(s.Worker.ComputeSeconds / float64(s.Worker.Iter) * 1e9)
 		b.NodeSide = time.Duration((t.CopyMicros + max(0, t.RoundTripMicros-t.TrainerMicros)) * 1e3)
 		b.NodeBytes = t.BytesCopiedPerIter
 	}
@@ -720,6 +730,7 @@ func (r *PyTorchResult) Ratios(set Setting) []TargetRatio {
 		m, ok := pt.Bridge()
 		out = append(out, TargetRatio{Name: "bridge ÷ iteration, node-side", Value: m.NodeShare(), Known: ok, Target: c.BridgeTarget, Share: true})
 		out = append(out, TargetRatio{Name: "bridge ÷ iteration, trainer-side", Value: m.TrainerShare(), Known: ok && m.TrainerSide >= 0, Target: c.BridgeTarget, Share: true})
+		out = append(out, TargetRatio{Name: "bridge ÷ the iteration's compute (round trip), node-side", Value: m.NodeComputeShare(), Known: ok && m.Compute > 0, Share: true})
 	}
 	return out
 }
@@ -755,7 +766,7 @@ func (r *PyTorchResult) Markdown() string {
 		}
 		if pt, ok := r.Run(set.Name, MeshPyTorch); ok && len(pt.Bridges) > 0 {
 			b.WriteString("\nThe bridge per iteration (node-side: θ copied into shared memory + the compute request's round trip − the trainer's compute; trainer-side: dsspmesh's own copies and framing; evaluating: the trainer's time evaluating for the mesh, its training stalled):\n\n")
-			b.WriteString("| node | iteration | bridge, node-side | ÷ iteration | bytes copied, node | bridge, trainer-side | ÷ iteration | bytes copied, trainer | evaluating |\n|---|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("| node | iteration | of it compute | bridge, node-side | ÷ iteration | bytes copied, node | bridge, trainer-side | ÷ iteration | bytes copied, trainer | evaluating |\n|---|---|---|---|---|---|---|---|---|---|\n")
 			rows := append([]Bridge(nil), pt.Bridges...)
 			if m, ok := pt.Bridge(); ok {
 				rows = append(rows, m)
@@ -769,7 +780,7 @@ func (r *PyTorchResult) Markdown() string {
 				if br.Evaluating > 0 {
 					ev = fmt.Sprintf("%.1fs", br.Evaluating.Seconds())
 				}
-				fmt.Fprintf(&b, "| %s | %s | %s | %.1f%% | %.0f | %s | %s | %s | %s |\n", br.Node, fmtMillis(br.Iteration), fmtMicros(br.NodeSide),
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f%% | %.0f | %s | %s | %s | %s |\n", br.Node, fmtMillis(br.Iteration), fmtMillis(br.Compute), fmtMicros(br.NodeSide),
 					100*br.NodeShare(), br.NodeBytes, ts, tsh, tb, ev)
 			}
 		}

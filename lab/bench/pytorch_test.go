@@ -16,8 +16,8 @@ func pytorchResult() *PyTorchResult {
 	cfg := DefaultPyTorchConfig()
 	pt := SystemRun{Setting: "equal", System: MeshPyTorch, ToTarget: 30 * time.Second, SamplesPerSec: 6000, FinalAcc: 0.971,
 		Bridges: []Bridge{
-			{Node: "a", Iteration: 20 * time.Millisecond, NodeSide: 600 * time.Microsecond, NodeBytes: 940000, TrainerSide: 400 * time.Microsecond, TrainerBytes: 1880000, Evaluating: 1500 * time.Millisecond},
-			{Node: "b", Iteration: 30 * time.Millisecond, NodeSide: 1400 * time.Microsecond, NodeBytes: 940000, TrainerSide: -1, TrainerBytes: -1},
+			{Node: "a", Iteration: 20 * time.Millisecond, Compute: 10 * time.Millisecond, NodeSide: 600 * time.Microsecond, NodeBytes: 940000, TrainerSide: 400 * time.Microsecond, TrainerBytes: 1880000, Evaluating: 1500 * time.Millisecond},
+			{Node: "b", Iteration: 30 * time.Millisecond, Compute: 10 * time.Millisecond, NodeSide: 1400 * time.Microsecond, NodeBytes: 940000, TrainerSide: -1, TrainerBytes: -1},
 		}}
 	return &PyTorchResult{Config: cfg, Runs: []SystemRun{
 		pt,
@@ -92,7 +92,8 @@ func TestPyTorchRatios(t *testing.T) {
 
 	md := r.Markdown()
 	for _, want := range []string{"## equal", "## mixed (slowdown 1,1,2,4)", "| mesh, PyTorch trainers | 45.0s |", "| PyTorch DDP (gloo) | not reached in 10m0s |",
-		"time to 97%, mesh-PyTorch ÷ DDP: 0.75 (target ≤ 0.6: NOT met)", "| mean | 25.00 ms | 1000 µs | 4.0% | 940000 | 400 µs | 1.6% | 1880000 | 1.5s |",
+		"time to 97%, mesh-PyTorch ÷ DDP: 0.75 (target ≤ 0.6: NOT met)", "| mean | 25.00 ms | 10.00 ms | 1000 µs | 4.0% | 940000 | 400 µs | 1.6% | 1880000 | 1.5s |",
+		"bridge ÷ the iteration's compute (round trip), node-side: 10.0%",
 		"bridge ÷ iteration, node-side: 4.0% (target ≤ 10%: met)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
@@ -124,6 +125,9 @@ func TestBridgesFromStatus(t *testing.T) {
 	}
 	if b[0].Node != "n0" || b[0].Iteration != 20*time.Millisecond || b[0].NodeSide != 600*time.Microsecond || b[0].NodeBytes != 940000 || b[0].TrainerSide != -1 {
 		t.Fatalf("node 0: %+v", b[0])
+	}
+	if b[0].Compute != 15*time.Millisecond {
+		t.Fatalf("node 0's compute: %v", b[0].Compute)
 	}
 	if b[1].Iteration != 20*time.Millisecond || b[1].NodeSide != 1100*time.Microsecond || !near(b[1].NodeShare(), 0.055) {
 		t.Fatalf("node 1: %+v", b[1])
