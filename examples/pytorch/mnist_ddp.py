@@ -93,8 +93,8 @@ def run(rank, args, data, result):
             if rank == 0:
                 net = model.module if world > 1 else model
                 net.eval()
-                n = args.eval_samples or len(Xt)
-                acc = evaluate(net, Xt[:n], Yt[:n])[0]
+                ne = args.eval_samples or len(Xt)
+                acc = evaluate(net, Xt[:ne], Yt[:ne])[0]
                 net.train()
                 el = e0 - t0 - eval_s
                 print("mnist_ddp: %.1f s, step %d, accuracy %.4f, loss %.4f" % (el, step, acc, loss.item()), flush=True)
