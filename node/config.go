@@ -22,6 +22,10 @@ const (
 	TrainerExternal = "external"
 )
 
+// externalTrainer reports whether this node trains through an external
+// trainer (--trainer external, and it trains).
+func (c Config) externalTrainer() bool { return c.Train && c.Trainer == TrainerExternal }
+
 // TrainerSocket is the trainer socket's name in the data directory.
 const TrainerSocket = "trainer.sock"
 
@@ -51,7 +55,8 @@ type Config struct {
 	// Trainer is who computes this node's gradients: TrainerBuiltin (the
 	// job's Go model) or TrainerExternal (a trainer process attached to
 	// <data-dir>/trainer.sock, node/trainer; the worker runs while one is
-	// attached).
+	// attached). Without Train it has no effect: a node that trains
+	// nothing serves no trainer socket.
 	Trainer string
 	// LocalSteps is H of the compute messages an external trainer gets
 	// (1: a gradient per iteration); the hook for local rounds.
@@ -160,8 +165,6 @@ func (c Config) Validate() error {
 		return errors.New("--insecure-public only makes sense with --insecure")
 	case c.Trainer != TrainerBuiltin && c.Trainer != TrainerExternal:
 		return fmt.Errorf("--trainer %q must be %s or %s", c.Trainer, TrainerBuiltin, TrainerExternal)
-	case c.Trainer == TrainerExternal && !c.Train:
-		return fmt.Errorf("--trainer %s with --train=false: a node that trains nothing has no trainer", TrainerExternal)
 	case c.LocalSteps < 1 || c.LocalSteps > 1<<16:
 		return fmt.Errorf("local steps %d: must be in [1, 65536]", c.LocalSteps)
 	case c.Threads < 0 || c.Threads > 4096:

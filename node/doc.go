@@ -62,6 +62,18 @@
 // model's compute, the shard manager's candidates, the metrics, the
 // observer and the event record.
 //
+// # External trainers
+//
+// With --trainer external (external.go) the node computes no gradient
+// itself: it serves the trainer socket of node/trainer in its data dir
+// and runs its worker, on node/trainer.External, only while a trainer is
+// attached; a trainer that goes is a worker that left (removed from every
+// shard at once), one that attaches again is re-added. A --model external
+// job's layout is fixed on the bootstrap node by its first trainer (or
+// --init-from) before the shards are created, and travels in the job
+// spec; its evaluator's trainer evaluates (docs/design.md, "External
+// trainers").
+//
 // # Evaluation and model snapshots
 //
 // The evaluation room (node/eval) reads model snapshots, serves

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"dsspmesh/cudaops"
@@ -15,9 +16,10 @@ import (
 )
 
 // startTrainerSocket listens on <data-dir>/trainer.sock for the node's
-// trainers (--trainer external) and serves it until ctx ends.
-func (n *Node) startTrainerSocket(ctx context.Context, spec JobSpec) error {
-	x := &externalTrainer{attached: make(chan *trainer.External, 1), ready: make(chan struct{})}
+// trainers (--trainer external) and serves it until ctx ends. fileTensors
+// are --init-from's tensors for the first trainer to order (nil: none).
+func (n *Node) startTrainerSocket(ctx context.Context, spec JobSpec, fileTensors cudaops.Layout) error {
+	x := &externalTrainer{attached: make(chan *trainer.External, 1), ready: make(chan struct{}), fileTensors: fileTensors}
 	if spec.External() && spec.Layout != "" {
 		l, err := spec.ParsedLayout()
 		if err != nil {
@@ -68,6 +70,25 @@ func (n *Node) admitTrainer(l cudaops.Layout) (trainer.Admission, *trainer.Refus
 	x := n.ext
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.layout == nil && x.fileTensors != nil {
+		// --init-from a file without a layout: the trainer orders its
+		// tensors, the file gives their values.
+		if err := sameTensors(x.fileTensors, l); err != nil {
+			return trainer.Admission{}, &trainer.Refusal{Code: trainer.CodeLayoutMismatch, Message: err.Error(), Tensor: err.tensor}
+		}
+		f, err := modelfile.ReadFile(spec.InitFrom)
+		var theta []float32
+		if err == nil {
+			theta, err = InitParamsFor(f, spec.InitFrom, l)
+		}
+		if err != nil {
+			return trainer.Admission{}, &trainer.Refusal{Code: trainer.CodeJobMismatch, Message: err.Error()}
+		}
+		x.theta0, x.layout, x.waiting = theta, l, ""
+		close(x.ready)
+		adm.Layout = l
+		return adm, nil
+	}
 	if x.layout == nil {
 		x.tentative = l
 		adm.Layout, adm.SendInit = l, true
@@ -80,6 +101,37 @@ func (n *Node) admitTrainer(l cudaops.Layout) (trainer.Admission, *trainer.Refus
 	}
 	adm.Layout = x.layout
 	return adm, nil
+}
+
+// tensorsError is a trainer's layout that does not hold the --init-from
+// file's tensors.
+type tensorsError struct{ msg, tensor string }
+
+func (e *tensorsError) Error() string { return e.msg }
+
+// sameTensors checks that got holds exactly file's tensors (names and
+// shapes), in any order.
+func sameTensors(file, got cudaops.Layout) *tensorsError {
+	shapes := make(map[string][]int, len(file))
+	for _, r := range file {
+		shapes[r.Name] = r.Shape
+	}
+	for _, r := range got {
+		want, ok := shapes[r.Name]
+		if !ok {
+			return &tensorsError{fmt.Sprintf("layout mismatch: tensor %s %v of the trainer is not in the --init-from file", r.Name, r.Shape), r.Name}
+		}
+		if !slices.Equal(want, r.Shape) {
+			return &tensorsError{fmt.Sprintf("layout mismatch at tensor %s: shape %v in the --init-from file, %v in the trainer", r.Name, want, r.Shape), r.Name}
+		}
+		delete(shapes, r.Name)
+	}
+	for _, r := range file {
+		if _, left := shapes[r.Name]; left {
+			return &tensorsError{fmt.Sprintf("layout mismatch: tensor %s %v of the --init-from file is missing in the trainer", r.Name, r.Shape), r.Name}
+		}
+	}
+	return nil
 }
 
 // initFromTrainer is trainer.Deps.Init: the first trainer's parameters
@@ -104,43 +156,57 @@ func (n *Node) initFromTrainer(theta []float32) error {
 	return nil
 }
 
-// awaitLayout settles a new external job's layout on the bootstrap node:
-// from --init-from's tensors, or from the first trainer that attaches
-// (waited for, with a line saying so). It returns the spec with the
+// layoutFromFile settles a new external job's layout on the bootstrap
+// node from --init-from before the trainer socket opens: the file's
+// job's layout when it names one. Otherwise the file's tensors wait for
+// the first trainer to order them (externalTrainer.fileTensors); spec
+// comes back without a layout.
+func (n *Node) layoutFromFile(spec JobSpec) (JobSpec, cudaops.Layout, error) {
+	l, theta, tensors, err := LoadExternalInitFrom(spec.InitFrom)
+	if err != nil {
+		return spec, nil, err
+	}
+	if l == nil {
+		return spec, tensors, nil
+	}
+	n.initTheta = theta
+	spec, err = n.fixLayout(spec, l)
+	return spec, nil, err
+}
+
+// awaitLayout settles a new external job's layout on the bootstrap node
+// from the first trainer that attaches: waited for, with a line saying
+// so, and its initial parameters become θ₀. It returns the spec with the
 // layout and its shards resolved.
 func (n *Node) awaitLayout(ctx context.Context, spec JobSpec) (JobSpec, error) {
-	var l cudaops.Layout
-	switch {
-	case spec.InitFrom != "":
-		var err error
-		if l, _, err = LoadExternalInitFrom(spec.InitFrom); err != nil {
-			return spec, err
-		}
-		if n.ext != nil {
-			n.ext.mu.Lock()
-			n.ext.layout = l
-			close(n.ext.ready)
-			n.ext.mu.Unlock()
-		}
-	case n.ext == nil:
+	x := n.ext
+	if x == nil {
 		return spec, fmt.Errorf("--model %s on a new mesh needs --trainer %s (its first trainer fixes the layout) or --init-from FILE", job.ExternalModel, TrainerExternal)
-	default:
-		x := n.ext
-		x.mu.Lock()
-		x.waiting = "the job's layout: the first trainer to attach fixes it"
-		x.mu.Unlock()
-		n.setPhase("waiting-trainer")
-		n.log.Info("waiting for the first trainer to attach: its layout and initial parameters become the job's", "trainer_socket", x.srv.Path())
-		select {
-		case <-x.ready:
-		case <-ctx.Done():
-			return spec, fmt.Errorf("no trainer attached before the node was stopped: %w", ctx.Err())
-		}
-		x.mu.Lock()
-		l, n.initTheta = x.layout, x.theta0
-		x.mu.Unlock()
-		n.setPhase("joining")
 	}
+	x.mu.Lock()
+	x.waiting = "the job's layout: the first trainer to attach fixes it"
+	x.mu.Unlock()
+	n.setPhase("waiting-trainer")
+	if x.fileTensors != nil {
+		n.log.Info("waiting for the first trainer to attach: its order of the --init-from file's tensors becomes the job's layout", "trainer_socket", x.srv.Path())
+	} else {
+		n.log.Info("waiting for the first trainer to attach: its layout and initial parameters become the job's", "trainer_socket", x.srv.Path())
+	}
+	select {
+	case <-x.ready:
+	case <-ctx.Done():
+		return spec, fmt.Errorf("no trainer attached before the node was stopped: %w", ctx.Err())
+	}
+	x.mu.Lock()
+	l, theta0 := x.layout, x.theta0
+	x.mu.Unlock()
+	n.initTheta = theta0
+	n.setPhase("joining")
+	return n.fixLayout(spec, l)
+}
+
+// fixLayout records l as spec's layout, with the shards resolved for it.
+func (n *Node) fixLayout(spec JobSpec, l cudaops.Layout) (JobSpec, error) {
 	spec.Layout = job.FormatLayout(l)
 	spec, err := job.ResolveShards(spec)
 	if err != nil {

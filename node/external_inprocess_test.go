@@ -211,8 +211,8 @@ func TestInProcessExternalTrainers(t *testing.T) {
 
 	st := getStatus(t, https[1])
 	if st.Trainer == nil || !st.Trainer.Attached || st.Trainer.Socket != filepath.Join(dirs[1], node.TrainerSocket) ||
-		st.Trainer.Attachments != 2 || st.Trainer.PID != os.Getpid() || st.Trainer.BytesCopiedPerIter != float64(4*mlp.NumParams()) {
-		t.Fatalf("node 1's trainer status %+v", st.Trainer)
+		st.Trainer.Attachments != 2 || st.Trainer.PID != os.Getpid() || st.Trainer.BytesCopiedPerIter != 0 || st.Trainer.RoundTripMicros <= 0 {
+		t.Fatalf("node 1's trainer status %+v (want attached a second time, nothing copied: the worker keeps θ in the shared memory)", st.Trainer)
 	}
 	if st.Spec == nil || st.Spec.Layout == "" {
 		t.Fatalf("the joiner's spec has no layout: %+v", st.Spec)
@@ -287,5 +287,54 @@ func TestInProcessTrainerRefusedByABuiltinJob(t *testing.T) {
 	}
 	if st := getStatus(t, addr); st.Worker != nil || st.Trainer == nil || st.Trainer.Attached {
 		t.Fatalf("a node of a built-in job with --trainer external: worker %+v, trainer %+v; want no worker, nothing attached", st.Worker, st.Trainer)
+	}
+}
+
+// TestInProcessExternalJobFromInitFrom: --model external with --init-from
+// a safetensors file that names no layout (as PyTorch's save_file writes
+// it): the first trainer orders the file's tensors and the file gives θ₀
+// (no init from the trainer); a trainer whose tensors differ from the
+// file's is refused naming the tensor.
+func TestInProcessExternalJobFromInitFrom(t *testing.T) {
+	layout := cudaops.Layout{{Name: "enc.w", Shape: []int{3, 4}}, {Name: "enc.b", Offset: 12, Shape: []int{3}}, {Name: "temp", Offset: 15, Shape: []int{}}}
+	theta := make([]float32, 16)
+	for i := range theta {
+		theta[i] = float32(i)
+	}
+	file := filepath.Join(t.TempDir(), "init.safetensors")
+	if err := modelfile.WriteFile(file, layout, theta, modelfile.Meta{Model: "external"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	var dir string
+	m := startMesh(t, 1, 1, rec, func(i int, c *node.Config) {
+		c.Trainer, c.Spec.Model, c.Spec.InitFrom, c.Spec.Replication, c.Spec.Shards = node.TrainerExternal, "external", file, 1, 0
+		dir = c.DataDir
+	})
+	var addr string
+	m.mu.Lock()
+	for _, nd := range m.nodes {
+		addr = nd.http
+	}
+	m.mu.Unlock()
+	sock := filepath.Join(dir, node.TrainerSocket)
+	bad := trainer.WireLayout(layout)
+	bad[1].Shape = []int{4}
+	if g, rep := attach(t, sock, bad, 0); g != nil || rep["code"] != trainer.CodeLayoutMismatch || rep["tensor"] != "enc.b" {
+		t.Fatalf("trainer whose enc.b differs from the file's: %v", rep)
+	}
+	g, w := attach(t, sock, trainer.WireLayout(layout), 0)
+	if g == nil || w["send_init"] != false || w["params"] != float64(16) {
+		t.Fatalf("trainer with the file's tensors: %v", w)
+	}
+	for deadline := time.Now().Add(time.Minute); getStatus(t, addr).Phase != "training"; {
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not come up within a minute")
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	st := getStatus(t, addr)
+	if st.Spec == nil || st.Spec.Layout != "enc.w:3x4,enc.b:3,temp:" || st.Spec.Shards != 1 {
+		t.Fatalf("spec %+v, want the trainer's order of the file's tensors", st.Spec)
 	}
 }

@@ -113,8 +113,14 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		n.log.Warn(w)
 	}
 
-	if cfg.Trainer == TrainerExternal {
-		if err := n.startTrainerSocket(ctlCtx, spec); err != nil {
+	var fileTensors cudaops.Layout // --init-from's tensors, for the first trainer to order
+	if spec.External() && spec.Layout == "" && spec.InitFrom != "" {
+		if spec, fileTensors, err = n.layoutFromFile(spec); err != nil {
+			return err
+		}
+	}
+	if cfg.externalTrainer() {
+		if err := n.startTrainerSocket(ctlCtx, spec, fileTensors); err != nil {
 			return err
 		}
 		defer n.ext.srv.Close("node stopped")
@@ -161,7 +167,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	go func() { defer n.wg.Done(); shards.Reconnect(runCtx, n.members, n.id, n.now, n.log) }()
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
-	if cfg.Trainer == TrainerExternal && spec.External() {
+	if cfg.externalTrainer() && spec.External() {
 		n.extDone = make(chan struct{})
 		n.wg.Add(1)
 		go func() {
@@ -346,7 +352,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	}
 	n.layout = n.model.Layout()
 	modelBytes := 4 * int64(n.model.NumParams())
-	if !n.cfg.Train || n.cfg.Trainer == TrainerExternal {
+	if !n.cfg.Train || n.cfg.externalTrainer() {
 		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, 0, spec.Shards, spec.Precision())
 		return nil
 	}

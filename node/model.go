@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"dsspmesh/cudaops"
@@ -18,8 +19,8 @@ func LoadInitFrom(spec JobSpec) ([]float32, error) {
 		return nil, nil
 	}
 	if spec.External() {
-		_, theta, err := LoadExternalInitFrom(spec.InitFrom)
-		return theta, err
+		_, theta, _, err := LoadExternalInitFrom(spec.InitFrom)
+		return theta, err // nil for a file whose order the first trainer gives
 	}
 	m, err := cudaops.NewModel(spec.Model, cudaops.ModelOptions{Workers: 1})
 	if err != nil {
@@ -35,26 +36,49 @@ func LoadInitFrom(spec JobSpec) ([]float32, error) {
 	return theta, nil
 }
 
-// LoadExternalInitFrom reads an external job's --init-from file: its
-// tensors, in the file's order, become the layout.
-func LoadExternalInitFrom(path string) (cudaops.Layout, []float32, error) {
+// LoadExternalInitFrom reads an external job's --init-from file. A file a
+// mesh of an external job wrote (dssp export, a checkpoint) names the
+// job's layout in its metadata: that is the layout, in its order, and
+// theta its parameters. Any other safetensors file (a PyTorch save_file)
+// keeps its tensors in no meaningful order: layout is then nil and
+// tensors lists the file's, for the first trainer to order (its layout
+// must hold exactly these names and shapes; theta follows from the file
+// in its order, [InitParamsFor]).
+func LoadExternalInitFrom(path string) (layout cudaops.Layout, theta []float32, tensors cudaops.Layout, err error) {
 	f, err := modelfile.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--init-from: %w", err)
+		return nil, nil, nil, fmt.Errorf("--init-from: %w", err)
 	}
-	var l cudaops.Layout
+	if f.Meta.Job != "" {
+		var spec JobSpec
+		if json.Unmarshal([]byte(f.Meta.Job), &spec) == nil && spec.External() && spec.Layout != "" {
+			if layout, err = job.ParseLayout(spec.Layout); err != nil {
+				return nil, nil, nil, fmt.Errorf("--init-from %s: its job's %w", path, err)
+			}
+			if theta, err = InitParamsFor(f, path, layout); err != nil {
+				return nil, nil, nil, err
+			}
+			return layout, theta, nil, nil
+		}
+	}
 	for _, t := range f.Tensors() {
-		l = append(l, cudaops.Range{Name: t.Name, Shape: t.Shape})
+		tensors = append(tensors, cudaops.Range{Name: t.Name, Shape: t.Shape})
 	}
-	if l, err = job.Place(l); err != nil {
-		return nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
+	if tensors, err = job.Place(tensors); err != nil {
+		return nil, nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
 	}
-	theta, err := f.Params(l)
+	return nil, nil, tensors, nil
+}
+
+// InitParamsFor reads f's parameters in layout's order (every tensor F32
+// with its shape, all finite); path names the file in errors.
+func InitParamsFor(f *modelfile.File, path string, layout cudaops.Layout) ([]float32, error) {
+	theta, err := f.Params(layout)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
+		return nil, fmt.Errorf("--init-from %s: %w", path, err)
 	}
-	if err := modelfile.CheckFinite(l, theta); err != nil {
-		return nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
+	if err := modelfile.CheckFinite(layout, theta); err != nil {
+		return nil, fmt.Errorf("--init-from %s: %w", path, err)
 	}
-	return l, theta, nil
+	return theta, nil
 }

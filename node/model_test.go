@@ -1,12 +1,15 @@
 package node
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
+	"dsspmesh/node/job"
 )
 
 // TestInitFromChecksTheFile: --init-from gives the file's parameters for
@@ -52,5 +55,39 @@ func TestInitFromChecksTheFile(t *testing.T) {
 	spec.InitFrom = filepath.Join(dir, "missing.safetensors")
 	if _, err := LoadInitFrom(spec); err == nil || !strings.Contains(err.Error(), "missing.safetensors") {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestExternalInitFromKeepsTheJobsOrder: a file an external job's mesh
+// wrote names its layout in the job metadata, and --init-from takes that
+// order (a safetensors file keeps its tensors sorted by name); a file
+// without one leaves the order to the first trainer.
+func TestExternalInitFromKeepsTheJobsOrder(t *testing.T) {
+	layout, err := job.ParseLayout("enc.w:3x4,enc.b:3,temp:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theta := make([]float32, 16)
+	for i := range theta {
+		theta[i] = float32(i)
+	}
+	spec := DefaultJobSpec()
+	spec.Model, spec.Layout = ExternalModel, job.FormatLayout(layout)
+	b, _ := json.Marshal(spec)
+	dir := t.TempDir()
+	withJob, bare := filepath.Join(dir, "job.safetensors"), filepath.Join(dir, "bare.safetensors")
+	if err := modelfile.WriteFile(withJob, layout, theta, modelfile.Meta{Model: "external", Job: string(b)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := modelfile.WriteFile(bare, layout, theta, modelfile.Meta{Model: "external"}); err != nil {
+		t.Fatal(err)
+	}
+	l, got, tensors, err := LoadExternalInitFrom(withJob)
+	if err != nil || job.FormatLayout(l) != spec.Layout || tensors != nil || !slices.Equal(got, theta) {
+		t.Fatalf("file with its job: layout %v θ %v tensors %v err %v", l, got, tensors, err)
+	}
+	l, got, tensors, err = LoadExternalInitFrom(bare)
+	if err != nil || l != nil || got != nil || len(tensors) != 3 {
+		t.Fatalf("bare file: layout %v θ %v tensors %v err %v", l, got, tensors, err)
 	}
 }

@@ -122,9 +122,12 @@ type externalTrainer struct {
 	mu        sync.Mutex
 	layout    cudaops.Layout // the job's; nil while a new external job waits for its first trainer
 	tentative cudaops.Layout // the layout of the trainer admitted to fix it, until its init
-	theta0    []float32      // that trainer's initial parameters
-	attaches  int
-	iters     uint64 // updates of the attachments that ended
-	waiting   string
-	current   *trainer.External
+	// fileTensors are the --init-from file's tensors when the file names
+	// no layout: the first trainer orders them.
+	fileTensors cudaops.Layout
+	theta0      []float32 // that trainer's initial parameters
+	attaches    int
+	iters       uint64 // updates of the attachments that ended
+	waiting     string
+	current     *trainer.External
 }

@@ -26,7 +26,8 @@ whatever its corpus; a sample is the window of --context bytes starting at
 a position of the corpus (the last 5 % is held out for evaluation). All the
 trainers of one job must read the same corpus: the same Go version, or the
 same --text file. A node's job for this model: `--model external` with a
-learning rate for the mesh's SGD with momentum around 0.1–0.3.
+learning rate for the mesh's SGD with momentum such as --lr 0.1 --momentum 0.5 (each
+worker's push is applied on its own: four workers step four times per batch time).
 """
 import argparse
 import math
@@ -170,6 +171,7 @@ def train_local(args, corpus, model):
         opt.zero_grad()
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
         step += 1
         samples += len(idx)
@@ -196,6 +198,7 @@ def train_mesh(args, corpus, model):
                 opt.zero_grad()
                 loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
                 loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)  # the gradient the node gets
                 opt.step(loss)
                 if time.monotonic() - last >= args.log_every:
                     last = time.monotonic()
@@ -225,6 +228,7 @@ def main():
     ap.add_argument("--inner-lr", type=float, default=0.1, help="local SGD learning rate when the job has --local-steps > 1")
     ap.add_argument("--reconnect", type=float, default=0, help="seconds to wait for the node to come back after it died")
     ap.add_argument("--log-every", type=float, default=10)
+    ap.add_argument("--clip", type=float, default=1.0, help="clip the gradient's norm to this before each step")
     ap.add_argument("--threads", type=int, default=1)
     # local
     ap.add_argument("--time", type=float, default=60, help="local: seconds to train")

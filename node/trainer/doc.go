@@ -26,14 +26,20 @@
 // and answers update, which is checked (the iteration echoed, a finite
 // loss, samples within the range asked) before the region is handed to
 // the worker: peer input never panics the node and a bad message ends the
-// attachment with a [*ProtocolError].
+// attachment with a [*ProtocolError]. A trainer that stays silent past
+// its [AnswerLimits] (10 minutes for its first update, then 50 × its mean
+// round trip, at least 2 minutes) is taken for hung and detached: alive
+// but silent it would hold every worker of the mesh at the gate.
 //
 // # Copies
 //
-// θ is copied once per gradient into theta (4·P bytes; [Stats] counts the
-// bytes and the time); the gradient is handed to the worker straight from
-// the update region, without a copy. Nothing is allocated per iteration
-// on the node's side but the decoded update message.
+// The worker keeps its θ in the theta region itself ([External.Theta],
+// node/worker's ThetaHolder): the slices the shards return land there and
+// the trainer reads them in place, so a Gradient copies nothing. A θ held
+// elsewhere is copied in (4·P bytes; [Stats] counts the bytes and the
+// time). The gradient goes to the worker's encoders straight from the
+// update region. Nothing is allocated per iteration on the node's side
+// but the decoded update message.
 //
 // # Concurrency
 //

@@ -13,6 +13,20 @@ import (
 	"time"
 )
 
+// AnswerLimits bound a trainer's answer: First until its first update
+// (a first step may compile kernels or warm a GPU), then Factor times its
+// mean round trip, at least Min. Past the limit the trainer is taken for
+// hung and detached: alive but silent, it would hold every worker of the
+// mesh at the gate.
+type AnswerLimits struct {
+	First, Min time.Duration
+	Factor     float64
+}
+
+// DefaultAnswerLimits: 10 minutes for the first update, then 50 × the
+// mean round trip, at least 2 minutes.
+var DefaultAnswerLimits = AnswerLimits{First: 10 * time.Minute, Min: 2 * time.Minute, Factor: 50}
+
 // Stats are an attachment's counters, for /status and the bridge's
 // measured cost.
 type Stats struct {
@@ -41,6 +55,7 @@ type External struct {
 	// goneGrace is how long Gradient waits for its ctx to end once the
 	// trainer is gone before it returns the error (Config.GoneGrace).
 	goneGrace time.Duration
+	limits    AnswerLimits
 
 	mu    sync.Mutex // one exchange (compute/update, evaluate/evaluated) at a time
 	batch int
@@ -63,8 +78,8 @@ type External struct {
 	iters, evals, thetaBytes, thetaNanos, rtNanos, trainerNanos atomic.Uint64
 }
 
-func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame, steps int, goneGrace time.Duration, log *slog.Logger) *External {
-	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, steps: steps, log: log, goneGrace: goneGrace,
+func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame, steps int, goneGrace time.Duration, limits AnswerLimits, log *slog.Logger) *External {
+	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, steps: steps, log: log, goneGrace: goneGrace, limits: limits,
 		late: -1, in: make(chan inMsg, 1), done: make(chan struct{})}
 	go e.read()
 	return e
@@ -165,9 +180,17 @@ func (e *External) send(body []byte, limit time.Duration) error {
 }
 
 // wait returns the trainer's next message, ctx bounding the wait.
-func (e *External) wait(ctx context.Context) (inMsg, error) {
+func (e *External) wait(ctx context.Context, what string) (inMsg, error) {
+	limit := e.answerLimit()
+	t := time.NewTimer(limit)
+	defer t.Stop()
 	for {
 		select {
+		case <-t.C:
+			err := fmt.Errorf("%w: no %s within %v: the trainer hangs", ErrTrainerGone, what, limit)
+			e.log.Warn("trainer: no answer; detaching it (its worker leaves)", "err", err)
+			e.end(err)
+			return inMsg{}, err
 		case m := <-e.in:
 			if e.late >= 0 && m.Op == "update" && m.Iter != nil && *m.Iter == e.late {
 				e.late = -1 // the answer to an abandoned compute
@@ -180,6 +203,19 @@ func (e *External) wait(ctx context.Context) (inMsg, error) {
 			return inMsg{}, ctx.Err()
 		}
 	}
+}
+
+// answerLimit is how long the trainer may take to answer: Limits.First
+// until its first update, then Limits.Factor times its mean round trip,
+// at least Limits.Min. A trainer past it hangs (alive, never answering)
+// and would hold the mesh at its gate; it is detached, as one that died.
+func (e *External) answerLimit() time.Duration {
+	n := e.iters.Load()
+	if n == 0 {
+		return e.limits.First
+	}
+	mean := time.Duration(e.rtNanos.Load() / n)
+	return max(e.limits.Min, time.Duration(e.limits.Factor*float64(mean)))
 }
 
 func (e *External) gone() error {
@@ -210,10 +246,15 @@ func (e *External) Next(n int, pos int64) error {
 	return nil
 }
 
+// Theta is the theta region: node/worker keeps its θ there (its
+// ThetaHolder), so a Gradient on it copies nothing.
+func (e *External) Theta() []float32 { return e.shm.Region(RegionTheta) }
+
 // LocalSteps is H of the compute messages (1 = a gradient per compute).
 func (e *External) LocalSteps() int { return e.steps }
 
-// Gradient implements node/worker.Compute: θ into theta, compute, wait
+// Gradient implements node/worker.Compute: θ into theta (no copy when θ
+// is the region itself, Theta), compute, wait
 // for the update (ctx bounds the wait), then the update region to emit
 // in one piece. A trainer gone is an error wrapping [ErrTrainerGone]
 // (returned once ctx ends, or after the server's Config.GoneGrace), a bad update a
@@ -247,16 +288,19 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 	if lo < 0 || hi <= lo || hi > e.batch {
 		return 0, fmt.Errorf("trainer: samples [%d, %d) of a batch of %d", lo, hi, e.batch)
 	}
-	start := time.Now()
-	copy(e.shm.Region(RegionTheta), theta)
-	copyNanos := uint64(time.Since(start))
+	var copyNanos, copied uint64
+	if region := e.shm.Region(RegionTheta); &region[0] != &theta[0] {
+		start := time.Now()
+		copy(region, theta)
+		copyNanos, copied = uint64(time.Since(start)), uint64(4*len(theta))
+	} // else the worker keeps θ in the region itself (Theta)
 	e.iter++
 	e.out = appendCompute(e.out[:0], e.iter, e.batch, e.pos, e.steps, lo, hi)
 	sent := time.Now()
 	if err := e.send(e.out, 10*time.Second); err != nil {
 		return 0, err
 	}
-	m, err := e.wait(ctx)
+	m, err := e.wait(ctx, "update")
 	if err != nil {
 		if ctx.Err() != nil {
 			e.late = e.iter
@@ -269,7 +313,7 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 	}
 	e.rtNanos.Add(uint64(time.Since(sent)))
 	e.thetaNanos.Add(copyNanos) // counted with the update, so that the means are per iteration
-	e.thetaBytes.Add(uint64(4 * len(theta)))
+	e.thetaBytes.Add(copied)
 	if m.ComputeSeconds != nil && *m.ComputeSeconds >= 0 && *m.ComputeSeconds < 1e6 {
 		e.trainerNanos.Add(uint64(*m.ComputeSeconds * 1e9))
 	}
@@ -295,7 +339,7 @@ func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, e
 	if err := e.send(appendEvaluate(nil, e.seq), 10*time.Second); err != nil {
 		return Evaluation{}, err
 	}
-	m, err := e.wait(ctx)
+	m, err := e.wait(ctx, "evaluated")
 	if err != nil {
 		if ctx.Err() != nil {
 			// The answer would come to the next exchange: the attachment

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,6 +33,9 @@ type Config struct {
 	// the worker at once, and the worker then sees its ctx end rather
 	// than a failure. 0 = 5 s; negative = no wait.
 	GoneGrace time.Duration
+	// Answers bounds how long a trainer may take to answer a compute or
+	// an evaluate; zero fields take DefaultAnswerLimits'.
+	Answers AnswerLimits
 }
 
 // Validate names the first bad value.
@@ -41,7 +45,8 @@ func (c Config) Validate() error {
 		return errors.New("trainer: no socket path")
 	case len(c.Socket) > 107:
 		return fmt.Errorf("trainer: socket path %s is %d bytes, a Unix socket's path holds at most 107 (a shorter --data-dir)", c.Socket, len(c.Socket))
-	case c.MaxFrame < 0 || c.HelloTimeout < 0 || c.InitTimeout < 0 || c.GoneGrace > time.Minute:
+	case c.MaxFrame < 0 || c.HelloTimeout < 0 || c.InitTimeout < 0 || c.GoneGrace > time.Minute ||
+		c.Answers.First < 0 || c.Answers.Min < 0 || c.Answers.Factor < 0 || math.IsNaN(c.Answers.Factor):
 		return fmt.Errorf("trainer: negative limit in %+v", c)
 	}
 	return nil
@@ -59,6 +64,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GoneGrace == 0 {
 		c.GoneGrace = 5 * time.Second
+	}
+	if c.Answers.First == 0 {
+		c.Answers.First = DefaultAnswerLimits.First
+	}
+	if c.Answers.Min == 0 {
+		c.Answers.Min = DefaultAnswerLimits.Min
+	}
+	if c.Answers.Factor == 0 {
+		c.Answers.Factor = DefaultAnswerLimits.Factor
 	}
 	return c
 }
@@ -263,7 +277,7 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	c.SetDeadline(time.Time{})
 	s.mu.Lock()
 	s.attaches++
-	e := newExternal(c, shm, pid, s.cfg.MaxFrame, adm.LocalSteps, s.cfg.GoneGrace, s.d.Logger)
+	e := newExternal(c, shm, pid, s.cfg.MaxFrame, adm.LocalSteps, s.cfg.GoneGrace, s.cfg.Answers, s.d.Logger)
 	s.current = e
 	s.mu.Unlock()
 	go func() {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"dsspmesh/cudaops"
 	"dsspmesh/node/job"
@@ -105,6 +106,12 @@ type testServer struct {
 }
 
 func startServer(t *testing.T, sendInit bool) *testServer {
+	return startServerOf(t, sendInit, Config{})
+}
+
+func startServerWith(t *testing.T, cfg Config) *testServer { return startServerOf(t, false, cfg) }
+
+func startServerOf(t *testing.T, sendInit bool, cfg Config) *testServer {
 	t.Helper()
 	dir := t.TempDir()
 	ts := &testServer{attached: make(chan *External, 4)}
@@ -115,7 +122,8 @@ func startServer(t *testing.T, sendInit bool) *testServer {
 		}
 		ts.layout = l
 	}
-	srv, err := Listen(Config{Socket: filepath.Join(dir, "trainer.sock"), ShmDir: dir, GoneGrace: -1}, Deps{Node: "node-a",
+	cfg.Socket, cfg.ShmDir, cfg.GoneGrace = filepath.Join(dir, "trainer.sock"), dir, -1
+	srv, err := Listen(cfg, Deps{Node: "node-a",
 		Admit: func(l cudaops.Layout) (Admission, *Refusal) {
 			if ts.layout == nil {
 				ts.layout = l
@@ -198,9 +206,18 @@ func TestExternalComputesThroughAFakeTrainer(t *testing.T) {
 			t.Fatalf("evaluation %+v", ev)
 		}
 	}
+	// θ held in the region itself (the worker's ThetaHolder) is not copied.
+	copy(e.Theta(), theta)
+	e.Next(8, -1)
+	if _, err := e.Gradient(context.Background(), e.Theta(), 0, 8, func(int, []float32) {}); err != nil {
+		t.Fatal(err)
+	}
 	st := e.Stats()
-	if st.Iterations != 3 || st.Evaluations != 3 || st.ThetaBytes != 3*4*26 || st.PID != os.Getpid() {
-		t.Fatalf("stats %+v, want 3 iterations, 3 evaluations, 312 bytes of θ, pid %d", st, os.Getpid())
+	if st.Iterations != 4 || st.ThetaBytes != 3*4*26 {
+		t.Fatalf("a gradient on the region itself: stats %+v, want 4 iterations and the 3 earlier copies only", st)
+	}
+	if st.Iterations != 4 || st.Evaluations != 3 || st.ThetaBytes != 3*4*26 || st.PID != os.Getpid() {
+		t.Fatalf("stats %+v, want 4 iterations, 3 evaluations, 312 bytes of θ, pid %d", st, os.Getpid())
 	}
 	// A second trainer while one is attached: busy.
 	_, rep := dial(t, ts.Path(), mlpLayout())
@@ -330,6 +347,20 @@ func TestNullLossIsNaNAndAFailedEvaluationIsNoMeasurement(t *testing.T) {
 	if e.Err() != nil {
 		t.Fatalf("the attachment ended: %v", e.Err())
 	}
+}
+
+// TestAHungTrainerIsDetached: a trainer that never answers is taken for
+// hung after its limit and detached, its worker's Gradient erring.
+func TestAHungTrainerIsDetached(t *testing.T) {
+	ts := startServerWith(t, Config{Answers: AnswerLimits{First: 50 * time.Millisecond}})
+	dial(t, ts.Path(), mlpLayout()) // says hello, then nothing
+	e := <-ts.attached
+	e.Next(8, -1)
+	_, err := e.Gradient(context.Background(), make([]float32, 26), 0, 8, func(int, []float32) {})
+	if !errors.Is(err, ErrTrainerGone) || !strings.Contains(err.Error(), "no update within 50ms") {
+		t.Fatalf("Gradient on a silent trainer: %v", err)
+	}
+	<-e.Done()
 }
 
 func TestHelloRefusals(t *testing.T) {

@@ -27,6 +27,32 @@ type Compute interface {
 	Gradient(ctx context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error)
 }
 
+// ThetaHolder is implemented by a Compute that holds θ where it computes
+// on it, such as an external trainer's shared memory (node/trainer): the
+// worker then keeps its θ in Theta() instead of a slice of its own, so
+// Gradient is handed that very slice and needs no copy. The worker writes
+// θ only between Gradient calls. A Compute that wraps another ([Emulate])
+// reaches the wrapped one's through an Unwrap() Compute method.
+type ThetaHolder interface {
+	Theta() []float32
+}
+
+// thetaOf is c's ThetaHolder.Theta, through any wrappers; nil when none
+// holds θ.
+func thetaOf(c Compute) []float32 {
+	for c != nil {
+		if h, ok := c.(ThetaHolder); ok {
+			return h.Theta()
+		}
+		u, ok := c.(interface{ Unwrap() Compute })
+		if !ok {
+			return nil
+		}
+		c = u.Unwrap()
+	}
+	return nil
+}
+
 // ModelCompute is [Compute] over a built-in Go model (cudaops) and the
 // job's training set.
 type ModelCompute struct {

@@ -54,6 +54,9 @@
 // The gradient of a mini-batch comes from a [Compute]: the parameter
 // count, the next batch, the gradient of a range of its samples handed
 // over in pieces. [ModelCompute] is the built-in Go models' (cudaops);
+// node/trainer's External is an external trainer process's (a PyTorch
+// loop attached to the node's trainer socket), which the node hands to a
+// worker while that trainer is attached;
 // [Emulate] wraps any Compute with the lab's slowdown, compute delay and
 // fault poison (--fault-nan-every: every n-th gradient NaN). The loop, the
 // gates, the pipeline and the balance layer do not know which runs.

@@ -49,6 +49,9 @@ type emulated struct {
 	grads uint64 // whole-batch gradients computed
 }
 
+// Unwrap is the Compute emulated (for its ThetaHolder).
+func (c *emulated) Unwrap() Compute { return c.Compute }
+
 func (c *emulated) Next(n int, pos int64) error {
 	c.batch = n
 	return c.Compute.Next(n, pos)

@@ -16,7 +16,11 @@ func New(d Deps, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := newWorker(d, cfg, clients)
-	w.theta = make([]float32, d.Compute.NumParams())
+	if th := thetaOf(d.Compute); len(th) == d.Compute.NumParams() {
+		w.theta = th // where the compute reads it: no copy per gradient
+	} else {
+		w.theta = make([]float32, d.Compute.NumParams())
+	}
 	w.encs[0] = w.newEncoders()
 	return w, nil
 }

@@ -24,7 +24,7 @@ var flagGroups = []flagGroup{
 	{"Job (set on the bootstrap node; joiners adopt it)", []string{"model", "dataset", "paradigm", "s-lower", "r-max",
 		"optimizer", "lr", "momentum", "lr-decay", "lr-decay-samples", "batch", "shards", "replication", "seed",
 		"outlier-factor", "balance", "pipeline", "init-from", "wire-precision"}},
-	{"Training", []string{"train", "backend", "threads", "data", "memory-limit", "eval-every", "eval-samples"}},
+	{"Training", []string{"train", "trainer", "backend", "threads", "data", "memory-limit", "eval-every", "eval-samples"}},
 	{"Storage", []string{"data-dir", "checkpoint-dir", "checkpoint-every", "checkpoint-keep"}},
 	{"Observability", []string{"log-level", "pprof"}},
 }
