@@ -63,7 +63,8 @@
 // --slowdown (worker.Emulate) and mnist_ddp.py's --slowdowns (a DDP
 // communication hook that sleeps before each bucket's allreduce). It
 // reports each training's time to the target (a mesh's from all its nodes
-// started; DDP's from its process group formed, evaluations not counted),
+// started, and apart its start-up until its first iteration; DDP's from its
+// process group formed, evaluations not counted),
 // samples/s and final accuracy, and for the PyTorch mesh the bridge's own
 // cost per iteration as each node measured it (/status trainer: θ's copy
 // into shared memory plus the compute request's round trip less the
