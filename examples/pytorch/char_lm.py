@@ -181,6 +181,9 @@ def train_local(args, corpus, model):
                   % (time.monotonic() - t0, samples, samples / (time.monotonic() - t0), loss.item(), vloss, acc), flush=True)
     el = time.monotonic() - t0
     print("char_lm local: %d samples in %.1f s, %.1f samples/s" % (samples, el, samples / el), flush=True)
+    if args.out:
+        dsspmesh.safetensors.save(model.state_dict(), args.out, metadata={"model": "char_lm"})
+        print("char_lm local: wrote %s" % args.out, flush=True)
 
 
 def train_mesh(args, corpus, model):
@@ -236,6 +239,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.2, help="local: learning rate")
     ap.add_argument("--momentum", type=float, default=0.9, help="local: momentum")
     ap.add_argument("--log-steps", type=int, default=100, help="local: steps between progress lines")
+    ap.add_argument("--out", help="local: save the trained parameters to this safetensors file")
     # generate
     ap.add_argument("--model", help="generate: the safetensors file `dssp export` wrote")
     ap.add_argument("--prompt", default="func ")
