@@ -1,6 +1,7 @@
 // Package bench is `dssp bench`: the paper's comparison of synchronization
-// paradigms reproduced on real local meshes, and the mesh's own costs, each
-// measured against a baseline in the same run.
+// paradigms reproduced on real local meshes, the mesh's own costs, and
+// PyTorch trainers through the mesh against PyTorch DDP, each measured
+// against a baseline in the same run.
 //
 // # Paradigms
 //
@@ -47,6 +48,34 @@
 // placement followed a membership view missing a node, is waited out
 // instead of counted. Nodes are started through launch.Mesh.WaitUp, which
 // restarts one whose port was taken before it bound on fresh ports.
+//
+// # PyTorch
+//
+// [RunPyTorch] trains the MNIST MLP (784-256-128-10), for each setting
+// (equal workers, and per-worker slowdowns), three ways back to back: the
+// PyTorch model of examples/pytorch/mnist_mlp.py through a mesh of `dssp
+// node --trainer external` with one trainer process per node (launch's
+// Config.Trainer, as `dssp up --trainer` starts them), the built-in Go MLP
+// through the same mesh, and PyTorch DistributedDataParallel over gloo
+// (examples/pytorch/mnist_ddp.py) with as many ranks, all on the same
+// batch, learning rate and schedule, threads per worker and target. A
+// slowdown stretches only measured compute on both sides: the nodes'
+// --slowdown (worker.Emulate) and mnist_ddp.py's --slowdowns (a DDP
+// communication hook that sleeps before each bucket's allreduce). It
+// reports each training's time to the target (a mesh's from all its nodes
+// started, and apart its start-up until its first iteration; DDP's from its
+// process group formed, evaluations not counted),
+// samples/s and final accuracy, and for the PyTorch mesh the bridge's own
+// cost per iteration as each node measured it (/status trainer: θ's copy
+// into shared memory plus the compute request's round trip less the
+// trainer's reported compute, and the bytes copied) and as each trainer
+// measured it (dsspmesh's statistics in its log), over the worker's mean
+// iteration. [PyTorchResult.Ratios] sets those figures against each other
+// and against the issue's targets: mesh-PyTorch ÷ DDP time to target (≤ 0.6
+// on equal workers, ≤ 0.4 with slowdowns) and bridge ÷ iteration (≤ 10 %);
+// a ratio whose trainings did not both reach the target is reported as not
+// measured. The Python interpreter is [FindPython]'s: $DSSP_PYTHON, else
+// the first of python3 and /usr/bin/python3 that imports torch and numpy.
 //
 // # What it builds on
 //

@@ -27,11 +27,13 @@ bench mesh       measures the transport, Raft replication, the gate and the mesh
                  iteration throughput, each against a baseline in the same run
 bench scale      how formation, memory, CPU, gossip, Raft heartbeats and placement
                  churn grow with the number of nodes and shards
+bench pytorch    the PyTorch MLP through the mesh vs the built-in Go MLP vs PyTorch
+                 DDP (gloo): time to target, samples/s, the trainer bridge's cost
 
 See BENCHMARKS.md for a full run and how to read it.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchParadigmsCmd(), newBenchMeshCmd(), newBenchMemoryCmd(), newBenchBigModelCmd(), newBenchScaleCmd())
+	cmd.AddCommand(newBenchParadigmsCmd(), newBenchMeshCmd(), newBenchMemoryCmd(), newBenchBigModelCmd(), newBenchScaleCmd(), newBenchPyTorchCmd())
 	return cmd
 }
 

@@ -9,11 +9,13 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"dsspmesh/cudaops"
@@ -24,16 +26,49 @@ import (
 // and its absence fails the test.
 func Python(t testing.TB) string {
 	t.Helper()
-	for _, p := range []string{"python3", "/usr/bin/python3"} {
-		if exec.Command(p, "-c", "import numpy").Run() == nil {
-			return p
+	return PythonWith(t, "numpy")
+}
+
+// PythonWith returns the first interpreter of $DSSP_PYTHON, python3 and
+// /usr/bin/python3 that imports every module of modules (numpy, torch).
+// Without one the test is skipped naming what is missing, except in CI
+// (CI=true), where .ci/run installs python3-numpy and python3-torch and
+// their absence fails the test.
+func PythonWith(t testing.TB, modules ...string) string {
+	t.Helper()
+	if p, ok := FindPython(modules...); ok {
+		return p
+	}
+	apt := map[string]string{"numpy": "python3-numpy", "torch": "python3-torch"}
+	var pkgs []string
+	for _, m := range modules {
+		if a, ok := apt[m]; ok {
+			pkgs = append(pkgs, a)
 		}
 	}
+	msg := fmt.Sprintf("no python3 that imports %s ($DSSP_PYTHON, python3, /usr/bin/python3; Debian: apt-get install %s)",
+		strings.Join(modules, " and "), strings.Join(pkgs, " "))
 	if os.Getenv("CI") == "true" {
-		t.Fatal("no python3 with numpy; CI must have it (.ci/run installs python3-numpy)")
+		t.Fatal(msg + "; CI must have it (.ci/run installs it)")
 	}
-	t.Skip("skipped: no python3 with numpy (apt-get install python3-numpy) to read the file independently")
+	t.Skip("skipped: " + msg)
 	return ""
+}
+
+// FindPython is PythonWith without a test: the interpreter and whether one
+// was found.
+func FindPython(modules ...string) (string, bool) {
+	cands := []string{"python3", "/usr/bin/python3"}
+	if p := os.Getenv("DSSP_PYTHON"); p != "" {
+		cands = append([]string{p}, cands...)
+	}
+	code := "import " + strings.Join(append([]string{"sys"}, modules...), ", ")
+	for _, p := range cands {
+		if exec.Command(p, "-c", code).Run() == nil {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // CheckWithNumpy runs the Python reader on the file at path and fails t

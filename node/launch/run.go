@@ -26,6 +26,9 @@ type Sample struct {
 	ID      string
 	Up      bool
 	Worker  node.LocalWorker
+	// Trainer is the node's trainer socket and the bridge's cost per
+	// iteration under --trainer external (/status trainer); nil otherwise.
+	Trainer *node.ExternalTrainerStatus
 }
 
 // EvalPoint is one evaluation of the global parameters.
@@ -368,6 +371,7 @@ func (w *watcher) record(now time.Time, st []*node.Status) {
 			if s.Worker != nil {
 				smp.Worker = *s.Worker
 			}
+			smp.Trainer = s.Trainer
 			if s.Eval != nil && (latest == nil || s.Eval.At.After(latest.At)) {
 				latest = s.Eval
 			}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"dsspmesh/lab/bench"
+	"dsspmesh/node"
+)
+
+func newBenchPyTorchCmd() *cobra.Command {
+	cfg := bench.DefaultPyTorchConfig()
+	var (
+		systems, slowdown string
+		equal, verbose    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "pytorch",
+		Short: "The PyTorch MLP through the mesh vs the built-in Go MLP vs PyTorch DDP: time to target, samples/s, the bridge's cost",
+		Long: `Train the MNIST MLP (784-256-128-10), back to back on this machine, for each
+setting (equal workers, and --slowdown):
+  pytorch  examples/pytorch/mnist_mlp.py through a mesh of --workers
+           'dssp node --trainer external' (as 'dssp up --trainer' starts it);
+  go       the built-in Go MLP through the same mesh (as 'dssp up');
+  ddp      examples/pytorch/mnist_ddp.py: PyTorch DistributedDataParallel over
+           gloo, --workers ranks;
+all with the same batch, learning rate (and schedule) and threads per worker,
+until --target test accuracy or --time-limit. Report: time to target,
+samples/s, and the trainer bridge's own cost per iteration (µs and bytes
+copied, measured by each node and by each trainer) with the ratios
+mesh-PyTorch ÷ DDP time to target (targets: ≤ 0.6 on equal workers, ≤ 0.4
+with slowdowns) and bridge ÷ iteration (≤ 10 %).
+
+--slowdown stretches only measured compute: the nodes' --slowdown and
+mnist_ddp.py's --slowdowns (a DDP communication hook, before the allreduce),
+never the waiting. The Python interpreter is $DSSP_PYTHON, else the first of
+python3 and /usr/bin/python3 that imports torch and numpy.
+
+Writes into --out: report.md, results.csv, and runs/ (each mesh's own
+report, the trainers' and DDP's logs). Heavy: up to 6 trainings of up to
+--time-limit each; run it on an otherwise idle machine.`,
+		Example: `  dssp bench pytorch
+  dssp bench pytorch --target 0.9 --time-limit 1m --systems pytorch,ddp --equal=false
+  DSSP_PYTHON=/usr/bin/python3 dssp bench pytorch --slowdown '' --job-flag=--paradigm=ssp --job-flag=--s-lower=3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+			}
+			cfg.Binary = bin
+			cfg.Out = cmd.OutOrStdout()
+			cfg.Verbose = verbose
+			cfg.Systems = nil
+			for _, s := range strings.Split(systems, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					cfg.Systems = append(cfg.Systems, bench.System(s))
+				}
+			}
+			cfg.Settings = nil
+			if equal {
+				cfg.Settings = append(cfg.Settings, bench.Setting{Name: "equal"})
+			}
+			if slowdown != "" {
+				s, err := node.ParseFloats("slowdown", slowdown)
+				if err != nil {
+					return err
+				}
+				cfg.Settings = append(cfg.Settings, bench.Setting{Name: "mixed", Slowdown: s})
+			}
+			if cfg.Python == "" {
+				cfg.Python = bench.FindPython("numpy", "torch")
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			res, err := bench.RunPyTorch(ctx, cfg, log)
+			if res != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "\n%s\nreport in %s/ (report.md, results.csv, runs/)\n", res.Markdown(), cfg.OutDir)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "nodes of each mesh and ranks of DDP")
+	f.StringVar(&systems, "systems", "pytorch,go,ddp", "which trainings to run (pytorch, go, ddp), always in that order")
+	f.BoolVar(&equal, "equal", true, "run the equal-workers setting (--equal=false: skip it)")
+	f.StringVar(&slowdown, "slowdown", bench.FormatFloats(cfg.Settings[1].Slowdown), "per-worker compute slowdowns of the mixed setting, cycled over nodes and ranks (empty: skip it)")
+	f.Float64Var(&cfg.Target, "target", cfg.Target, "test accuracy to time; each training stops there")
+	f.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "longest training (a mesh's from its start, DDP's training time)")
+	f.IntVar(&cfg.Batch, "batch", cfg.Batch, "every worker's batch (mesh job and DDP rank)")
+	f.Float64Var(&cfg.LR, "lr", cfg.LR, "learning rate (mesh job and DDP)")
+	f.DurationVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "the meshes' evaluation cadence (the resolution of their times)")
+	f.IntVar(&cfg.EvalSamples, "eval-samples", cfg.EvalSamples, "test samples per evaluation, the first ones of the test set, for meshes and DDP alike (0: all 10000); a PyTorch evaluator stalls its training meanwhile")
+	f.IntVar(&cfg.DDPEvalSteps, "ddp-eval-steps", cfg.DDPEvalSteps, "DDP's steps between evaluations (rank 0, not counted in its time)")
+	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute threads per worker: node --threads, torch threads of each trainer and rank")
+	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often each node's /status is polled")
+	f.StringVar(&cfg.Python, "python", "", "Python interpreter with torch (default $DSSP_PYTHON, else python3 or /usr/bin/python3, the first that imports torch)")
+	f.StringVar(&cfg.Examples, "examples", cfg.Examples, "folder of mnist_mlp.py and mnist_ddp.py (the repository's examples/pytorch)")
+	f.StringVar(&cfg.Data, "data", "", "MNIST folder for nodes and Python (default: each finds it in the Go module cache)")
+	f.StringSliceVar(&cfg.SpecArgs, "job-flag", nil, "extra job flag for both meshes, repeatable (e.g. --job-flag=--paradigm=ssp)")
+	f.StringSliceVar(&cfg.NodeArgs, "node-flag", nil, "extra flag for every node process, repeatable")
+	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "folder for the report")
+	f.BoolVar(&verbose, "verbose", false, "show every node's progress line, not only each mesh's headline, and every DDP line")
+	return cmd
+}
