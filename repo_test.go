@@ -32,11 +32,12 @@ var mayImport = map[string][]string{
 	"cudaops/cuda":            {"cudaops"},
 	"internal/boundedmsgpack": nil,
 	"internal/faults":         nil,
+	"internal/python":         nil,
 	"internal/testlogger":     nil,
 	"internal/wait":           nil,
 	"mesh":                    {"internal/boundedmsgpack", "internal/wait"},
 	"modelfile":               {"cudaops"},
-	"modelfile/modelfiletest": {"modelfile", "cudaops"},
+	"modelfile/modelfiletest": {"modelfile", "cudaops", "internal/python"},
 	"raftstore":               {"mesh", "internal/wait"},
 	"shardapi":                {"clock", "mesh"},
 	"shard":                   {"balance", "clock", "mesh", "raftstore", "shardapi", "internal/boundedmsgpack", "internal/faults", "internal/wait"},
@@ -56,7 +57,7 @@ var mayImport = map[string][]string{
 	// The lab: benchmarks, the simulator, the launcher's plots.
 	"lab/sim":   {"clock", "balance"},
 	"lab/plot":  {"node/launch"},
-	"lab/bench": {"lab/plot", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/wait"},
+	"lab/bench": {"lab/plot", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/python", "internal/wait"},
 	"lab/cli":   {"lab/bench", "lab/sim", "node", "balance", "clock"},
 	// `dssp node`: what a node process runs (TestNodeRunPathHasNoLab).
 	"cmd/dssp/nodecmd": {"node/assemble", "node", "cudaops/cuda"},

@@ -15,14 +15,7 @@ func newQUICNode(t testing.TB, sec *Security, id NodeID) *QUICTransport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultTransportConfig("127.0.0.1:0")
-	cfg.HandshakeTimeout = 2 * time.Second
-	tr, err := NewQUICTransport(cfg, creds, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
+	return newQUICNodeCreds(t, creds)
 }
 
 func testCtx(t testing.TB) context.Context {

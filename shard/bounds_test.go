@@ -72,17 +72,8 @@ func TestSampleCountOverflowCannotBrickTheShard(t *testing.T) {
 		t.Fatal("a replica replaying the log disagrees")
 	}
 	// Restore from a snapshot, then one more honest push on both.
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := snap.Persist(&memSink{Buffer: &buf}); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
 	g := NewFSM(spec.Shard, nil)
-	if err := g.Restore(nopCloser{&buf}); err != nil {
+	if err := g.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, h.f))}); err != nil {
 		t.Fatal(err)
 	}
 	next := encodePushesOrDie(t, []Push{{PushMeta: meta("a", c+1, 32), Grad: gradBytes([]float32{1, 1, 1, 1})}})

@@ -155,18 +155,7 @@ func TestFSMSnapshotRestoreIsIdentical(t *testing.T) {
 			iters[w]++
 		}
 	}
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := snap.Persist(&memSink{Buffer: &buf}); err != nil {
-		t.Fatal(err)
-	}
-	g := NewFSM(1, nil)
-	if err := g.Restore(nopCloser{&buf}); err != nil {
-		t.Fatal(err)
-	}
+	g := restored(t, snapshotBytes(t, h.f))
 	if g.StateHash() != h.f.StateHash() {
 		t.Fatal("restored state differs")
 	}

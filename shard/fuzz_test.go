@@ -56,15 +56,7 @@ func FuzzRestore(f *testing.F) {
 		h.apply(encodeWorker(entryAddWorker, w, 0))
 	}
 	h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 2), RecvNanos: 10, Grad: gradBytes([]float32{1, 1, 1, 1})}}))
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		f.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := snap.Persist(&memSink{Buffer: &buf}); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(buf.Bytes())
+	f.Add(snapshotBytes(f, h.f))
 	f.Add(append([]byte("dsspshrd\x01\x00\x00\x00\x05"), 0xdd, 0xff, 0xff, 0xff, 0xff))
 
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -145,18 +145,10 @@ func (r *countingReader) Read(b []byte) (int, error) {
 // the rest of an endless reader.
 func TestRestoreRefusesOverlongSnapshot(t *testing.T) {
 	h := newFSMHarness(t, testSpec(1024, "ssp:1"), make([]float32, 1024))
-	sink := memSink{&bytes.Buffer{}}
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	valid := sink.Bytes()
+	valid := snapshotBytes(t, h.f)
 	endless := &countingReader{}
 	f := NewFSM(1, nil)
-	err = f.Restore(nopCloser{io.MultiReader(bytes.NewReader(valid), endless)})
+	err := f.Restore(nopCloser{io.MultiReader(bytes.NewReader(valid), endless)})
 	if !errors.Is(err, shardapi.ErrBadSnapshot) {
 		t.Fatalf("over-long snapshot: got %v, want ErrBadSnapshot", err)
 	}

@@ -243,11 +243,7 @@ func (r *Replica) proposeIdentity(ctx context.Context, h identityHeader) error {
 	if err != nil {
 		return err
 	}
-	a, err := r.propose(ctx, b)
-	if err != nil {
-		return err
-	}
-	return a.Err
+	return r.proposeChecked(ctx, b)
 }
 
 // Identities is the shard's identity state as this replica applied it.

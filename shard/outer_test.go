@@ -255,17 +255,9 @@ func TestOuterSnapshotContinuesIdentically(t *testing.T) {
 	addWorkers(t, h, "a", "b", "c")
 	pushOne(t, h, "a", 0, randVec(rng, n, 0.1))
 	pushOne(t, h, "b", 0, randVec(rng, n, 0.1))
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := snap.Persist(&memSink{Buffer: &buf}); err != nil {
-		t.Fatal(err)
-	}
-	raw := slices.Clone(buf.Bytes())
+	raw := snapshotBytes(t, h.f)
 	g := &fsmHarness{t: t, f: NewFSM(1, nil), index: h.index}
-	if err := g.f.Restore(nopCloser{&buf}); err != nil {
+	if err := g.f.Restore(nopCloser{bytes.NewReader(raw)}); err != nil {
 		t.Fatal(err)
 	}
 	if g.f.arrivals != 2 || g.f.StateHash() != h.f.StateHash() {

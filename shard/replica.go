@@ -184,11 +184,7 @@ func (r *Replica) Init(ctx context.Context, spec shardapi.Spec, theta []float32)
 	if err != nil {
 		return err
 	}
-	a, err := r.propose(ctx, b)
-	if err != nil {
-		return err
-	}
-	return a.Err
+	return r.proposeChecked(ctx, b)
 }
 
 // AddWorker adds w at max(t_min, from) (leader only) and returns its
@@ -220,11 +216,7 @@ func (r *Replica) RemoveWorker(ctx context.Context, w clock.WorkerID) error {
 	if err != nil {
 		return err
 	}
-	a, err := r.propose(ctx, b)
-	if err != nil {
-		return err
-	}
-	return a.Err
+	return r.proposeChecked(ctx, b)
 }
 
 // propose applies b through raft and waits for its Apply. An error other
@@ -244,6 +236,16 @@ func (r *Replica) propose(ctx context.Context, b []byte) (shardapi.Applied, erro
 	default:
 		return shardapi.Applied{}, fmt.Errorf("shard %d: apply: %w", r.cfg.Shard, err)
 	}
+}
+
+// proposeChecked proposes b (leader only) and returns the error of
+// proposing it or, once applied, the FSM's refusal of it (Applied.Err).
+func (r *Replica) proposeChecked(ctx context.Context, b []byte) error {
+	a, err := r.propose(ctx, b)
+	if err != nil {
+		return err
+	}
+	return a.Err
 }
 
 // awaitFuture waits for f's outcome, or for ctx to end (then it returns

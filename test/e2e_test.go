@@ -135,20 +135,7 @@ func TestMeshTrainsSurvivesKillAndRejoins(t *testing.T) {
 
 	c.Restart(victim)
 	restarted := time.Now()
-	c.WaitFor("the restarted node trains again and is back in the clock tables", 90*time.Second, func() bool {
-		s, err := c.Status(victim)
-		if err != nil || s.Node != deadID || s.Worker == nil || s.Worker.Iter < 10 {
-			return false
-		}
-		for _, x := range c.Statuses() {
-			for _, w := range x.Workers {
-				if w.ID == deadID {
-					return true
-				}
-			}
-		}
-		return false
-	})
+	c.WaitFor("the restarted node trains again and is back in the clock tables", 90*time.Second, func() bool { return c.Rejoined(victim, deadID, 10) })
 	t.Logf("restarted node rejoined and did 10 iterations in %v", time.Since(restarted).Round(time.Millisecond))
 }
 

@@ -181,6 +181,23 @@ func (c *Cluster) WaitFor(what string, limit time.Duration, cond func() bool) ti
 	return time.Since(start)
 }
 
+// Rejoined reports whether node i answers as id with at least iters
+// worker iterations done and some node's clock table lists id again.
+func (c *Cluster) Rejoined(i int, id string, iters uint64) bool {
+	s, err := c.Status(i)
+	if err != nil || s.Node != id || s.Worker == nil || s.Worker.Iter < iters {
+		return false
+	}
+	for _, x := range c.Statuses() {
+		for _, w := range x.Workers {
+			if w.ID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Iter is node i's worker iteration (-1 if it does not answer).
 func (c *Cluster) Iter(i int) int64 {
 	s, err := c.Status(i)

@@ -182,20 +182,7 @@ sys.exit("attached with another model's layout")
 		t.Logf("%s", strings.TrimSpace(string(out)))
 	})
 	tr.Start(victim, script, trainerArgs...)
-	c.WaitFor("the restarted pair trains again and is back in the clock tables", 90*time.Second, func() bool {
-		s, err := c.Status(victim)
-		if err != nil || s.Node != deadID || s.Worker == nil || s.Worker.Iter < 10 {
-			return false
-		}
-		for _, x := range c.Statuses() {
-			for _, w := range x.Workers {
-				if w.ID == deadID {
-					return true
-				}
-			}
-		}
-		return false
-	})
+	c.WaitFor("the restarted pair trains again and is back in the clock tables", 90*time.Second, func() bool { return c.Rejoined(victim, deadID, 10) })
 
 	t.Run("export reloads in PyTorch", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "model.safetensors")

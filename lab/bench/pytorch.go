@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"dsspmesh/internal/python"
 	"dsspmesh/lab/plot"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
@@ -194,17 +195,8 @@ func (c PyTorchConfig) script(s System) string {
 // FindPython returns the first of $DSSP_PYTHON, python3 and
 // /usr/bin/python3 that imports every module of modules, or "".
 func FindPython(modules ...string) string {
-	cands := []string{"python3", "/usr/bin/python3"}
-	if p := os.Getenv("DSSP_PYTHON"); p != "" {
-		cands = append([]string{p}, cands...)
-	}
-	code := "import " + strings.Join(append([]string{"sys"}, modules...), ", ")
-	for _, p := range cands {
-		if exec.Command(p, "-c", code).Run() == nil {
-			return p
-		}
-	}
-	return ""
+	p, _ := python.Find(modules...)
+	return p
 }
 
 // Bridge is the trainer bridge's own cost per iteration of one node, as

@@ -71,34 +71,8 @@ func (s *RunSummary) fill(r *launch.Result, targets []float64) {
 // the push bytes per sample and the share of the workers' own capacity
 // used (see RunSummary).
 func throughput(samples []launch.Sample) (perSec, bytesPerSample, busy float64) {
-	type poll struct {
-		at      time.Duration
-		samples uint64
-		all     bool
-	}
-	var polls []poll
-	last := map[int]launch.Sample{}
-	for i := 0; i < len(samples); {
-		p := poll{at: samples[i].Elapsed, all: true}
-		j := i
-		for ; j < len(samples) && samples[j].Elapsed == p.at; j++ {
-			s := samples[j]
-			p.samples += s.Worker.Samples
-			if !s.Up || s.Worker.Iter == 0 {
-				p.all = false
-			}
-			if s.Up {
-				last[s.Node] = s
-			}
-		}
-		polls = append(polls, p)
-		i = j
-	}
-	first := slices.IndexFunc(polls, func(p poll) bool { return p.all })
-	if first >= 0 && first < len(polls)-1 {
-		a, b := polls[first], polls[len(polls)-1]
-		perSec = float64(b.samples-a.samples) / (b.at - a.at).Seconds()
-	}
+	polls, last := groupPolls(samples, func(s launch.Sample) uint64 { return s.Worker.Samples })
+	perSec = pollRate(polls)
 	var bytes, n, capacity float64
 	for _, s := range last {
 		bytes += float64(s.Worker.PushBytes)
@@ -114,6 +88,52 @@ func throughput(samples []launch.Sample) (perSec, bytesPerSample, busy float64) 
 		busy = perSec / capacity
 	}
 	return perSec, bytesPerSample, busy
+}
+
+// poll is one of launch's polls: its elapsed time, the sum of a counter
+// over its samples and whether every node was up with at least one
+// iteration.
+type poll struct {
+	at    time.Duration
+	count uint64
+	all   bool
+}
+
+// groupPolls splits launch's samples (one Sample per node per poll, in
+// poll order) into polls, summing count over each poll's samples, and
+// returns each node's last sample taken while it was up.
+func groupPolls(samples []launch.Sample, count func(launch.Sample) uint64) ([]poll, map[int]launch.Sample) {
+	var polls []poll
+	last := map[int]launch.Sample{}
+	for i := 0; i < len(samples); {
+		p := poll{at: samples[i].Elapsed, all: true}
+		j := i
+		for ; j < len(samples) && samples[j].Elapsed == p.at; j++ {
+			s := samples[j]
+			p.count += count(s)
+			if !s.Up || s.Worker.Iter == 0 {
+				p.all = false
+			}
+			if s.Up {
+				last[s.Node] = s
+			}
+		}
+		polls = append(polls, p)
+		i = j
+	}
+	return polls, last
+}
+
+// pollRate is the counter's rate per second from the first poll at which
+// every node had completed an iteration to the last poll, or 0 when no
+// such poll comes before the last.
+func pollRate(polls []poll) float64 {
+	first := slices.IndexFunc(polls, func(p poll) bool { return p.all })
+	if first < 0 || first == len(polls)-1 {
+		return 0
+	}
+	a, b := polls[first], polls[len(polls)-1]
+	return float64(b.count-a.count) / (b.at - a.at).Seconds()
 }
 
 // LoadAverage is the 1-minute load average from /proc/loadavg, or 0.
@@ -146,45 +166,18 @@ func TimesToTargets(evals []launch.EvalPoint, targets []float64) []time.Duration
 // rates computes the mesh's iterations/s and each node's final wait share
 // from launch's polls (one Sample per node per poll, in poll order).
 func rates(samples []launch.Sample) (float64, []float64) {
-	type poll struct {
-		at    time.Duration
-		iters uint64
-		all   bool // every node up with at least one iteration
-	}
-	var polls []poll
 	nodes := 0
 	for _, s := range samples {
 		nodes = max(nodes, s.Node+1)
 	}
-	last := make([]launch.Sample, nodes)
-	for i := 0; i < len(samples); {
-		p := poll{at: samples[i].Elapsed, all: true}
-		j := i
-		for ; j < len(samples) && samples[j].Elapsed == p.at; j++ {
-			s := samples[j]
-			p.iters += s.Worker.Iter
-			if !s.Up || s.Worker.Iter == 0 {
-				p.all = false
-			}
-			if s.Up {
-				last[s.Node] = s
-			}
-		}
-		polls = append(polls, p)
-		i = j
-	}
+	polls, last := groupPolls(samples, func(s launch.Sample) uint64 { return s.Worker.Iter })
 	wait := make([]float64, nodes)
 	for n, s := range last {
 		if t := s.Worker.ComputeSeconds + s.Worker.WaitSeconds; t > 0 {
 			wait[n] = s.Worker.WaitSeconds / t
 		}
 	}
-	first := slices.IndexFunc(polls, func(p poll) bool { return p.all })
-	if first < 0 || first == len(polls)-1 {
-		return 0, wait
-	}
-	a, b := polls[first], polls[len(polls)-1]
-	return float64(b.iters-a.iters) / (b.at - a.at).Seconds(), wait
+	return pollRate(polls), wait
 }
 
 // Line is a one-line summary for the progress view.

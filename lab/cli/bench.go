@@ -5,11 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -76,9 +74,9 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
   dssp bench paradigms --repeats 1 --paradigms dssp:3:12 --local-steps 1,4,16,64 --ceiling-time 20s --targets 0.95,0.97`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			bin, err := os.Executable()
+			bin, err := nodeBinary()
 			if err != nil {
-				return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+				return err
 			}
 			if render != "" {
 				res, err := bench.LoadParadigms(render)
@@ -135,8 +133,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 				}
 				cfg.Settings = append(cfg.Settings, bench.Setting{Name: "heterogeneous", Slowdown: s})
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			ctx, log, stop := benchContext(cmd, slog.LevelWarn)
 			defer stop()
 			res, err := bench.RunParadigms(ctx, cfg, log)
 			if res != nil {
@@ -213,9 +210,9 @@ Writes --out/mesh.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !noMesh {
-				bin, err := os.Executable()
+				bin, err := nodeBinary()
 				if err != nil {
-					return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+					return err
 				}
 				cfg.Binary = bin
 			}
@@ -228,8 +225,7 @@ Writes --out/mesh.md.`,
 				cfg.Replication.Replicas = append(cfg.Replication.Replicas, n)
 			}
 			cfg.Out = cmd.OutOrStdout()
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			ctx, log, stop := benchContext(cmd, slog.LevelError)
 			defer stop()
 			res, err := bench.RunMesh(ctx, cfg, log)
 			if err != nil {
@@ -310,9 +306,9 @@ against N) are rewritten from the whole file, so the sweep can run in pieces.`,
 				fmt.Fprintf(out, "%s\nreport rewritten in %s/ (scale.md, scale.png)\n", res.Markdown(), cfg.OutDir)
 				return nil
 			}
-			bin, err := os.Executable()
+			bin, err := nodeBinary()
 			if err != nil {
-				return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+				return err
 			}
 			cfg.Binary, cfg.Out = bin, out
 			if cfg.Nodes, err = parseInts("nodes", nodes); err != nil {
@@ -331,8 +327,7 @@ against N) are rewritten from the whole file, so the sweep can run in pieces.`,
 					cfg.Variants = append(cfg.Variants, sv)
 				}
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			ctx, log, stop := benchContext(cmd, slog.LevelError)
 			defer stop()
 			res, err := bench.RunScale(ctx, cfg, log)
 			if res != nil && len(res.Points) > 0 {

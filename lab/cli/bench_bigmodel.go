@@ -3,10 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -30,15 +27,14 @@ processes each holding several hundred megabytes for --time.`,
   dssp bench bigmodel --time 1m --job-flag=--shards=8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			bin, err := os.Executable()
+			bin, err := nodeBinary()
 			if err != nil {
-				return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+				return err
 			}
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
 			cfg.SpecArgs = append(cfg.SpecArgs, jobFlags...) // after the defaults, so they win
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			ctx, log, stop := benchContext(cmd, slog.LevelError)
 			defer stop()
 			res, err := bench.RunBigModel(ctx, cfg, log)
 			if res != nil && len(res.Run.Nodes) > 0 {

@@ -3,9 +3,6 @@ package cli
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -30,14 +27,13 @@ data dir ≤ 64 MiB per node. Writes --out/memory.md.`,
   dssp bench memory --time 2m --job-flag=--paradigm=bsp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			bin, err := os.Executable()
+			bin, err := nodeBinary()
 			if err != nil {
-				return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+				return err
 			}
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			ctx, log, stop := benchContext(cmd, slog.LevelError)
 			defer stop()
 			res, err := bench.RunMemory(ctx, cfg, log)
 			if res != nil && len(res.Runs) > 0 {

@@ -3,10 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -50,9 +47,9 @@ report, the trainers' and DDP's logs). Heavy: up to 6 trainings of up to
   DSSP_PYTHON=/usr/bin/python3 dssp bench pytorch --slowdown '' --job-flag=--paradigm=ssp --job-flag=--s-lower=3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			bin, err := os.Executable()
+			bin, err := nodeBinary()
 			if err != nil {
-				return fmt.Errorf("bench: cannot find this binary to start nodes: %w", err)
+				return err
 			}
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
@@ -77,8 +74,7 @@ report, the trainers' and DDP's logs). Heavy: up to 6 trainings of up to
 			if cfg.Python == "" {
 				cfg.Python = bench.FindPython("numpy", "torch")
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			ctx, log, stop := benchContext(cmd, slog.LevelWarn)
 			defer stop()
 			res, err := bench.RunPyTorch(ctx, cfg, log)
 			if res != nil {

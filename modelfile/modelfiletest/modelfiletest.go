@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"dsspmesh/cudaops"
+	"dsspmesh/internal/python"
 )
 
 // Python returns a python3 that imports numpy. Without one the test is
@@ -57,19 +58,7 @@ func PythonWith(t testing.TB, modules ...string) string {
 
 // FindPython is PythonWith without a test: the interpreter and whether one
 // was found.
-func FindPython(modules ...string) (string, bool) {
-	cands := []string{"python3", "/usr/bin/python3"}
-	if p := os.Getenv("DSSP_PYTHON"); p != "" {
-		cands = append([]string{p}, cands...)
-	}
-	code := "import " + strings.Join(append([]string{"sys"}, modules...), ", ")
-	for _, p := range cands {
-		if exec.Command(p, "-c", code).Run() == nil {
-			return p, true
-		}
-	}
-	return "", false
-}
+func FindPython(modules ...string) (string, bool) { return python.Find(modules...) }
 
 // CheckWithNumpy runs the Python reader on the file at path and fails t
 // unless it finds exactly layout's tensors, F32, with their shapes and the
