@@ -189,6 +189,9 @@ func (c *Cluster) Rejoined(i int, id string, iters uint64) bool {
 		return false
 	}
 	for _, x := range c.Statuses() {
+		if x == nil { // a node that does not answer
+			continue
+		}
 		for _, w := range x.Workers {
 			if w.ID == id {
 				return true
