@@ -9,9 +9,9 @@ type holder struct {
 	theta []float32
 }
 
-func (h *holder) NumParams() int        { return len(h.theta) }
+func (h *holder) NumParams() int             { return len(h.theta) }
 func (h *holder) Next(int, int, int64) error { return nil }
-func (h *holder) Theta() []float32      { return h.theta }
+func (h *holder) Theta() []float32           { return h.theta }
 func (h *holder) Gradient(context.Context, []float32, int, int, func(int, []float32)) (float64, error) {
 	return 0, nil
 }
