@@ -103,7 +103,9 @@
 // on garbage, and every node that receives the claim reads the parameters
 // and evaluates them itself (eval.go: checkDiverged), stopping its worker
 // only if it sees a non-finite value or loss too; a node that stopped says
-// why (phase diverged, Status.Stopped). The shards keep their last parameters,
+// why (phase diverged, Status.Stopped). A stopped worker leaves the shards'
+// gates (node/worker, "Stopping"): a node that trains on is not held behind
+// it. The shards keep their last parameters,
 // which the FSM guarantees finite, and the evaluator never checkpoints a
 // diverged state: the newest checkpoint is the last good one.
 //

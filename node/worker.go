@@ -60,5 +60,5 @@ func (n *Node) newWorkerOn(spec JobSpec, comp worker.Compute) (*worker.Worker, e
 		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
 			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
 	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, LocalSteps: spec.Steps(), Precision: spec.Precision(), Pipeline: spec.Pipeline,
-		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown})
+		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown, LeaveTimeout: n.cfg.LeaveTimeout})
 }

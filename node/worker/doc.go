@@ -88,7 +88,21 @@
 // node's event log logs, one line per reason per 10 s), counted and replaced: the
 // worker computes another and sends the same iteration to the shards that
 // refused it; after 20 refusals in a row it stops with the reason
-// ([Worker.Stop], as a diverged evaluation stops it).
+// (LocalWorker.Stopped, logged at error), as a diverged evaluation stops
+// it ([Worker.Stop]).
+//
+// # Stopping
+//
+// A worker that stops itself while its node runs on (20 refusals in a
+// row, a failure of its own compute, a diverged evaluation) leaves every
+// shard's gate before [Worker.Run] returns, as a leaving worker does
+// (shardapi.Client.RemoveWorker, within Config.LeaveTimeout): its node
+// stays up and alive, so no failure detection or suspicion would ever
+// take out its clock, which would hold every other worker at the
+// staleness bound for the rest of the run. A worker stopped by a
+// mesh-wide condition (a diverged job) leaves too: nothing waits for a
+// stopped worker, and a node that does not see the divergence trains on.
+// [Worker.Leave] at shutdown then only closes the shard clients.
 //
 // # Concurrency
 //
@@ -96,6 +110,8 @@
 // and waits for them (under --pipeline, while the loop computes the next
 // gradient). [Worker.Status], [Worker.Stop], [Worker.Borrow] and
 // [Worker.Finished] are safe for concurrent use; [Worker.Leave] is called
-// once, after Run's ctx ended. Worker.mu guards the status only and is
+// once, after Run's ctx ended or the worker stopped (it waits for Run to
+// return; Worker.left, written by Run before it returns, tells it whether
+// the worker left the gates already). Worker.mu guards the status only and is
 // never held across I/O; it is the innermost lock of a node.
 package worker

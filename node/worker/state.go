@@ -68,6 +68,19 @@ type Config struct {
 	Slack int64
 	// Slowdown is shown in the status (the emulation itself is Deps.Compute's).
 	Slowdown float64
+	// LeaveTimeout bounds how long a worker that stopped itself takes to
+	// leave the shards' gates (Run); 0: DefaultLeaveTimeout.
+	LeaveTimeout time.Duration
+}
+
+// DefaultLeaveTimeout is Config.LeaveTimeout's default.
+const DefaultLeaveTimeout = 5 * time.Second
+
+func (c Config) leaveTimeout() time.Duration {
+	if c.LeaveTimeout > 0 {
+		return c.LeaveTimeout
+	}
+	return DefaultLeaveTimeout
 }
 
 // Worker is the loop of docs/design.md#one-iteration-end-to-end on one
@@ -88,6 +101,7 @@ type Worker struct {
 	step     *Step
 	assigned [4]*shardapi.Assignment // the assignments shard 0's last two landed OKs named (pipeline.go)
 	done     chan struct{}           // closed when Run returns; clients are then free
+	left     bool                    // Run took the worker out of the gates (leaveGates); written before done closes, read after
 	lends    chan lendRequest        // an evaluation asking to borrow θ (lend.go)
 
 	mu    sync.Mutex // guards stats, rate, halt
@@ -152,8 +166,15 @@ func (w *Worker) setErr(err error) {
 	w.d.Logger.Debug("push", "err", err)
 }
 
+// fail stops the worker for err: Run returns after it, and /status says
+// why (Stopped, unless [Worker.Stop] named a reason first).
 func (w *Worker) fail(err error) {
-	w.setErr(err)
+	w.mu.Lock()
+	w.stats.LastError = err.Error()
+	if w.stats.Stopped == "" {
+		w.stats.Stopped = err.Error()
+	}
+	w.mu.Unlock()
 	w.d.Logger.Error("worker stopped", "err", err)
 }
 

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -82,11 +83,22 @@ func (w *Worker) gradient(ctx context.Context, from, batch int, push []bool) (fl
 	return loss, payloads, nil
 }
 
-// Run trains until ctx ends or the worker is stopped (a diverging job).
+// Run trains until ctx ends or the worker is stopped (a diverging job, its
+// own gradients refused, a failure of its own). A worker that stopped
+// while ctx was still live leaves every shard's gate before Run returns
+// (leaveGates), as [Worker.Leave] does: the node stays up, and its clock
+// would otherwise hold every other worker at the staleness bound.
 func (w *Worker) Run(ctx context.Context) {
 	defer close(w.done)
+	parent := ctx
 	ctx, halt := context.WithCancel(ctx)
 	defer halt()
+	defer func() {
+		// Runs after the push in flight is done (the deferred wait below).
+		if parent.Err() == nil {
+			w.leaveGates()
+		}
+	}()
 	w.mu.Lock()
 	w.halt = halt
 	w.mu.Unlock()
@@ -287,25 +299,57 @@ func (w *Worker) completed(loss float64, compute, wait time.Duration, batch int,
 
 // Leave waits for Run to return (its ctx cancelled), then removes this
 // worker from every shard so it stops holding others back at once, rather
-// than after failure detection.
+// than after failure detection, and closes the shard clients. A worker
+// that stopped itself has left the gates already (Run): Leave only closes
+// the clients.
 func (w *Worker) Leave(limit time.Duration) {
 	<-w.done
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
 	defer func() {
 		for _, c := range w.clients {
 			c.close()
 		}
 	}()
+	if w.left {
+		return
+	}
+	if err := w.removeEverywhere(limit); err != nil {
+		w.d.Logger.Debug("remove worker on leave", "err", err)
+	}
+}
+
+// leaveGates takes a worker that stopped itself out of every shard's
+// gate, the way a leaving one goes (Leave), so the others train on; the
+// node keeps running and serving its shards. Called by Run alone, before
+// done closes.
+func (w *Worker) leaveGates() {
+	w.left = true
+	w.mu.Lock()
+	reason := w.stats.Stopped
+	w.mu.Unlock()
+	if err := w.removeEverywhere(w.cfg.leaveTimeout()); err != nil {
+		w.d.Logger.Warn("stopped worker: leaving the shards' gates", "reason", reason, "err", err)
+		return
+	}
+	w.d.Logger.Info("stopped worker left the shards' gates; the others train on", "reason", reason)
+}
+
+// removeEverywhere removes this worker from every shard at once, within
+// limit; its error joins the shards' (a shard that never had the worker
+// answers nil).
+func (w *Worker) removeEverywhere(limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	errs := make([]error, len(w.clients))
 	var wg sync.WaitGroup
-	for _, c := range w.clients {
+	for s, c := range w.clients {
 		wg.Add(1)
-		go func(c shardClient) {
+		go func() {
 			defer wg.Done()
 			if err := c.removeWorker(ctx); err != nil {
-				w.d.Logger.Debug("remove worker on leave", "err", err)
+				errs[s] = fmt.Errorf("shard %d: %w", s, err)
 			}
-		}(c)
+		}()
 	}
 	wg.Wait()
+	return errors.Join(errs...)
 }
