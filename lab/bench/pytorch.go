@@ -673,9 +673,13 @@ func fmtMillis(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d
 
 // TargetRatio is one of the report's ratios against its target.
 type TargetRatio struct {
-	Name   string
-	Value  float64 // NaN-free: Known says whether it could be computed
-	Known  bool
+	Name  string
+	Value float64 // NaN-free: Known says whether it could be computed
+	Known bool
+	// Bound: Value is an upper bound — the numerator reached the target
+	// and the denominator had not by the time limit, so the ratio is
+	// below Value (the limit standing in for the denominator's time).
+	Bound  bool
 	Target float64 // the ratio must be ≤ Target; 0: no target
 	Share  bool    // written as a percentage
 }
@@ -692,6 +696,8 @@ func (q TargetRatio) String() string {
 	switch {
 	case q.Known && q.Share:
 		v = fmt.Sprintf("%.1f%%", 100*q.Value)
+	case q.Known && q.Bound:
+		v = fmt.Sprintf("< %.2f (the second not at the target within the time limit)", q.Value)
 	case q.Known:
 		v = fmt.Sprintf("%.2f", q.Value)
 	}
@@ -710,6 +716,18 @@ func timeRatio(a, b time.Duration) (float64, bool) {
 	return a.Seconds() / b.Seconds(), true
 }
 
+// timeRatioBound is timeRatio, or, when a reached the target and b did
+// not within limit, a ÷ limit as an upper bound of the ratio.
+func timeRatioBound(a, b, limit time.Duration) (v float64, known, bound bool) {
+	if v, ok := timeRatio(a, b); ok {
+		return v, true, false
+	}
+	if b == NotReached && a > 0 && a != NotReached && limit > 0 {
+		return a.Seconds() / limit.Seconds(), true, true
+	}
+	return 0, false, false
+}
+
 // Ratios are the report's ratios for setting: mesh-PyTorch ÷ DDP and
 // mesh-PyTorch ÷ mesh-Go time to the target, mesh-PyTorch ÷ DDP
 // samples/s, and the bridge's time ÷ the iteration's (node-side and
@@ -726,8 +744,8 @@ func (r *PyTorchResult) Ratios(set Setting) []TargetRatio {
 	pct := fmt.Sprintf("%.0f%%", 100*c.Target)
 	var out []TargetRatio
 	if okPT && okDDP {
-		v, ok := timeRatio(pt.ToTarget, ddp.ToTarget)
-		out = append(out, TargetRatio{Name: "time to " + pct + ", mesh-PyTorch ÷ DDP", Value: v, Known: ok, Target: target})
+		v, ok, bound := timeRatioBound(pt.ToTarget, ddp.ToTarget, c.TimeLimit)
+		out = append(out, TargetRatio{Name: "time to " + pct + ", mesh-PyTorch ÷ DDP", Value: v, Known: ok, Bound: bound, Target: target})
 		v, ok = timeRatio(pt.Training(), ddp.Training())
 		out = append(out, TargetRatio{Name: "time to " + pct + " from the first iteration, mesh-PyTorch ÷ DDP", Value: v, Known: ok})
 		out = append(out, TargetRatio{Name: "samples/s, mesh-PyTorch ÷ DDP", Value: safeDiv(pt.SamplesPerSec, ddp.SamplesPerSec), Known: pt.SamplesPerSec > 0 && ddp.SamplesPerSec > 0})
