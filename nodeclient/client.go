@@ -119,7 +119,7 @@ func FetchModel(ctx context.Context, addr string, evaluated bool, timeout time.D
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBytes))
-		return nil, nil, fmt.Errorf("GET %s: %s: %s", u, res.Status, strings.TrimSpace(string(b)))
+		return nil, nil, &StatusError{URL: u, Code: res.StatusCode, Status: res.Status, Text: strings.TrimSpace(string(b))}
 	}
 	if res.ContentLength > modelfile.MaxFileBytes {
 		return nil, nil, fmt.Errorf("GET %s: a model of %d bytes, more than %d", u, res.ContentLength, int64(modelfile.MaxFileBytes))
@@ -130,6 +130,19 @@ func FetchModel(ctx context.Context, addr string, evaluated bool, timeout time.D
 	}
 	return b, f, nil
 }
+
+// StatusError is a node's answer other than 200 OK to a model request:
+// Code 404 to an evaluated-model request means the evaluator holds none
+// right now (none evaluated yet, or the next evaluation is reading the
+// model), which a later request may find.
+type StatusError struct {
+	URL    string
+	Code   int
+	Status string // "404 Not Found"
+	Text   string // the node's reason
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("GET %s: %s: %s", e.URL, e.Status, e.Text) }
 
 // Revoke asks the node whose HTTP address is addr to revoke node id (POST
 // /revoke), authenticated by mac (mesh.MeshKey.OperatorMAC(node.RevokeOp,

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,8 +37,10 @@ lowest t_min: every live worker's iterations below it are in every slice).
 
 --evaluated fetches instead the snapshot the evaluator last evaluated, with
 that accuracy in its metadata; any node answers it (one that does not
-evaluate asks the evaluator over the control channel). The file is
-written atomically; nothing is written on error.`,
+evaluate asks the evaluator over the control channel); while the evaluator
+holds none (none evaluated yet, or its next evaluation is reading the model)
+it asks again every second within --timeout. The file is written
+atomically; nothing is written on error.`,
 		Example: "  dssp export --node 127.0.0.1:7948 --out model.safetensors\n" +
 			"  dssp eval --model model.safetensors",
 		Args: cobra.NoArgs,
@@ -47,7 +52,7 @@ written atomically; nothing is written on error.`,
 			// little longer on top.
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout+10*time.Second)
 			defer cancel()
-			b, f, err := nodeclient.FetchModel(ctx, addr, evaluated, timeout)
+			b, f, err := fetchModel(ctx, cmd.ErrOrStderr(), addr, evaluated, timeout)
 			if err != nil {
 				return fmt.Errorf("export: %w", err)
 			}
@@ -92,4 +97,33 @@ func describeModel(f *modelfile.File) string {
 		s += fmt.Sprintf(", test accuracy %.2f%% (loss %.4f, %d samples)", 100*e.Accuracy, e.Loss, e.Samples)
 	}
 	return s
+}
+
+// exportRetryEvery is how often dssp export --evaluated asks again.
+var exportRetryEvery = time.Second
+
+// fetchModel is nodeclient.FetchModel; for the evaluated model it asks
+// again every second while the node answers 404 (the evaluator holds none
+// right now), until timeout, saying once that it waits.
+func fetchModel(ctx context.Context, w io.Writer, addr string, evaluated bool, timeout time.Duration) ([]byte, *modelfile.File, error) {
+	deadline := time.Now().Add(timeout)
+	said := false
+	for {
+		b, f, err := nodeclient.FetchModel(ctx, addr, evaluated, timeout)
+		var se *nodeclient.StatusError
+		if !evaluated || !errors.As(err, &se) || se.Code != http.StatusNotFound || time.Now().Add(exportRetryEvery).After(deadline) {
+			return b, f, err
+		}
+		if !said {
+			fmt.Fprintf(w, "waiting for the evaluator's model (%s)\n", se.Text)
+			said = true
+		}
+		t := time.NewTimer(exportRetryEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, err
+		case <-t.C:
+		}
+	}
 }
