@@ -120,10 +120,9 @@ type Server struct {
 	d   Deps
 	ln  *net.UnixListener
 
-	mu       sync.Mutex
-	shm      *Shm      // created with the first admission (the job's P)
-	current  *External // the attachment, nil when none
-	attaches int       // attachments so far
+	mu      sync.Mutex
+	shm     *Shm      // created with the first admission (the job's P)
+	current *External // the attachment, nil when none
 }
 
 // Listen creates the socket (replacing a stale file at its path, mode
@@ -276,7 +275,6 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	}
 	c.SetDeadline(time.Time{})
 	s.mu.Lock()
-	s.attaches++
 	e := newExternal(c, shm, pid, s.cfg.MaxFrame, adm.LocalSteps, s.cfg.GoneGrace, s.cfg.Answers, s.d.Logger)
 	s.current = e
 	s.mu.Unlock()
