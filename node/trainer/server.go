@@ -178,13 +178,13 @@ func (s *Server) Serve(ctx context.Context) {
 			}
 			return
 		}
-		s.handle(ctx, c)
+		s.handle(c)
 	}
 }
 
 // handle runs one connection's handshake; a trainer admitted becomes the
 // attachment and goes to Deps.Attached.
-func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
+func (s *Server) handle(c *net.UnixConn) {
 	pid := peerPID(c)
 	log := s.d.Logger.With("trainer_pid", pid)
 	refuseTensor := func(code, msg, tensor string) {
@@ -288,7 +288,6 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	}()
 	log.Info("trainer attached", "socket", s.cfg.Socket, "params", shm.P, "tensors", len(adm.Layout))
 	s.d.Attached(e)
-	_ = ctx
 }
 
 func (s *Server) shmFor(p int) (*Shm, error) {
