@@ -148,8 +148,7 @@ func (f *FSM) revokedLocked(w clock.WorkerID) bool {
 func (f *FSM) IsRevoked(id mesh.NodeID) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	_, ok := f.ids.revoked[id]
-	return ok
+	return f.revokedLocked(clock.WorkerID(id))
 }
 
 // Identities returns a copy of the shard's identity state.

@@ -3,7 +3,6 @@ package trainer
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"math"
 	"net"
 	"os"
@@ -147,5 +146,3 @@ func (f *fakeTrainer) serve(target []float32) string {
 func le32(b []byte, p, r, i int) float32 {
 	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*(r*p+i):]))
 }
-
-func fmtShape(s []int) string { return fmt.Sprint(s) }

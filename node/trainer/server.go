@@ -120,10 +120,9 @@ type Server struct {
 	d   Deps
 	ln  *net.UnixListener
 
-	mu       sync.Mutex
-	shm      *Shm      // created with the first admission (the job's P)
-	current  *External // the attachment, nil when none
-	attaches int       // attachments so far
+	mu      sync.Mutex
+	shm     *Shm      // created with the first admission (the job's P)
+	current *External // the attachment, nil when none
 }
 
 // Listen creates the socket (replacing a stale file at its path, mode
@@ -179,13 +178,13 @@ func (s *Server) Serve(ctx context.Context) {
 			}
 			return
 		}
-		s.handle(ctx, c)
+		s.handle(c)
 	}
 }
 
 // handle runs one connection's handshake; a trainer admitted becomes the
 // attachment and goes to Deps.Attached.
-func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
+func (s *Server) handle(c *net.UnixConn) {
 	pid := peerPID(c)
 	log := s.d.Logger.With("trainer_pid", pid)
 	refuseTensor := func(code, msg, tensor string) {
@@ -276,7 +275,6 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	}
 	c.SetDeadline(time.Time{})
 	s.mu.Lock()
-	s.attaches++
 	e := newExternal(c, shm, pid, s.cfg.MaxFrame, adm.LocalSteps, s.cfg.GoneGrace, s.cfg.Answers, s.d.Logger)
 	s.current = e
 	s.mu.Unlock()
@@ -290,7 +288,6 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	}()
 	log.Info("trainer attached", "socket", s.cfg.Socket, "params", shm.P, "tensors", len(adm.Layout))
 	s.d.Attached(e)
-	_ = ctx
 }
 
 func (s *Server) shmFor(p int) (*Shm, error) {
