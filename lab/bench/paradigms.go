@@ -309,19 +309,9 @@ func RunParadigms(ctx context.Context, cfg ParadigmsConfig, log *slog.Logger) (*
 func runOne(ctx context.Context, cfg ParadigmsConfig, set Setting, v Variant, rep int, label string, out io.Writer, log *slog.Logger) RunSummary {
 	sum := RunSummary{Setting: set.Name, Variant: v, Repeat: rep, Limit: cfg.TimeLimit}
 	args, _ := v.specArgs()
-	lc := launch.DefaultConfig()
-	lc.Charts = plot.Up // each run's accuracy.png and clocks.png, as `dssp up` draws them
-	lc.Binary = cfg.Binary
-	lc.Nodes = cfg.Workers
-	lc.Slowdown = set.Slowdown
-	lc.TargetAcc = slices.Max(cfg.Targets)
-	lc.TimeLimit = cfg.TimeLimit
-	lc.Poll = cfg.Poll
-	lc.ReportDir = filepath.Join(cfg.OutDir, "runs", runDirName(set.Name, v, rep))
-	lc.NodeArgs = []string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()}
-	if cfg.EvalSamples > 0 {
-		lc.NodeArgs = append(lc.NodeArgs, "--eval-samples", strconv.Itoa(cfg.EvalSamples))
-	}
+	lc := benchLaunch(benchMesh{Binary: cfg.Binary, Workers: cfg.Workers, Slowdown: set.Slowdown, Target: slices.Max(cfg.Targets),
+		TimeLimit: cfg.TimeLimit, Poll: cfg.Poll, ReportDir: filepath.Join(cfg.OutDir, "runs", runDirName(set.Name, v, rep)),
+		Threads: cfg.Threads, EvalEvery: cfg.EvalEvery, EvalSamples: cfg.EvalSamples})
 	if cfg.ComputeDelay > 0 {
 		lc.NodeArgs = append(lc.NodeArgs, "--compute-delay", cfg.ComputeDelay.String())
 	}
@@ -392,4 +382,39 @@ func measureCeiling(ctx context.Context, specArgs []string, d time.Duration) (fl
 		return 0, err
 	}
 	return float64(runtime.NumCPU()) * r.ItersPerSec * float64(spec.BatchSize), nil
+}
+
+// benchMesh is what a benchmark's mesh of `dssp node` processes takes
+// from the benchmark's own configuration.
+type benchMesh struct {
+	Binary      string
+	Workers     int
+	Slowdown    []float64
+	Target      float64
+	TimeLimit   time.Duration
+	Poll        time.Duration
+	ReportDir   string
+	Threads     int
+	EvalEvery   time.Duration
+	EvalSamples int
+}
+
+// benchLaunch is the launch configuration of a benchmark's mesh, as `dssp
+// up` runs it (its charts too), its nodes on LAN detection with the
+// benchmark's threads and evaluation cadence.
+func benchLaunch(m benchMesh) launch.Config {
+	lc := launch.DefaultConfig()
+	lc.Charts = plot.Up // each run's accuracy.png and clocks.png, as `dssp up` draws them
+	lc.Binary = m.Binary
+	lc.Nodes = m.Workers
+	lc.Slowdown = m.Slowdown
+	lc.TargetAcc = m.Target
+	lc.TimeLimit = m.TimeLimit
+	lc.Poll = m.Poll
+	lc.ReportDir = m.ReportDir
+	lc.NodeArgs = []string{"--detection", "lan", "--threads", strconv.Itoa(m.Threads), "--eval-every", m.EvalEvery.String()}
+	if m.EvalSamples > 0 {
+		lc.NodeArgs = append(lc.NodeArgs, "--eval-samples", strconv.Itoa(m.EvalSamples))
+	}
+	return lc
 }

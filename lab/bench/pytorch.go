@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"dsspmesh/internal/python"
-	"dsspmesh/lab/plot"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
@@ -378,20 +377,10 @@ func runMeshSystem(ctx context.Context, cfg PyTorchConfig, set Setting, sys Syst
 	}
 	defer os.RemoveAll(dir)
 	name := set.Name + "-" + string(sys)
-	lc := launch.DefaultConfig()
-	lc.Charts = plot.Up
-	lc.Binary = cfg.Binary
-	lc.Nodes = cfg.Workers
-	lc.Slowdown = set.Slowdown
-	lc.TargetAcc = cfg.Target
-	lc.TimeLimit = cfg.TimeLimit
-	lc.Poll = cfg.Poll
+	lc := benchLaunch(benchMesh{Binary: cfg.Binary, Workers: cfg.Workers, Slowdown: set.Slowdown, Target: cfg.Target,
+		TimeLimit: cfg.TimeLimit, Poll: cfg.Poll, ReportDir: filepath.Join(cfg.OutDir, "runs", name),
+		Threads: cfg.Threads, EvalEvery: cfg.EvalEvery, EvalSamples: cfg.EvalSamples})
 	lc.Dir = dir
-	lc.ReportDir = filepath.Join(cfg.OutDir, "runs", name)
-	lc.NodeArgs = []string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()}
-	if cfg.EvalSamples > 0 {
-		lc.NodeArgs = append(lc.NodeArgs, "--eval-samples", strconv.Itoa(cfg.EvalSamples))
-	}
 	if cfg.Data != "" {
 		lc.NodeArgs = append(lc.NodeArgs, "--data", cfg.Data)
 	}
