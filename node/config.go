@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"dsspmesh/cudaops"
+	"dsspmesh/node/memlimit"
 )
 
 // Config.Trainer's values.
@@ -65,8 +66,8 @@ type Config struct {
 	ComputeDelay time.Duration // emulated accelerator time of the job's batch, stretched by Slowdown (node/worker/emulate.go)
 
 	// MemoryLimit is the soft memory limit the node sets once it knows
-	// its job (memlimit.go): MemoryLimitAuto (from the model's and the
-	// dataset's bytes), MemoryLimitOff, or bytes.
+	// its job (node/memlimit): memlimit.Auto (from the model's and the
+	// dataset's bytes), memlimit.Off, or bytes.
 	MemoryLimit int64
 
 	EvalEvery   time.Duration // evaluation cadence of the designated node
@@ -127,7 +128,7 @@ func DefaultConfig() Config {
 		Backend:         "cpu",
 		Slowdown:        1,
 		EvalEvery:       5 * time.Second,
-		MemoryLimit:     MemoryLimitAuto,
+		MemoryLimit:     memlimit.Auto,
 		Detection:       "tuned",
 		RaftTiming:      "scaled",
 		CheckpointEvery: 5 * time.Minute,
@@ -240,7 +241,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&c.Slowdown, "slowdown", c.Slowdown, "stretch this worker's measured compute time by this factor, to emulate a slower GPU (1 to 1000)")
 	fs.DurationVar(&c.ComputeDelay, "compute-delay", c.ComputeDelay, "emulated accelerator time of a speed-1 worker for the job's batch, added to the measured compute before --slowdown stretches both; under --balance it grows with the worker's batch (0 to 1h)")
 	fs.DurationVar(&c.EvalEvery, "eval-every", c.EvalEvery, "evaluate the global parameters this often (done by the live node with the lowest id; 100ms to 24h)")
-	fs.Var(memLimitFlag{&c.MemoryLimit}, "memory-limit", "soft memory limit of the node's Go heap: auto (64 MiB + the dataset + 4.5 × the model's bytes, unless GOMEMLIMIT is set), off, or MiB")
+	fs.Var(memlimit.Flag{V: &c.MemoryLimit}, "memory-limit", "soft memory limit of the node's Go heap: auto (64 MiB + the dataset + 4.5 × the model's bytes, unless GOMEMLIMIT is set), off, or MiB")
 	fs.IntVar(&c.EvalSamples, "eval-samples", c.EvalSamples, "test samples per evaluation (0 = the whole test set)")
 	fs.StringVar(&c.CheckpointDir, "checkpoint-dir", c.CheckpointDir, "save the evaluated model as safetensors in this folder while this node is the evaluator (set it on every training node)")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "at most one checkpoint per this long (the first evaluation after it has passed)")

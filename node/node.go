@@ -34,7 +34,7 @@ type Node struct {
 	model       *cudaops.Model
 	evalModel   *cudaops.Model
 	train, test cudaops.Dataset
-	memLimit    int64 // the soft memory limit set (memlimit.go); 0 = none
+	memLimit    int64 // the soft memory limit set (node/memlimit); 0 = none
 
 	shards *shards.Manager
 	worker workerLoop // nil when the node does not train (or, with an external trainer, none is attached)
