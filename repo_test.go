@@ -41,7 +41,7 @@ var mayImport = map[string][]string{
 	"raftstore":               {"mesh", "internal/wait"},
 	"shardapi":                {"clock", "mesh"},
 	"shard":                   {"balance", "clock", "mesh", "raftstore", "shardapi", "internal/boundedmsgpack", "internal/faults", "internal/wait"},
-	"node/job":                {"clock", "cudaops", "shardapi"},
+	"node/job":                {"clock", "cudaops", "modelfile", "shardapi"},
 	"node/records":            {"mesh", "shardapi"},
 	"node/worker":             {"node/records", "clock", "cudaops", "mesh", "shardapi"},
 	"node/shards":             {"node/records", "clock", "mesh", "shardapi", "internal/faults"},

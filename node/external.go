@@ -79,7 +79,7 @@ func (n *Node) admitTrainer(l cudaops.Layout) (trainer.Admission, *trainer.Refus
 		f, err := modelfile.ReadFile(spec.InitFrom)
 		var theta []float32
 		if err == nil {
-			theta, err = InitParamsFor(f, spec.InitFrom, l)
+			theta, err = job.InitParamsFor(f, spec.InitFrom, l)
 		}
 		if err != nil {
 			return trainer.Admission{}, &trainer.Refusal{Code: trainer.CodeJobMismatch, Message: err.Error()}
@@ -162,7 +162,7 @@ func (n *Node) initFromTrainer(theta []float32) error {
 // the first trainer to order them (externalTrainer.fileTensors); spec
 // comes back without a layout.
 func (n *Node) layoutFromFile(spec JobSpec) (JobSpec, cudaops.Layout, error) {
-	l, theta, tensors, err := LoadExternalInitFrom(spec.InitFrom)
+	l, theta, tensors, err := job.LoadExternalInitFrom(spec.InitFrom)
 	if err != nil {
 		return spec, nil, err
 	}
