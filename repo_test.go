@@ -51,7 +51,8 @@ var mayImport = map[string][]string{
 	"node/trainer":            {"node/job", "cudaops"},
 	"node/datadir":            {"node/job", "mesh"},
 	"node/memlimit":           {"shardapi"},
-	"node":                    {"node/job", "node/join", "node/trainer", "node/datadir", "node/memlimit", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
+	"node/trust":              {"node/datadir", "node/records", "clock", "mesh", "shardapi"},
+	"node":                    {"node/job", "node/join", "node/trainer", "node/datadir", "node/memlimit", "node/trust", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
 	"nodeclient":              {"node", "modelfile"},
 	"node/launch":             {"nodeclient", "node", "mesh"},
@@ -96,6 +97,7 @@ var forbidden = map[string][]string{
 	"node/worker":   {"github.com/hashicorp/raft"},
 	"node/trainer":  {"github.com/hashicorp/raft"},
 	"node/memlimit": {"github.com/hashicorp/raft"},
+	"node/trust":    {"github.com/hashicorp/raft"},
 	"shardapi":      {"github.com/hashicorp/raft"},
 }
 

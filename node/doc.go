@@ -127,29 +127,13 @@
 //
 // # Identity and revocation
 //
-// The node's id and key pair live in its data dir (node/datadir; a fresh
-// id is derived from the key, mesh.DeriveID). Its identity view
-// (identity.go) holds the ids revoked and the key pinned for each legacy
-// id (an earlier build's random id: the first key this node or a shard
-// leader saw it with): the union of its replicas' replicated state
-// (node/shards Manager.Identities, merged every second by revoke.go),
-// its own first sightings (proposed as pins on the shards it leads) and
-// its data dir's record (identities.json). The view refuses peers in
-// every handshake of the transport (mesh.PeerCheck) and in memberlist's
-// alive messages, and the node's membership view (n.members) leaves
-// revoked nodes out, so placement, the evaluator and /status never count
-// one. An operator revokes an id with POST /revoke (dssp revoke), whose
-// HMAC under the mesh key's operator key is checked by Deps.VerifyOperator
-// ([Node.Revoke]): the node refuses the id, relays the request to every
-// other member over the control channel (op "revoke": each checks the MAC
-// itself) so a revoked shard leader loses its followers, and asks every
-// shard's group to apply it (shardapi.Client.Revoke). The mesh view each
-// node asks its peers for every second (op "view") carries the
-// revocations it holds with their MACs, and the asking node takes those
-// whose MAC it checks, so a node that joins later and hosts no replica
-// learns them too. /status lists the
-// revoked ids (revoked), the pinned keys' count and the conflicting
-// legacy ids.
+// The trust room (node/trust) holds the node's view of other nodes'
+// identities (revoked ids, keys pinned for legacy ids), checks every
+// handshake and gossip message against it, and serves POST /revoke; the
+// node's membership view (n.members) is the room's, without revoked
+// nodes, so placement, the evaluator and /status never count one. The
+// control channel relays revocations (op "revoke") and the mesh view
+// carries them (op "view").
 //
 // # Concurrency
 //

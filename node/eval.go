@@ -265,8 +265,8 @@ func (n *Node) Status() Status {
 		s.Evaluator = n.evaluator()
 	}
 	s.Insecure = n.cfg.Insecure
-	if n.ids != nil {
-		s.Revoked, s.PinnedKeys, s.IdentityConflicts = n.ids.status()
+	if n.trust != nil {
+		s.Revoked, s.PinnedKeys, s.IdentityConflicts = n.trust.Status()
 	}
 	if n.snaps != nil {
 		s.Checkpoint = n.snaps.Latest()

@@ -56,8 +56,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	log := d.Logger.With("node", d.Dir.ID)
 	n := &Node{cfg: cfg, log: log, id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
 		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now).LogTo(log), initTheta: initTheta}
-	n.verifyOp = d.VerifyOperator
-	if err := n.startIdentities(d); err != nil {
+	if err := n.startTrust(d); err != nil {
 		return err
 	}
 	n.metrics = NewMetrics(n.Status)
@@ -83,7 +82,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			n.log.Warn(w)
 		}
 		h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
-		h = n.withRevoke(h)
+		h = n.trust.WithRevoke(h)
 		// The dashboard's history: sampled from this node's status every
 		// second from now on, served at /status/history.
 		series := status.NewSeries(status.SeriesEvery, status.SeriesCapacity, status.SeriesMaxWorkers)
@@ -174,7 +173,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
 	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.runIdentities(runCtx) }()
+	go func() { defer n.wg.Done(); n.trust.Run(runCtx) }()
 	if cfg.externalTrainer() && spec.External() {
 		n.extDone = make(chan struct{})
 		n.wg.Add(1)

@@ -12,6 +12,7 @@ import (
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
 	"dsspmesh/node/trainer"
+	"dsspmesh/node/trust"
 	"dsspmesh/shardapi"
 )
 
@@ -60,8 +61,7 @@ type Node struct {
 
 	claims evalClaims // the evaluations received and how they were judged (eval.go)
 
-	ids      *identities                           // revoked ids and pinned keys (identity.go, revoke.go)
-	verifyOp func(op, arg string, mac []byte) bool // Deps.VerifyOperator
+	trust *trust.Trust // revoked ids and pinned keys (node/trust)
 }
 
 // evalHistorySize bounds the evaluations kept for the dashboard's charts.

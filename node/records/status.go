@@ -127,3 +127,11 @@ type EvalResult struct {
 	// worker stops on receiving it.
 	Diverged bool `json:"diverged,omitempty"`
 }
+
+// Revocation is one revoked node id and the operator's MAC of it
+// (mesh.MeshKey.OperatorMAC): what a node's mesh view passes on
+// (node/status.PeerView) and node/trust takes in.
+type Revocation struct {
+	ID  string `json:"id"`
+	MAC []byte `json:"mac"`
+}
