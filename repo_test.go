@@ -48,7 +48,7 @@ var mayImport = map[string][]string{
 	"node/status":             {"node/records", "node/job", "mesh", "shardapi"},
 	"node/eval":               {"node/records", "clock", "cudaops", "mesh", "modelfile", "shardapi"},
 	"node/join":               {"mesh"},
-	"node/trainer":            {"node/job", "cudaops"},
+	"node/trainer":            {"node/job", "node/records", "cudaops", "modelfile"},
 	"node/datadir":            {"node/job", "mesh"},
 	"node/memlimit":           {"shardapi"},
 	"node/trust":              {"node/datadir", "node/records", "clock", "mesh", "shardapi"},

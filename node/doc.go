@@ -65,9 +65,9 @@
 // # External trainers
 //
 // With --trainer external (external.go) the node computes no gradient
-// itself: it serves the trainer socket of node/trainer in its data dir
-// and runs its worker, on node/trainer.External, only while a trainer is
-// attached; a trainer that goes is a worker that left (removed from every
+// itself: it serves the trainer socket of node/trainer (trainer.Host) in
+// its data dir and runs its worker, on node/trainer.External, only while
+// a trainer is attached; a trainer that goes is a worker that left (removed from every
 // shard at once), one that attaches again is re-added. A --model external
 // job's layout is fixed on the bootstrap node by its first trainer (or
 // --init-from) before the shards are created, and travels in the job

@@ -256,7 +256,7 @@ func (n *Node) Status() Status {
 	shards, w, ext := n.shards, n.worker, n.ext
 	n.mu.RUnlock()
 	if ext != nil {
-		s.Trainer = ext.status()
+		s.Trainer = ext.Status()
 	}
 	if n.members != nil {
 		for _, m := range n.members.Members() {

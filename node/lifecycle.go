@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		if err := n.startTrainerSocket(ctlCtx, spec, fileTensors); err != nil {
 			return err
 		}
-		defer n.ext.srv.Close("node stopped")
+		defer n.ext.Close("node stopped")
 		if !spec.External() {
 			n.log.Warn("--trainer external on a job of a built-in model: this node trains nothing, and trainers are refused (not-external)", "model", spec.Model)
 		}

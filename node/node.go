@@ -45,10 +45,10 @@ type Node struct {
 	// layout is the model's tensors in the flat vector: the built-in
 	// model's, or an external job's (JobSpec.Layout).
 	layout    cudaops.Layout
-	ext       *externalTrainer // --trainer external: the trainer socket; nil otherwise
-	extDone   chan struct{}    // closed when runExternal's worker has left; nil without one
-	initTheta []float32        // θ from --init-from (or an external job's first trainer) for a fresh mesh; nil: from the seed
-	snaps     *eval.Room       // model snapshots, the evaluation, checkpoints
+	ext       *trainer.Host // --trainer external: the trainer socket; nil otherwise
+	extDone   chan struct{} // closed when runExternal's worker has left; nil without one
+	initTheta []float32     // θ from --init-from (or an external job's first trainer) for a fresh mesh; nil: from the seed
+	snaps     *eval.Room    // model snapshots, the evaluation, checkpoints
 
 	mu    sync.RWMutex
 	spec  *JobSpec
@@ -110,27 +110,4 @@ type evalClaims struct {
 	check func(ctx context.Context) (bool, string, error)
 	// bound replaces seqBound's answer; a field only for tests.
 	bound func() (uint64, bool)
-}
-
-// externalTrainer is the node's side of --trainer external: the trainer
-// socket (node/trainer), the job's layout as trainers are checked
-// against it, and the attachments handed to the worker's lifecycle
-// (runExternal). Its mu is innermost: taken under no other lock, held
-// across no call.
-type externalTrainer struct {
-	srv      *trainer.Server
-	attached chan *trainer.External // Deps.Attached → runExternal
-	ready    chan struct{}          // closed once layout is known
-
-	mu        sync.Mutex
-	layout    cudaops.Layout // the job's; nil while a new external job waits for its first trainer
-	tentative cudaops.Layout // the layout of the trainer admitted to fix it, until its init
-	// fileTensors are the --init-from file's tensors when the file names
-	// no layout: the first trainer orders them.
-	fileTensors cudaops.Layout
-	theta0      []float32 // that trainer's initial parameters
-	attaches    int
-	iters       uint64 // updates of the attachments that ended
-	waiting     string
-	current     *trainer.External
 }
