@@ -80,7 +80,7 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 					var e EvalResult
 					if err := json.Unmarshal(req.Eval, &e); err != nil {
 						rep.Err = "bad eval"
-					} else if err := n.receiveEval(ctx, s.Peer(), e); err != nil {
+					} else if err := n.claims.Receive(ctx, s.Peer(), e); err != nil {
 						rep.Err = err.Error()
 					}
 				case "view":

@@ -77,15 +77,12 @@
 // # Evaluation and model snapshots
 //
 // The evaluation room (node/eval) reads model snapshots, serves
-// GET /model.safetensors, and on the evaluator evaluates and checkpoints;
-// the node keeps the evaluation it holds ([EvalResult], ordered by Seq
-// per evaluator) and sends the evaluator's to every member over the
-// control channel; a receiver takes one only from the member its own view
-// designates as evaluator (the authenticated peer), with a Seq in the
-// parameters' domain, and drops, counts and logs any other. The channel
-// also carries the evaluated model to a node asked for it that is
-// not the evaluator (control op "evaluated", node/eval's forward.go).
-// --init-from FILE (a job flag) makes a bootstrapping node propose the
+// GET /model.safetensors, on the evaluator evaluates and checkpoints, and
+// keeps the evaluations this node holds and judges those peers send
+// (eval.Claims); the node sends the evaluator's to every member over the
+// control channel (op "eval") and carries the evaluated model to a node
+// asked for it that is not the evaluator (op "evaluated"). --init-from
+// FILE (a job flag, node/job) makes a bootstrapping node propose the
 // file's parameters as every shard's Init; the assembler reads the file
 // and checks it against the model's layout before anything is written to
 // disk (LoadInitFrom, Deps.InitParams).
@@ -94,20 +91,12 @@
 //
 // A gradient the shards refuse (NaN/Inf, a norm outlier under
 // --outlier-factor, a step that would make a parameter non-finite) is
-// logged, counted (LocalWorker.Refused, worker_gradients_refused_total) and
-// replaced by the worker (node/worker). Shard leaders count refusals per
-// worker (Status.Refusals, with the repeat offenders, and
-// dssp_shard_gradients_refused_total). A non-finite
-// loss at evaluation marks the evaluation Diverged; the evaluator stops its
-// worker with a message saying so (LocalWorker.Stopped) rather than train
-// on garbage, and every node that receives the claim reads the parameters
-// and evaluates them itself (eval.go: checkDiverged), stopping its worker
-// only if it sees a non-finite value or loss too; a node that stopped says
-// why (phase diverged, Status.Stopped). A stopped worker leaves the shards'
-// gates (node/worker, "Stopping"): a node that trains on is not held behind
-// it. The shards keep their last parameters,
-// which the FSM guarantees finite, and the evaluator never checkpoints a
-// diverged state: the newest checkpoint is the last good one.
+// logged, counted and replaced by the worker (node/worker); shard leaders
+// count refusals per worker (Status.Refusals). A diverged evaluation
+// (node/eval, "Claims") stops the worker (eval.go: diverged): the node's
+// phase becomes diverged and Status.Stopped says why. A stopped worker
+// leaves the shards' gates (node/worker, "Stopping"): a node that trains
+// on is not held behind it.
 //
 // --insecure is shown in /status (insecure), /metrics (dssp_insecure) and
 // the dashboard.

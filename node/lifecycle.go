@@ -56,6 +56,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	log := d.Logger.With("node", d.Dir.ID)
 	n := &Node{cfg: cfg, log: log, id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
 		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now).LogTo(log), initTheta: initTheta}
+	n.claims = n.newClaims()
 	if err := n.startTrust(d); err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 				defer n.wg.Done()
 				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Evaluate: n.evaluateExternal, DataDir: n.dir.Path,
 					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
-					Done: func(ctx context.Context, e EvalResult) { n.setEval(e); n.broadcastEval(ctx, e) }})
+					Done: func(ctx context.Context, e EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }})
 			}()
 			n.runExternal(runCtx, spec)
 		}()
@@ -215,7 +216,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 						return n.evalModel.Evaluate(theta, n.test)
 					},
 					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
-					Done: func(ctx context.Context, e EvalResult) { n.setEval(e); n.broadcastEval(ctx, e) }})
+					Done: func(ctx context.Context, e EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }})
 			}()
 			w.Run(runCtx)
 		}()

@@ -53,19 +53,13 @@ type Node struct {
 	mu    sync.RWMutex
 	spec  *JobSpec
 	phase string
-	eval  *EvalResult
-	evals []EvalResult // the last evalHistorySize evaluations, oldest first
 	// stopped says why this node stopped training (a divergence it saw
 	// itself); "" while it trains or never did.
 	stopped string
 
-	claims evalClaims // the evaluations received and how they were judged (eval.go)
-
-	trust *trust.Trust // revoked ids and pinned keys (node/trust)
+	claims *eval.Claims // the evaluations held and received (node/eval)
+	trust  *trust.Trust // revoked ids and pinned keys (node/trust)
 }
-
-// evalHistorySize bounds the evaluations kept for the dashboard's charts.
-const evalHistorySize = 360
 
 func (n *Node) setPhase(p string) { n.mu.Lock(); n.phase = p; n.mu.Unlock() }
 
@@ -95,19 +89,4 @@ func (n *Node) isMember(id mesh.NodeID) bool {
 		}
 	}
 	return false
-}
-
-// evalClaims counts the evaluations received from peers that were not
-// taken, and limits the WARN lines they cause.
-type evalClaims struct {
-	mu        sync.Mutex
-	dropped   uint64
-	warned    time.Time
-	checking  bool      // a divergence check runs
-	checkedAt time.Time // when the last one started
-	// check reads the parameters and says whether they diverged (nil:
-	// checkParameters); a field only for tests.
-	check func(ctx context.Context) (bool, string, error)
-	// bound replaces seqBound's answer; a field only for tests.
-	bound func() (uint64, bool)
 }
