@@ -27,7 +27,10 @@
 // CPU collecting garbage while the mesh formed. It is a soft limit: a live
 // heap above it makes the collector run more often (at most about half the
 // CPU, by the runtime's own cap), never fails an allocation. A GOMEMLIMIT
-// in the environment wins over auto.
+// in the environment wins over auto. The rest of a node's memory is
+// bounded elsewhere: datasets are held as bytes (cudaops), and each
+// shard's raft log and its cache are bounded by bytes
+// (shard.Config.LogBytes, raftstore).
 //
 // # Concurrency
 //

@@ -9,7 +9,9 @@
 // ([Host.AwaitLayout]; with --init-from a file that names no layout, the
 // trainer orders the file's tensors), the evaluation by the attached
 // trainer ([Host.Evaluate]) and the socket's record for /status
-// ([Host.Status]). The node owns the worker's lifecycle around it
+// ([Host.Status]). A --model external job's layout is so fixed on the
+// bootstrap node before the shards are created, and travels in the job
+// spec (node/job); the evaluator's trainer evaluates. The node owns the worker's lifecycle around it
 // (node/external.go): it starts a worker on each trainer [Host.Attached]
 // hands over and removes it from the shards when the trainer goes.
 //
