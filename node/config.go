@@ -1,12 +1,9 @@
 package node
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"dsspmesh/cudaops"
+	"dsspmesh/node/memlimit"
 )
 
 // Config.Trainer's values.
@@ -65,8 +63,8 @@ type Config struct {
 	ComputeDelay time.Duration // emulated accelerator time of the job's batch, stretched by Slowdown (node/worker/emulate.go)
 
 	// MemoryLimit is the soft memory limit the node sets once it knows
-	// its job (memlimit.go): MemoryLimitAuto (from the model's and the
-	// dataset's bytes), MemoryLimitOff, or bytes.
+	// its job (node/memlimit): memlimit.Auto (from the model's and the
+	// dataset's bytes), memlimit.Off, or bytes.
 	MemoryLimit int64
 
 	EvalEvery   time.Duration // evaluation cadence of the designated node
@@ -127,7 +125,7 @@ func DefaultConfig() Config {
 		Backend:         "cpu",
 		Slowdown:        1,
 		EvalEvery:       5 * time.Second,
-		MemoryLimit:     MemoryLimitAuto,
+		MemoryLimit:     memlimit.Auto,
 		Detection:       "tuned",
 		RaftTiming:      "scaled",
 		CheckpointEvery: 5 * time.Minute,
@@ -240,7 +238,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&c.Slowdown, "slowdown", c.Slowdown, "stretch this worker's measured compute time by this factor, to emulate a slower GPU (1 to 1000)")
 	fs.DurationVar(&c.ComputeDelay, "compute-delay", c.ComputeDelay, "emulated accelerator time of a speed-1 worker for the job's batch, added to the measured compute before --slowdown stretches both; under --balance it grows with the worker's batch (0 to 1h)")
 	fs.DurationVar(&c.EvalEvery, "eval-every", c.EvalEvery, "evaluate the global parameters this often (done by the live node with the lowest id; 100ms to 24h)")
-	fs.Var(memLimitFlag{&c.MemoryLimit}, "memory-limit", "soft memory limit of the node's Go heap: auto (64 MiB + the dataset + 4.5 × the model's bytes, unless GOMEMLIMIT is set), off, or MiB")
+	fs.Var(memlimit.Flag{V: &c.MemoryLimit}, "memory-limit", "soft memory limit of the node's Go heap: auto (64 MiB + the dataset + 4.5 × the model's bytes, unless GOMEMLIMIT is set), off, or MiB")
 	fs.IntVar(&c.EvalSamples, "eval-samples", c.EvalSamples, "test samples per evaluation (0 = the whole test set)")
 	fs.StringVar(&c.CheckpointDir, "checkpoint-dir", c.CheckpointDir, "save the evaluated model as safetensors in this folder while this node is the evaluator (set it on every training node)")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "at most one checkpoint per this long (the first evaluation after it has passed)")
@@ -256,93 +254,6 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.FaultNaNEvery, "fault-nan-every", 0, "test only: make every Nth gradient of this worker NaN")
 	_ = fs.MarkHidden("fault-nan-every")
 	c.Spec.BindFlags(fs)
-}
-
-// LoadSources fills every flag of fs that was not set on the command line,
-// first from the environment (DSSP_ and the flag name in upper case with
-// '-' as '_', e.g. DSSP_GOSSIP_PORT), then from the JSON config file at path
-// (an object keyed by flag name; "" for none). Flags set either way count as
-// explicitly set (fs.Changed), which is what a joiner checks against the
-// mesh's job spec.
-func LoadSources(fs *pflag.FlagSet, path string, environ []string) error {
-	env := map[string]string{}
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "DSSP_") {
-			env[k] = v
-		}
-	}
-	file := map[string]json.RawMessage{}
-	if path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("config file: %w", err)
-		}
-		if err := json.Unmarshal(b, &file); err != nil {
-			return fmt.Errorf("config file %s: not a JSON object of flag names: %v", path, err)
-		}
-		var unknown []string
-		for k := range file {
-			if fs.Lookup(k) == nil {
-				unknown = append(unknown, k)
-			}
-		}
-		if len(unknown) > 0 {
-			sort.Strings(unknown)
-			return fmt.Errorf("config file %s: unknown keys %s", path, strings.Join(unknown, ", "))
-		}
-	}
-	var err error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed {
-			return
-		}
-		name := "DSSP_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := env[name]; ok {
-			if e := setFlag(fs, f, v); e != nil {
-				err = fmt.Errorf("environment %s=%q: %v", name, v, e)
-			}
-			return
-		}
-		raw, ok := file[f.Name]
-		if !ok {
-			return
-		}
-		v, e := jsonFlagValue(raw)
-		if e == nil {
-			e = setFlag(fs, f, v)
-		}
-		if e != nil {
-			err = fmt.Errorf("config file %s: %q: %v", path, f.Name, e)
-		}
-	})
-	return err
-}
-
-func setFlag(fs *pflag.FlagSet, f *pflag.Flag, v string) error { return fs.Set(f.Name, v) }
-
-// jsonFlagValue turns a JSON scalar or array of scalars into flag text.
-func jsonFlagValue(raw json.RawMessage) (string, error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var list []any
-	if json.Unmarshal(raw, &list) == nil {
-		parts := make([]string, len(list))
-		for i, v := range list {
-			parts[i] = fmt.Sprint(v)
-		}
-		return strings.Join(parts, ","), nil
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", err
-	}
-	switch v.(type) {
-	case float64, bool:
-		return strings.TrimSpace(string(raw)), nil
-	}
-	return "", fmt.Errorf("value %s is not a string, number, bool or list", raw)
 }
 
 // HTTPExposureWarning is the warning a node logs at start when its HTTP

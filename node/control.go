@@ -6,15 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"dsspmesh/mesh"
-	"dsspmesh/node/records"
 	"dsspmesh/node/status"
+	"dsspmesh/node/trust"
 )
 
 // ControlShard is the shard id of the node-to-node control channel
@@ -46,8 +42,8 @@ type controlMsg struct {
 }
 
 // RevokeOp is the operator operation `dssp revoke` authenticates
-// (mesh.MeshKey.OperatorMAC(RevokeOp, id)).
-const RevokeOp = "revoke"
+// ([trust.RevokeOp]).
+const RevokeOp = trust.RevokeOp
 
 // serveControl answers control streams until ctx ends. Input from a peer
 // never panics: a bad frame closes that stream only.
@@ -84,13 +80,13 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 					var e EvalResult
 					if err := json.Unmarshal(req.Eval, &e); err != nil {
 						rep.Err = "bad eval"
-					} else if err := n.receiveEval(ctx, s.Peer(), e); err != nil {
+					} else if err := n.claims.Receive(ctx, s.Peer(), e); err != nil {
 						rep.Err = err.Error()
 					}
 				case "view":
 					payload, _ = status.MarshalFinite(n.localView())
 				case "revoke":
-					if err := n.takeRevocation(mesh.NodeID(req.ID), req.MAC, string(s.Peer())); err != nil {
+					if err := n.trust.Take(mesh.NodeID(req.ID), req.MAC, string(s.Peer())); err != nil {
 						rep.Err = err.Error()
 					}
 				default:
@@ -208,65 +204,6 @@ func (n *Node) broadcastEval(ctx context.Context, e EvalResult) {
 	}
 }
 
-// takeRevocation revokes id here if mac is the operator's (Deps.VerifyOperator):
-// the node refuses id from then on and cuts its connections. from names
-// who relayed it, for the log.
-func (n *Node) takeRevocation(id mesh.NodeID, mac []byte, from string) error {
-	if err := id.Validate(); err != nil {
-		return err
-	}
-	if n.verifyOp == nil || !n.verifyOp(RevokeOp, string(id), mac) {
-		n.log.Warn("refused a revocation not authenticated by the mesh key", "peer", id, "from", from)
-		return fmt.Errorf("revoke %s: not authenticated by this mesh's key", id)
-	}
-	if n.ids.revoke(id, mac) {
-		n.revokedHere(id, from)
-	}
-	return nil
-}
-
-// revokedHere is what a node does when it learns that id is revoked (from
-// the operator, a peer's relay or view, or its replicas' state, the from
-// of the log line): it cuts id's connections and records the event.
-func (n *Node) revokedHere(id mesh.NodeID, from string) {
-	n.cutPeer(id, "revoked")
-	n.events.Add(records.Event{Kind: records.EventNodeRevoked, Node: string(id),
-		Detail: fmt.Sprintf("node %s is revoked: its connections, gossip and pushes are refused", id)})
-	n.log.Warn("node revoked: refusing its connections, gossip and pushes", "peer", id, "from", from)
-}
-
-// cutPeer closes the transport's connections with id where it can.
-func (n *Node) cutPeer(id mesh.NodeID, reason string) {
-	if t, ok := n.tr.(interface{ ClosePeer(mesh.NodeID, string) }); ok {
-		t.ClosePeer(id, reason)
-	}
-}
-
-// broadcastRevoke relays an operator's revocation of id to every other
-// member but id and returns how many took it, so each refuses id at once:
-// a revoked leader then loses its followers, which elect another that
-// applies the revocation to the shard.
-func (n *Node) broadcastRevoke(ctx context.Context, id mesh.NodeID, mac []byte) int {
-	var wg sync.WaitGroup
-	var took atomic.Int64
-	for _, m := range n.members.Members() {
-		if m.ID == n.id || m.ID == id {
-			continue
-		}
-		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			if _, err := n.controlCall(cctx, m, controlMsg{Op: "revoke", ID: string(id), MAC: mac}); err != nil {
-				n.log.Warn("relaying a revocation", "peer", m.ID, "revoked", id, "err", err)
-				return
-			}
-			took.Add(1)
-		})
-	}
-	wg.Wait()
-	return int(took.Load())
-}
-
 // localView is this node's answer to op "view": every second each node
 // asks other members for their view (node/status/meshview.go) and merges
 // the answers into its status.
@@ -288,27 +225,6 @@ func (n *Node) localView() status.PeerView {
 	if w != nil {
 		v.Worker = w.Status()
 	}
-	for id, mac := range n.ids.revocations() {
-		v.Revocations = append(v.Revocations, status.Revocation{ID: string(id), MAC: mac})
-	}
-	slices.SortFunc(v.Revocations, func(a, b status.Revocation) int { return strings.Compare(a.ID, b.ID) })
+	v.Revocations = n.trust.Revocations()
 	return v
-}
-
-// takeRevocations takes the revocations a peer's view passes on that this
-// node does not hold yet, each only if its MAC is the operator's.
-func (n *Node) takeRevocations(from mesh.NodeID, view []byte) {
-	var v struct {
-		Revocations []status.Revocation `json:"revocations"`
-	}
-	if json.Unmarshal(view, &v) != nil {
-		return
-	}
-	for _, r := range v.Revocations {
-		id := mesh.NodeID(r.ID)
-		if id == n.id || n.ids.isRevoked(id) || n.verifyOp != nil && !n.verifyOp(RevokeOp, r.ID, r.MAC) && n.ids.refusedBefore(id, r.MAC) {
-			continue
-		}
-		n.takeRevocation(id, r.MAC, string(from))
-	}
 }

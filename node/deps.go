@@ -42,7 +42,7 @@ type Deps struct {
 	Now func() time.Time
 	// VerifyOperator checks an operator's request over HTTP (POST
 	// /revoke): mesh.Security.VerifyOperator on a node; nil refuses every
-	// such request (Node.Revoke is still there for a caller in-process).
+	// such request (Node.Revoke is still there for a caller in-process; node/trust).
 	VerifyOperator func(op, arg string, mac []byte) bool
 }
 

@@ -5,164 +5,47 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"time"
 
 	"dsspmesh/cudaops"
-	"dsspmesh/modelfile"
 	"dsspmesh/node/eval"
 	"dsspmesh/node/job"
 	"dsspmesh/node/trainer"
 )
 
 // startTrainerSocket listens on <data-dir>/trainer.sock for the node's
-// trainers (--trainer external) and serves it until ctx ends. fileTensors
-// are --init-from's tensors for the first trainer to order (nil: none).
+// trainers (--trainer external, node/trainer.Host) and serves it until ctx
+// ends. fileTensors are --init-from's tensors for the first trainer to
+// order (nil: none).
 func (n *Node) startTrainerSocket(ctx context.Context, spec JobSpec, fileTensors cudaops.Layout) error {
-	x := &externalTrainer{attached: make(chan *trainer.External, 1), ready: make(chan struct{}), fileTensors: fileTensors}
+	var layout cudaops.Layout
 	if spec.External() && spec.Layout != "" {
 		l, err := spec.ParsedLayout()
 		if err != nil {
 			return err
 		}
-		x.layout = l
-		close(x.ready)
+		layout = l
 	}
-	srv, err := trainer.Listen(trainer.Config{Socket: filepath.Join(n.dir.Path, TrainerSocket)}, trainer.Deps{
-		Node: string(n.id), Admit: n.admitTrainer, Init: n.initFromTrainer, Logger: n.log,
-		Attached: func(e *trainer.External) {
-			x.mu.Lock()
-			x.attaches++
-			x.current = e
-			x.mu.Unlock()
-			select {
-			case x.attached <- e:
-			case <-ctx.Done():
-				e.Close("node leaving")
-			}
-		},
-	})
+	h, err := trainer.NewHost(ctx, trainer.HostDeps{Socket: filepath.Join(n.dir.Path, TrainerSocket), Node: string(n.id), Job: n.jobSpec,
+		Layout: layout, FileTensors: fileTensors, Logger: n.log})
 	if err != nil {
 		return err
 	}
-	x.srv = srv
 	n.mu.Lock()
-	n.ext = x
+	n.ext = h
 	n.mu.Unlock()
-	n.log.Info("trainer socket: a trainer attaches here (env DSSP_TRAINER_SOCKET)", "trainer_socket", srv.Path())
+	n.log.Info("trainer socket: a trainer attaches here (env DSSP_TRAINER_SOCKET)", "trainer_socket", h.Path())
 	n.wg.Add(1)
-	go func() { defer n.wg.Done(); srv.Serve(ctx) }()
-	return nil
-}
-
-// admitTrainer is trainer.Deps.Admit: the trainer's layout against the
-// job's; the first trainer of a new external job fixes it.
-func (n *Node) admitTrainer(l cudaops.Layout) (trainer.Admission, *trainer.Refusal) {
-	spec := n.jobSpec()
-	if spec == nil {
-		return trainer.Admission{}, &trainer.Refusal{Code: trainer.CodeJobMismatch, Message: "the node has no job yet"}
-	}
-	if !spec.External() {
-		return trainer.Admission{}, &trainer.Refusal{Code: trainer.CodeNotExternal,
-			Message: fmt.Sprintf("this node's job trains the built-in model %s; an external trainer needs a mesh started with --model %s", spec.Model, job.ExternalModel)}
-	}
-	adm := trainer.Admission{Batch: spec.BatchSize, LocalSteps: spec.Steps(), Seed: spec.Seed, Dataset: spec.Dataset}
-	x := n.ext
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.layout == nil && x.fileTensors != nil {
-		// --init-from a file without a layout: the trainer orders its
-		// tensors, the file gives their values.
-		if err := sameTensors(x.fileTensors, l); err != nil {
-			return trainer.Admission{}, &trainer.Refusal{Code: trainer.CodeLayoutMismatch, Message: err.Error(), Tensor: err.tensor}
-		}
-		f, err := modelfile.ReadFile(spec.InitFrom)
-		var theta []float32
-		if err == nil {
-			theta, err = InitParamsFor(f, spec.InitFrom, l)
-		}
-		if err != nil {
-			return trainer.Admission{}, &trainer.Refusal{Code: trainer.CodeJobMismatch, Message: err.Error()}
-		}
-		x.theta0, x.layout, x.waiting = theta, l, ""
-		close(x.ready)
-		adm.Layout = l
-		return adm, nil
-	}
-	if x.layout == nil {
-		x.tentative = l
-		adm.Layout, adm.SendInit = l, true
-		return adm, nil
-	}
-	if err := job.CompareLayout(x.layout, l); err != nil {
-		var me *job.LayoutMismatchError
-		errors.As(err, &me)
-		return trainer.Admission{}, &trainer.Refusal{Code: trainer.CodeLayoutMismatch, Message: err.Error(), Tensor: me.Tensor()}
-	}
-	adm.Layout = x.layout
-	return adm, nil
-}
-
-// tensorsError is a trainer's layout that does not hold the --init-from
-// file's tensors.
-type tensorsError struct{ msg, tensor string }
-
-func (e *tensorsError) Error() string { return e.msg }
-
-// sameTensors checks that got holds exactly file's tensors (names and
-// shapes), in any order.
-func sameTensors(file, got cudaops.Layout) *tensorsError {
-	shapes := make(map[string][]int, len(file))
-	for _, r := range file {
-		shapes[r.Name] = r.Shape
-	}
-	for _, r := range got {
-		want, ok := shapes[r.Name]
-		if !ok {
-			return &tensorsError{fmt.Sprintf("layout mismatch: tensor %s %v of the trainer is not in the --init-from file", r.Name, r.Shape), r.Name}
-		}
-		if !slices.Equal(want, r.Shape) {
-			return &tensorsError{fmt.Sprintf("layout mismatch at tensor %s: shape %v in the --init-from file, %v in the trainer", r.Name, want, r.Shape), r.Name}
-		}
-		delete(shapes, r.Name)
-	}
-	for _, r := range file {
-		if _, left := shapes[r.Name]; left {
-			return &tensorsError{fmt.Sprintf("layout mismatch: tensor %s %v of the --init-from file is missing in the trainer", r.Name, r.Shape), r.Name}
-		}
-	}
-	return nil
-}
-
-// initFromTrainer is trainer.Deps.Init: the first trainer's parameters
-// become θ₀ and its layout the job's.
-func (n *Node) initFromTrainer(theta []float32) error {
-	x := n.ext
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.layout != nil {
-		return nil
-	}
-	if x.tentative == nil || len(theta) != x.tentative.Total() {
-		return fmt.Errorf("init of %d parameters without a layout to hold them", len(theta))
-	}
-	if err := modelfile.CheckFinite(x.tentative, theta); err != nil {
-		return fmt.Errorf("the trainer's initial parameters: %w", err)
-	}
-	x.theta0 = append([]float32(nil), theta...)
-	x.layout, x.tentative = x.tentative, nil
-	x.waiting = ""
-	close(x.ready)
+	go func() { defer n.wg.Done(); h.Serve(ctx) }()
 	return nil
 }
 
 // layoutFromFile settles a new external job's layout on the bootstrap
 // node from --init-from before the trainer socket opens: the file's
 // job's layout when it names one. Otherwise the file's tensors wait for
-// the first trainer to order them (externalTrainer.fileTensors); spec
+// the first trainer to order them (trainer.HostDeps.FileTensors); spec
 // comes back without a layout.
 func (n *Node) layoutFromFile(spec JobSpec) (JobSpec, cudaops.Layout, error) {
-	l, theta, tensors, err := LoadExternalInitFrom(spec.InitFrom)
+	l, theta, tensors, err := job.LoadExternalInitFrom(spec.InitFrom)
 	if err != nil {
 		return spec, nil, err
 	}
@@ -175,31 +58,18 @@ func (n *Node) layoutFromFile(spec JobSpec) (JobSpec, cudaops.Layout, error) {
 }
 
 // awaitLayout settles a new external job's layout on the bootstrap node
-// from the first trainer that attaches: waited for, with a line saying
-// so, and its initial parameters become θ₀. It returns the spec with the
-// layout and its shards resolved.
+// from the first trainer that attaches (trainer.Host.AwaitLayout): its
+// initial parameters become θ₀. It returns the spec with the layout and
+// its shards resolved.
 func (n *Node) awaitLayout(ctx context.Context, spec JobSpec) (JobSpec, error) {
-	x := n.ext
-	if x == nil {
+	if n.ext == nil {
 		return spec, fmt.Errorf("--model %s on a new mesh needs --trainer %s (its first trainer fixes the layout) or --init-from FILE", job.ExternalModel, TrainerExternal)
 	}
-	x.mu.Lock()
-	x.waiting = "the job's layout: the first trainer to attach fixes it"
-	x.mu.Unlock()
 	n.setPhase("waiting-trainer")
-	if x.fileTensors != nil {
-		n.log.Info("waiting for the first trainer to attach: its order of the --init-from file's tensors becomes the job's layout", "trainer_socket", x.srv.Path())
-	} else {
-		n.log.Info("waiting for the first trainer to attach: its layout and initial parameters become the job's", "trainer_socket", x.srv.Path())
+	l, theta0, err := n.ext.AwaitLayout(ctx)
+	if err != nil {
+		return spec, err
 	}
-	select {
-	case <-x.ready:
-	case <-ctx.Done():
-		return spec, fmt.Errorf("no trainer attached before the node was stopped: %w", ctx.Err())
-	}
-	x.mu.Lock()
-	l, theta0 := x.layout, x.theta0
-	x.mu.Unlock()
 	n.initTheta = theta0
 	n.setPhase("joining")
 	return n.fixLayout(spec, l)
@@ -230,7 +100,7 @@ func (n *Node) runExternal(ctx context.Context, spec JobSpec) {
 		select {
 		case <-ctx.Done():
 			return
-		case e := <-n.ext.attached:
+		case e := <-n.ext.Attached():
 			n.trainWith(ctx, spec, e)
 		}
 	}
@@ -266,13 +136,7 @@ func (n *Node) trainWith(ctx context.Context, spec JobSpec, e *trainer.External)
 	cancel()
 	<-done
 	w.Leave(n.cfg.LeaveTimeout)
-	x := n.ext
-	x.mu.Lock()
-	x.iters += e.Stats().Iterations
-	if x.current == e {
-		x.current = nil
-	}
-	x.mu.Unlock()
+	n.ext.Detached(e)
 	n.mu.Lock()
 	if n.worker == w {
 		n.worker = nil
@@ -280,51 +144,13 @@ func (n *Node) trainWith(ctx context.Context, spec JobSpec, e *trainer.External)
 	n.mu.Unlock()
 }
 
-// errNoTrainer skips an evaluation while the evaluator has no trainer.
-var errNoTrainer = fmt.Errorf("%w: no trainer attached to evaluate", eval.ErrNotNow)
-
-// evaluateExternal is the evaluation of an external job: the attached
-// trainer evaluates the snapshot (between its update and its next
-// compute). Without a trainer the evaluation waits, and /status says so.
+// evaluateExternal is the evaluation of an external job
+// (trainer.Host.Evaluate); without a trainer attached the tick is
+// skipped (eval.ErrNotNow).
 func (n *Node) evaluateExternal(ctx context.Context, theta []float32) (cudaops.Eval, error) {
-	x := n.ext
-	x.mu.Lock()
-	e := x.current
-	if e == nil || e.Err() != nil {
-		if x.waiting == "" {
-			n.log.Info("evaluation waits for a trainer to attach")
-		}
-		x.waiting = "the evaluation: this node is the evaluator"
-		x.mu.Unlock()
-		return cudaops.Eval{}, errNoTrainer
+	ev, err := n.ext.Evaluate(ctx, theta)
+	if errors.Is(err, trainer.ErrNoTrainer) {
+		err = fmt.Errorf("%w: %w", eval.ErrNotNow, err)
 	}
-	x.waiting = ""
-	x.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	ev, err := e.Evaluate(ctx, theta)
-	if err != nil {
-		return cudaops.Eval{}, err
-	}
-	return cudaops.Eval{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: int(ev.Samples), Correct: int(ev.Accuracy*float64(ev.Samples) + 0.5)}, nil
-}
-
-// status is the trainer socket's record for /status.
-func (x *externalTrainer) status() *ExternalTrainerStatus {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	s := &ExternalTrainerStatus{Socket: x.srv.Path(), Attachments: x.attaches, Iterations: x.iters, Waiting: x.waiting}
-	if e := x.current; e != nil && e.Err() == nil {
-		st := e.Stats()
-		s.Attached, s.PID = true, st.PID
-		s.Iterations += st.Iterations
-		if st.Iterations > 0 {
-			it := float64(st.Iterations)
-			s.BytesCopiedPerIter = float64(st.ThetaBytes) / it
-			s.CopyMicros = float64(st.ThetaNanos) / it / 1e3
-			s.RoundTripMicros = float64(st.RoundTripNanos) / it / 1e3
-			s.TrainerMicros = float64(st.TrainerNanos) / it / 1e3
-		}
-	}
-	return s
+	return ev, err
 }

@@ -14,6 +14,7 @@ import (
 	"dsspmesh/node/eval"
 	"dsspmesh/node/job"
 	"dsspmesh/node/join"
+	"dsspmesh/node/memlimit"
 	"dsspmesh/node/records"
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
@@ -55,8 +56,8 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	log := d.Logger.With("node", d.Dir.ID)
 	n := &Node{cfg: cfg, log: log, id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
 		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now).LogTo(log), initTheta: initTheta}
-	n.verifyOp = d.VerifyOperator
-	if err := n.startIdentities(d); err != nil {
+	n.claims = n.newClaims()
+	if err := n.startTrust(d); err != nil {
 		return err
 	}
 	n.metrics = NewMetrics(n.Status)
@@ -82,7 +83,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			n.log.Warn(w)
 		}
 		h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
-		h = n.withRevoke(h)
+		h = n.trust.WithRevoke(h)
 		// The dashboard's history: sampled from this node's status every
 		// second from now on, served at /status/history.
 		series := status.NewSeries(status.SeriesEvery, status.SeriesCapacity, status.SeriesMaxWorkers)
@@ -128,7 +129,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		if err := n.startTrainerSocket(ctlCtx, spec, fileTensors); err != nil {
 			return err
 		}
-		defer n.ext.srv.Close("node stopped")
+		defer n.ext.Close("node stopped")
 		if !spec.External() {
 			n.log.Warn("--trainer external on a job of a built-in model: this node trains nothing, and trainers are refused (not-external)", "model", spec.Model)
 		}
@@ -173,7 +174,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
 	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.runIdentities(runCtx) }()
+	go func() { defer n.wg.Done(); n.trust.Run(runCtx) }()
 	if cfg.externalTrainer() && spec.External() {
 		n.extDone = make(chan struct{})
 		n.wg.Add(1)
@@ -186,7 +187,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 				defer n.wg.Done()
 				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Evaluate: n.evaluateExternal, DataDir: n.dir.Path,
 					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
-					Done: func(ctx context.Context, e EvalResult) { n.setEval(e); n.broadcastEval(ctx, e) }})
+					Done: func(ctx context.Context, e EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }})
 			}()
 			n.runExternal(runCtx, spec)
 		}()
@@ -215,7 +216,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 						return n.evalModel.Evaluate(theta, n.test)
 					},
 					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
-					Done: func(ctx context.Context, e EvalResult) { n.setEval(e); n.broadcastEval(ctx, e) }})
+					Done: func(ctx context.Context, e EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }})
 			}()
 			w.Run(runCtx)
 		}()
@@ -347,7 +348,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 				job.ExternalModel, TrainerExternal)
 		}
 		n.layout = l
-		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, 4*int64(l.Total()), 0, spec.Shards, spec.Precision())
+		n.memLimit = memlimit.Apply(n.cfg.MemoryLimit, 4*int64(l.Total()), 0, spec.Shards, spec.Precision())
 		return nil
 	}
 	be, err := cudaops.NewBackend(n.cfg.Backend)
@@ -360,7 +361,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	n.layout = n.model.Layout()
 	modelBytes := 4 * int64(n.model.NumParams())
 	if !n.cfg.Train || n.cfg.externalTrainer() {
-		n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, 0, spec.Shards, spec.Precision())
+		n.memLimit = memlimit.Apply(n.cfg.MemoryLimit, modelBytes, 0, spec.Shards, spec.Precision())
 		return nil
 	}
 	// Evaluation gets its own model: a Model runs one call at a time, so
@@ -374,7 +375,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 		return fmt.Errorf("dataset %s: %w", spec.Dataset, err)
 	}
 	n.train, n.test = train, test
-	n.memLimit = applyMemoryLimit(n.cfg.MemoryLimit, modelBytes, int64(train.Bytes()+test.Bytes()), spec.Shards, spec.Precision())
+	n.memLimit = memlimit.Apply(n.cfg.MemoryLimit, modelBytes, int64(train.Bytes()+test.Bytes()), spec.Shards, spec.Precision())
 	if n.memLimit > 0 {
 		n.log.Info("node: soft memory limit set", "mib", n.memLimit>>20, "model_mib", modelBytes>>20)
 	}

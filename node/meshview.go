@@ -16,7 +16,7 @@ func (n *Node) watchMesh(ctx context.Context) {
 		Ask: func(ctx context.Context, m mesh.Member) ([]byte, error) {
 			_, payload, err := n.controlCallPayload(ctx, m, controlMsg{Op: "view"})
 			if err == nil {
-				n.takeRevocations(m.ID, payload)
+				n.trust.TakeFromView(m.ID, payload)
 			}
 			return payload, err
 		}})

@@ -12,6 +12,7 @@ import (
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
 	"dsspmesh/node/trainer"
+	"dsspmesh/node/trust"
 	"dsspmesh/shardapi"
 )
 
@@ -34,7 +35,7 @@ type Node struct {
 	model       *cudaops.Model
 	evalModel   *cudaops.Model
 	train, test cudaops.Dataset
-	memLimit    int64 // the soft memory limit set (memlimit.go); 0 = none
+	memLimit    int64 // the soft memory limit set (node/memlimit); 0 = none
 
 	shards *shards.Manager
 	worker workerLoop // nil when the node does not train (or, with an external trainer, none is attached)
@@ -44,28 +45,21 @@ type Node struct {
 	// layout is the model's tensors in the flat vector: the built-in
 	// model's, or an external job's (JobSpec.Layout).
 	layout    cudaops.Layout
-	ext       *externalTrainer // --trainer external: the trainer socket; nil otherwise
-	extDone   chan struct{}    // closed when runExternal's worker has left; nil without one
-	initTheta []float32        // θ from --init-from (or an external job's first trainer) for a fresh mesh; nil: from the seed
-	snaps     *eval.Room       // model snapshots, the evaluation, checkpoints
+	ext       *trainer.Host // --trainer external: the trainer socket; nil otherwise
+	extDone   chan struct{} // closed when runExternal's worker has left; nil without one
+	initTheta []float32     // θ from --init-from (or an external job's first trainer) for a fresh mesh; nil: from the seed
+	snaps     *eval.Room    // model snapshots, the evaluation, checkpoints
 
 	mu    sync.RWMutex
 	spec  *JobSpec
 	phase string
-	eval  *EvalResult
-	evals []EvalResult // the last evalHistorySize evaluations, oldest first
 	// stopped says why this node stopped training (a divergence it saw
 	// itself); "" while it trains or never did.
 	stopped string
 
-	claims evalClaims // the evaluations received and how they were judged (eval.go)
-
-	ids      *identities                           // revoked ids and pinned keys (identity.go, revoke.go)
-	verifyOp func(op, arg string, mac []byte) bool // Deps.VerifyOperator
+	claims *eval.Claims // the evaluations held and received (node/eval)
+	trust  *trust.Trust // revoked ids and pinned keys (node/trust)
 }
-
-// evalHistorySize bounds the evaluations kept for the dashboard's charts.
-const evalHistorySize = 360
 
 func (n *Node) setPhase(p string) { n.mu.Lock(); n.phase = p; n.mu.Unlock() }
 
@@ -95,42 +89,4 @@ func (n *Node) isMember(id mesh.NodeID) bool {
 		}
 	}
 	return false
-}
-
-// evalClaims counts the evaluations received from peers that were not
-// taken, and limits the WARN lines they cause.
-type evalClaims struct {
-	mu        sync.Mutex
-	dropped   uint64
-	warned    time.Time
-	checking  bool      // a divergence check runs
-	checkedAt time.Time // when the last one started
-	// check reads the parameters and says whether they diverged (nil:
-	// checkParameters); a field only for tests.
-	check func(ctx context.Context) (bool, string, error)
-	// bound replaces seqBound's answer; a field only for tests.
-	bound func() (uint64, bool)
-}
-
-// externalTrainer is the node's side of --trainer external: the trainer
-// socket (node/trainer), the job's layout as trainers are checked
-// against it, and the attachments handed to the worker's lifecycle
-// (runExternal). Its mu is innermost: taken under no other lock, held
-// across no call.
-type externalTrainer struct {
-	srv      *trainer.Server
-	attached chan *trainer.External // Deps.Attached → runExternal
-	ready    chan struct{}          // closed once layout is known
-
-	mu        sync.Mutex
-	layout    cudaops.Layout // the job's; nil while a new external job waits for its first trainer
-	tentative cudaops.Layout // the layout of the trainer admitted to fix it, until its init
-	// fileTensors are the --init-from file's tensors when the file names
-	// no layout: the first trainer orders them.
-	fileTensors cudaops.Layout
-	theta0      []float32 // that trainer's initial parameters
-	attaches    int
-	iters       uint64 // updates of the attachments that ended
-	waiting     string
-	current     *trainer.External
 }

@@ -28,10 +28,10 @@ import (
 // and fails on a cycle in any of them, node itself included.
 
 // roomDirs are the room packages, relative to node/.
-var roomDirs = []string{".", "worker", "shards", "status", "eval", "records", "job", "join", "datadir", "trainer"}
+var roomDirs = []string{".", "worker", "shards", "status", "eval", "records", "job", "join", "datadir", "trainer", "memlimit", "trust"}
 
 // acyclicRooms must keep an acyclic file graph: all of them.
-var acyclicRooms = []string{".", "worker", "shards", "status", "eval", "records", "job", "join", "datadir", "trainer"}
+var acyclicRooms = []string{".", "worker", "shards", "status", "eval", "records", "job", "join", "datadir", "trainer", "memlimit", "trust"}
 
 type fileGraph struct {
 	files  []string

@@ -26,3 +26,7 @@ func MarshalSpec(s JobSpec) ([]byte, error) { return job.Marshal(s) }
 
 // UnmarshalSpec decodes and validates a spec from disk or a peer.
 func UnmarshalSpec(b []byte) (JobSpec, error) { return job.Unmarshal(b) }
+
+// LoadInitFrom is [job.LoadInitFrom]: --init-from's parameters, read by
+// the assembler before the data dir is opened.
+var LoadInitFrom = job.LoadInitFrom

@@ -46,7 +46,7 @@ var (
 	metricRef = regexp.MustCompile(`\bdssp_[a-z0-9_]+`)
 )
 
-// flagOfEnv is the flag a DSSP_* variable sets (node.LoadSources's rule).
+// flagOfEnv is the flag a DSSP_* variable sets (nodecmd.LoadSources's rule).
 func flagOfEnv(name string) string { return strings.ReplaceAll(strings.ToLower(name), "_", "-") }
 
 // commandLineFlags returns the flags given to `dssp node` in text: on each

@@ -2,8 +2,9 @@
 // from every shard's leader ([Room.Read]), GET /model.safetensors
 // ([Room.ServeModel]), the snapshot last evaluated, and on the evaluating
 // node the evaluation loop ([Room.Run]) and its checkpoints
-// ([Checkpointer]). It gets what it needs through [Deps], [Job] and
-// [Evaluation]; it never sees the node.
+// ([Checkpointer]), and the evaluations the node holds and receives from
+// peers ([Claims]). It gets what it needs through [Deps], [Job],
+// [Evaluation] and [ClaimDeps]; it never sees the node.
 //
 // # Evaluation
 //
@@ -20,6 +21,24 @@
 // so agreed by the mesh — never by wall-clock time alone: a peer with a
 // fast clock cannot freeze the evaluation shown. An evaluation is accepted
 // only from the node it names (the control stream's authenticated peer).
+//
+// # Claims
+//
+// [Claims] keeps the evaluation a node holds (and the last [HistorySize]
+// for the dashboard's charts), ordered by Seq per evaluator
+// ([Claims.Set]). The evaluator's result travels to every member over the
+// control channel; a receiver takes one only from the member its own view
+// designates as evaluator (the authenticated peer), with a Seq in the
+// parameters' domain (at most MaxInt64 and at most ClaimDeps.SeqBound),
+// and drops, counts ([Claims.Dropped]) and logs any other
+// ([Claims.Receive]). A non-finite loss at evaluation marks the
+// evaluation Diverged: the evaluator stops its worker (ClaimDeps.Diverged)
+// rather than train on garbage, and every node that receives the claim
+// reads the parameters and evaluates them itself
+// ([Room.CheckParameters]), in the background, at most one check at a
+// time and one per [WarnEvery], stopping its worker only if it sees a
+// non-finite value or loss too. The evaluator never checkpoints a
+// diverged state: the newest checkpoint is the last good one.
 //
 // # Model snapshots
 //
@@ -75,5 +94,7 @@
 // concurrent use: one read runs at a time (the shard clients are not safe
 // for concurrent use), waiting for its turn within the caller's deadline;
 // the evaluated snapshot is guarded by its own lock, held for reading
-// while an export streams it.
+// while an export streams it. [Claims] is safe for concurrent use; its
+// lock is innermost, held across no call of [ClaimDeps] (whose Diverged
+// and SeqBound take the node's lock).
 package eval

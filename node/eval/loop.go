@@ -47,7 +47,7 @@ type Lender interface {
 
 // LendBytes is the model size from which the evaluation borrows the
 // worker's θ (node/worker/lend.go): a second copy of a smaller model costs
-// less than the runtime's own base (memLimitBase), and the pause would
+// less than the runtime's own base (node/memlimit's 64 MiB), and the pause would
 // show in a small model's iterations. The evaluated snapshot, for
 // GET /model.safetensors?evaluated, is then written to the data dir
 // (EvaluatedFile) before θ goes back.

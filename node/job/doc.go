@@ -4,7 +4,8 @@
 // data directory ([Marshal], [Unmarshal]); its defaults ([DefaultSpec]),
 // its validation, its flags ([Spec.BindFlags]) and what the shards and
 // the worker read from it (policy, optimizer, wire precision, shards,
-// local rounds).
+// local rounds), and the initial parameters of --init-from
+// ([LoadInitFrom]; for an external job [LoadExternalInitFrom]).
 //
 // # Local rounds
 //

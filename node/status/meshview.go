@@ -43,12 +43,8 @@ type PeerView struct {
 	Revocations []Revocation `json:"revocations,omitempty"`
 }
 
-// Revocation is one revoked node id and the operator's MAC of it
-// (mesh.MeshKey.OperatorMAC).
-type Revocation struct {
-	ID  string `json:"id"`
-	MAC []byte `json:"mac"`
-}
+// Revocation is [records.Revocation].
+type Revocation = records.Revocation
 
 // View holds the latest answer of every live member; safe for
 // concurrent use.

@@ -106,28 +106,8 @@ type MemberStatus struct {
 	HTTP string `json:"http,omitempty"`
 }
 
-// ExternalTrainer is a node's trainer socket (--trainer external) and the
-// trainer process attached to it.
-type ExternalTrainer struct {
-	Socket   string `json:"socket"`
-	Attached bool   `json:"attached"`
-	// PID is the attached trainer's process id (SO_PEERCRED); 0 if unknown.
-	PID int `json:"pid,omitempty"`
-	// Attachments counts the trainers attached since the node started;
-	// Iterations the updates they sent.
-	Attachments int    `json:"attachments"`
-	Iterations  uint64 `json:"iterations"`
-	// Waiting says what waits for a trainer: the job's layout (the
-	// bootstrap node of a new external job), or the evaluation.
-	Waiting string `json:"waiting,omitempty"`
-	// The bridge's cost per iteration over the current attachment: θ
-	// copied into shared memory (bytes and µs), the compute request's
-	// round trip and, when the trainer reports it, the trainer's own part.
-	BytesCopiedPerIter float64 `json:"bytes_copied_per_iter"`
-	CopyMicros         float64 `json:"copy_us"`
-	RoundTripMicros    float64 `json:"round_trip_us"`
-	TrainerMicros      float64 `json:"trainer_us,omitempty"`
-}
+// ExternalTrainer is [records.ExternalTrainer].
+type ExternalTrainer = records.ExternalTrainer
 
 // TrainerStatus is one member's worker loop, from its own answer.
 type TrainerStatus struct {

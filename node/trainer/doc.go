@@ -3,9 +3,17 @@
 // attaches to ([Server]), the framing of its messages, the shared-memory
 // file the tensors sit in ([Shm]) and [External], the worker's compute
 // (node/worker.Compute) that asks the attached trainer for each gradient.
-// The node owns the lifecycle around it (node/external.go):
-// it starts a worker when a trainer attaches and removes it when the
-// trainer goes.
+// [Host] is the node's side of --trainer external: the socket, each
+// trainer's layout checked against the job's ([HostDeps].Job), the first
+// trainer of a new external job fixing the layout and θ₀
+// ([Host.AwaitLayout]; with --init-from a file that names no layout, the
+// trainer orders the file's tensors), the evaluation by the attached
+// trainer ([Host.Evaluate]) and the socket's record for /status
+// ([Host.Status]). A --model external job's layout is so fixed on the
+// bootstrap node before the shards are created, and travels in the job
+// spec (node/job); the evaluator's trainer evaluates. The node owns the worker's lifecycle around it
+// (node/external.go): it starts a worker on each trainer [Host.Attached]
+// hands over and removes it from the shards when the trainer goes.
 //
 // # Protocol (version 1)
 //
@@ -50,5 +58,6 @@
 // next compute; writes to the socket take the write mutex, innermost.
 // [External.Done] is closed when the attachment ends (EOF, a protocol
 // error, [External.Close]); every wait after that returns
-// [ErrTrainerGone].
+// [ErrTrainerGone]. A [Host]'s lock is innermost: taken under no other
+// lock, held across no call.
 package trainer

@@ -192,7 +192,7 @@ func (w *Worker) Status() *records.LocalWorker {
 	return &s
 }
 
-// Lending θ to the evaluation (node/eval.go). An evaluation reads the whole
+// Lending θ to the evaluation (node/eval/loop.go). An evaluation reads the whole
 // model into memory of its own and evaluates it there, beside the worker's
 // θ: for a model of at least a size the node chooses that second copy is what decides
 // the evaluating node's peak memory (a 100 MB model's evaluator held 7× the

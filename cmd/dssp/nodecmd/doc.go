@@ -1,7 +1,7 @@
 // Package nodecmd is the `dssp node` subcommand: it reads a node's flags
-// (command line, then DSSP_* environment, then a --config file), assembles
-// the node's real edges through node/assemble and runs node.Run until
-// SIGTERM or SIGINT. Package main only adds [New] to the root command.
+// (command line, then DSSP_* environment, then a --config file:
+// [LoadSources]), assembles the node's real edges through node/assemble
+// and runs node.Run until SIGTERM or SIGINT. Package main only adds [New] to the root command.
 //
 // It is a package of its own so that what a node process runs is a set
 // that can be listed: `go list -deps dsspmesh/cmd/dssp/nodecmd` is every

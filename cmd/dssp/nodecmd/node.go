@@ -45,7 +45,7 @@ lab/README.md.`,
   dssp node --key mesh.key --host 10.0.0.2 --data-dir /var/lib/dssp --join 10.0.0.1:7946`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := node.LoadSources(cmd.Flags(), configFile, os.Environ()); err != nil {
+			if err := LoadSources(cmd.Flags(), configFile, os.Environ()); err != nil {
 				return err
 			}
 			if err := cfg.Validate(); err != nil {

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"crypto/ed25519"
@@ -27,7 +27,7 @@ import (
 type identities struct {
 	self mesh.NodeID
 	log  *slog.Logger
-	// syncMu serialises the node's syncs (revoke.go: the ticker's and a
+	// syncMu serialises the node's syncs (trust.go: the ticker's and a
 	// revocation's), so one writes identities.json at a time; taken
 	// before mu, never inside it.
 	syncMu sync.Mutex

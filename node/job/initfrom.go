@@ -1,4 +1,4 @@
-package node
+package job
 
 import (
 	"encoding/json"
@@ -6,15 +6,14 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
-	"dsspmesh/node/job"
 )
 
 // LoadInitFrom reads the parameters of --init-from (spec.InitFrom) for
 // spec's model; nil when it is not set. A missing file, another model, a
 // tensor whose shape differs or a non-finite value is an error naming it.
 // The assembler calls it before anything is written to disk and passes
-// the result as Deps.InitParams.
-func LoadInitFrom(spec JobSpec) ([]float32, error) {
+// the result as the node's Deps.InitParams.
+func LoadInitFrom(spec Spec) ([]float32, error) {
 	if spec.InitFrom == "" {
 		return nil, nil
 	}
@@ -50,9 +49,9 @@ func LoadExternalInitFrom(path string) (layout cudaops.Layout, theta []float32, 
 		return nil, nil, nil, fmt.Errorf("--init-from: %w", err)
 	}
 	if f.Meta.Job != "" {
-		var spec JobSpec
+		var spec Spec
 		if json.Unmarshal([]byte(f.Meta.Job), &spec) == nil && spec.External() && spec.Layout != "" {
-			if layout, err = job.ParseLayout(spec.Layout); err != nil {
+			if layout, err = ParseLayout(spec.Layout); err != nil {
 				return nil, nil, nil, fmt.Errorf("--init-from %s: its job's %w", path, err)
 			}
 			if theta, err = InitParamsFor(f, path, layout); err != nil {
@@ -64,7 +63,7 @@ func LoadExternalInitFrom(path string) (layout cudaops.Layout, theta []float32, 
 	for _, t := range f.Tensors() {
 		tensors = append(tensors, cudaops.Range{Name: t.Name, Shape: t.Shape})
 	}
-	if tensors, err = job.Place(tensors); err != nil {
+	if tensors, err = Place(tensors); err != nil {
 		return nil, nil, nil, fmt.Errorf("--init-from %s: %w", path, err)
 	}
 	return nil, nil, tensors, nil

@@ -1,4 +1,4 @@
-package node
+package job
 
 import (
 	"encoding/json"
@@ -9,7 +9,6 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
-	"dsspmesh/node/job"
 )
 
 // TestInitFromChecksTheFile: --init-from gives the file's parameters for
@@ -26,7 +25,7 @@ func TestInitFromChecksTheFile(t *testing.T) {
 	if err := modelfile.WriteFile(good, mlp.Layout(), theta, modelfile.Meta{Model: "mlp"}); err != nil {
 		t.Fatal(err)
 	}
-	spec := DefaultJobSpec()
+	spec := DefaultSpec()
 	spec.InitFrom = good
 	got, err := LoadInitFrom(spec)
 	if err != nil {
@@ -63,7 +62,7 @@ func TestInitFromChecksTheFile(t *testing.T) {
 // order (a safetensors file keeps its tensors sorted by name); a file
 // without one leaves the order to the first trainer.
 func TestExternalInitFromKeepsTheJobsOrder(t *testing.T) {
-	layout, err := job.ParseLayout("enc.w:3x4,enc.b:3,temp:")
+	layout, err := ParseLayout("enc.w:3x4,enc.b:3,temp:")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +70,8 @@ func TestExternalInitFromKeepsTheJobsOrder(t *testing.T) {
 	for i := range theta {
 		theta[i] = float32(i)
 	}
-	spec := DefaultJobSpec()
-	spec.Model, spec.Layout = ExternalModel, job.FormatLayout(layout)
+	spec := DefaultSpec()
+	spec.Model, spec.Layout = ExternalModel, FormatLayout(layout)
 	b, _ := json.Marshal(spec)
 	dir := t.TempDir()
 	withJob, bare := filepath.Join(dir, "job.safetensors"), filepath.Join(dir, "bare.safetensors")
@@ -83,7 +82,7 @@ func TestExternalInitFromKeepsTheJobsOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, got, tensors, err := LoadExternalInitFrom(withJob)
-	if err != nil || job.FormatLayout(l) != spec.Layout || tensors != nil || !slices.Equal(got, theta) {
+	if err != nil || FormatLayout(l) != spec.Layout || tensors != nil || !slices.Equal(got, theta) {
 		t.Fatalf("file with its job: layout %v θ %v tensors %v err %v", l, got, tensors, err)
 	}
 	l, got, tensors, err = LoadExternalInitFrom(bare)

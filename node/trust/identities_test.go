@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"crypto/ed25519"
@@ -11,7 +11,7 @@ import (
 	"dsspmesh/internal/testlogger"
 	"dsspmesh/mesh"
 	"dsspmesh/node/datadir"
-	"dsspmesh/node/status"
+	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
 )
 
@@ -116,29 +116,37 @@ func TestLegacyIDPinnedOnFirstUse(t *testing.T) {
 func TestRevocationsPassOnThroughViews(t *testing.T) {
 	key := mesh.MeshKey{9}
 	verify := func(op, arg string, mac []byte) bool { return hmac.Equal(key.OperatorMAC(op, arg), mac) }
-	n := &Node{id: "node-self", log: testlogger.New(t, slog.LevelWarn), verifyOp: verify}
-	n.ids = newIdentities(n.id, nil, datadir.Identities{}, n.log)
-	view := func(rs ...status.Revocation) []byte {
-		b, err := json.Marshal(status.PeerView{Revocations: rs})
+	tr, err := New(Deps{Self: "node-self", Store: &memStore{}, Verify: verify, Event: func(records.Event) {}, Logger: testlogger.New(t, slog.LevelWarn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := func(rs ...records.Revocation) []byte { // node/status.PeerView's JSON
+		b, err := json.Marshal(map[string]any{"revocations": rs})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	n.takeRevocations("node-peer", view(status.Revocation{ID: "node-bad", MAC: []byte("forged")}))
-	if n.ids.isRevoked("node-bad") || !n.ids.refusedBefore("node-bad", []byte("forged")) {
+	tr.TakeFromView("node-peer", view(records.Revocation{ID: "node-bad", MAC: []byte("forged")}))
+	if tr.ids.isRevoked("node-bad") || !tr.ids.refusedBefore("node-bad", []byte("forged")) {
 		t.Fatal("a revocation without the operator's MAC was taken, or not remembered as refused")
 	}
 	mac := key.OperatorMAC(RevokeOp, "node-bad")
-	n.takeRevocations("node-peer", view(status.Revocation{ID: "node-bad", MAC: mac}, status.Revocation{ID: "node-self", MAC: key.OperatorMAC(RevokeOp, "node-self")}))
-	if !n.ids.isRevoked("node-bad") || n.ids.isRevoked("node-self") {
+	tr.TakeFromView("node-peer", view(records.Revocation{ID: "node-bad", MAC: mac}, records.Revocation{ID: "node-self", MAC: key.OperatorMAC(RevokeOp, "node-self")}))
+	if !tr.ids.isRevoked("node-bad") || tr.ids.isRevoked("node-self") {
 		t.Fatal("the operator's revocation not taken, or this node revoked itself")
 	}
-	if got := n.ids.revocations(); !hmac.Equal(got["node-bad"], mac) {
+	if got := tr.ids.revocations(); !hmac.Equal(got["node-bad"], mac) {
 		t.Fatalf("the revocation is not passed on with its MAC: %v", got)
 	}
-	rec, _ := n.ids.record()
+	rec, _ := tr.ids.record()
 	if !hmac.Equal(rec.MACs["node-bad"], mac) {
 		t.Fatal("the MAC is not recorded for a restart")
 	}
 }
+
+// memStore is a data dir's identities record in memory.
+type memStore struct{ rec datadir.Identities }
+
+func (m *memStore) Identities() (datadir.Identities, error)  { return m.rec, nil }
+func (m *memStore) SetIdentities(r datadir.Identities) error { m.rec = r; return nil }

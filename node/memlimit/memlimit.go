@@ -1,0 +1,88 @@
+package memlimit
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"dsspmesh/shardapi"
+)
+
+// The terms of the automatic limit (see the package comment).
+const (
+	base     = 64 << 20
+	shares   = 3.5
+	perShard = 1 << 20
+)
+
+// Auto and Off are the special values of a node's Config.MemoryLimit.
+const (
+	Auto = -1
+	Off  = 0
+)
+
+// Parse reads --memory-limit: "auto", "off", or a size in MiB.
+func Parse(s string) (int64, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "auto", "":
+		return Auto, nil
+	case "off", "0":
+		return Off, nil
+	}
+	mib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(s), "MiB"), 10, 64)
+	if err != nil || mib < 1 || mib > 1<<30 {
+		return 0, fmt.Errorf("--memory-limit %q: want auto, off or a size in MiB (e.g. 512)", s)
+	}
+	return mib << 20, nil
+}
+
+// For is the limit a node sets for a job whose gradients travel in prec
+// (see the package comment).
+func For(modelBytes, datasetBytes int64, shards int, prec shardapi.Precision) int64 {
+	encodings := int64(prec.Bytes(int(modelBytes / 4)))
+	if prec == shardapi.INT8 {
+		encodings *= 2 // the residual, in int8's own layout
+	}
+	return base + datasetBytes + int64(math.Ceil(shares*float64(modelBytes))) + encodings + int64(shards)*perShard
+}
+
+// Apply sets the soft memory limit for cfg (a GOMEMLIMIT in the
+// environment wins over Auto) and returns it (0: none set).
+func Apply(cfg int64, modelBytes, datasetBytes int64, shards int, prec shardapi.Precision) int64 {
+	limit := cfg
+	switch {
+	case cfg == Off:
+		return 0
+	case cfg == Auto && os.Getenv("GOMEMLIMIT") != "":
+		return 0
+	case cfg == Auto:
+		limit = For(modelBytes, datasetBytes, shards, prec)
+	}
+	debug.SetMemoryLimit(limit)
+	return limit
+}
+
+// Flag is --memory-limit as a pflag.Value over the int64 it points to.
+type Flag struct{ V *int64 }
+
+func (f Flag) Type() string { return "limit" }
+func (f Flag) String() string {
+	switch *f.V {
+	case Auto:
+		return "auto"
+	case Off:
+		return "off"
+	}
+	return strconv.FormatInt(*f.V>>20, 10)
+}
+func (f Flag) Set(s string) error {
+	v, err := Parse(s)
+	if err != nil {
+		return err
+	}
+	*f.V = v
+	return nil
+}

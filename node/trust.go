@@ -1,0 +1,46 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+
+	"dsspmesh/mesh"
+	"dsspmesh/node/trust"
+)
+
+// RevokeResult is what a revocation reached ([trust.RevokeResult]).
+type RevokeResult = trust.RevokeResult
+
+// startTrust builds the trust room (node/trust) over d and filters
+// revoked nodes out of n.members.
+func (n *Node) startTrust(d Deps) error {
+	var key ed25519.PublicKey
+	if d.Dir.NodeKey != nil {
+		key = d.Dir.NodeKey.Public().(ed25519.PublicKey)
+	}
+	t, err := trust.New(trust.Deps{Self: n.id, Key: key, Store: d.Dir, Transport: d.Transport, Membership: d.Membership,
+		Shards: func() trust.Shards {
+			n.mu.RLock()
+			defer n.mu.RUnlock()
+			if n.shards == nil {
+				return nil
+			}
+			return n.shards
+		},
+		Verify: d.VerifyOperator, Event: n.events.Add, Logger: n.log,
+		Relay: func(ctx context.Context, m mesh.Member, id mesh.NodeID, mac []byte) error {
+			_, err := n.controlCall(ctx, m, controlMsg{Op: "revoke", ID: string(id), MAC: mac})
+			return err
+		}})
+	if err != nil {
+		return err
+	}
+	n.trust, n.members = t, t.Members()
+	return nil
+}
+
+// Revoke revokes node id on the operator's authority: [trust.Trust.Revoke]
+// (what POST /revoke runs).
+func (n *Node) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) (RevokeResult, error) {
+	return n.trust.Revoke(ctx, id, mac)
+}
