@@ -22,12 +22,16 @@ import (
 // Heal, Lossy; Check runs every checker over the history.
 type FaultCluster struct {
 	*Cluster
-	Net         *FaultNet
-	HistoryDir  string
-	Policy      string
-	Pipeline    bool     // the job runs with --pipeline (the checkers' gate bound)
-	Balance     bool     // the job runs with --balance (the shares checker must see shares)
-	IDs         []string // node ids, known once each node answered /status
+	Net        *FaultNet
+	HistoryDir string
+	Policy     string
+	Pipeline   bool     // the job runs with --pipeline (the checkers' gate bound)
+	Balance    bool     // the job runs with --balance (the shares checker must see shares)
+	IDs        []string // node ids, known once each node answered /status
+	// Py is the nodes' PyTorch trainers (DSSP_FAULT_TRAINER=pytorch,
+	// faulttrainers.go); nil when the nodes train the built-in model.
+	Py          *pyTrainers
+	tender      *trainerTender
 	stopped     map[int]bool
 	replicaOnly []int
 	rejoins     bool // node 0 was given --join after a replacement
