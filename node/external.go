@@ -313,7 +313,8 @@ func (n *Node) evaluateExternal(ctx context.Context, theta []float32) (cudaops.E
 func (x *externalTrainer) status() *ExternalTrainerStatus {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	s := &ExternalTrainerStatus{Socket: x.srv.Path(), Attachments: x.attaches, Iterations: x.iters, Waiting: x.waiting}
+	s := &ExternalTrainerStatus{Socket: x.srv.Path(), Attachments: x.attaches, Iterations: x.iters, Waiting: x.waiting,
+		Tensors: len(x.layout), Params: x.layout.Total()}
 	if e := x.current; e != nil && e.Err() == nil {
 		st := e.Stats()
 		s.Attached, s.PID = true, st.PID

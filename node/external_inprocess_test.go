@@ -217,7 +217,8 @@ func TestInProcessExternalTrainers(t *testing.T) {
 
 	st := getStatus(t, https[1])
 	if st.Trainer == nil || !st.Trainer.Attached || st.Trainer.Socket != filepath.Join(dirs[1], node.TrainerSocket) ||
-		st.Trainer.Attachments != 2 || st.Trainer.PID != os.Getpid() || st.Trainer.BytesCopiedPerIter != 0 || st.Trainer.RoundTripMicros <= 0 {
+		st.Trainer.Attachments != 2 || st.Trainer.PID != os.Getpid() || st.Trainer.BytesCopiedPerIter != 0 || st.Trainer.RoundTripMicros <= 0 ||
+		st.Trainer.Tensors != len(layout) || st.Trainer.Params != mlp.NumParams() {
 		t.Fatalf("node 1's trainer status %+v (want attached a second time, nothing copied: the worker keeps θ in the shared memory)", st.Trainer)
 	}
 	if st.Spec == nil || st.Spec.Layout == "" {

@@ -63,7 +63,7 @@ func TestChaos(t *testing.T) {
 		first := len(events)
 		ev.Begin()
 		switch {
-		case c.Py != nil && kind%5 == 0:
+		case c.pytorch() != nil && kind%5 == 0:
 			// DSSP_FAULT_TRAINER=pytorch: a fifth of the faults kill a
 			// trainer alone or a node with its trainer (the node faults
 			// below leave its trainer waiting for it).

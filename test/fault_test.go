@@ -33,7 +33,7 @@ func faultLogLevel() string {
 // loop, the checkers then judging the gate by s_L − 1; --paradigm=ssp
 // --s-lower=1: another gate, which the checkers judge by).
 // job adds job flags before those. DSSP_FAULT_TRAINER=pytorch runs the
-// same mesh with PyTorch trainers (faulttrainers.go): the job is --model
+// same mesh with PyTorch trainers (faulttrainers_test.go): the job is --model
 // external, each trainer node computes through its trainer process.
 func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int, job ...string) *FaultCluster {
 	spec := append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12", "--shards", "4"}, job...)

@@ -28,10 +28,10 @@ type FaultCluster struct {
 	Pipeline   bool     // the job runs with --pipeline (the checkers' gate bound)
 	Balance    bool     // the job runs with --balance (the shares checker must see shares)
 	IDs        []string // node ids, known once each node answered /status
-	// Py is the nodes' PyTorch trainers (DSSP_FAULT_TRAINER=pytorch,
-	// faulttrainers.go); nil when the nodes train the built-in model.
-	Py          *pyTrainers
-	tender      *trainerTender
+	// trainers keeps the nodes' PyTorch trainers running
+	// (DSSP_FAULT_TRAINER=pytorch, faulttrainers_test.go); nil when the
+	// nodes train the built-in model.
+	trainers    interface{ tend(*FaultCluster) }
 	stopped     map[int]bool
 	replicaOnly []int
 	rejoins     bool // node 0 was given --join after a replacement

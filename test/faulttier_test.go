@@ -109,7 +109,7 @@ func faultTier(t *testing.T, job, only []string) {
 		{"rolling-restart", func() []Event { return c.RollingRestart(limit) }},
 		{"kill-all", func() []Event { return []Event{c.KillAll(limit)} }},
 	}
-	if c.Py != nil {
+	if c.pytorch() != nil {
 		// With PyTorch trainers: kill -9 of a node, of a trainer, of both,
 		// in an order and on victims drawn with the suite's seed.
 		rng := rand.New(rand.NewPCG(seed, 36))

@@ -58,9 +58,16 @@ func (c *FaultCluster) withTrainers() {
 	for _, i := range c.Trainers() {
 		c.Mesh.AddArgs(i, "--trainer", "external")
 	}
-	c.Py = newPyTrainers(c.t, c.Cluster)
-	c.tender = &trainerTender{py: c.Py, held: map[int]bool{}, last: map[int]time.Time{}}
-	c.tend = func() { c.tender.tend(c) }
+	tt := &trainerTender{py: newPyTrainers(c.t, c.Cluster), held: map[int]bool{}, last: map[int]time.Time{}}
+	c.trainers = tt
+	c.tend = func() { tt.tend(c) }
+}
+
+// pytorch is c's trainer tender (DSSP_FAULT_TRAINER=pytorch), nil when
+// the nodes train the built-in model.
+func (c *FaultCluster) pytorch() *trainerTender {
+	tt, _ := c.trainers.(*trainerTender)
+	return tt
 }
 
 // startWithTrainers starts every node and its trainer: the bootstrap node
@@ -71,23 +78,23 @@ func (c *FaultCluster) startWithTrainers() {
 	trains := func(i int) bool { return slices.Contains(c.Trainers(), i) }
 	c.Start(0)
 	if trains(0) {
-		c.Py.Start(0, faultTrainerScript[0], faultTrainerScript[1:]...)
+		c.pytorch().py.Start(0, faultTrainerScript[0], faultTrainerScript[1:]...)
 		c.WaitFor("node0's trainer attached and training", 2*time.Minute, func() bool { return c.Iter(0) > 0 })
 	}
 	for i := 1; i < len(c.Mesh.Procs); i++ {
 		c.Start(i)
 		if trains(i) {
-			c.Py.Start(i, faultTrainerScript[0], faultTrainerScript[1:]...)
+			c.pytorch().py.Start(i, faultTrainerScript[0], faultTrainerScript[1:]...)
 		}
 	}
 }
 
 // trainerCrashes is the trainers that exited on their own with an error.
 func (c *FaultCluster) trainerCrashes() []Crash {
-	if c.tender == nil {
+	if c.pytorch() == nil {
 		return nil
 	}
-	return c.tender.crashes
+	return c.pytorch().crashes
 }
 
 // listedBy reports whether any live node's clock table lists id.
@@ -109,16 +116,16 @@ func (c *FaultCluster) KillTrainer(v int, limit time.Duration) Event {
 	c.t.Helper()
 	e := Event{Kind: "kill trainer", Victims: []int{v}, At: time.Now()}
 	id := c.IDs[v]
-	c.tender.held[v] = true
-	c.Py.Kill(v)
+	c.pytorch().held[v] = true
+	c.pytorch().py.Kill(v)
 	got := c.measure(e.Kind+": its worker removed, the others train on", limit, map[string]func() bool{
 		"detect":  func() bool { return !c.listedBy(id) },
 		"recover": c.progressed(without(c.Trainers(), v), 5),
 	})
 	e.Detect, e.Recover = got["detect"], got["recover"]
 	e.End = time.Now()
-	delete(c.tender.held, v)
-	c.Py.Restart(v)
+	delete(c.pytorch().held, v)
+	c.pytorch().py.Restart(v)
 	c.WaitFor(e.Kind+": the trainer re-added", limit, func() bool { return c.Rejoined(v, id, 3) })
 	c.WaitHealthy(e.Kind, 3, limit)
 	return e
@@ -130,14 +137,14 @@ func (c *FaultCluster) KillTrainer(v int, limit time.Duration) Event {
 func (c *FaultCluster) KillTrainerAndNode(v int, limit time.Duration) Event {
 	c.t.Helper()
 	e := Event{Kind: "kill node+trainer", Victims: []int{v}, At: time.Now()}
-	c.tender.held[v] = true
-	c.Py.Kill(v)
+	c.pytorch().held[v] = true
+	c.pytorch().py.Kill(v)
 	c.Kill(v)
 	c.afterDeath(&e, without(c.all(), v), limit)
 	e.End = time.Now()
 	c.Restart(v)
-	delete(c.tender.held, v)
-	c.Py.Restart(v)
+	delete(c.pytorch().held, v)
+	c.pytorch().py.Restart(v)
 	c.WaitHealthy(e.Kind, 3, limit)
 	return e
 }
