@@ -69,6 +69,22 @@ func TestFaultsLockstep(t *testing.T) {
 	faultTier(t, []string{"--paradigm=bsp"}, []string{"partition-minority", "partition-leader-follower"})
 }
 
+// TestFaultsPyTorch is the fast tier's kills with PyTorch trainers
+// (DSSP_FAULT_TRAINER=pytorch, faulttrainers_test.go): kill -9 of a node
+// (its trainer waits and attaches again), of a trainer alone (its worker
+// is removed, the restarted trainer re-added) and of both, in an order and
+// on victims drawn with the suite's seed, then every node killed and all
+// restarted under their waiting trainers; every checker must stay clean.
+// The whole fast tier with PyTorch trainers: DSSP_FAULT_TRAINER=pytorch
+// go test ./test -run 'TestFaults$'.
+func TestFaultsPyTorch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test; skipped with -short")
+	}
+	t.Setenv(faultTrainerEnv, "pytorch")
+	faultTier(t, nil, []string{"kill-trainer-node", "kill-all"})
+}
+
 // faultTier runs the fast tier's steps (nil: all; DSSP_FAULT_STEPS
 // overrides) on a mesh with the job flags job.
 func faultTier(t *testing.T, job, only []string) {

@@ -1,43 +1,14 @@
 package status
 
 import (
-	"context"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-)
 
-// headlessDOM loads url in headless Chromium and returns the DOM after the
-// page's scripts ran; it skips the test where no Chromium is installed
-// (fails in CI, which installs it).
-func headlessDOM(t *testing.T, url string) string {
-	t.Helper()
-	bin := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	if bin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed; CI must install it (apt-get install -y chromium)")
-		}
-		t.Skip("chromium not installed (apt-get install -y chromium); dashboard not checked")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=3000", "--dump-dom", url).Output()
-	if err != nil {
-		t.Fatalf("chromium --dump-dom %s: %v", url, err)
-	}
-	return string(out)
-}
+	"dsspmesh/internal/headless"
+)
 
 // TestDashboardShowsTheTrainer: the page of a --trainer external node
 // shows /status's trainer object (the socket, whether a trainer is
@@ -68,7 +39,7 @@ func TestDashboardShowsTheTrainer(t *testing.T) {
 			st := c.st
 			srv := httptest.NewServer(NewHTTPHandler(func() Status { return st }, NewMetrics(func() Status { return st })))
 			defer srv.Close()
-			dom := headlessDOM(t, srv.URL+"/")
+			dom := headless.DumpDOM(t, headless.Chromium(t), srv.URL+"/", 3*time.Second)
 			m := trainerText.FindStringSubmatch(dom)
 			if m == nil {
 				t.Fatalf("no trainer section in the page:\n%s", dom)
