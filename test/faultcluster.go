@@ -31,7 +31,10 @@ type FaultCluster struct {
 	// trainers keeps the nodes' PyTorch trainers running
 	// (DSSP_FAULT_TRAINER=pytorch, faulttrainers_test.go); nil when the
 	// nodes train the built-in model.
-	trainers    interface{ tend(*FaultCluster) }
+	trainers interface {
+		tend(*FaultCluster)
+		keep(dir string) // copies the trainers' logs into dir
+	}
 	stopped     map[int]bool
 	replicaOnly []int
 	rejoins     bool // node 0 was given --join after a replacement
@@ -338,6 +341,9 @@ func (c *FaultCluster) keep() {
 				os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d-goroutines.txt", i)), b, 0o644)
 			}
 		}
+	}
+	if c.trainers != nil {
+		c.trainers.keep(dir)
 	}
 	c.t.Logf("logs, goroutines and history kept in %s", dir)
 }

@@ -27,6 +27,7 @@ type pyTrainers struct {
 	procs map[int]*pyProc // the running (or exited) trainer per node; none after Kill
 	logs  map[int]string
 	start map[int]int      // starts per node, for log names
+	all   []string         // every trainer log, in start order
 	args  map[int][]string // the script and its arguments per node, for Restart
 }
 
@@ -84,6 +85,7 @@ func (p *pyTrainers) Start(i int, script string, args ...string) {
 	pp := &pyProc{cmd: cmd, done: make(chan struct{})}
 	go func() { pp.err = cmd.Wait(); f.Close(); close(pp.done) }()
 	p.procs[i], p.logs[i] = pp, log
+	p.all = append(p.all, log)
 }
 
 // pyProc is one trainer process.
@@ -166,5 +168,14 @@ func (tt *trainerTender) tend(c *FaultCluster) {
 		}
 		tt.last[i] = time.Now()
 		tt.py.Restart(i)
+	}
+}
+
+// keep copies every trainer's logs (one per start) into dir.
+func (tt *trainerTender) keep(dir string) {
+	for _, l := range tt.py.all {
+		if b, err := os.ReadFile(l); err == nil {
+			os.WriteFile(filepath.Join(dir, filepath.Base(l)), b, 0o644)
+		}
 	}
 }
