@@ -142,7 +142,8 @@ func (p *pyTrainers) Exited(i int) (bool, error) {
 // its own while its node runs is started again (WaitFor calls tend on
 // every round). A trainer exits 0 when its node told it stop (a graceful
 // leave: the rolling restart); any other exit is a crash, recorded for
-// the end of the test. held trainers are down on purpose (a fault).
+// the end of the test. held trainers are down on purpose (a fault); a
+// node killed or leaving gets its trainer back when it runs again.
 type trainerTender struct {
 	py      *pyTrainers
 	held    map[int]bool
@@ -152,7 +153,10 @@ type trainerTender struct {
 
 func (tt *trainerTender) tend(c *FaultCluster) {
 	for i, p := range c.Mesh.Procs {
-		if tt.held[i] || tt.py.args[i] == nil || !p.Alive() {
+		// A node killed or leaving on purpose (c.killed: a SIGTERM in
+		// progress told its trainer stop) gets its trainer once it is
+		// started again.
+		if tt.held[i] || tt.py.args[i] == nil || !p.Alive() || c.killed[i] {
 			continue
 		}
 		exited, err := tt.py.Exited(i)
