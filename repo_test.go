@@ -32,6 +32,7 @@ var mayImport = map[string][]string{
 	"cudaops/cuda":            {"cudaops"},
 	"internal/boundedmsgpack": nil,
 	"internal/faults":         nil,
+	"internal/headless":       nil,
 	"internal/python":         nil,
 	"internal/testlogger":     nil,
 	"internal/wait":           nil,
@@ -69,7 +70,7 @@ var mayImport = map[string][]string{
 
 // testSupport are packages for tests only: any package's tests may import
 // them, no package's build may.
-var testSupport = []string{"modelfile/modelfiletest", "internal/testlogger"}
+var testSupport = []string{"modelfile/modelfiletest", "internal/testlogger", "internal/headless"}
 
 // xtestAssembles lets a package's external tests (package x_test) import
 // the package that assembles it from real parts, and so that package's

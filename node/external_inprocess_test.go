@@ -16,6 +16,7 @@ import (
 	"dsspmesh/mesh"
 	"dsspmesh/modelfile"
 	"dsspmesh/node"
+	"dsspmesh/node/job"
 	"dsspmesh/node/trainer"
 )
 
@@ -186,6 +187,11 @@ func TestInProcessExternalTrainers(t *testing.T) {
 	if w["send_init"] != true || w["params"] != float64(mlp.NumParams()) || w["local_steps"] != float64(1) {
 		t.Fatalf("bootstrap's first trainer: welcome %v, want send_init and the MLP's %d parameters", w, mlp.NumParams())
 	}
+	// No --dataset was given (the config's mnist is the built-in default,
+	// not set explicitly): the job names no dataset it does not know.
+	if w["dataset"] != job.ExternalDataset {
+		t.Fatalf("welcome's dataset %v: want %q for an external job started without --dataset", w["dataset"], job.ExternalDataset)
+	}
 	b, w := attach(t, filepath.Join(dirs[1], node.TrainerSocket), layout, 0)
 	if w["send_init"] != false {
 		t.Fatalf("joiner's trainer: welcome %v, want no init", w)
@@ -211,7 +217,8 @@ func TestInProcessExternalTrainers(t *testing.T) {
 
 	st := getStatus(t, https[1])
 	if st.Trainer == nil || !st.Trainer.Attached || st.Trainer.Socket != filepath.Join(dirs[1], node.TrainerSocket) ||
-		st.Trainer.Attachments != 2 || st.Trainer.PID != os.Getpid() || st.Trainer.BytesCopiedPerIter != 0 || st.Trainer.RoundTripMicros <= 0 {
+		st.Trainer.Attachments != 2 || st.Trainer.PID != os.Getpid() || st.Trainer.BytesCopiedPerIter != 0 || st.Trainer.RoundTripMicros <= 0 ||
+		st.Trainer.Tensors != len(layout) || st.Trainer.Params != mlp.NumParams() {
 		t.Fatalf("node 1's trainer status %+v (want attached a second time, nothing copied: the worker keeps θ in the shared memory)", st.Trainer)
 	}
 	if st.Spec == nil || st.Spec.Layout == "" {
@@ -243,6 +250,9 @@ func TestInProcessExternalTrainers(t *testing.T) {
 	f, err := modelfile.Decode(body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f.Meta.Model != "external" || f.Meta.Dataset != job.ExternalDataset {
+		t.Fatalf("exported metadata: model %q dataset %q, want external and %q", f.Meta.Model, f.Meta.Dataset, job.ExternalDataset)
 	}
 	theta, err := f.Params(mlp.Layout())
 	if err != nil {

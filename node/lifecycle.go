@@ -300,7 +300,7 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 				return false, false, fmt.Errorf("data dir %s: %w", n.dir.Path, err)
 			}
 			spec = persisted
-		} else if !spec.External() || spec.Layout != "" {
+		} else if spec = spec.WithJobDataset(explicit); !spec.External() || spec.Layout != "" {
 			if spec, err = job.ResolveShards(spec); err != nil {
 				return false, false, err
 			}

@@ -16,7 +16,9 @@ import (
 // every checker must pass at the end; the checkers also run every
 // DSSP_CHAOS_CHECK_EVERY (default 5m) so a long run reports early.
 // DSSP_CHAOS_HOSTILE=1 adds a member that tries issue 37's attacks in turn
-// meanwhile; each must be refused.
+// meanwhile; each must be refused. DSSP_FAULT_TRAINER=pytorch runs it with
+// PyTorch trainers, a fifth of the faults then killing a trainer alone or
+// a node with its trainer.
 //
 //	go test -tags chaos ./test -run TestChaos -timeout 60m -v
 func TestChaos(t *testing.T) {
@@ -61,6 +63,11 @@ func TestChaos(t *testing.T) {
 		first := len(events)
 		ev.Begin()
 		switch {
+		case c.pytorch() != nil && kind%5 == 0:
+			// DSSP_FAULT_TRAINER=pytorch: a fifth of the faults kill a
+			// trainer alone or a node with its trainer (the node faults
+			// below leave its trainer waiting for it).
+			events = append(events, c.killTrainerOrNode(1+rng.IntN(2), c.Trainers()[rng.IntN(len(c.Trainers()))], limit))
 		case kind < 15:
 			events = append(events, c.KillLeader(limit))
 		case kind < 27:
@@ -109,5 +116,5 @@ func TestChaos(t *testing.T) {
 	}
 	report(t, c, events)
 	t.Logf("evidence of %d slow recoveries kept under %s", len(ev.Kept), ev.Dir)
-	failures(t, *crashes, *stalls)
+	failures(t, c, *crashes, *stalls)
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"dsspmesh/internal/headless"
 )
 
 // TestDashboardShowsTheRunSoFar opens the dashboard of a running mesh late
@@ -30,7 +32,7 @@ func TestDashboardShowsTheRunSoFar(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test; skipped with -short")
 	}
-	bin := chromium(t)
+	bin := headless.Chromium(t)
 	late := 20 * time.Second
 	if v := os.Getenv("DSSP_DASHBOARD_LATE"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -130,21 +132,6 @@ func TestDashboardShowsTheRunSoFar(t *testing.T) {
 			t.Errorf("dssp status does not say %q:\n%s", want, text)
 		}
 	}
-}
-
-// chromium is the path of a headless-capable browser, or skips the test
-// (fails it in CI).
-func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed; CI must install it (apt-get install -y chromium)")
-	}
-	t.Skip("chromium not installed (apt-get install -y chromium); dashboard not checked")
-	return ""
 }
 
 // chromiumPage opens http://addr/ in headless Chromium, keeps it open

@@ -28,7 +28,11 @@
 // slowly, kept so a tail in the figures can be analysed). The fast
 // tier is TestFaults (in CI); the long randomized tier is TestChaos behind the chaos
 // build tag; TestCheckersCatchBrokenBuilds (faultinject tag) shows each
-// checker failing on a deliberately broken build.
+// checker failing on a deliberately broken build. DSSP_FAULT_TRAINER=pytorch
+// runs both tiers with a PyTorch trainer beside every training node
+// (faulttrainers_test.go, trainers_test.go), adding kill -9 of a trainer
+// alone and of a node with its trainer; TestFaultsPyTorch (in CI) runs
+// those kills.
 //
 // hostile.go is a member client that holds the mesh key and misbehaves
 // ([Hostile], built on packages mesh and shardapi): TestHostileMember

@@ -2,16 +2,16 @@ package test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"dsspmesh/internal/headless"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -182,27 +182,7 @@ func checkMetrics(t *testing.T, addr string, workers int) {
 // share of the live workers, gap and grant bars), the live workers are
 // named, and the timeline marks dead as failed.
 func checkDashboard(t *testing.T, addr string, alive []string, dead string) {
-	bin := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	if bin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed; CI must install it (apt-get install -y chromium)")
-		}
-		t.Skip("chromium not installed (apt-get install -y chromium); dashboard not checked")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--virtual-time-budget=5000", "--dump-dom", "http://"+addr+"/").Output()
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	dom := string(out)
+	dom := headless.DumpDOM(t, headless.Chromium(t), "http://"+addr+"/", 5*time.Second)
 	for _, id := range alive {
 		if !strings.Contains(dom, id) {
 			t.Errorf("dashboard does not show %s", id)

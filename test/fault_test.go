@@ -32,10 +32,16 @@ func faultLogLevel() string {
 // faults with the balance layer on; --pipeline=true: with the pipelined
 // loop, the checkers then judging the gate by s_L − 1; --paradigm=ssp
 // --s-lower=1: another gate, which the checkers judge by).
-// job adds job flags before those.
+// job adds job flags before those. DSSP_FAULT_TRAINER=pytorch runs the
+// same mesh with PyTorch trainers (faulttrainers_test.go): the job is --model
+// external, each trainer node computes through its trainer process.
 func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int, job ...string) *FaultCluster {
 	spec := append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12", "--shards", "4"}, job...)
 	spec = append(spec, strings.Fields(os.Getenv("DSSP_FAULT_JOB_FLAGS"))...)
+	pytorch := pytorchFaults(t)
+	if pytorch {
+		spec = externalSpec(spec)
+	}
 	js := node.DefaultJobSpec()
 	fs := pflag.NewFlagSet("job", pflag.ContinueOnError)
 	js.BindFlags(fs)
@@ -48,6 +54,11 @@ func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int, job ...stri
 		Spec: spec})
 	if nanEvery > 0 {
 		c.Mesh.AddArgs(nanNode, "--fault-nan-every", strconv.Itoa(nanEvery))
+	}
+	if pytorch {
+		c.withTrainers()
+		c.startWithTrainers()
+		return c
 	}
 	for i := range c.Mesh.Procs {
 		c.Start(i)
@@ -63,9 +74,14 @@ const nanNode = 1
 // two minutes).
 const targetAccuracy = 0.9
 
-func failures(t *testing.T, crashes []Crash, stalls []Stall) {
+// failures fails t with every stall, every node crash and every crash of
+// c's trainers (DSSP_FAULT_TRAINER=pytorch).
+func failures(t *testing.T, c *FaultCluster, crashes []Crash, stalls []Stall) {
 	for _, st := range stalls {
 		t.Errorf("stalled at %s: %s", st.At.Format(time.TimeOnly), st.Msg)
+	}
+	for _, cr := range c.trainerCrashes() {
+		t.Errorf("trainer%d (%s) exited at %s: %s", cr.Node, cr.ID, cr.At.Format(time.TimeOnly), cr.Err)
 	}
 	for _, cr := range crashes {
 		t.Errorf("node%d (%s) crashed at %s: %s", cr.Node, cr.ID, cr.At.Format(time.TimeOnly), cr.Err)

@@ -22,12 +22,19 @@ import (
 // Heal, Lossy; Check runs every checker over the history.
 type FaultCluster struct {
 	*Cluster
-	Net         *FaultNet
-	HistoryDir  string
-	Policy      string
-	Pipeline    bool     // the job runs with --pipeline (the checkers' gate bound)
-	Balance     bool     // the job runs with --balance (the shares checker must see shares)
-	IDs         []string // node ids, known once each node answered /status
+	Net        *FaultNet
+	HistoryDir string
+	Policy     string
+	Pipeline   bool     // the job runs with --pipeline (the checkers' gate bound)
+	Balance    bool     // the job runs with --balance (the shares checker must see shares)
+	IDs        []string // node ids, known once each node answered /status
+	// trainers keeps the nodes' PyTorch trainers running
+	// (DSSP_FAULT_TRAINER=pytorch, faulttrainers_test.go); nil when the
+	// nodes train the built-in model.
+	trainers interface {
+		tend(*FaultCluster)
+		keep(dir string) // copies the trainers' logs into dir
+	}
 	stopped     map[int]bool
 	replicaOnly []int
 	rejoins     bool // node 0 was given --join after a replacement
@@ -334,6 +341,9 @@ func (c *FaultCluster) keep() {
 				os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d-goroutines.txt", i)), b, 0o644)
 			}
 		}
+	}
+	if c.trainers != nil {
+		c.trainers.keep(dir)
 	}
 	c.t.Logf("logs, goroutines and history kept in %s", dir)
 }

@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -68,11 +69,27 @@ func TestFaultsLockstep(t *testing.T) {
 	faultTier(t, []string{"--paradigm=bsp"}, []string{"partition-minority", "partition-leader-follower"})
 }
 
+// TestFaultsPyTorch is the fast tier's kills with PyTorch trainers
+// (DSSP_FAULT_TRAINER=pytorch, faulttrainers_test.go): kill -9 of a node
+// (its trainer waits and attaches again), of a trainer alone (its worker
+// is removed, the restarted trainer re-added) and of both, in an order and
+// on victims drawn with the suite's seed, then every node killed and all
+// restarted under their waiting trainers; every checker must stay clean.
+// The whole fast tier with PyTorch trainers: DSSP_FAULT_TRAINER=pytorch
+// go test ./test -run 'TestFaults$'.
+func TestFaultsPyTorch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test; skipped with -short")
+	}
+	t.Setenv(faultTrainerEnv, "pytorch")
+	faultTier(t, nil, []string{"kill-trainer-node", "kill-all"})
+}
+
 // faultTier runs the fast tier's steps (nil: all; DSSP_FAULT_STEPS
 // overrides) on a mesh with the job flags job.
 func faultTier(t *testing.T, job, only []string) {
-	const limit = 3 * time.Minute
-	c := faultMesh(t, "", 1, 10, job...)
+	const limit, seed = 3 * time.Minute, 1
+	c := faultMesh(t, "", seed, 10, job...)
 	// A crash or a stall fails the test at the end, after every scenario
 	// ran, so one run reports them all with the figures.
 	crashes, stalls := c.ReplaceCrashed(), c.RecoverStalls()
@@ -107,6 +124,15 @@ func faultTier(t *testing.T, job, only []string) {
 		{"wrong-key", func() []Event { return []Event{c.WrongKeyJoin(limit)} }},
 		{"rolling-restart", func() []Event { return c.RollingRestart(limit) }},
 		{"kill-all", func() []Event { return []Event{c.KillAll(limit)} }},
+	}
+	if c.pytorch() != nil {
+		// With PyTorch trainers: kill -9 of a node, of a trainer, of both,
+		// in an order and on victims drawn with the suite's seed.
+		rng := rand.New(rand.NewPCG(seed, 36))
+		steps = append(steps[:len(steps)-1], struct {
+			name string
+			run  func() []Event
+		}{"kill-trainer-node", func() []Event { return c.KillTrainersOrNodes(rng, limit) }}, steps[len(steps)-1])
 	}
 	// DSSP_FAULT_STEPS=a,b runs only the steps named (for debugging one).
 	if v := os.Getenv("DSSP_FAULT_STEPS"); v != "" {
@@ -155,5 +181,5 @@ func faultTier(t *testing.T, job, only []string) {
 	}
 
 	report(t, c, events)
-	failures(t, *crashes, *stalls)
+	failures(t, c, *crashes, *stalls)
 }

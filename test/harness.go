@@ -64,7 +64,10 @@ type Cluster struct {
 	stalled func(msg string) bool
 	// poll, if set, is called on every round of WaitFor (the fault
 	// suite's evidence samples the nodes' views through it).
-	poll   func()
+	poll func()
+	// tend, if set, is called on every round of WaitFor too (the fault
+	// suite's PyTorch trainers are started again through it).
+	tend   func()
 	Mesh   *launch.Mesh
 	killed map[int]bool // nodes killed on purpose and not restarted
 }
@@ -161,6 +164,9 @@ func (c *Cluster) WaitFor(what string, limit time.Duration, cond func() bool) ti
 	for !cond() {
 		if c.poll != nil {
 			c.poll()
+		}
+		if c.tend != nil {
+			c.tend()
 		}
 		for i := range c.Mesh.Procs {
 			if err := c.Mesh.Exited(i); err != nil && !c.killed[i] {

@@ -2,110 +2,13 @@ package test
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"dsspmesh/modelfile/modelfiletest"
-	"dsspmesh/node/launch"
 )
-
-// pyTrainers runs one Python trainer process per node of a Cluster, each
-// attached to its node's trainer socket (<data dir>/trainer.sock, in
-// DSSP_TRAINER_SOCKET) and logging to a file whose tail a failed test
-// prints.
-type pyTrainers struct {
-	t     testing.TB
-	py    string
-	root  string // the repository
-	c     *Cluster
-	cmds  map[int]*exec.Cmd
-	done  map[int]chan struct{}
-	logs  map[int]string
-	start map[int]int // starts per node, for log names
-}
-
-func newPyTrainers(t testing.TB, c *Cluster) *pyTrainers {
-	t.Helper()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pyTrainers{t: t, py: modelfiletest.PythonWith(t, "numpy", "torch"), root: root, c: c,
-		cmds: map[int]*exec.Cmd{}, done: map[int]chan struct{}{}, logs: map[int]string{}, start: map[int]int{}}
-	t.Cleanup(func() {
-		for i := range p.cmds {
-			p.Kill(i)
-		}
-		if t.Failed() {
-			for i, l := range p.logs {
-				t.Logf("trainer%d log tail: %s", i, launch.LogTail(l, 15))
-			}
-		}
-	})
-	return p
-}
-
-func (p *pyTrainers) socket(i int) string {
-	return filepath.Join(p.c.Mesh.Procs[i].DataDir, "trainer.sock")
-}
-
-func (p *pyTrainers) command(i int, args ...string) *exec.Cmd {
-	cmd := exec.Command(p.py, args...)
-	cmd.Dir = p.root
-	cmd.Env = append(os.Environ(), "DSSP_TRAINER_SOCKET="+p.socket(i), "PYTHONPATH="+filepath.Join(p.root, "python"),
-		"PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return cmd
-}
-
-// Start starts the trainer of node i: the script (relative to the
-// repository) with args.
-func (p *pyTrainers) Start(i int, script string, args ...string) {
-	p.t.Helper()
-	p.start[i]++
-	log := filepath.Join(p.t.TempDir(), fmt.Sprintf("trainer%d-%d.log", i, p.start[i]))
-	f, err := os.Create(log)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	cmd := p.command(i, append([]string{script}, args...)...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("start trainer %d: %v", i, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); f.Close(); close(done) }()
-	p.cmds[i], p.done[i], p.logs[i] = cmd, done, log
-}
-
-// Kill sends SIGKILL to node i's trainer and waits for it to exit.
-func (p *pyTrainers) Kill(i int) {
-	if cmd := p.cmds[i]; cmd != nil {
-		cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done[i]
-		delete(p.cmds, i)
-	}
-}
-
-// Alive reports whether node i's trainer runs.
-func (p *pyTrainers) Alive(i int) bool {
-	if p.cmds[i] == nil {
-		return false
-	}
-	select {
-	case <-p.done[i]:
-		return false
-	default:
-		return true
-	}
-}
 
 // TestPyTorchTrainersMesh is issue 36's product path with real processes:
 // three dssp nodes with --trainer external, each with a PyTorch trainer

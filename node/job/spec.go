@@ -348,7 +348,7 @@ var specFlags = []struct {
 // BindFlags registers the spec's flags on fs with s's values as defaults.
 func (s *Spec) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.Model, "model", s.Model, "job: model, one of "+strings.Join(cudaops.ModelNames(), ", ")+", or external (a trainer process attached to the node's trainer socket computes; its layout becomes the job's)")
-	fs.StringVar(&s.Dataset, "dataset", s.Dataset, "job: dataset, one of "+strings.Join(cudaops.DatasetNames(), ", "))
+	fs.StringVar(&s.Dataset, "dataset", s.Dataset, "job: dataset, one of "+strings.Join(cudaops.DatasetNames(), ", ")+"; for --model external any name of the trainers' data (default "+ExternalDataset+")")
 	fs.StringVar(&s.Paradigm, "paradigm", s.Paradigm, "job: synchronization paradigm: bsp, asp, ssp, dssp (bounded by s_L+r_max) or dssp-paper (the paper's unbounded reading)")
 	fs.Int64Var(&s.SLower, "s-lower", s.SLower, "job: staleness s for ssp, lower bound s_L for dssp")
 	fs.Int64Var(&s.RMax, "r-max", s.RMax, "job: extra range r_max for dssp (s_U = s_L + r_max)")
@@ -469,3 +469,20 @@ func (s Spec) ParsedLayout() (cudaops.Layout, error) {
 
 // External reports whether the job's model lives in an external trainer.
 func (s Spec) External() bool { return s.Model == ExternalModel }
+
+// ExternalDataset is the dataset of a --model external job whose
+// bootstrap node was given no --dataset: the trainers read data of their
+// own that the mesh cannot name (the built-in default, mnist, would be a
+// guess).
+const ExternalDataset = "external"
+
+// WithJobDataset is the spec a bootstrap node starts a new job with: an
+// external job whose --dataset was not set explicitly names its dataset
+// ExternalDataset, which is what the trainers' welcome and an exported
+// model's metadata then say; any other spec is s.
+func (s Spec) WithJobDataset(explicit func(flag string) bool) Spec {
+	if s.External() && !explicit("dataset") {
+		s.Dataset = ExternalDataset
+	}
+	return s
+}

@@ -166,3 +166,26 @@ func TestSpecMomentumFloat32(t *testing.T) {
 		t.Errorf("--momentum 0.99999994: %v", err)
 	}
 }
+
+// TestWithJobDataset: a new external job started without --dataset names
+// its dataset "external" (the mesh does not know the trainers' data); an
+// explicit --dataset is kept, and a built-in model's default is its own.
+func TestWithJobDataset(t *testing.T) {
+	none := func(string) bool { return false }
+	given := func(f string) bool { return f == "dataset" }
+	ext := DefaultSpec()
+	ext.Model = ExternalModel
+	if got := ext.WithJobDataset(none).Dataset; got != ExternalDataset {
+		t.Errorf("external job without --dataset: dataset %q, want %q", got, ExternalDataset)
+	}
+	ext.Dataset = "goroot-src"
+	if got := ext.WithJobDataset(given).Dataset; got != "goroot-src" {
+		t.Errorf("external job with --dataset goroot-src: dataset %q", got)
+	}
+	if got := DefaultSpec().WithJobDataset(none).Dataset; got != "mnist" {
+		t.Errorf("built-in mlp without --dataset: dataset %q, want mnist", got)
+	}
+	if err := ext.WithJobDataset(none).Validate(); err != nil {
+		t.Errorf("external job named %q does not validate: %v", ExternalDataset, err)
+	}
+}

@@ -147,6 +147,11 @@ type ExternalTrainer struct {
 	// Iterations the updates they sent.
 	Attachments int    `json:"attachments"`
 	Iterations  uint64 `json:"iterations"`
+	// Tensors and Params are the size of the job's layout (the trainers'
+	// model); 0 while a new external job waits for its first trainer to
+	// fix it.
+	Tensors int `json:"tensors"`
+	Params  int `json:"params"`
 	// Waiting says what waits for a trainer: the job's layout (the
 	// bootstrap node of a new external job), or the evaluation.
 	Waiting string `json:"waiting,omitempty"`

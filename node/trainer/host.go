@@ -254,7 +254,8 @@ func (h *Host) Evaluate(ctx context.Context, theta []float32) (cudaops.Eval, err
 func (h *Host) Status() *records.ExternalTrainer {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := &records.ExternalTrainer{Socket: h.srv.Path(), Attachments: h.attaches, Iterations: h.iters, Waiting: h.waiting}
+	s := &records.ExternalTrainer{Socket: h.srv.Path(), Attachments: h.attaches, Iterations: h.iters, Waiting: h.waiting,
+		Tensors: len(h.layout), Params: h.layout.Total()}
 	if e := h.current; e != nil && e.Err() == nil {
 		st := e.Stats()
 		s.Attached, s.PID = true, st.PID
