@@ -61,6 +61,31 @@ type ThetaHolder interface {
 	Theta() []float32
 }
 
+// InPlace is implemented by a Compute whose Gradient hands each piece to
+// emit only once it reads theta at the piece's offsets no more, so that
+// emit may update them ([ModelCompute], by cudaops.Model.GradientTo's
+// contract). [LocalRounds] then steps its local copy piece by piece, with
+// no gradient buffer of the model's size. A Compute that wraps another
+// ([Emulate]) reaches the wrapped one's through Unwrap.
+type InPlace interface {
+	InPlace() bool
+}
+
+// inPlace reports whether c, through any wrappers, is [InPlace].
+func inPlace(c Compute) bool {
+	for c != nil {
+		if p, ok := c.(InPlace); ok {
+			return p.InPlace()
+		}
+		u, ok := c.(interface{ Unwrap() Compute })
+		if !ok {
+			return false
+		}
+		c = u.Unwrap()
+	}
+	return false
+}
+
 // thetaOf is c's ThetaHolder.Theta, through any wrappers; nil when none
 // holds θ.
 func thetaOf(c Compute) []float32 {
@@ -140,6 +165,10 @@ func (c *ModelCompute) Next(n, h int, pos int64) error {
 	c.order.Fill(c.train, pos, c.x, c.labels)
 	return nil
 }
+
+// InPlace implements [InPlace]: cudaops.Model.GradientTo hands a piece
+// out once it has read the parameters the piece covers.
+func (c *ModelCompute) InPlace() bool { return true }
 
 // Gradient implements [Compute] with cudaops.Model.GradientTo.
 func (c *ModelCompute) Gradient(_ context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error) {
