@@ -31,7 +31,17 @@ import (
 // transport's buffers and raft; memLimitPerShard each Raft group's own
 // (its log cache, buffers and goroutines: about 1 MiB a group in dssp bench
 // scale), for every shard of the job, since a fresh mesh's bootstrap node
-// hosts all of them until placement spreads them. Without it the bootstrap
+// hosts all of them until placement spreads them. A job of local rounds
+// adds memLimitRound × the model for a worker that takes the rounds'
+// steps itself (worker.LocalRounds: the round's local copy of θ, stepped
+// in place as each gradient forms; an external trainer holds it in its
+// own process)
+// and memLimitOuterBuf × the model for the outer Nesterov's buffer of
+// pseudo-gradients beside θ and the momentum in the node's shards (one
+// model's worth at most: replication ÷ nodes of it). Without them a 95
+// MiB model at --local-steps 16 had a live heap of 700 MB under a 484 MB
+// limit, and collected garbage 25 times a second (dssp bench bigmodel).
+// Without it the bootstrap
 // node of a 64-shard host-only mesh had a 68 MiB limit and spent half its
 // CPU collecting garbage while the mesh formed. It is a soft limit: a live
 // heap above it makes the collector run more often (at most about half the
@@ -40,6 +50,8 @@ const (
 	memLimitBase     = 64 << 20
 	memLimitShares   = 3.5
 	memLimitPerShard = 1 << 20
+	memLimitRound    = 1
+	memLimitOuterBuf = 1
 )
 
 // MemoryLimitAuto and MemoryLimitOff are the special values of
@@ -65,18 +77,30 @@ func ParseMemoryLimit(s string) (int64, error) {
 }
 
 // autoMemoryLimit is the limit a node sets for a job whose gradients
-// travel in prec (see above).
-func autoMemoryLimit(modelBytes, datasetBytes int64, shards int, prec shardapi.Precision) int64 {
+// travel in prec, with rounds its local rounds' share (see above).
+func autoMemoryLimit(modelBytes, datasetBytes int64, shards int, prec shardapi.Precision, rounds roundsMemory) int64 {
 	encodings := int64(prec.Bytes(int(modelBytes / 4)))
 	if prec == shardapi.INT8 {
 		encodings *= 2 // the residual, in int8's own layout
 	}
-	return memLimitBase + datasetBytes + int64(math.Ceil(memLimitShares*float64(modelBytes))) + encodings + int64(shards)*memLimitPerShard
+	shares := float64(memLimitShares)
+	if rounds.steps {
+		shares += memLimitRound
+	}
+	if rounds.outerBuf {
+		shares += memLimitOuterBuf
+	}
+	return memLimitBase + datasetBytes + int64(math.Ceil(shares*float64(modelBytes))) + encodings + int64(shards)*memLimitPerShard
 }
+
+// roundsMemory is what a job of local rounds keeps beyond a job without
+// them: steps, the worker's copy of θ (the node's own worker takes the
+// rounds' steps); outerBuf, the outer Nesterov's buffer in the shards.
+type roundsMemory struct{ steps, outerBuf bool }
 
 // applyMemoryLimit sets the soft memory limit for cfg (a GOMEMLIMIT in
 // the environment wins over auto) and returns it (0: none set).
-func applyMemoryLimit(cfg int64, modelBytes, datasetBytes int64, shards int, prec shardapi.Precision) int64 {
+func applyMemoryLimit(cfg int64, modelBytes, datasetBytes int64, shards int, prec shardapi.Precision, rounds roundsMemory) int64 {
 	limit := cfg
 	switch {
 	case cfg == MemoryLimitOff:
@@ -84,7 +108,7 @@ func applyMemoryLimit(cfg int64, modelBytes, datasetBytes int64, shards int, pre
 	case cfg == MemoryLimitAuto && os.Getenv("GOMEMLIMIT") != "":
 		return 0
 	case cfg == MemoryLimitAuto:
-		limit = autoMemoryLimit(modelBytes, datasetBytes, shards, prec)
+		limit = autoMemoryLimit(modelBytes, datasetBytes, shards, prec, rounds)
 	}
 	debug.SetMemoryLimit(limit)
 	return limit
