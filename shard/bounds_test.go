@@ -270,13 +270,7 @@ func TestOutlierRuleRefusesNoHonestPush(t *testing.T) {
 		t.Fatalf("recorded runs: %d fixed, %d balance pushes", len(runs["fixed"]), len(runs["balance"]))
 	}
 	const n = 16
-	vec := func(norm float64) []byte { // n equal values of that norm
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(norm / math.Sqrt(n))
-		}
-		return gradBytes(v)
-	}
+	vec := func(norm float64) []byte { return normBytes(n, norm) }
 	for name, pushes := range runs {
 		spec := testSpec(n, "asp")
 		if name == "balance" {
@@ -422,13 +416,7 @@ func TestOutlierRuleRefusesNoHonestRound(t *testing.T) {
 		t.Fatalf("recorded %d rounds, want 1200", len(pushes))
 	}
 	const n = 16
-	vec := func(norm float64) []byte { // n equal values of that norm
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(norm / math.Sqrt(n))
-		}
-		return gradBytes(v)
-	}
+	vec := func(norm float64) []byte { return normBytes(n, norm) }
 	spec := testSpec(n, "bsp")
 	spec.Outer = shardapi.Outer{Kind: shardapi.OuterNesterov, LR: 0.7, Momentum: 0.9}
 	for s := range 3 {
@@ -460,4 +448,13 @@ func TestOutlierRuleRefusesNoHonestRound(t *testing.T) {
 			t.Errorf("shard %d: 1e4 in every value: %s", s, r)
 		}
 	}
+}
+
+// normBytes is a gradient of n equal values whose norm is norm.
+func normBytes(n int, norm float64) []byte {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(norm / math.Sqrt(float64(n)))
+	}
+	return gradBytes(v)
 }

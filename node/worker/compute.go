@@ -73,33 +73,34 @@ type InPlace interface {
 
 // inPlace reports whether c, through any wrappers, is [InPlace].
 func inPlace(c Compute) bool {
-	for c != nil {
-		if p, ok := c.(InPlace); ok {
-			return p.InPlace()
-		}
-		u, ok := c.(interface{ Unwrap() Compute })
-		if !ok {
-			return false
-		}
-		c = u.Unwrap()
-	}
-	return false
+	p, ok := unwrapTo[InPlace](c)
+	return ok && p.InPlace()
 }
 
 // thetaOf is c's ThetaHolder.Theta, through any wrappers; nil when none
 // holds θ.
 func thetaOf(c Compute) []float32 {
+	if h, ok := unwrapTo[ThetaHolder](c); ok {
+		return h.Theta()
+	}
+	return nil
+}
+
+// unwrapTo is the first of c and the Computes it wraps (through an
+// Unwrap() Compute method) that is a T.
+func unwrapTo[T any](c Compute) (T, bool) {
 	for c != nil {
-		if h, ok := c.(ThetaHolder); ok {
-			return h.Theta()
+		if t, ok := c.(T); ok {
+			return t, true
 		}
 		u, ok := c.(interface{ Unwrap() Compute })
 		if !ok {
-			return nil
+			break
 		}
 		c = u.Unwrap()
 	}
-	return nil
+	var zero T
+	return zero, false
 }
 
 // ModelCompute is [Compute] over a built-in Go model (cudaops) and the

@@ -223,18 +223,7 @@ func TestLocalRoundsSplitCarriesProgress(t *testing.T) {
 // drive the synthetic data's loss from about 2 to a tenth of the first
 // round's.
 func TestLocalRoundsTrainTheGoModel(t *testing.T) {
-	train, _, err := cudaops.LoadDataset("synthetic-mnist", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc, err := NewModelCompute(m, train, "w", 16, 1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, mc := goMLP(t, false)
 	c, _ := LocalRounds(Emulate(mc, Emulation{Slowdown: 1, Batch: 16}), InnerOptimizer{Kind: "sgd", LR: 0.02})
 	theta := m.Init(1)
 	d := make([]float32, len(theta))
@@ -271,20 +260,9 @@ type notInPlace struct{ Compute }
 // gradient, then the step), under sgd and under Adam across rounds, and
 // split once at a step boundary.
 func TestLocalRoundsInPlaceEqualsBuffered(t *testing.T) {
-	train, _, err := cudaops.LoadDataset("synthetic-mnist", "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, opt := range []InnerOptimizer{{Kind: "sgd", LR: 0.05}, {Kind: "adam", LR: 0.001}} {
 		mk := func(wrap func(Compute) Compute) (Compute, *localRounds) {
-			m, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			mc, err := NewModelCompute(m, train, "w", 16, 1, true)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, mc := goMLP(t, true)
 			c, err := LocalRounds(wrap(Emulate(mc, Emulation{Slowdown: 1, Batch: 16})), opt)
 			if err != nil {
 				t.Fatal(err)
@@ -328,4 +306,23 @@ func TestLocalRoundsInPlaceEqualsBuffered(t *testing.T) {
 			t.Errorf("%s: gradient buffer %d values in place, %d buffered", opt.Kind, len(ri.grad), len(rb.grad))
 		}
 	}
+}
+
+// goMLP is the built-in MLP and a ModelCompute of it on the synthetic
+// data, batch 16, seed 1.
+func goMLP(t *testing.T, balance bool) (*cudaops.Model, *ModelCompute) {
+	t.Helper()
+	train, _, err := cudaops.LoadDataset("synthetic-mnist", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := NewModelCompute(m, train, "w", 16, 1, balance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, mc
 }

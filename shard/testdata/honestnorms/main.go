@@ -77,13 +77,7 @@ func main() {
 					panic(err)
 				}
 				fmt.Printf("%d", b)
-				for _, bd := range bounds {
-					var sq float64
-					for _, g := range grad[bd[0]:bd[1]] {
-						sq += float64(g) * float64(g)
-					}
-					fmt.Printf(" %.4g", math.Sqrt(sq))
-				}
+				printNorms(grad, nil, bounds)
 				fmt.Println()
 				wt := float32(1)
 				if sc.name == "balance" {
@@ -136,22 +130,9 @@ func localRoundsScenario(m *cudaops.Model, train *cudaops.Memory, order *cudaops
 				}
 			}
 			fmt.Printf("%d", h*batch)
-			for _, bd := range bounds {
-				var sq float64
-				for i := bd[0]; i < bd[1]; i++ {
-					d := float64(theta[i] - local[i])
-					sq += d * d
-				}
-				fmt.Printf(" %.4g", math.Sqrt(sq))
-			}
+			printNorms(theta, local, bounds)
 			fmt.Print(" |")
-			for _, bd := range bounds {
-				var sq float64
-				for _, v := range theta[bd[0]:bd[1]] {
-					sq += float64(v) * float64(v)
-				}
-				fmt.Printf(" %.4g", math.Sqrt(sq))
-			}
+			printNorms(theta, nil, bounds)
 			fmt.Println()
 			for i := range sum {
 				sum[i] += float64(theta[i] - local[i])
@@ -162,5 +143,21 @@ func localRoundsScenario(m *cudaops.Model, train *cudaops.Memory, order *cudaops
 			mom[i] = outerMu*mom[i] + mean
 			theta[i] -= outerLR * (mean + outerMu*mom[i])
 		}
+	}
+}
+
+// printNorms prints the norm of each shard's slice of a − b (of a when b
+// is nil).
+func printNorms(a, b []float32, bounds [][2]int) {
+	for _, bd := range bounds {
+		var sq float64
+		for i := bd[0]; i < bd[1]; i++ {
+			d := float64(a[i])
+			if b != nil {
+				d -= float64(b[i])
+			}
+			sq += d * d
+		}
+		fmt.Printf(" %.4g", math.Sqrt(sq))
 	}
 }
