@@ -38,7 +38,8 @@ import (
 // own process)
 // and memLimitOuterBuf × the model for the outer Nesterov's buffer of
 // pseudo-gradients beside θ and the momentum in the node's shards (one
-// model's worth at most: replication ÷ nodes of it). Without them a 95
+// model's worth at most: replication ÷ nodes of it) and its copy while
+// a snapshot writes it (an Apply then steps copies of the state). Without them a 95
 // MiB model at --local-steps 16 had a live heap of 700 MB under a 484 MB
 // limit, and collected garbage 25 times a second (dssp bench bigmodel).
 // Without it the bootstrap
@@ -51,7 +52,7 @@ const (
 	memLimitShares   = 3.5
 	memLimitPerShard = 1 << 20
 	memLimitRound    = 1
-	memLimitOuterBuf = 1
+	memLimitOuterBuf = 1.5
 )
 
 // MemoryLimitAuto and MemoryLimitOff are the special values of
