@@ -122,8 +122,8 @@
 //
 // Once the job is known the node sets a soft memory limit for its Go heap
 // (--memory-limit, memlimit.go): by default 64 MiB + the dataset's bytes +
-// 4.5 × the model's bytes (2 × more with local rounds: the round's copy of
-// θ and the outer buffer), which keeps the heap near its live size (mostly
+// 4.5 × the model's bytes (2.5 × more with local rounds: the round's copy of
+// θ, the outer buffer and its snapshot copy), which keeps the heap near its live size (mostly
 // pointer-free float32 slices, cheap to collect) instead of letting it grow
 // to twice that between collections. A GOMEMLIMIT in the environment wins.
 // Datasets are held as bytes (cudaops), and each shard's raft log and its
