@@ -91,8 +91,10 @@ func (d *Dense) Backward(be Backend, p, g [][]float32, dy []float32, n int) []fl
 // BackwardTo is Backward handing the weight gradient out a block of rows
 // at a time (GradientTo): rows o0…o1 of dW = dyᵀ·x are dy's columns o0…o1
 // (a submatrix at dy[o0:] with stride out) times x, formed as Backward
-// forms them (added into zeros) and scaled.
+// forms them (added into zeros) and scaled. The input's gradient, the
+// only use of W here, is formed first, so emit may update W and b.
 func (d *Dense) BackwardTo(be Backend, p [][]float32, dy []float32, n int, scale float32, emit func(off int, v []float32)) []float32 {
+	dx := d.inputGrad(be, p, dy, n)
 	rows := max(1, gradChunk/d.in)
 	for o0 := 0; o0 < d.out; o0 += rows {
 		o1 := min(d.out, o0+rows)
@@ -107,7 +109,7 @@ func (d *Dense) BackwardTo(be Backend, p [][]float32, dy []float32, n int, scale
 	be.SumRowsInto(d.gw, dy, n, d.out)
 	be.Scale(scale, d.gw)
 	emit(d.out*d.in, d.gw)
-	return d.inputGrad(be, p, dy, n)
+	return dx
 }
 
 // inputGrad is dx = dy·W, the gradient with respect to the layer's input.

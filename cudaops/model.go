@@ -256,7 +256,9 @@ func (m *Model) gradient(params, x []float32, labels []int, grad []float32) floa
 // worker of a 100 MB model keeps its parameters and its gradient's
 // encoding, not a second 100 MB. With several goroutines their gradients
 // are summed into a buffer of the model's size, kept for the next call,
-// and handed out from it.
+// and handed out from it. A piece is handed out only once the call reads
+// params[off:off+len(v)] no more, so emit may update them: an optimizer's
+// step taken as the gradient forms, without a buffer of the model's size.
 func (m *Model) GradientTo(params, x []float32, labels []int, emit func(off int, v []float32)) (float64, error) {
 	if err := m.checkBatch(params, x, labels); err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package cudaops
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -223,5 +224,49 @@ func TestGradientToMatchesGradient(t *testing.T) {
 			}
 			t.Logf("%d pieces, rel diff %.1e", pieces, relErr(a, b))
 		})
+	}
+}
+
+// TestGradientToStepsInPlace: an sgd step taken on the parameters inside
+// emit, piece by piece as GradientTo hands the gradient out, equals
+// Gradient followed by the step: no piece is handed out before the call
+// has read the parameters it covers (a dense layer's input gradient is
+// formed before its weights' pieces), one goroutine or several.
+func TestGradientToStepsInPlace(t *testing.T) {
+	for _, workers := range []int{1, 4} {
+		m, err := NewSequential("wide", []int{1, 28, 28}, 10, []Layer{NewFlatten("flatten", 1, 28, 28),
+			NewDense("fc1", 784, 1024), NewReLU("relu1", 1024), NewDense("fc2", 1024, 512), NewReLU("relu2", 512),
+			NewDense("fc3", 512, 10)}, ModelOptions{Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(8, 9))
+		const n, lr = 40, 0.5
+		x := randSlice(rng, n*m.InputSize(), 1)
+		labels := make([]int, n)
+		for i := range labels {
+			labels[i] = rng.IntN(10)
+		}
+		want := m.Init(3)
+		got := slices.Clone(want)
+		g := make([]float32, len(want))
+		if _, err := m.Gradient(want, x, labels, g); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			want[i] -= lr * g[i]
+		}
+		if _, err := m.GradientTo(got, x, labels, func(off int, v []float32) {
+			for i, gi := range v {
+				got[off+i] -= lr * gi
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if d := math.Abs(float64(want[i] - got[i])); d > 1e-5*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("workers %d: parameter %d is %v stepped in place, %v after Gradient", workers, i, got[i], want[i])
+			}
+		}
 	}
 }

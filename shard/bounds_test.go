@@ -270,13 +270,7 @@ func TestOutlierRuleRefusesNoHonestPush(t *testing.T) {
 		t.Fatalf("recorded runs: %d fixed, %d balance pushes", len(runs["fixed"]), len(runs["balance"]))
 	}
 	const n = 16
-	vec := func(norm float64) []byte { // n equal values of that norm
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(norm / math.Sqrt(n))
-		}
-		return gradBytes(v)
-	}
+	vec := func(norm float64) []byte { return normBytes(n, norm) }
 	for name, pushes := range runs {
 		spec := testSpec(n, "asp")
 		if name == "balance" {
@@ -296,13 +290,13 @@ func TestOutlierRuleRefusesNoHonestPush(t *testing.T) {
 				if ok {
 					worst = max(worst, p.norms[s]*weight(p)/med)
 				}
-				if r, d := h.check(clock.WorkerID(fmt.Sprint("w", i%4)), spec, vec(p.norms[s]), p.samples); r != 0 {
+				if r, d := h.check(clock.WorkerID(fmt.Sprint("w", i%4)), spec, vec(p.norms[s]), p.samples, 0); r != 0 {
 					refused++
 					t.Errorf("%s shard %d push %d refused: %s %s", name, s, i, r, d)
 				}
 			}
 			t.Logf("%s, shard %d: %d pushes, %d refused, highest norm / recent median %.2f (factor %g)", name, s, len(pushes), refused, worst, spec.Outlier())
-			if r, _ := h.check("mallory", spec, vec(1e4*math.Sqrt(n)), 64); r != shardapi.ReasonOutlier {
+			if r, _ := h.check("mallory", spec, vec(1e4*math.Sqrt(n)), 64, 0); r != shardapi.ReasonOutlier {
 				t.Errorf("%s shard %d: 1e4 in every value: %s", name, s, r)
 			}
 		}
@@ -344,7 +338,7 @@ func TestJoinsZeroPushPassesInEveryPrecision(t *testing.T) {
 		h := newFSMHarness(t, spec, make([]float32, 300))
 		h.apply(encodeWorker(entryAddWorker, "a", 0))
 		zero := shardapi.NewEncoder(p, 300).Zero()
-		if r, d := newHygiene().check("a", spec, zero, 0); r != 0 {
+		if r, d := newHygiene().check("a", spec, zero, 0, 0); r != 0 {
 			t.Errorf("%s: the leader refuses a join's zero push: %s %s", p, r, d)
 		}
 		if a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 0), Grad: zero}})); !a.Pushes[0].Applied {
@@ -371,4 +365,96 @@ func TestStepStaysInTheParametersDomain(t *testing.T) {
 	if !outOfDomain(float32(math.NaN())) || !outOfDomain(float32(math.Inf(-1))) || outOfDomain(-below) || !outOfDomain(-edge) {
 		t.Error("outOfDomain's edges")
 	}
+}
+
+// TestOutlierRuleRefusesNoHonestRound replays the pseudo-gradient norms of
+// honest local rounds (testdata/honest_rounds.txt, recorded by
+// testdata/honestnorms -local-rounds: four workers in synchronous rounds
+// of 2 to 7 steps on synthetic-mnist, which converges to rounds that move
+// θ by 1e-7 of its norm and now and then by 1e-4) on each of three
+// shards under an outer rule, each push judged with the floor the leader
+// gives a round (roundFloor × ‖θ‖ of the slice): none is refused. Judged
+// as gradients are (no floor) the same rounds are refused, which is what
+// the floor is for. After each history a round that moves the slice by
+// 30 % of its norm (an inner optimizer diverging, as the same recording
+// does at inner rate 0.3) and a push of 1e4 in every value are refused.
+func TestOutlierRuleRefusesNoHonestRound(t *testing.T) {
+	b, err := os.ReadFile("testdata/honest_rounds.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type push struct {
+		samples       int64
+		norms, thetas []float64
+	}
+	var pushes []push
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		left, right, ok := strings.Cut(l, "|")
+		f := strings.Fields(left)
+		if !ok || len(f) != 4 || len(strings.Fields(right)) != 3 {
+			t.Fatalf("line %q: want samples, three norms, | and three norms of θ", l)
+		}
+		var p push
+		p.samples, _ = strconv.ParseInt(f[0], 10, 64)
+		for i, x := range append(f[1:], strings.Fields(right)...) {
+			v, err := strconv.ParseFloat(x, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < 3 {
+				p.norms = append(p.norms, v)
+			} else {
+				p.thetas = append(p.thetas, v)
+			}
+		}
+		pushes = append(pushes, p)
+	}
+	if len(pushes) != 1200 {
+		t.Fatalf("recorded %d rounds, want 1200", len(pushes))
+	}
+	const n = 16
+	vec := func(norm float64) []byte { return normBytes(n, norm) }
+	spec := testSpec(n, "bsp")
+	spec.Outer = shardapi.Outer{Kind: shardapi.OuterNesterov, LR: 0.7, Momentum: 0.9}
+	for s := range 3 {
+		withFloor, asGradients := newHygiene(), newHygiene()
+		refused, refusedAsGradients, worst := 0, 0, 0.0
+		for i, p := range pushes {
+			w := clock.WorkerID(fmt.Sprint("w", i%4))
+			if r, d := withFloor.check(w, spec, vec(p.norms[s]), p.samples, roundFloor*p.thetas[s]); r != 0 {
+				refused++
+				t.Errorf("shard %d round %d refused: %s %s", s, i, r, d)
+			}
+			if i >= minNormSamples {
+				worst = max(worst, p.norms[s]/p.thetas[s])
+			}
+			if r, _ := asGradients.check(w, spec, vec(p.norms[s]), p.samples, 0); r != 0 {
+				refusedAsGradients++
+			}
+		}
+		t.Logf("shard %d: %d rounds, %d refused (%d without the floor), highest ‖Δ‖ / ‖θ‖ after the first %d %.2g (floor %g)",
+			s, len(pushes), refused, refusedAsGradients, minNormSamples, worst, roundFloor)
+		if refusedAsGradients == 0 {
+			t.Errorf("shard %d: no round refused without the floor: the recording no longer shows what the floor is for", s)
+		}
+		theta := pushes[len(pushes)-1].thetas[s]
+		if r, _ := withFloor.check("mallory", spec, vec(0.3*theta), 64, roundFloor*theta); r != shardapi.ReasonOutlier {
+			t.Errorf("shard %d: a round of 0.3 ‖θ‖: %s", s, r)
+		}
+		if r, _ := withFloor.check("mallory", spec, vec(1e4*math.Sqrt(n)), 64, roundFloor*theta); r != shardapi.ReasonOutlier {
+			t.Errorf("shard %d: 1e4 in every value: %s", s, r)
+		}
+	}
+}
+
+// normBytes is a gradient of n equal values whose norm is norm.
+func normBytes(n int, norm float64) []byte {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(norm / math.Sqrt(float64(n)))
+	}
+	return gradBytes(v)
 }

@@ -142,7 +142,10 @@
 // it cannot be turned off) times the median of the last 64 non-zero norms
 // it accepted, once it holds 16 ([shardapi.ReasonOutlier]). Recorded
 // honest runs reach 5.2× the median on MNIST and 28× on synthetic-mnist
-// converged (TestOutlierRuleRefusesNoHonestPush; docs/design.md).
+// converged (TestOutlierRuleRefusesNoHonestPush; docs/design.md). A
+// round's pseudo-gradient (Spec.Outer on) of norm at most 1e-3 × ‖θ‖ of
+// the slice is no outlier whatever the median: converged rounds spread
+// past any factor at norms far below that (TestOutlierRuleRefusesNoHonestRound).
 // The window is the leader's own: a new leader checks nothing until its
 // first 16 pushes have set the scale, and a push at the factor is applied,
 // so one member's pull on the parameters is bounded a push, not removed.

@@ -576,6 +576,18 @@ func (f *FSM) Params(dst []float32) []float32 {
 	return dst
 }
 
+// paramsNorm is the Euclidean norm of the parameter slice (the outlier
+// rule's floor for a round's pseudo-gradient, hygiene.go).
+func (f *FSM) paramsNorm() float64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var sq float64
+	for _, v := range f.theta {
+		sq += float64(v) * float64(v)
+	}
+	return math.Sqrt(sq)
+}
+
 // Workers is the number of workers the gate knows (0 before Init).
 func (f *FSM) Workers() int {
 	f.mu.RLock()

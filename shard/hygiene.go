@@ -28,6 +28,13 @@ import (
 // normWindow: the first pushes a leader sees set the scale. The median
 // follows the norms down as training converges, and the default factor
 // (100) is far above a healthy job's spread of norms.
+//
+// A round's pseudo-gradient (Spec.Outer on) is a displacement of θ, so it
+// is judged against θ too: one of norm at most roundFloor × ‖θ‖ (the
+// slice the leader holds) is no outlier whatever the median. Converged
+// rounds move θ by 1e-7 of its norm and now and then by 1e-4, a spread
+// past any factor; a round that moves the slice by under 0.1 % of its
+// norm pulls on it no more than the honest rounds before convergence did.
 type hygiene struct {
 	mu      sync.Mutex
 	norms   []float64 // ring of the last normWindow accepted non-zero norms
@@ -44,10 +51,17 @@ const (
 
 func newHygiene() *hygiene { return &hygiene{workers: map[clock.WorkerID]*shardapi.WorkerRefusals{}} }
 
+// roundFloor: a round's pseudo-gradient of norm at most roundFloor × the
+// norm of the leader's θ is never an outlier (hygiene). Honest rounds
+// after convergence reach 1.9e-4 of it (TestOutlierRuleRefusesNoHonestRound).
+const roundFloor = 1e-3
+
 // check returns ReasonNonFinite, ReasonOutOfBounds or ReasonOutlier with a
 // detail, or 0 if the gradient (encoded in spec.Precision) of a push of
-// samples may be proposed.
-func (h *hygiene) check(w clock.WorkerID, spec shardapi.Spec, grad []byte, samples int64) (shardapi.Reason, string) {
+// samples may be proposed. floor is a norm at or below which the push is
+// no outlier: roundFloor × ‖θ‖ for a round's pseudo-gradient, 0 for a
+// gradient.
+func (h *hygiene) check(w clock.WorkerID, spec shardapi.Spec, grad []byte, samples int64, floor float64) (shardapi.Reason, string) {
 	i, x, sq := spec.Precision.Scan(grad)
 	if i >= 0 {
 		h.refused(w, shardapi.ReasonNonFinite)
@@ -69,8 +83,11 @@ func (h *hygiene) check(w clock.WorkerID, spec shardapi.Spec, grad []byte, sampl
 	h.mu.Lock()
 	med, ok := h.medianLocked()
 	h.mu.Unlock()
-	if ok && !(norm <= factor*med) {
+	if ok && !(norm <= factor*med) && !(norm <= floor) {
 		h.refused(w, shardapi.ReasonOutlier)
+		if floor > 0 {
+			return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g and %g × ‖θ‖ %.4g", norm, factor, med, roundFloor, floor)
+		}
 		return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g", norm, factor, med)
 	}
 	h.accepted(w, norm)

@@ -338,7 +338,7 @@ func writeCSV(path string, rows [][]string) error {
 func throughputTable(cells []Cell, ceiling float64) string {
 	var b strings.Builder
 	b.WriteString("\nThroughput and wire (medians): samples/s of the mesh; model bytes pushed and returned per training sample; " +
-		"capacity used = samples/s ÷ Σ each worker's samples per compute second")
+		"capacity used = samples/s ÷ Σ each worker's samples per compute second, over the same window")
 	if ceiling > 0 {
 		fmt.Fprintf(&b, "; mesh ÷ compute ceiling = samples/s ÷ %.0f (one single-threaded worker in process × the cores)", ceiling)
 	}

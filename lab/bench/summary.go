@@ -39,7 +39,8 @@ type RunSummary struct {
 	// worker's pushes sent and their replies returned (records.LocalWorker
 	// PushBytes) per sample computed, at the end; Busy the mesh's
 	// samples/s over the sum of each worker's own compute-only rate
-	// (samples / compute seconds): the share of the mesh's capacity used.
+	// (samples / compute seconds), both over the same window: the share
+	// of the mesh's capacity used.
 	// OfCeiling is SamplesPerSec over the machine's compute ceiling
 	// (ParadigmsResult.Ceiling), 0 when not measured.
 	SamplesPerSec  float64
@@ -69,16 +70,27 @@ func (s *RunSummary) fill(r *launch.Result, targets []float64) {
 // throughput computes from launch's polls the mesh's samples/s (from the
 // first poll at which every node had completed an iteration to the last),
 // the push bytes per sample and the share of the workers' own capacity
-// used (see RunSummary).
+// used (see RunSummary): each worker's samples over its compute seconds
+// in the same window, so that a first round's start-up, outside the
+// window's samples/s, is outside its capacity too.
 func throughput(samples []launch.Sample) (perSec, bytesPerSample, busy float64) {
 	polls, last := groupPolls(samples, func(s launch.Sample) uint64 { return s.Worker.Samples })
 	perSec = pollRate(polls)
+	from := map[int]launch.Sample{} // each node's sample at the window's first poll
+	if i := slices.IndexFunc(polls, func(p poll) bool { return p.all }); i >= 0 {
+		for _, s := range samples {
+			if s.Elapsed == polls[i].at && s.Up {
+				from[s.Node] = s
+			}
+		}
+	}
 	var bytes, n, capacity float64
-	for _, s := range last {
+	for node, s := range last {
 		bytes += float64(s.Worker.PushBytes)
 		n += float64(s.Worker.Samples)
-		if s.Worker.ComputeSeconds > 0 {
-			capacity += float64(s.Worker.Samples) / s.Worker.ComputeSeconds
+		f := from[node] // zero when the node joined later: its whole run
+		if c := s.Worker.ComputeSeconds - f.Worker.ComputeSeconds; c > 0 && s.Worker.Samples >= f.Worker.Samples {
+			capacity += float64(s.Worker.Samples-f.Worker.Samples) / c
 		}
 	}
 	if n > 0 {

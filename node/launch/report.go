@@ -12,7 +12,8 @@ import (
 //
 //	workers.csv   one row per poll per node: elapsed_s, node, id, up, iter,
 //	              iters_per_sec, compute_s, wait_s, loss, slices_kept, slices_pulled,
-//	              batch, alloc_version, predicted_s (the last three: --balance)
+//	              batch, alloc_version, predicted_s (these three: --balance),
+//	              samples, local_steps
 //	accuracy.csv  one row per evaluation: elapsed_s, accuracy, loss, by
 //	chaos.csv     one row per kill (only with chaos)
 //
@@ -24,13 +25,14 @@ func WriteReport(dir string, r *Result, charts func(dir string, r *Result) error
 	}
 	secs := func(d interface{ Seconds() float64 }) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
 	var rows [][]string
-	rows = append(rows, []string{"elapsed_s", "node", "id", "up", "iter", "iters_per_sec", "compute_s", "wait_s", "loss", "slices_kept", "slices_pulled", "batch", "alloc_version", "predicted_s"})
+	rows = append(rows, []string{"elapsed_s", "node", "id", "up", "iter", "iters_per_sec", "compute_s", "wait_s", "loss", "slices_kept", "slices_pulled", "batch", "alloc_version", "predicted_s", "samples", "local_steps"})
 	for _, s := range r.Samples {
 		rows = append(rows, []string{secs(s.Elapsed), strconv.Itoa(s.Node), s.ID, strconv.FormatBool(s.Up),
 			strconv.FormatUint(s.Worker.Iter, 10), fmt.Sprintf("%.3f", s.Worker.ItersPerSec),
 			fmt.Sprintf("%.3f", s.Worker.ComputeSeconds), fmt.Sprintf("%.3f", s.Worker.WaitSeconds), fmt.Sprintf("%.5f", s.Worker.Loss),
 			strconv.FormatUint(s.Worker.SlicesKept, 10), strconv.FormatUint(s.Worker.SlicesPulled, 10),
-			strconv.FormatInt(s.Worker.Batch, 10), strconv.FormatUint(s.Worker.AllocVersion, 10), fmt.Sprintf("%.4f", s.Worker.PredictedSeconds)})
+			strconv.FormatInt(s.Worker.Batch, 10), strconv.FormatUint(s.Worker.AllocVersion, 10), fmt.Sprintf("%.4f", s.Worker.PredictedSeconds),
+			strconv.FormatUint(s.Worker.Samples, 10), strconv.Itoa(s.Worker.LocalSteps)})
 	}
 	if err := writeCSV(filepath.Join(dir, "workers.csv"), rows); err != nil {
 		return err

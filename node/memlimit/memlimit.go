@@ -16,7 +16,22 @@ const (
 	base     = 64 << 20
 	shares   = 3.5
 	perShard = 1 << 20
+	round    = 1   // the worker's copy of θ a round steps (Rounds.Steps)
+	outerBuf = 1.5 // the outer Nesterov's buffer and its copy in a snapshot (Rounds.OuterBuf)
 )
+
+// Rounds is what a job of local rounds keeps beyond a job without them.
+type Rounds struct {
+	// Steps: the node's own worker takes the rounds' steps over its copy
+	// of θ, stepped in place as each gradient forms (an external trainer
+	// holds that copy in its own process).
+	Steps bool
+	// OuterBuf: the shards keep the outer Nesterov's buffer of
+	// pseudo-gradients beside θ and the momentum (one model's worth at
+	// most: replication ÷ nodes of it), and step a copy of it while a
+	// snapshot writes it.
+	OuterBuf bool
+}
 
 // Auto and Off are the special values of a node's Config.MemoryLimit.
 const (
@@ -39,19 +54,26 @@ func Parse(s string) (int64, error) {
 	return mib << 20, nil
 }
 
-// For is the limit a node sets for a job whose gradients travel in prec
-// (see the package comment).
-func For(modelBytes, datasetBytes int64, shards int, prec shardapi.Precision) int64 {
+// For is the limit a node sets for a job whose gradients travel in prec,
+// with r its local rounds' share (see the package comment).
+func For(modelBytes, datasetBytes int64, shards int, prec shardapi.Precision, r Rounds) int64 {
 	encodings := int64(prec.Bytes(int(modelBytes / 4)))
 	if prec == shardapi.INT8 {
 		encodings *= 2 // the residual, in int8's own layout
 	}
-	return base + datasetBytes + int64(math.Ceil(shares*float64(modelBytes))) + encodings + int64(shards)*perShard
+	sh := float64(shares)
+	if r.Steps {
+		sh += round
+	}
+	if r.OuterBuf {
+		sh += outerBuf
+	}
+	return base + datasetBytes + int64(math.Ceil(sh*float64(modelBytes))) + encodings + int64(shards)*perShard
 }
 
 // Apply sets the soft memory limit for cfg (a GOMEMLIMIT in the
 // environment wins over Auto) and returns it (0: none set).
-func Apply(cfg int64, modelBytes, datasetBytes int64, shards int, prec shardapi.Precision) int64 {
+func Apply(cfg int64, modelBytes, datasetBytes int64, shards int, prec shardapi.Precision, r Rounds) int64 {
 	limit := cfg
 	switch {
 	case cfg == Off:
@@ -59,7 +81,7 @@ func Apply(cfg int64, modelBytes, datasetBytes int64, shards int, prec shardapi.
 	case cfg == Auto && os.Getenv("GOMEMLIMIT") != "":
 		return 0
 	case cfg == Auto:
-		limit = For(modelBytes, datasetBytes, shards, prec)
+		limit = For(modelBytes, datasetBytes, shards, prec, r)
 	}
 	debug.SetMemoryLimit(limit)
 	return limit

@@ -35,16 +35,26 @@ func TestParse(t *testing.T) {
 // its parameters, its gradient's encodings, shards and a slice in flight:
 // half a model less under int8 than under fp32.
 func TestFor(t *testing.T) {
-	mlp := For(4*235146, 47_040_000+7_840_000+70_000, 8, shardapi.INT8)
+	mlp := For(4*235146, 47_040_000+7_840_000+70_000, 8, shardapi.INT8, Rounds{})
 	if mlp < 100<<20 || mlp > 140<<20 {
 		t.Errorf("MLP on MNIST: limit %d MiB", mlp>>20)
 	}
 	const model = 4 * 24_901_642
-	wide := For(model, 9_408_000, 8, shardapi.INT8)
+	wide := For(model, 9_408_000, 8, shardapi.INT8, Rounds{})
 	if wide < 4*model || wide > 5*model {
 		t.Errorf("mlp-wide under int8: limit %d MiB", wide>>20)
 	}
-	if d := For(model, 9_408_000, 8, shardapi.FP32) - wide; d < model/2-model/50 || d > model/2 {
+	if d := For(model, 9_408_000, 8, shardapi.FP32, Rounds{}) - wide; d < model/2-model/50 || d > model/2 {
 		t.Errorf("mlp-wide: fp32's limit %d MiB above int8's, want half the model", d>>20)
+	}
+	// Local rounds: the worker's round copy (1 model), the shards' outer
+	// buffer and its copy in a snapshot (1.5); an external trainer's node
+	// only the buffer.
+	rounds := For(model, 9_408_000, 8, shardapi.INT8, Rounds{Steps: true, OuterBuf: true})
+	if d := rounds - wide; d < 2.5*model || d > 2.5*model+1 {
+		t.Errorf("mlp-wide in local rounds: limit %d MiB, %d MiB above without rounds", rounds>>20, d>>20)
+	}
+	if d := For(model, 0, 8, shardapi.INT8, Rounds{OuterBuf: true}) - For(model, 0, 8, shardapi.INT8, Rounds{}); d < 1.5*model || d > 1.5*model+1 {
+		t.Errorf("outer buffer alone: %d MiB more", d>>20)
 	}
 }

@@ -97,6 +97,11 @@ type LocalWorker struct {
 	GlobalBatch      int64   `json:"global_batch,omitempty"`
 	AllocVersion     uint64  `json:"alloc_version,omitempty"`
 	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
+	// LocalSteps is the local steps of the round the worker computes now
+	// (docs/design.md, "Local rounds"): the job's --local-steps H, or
+	// under --balance its assigned round's samples ÷ the job's batch; 1
+	// without local rounds (every push a gradient).
+	LocalSteps int `json:"local_steps"`
 	// The data path's costs, for `dssp bench mesh`: PushBytes are the
 	// tensor bytes this worker's pushes sent and their replies returned;
 	// ReplicatedBytes the push entries the shard leaders on this node

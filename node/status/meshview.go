@@ -265,7 +265,7 @@ func betterShardView(c *records.ShardStatus, cAt time.Time, b *records.ShardStat
 func trainerStatus(id string, w *records.LocalWorker, age float64) TrainerStatus {
 	t := TrainerStatus{ID: id, Iter: w.Iter, ItersPerSec: w.ItersPerSec, Loss: w.Loss,
 		ComputeSeconds: w.ComputeSeconds, WaitSeconds: w.WaitSeconds, AgeSeconds: age,
-		Batch: w.Batch, PredictedSeconds: w.PredictedSeconds}
+		Batch: w.Batch, PredictedSeconds: w.PredictedSeconds, LocalSteps: w.LocalSteps}
 	if total := w.ComputeSeconds + w.WaitSeconds; total > 0 {
 		t.WaitShare = w.WaitSeconds / total
 	}

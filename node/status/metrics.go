@@ -130,6 +130,7 @@ var (
 	descRefused   = prometheus.NewDesc("dssp_shard_gradients_refused_total", "Gradients the shard leaders on this node refused, per worker and reason (non-finite, outlier).", []string{"worker", "reason"}, nil)
 	descOffender  = prometheus.NewDesc("dssp_worker_repeat_offender", "1 while the worker keeps sending gradients the shard leaders here refuse.", []string{"worker"}, nil)
 	descBatch     = prometheus.NewDesc("dssp_local_worker_batch", "Mini-batch size of this node's worker: the job's, or under --balance the one shard 0 assigned.", nil, nil)
+	descSteps     = prometheus.NewDesc("dssp_local_worker_local_steps", "Local steps of this node's worker's current round: the job's --local-steps, or under --balance its round's samples over the job's batch; 1 without local rounds.", nil, nil)
 	descPredicted = prometheus.NewDesc("dssp_local_worker_predicted_compute_seconds", "Under --balance: the balancer's predicted compute time of this worker's batch (its predicted finish after the iteration starts).", nil, nil)
 )
 
@@ -138,7 +139,7 @@ type statusCollector struct{ status func() Status }
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMembers, descClock, descGap, descGrant, descWaiting, descLeader,
 		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descInsecure, descRefused, descOffender,
-		descBatch, descPredicted} {
+		descBatch, descSteps, descPredicted} {
 		ch <- d
 	}
 }
@@ -179,6 +180,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.Worker != nil {
 		gauge(descBatch, float64(s.Worker.Batch))
+		gauge(descSteps, float64(s.Worker.LocalSteps))
 		if s.Worker.PredictedSeconds > 0 {
 			gauge(descPredicted, s.Worker.PredictedSeconds)
 		}

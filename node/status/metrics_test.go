@@ -56,8 +56,8 @@ func TestWorkerMetricsOnlyOnTrainingNodes(t *testing.T) {
 	if fams["dssp_local_worker_iteration"] {
 		t.Error("dssp_local_worker_iteration (a second iteration count) is exported")
 	}
-	if !fams["dssp_local_worker_batch"] {
-		t.Error("a training node does not export dssp_local_worker_batch")
+	if !fams["dssp_local_worker_batch"] || !fams["dssp_local_worker_local_steps"] {
+		t.Error("a training node does not export dssp_local_worker_batch and dssp_local_worker_local_steps")
 	}
 }
 

@@ -123,9 +123,11 @@ type TrainerStatus struct {
 	WaitShare  float64 `json:"wait_share"`
 	AgeSeconds float64 `json:"age_seconds,omitempty"`
 	// Batch and PredictedSeconds are the worker's mini-batch and, under
-	// --balance, its predicted compute time (records.LocalWorker's).
+	// --balance, its predicted compute time; LocalSteps its round's local
+	// steps, 1 without local rounds (records.LocalWorker's).
 	Batch            int64   `json:"batch"`
 	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
+	LocalSteps       int     `json:"local_steps"`
 }
 
 // TransportStatus counts mesh transport events.

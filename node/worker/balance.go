@@ -29,7 +29,7 @@ import "dsspmesh/shardapi"
 func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 	h := max(w.cfg.LocalSteps, 1)
 	if !w.cfg.Balance {
-		w.h = h
+		w.setSteps(h)
 		return w.cfg.Batch * h, nil, w.compute.Next(w.cfg.Batch*h, h, -1)
 	}
 	b, pos := int64(w.cfg.Batch*h), int64(-1)
@@ -37,8 +37,16 @@ func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 	if a != nil && a.Batch > 0 {
 		b, pos = a.Batch, a.Pos
 	}
-	w.h = w.steps(int(b))
+	w.setSteps(w.steps(int(b)))
 	return int(b), a, w.compute.Next(int(b), w.h, pos)
+}
+
+// setSteps sets w.h and the status's LocalSteps to h.
+func (w *Worker) setSteps(h int) {
+	w.h = h
+	w.mu.Lock()
+	w.stats.LocalSteps = h
+	w.mu.Unlock()
 }
 
 // steps is the local steps of a round of n samples: 1 without local

@@ -61,20 +61,46 @@ type ThetaHolder interface {
 	Theta() []float32
 }
 
+// InPlace is implemented by a Compute whose Gradient hands each piece to
+// emit only once it reads theta at the piece's offsets no more, so that
+// emit may update them ([ModelCompute], by cudaops.Model.GradientTo's
+// contract). [LocalRounds] then steps its local copy piece by piece, with
+// no gradient buffer of the model's size. A Compute that wraps another
+// ([Emulate]) reaches the wrapped one's through Unwrap.
+type InPlace interface {
+	InPlace() bool
+}
+
+// inPlace reports whether c, through any wrappers, is [InPlace].
+func inPlace(c Compute) bool {
+	p, ok := unwrapTo[InPlace](c)
+	return ok && p.InPlace()
+}
+
 // thetaOf is c's ThetaHolder.Theta, through any wrappers; nil when none
 // holds θ.
 func thetaOf(c Compute) []float32 {
+	if h, ok := unwrapTo[ThetaHolder](c); ok {
+		return h.Theta()
+	}
+	return nil
+}
+
+// unwrapTo is the first of c and the Computes it wraps (through an
+// Unwrap() Compute method) that is a T.
+func unwrapTo[T any](c Compute) (T, bool) {
 	for c != nil {
-		if h, ok := c.(ThetaHolder); ok {
-			return h.Theta()
+		if t, ok := c.(T); ok {
+			return t, true
 		}
 		u, ok := c.(interface{ Unwrap() Compute })
 		if !ok {
-			return nil
+			break
 		}
 		c = u.Unwrap()
 	}
-	return nil
+	var zero T
+	return zero, false
 }
 
 // ModelCompute is [Compute] over a built-in Go model (cudaops) and the
@@ -140,6 +166,10 @@ func (c *ModelCompute) Next(n, h int, pos int64) error {
 	c.order.Fill(c.train, pos, c.x, c.labels)
 	return nil
 }
+
+// InPlace implements [InPlace]: cudaops.Model.GradientTo hands a piece
+// out once it has read the parameters the piece covers.
+func (c *ModelCompute) InPlace() bool { return true }
 
 // Gradient implements [Compute] with cudaops.Model.GradientTo.
 func (c *ModelCompute) Gradient(_ context.Context, theta []float32, lo, hi int, emit func(off int, v []float32)) (float64, error) {

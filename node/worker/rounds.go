@@ -33,9 +33,10 @@ const (
 // second call hands over the whole round's θ_new − θ_local; the first
 // call's Δ_a is handed over too, and a caller that mixes the two parts
 // must take the second alone. Adam's moments and step count carry over from round to round
-// (as DiLoCo's inner AdamW state does); sgd keeps none. It holds two
-// vectors of NumParams (the local copy; a step's gradient, whose buffer
-// then carries the difference handed over), Adam two more.
+// (as DiLoCo's inner AdamW state does); sgd keeps none. It holds one
+// vector of NumParams, the local copy, over a c that is [InPlace] (each
+// step taken piece by piece as c hands the gradient out), two otherwise
+// (a step's gradient); Adam two more.
 func LocalRounds(c Compute, opt InnerOptimizer) (Compute, error) {
 	switch {
 	case opt.Kind != "sgd" && opt.Kind != "adam":
@@ -43,7 +44,7 @@ func LocalRounds(c Compute, opt InnerOptimizer) (Compute, error) {
 	case !(opt.LR > 0) || math.IsInf(opt.LR, 0):
 		return nil, fmt.Errorf("worker: inner learning rate %v must be positive and finite", opt.LR)
 	}
-	return &localRounds{Compute: c, opt: opt}, nil
+	return &localRounds{Compute: c, opt: opt, inPlace: inPlace(c)}, nil
 }
 
 type localRounds struct {
@@ -51,12 +52,15 @@ type localRounds struct {
 	opt       InnerOptimizer
 	n, h      int   // the round Next loaded
 	pos       int64 // its position (< 0: c's own reading)
+	inPlace   bool  // c is InPlace: steps are taken as the gradient forms
 	local     []float32
-	grad      []float32
+	grad      []float32 // a step's gradient (not InPlace)
+	piece     []float32 // the difference handed over, a piece at a time
 	ahead     []float32 // a split round's first steps' progress (Gradient)
 	done      int       // the steps of the round taken
 	m, v      []float32 // Adam's moments
 	adamSteps int
+	c1, c2    float32 // Adam's bias corrections of the step being taken
 }
 
 func (r *localRounds) Next(n, h int, pos int64) error {
@@ -84,7 +88,10 @@ func (r *localRounds) Gradient(ctx context.Context, theta []float32, lo, hi int,
 	}
 	p := len(theta)
 	if len(r.local) != p {
-		r.local, r.grad = make([]float32, p), make([]float32, p)
+		r.local = make([]float32, p)
+		if !r.inPlace {
+			r.grad = make([]float32, p)
+		}
 	}
 	if lo == 0 {
 		copy(r.local, theta)
@@ -106,20 +113,34 @@ func (r *localRounds) Gradient(ctx context.Context, theta []float32, lo, hi int,
 		if err := r.Compute.Next(b-a, 1, pos); err != nil {
 			return 0, fmt.Errorf("round step %d of %d: %w", k+1, r.h, err)
 		}
-		clear(r.grad)
-		l, err := r.Compute.Gradient(ctx, r.local, 0, b-a, func(off int, v []float32) { copy(r.grad[off:], v) })
+		r.beginStep()
+		var (
+			l   float64
+			err error
+		)
+		if r.inPlace {
+			l, err = r.Compute.Gradient(ctx, r.local, 0, b-a, r.stepPiece)
+		} else {
+			clear(r.grad)
+			l, err = r.Compute.Gradient(ctx, r.local, 0, b-a, func(off int, v []float32) { copy(r.grad[off:], v) })
+			if err == nil {
+				r.stepPiece(0, r.grad)
+			}
+		}
 		if err != nil {
 			return 0, fmt.Errorf("round step %d of %d: %w", k+1, r.h, err)
 		}
 		loss += l
-		r.step()
 	}
 	r.done = kHi
 	// Hand θ − θ_local over in pieces, as a gradient would be.
 	const piece = 1 << 16
+	if r.piece == nil {
+		r.piece = make([]float32, piece)
+	}
 	for off := 0; off < p; off += piece {
 		end := min(off+piece, p)
-		d := r.grad[off:end]
+		d := r.piece[:end-off]
 		for i := range d {
 			d[i] = theta[off+i] - r.local[off+i]
 		}
@@ -161,13 +182,9 @@ func Boundary(n, h, i int) int {
 	return min(k, h) * n / h
 }
 
-// step applies one inner step with r.grad to r.local.
-func (r *localRounds) step() {
-	lr := float32(r.opt.LR)
-	if r.opt.Kind == "sgd" {
-		for i, g := range r.grad {
-			r.local[i] -= lr * g
-		}
+// beginStep readies one inner step: Adam's moments and bias corrections.
+func (r *localRounds) beginStep() {
+	if r.opt.Kind != "adam" {
 		return
 	}
 	if r.m == nil {
@@ -175,12 +192,26 @@ func (r *localRounds) step() {
 	}
 	r.adamSteps++
 	t := float64(r.adamSteps)
-	c1 := float32(1 - math.Pow(adamBeta1, t))
-	c2 := float32(1 - math.Pow(adamBeta2, t))
-	for i, g := range r.grad {
-		m := adamBeta1*r.m[i] + (1-adamBeta1)*g
-		v := adamBeta2*r.v[i] + (1-adamBeta2)*g*g
-		r.m[i], r.v[i] = m, v
-		r.local[i] -= lr * (m / c1) / (float32(math.Sqrt(float64(v/c2))) + adamEps)
+	r.c1 = float32(1 - math.Pow(adamBeta1, t))
+	r.c2 = float32(1 - math.Pow(adamBeta2, t))
+}
+
+// stepPiece applies the inner step to values off … off+len(g)−1 of
+// r.local, whose gradient is g.
+func (r *localRounds) stepPiece(off int, g []float32) {
+	lr := float32(r.opt.LR)
+	local := r.local[off : off+len(g)]
+	if r.opt.Kind == "sgd" {
+		for i, gi := range g {
+			local[i] -= lr * gi
+		}
+		return
+	}
+	ms, vs := r.m[off:off+len(g)], r.v[off:off+len(g)]
+	for i, gi := range g {
+		m := adamBeta1*ms[i] + (1-adamBeta1)*gi
+		v := adamBeta2*vs[i] + (1-adamBeta2)*gi*gi
+		ms[i], vs[i] = m, v
+		local[i] -= lr * (m / r.c1) / (float32(math.Sqrt(float64(v/r.c2))) + adamEps)
 	}
 }

@@ -223,18 +223,7 @@ func TestLocalRoundsSplitCarriesProgress(t *testing.T) {
 // drive the synthetic data's loss from about 2 to a tenth of the first
 // round's.
 func TestLocalRoundsTrainTheGoModel(t *testing.T) {
-	train, _, err := cudaops.LoadDataset("synthetic-mnist", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc, err := NewModelCompute(m, train, "w", 16, 1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, mc := goMLP(t, false)
 	c, _ := LocalRounds(Emulate(mc, Emulation{Slowdown: 1, Batch: 16}), InnerOptimizer{Kind: "sgd", LR: 0.02})
 	theta := m.Init(1)
 	d := make([]float32, len(theta))
@@ -258,4 +247,82 @@ func TestLocalRoundsTrainTheGoModel(t *testing.T) {
 	if !(last < first/10) {
 		t.Fatalf("loss %.4f in the first round, %.4f in the tenth", first, last)
 	}
+}
+
+// notInPlace hides a Compute's InPlace (it has no Unwrap either), so
+// LocalRounds keeps a gradient buffer and steps after each gradient.
+type notInPlace struct{ Compute }
+
+// TestLocalRoundsInPlaceEqualsBuffered: over ModelCompute (InPlace, also
+// through Emulate) LocalRounds steps its copy piece by piece as the
+// gradient forms and holds no gradient buffer; its rounds hand over the
+// same pseudo-gradients as over the same compute taken whole (a buffered
+// gradient, then the step), under sgd and under Adam across rounds, and
+// split once at a step boundary.
+func TestLocalRoundsInPlaceEqualsBuffered(t *testing.T) {
+	for _, opt := range []InnerOptimizer{{Kind: "sgd", LR: 0.05}, {Kind: "adam", LR: 0.001}} {
+		mk := func(wrap func(Compute) Compute) (Compute, *localRounds) {
+			_, mc := goMLP(t, true)
+			c, err := LocalRounds(wrap(Emulate(mc, Emulation{Slowdown: 1, Batch: 16})), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c, c.(*localRounds)
+		}
+		inp, ri := mk(func(c Compute) Compute { return c })
+		buf, rb := mk(func(c Compute) Compute { return notInPlace{c} })
+		if !ri.inPlace || rb.inPlace {
+			t.Fatalf("%s: in place %v over ModelCompute, %v over a compute that hides it", opt.Kind, ri.inPlace, rb.inPlace)
+		}
+		m, _ := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
+		theta := m.Init(2)
+		for r := range 3 {
+			var got [2][]float32
+			for i, c := range []Compute{inp, buf} {
+				if err := c.Next(64, 4, int64(64*r)); err != nil {
+					t.Fatal(err)
+				}
+				if r == 2 { // split at the second step's end
+					pseudo(t, c, theta, 32)
+					out := make([]float32, len(theta))
+					if _, err := c.Gradient(context.Background(), theta, 32, 64, func(off int, v []float32) { copy(out[off:], v) }); err != nil {
+						t.Fatal(err)
+					}
+					got[i] = out
+				} else {
+					got[i], _ = pseudo(t, c, theta, 64)
+				}
+			}
+			for j := range got[0] {
+				if d := math.Abs(float64(got[0][j] - got[1][j])); d > 1e-6*(1+math.Abs(float64(got[1][j]))) {
+					t.Fatalf("%s round %d: value %d is %v stepped in place, %v buffered", opt.Kind, r, j, got[0][j], got[1][j])
+				}
+			}
+			for j := range theta {
+				theta[j] -= got[1][j]
+			}
+		}
+		if ri.grad != nil || rb.grad == nil {
+			t.Errorf("%s: gradient buffer %d values in place, %d buffered", opt.Kind, len(ri.grad), len(rb.grad))
+		}
+	}
+}
+
+// goMLP is the built-in MLP and a ModelCompute of it on the synthetic
+// data, batch 16, seed 1.
+func goMLP(t *testing.T, balance bool) (*cudaops.Model, *ModelCompute) {
+	t.Helper()
+	train, _, err := cudaops.LoadDataset("synthetic-mnist", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := NewModelCompute(m, train, "w", 16, 1, balance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, mc
 }

@@ -124,6 +124,7 @@ func newWorker(d Deps, cfg Config, clients []shardClient) *Worker {
 		done: make(chan struct{}), lends: make(chan lendRequest)}
 	w.stats.Slowdown = cfg.Slowdown
 	w.stats.Batch = int64(cfg.Batch)
+	w.stats.LocalSteps = max(cfg.LocalSteps, 1)
 	return w
 }
 

@@ -13,7 +13,10 @@
 //
 // -dataset and -rounds record another run (synthetic-mnist converges to
 // norms of 1e-5, whose spread is wider), for the test to read with
-// DSSP_HONEST_NORMS.
+// DSSP_HONEST_NORMS. -local-rounds records scenario rounds alone (local
+// rounds' pseudo-gradients, below) for TestOutlierRuleRefusesNoHonestRound:
+//
+//	go run ./shard/testdata/honestnorms -dataset synthetic-mnist -local-rounds 300 -inner-lr 0.02 > shard/testdata/honest_rounds.txt
 package main
 
 import (
@@ -27,6 +30,8 @@ import (
 func main() {
 	dataset := flag.String("dataset", "mnist", "the dataset (cudaops.DatasetNames)")
 	rounds := flag.Int("rounds", 200, "rounds of four pushes a scenario")
+	localRounds := flag.Int("local-rounds", 0, "record only scenario rounds, this many rounds of four pushes")
+	innerLR := flag.Float64("inner-lr", 0.3, "the local-rounds scenario's inner sgd rate")
 	flag.Parse()
 	train, _, err := cudaops.LoadDataset(*dataset, "")
 	if err != nil {
@@ -43,6 +48,10 @@ func main() {
 		bounds[s] = [2]int{s * np / shards, (s + 1) * np / shards}
 	}
 	order, _ := cudaops.NewOrder(train.Len(), 7)
+	if *localRounds > 0 {
+		localRoundsScenario(m, train, order, bounds, *localRounds, *innerLR)
+		return
+	}
 	for _, sc := range []struct {
 		name    string
 		batches []int
@@ -68,13 +77,7 @@ func main() {
 					panic(err)
 				}
 				fmt.Printf("%d", b)
-				for _, bd := range bounds {
-					var sq float64
-					for _, g := range grad[bd[0]:bd[1]] {
-						sq += float64(g) * float64(g)
-					}
-					fmt.Printf(" %.4g", math.Sqrt(sq))
-				}
+				printNorms(grad, nil, bounds)
 				fmt.Println()
 				wt := float32(1)
 				if sc.name == "balance" {
@@ -87,5 +90,74 @@ func main() {
 				copy(reads[w], theta)
 			}
 		}
+	}
+}
+
+// localRoundsScenario records scenario "rounds": four workers in
+// synchronous local rounds (every round starts from the same θ) of 2 to 7
+// inner sgd steps of batch 16 (16·steps samples, rotated among the
+// workers every 25 rounds, as the balance layer sizes them at speeds
+// 1,1,2,4 with H = 4), the outer step Nesterov at 0.7 and 0.9 on the
+// round's mean pseudo-gradient. Each line is a round's push: its samples,
+// the norm of each shard's slice of its pseudo-gradient θ − θ_local, "|"
+// and the norm of each shard's slice of θ at the round's start.
+func localRoundsScenario(m *cudaops.Model, train *cudaops.Memory, order *cudaops.Order, bounds [][2]int, rounds int, innerLR float64) {
+	const batch, workers = 16, 4
+	const outerLR, outerMu = 0.7, 0.9
+	steps := []int{7, 5, 3, 2}
+	np := m.NumParams()
+	theta := m.Init(1)
+	mom := make([]float32, np)
+	local := make([]float32, np)
+	grad := make([]float32, np)
+	sum := make([]float64, np)
+	x, labels := make([]float32, batch*784), make([]int, batch)
+	var pos int64
+	fmt.Printf("# rounds\n")
+	for r := range rounds {
+		clear(sum)
+		for w := range workers {
+			h := steps[(w+r/25)%workers]
+			copy(local, theta)
+			for range h {
+				order.Fill(train, pos, x, labels)
+				pos += batch
+				if _, err := m.Gradient(local, x, labels, grad); err != nil {
+					panic(err)
+				}
+				for i, g := range grad {
+					local[i] -= float32(innerLR) * g
+				}
+			}
+			fmt.Printf("%d", h*batch)
+			printNorms(theta, local, bounds)
+			fmt.Print(" |")
+			printNorms(theta, nil, bounds)
+			fmt.Println()
+			for i := range sum {
+				sum[i] += float64(theta[i] - local[i])
+			}
+		}
+		for i := range theta {
+			mean := float32(sum[i] / workers)
+			mom[i] = outerMu*mom[i] + mean
+			theta[i] -= outerLR * (mean + outerMu*mom[i])
+		}
+	}
+}
+
+// printNorms prints the norm of each shard's slice of a − b (of a when b
+// is nil).
+func printNorms(a, b []float32, bounds [][2]int) {
+	for _, bd := range bounds {
+		var sq float64
+		for i := bd[0]; i < bd[1]; i++ {
+			d := float64(a[i])
+			if b != nil {
+				d -= float64(b[i])
+			}
+			sq += d * d
+		}
+		fmt.Printf(" %.4g", math.Sqrt(sq))
 	}
 }
