@@ -97,18 +97,6 @@ func (c *FaultCluster) trainerCrashes() []Crash {
 	return c.pytorch().crashes
 }
 
-// listedBy reports whether any live node's clock table lists id.
-func (c *FaultCluster) listedBy(id string) bool {
-	for _, s := range c.Statuses() {
-		for _, w := range workersOf(s) {
-			if w.ID == id {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // KillTrainer kills node v's trainer alone with SIGKILL: the node must
 // remove its worker from every shard's clock table at once while the other
 // workers train on; then the trainer starts again, attaches and is re-added.

@@ -194,11 +194,13 @@ func (c *Cluster) Rejoined(i int, id string, iters uint64) bool {
 	if err != nil || s.Node != id || s.Worker == nil || s.Worker.Iter < iters {
 		return false
 	}
-	for _, x := range c.Statuses() {
-		if x == nil { // a node that does not answer
-			continue
-		}
-		for _, w := range x.Workers {
+	return c.listedBy(id)
+}
+
+// listedBy reports whether any live node's clock table lists id.
+func (c *Cluster) listedBy(id string) bool {
+	for _, s := range c.Statuses() {
+		for _, w := range workersOf(s) { // nil: a node that does not answer
 			if w.ID == id {
 				return true
 			}

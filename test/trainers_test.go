@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"dsspmesh/modelfile/modelfiletest"
-	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
 
@@ -53,14 +52,10 @@ func newPyTrainers(t testing.TB, c *Cluster) *pyTrainers {
 	return p
 }
 
-func (p *pyTrainers) socket(i int) string {
-	return filepath.Join(p.c.Mesh.Procs[i].DataDir, node.TrainerSocket)
-}
-
 func (p *pyTrainers) command(i int, args ...string) *exec.Cmd {
 	cmd := exec.Command(p.py, args...)
 	cmd.Dir = p.root
-	cmd.Env = append(os.Environ(), "DSSP_TRAINER_SOCKET="+p.socket(i), "PYTHONPATH="+filepath.Join(p.root, "python"),
+	cmd.Env = append(os.Environ(), "DSSP_TRAINER_SOCKET="+p.c.Mesh.Procs[i].TrainerSocket(), "PYTHONPATH="+filepath.Join(p.root, "python"),
 		"PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd

@@ -74,7 +74,7 @@
 // and against the targets: mesh-PyTorch ÷ DDP time to target (≤ 0.6
 // on equal workers, ≤ 0.4 with slowdowns) and bridge ÷ iteration (≤ 10 %);
 // a ratio whose trainings did not both reach the target is reported as not
-// measured. The Python interpreter is [FindPython]'s: $DSSP_PYTHON, else
+// measured. The Python interpreter is internal/python.Find's: $DSSP_PYTHON, else
 // the first of python3 and /usr/bin/python3 that imports torch and numpy.
 //
 // # What it builds on

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"dsspmesh/internal/python"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
@@ -60,7 +59,7 @@ func (s System) Label() string {
 type PyTorchConfig struct {
 	Binary string // the dssp binary the meshes run
 	// Python is the interpreter of the trainers and of DDP; it must import
-	// torch and numpy ([FindPython]).
+	// torch and numpy (internal/python.Find).
 	Python string
 	// Examples is the folder of mnist_mlp.py and mnist_ddp.py
 	// (examples/pytorch of the repository).
@@ -189,13 +188,6 @@ func (c PyTorchConfig) script(s System) string {
 		return filepath.Join(c.Examples, "mnist_ddp.py")
 	}
 	return filepath.Join(c.Examples, "mnist_mlp.py")
-}
-
-// FindPython returns the first of $DSSP_PYTHON, python3 and
-// /usr/bin/python3 that imports every module of modules, or "".
-func FindPython(modules ...string) string {
-	p, _ := python.Find(modules...)
-	return p
 }
 
 // Bridge is the trainer bridge's own cost per iteration of one node, as

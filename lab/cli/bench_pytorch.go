@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"dsspmesh/internal/python"
 	"dsspmesh/lab/bench"
 	"dsspmesh/node"
 )
@@ -72,7 +73,7 @@ report, the trainers' and DDP's logs). Heavy: up to 6 trainings of up to
 				cfg.Settings = append(cfg.Settings, bench.Setting{Name: "mixed", Slowdown: s})
 			}
 			if cfg.Python == "" {
-				cfg.Python = bench.FindPython("numpy", "torch")
+				cfg.Python, _ = python.Find("numpy", "torch")
 			}
 			ctx, log, stop := benchContext(cmd, slog.LevelWarn)
 			defer stop()

@@ -50,7 +50,6 @@ type External struct {
 	shm      *Shm
 	pid      int
 	maxFrame int
-	steps    int // the job's local steps, told in welcome
 	h        int // the local steps of the round Next named
 	log      *slog.Logger
 	// goneGrace is how long Gradient waits for its ctx to end once the
@@ -79,8 +78,8 @@ type External struct {
 	iters, evals, thetaBytes, thetaNanos, rtNanos, trainerNanos atomic.Uint64
 }
 
-func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame, steps int, goneGrace time.Duration, limits AnswerLimits, log *slog.Logger) *External {
-	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, steps: steps, log: log, goneGrace: goneGrace, limits: limits,
+func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame int, goneGrace time.Duration, limits AnswerLimits, log *slog.Logger) *External {
+	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, log: log, goneGrace: goneGrace, limits: limits,
 		late: -1, in: make(chan inMsg, 1), done: make(chan struct{})}
 	go e.read()
 	return e
@@ -254,9 +253,6 @@ func (e *External) Next(n, h int, pos int64) error {
 // Theta is the theta region: node/worker keeps its θ there (its
 // ThetaHolder), so a Gradient on it copies nothing.
 func (e *External) Theta() []float32 { return e.shm.Region(RegionTheta) }
-
-// LocalSteps is H of the compute messages (1 = a gradient per compute).
-func (e *External) LocalSteps() int { return e.steps }
 
 // Gradient implements node/worker.Compute: θ into theta (no copy when θ
 // is the region itself, Theta), compute, wait

@@ -275,7 +275,7 @@ func (s *Server) handle(c *net.UnixConn) {
 	}
 	c.SetDeadline(time.Time{})
 	s.mu.Lock()
-	e := newExternal(c, shm, pid, s.cfg.MaxFrame, adm.LocalSteps, s.cfg.GoneGrace, s.cfg.Answers, s.d.Logger)
+	e := newExternal(c, shm, pid, s.cfg.MaxFrame, s.cfg.GoneGrace, s.cfg.Answers, s.d.Logger)
 	s.current = e
 	s.mu.Unlock()
 	go func() {
