@@ -290,13 +290,13 @@ func TestOutlierRuleRefusesNoHonestPush(t *testing.T) {
 				if ok {
 					worst = max(worst, p.norms[s]*weight(p)/med)
 				}
-				if r, d := h.check(clock.WorkerID(fmt.Sprint("w", i%4)), spec, vec(p.norms[s]), p.samples, 0); r != 0 {
+				if r, d := h.check(clock.WorkerID(fmt.Sprint("w", i%4)), spec, vec(p.norms[s]), p.samples, nil); r != 0 {
 					refused++
 					t.Errorf("%s shard %d push %d refused: %s %s", name, s, i, r, d)
 				}
 			}
 			t.Logf("%s, shard %d: %d pushes, %d refused, highest norm / recent median %.2f (factor %g)", name, s, len(pushes), refused, worst, spec.Outlier())
-			if r, _ := h.check("mallory", spec, vec(1e4*math.Sqrt(n)), 64, 0); r != shardapi.ReasonOutlier {
+			if r, _ := h.check("mallory", spec, vec(1e4*math.Sqrt(n)), 64, nil); r != shardapi.ReasonOutlier {
 				t.Errorf("%s shard %d: 1e4 in every value: %s", name, s, r)
 			}
 		}
@@ -338,7 +338,7 @@ func TestJoinsZeroPushPassesInEveryPrecision(t *testing.T) {
 		h := newFSMHarness(t, spec, make([]float32, 300))
 		h.apply(encodeWorker(entryAddWorker, "a", 0))
 		zero := shardapi.NewEncoder(p, 300).Zero()
-		if r, d := newHygiene().check("a", spec, zero, 0, 0); r != 0 {
+		if r, d := newHygiene().check("a", spec, zero, 0, nil); r != 0 {
 			t.Errorf("%s: the leader refuses a join's zero push: %s %s", p, r, d)
 		}
 		if a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 0), Grad: zero}})); !a.Pushes[0].Applied {
@@ -424,14 +424,14 @@ func TestOutlierRuleRefusesNoHonestRound(t *testing.T) {
 		refused, refusedAsGradients, worst := 0, 0, 0.0
 		for i, p := range pushes {
 			w := clock.WorkerID(fmt.Sprint("w", i%4))
-			if r, d := withFloor.check(w, spec, vec(p.norms[s]), p.samples, roundFloor*p.thetas[s]); r != 0 {
+			if r, d := withFloor.check(w, spec, vec(p.norms[s]), p.samples, func() float64 { return roundFloor * p.thetas[s] }); r != 0 {
 				refused++
 				t.Errorf("shard %d round %d refused: %s %s", s, i, r, d)
 			}
 			if i >= minNormSamples {
 				worst = max(worst, p.norms[s]/p.thetas[s])
 			}
-			if r, _ := asGradients.check(w, spec, vec(p.norms[s]), p.samples, 0); r != 0 {
+			if r, _ := asGradients.check(w, spec, vec(p.norms[s]), p.samples, nil); r != 0 {
 				refusedAsGradients++
 			}
 		}
@@ -441,10 +441,10 @@ func TestOutlierRuleRefusesNoHonestRound(t *testing.T) {
 			t.Errorf("shard %d: no round refused without the floor: the recording no longer shows what the floor is for", s)
 		}
 		theta := pushes[len(pushes)-1].thetas[s]
-		if r, _ := withFloor.check("mallory", spec, vec(0.3*theta), 64, roundFloor*theta); r != shardapi.ReasonOutlier {
+		if r, _ := withFloor.check("mallory", spec, vec(0.3*theta), 64, func() float64 { return roundFloor * theta }); r != shardapi.ReasonOutlier {
 			t.Errorf("shard %d: a round of 0.3 ‖θ‖: %s", s, r)
 		}
-		if r, _ := withFloor.check("mallory", spec, vec(1e4*math.Sqrt(n)), 64, roundFloor*theta); r != shardapi.ReasonOutlier {
+		if r, _ := withFloor.check("mallory", spec, vec(1e4*math.Sqrt(n)), 64, func() float64 { return roundFloor * theta }); r != shardapi.ReasonOutlier {
 			t.Errorf("shard %d: 1e4 in every value: %s", s, r)
 		}
 	}

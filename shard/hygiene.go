@@ -58,10 +58,11 @@ const roundFloor = 1e-3
 
 // check returns ReasonNonFinite, ReasonOutOfBounds or ReasonOutlier with a
 // detail, or 0 if the gradient (encoded in spec.Precision) of a push of
-// samples may be proposed. floor is a norm at or below which the push is
-// no outlier: roundFloor × ‖θ‖ for a round's pseudo-gradient, 0 for a
-// gradient.
-func (h *hygiene) check(w clock.WorkerID, spec shardapi.Spec, grad []byte, samples int64, floor float64) (shardapi.Reason, string) {
+// samples may be proposed. floor, nil for a gradient, is a norm at or
+// below which the push is no outlier: roundFloor × ‖θ‖ for a round's
+// pseudo-gradient, asked only of a push past the median's bound (it reads
+// the whole slice).
+func (h *hygiene) check(w clock.WorkerID, spec shardapi.Spec, grad []byte, samples int64, floor func() float64) (shardapi.Reason, string) {
 	i, x, sq := spec.Precision.Scan(grad)
 	if i >= 0 {
 		h.refused(w, shardapi.ReasonNonFinite)
@@ -83,12 +84,18 @@ func (h *hygiene) check(w clock.WorkerID, spec shardapi.Spec, grad []byte, sampl
 	h.mu.Lock()
 	med, ok := h.medianLocked()
 	h.mu.Unlock()
-	if ok && !(norm <= factor*med) && !(norm <= floor) {
-		h.refused(w, shardapi.ReasonOutlier)
-		if floor > 0 {
-			return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g and %g × ‖θ‖ %.4g", norm, factor, med, roundFloor, floor)
+	if ok && !(norm <= factor*med) {
+		var fl float64
+		if floor != nil {
+			fl = floor()
 		}
-		return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g", norm, factor, med)
+		if !(norm <= fl) {
+			h.refused(w, shardapi.ReasonOutlier)
+			if fl > 0 {
+				return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g and %g × ‖θ‖ %.4g", norm, factor, med, roundFloor, fl)
+			}
+			return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g", norm, factor, med)
+		}
 	}
 	h.accepted(w, norm)
 	return 0, ""

@@ -195,34 +195,34 @@ func TestHygieneRefusesOutliersAndCountsStreaks(t *testing.T) {
 		return gradBytes(v)
 	}
 	for i := range minNormSamples {
-		if r, d := h.check("a", spec, grad(1+float32(i%3)/10), 1, 0); r != 0 {
+		if r, d := h.check("a", spec, grad(1+float32(i%3)/10), 1, nil); r != 0 {
 			t.Fatalf("push %d refused: %s %s", i, r, d)
 		}
 	}
 	for range shardapi.RepeatOffender {
-		if r, d := h.check("b", spec, grad(100), 1, 0); r != shardapi.ReasonOutlier {
+		if r, d := h.check("b", spec, grad(100), 1, nil); r != shardapi.ReasonOutlier {
 			t.Fatalf("outlier: got %s %q", r, d)
 		}
 	}
 	if got := h.stats()["b"]; got.Outliers != shardapi.RepeatOffender || got.Streak != shardapi.RepeatOffender {
 		t.Fatalf("b: %+v", got)
 	}
-	if r, _ := h.check("b", spec, grad(1), 1, 0); r != 0 {
+	if r, _ := h.check("b", spec, grad(1), 1, nil); r != 0 {
 		t.Fatal("a push at the median refused")
 	}
 	if got := h.stats()["b"]; got.Streak != 0 {
 		t.Fatalf("b: %+v", got)
 	}
 	// A push of no samples is a fetch: zeros pass, anything else is refused.
-	if r, _ := h.check("z", spec, grad(0), 0, 0); r != 0 {
+	if r, _ := h.check("z", spec, grad(0), 0, nil); r != 0 {
 		t.Fatal("a zero push of no samples refused")
 	}
-	if r, _ := h.check("z", spec, grad(1), 0, 0); r != shardapi.ReasonOutOfBounds {
+	if r, _ := h.check("z", spec, grad(1), 0, nil); r != shardapi.ReasonOutOfBounds {
 		t.Fatalf("a gradient on a push of no samples: %s", r)
 	}
 	nan := make([]float32, 8)
 	nan[2] = float32(math.Inf(1))
-	if r, _ := h.check("c", spec, gradBytes(nan), 1, 0); r != shardapi.ReasonNonFinite {
+	if r, _ := h.check("c", spec, gradBytes(nan), 1, nil); r != shardapi.ReasonNonFinite {
 		t.Fatal("Inf accepted")
 	}
 	if got := h.stats()["c"]; got.NonFinite != 1 || got.Streak != 1 {

@@ -241,9 +241,9 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 		s.reject(c, req.Op, req.PushID, shardapi.ReasonNotPeer, fmt.Sprintf("node %q is revoked", req.Worker))
 		return
 	}
-	var floor float64
+	var floor func() float64
 	if spec.Outer.On() {
-		floor = roundFloor * s.r.fsm.paramsNorm()
+		floor = func() float64 { return roundFloor * s.r.fsm.paramsNorm() }
 	}
 	if reason, detail := s.hyg.check(req.Worker, spec, grad, req.Samples, floor); reason != 0 && !faults.On(faults.SkipNonFinite) {
 		s.reject(c, req.Op, req.PushID, reason, detail)

@@ -87,7 +87,7 @@ func RunBigModel(ctx context.Context, cfg BigModelConfig, log *slog.Logger) (*Bi
 		cfg.Model, res.Params, mib(res.ModelBytes), cfg.Dataset, cfg.Nodes, cfg.Duration)
 	spec := append([]string{"--model", cfg.Model, "--dataset", cfg.Dataset}, cfg.SpecArgs...)
 	if cfg.CeilingTime > 0 {
-		if res.Ceiling, err = measureCeiling(ctx, spec, cfg.CeilingTime); err != nil {
+		if res.Ceiling, err = paradigmsCeiling(ctx, spec, cfg.CeilingTime); err != nil {
 			return res, fmt.Errorf("bench: compute ceiling: %w", err)
 		}
 		fmt.Fprintf(out(cfg.Out), "compute ceiling: %.1f samples/s (one single-threaded worker in process, %v, × the cores)\n", res.Ceiling, cfg.CeilingTime)

@@ -187,8 +187,7 @@ func RunMesh(ctx context.Context, cfg MeshConfig, log *slog.Logger) (*MeshResult
 	}
 	fmt.Fprintf(out, "  %.1f iterations/s\n", res.Inproc.ItersPerSec)
 	fmt.Fprintf(out, "compute ceiling: one single-threaded worker in process, %v, × %d cores...\n", cfg.CeilingTime, res.Cores)
-	if res.Ceiling, err = MeasureInproc(ctx, InprocConfig{Workers: 1, Threads: 1, Spec: cfg.Spec,
-		DataDir: cfg.DataDir, Duration: cfg.CeilingTime, Warmup: 2 * time.Second}); err != nil {
+	if res.Ceiling, err = measureCeiling(ctx, cfg.Spec, cfg.DataDir, cfg.CeilingTime); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(out, "  %.0f samples/s single-threaded, ceiling %.0f samples/s\n", res.CeilingSamples()/float64(res.Cores), res.CeilingSamples())
@@ -220,7 +219,19 @@ func RunMesh(ctx context.Context, cfg MeshConfig, log *slog.Logger) (*MeshResult
 // CeilingSamples is the machine's compute ceiling: cores × the samples/s
 // of one single-threaded worker with no network.
 func (r *MeshResult) CeilingSamples() float64 {
-	return float64(r.Cores) * r.Ceiling.ItersPerSec * float64(r.Config.Spec.BatchSize)
+	return ceilingSamples(r.Cores, r.Ceiling, r.Config.Spec.BatchSize)
+}
+
+// measureCeiling runs the compute ceiling's worker: one worker with one
+// compute thread in process, no network, for d.
+func measureCeiling(ctx context.Context, spec node.JobSpec, dataDir string, d time.Duration) (InprocResult, error) {
+	return MeasureInproc(ctx, InprocConfig{Workers: 1, Threads: 1, Spec: spec, DataDir: dataDir, Duration: d, Warmup: 2 * time.Second})
+}
+
+// ceilingSamples is the compute ceiling in samples/s: cores × the samples/s
+// of measureCeiling's worker r at batch samples an iteration.
+func ceilingSamples(cores int, r InprocResult, batch int) float64 {
+	return float64(cores) * r.ItersPerSec * float64(batch)
 }
 
 // OfCeiling is a mesh's samples/s over the compute ceiling.

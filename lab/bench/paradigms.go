@@ -269,7 +269,7 @@ func RunParadigms(ctx context.Context, cfg ParadigmsConfig, log *slog.Logger) (*
 	}
 	res := &ParadigmsResult{Config: cfg, Start: time.Now()}
 	if cfg.CeilingTime > 0 && cfg.ComputeDelay == 0 {
-		c, err := measureCeiling(ctx, cfg.SpecArgs, cfg.CeilingTime)
+		c, err := paradigmsCeiling(ctx, cfg.SpecArgs, cfg.CeilingTime)
 		if err != nil {
 			return nil, fmt.Errorf("bench: compute ceiling: %w", err)
 		}
@@ -366,10 +366,10 @@ func FormatFloats(v []float64) string {
 	return strings.Join(s, ",")
 }
 
-// measureCeiling is the machine's compute ceiling in samples/s for the
+// paradigmsCeiling is the machine's compute ceiling in samples/s for the
 // job of specArgs (over the default job): one single-threaded worker in
 // process with no network for d, × the cores.
-func measureCeiling(ctx context.Context, specArgs []string, d time.Duration) (float64, error) {
+func paradigmsCeiling(ctx context.Context, specArgs []string, d time.Duration) (float64, error) {
 	spec := node.DefaultConfig().Spec
 	fs := pflag.NewFlagSet("job", pflag.ContinueOnError)
 	fs.ParseErrorsWhitelist.UnknownFlags = true
@@ -377,11 +377,11 @@ func measureCeiling(ctx context.Context, specArgs []string, d time.Duration) (fl
 	if err := fs.Parse(specArgs); err != nil {
 		return 0, err
 	}
-	r, err := MeasureInproc(ctx, InprocConfig{Workers: 1, Threads: 1, Spec: spec, Duration: d, Warmup: 2 * time.Second})
+	r, err := measureCeiling(ctx, spec, "", d)
 	if err != nil {
 		return 0, err
 	}
-	return float64(runtime.NumCPU()) * r.ItersPerSec * float64(spec.BatchSize), nil
+	return ceilingSamples(runtime.NumCPU(), r, spec.BatchSize), nil
 }
 
 // benchMesh is what a benchmark's mesh of `dssp node` processes takes

@@ -90,13 +90,14 @@ func (s RoundFlags) inner(jobLR float64) Inner {
 	if in.Kind == "" {
 		in.Kind = defaultInnerOptimizer
 	}
-	if in.LR == 0 {
+	switch {
+	case in.LR != 0:
+	case in.Kind == "adam":
+		in.LR = DefaultInnerAdamLR
+	default:
 		// Rounded to 12 digits: 6 × 0.05 is 0.30000000000000004 in
 		// float64, and a joiner's explicit --inner-lr 0.3 must agree.
 		in.LR, _ = strconv.ParseFloat(strconv.FormatFloat(min(InnerSGDLRFactor*jobLR, MaxLR), 'g', 12, 64), 64)
-		if in.Kind == "adam" {
-			in.LR = DefaultInnerAdamLR
-		}
 	}
 	return in
 }
