@@ -92,7 +92,7 @@ func (h *hygiene) check(w clock.WorkerID, spec shardapi.Spec, grad []byte, sampl
 		if !(norm <= fl) {
 			h.refused(w, shardapi.ReasonOutlier)
 			if fl > 0 {
-				return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g and %g × ‖θ‖ %.4g", norm, factor, med, roundFloor, fl)
+				return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g and %g × ‖θ‖ = %.4g", norm, factor, med, roundFloor, fl)
 			}
 			return shardapi.ReasonOutlier, fmt.Sprintf("norm %.4g exceeds %g × the recent median %.4g", norm, factor, med)
 		}
