@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -183,22 +184,13 @@ func (h *Hostile) replicas(shard uint32) []mesh.NodeID {
 				continue
 			}
 			for _, id := range append(sh.Placement, sh.Voters...) {
-				if !containsID(out, mesh.NodeID(id)) {
+				if !slices.Contains(out, mesh.NodeID(id)) {
 					out = append(out, mesh.NodeID(id))
 				}
 			}
 		}
 	}
 	return out
-}
-
-func containsID(ids []mesh.NodeID, id mesh.NodeID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // Client is a shardapi client of shard under the hostile's id, fp32 on
