@@ -87,14 +87,10 @@ func TestLegacyIDPinnedAndRevokedAcrossProcesses(t *testing.T) {
 		}
 		defer s.Close()
 		s.SetDeadline(time.Now().Add(5 * time.Second))
-		type ctl struct {
-			Op   string `msgpack:"op"`
-			Spec []byte `msgpack:"spec,omitempty"`
-		}
-		if err := s.SendFrame(ctl{Op: "spec"}, nil); err != nil {
+		if err := s.SendFrame(controlMsg{Op: "spec"}, nil); err != nil {
 			return err
 		}
-		var rep ctl
+		var rep controlMsg
 		if _, err := s.RecvFrame(&rep); err != nil {
 			return err
 		}
