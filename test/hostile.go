@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,10 +61,9 @@ type Hostile struct {
 	ml mesh.Membership // set once Join gossiped it in
 }
 
-// NewHostile starts a member client named id against c's mesh: a QUIC
-// transport on loopback with a certificate from c's mesh key. It is not a
-// gossip member until [Hostile.Join].
-func NewHostile(t testing.TB, c *Cluster, id string) *Hostile {
+// meshSecurity loads c's mesh key and the security built on it: what a
+// member holding the key mints its certificates with.
+func (c *Cluster) meshSecurity(t testing.TB) (mesh.MeshKey, *mesh.Security) {
 	t.Helper()
 	key, err := mesh.LoadKeyFile(c.Mesh.Key)
 	if err != nil {
@@ -73,6 +73,15 @@ func NewHostile(t testing.TB, c *Cluster, id string) *Hostile {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return key, sec
+}
+
+// NewHostile starts a member client named id against c's mesh: a QUIC
+// transport on loopback with a certificate from c's mesh key. It is not a
+// gossip member until [Hostile.Join].
+func NewHostile(t testing.TB, c *Cluster, id string) *Hostile {
+	t.Helper()
+	_, sec := c.meshSecurity(t)
 	h := &Hostile{t: t, c: c, ID: mesh.NodeID(id), sec: sec, log: slog.New(slog.DiscardHandler)}
 	h.tr = h.transport(h.ID)
 	t.Cleanup(func() {
@@ -175,22 +184,13 @@ func (h *Hostile) replicas(shard uint32) []mesh.NodeID {
 				continue
 			}
 			for _, id := range append(sh.Placement, sh.Voters...) {
-				if !containsID(out, mesh.NodeID(id)) {
+				if !slices.Contains(out, mesh.NodeID(id)) {
 					out = append(out, mesh.NodeID(id))
 				}
 			}
 		}
 	}
 	return out
-}
-
-func containsID(ids []mesh.NodeID, id mesh.NodeID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // Client is a shardapi client of shard under the hostile's id, fp32 on

@@ -67,18 +67,11 @@ func TestLegacyIDPinnedAndRevokedAcrossProcesses(t *testing.T) {
 		}
 	}
 
-	key, err := mesh.LoadKeyFile(c.Mesh.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A member holding the mesh key asks node 1 for the job spec on the
 	// control channel: under its own self-certifying id it is answered;
 	// under a certificate it minted for node 0's id on its own key it is
 	// refused in the handshake.
-	sec, err := mesh.NewSecurity(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, sec := c.meshSecurity(t)
 	ask := func(creds *mesh.NodeCredentials) error {
 		cfg := mesh.DefaultTransportConfig("127.0.0.1:0")
 		tr, err := mesh.NewQUICTransport(cfg, creds, slog.New(slog.DiscardHandler))
@@ -94,14 +87,10 @@ func TestLegacyIDPinnedAndRevokedAcrossProcesses(t *testing.T) {
 		}
 		defer s.Close()
 		s.SetDeadline(time.Now().Add(5 * time.Second))
-		type ctl struct {
-			Op   string `msgpack:"op"`
-			Spec []byte `msgpack:"spec,omitempty"`
-		}
-		if err := s.SendFrame(ctl{Op: "spec"}, nil); err != nil {
+		if err := s.SendFrame(controlMsg{Op: "spec"}, nil); err != nil {
 			return err
 		}
-		var rep ctl
+		var rep controlMsg
 		if _, err := s.RecvFrame(&rep); err != nil {
 			return err
 		}
