@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -136,22 +137,32 @@ func TestReconcileLeaderOutsideDesiredHandsOverFirst(t *testing.T) {
 // reconcileUntil calls Reconcile toward desired on the current leader
 // (other than not, a replica cut off that may think it still leads), at
 // most steps times with each step bounded by per, until it reports done.
+// A step refused for leadership (raft.ErrLeadershipTransferInProgress:
+// raft keeps a leader's last transfer open up to an election timeout
+// after it moved, and one handed leadership back refuses configuration
+// changes meanwhile; or a leader that just lost it) is polled again and
+// counts as no step, as Manager.Run polls every round: those refusals
+// come back at once and would spend the whole budget in a millisecond.
 func reconcileUntil(t *testing.T, c *cluster, not mesh.NodeID, desired []mesh.NodeID, steps int, per time.Duration) {
 	t.Helper()
 	var last error
-	for step := 0; step < steps; step++ {
+	step := 0
+	c.waitFor(time.Duration(steps)*per+10*time.Second, fmt.Sprintf("reconcile toward %v", desired), func() bool {
+		if step >= steps {
+			t.Fatalf("reconcile toward %v did not converge in %d steps (last error: %v)", desired, steps, last)
+		}
 		l := c.waitLeader(not)
 		ctx, cancel := context.WithTimeout(context.Background(), per)
 		done, err := l.Reconcile(ctx, desired)
 		cancel()
+		if err != nil && isLeadershipErr(err) {
+			return false
+		}
+		step++
 		if err != nil {
 			last = err
-			t.Logf("step %d on %s: %v", step, l.cfg.ID, err)
-			continue
+			t.Logf("step %d on %s: %v", step-1, l.cfg.ID, err)
 		}
-		if done {
-			return
-		}
-	}
-	t.Fatalf("reconcile toward %v did not converge in %d steps (last error: %v)", desired, steps, last)
+		return done
+	})
 }

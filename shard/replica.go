@@ -71,6 +71,7 @@ type Replica struct {
 
 	reconfig sync.Mutex
 	lead     leadership
+	refused  refusals
 
 	closeOnce sync.Once
 	closeErr  error
@@ -136,7 +137,8 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 // not), or anyone while it knows none (a replica never bootstrapped waits
 // for the leader that adds it), or a peer Deps.AllowRaftPeer vouches for.
 // Everyone else — a node removed from the shard, a stray key holder — is
-// refused, so it can neither disrupt elections nor append entries.
+// refused, so it can neither disrupt elections nor append entries; the
+// refusal is logged once per peer a minute (refusals.go).
 func (r *Replica) allowRaftPeer(peer mesh.NodeID) bool {
 	f := r.raft.GetConfiguration()
 	if f.Error() != nil {
@@ -154,7 +156,10 @@ func (r *Replica) allowRaftPeer(peer mesh.NodeID) bool {
 	if r.deps.AllowRaftPeer != nil && r.deps.AllowRaftPeer(peer) {
 		return true
 	}
-	r.log.Warn("refusing raft stream from a peer outside the shard's configuration and placement", "peer", string(peer))
+	if log, unlogged := r.refused.note(peer, r.deps.Clock.Now()); log {
+		r.log.Warn("refusing raft stream from a peer outside the shard's configuration and placement",
+			"peer", string(peer), "refused_unlogged", unlogged, "logged_every", refusalLogEvery)
+	}
 	return false
 }
 
