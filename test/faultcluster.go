@@ -419,6 +419,9 @@ func (c *FaultCluster) RecoverStalls() *[]Stall {
 		defer func() { busy = false }()
 		stalls = append(stalls, Stall{At: time.Now(), Msg: msg})
 		c.t.Logf("STALL: %s", msg)
+		for i, p := range c.Mesh.Procs {
+			c.t.Logf("node%d's distinct warnings, newest last:\n    %s", i, strings.Join(distinctWarnings(p.LogPath, 12), "\n    "))
+		}
 		c.keep()
 		c.Heal()
 		c.Net.Lossy(0, 0, 0, 0)

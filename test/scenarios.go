@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -365,12 +366,17 @@ func (c *FaultCluster) PauseLeader(d, limit time.Duration) Event {
 	return e
 }
 
-// Lossy drops 5% of datagrams, duplicates 2% and delays every one by 1–5
-// ms for d; the mesh must keep training through it.
+// Lossy drops 5% of datagrams (DSSP_FAULT_LOSS=f: a fraction f, to make
+// membership flap while chasing what that does), duplicates 2% and delays
+// every one by 1–5 ms for d; the mesh must keep training through it.
 func (c *FaultCluster) Lossy(d, limit time.Duration) Event {
 	c.t.Helper()
 	e := Event{Kind: "lossy network", At: time.Now()}
-	c.Net.Lossy(0.05, 0.02, time.Millisecond, 4*time.Millisecond)
+	loss := 0.05
+	if f, err := strconv.ParseFloat(os.Getenv("DSSP_FAULT_LOSS"), 64); err == nil && f >= 0 && f < 1 {
+		loss = f
+	}
+	c.Net.Lossy(loss, 0.02, time.Millisecond, 4*time.Millisecond)
 	got := c.measure(e.Kind+": training goes on", max(limit, d), map[string]func() bool{
 		"recover": c.progressed(c.Trainers(), 3),
 	})
