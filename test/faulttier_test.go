@@ -29,7 +29,9 @@ import (
 // DSSP_FAULT_REPEAT=n to run each step n times, DSSP_FAULT_HOLD=d to hold
 // the pause and the partitions for d, DSSP_FAULT_EVIDENCE=d to keep the
 // logs and views around each fault slower than d (evidence.go),
-// DSSP_FAULT_KEEP=1 to keep the logs and history of a passing run). The
+// DSSP_FAULT_KEEP=1 to keep the logs and history of a passing run,
+// DSSP_FAULT_LOSS=f for the lossy step's loss, default 0.05). A stall
+// prints each node's distinct warnings (stallevidence.go). The
 // partition leader+follower step alone, several times, as the long tier
 // draws it: DSSP_FAULT_STEPS=partition-leader-follower DSSP_FAULT_REPEAT=6
 // DSSP_FAULT_HOLD=25s DSSP_FAULT_EVIDENCE=0s.
