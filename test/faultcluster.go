@@ -292,7 +292,8 @@ func (c *FaultCluster) WaitLeaders(what string, nodes, allowed []int, limit time
 	return c.WaitFor(what, limit, func() bool { return c.ledBy(nodes, allowed) })
 }
 
-// Describe is every node's view in one line each, for failure messages.
+// Describe is every node's view in one line each, for failure messages:
+// per shard id:leader/term/local state/v voters/a applied index.
 func (c *FaultCluster) Describe() string {
 	var b strings.Builder
 	for i := range c.Mesh.Procs {
@@ -303,7 +304,7 @@ func (c *FaultCluster) Describe() string {
 		}
 		fmt.Fprintf(&b, "\n  node%d %s: %d members, shards", i, s.Node, len(s.Members))
 		for _, sh := range s.Shards {
-			fmt.Fprintf(&b, " %d:%s/t%d/%s/v%d", sh.ID, short(sh.Leader), sh.Term, sh.Local, len(sh.Voters))
+			fmt.Fprintf(&b, " %d:%s/t%d/%s/v%d/a%d", sh.ID, short(sh.Leader), sh.Term, sh.Local, len(sh.Voters), sh.Applied)
 		}
 		if s.Worker != nil {
 			fmt.Fprintf(&b, "; iter %d err %q", s.Worker.Iter, s.Worker.LastError)
