@@ -348,7 +348,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 				job.ExternalModel, TrainerExternal)
 		}
 		n.layout = l
-		n.memLimit = memlimit.Apply(n.cfg.MemoryLimit, 4*int64(l.Total()), 0, spec.Shards, spec.Precision(), memlimit.Rounds{OuterBuf: spec.Outer().Nesterov()})
+		n.memLimit = memlimit.Apply(n.cfg.MemoryLimit, 4*int64(l.Total()), 0, spec.Shards, spec.Precision(), memlimit.Rounds{Outer: spec.Outer().Nesterov()})
 		return nil
 	}
 	be, err := cudaops.NewBackend(n.cfg.Backend)
@@ -361,7 +361,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	n.layout = n.model.Layout()
 	modelBytes := 4 * int64(n.model.NumParams())
 	if !n.cfg.Train || n.cfg.externalTrainer() {
-		n.memLimit = memlimit.Apply(n.cfg.MemoryLimit, modelBytes, 0, spec.Shards, spec.Precision(), memlimit.Rounds{OuterBuf: spec.Outer().Nesterov()})
+		n.memLimit = memlimit.Apply(n.cfg.MemoryLimit, modelBytes, 0, spec.Shards, spec.Precision(), memlimit.Rounds{Outer: spec.Outer().Nesterov()})
 		return nil
 	}
 	// Evaluation gets its own model: a Model runs one call at a time, so
@@ -376,7 +376,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 	}
 	n.train, n.test = train, test
 	n.memLimit = memlimit.Apply(n.cfg.MemoryLimit, modelBytes, int64(train.Bytes()+test.Bytes()), spec.Shards, spec.Precision(),
-		memlimit.Rounds{Steps: spec.Rounds(), OuterBuf: spec.Outer().Nesterov()})
+		memlimit.Rounds{Steps: spec.Rounds(), Outer: spec.Outer().Nesterov()})
 	if n.memLimit > 0 {
 		n.log.Info("node: soft memory limit set", "mib", n.memLimit>>20, "model_mib", modelBytes>>20)
 	}

@@ -41,13 +41,15 @@
 //     the entry's sum is applied by the outer rule (sgd: θ −= LR·S/N;
 //     Delayed Nesterov: the same at once, and the momentum once per N
 //     arrivals, N the gate's workers) instead of Spec.Optimizer's step.
-//     Its state — the momentum (in the velocity's place), a buffer of the
-//     pseudo-gradients since the last momentum step and their count — is
-//     in the snapshot (the buffer after the velocity, the count in the
-//     header, bounded by maxArrivals) and checked like θ: a step that
-//     would leave any of it non-finite or at ±2^64 is refused, exactly,
-//     before the gate sees the push. A zero Spec.Outer (every job of one
-//     local step) steps exactly as before local rounds.
+//     Its state — the momentum (in the velocity's place; within a momentum
+//     period the next momentum being formed, μ·m plus the period's
+//     pseudo-gradients ÷ N, so no buffer of them is kept) and the count of
+//     arrivals since the last momentum step — is in the snapshot (the
+//     count in the header, bounded by maxArrivals; a version-1 snapshot's
+//     buffer is folded into the momentum as it is read) and checked like
+//     θ: a step that would leave any of it non-finite or at ±2^64 is
+//     refused, exactly, before the gate sees the push. A zero Spec.Outer
+//     (every job of one local step) steps exactly as before local rounds.
 //   - [Replica]: one node's member of the shard's raft group plus the push
 //     service on mesh.Channel{KindRPC, shard}. It answers what a node asks
 //     of the group without exposing raft: [Replica.Configuration] (voters

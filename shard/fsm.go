@@ -32,10 +32,8 @@ type FSM struct {
 	opt         shardapi.Optimizer
 	theta       []float32
 	velocity    []float32 // nil without momentum (hasVelocity)
-	// buf and arrivals are the outer Nesterov's buffer of pseudo-gradients
-	// and the arrivals since its last momentum step (outer.go); buf is nil
-	// without it.
-	buf        []float32
+	// arrivals are the outer Nesterov's arrivals since its last momentum
+	// step (outer.go); 0 without it.
 	arrivals   int64
 	gate       *clock.Gate
 	bal        *balanceState // shard 0 with Spec.BalanceBase > 0 (balance.go)
@@ -124,7 +122,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 			if b, err := f.encodeLocked(); err == nil {
 				out.StateHash = sha256.Sum256(b)
 			}
-			out.NonFinite = countNonFinite(f.theta) + countNonFinite(f.velocity) + countNonFinite(f.buf)
+			out.NonFinite = countNonFinite(f.theta) + countNonFinite(f.velocity)
 		}
 		f.observer(out)
 	}
@@ -159,9 +157,6 @@ func (f *FSM) applyInit(e entry) error {
 	f.initialized, f.spec, f.opt, f.gate, f.theta = true, e.spec, e.spec.Optimizer, g, theta
 	if hasVelocity(e.spec) {
 		f.velocity = make([]float32, e.spec.Len)
-	}
-	if e.spec.Outer.Nesterov() {
-		f.buf = make([]float32, e.spec.Len)
 	}
 	return nil
 }
@@ -358,7 +353,7 @@ func (f *FSM) sumAndCheck(first bool, arrivals int64, lr float64) int {
 			sum = f.sum
 		}
 		r := f.outerRates()
-		return firstBadOuterStep(f.spec.Outer, r, f.theta, f.velocity, f.buf, sum, f.grad, f.outerFires(r, arrivals))
+		return firstBadOuterStep(f.spec.Outer, r, f.theta, f.velocity, sum, f.grad, f.outerStarts(arrivals), f.outerFires(r, arrivals))
 	}
 	if first {
 		return firstNonFiniteStep(f.opt, f.theta, f.velocity, f.grad, lr)
@@ -375,7 +370,7 @@ func (f *FSM) stepLocked(lr float64, arrivals int64) {
 	}
 	r := f.outerRates()
 	fire := f.outerFires(r, arrivals)
-	outerStep(f.spec.Outer, r, f.theta, f.velocity, f.buf, f.sum, fire)
+	outerStep(f.spec.Outer, r, f.theta, f.velocity, f.sum, f.outerStarts(arrivals), fire)
 	if fire {
 		f.arrivals = 0
 	} else {
@@ -658,7 +653,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		snapshotMem.release(n)
 		return nil, err
 	}
-	s := &fsmSnapshot{f: f, head: head, theta: f.theta, velocity: f.velocity, buf: f.buf, held: n}
+	s := &fsmSnapshot{f: f, head: head, theta: f.theta, velocity: f.velocity, held: n}
 	f.frozen = s
 	return s, nil
 }
@@ -669,7 +664,7 @@ func (f *FSM) thawLocked() {
 	if f.frozen == nil {
 		return
 	}
-	f.theta, f.velocity, f.buf = slices.Clone(f.theta), slices.Clone(f.velocity), slices.Clone(f.buf)
+	f.theta, f.velocity = slices.Clone(f.theta), slices.Clone(f.velocity)
 	f.frozen = nil
 }
 
@@ -694,7 +689,6 @@ type fsmSnapshot struct {
 	f               *FSM
 	head            []byte
 	theta, velocity []float32 // the FSM's own until unfreeze, read only
-	buf             []float32 // likewise (outer Nesterov's buffer, nil without)
 	held            int64     // of snapshotMem, given back by Release
 	once            sync.Once
 }
@@ -702,7 +696,7 @@ type fsmSnapshot struct {
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	_, err := sink.Write(s.head)
 	if err == nil {
-		err = writeBody(sink, s.theta, s.velocity, s.buf)
+		err = writeBody(sink, s.theta, s.velocity)
 	}
 	s.unfreeze() // the bytes are in the sink; its fsync needs no state
 	if err != nil {
@@ -726,7 +720,7 @@ func (s *fsmSnapshot) unfreeze() {
 func (s *fsmSnapshot) Release() {
 	s.once.Do(func() {
 		s.unfreeze()
-		s.theta, s.velocity, s.buf, s.head = nil, nil, nil, nil
+		s.theta, s.velocity, s.head = nil, nil, nil
 		snapshotMem.release(s.held)
 	})
 }
@@ -756,7 +750,7 @@ func countNonFinite(v []float32) int {
 func (f *FSM) stateBytes() int64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return 4 * int64(len(f.theta)+len(f.velocity)+len(f.buf))
+	return 4 * int64(len(f.theta)+len(f.velocity))
 }
 
 // pushLimits is what the leader checks a push against before proposing

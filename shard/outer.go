@@ -12,19 +12,24 @@ import "dsspmesh/shardapi"
 // momentum step (FSM.arrivals, replicated):
 //
 //	sgd:       θ ← θ − (LR/N)·S
-//	nesterov:  if c + k < N:  θ ← θ − (LR/N)·S;  b ← b + S;  c ← c + k
-//	           else:          m ← μ·m + (b + S)/N
-//	                          θ ← θ − (LR/N)·S − LR·μ·m;  b ← 0;  c ← 0
+//	nesterov:  if c = 0 and k > 0:  m ← μ·m        (a momentum period starts)
+//	           m ← m + S/N;  θ ← θ − (LR/N)·S
+//	           if c + k ≥ N:  θ ← θ − LR·μ·m;  c ← 0   (it ends)
+//	           else:          c ← c + k
 //
-// Over a synchronous round (N arrivals from θ_start) the sum of the
-// immediate parts is LR·mean(Δ) and the momentum step once at its end, so
-// the round applies m ← μ·m + mean(Δ); θ ← θ − LR·(mean(Δ) + μ·m):
-// Nesterov on the mean pseudo-gradient, DiLoCo's outer step. Under bounded
-// staleness the arrivals of different rounds interleave and the momentum
-// moves once per N of them (Delayed Nesterov, arXiv 2401.09135), not once
-// per arrival, which would multiply its weight by N. Each product is
-// rounded to float32 explicitly, as in step, so no replica fuses a
-// multiply-add the others do not.
+// m is the momentum at the end of a period and, within one, the next
+// momentum being formed (μ·m plus the period's arrivals ÷ N): the same
+// state as a buffer b of the period's arrivals beside the momentum (m_end
+// = μ·m + (b + S)/N), in one vector instead of two, so a replica holds and
+// a snapshot writes θ and m only. Over a synchronous round (N arrivals
+// from θ_start) the sum of the immediate parts is LR·mean(Δ) and the
+// momentum step once at its end, so the round applies m ← μ·m + mean(Δ);
+// θ ← θ − LR·(mean(Δ) + μ·m): Nesterov on the mean pseudo-gradient,
+// DiLoCo's outer step. Under bounded staleness the arrivals of different
+// rounds interleave and the momentum moves θ once per N of them (Delayed
+// Nesterov, arXiv 2401.09135), not once per arrival, which would multiply
+// its weight by N. Each product is rounded to float32 explicitly, as in
+// step, so no replica fuses a multiply-add the others do not.
 
 // outerRates are one entry's constants of the outer rule.
 type outerRates struct {
@@ -42,6 +47,12 @@ func (f *FSM) outerRates() outerRates {
 		mu: float32(o.Momentum), n: n}
 }
 
+// outerStarts reports whether an entry of k arrivals starts a momentum
+// period: none is under way (c = 0) and it carries an arrival.
+func (f *FSM) outerStarts(k int64) bool {
+	return k > 0 && f.arrivals == 0
+}
+
 // outerFires reports whether an entry of k arrivals ends the momentum
 // period: the arrivals since the last momentum step reach N. An entry of
 // no arrivals (fetches of no samples only) never does.
@@ -49,52 +60,54 @@ func (f *FSM) outerFires(r outerRates, k int64) bool {
 	return k > 0 && satAdd(f.arrivals, k) >= r.n
 }
 
-// outerStep applies one entry's sum s of pseudo-gradients by o's rule.
-func outerStep(o shardapi.Outer, r outerRates, theta, m, buf, s []float32, fire bool) {
-	switch {
-	case !o.Nesterov():
+// outerStep applies one entry's sum s of pseudo-gradients by o's rule;
+// start: the entry starts a momentum period (outerStarts), fire: it ends
+// one (outerFires).
+func outerStep(o shardapi.Outer, r outerRates, theta, m, s []float32, start, fire bool) {
+	if !o.Nesterov() {
 		for i, si := range s {
 			theta[i] -= float32(r.a * si)
 		}
-	case !fire:
-		for i, si := range s {
-			theta[i] -= float32(r.a * si)
-			buf[i] += si
-		}
-	default:
-		for i, si := range s {
-			v := float32(r.mu*m[i]) + float32(r.inv*(buf[i]+si))
-			m[i] = v
-			theta[i] = theta[i] - float32(r.a*si) - float32(r.lr*float32(r.mu*v))
-			buf[i] = 0
-		}
+		return
 	}
+	for i, si := range s {
+		v, t := outerOne(r, theta[i], m[i], si, start, fire)
+		m[i], theta[i] = v, t
+	}
+}
+
+// outerOne is the nesterov rule on one parameter θ with momentum m and
+// sum si: the new momentum and θ.
+func outerOne(r outerRates, theta, m, si float32, start, fire bool) (float32, float32) {
+	if start {
+		m = float32(r.mu * m)
+	}
+	m += float32(r.inv * si)
+	theta -= float32(r.a * si)
+	if fire {
+		theta -= float32(r.lr * float32(r.mu*m))
+	}
+	return m, theta
 }
 
 // firstBadOuterStep is firstNonFiniteStep for the outer rule: the first
 // index at which outerStep with the sum sum + g (g alone when sum is nil)
-// would leave θ, the momentum or the buffer out of its domain, or −1. It
-// repeats outerStep's arithmetic, so the answer is exact.
-func firstBadOuterStep(o shardapi.Outer, r outerRates, theta, m, buf, sum, g []float32, fire bool) int {
+// would leave θ or the momentum out of its domain, or −1. It repeats
+// outerStep's arithmetic, so the answer is exact.
+func firstBadOuterStep(o shardapi.Outer, r outerRates, theta, m, sum, g []float32, start, fire bool) int {
 	bad := outOfDomain
 	for i, si := range g {
 		if sum != nil {
 			si = sum[i] + si
 		}
-		switch {
-		case !o.Nesterov():
+		if !o.Nesterov() {
 			if bad(theta[i] - float32(r.a*si)) {
 				return i
 			}
-		case !fire:
-			if bad(theta[i]-float32(r.a*si)) || bad(buf[i]+si) {
-				return i
-			}
-		default:
-			v := float32(r.mu*m[i]) + float32(r.inv*(buf[i]+si))
-			if bad(v) || bad(theta[i]-float32(r.a*si)-float32(r.lr*float32(r.mu*v))) {
-				return i
-			}
+			continue
+		}
+		if v, t := outerOne(r, theta[i], m[i], si, start, fire); bad(v) || bad(t) {
+			return i
 		}
 	}
 	return -1

@@ -21,14 +21,20 @@ import (
 //	9    u32      H: header length
 //	13   H bytes  msgpack snapshotHeader (the gate as clock's own encoding)
 //	13+H θ, then the velocity (hasVelocity: Momentum, or the outer
-//	     Nesterov's momentum), then the outer Nesterov's buffer:
-//	     little-endian float32, Spec.Len each
+//	     Nesterov's momentum): little-endian float32, Spec.Len each
 //
 // Every field is written in a fixed order and the gate's encoding is
 // deterministic, so equal states give equal bytes (and state hashes).
+// Version 1 (earlier builds) is the same with, under the outer Nesterov,
+// the buffer of the period's arrivals after the momentum; it is read and
+// the buffer folded into the momentum as the rule of this build keeps it
+// (outer.go: m ← μ·m + b/N while a period is under way).
 const (
 	snapshotMagic   = "dsspshrd"
-	snapshotVersion = 1
+	snapshotVersion = 2
+	// snapshotWithBuffer is the version whose outer Nesterov state has a
+	// buffer beside the momentum.
+	snapshotWithBuffer = 1
 )
 
 type snapshotHeader struct {
@@ -84,15 +90,14 @@ func (f *FSM) encodeLocked() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, len(head)+4*(len(f.theta)+len(f.velocity)+len(f.buf)))
+	b := make([]byte, 0, len(head)+4*(len(f.theta)+len(f.velocity)))
 	b = append(b, head...)
 	b = shardapi.FP32.Append(b, f.theta)
-	b = shardapi.FP32.Append(b, f.velocity)
-	return shardapi.FP32.Append(b, f.buf), nil
+	return shardapi.FP32.Append(b, f.velocity), nil
 }
 
-// writeBody writes θ, the velocity and the outer buffer (each possibly
-// empty) as a snapshot's body, through one chunk of snapshotChunk bytes.
+// writeBody writes θ and the velocity (possibly empty) as a snapshot's
+// body, through one chunk of snapshotChunk bytes.
 func writeBody(w io.Writer, vs ...[]float32) error {
 	chunk := make([]byte, 0, snapshotChunk)
 	for _, v := range vs {
@@ -112,7 +117,6 @@ func writeBody(w io.Writer, vs ...[]float32) error {
 type snapshotState struct {
 	h               snapshotHeader
 	theta, velocity []float32
-	buf             []float32
 	gate            *clock.Gate
 	bal             *balanceState
 	ids             identityState
@@ -122,7 +126,7 @@ type snapshotState struct {
 func (f *FSM) installLocked(st *snapshotState) {
 	h := st.h
 	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
-	f.theta, f.velocity, f.buf, f.gate, f.bal, f.ids = st.theta, st.velocity, st.buf, st.gate, st.bal, st.ids
+	f.theta, f.velocity, f.gate, f.bal, f.ids = st.theta, st.velocity, st.gate, st.bal, st.ids
 	f.arrivals = h.Arrivals
 	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
 	f.frozen = nil // a snapshot being persisted keeps the arrays it took
@@ -161,8 +165,9 @@ func readSnapshot(r io.Reader) (*snapshotState, error) {
 	if string(b[:len(snapshotMagic)]) != snapshotMagic {
 		return bad("not a shard snapshot")
 	}
-	if v := b[len(snapshotMagic)]; v != snapshotVersion {
-		return bad("version %d, want %d", v, snapshotVersion)
+	version := b[len(snapshotMagic)]
+	if version != snapshotVersion && version != snapshotWithBuffer {
+		return bad("version %d, want %d or %d", version, snapshotVersion, snapshotWithBuffer)
 	}
 	hl := binary.BigEndian.Uint32(b[len(snapshotMagic)+1:])
 	if hl > maxSnapshotHeader {
@@ -208,25 +213,46 @@ func readSnapshot(r io.Reader) (*snapshotState, error) {
 			return bad("velocity: %v", err)
 		}
 	}
-	if h.Spec.Outer.Nesterov() {
-		if st.buf, _, err = readFloats(r, chunk, h.Spec.Len); err != nil {
+	var buf []float32
+	if version == snapshotWithBuffer && h.Spec.Outer.Nesterov() {
+		if buf, _, err = readFloats(r, chunk, h.Spec.Len); err != nil {
 			return bad("outer buffer: %v", err)
 		}
 	}
 	if err := readEnd(r); err != nil {
 		return bad("%v", err)
 	}
-	if i := max(firstNonFinite(st.theta), firstNonFinite(st.velocity), firstNonFinite(st.buf)); i >= 0 {
+	if i := max(firstNonFinite(st.theta), firstNonFinite(st.velocity), firstNonFinite(buf)); i >= 0 {
 		return bad("parameter %d is not finite", i)
 	}
 	st.gate = &clock.Gate{}
 	if err := st.gate.UnmarshalBinary(h.Gate); err != nil {
 		return bad("gate: %v", err)
 	}
+	if h.Arrivals > 0 && buf != nil {
+		if i := foldBuffer(h.Spec.Outer, st.gate.Len(), st.velocity, buf); i >= 0 {
+			return bad("momentum %d with the outer buffer folded in is not finite", i)
+		}
+	}
 	if st.bal, err = decodeBalance(h.Spec, h.Balance); err != nil {
 		return bad("balance: %v", err)
 	}
 	return st, nil
+}
+
+// foldBuffer turns a version-1 snapshot's outer state in the middle of a
+// momentum period (momentum m, buffer b of the period's arrivals, with
+// workers in the gate) into this build's: m ← μ·m + b/N. It returns the
+// first index whose result is out of the momentum's domain, or −1.
+func foldBuffer(o shardapi.Outer, workers int, m, b []float32) int {
+	mu, inv := float32(o.Momentum), float32(1/float64(max(workers, 1)))
+	for i, bi := range b {
+		m[i] = float32(mu*m[i]) + float32(inv*bi)
+		if outOfDomain(m[i]) {
+			return i
+		}
+	}
+	return -1
 }
 
 // readFloats reads n little-endian float32 from r chunk by chunk (through

@@ -25,11 +25,16 @@
 // hosts all of them until placement spreads them. A job of local rounds
 // adds ([Rounds]) 1 × the model for a worker that takes the rounds' steps
 // itself (the round's copy of θ, stepped in place as each gradient forms;
-// an external trainer holds it in its own process) and 1.5 × the model for
-// the outer Nesterov's buffer in the node's shards and its copy while a
-// snapshot writes it; without them a 95 MiB model at --local-steps 16 had
-// a live heap of 700 MB under a 484 MB limit and collected garbage 25
-// times a second (dssp bench bigmodel). Without any limit the bootstrap
+// an external trainer holds it in its own process) and, under the outer
+// Nesterov rule, 1.5 × the model of headroom: its momentum moves at every
+// arrival, so a snapshot an arrival meets is stepped in a copy of its
+// replica's θ and momentum, and a round's pushes, entries and replies of
+// the whole model arrive together. Without the two a 95 MiB model at
+// --local-steps 16 had a live heap of 700 MB under a 484 MB limit and
+// collected garbage 25 times a second (dssp bench bigmodel); with them,
+// and the outer state of θ and the momentum only (no buffer), its nodes'
+// live heaps were 492–546 MiB under a 699 MiB limit (the terms without
+// the headroom: 557 MiB) and collected 54–101 times in 5 minutes. Without any limit the bootstrap
 // node of a 64-shard host-only mesh had a 68 MiB limit and spent half its
 // CPU collecting garbage while the mesh formed. It is a soft limit: a live
 // heap above it makes the collector run more often (at most about half the

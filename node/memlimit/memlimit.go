@@ -17,7 +17,7 @@ const (
 	shares   = 3.5
 	perShard = 1 << 20
 	round    = 1   // the worker's copy of θ a round steps (Rounds.Steps)
-	outerBuf = 1.5 // the outer Nesterov's buffer and its copy in a snapshot (Rounds.OuterBuf)
+	outer    = 1.5 // headroom of a job under the outer Nesterov (Rounds.Outer)
 )
 
 // Rounds is what a job of local rounds keeps beyond a job without them.
@@ -26,11 +26,13 @@ type Rounds struct {
 	// of θ, stepped in place as each gradient forms (an external trainer
 	// holds that copy in its own process).
 	Steps bool
-	// OuterBuf: the shards keep the outer Nesterov's buffer of
-	// pseudo-gradients beside θ and the momentum (one model's worth at
-	// most: replication ÷ nodes of it), and step a copy of it while a
-	// snapshot writes it.
-	OuterBuf bool
+	// Outer: the shards apply the outer Nesterov rule, whose momentum
+	// moves at every arrival: a snapshot an arrival meets has θ and the
+	// momentum of its replica stepped in a copy (shard's thawLocked), and
+	// the rounds' pushes, entries and replies of the whole model arrive
+	// together. Its share is headroom measured, not a count of buffers:
+	// see the package comment.
+	Outer bool
 }
 
 // Auto and Off are the special values of a node's Config.MemoryLimit.
@@ -65,8 +67,8 @@ func For(modelBytes, datasetBytes int64, shards int, prec shardapi.Precision, r 
 	if r.Steps {
 		sh += round
 	}
-	if r.OuterBuf {
-		sh += outerBuf
+	if r.Outer {
+		sh += outer
 	}
 	return base + datasetBytes + int64(math.Ceil(sh*float64(modelBytes))) + encodings + int64(shards)*perShard
 }

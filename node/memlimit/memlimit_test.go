@@ -47,14 +47,14 @@ func TestFor(t *testing.T) {
 	if d := For(model, 9_408_000, 8, shardapi.FP32, Rounds{}) - wide; d < model/2-model/50 || d > model/2 {
 		t.Errorf("mlp-wide: fp32's limit %d MiB above int8's, want half the model", d>>20)
 	}
-	// Local rounds: the worker's round copy (1 model), the shards' outer
-	// buffer and its copy in a snapshot (1.5); an external trainer's node
-	// only the buffer.
-	rounds := For(model, 9_408_000, 8, shardapi.INT8, Rounds{Steps: true, OuterBuf: true})
+	// Local rounds: the worker's round copy (1 model), the outer
+	// Nesterov's headroom (1.5); an external trainer's node only the
+	// headroom.
+	rounds := For(model, 9_408_000, 8, shardapi.INT8, Rounds{Steps: true, Outer: true})
 	if d := rounds - wide; d < 2.5*model || d > 2.5*model+1 {
 		t.Errorf("mlp-wide in local rounds: limit %d MiB, %d MiB above without rounds", rounds>>20, d>>20)
 	}
-	if d := For(model, 0, 8, shardapi.INT8, Rounds{OuterBuf: true}) - For(model, 0, 8, shardapi.INT8, Rounds{}); d < 1.5*model || d > 1.5*model+1 {
-		t.Errorf("outer buffer alone: %d MiB more", d>>20)
+	if d := For(model, 0, 8, shardapi.INT8, Rounds{Outer: true}) - For(model, 0, 8, shardapi.INT8, Rounds{}); d < 1.5*model || d > 1.5*model+1 {
+		t.Errorf("outer headroom alone: %d MiB more", d>>20)
 	}
 }
