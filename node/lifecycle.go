@@ -395,6 +395,7 @@ func (n *Node) newShards(spec JobSpec) *shards.Manager {
 			n.view.Fill(&s)
 			return s.Shards
 		},
+		PeerLeader: n.view.Leader,
 		Theta: func() []float32 {
 			if n.initTheta != nil {
 				return n.initTheta

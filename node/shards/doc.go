@@ -9,7 +9,11 @@
 // includes it, the leader of each shard reconciles the Raft configuration
 // toward the placement, and removes from the shard's clock table every
 // worker that membership declares failed or that leaves. A replica this
-// node no longer places is shut down once the leader has removed it.
+// node no longer places is shut down once the leader has removed it: by
+// its own configuration, or by the leader's word in the node's mesh view
+// (Deps.PeerLeader) — raft stops replicating to a removed server, so a
+// follower often never hears of its own removal and would pre-vote for
+// ever (removedByLeader).
 // When a shard's slice exceeds 1 MiB, the worker and the evaluation loop
 // start only once every shard's voters are its placement, or after 3
 // minutes (trainstart.go): otherwise every push of a

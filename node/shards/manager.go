@@ -67,6 +67,10 @@ type Deps struct {
 	// other members said (the node's mesh view): leaders of the shards it
 	// does not host.
 	PeerShards func(own []records.ShardStatus) []records.ShardStatus
+	// PeerLeader is the shard's leader as a peer leading it last reported
+	// itself (its term and voters), the highest term heard; false when no
+	// peer reports leading it. Nil: never heard.
+	PeerLeader func(shard uint32) (records.ShardStatus, bool)
 	// Theta is the parameters a fresh mesh starts from (--init-from, or
 	// the model's initialisation from the job's seed), asked once.
 	Theta  func() []float32
@@ -336,7 +340,7 @@ func (m *Manager) sync(ctx context.Context) {
 			}
 			continue
 		}
-		if !slices.Contains(want, m.d.ID) && !m.inConfig(rep) {
+		if !slices.Contains(want, m.d.ID) && (!m.inConfig(rep) || m.removedByLeader(id, rep)) {
 			m.stopReplica(id)
 		}
 	}
@@ -524,6 +528,29 @@ func (m *Manager) removeGoneWorkers(ctx context.Context, rep Replica, live map[m
 func (m *Manager) inConfig(rep Replica) bool {
 	c, err := rep.Configuration()
 	return err != nil || c.Has(m.d.ID)
+}
+
+// removedByLeader reports whether the shard's leader, as it reports
+// itself to this node's mesh view, has removed this node while rep's own
+// configuration still counts it a voter: the leader leads at a term at
+// least rep's and its voters leave this node out. Raft stops replicating
+// to a server once the configuration removing it is appended, so a
+// follower hears of its own removal only if the leader's last send to it
+// carried that entry; one that did not (a bootstrap node handing its
+// shards to the placed replicas does so routinely) stays a voter in its
+// own eyes and pre-votes every election timeout for as long as it runs,
+// refused by every member. Not placed here and removed by the leader's
+// word, it is stopped.
+func (m *Manager) removedByLeader(id uint32, rep Replica) bool {
+	if m.d.PeerLeader == nil {
+		return false
+	}
+	l, ok := m.d.PeerLeader(id)
+	if !ok || l.Leader == string(m.d.ID) || l.Term < rep.Status().Term || slices.Contains(l.Voters, string(m.d.ID)) {
+		return false
+	}
+	c, err := rep.Configuration()
+	return err == nil && slices.Contains(c.Voters, m.d.ID)
 }
 
 func (m *Manager) stopReplica(id uint32) {

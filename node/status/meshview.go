@@ -176,6 +176,29 @@ func (v *View) keep(live []mesh.NodeID) {
 	}
 }
 
+// Leader is the newest word of a peer that leads shard id — its own
+// replica's record (Local "leader"), the highest term among the peers
+// heard — and whether any peer reports leading it.
+func (v *View) Leader(id uint32) (records.ShardStatus, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var best *records.ShardStatus
+	for _, h := range v.peers {
+		for j := range h.view.Shards {
+			c := &h.view.Shards[j]
+			if c.ID == id && c.Local == "leader" && (best == nil || c.Term > best.Term) {
+				best = c
+			}
+		}
+	}
+	if best == nil {
+		return records.ShardStatus{}, false
+	}
+	out := *best
+	out.Voters = slices.Clone(best.Voters)
+	return out, true
+}
+
 // Fill completes s (built from this node's own replicas and worker) with
 // what the other members said: every shard this node does not host, the
 // clock table when this node leads no shard, and every member's worker.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"dsspmesh/node/records"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -177,5 +178,25 @@ func TestMeshViewListsMembersHTTP(t *testing.T) {
 		if s.Members[i].HTTP != want {
 			t.Errorf("member %s: HTTP %q, want %q", s.Members[i].ID, s.Members[i].HTTP, want)
 		}
+	}
+}
+
+// Leader is the word of a peer that leads the shard itself, the highest
+// term heard; a follower's account of its leader is not a leader's word.
+func TestMeshViewLeaderIsALeadersOwnWord(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var v View
+	v.set("node-b", PeerView{Shards: []records.ShardStatus{{ID: 1, Leader: "node-x", Term: 5, Local: "follower", Voters: []string{"node-b", "node-x"}}}}, t0)
+	if _, ok := v.Leader(1); ok {
+		t.Fatal("a follower's account taken as the leader's word")
+	}
+	v.set("node-c", PeerView{Shards: []records.ShardStatus{{ID: 1, Leader: "node-c", Term: 3, Local: "leader", Voters: []string{"node-b", "node-c", "node-d"}}}}, t0)
+	v.set("node-d", PeerView{Shards: []records.ShardStatus{{ID: 1, Leader: "node-d", Term: 4, Local: "leader", Voters: []string{"node-b", "node-d", "node-e"}}}}, t0)
+	l, ok := v.Leader(1)
+	if !ok || l.Leader != "node-d" || l.Term != 4 || !slices.Equal(l.Voters, []string{"node-b", "node-d", "node-e"}) {
+		t.Fatalf("leader %+v, %v; want node-d's word at term 4", l, ok)
+	}
+	if _, ok := v.Leader(2); ok {
+		t.Fatal("no peer leads shard 2")
 	}
 }
