@@ -49,12 +49,13 @@ func isQUICFailure(err error) bool {
 
 // Unreachable reports whether err says the peer cannot be reached now:
 // membership no longer lists it (ErrNoRoute), or its QUIC connection
-// timed out, idle or in the handshake (a killed or partitioned peer).
+// timed out, idle or in the handshake (a killed or partitioned peer), or
+// a dial's deadline passed before its handshake finished (ErrDialTimeout).
 func Unreachable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrNoRoute) {
+	if errors.Is(err, ErrNoRoute) || errors.Is(err, ErrDialTimeout) {
 		return true
 	}
 	if _, ok := errors.AsType[*quic.IdleTimeoutError](err); ok {

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
@@ -27,6 +28,7 @@ func TestOrderlyAndUnreachable(t *testing.T) {
 		{"not a member", fmt.Errorf("mesh: node %q is not a live member: %w", "n2", ErrNoRoute), false, true},
 		{"idle timeout", fmt.Errorf("dial: %w", &quic.IdleTimeoutError{}), false, true},
 		{"handshake timeout", &quic.HandshakeTimeoutError{}, false, true},
+		{"dial deadline", fmt.Errorf("mesh: connect to n2 at a: %w", fmt.Errorf("%w: %w", ErrDialTimeout, context.DeadlineExceeded)), false, true},
 		{"stateless reset", &quic.StatelessResetError{}, false, false},
 		{"protocol error", &quic.TransportError{ErrorCode: quic.ProtocolViolation}, false, false},
 		{"other", fmt.Errorf("disk full"), false, false},

@@ -8,13 +8,17 @@ import (
 
 // Sentinel errors of the mesh package.
 var (
-	ErrClosed         = errors.New("mesh: closed")
-	ErrBadFrame       = errors.New("mesh: bad frame")
-	ErrBadMeta        = errors.New("mesh: bad member metadata")
-	ErrBadNodeID      = errors.New("mesh: bad node id")
-	ErrBadKey         = errors.New("mesh: bad mesh key")
-	ErrChannelInUse   = errors.New("mesh: channel already has a listener")
-	ErrNoRoute        = errors.New("mesh: peer unreachable")
+	ErrClosed       = errors.New("mesh: closed")
+	ErrBadFrame     = errors.New("mesh: bad frame")
+	ErrBadMeta      = errors.New("mesh: bad member metadata")
+	ErrBadNodeID    = errors.New("mesh: bad node id")
+	ErrBadKey       = errors.New("mesh: bad mesh key")
+	ErrChannelInUse = errors.New("mesh: channel already has a listener")
+	ErrNoRoute      = errors.New("mesh: peer unreachable")
+	// ErrDialTimeout marks a dial whose handshake did not finish before
+	// its deadline (the transport's HandshakeTimeout or the caller's):
+	// quic-go then returns the context's error, not a HandshakeTimeoutError.
+	ErrDialTimeout    = errors.New("mesh: handshake not finished before the dial's deadline")
 	ErrPeerIdentity   = errors.New("mesh: peer identity mismatch")
 	ErrBadPreamble    = errors.New("mesh: bad stream preamble")
 	ErrNotJoined      = errors.New("mesh: no seed answered")

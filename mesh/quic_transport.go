@@ -185,6 +185,9 @@ func (t *QUICTransport) conn(ctx context.Context, peer NodeID, addr string) (*qu
 	c, err := t.qt.Dial(hctx, uaddr, t.creds.ClientTLS(peer), t.qconf)
 	if err != nil {
 		t.cnt.dialFailures.Add(1)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", ErrDialTimeout, err)
+		}
 		return nil, false, fmt.Errorf("mesh: connect to %s at %s: %w", peer, addr, err)
 	}
 	if !t.track(c, peer, true) {

@@ -136,8 +136,9 @@ var toPeer = map[string]bool{
 //     (mesh.PeerRestarted: a killed node back) and its replica is not
 //     listening yet (mesh.NoListener): debug — raft retries, "failed to
 //     contact" warns of a peer that stays away, and the member's failure
-//     and join are logged as events; because its connection timed out
-//     (mesh.Unreachable: killed or partitioned): warn.
+//     and join are logged as events; because its connection or a dial's
+//     handshake timed out (mesh.Unreachable: killed, partitioned, or
+//     stopped while membership still listed it): warn.
 func RecordLevel(level hclog.Level, msg string, args []any) slog.Level {
 	lv := slogLevel(level)
 	switch {

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -119,6 +120,9 @@ func TestRecordLevel(t *testing.T) {
 		{hclog.Error, "failed to appendEntries to", []any{"peer", "n2", "error", gone}, D},
 		{hclog.Error, "failed to make requestVote RPC", []any{"target", "n2", "error", gone, "term", 4}, D},
 		{hclog.Error, "failed to heartbeat to", []any{"peer", "n2", "error", timedOut}, W},
+		// A dial whose deadline passed in the handshake (the peer stopped
+		// while membership still listed it): a warning, not an error.
+		{hclog.Error, "failed to heartbeat to", []any{"peer", "n2", "error", fmt.Errorf("mesh: connect to n2 at a: %w", fmt.Errorf("%w: %w", mesh.ErrDialTimeout, context.DeadlineExceeded))}, W},
 		{hclog.Error, "failed to appendEntries to", []any{"peer", "n2", "error", restarted}, D},
 		{hclog.Error, "failed to heartbeat to", []any{"peer", "n2", "error", refusedRead}, D},
 		{hclog.Error, "failed to install snapshot", []any{"id", "2-14-1", "error", noListener}, D},
