@@ -13,7 +13,7 @@
 // its own configuration, or by the leader's word in the node's mesh view
 // (Deps.PeerLeader) — raft stops replicating to a removed server, so a
 // follower often never hears of its own removal and would pre-vote for
-// ever (removedByLeader).
+// ever (Manager.removed).
 // When a shard's slice exceeds 1 MiB, the worker and the evaluation loop
 // start only once every shard's voters are its placement, or after 3
 // minutes (trainstart.go): otherwise every push of a

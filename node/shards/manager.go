@@ -340,7 +340,7 @@ func (m *Manager) sync(ctx context.Context) {
 			}
 			continue
 		}
-		if !slices.Contains(want, m.d.ID) && (!m.inConfig(rep) || m.removedByLeader(id, rep)) {
+		if !slices.Contains(want, m.d.ID) && m.removed(id, rep) {
 			m.stopReplica(id)
 		}
 	}
@@ -523,34 +523,30 @@ func (m *Manager) removeGoneWorkers(ctx context.Context, rep Replica, live map[m
 	}
 }
 
-// inConfig reports whether this node is in rep's raft configuration; a
-// replica that cannot read it is presumed in, so it is not stopped early.
-func (m *Manager) inConfig(rep Replica) bool {
+// removed reports whether this node is out of rep's shard: out of rep's
+// own configuration, or removed by the leader's word while rep still
+// counts it a voter — the leader, as it reports itself to this node's
+// mesh view, leads at a term at least rep's with voters that leave this
+// node out. Raft stops replicating to a server once the configuration
+// removing it is appended, so a follower hears of its own removal only
+// if the leader's last send to it carried that entry; one that did not (a
+// bootstrap node handing its shards to the placed replicas does so
+// routinely) stays a voter in its own eyes and pre-votes every election
+// timeout for as long as it runs, refused by every member. A replica
+// that cannot read its configuration is presumed in, so it is not
+// stopped early.
+func (m *Manager) removed(id uint32, rep Replica) bool {
 	c, err := rep.Configuration()
-	return err != nil || c.Has(m.d.ID)
-}
-
-// removedByLeader reports whether the shard's leader, as it reports
-// itself to this node's mesh view, has removed this node while rep's own
-// configuration still counts it a voter: the leader leads at a term at
-// least rep's and its voters leave this node out. Raft stops replicating
-// to a server once the configuration removing it is appended, so a
-// follower hears of its own removal only if the leader's last send to it
-// carried that entry; one that did not (a bootstrap node handing its
-// shards to the placed replicas does so routinely) stays a voter in its
-// own eyes and pre-votes every election timeout for as long as it runs,
-// refused by every member. Not placed here and removed by the leader's
-// word, it is stopped.
-func (m *Manager) removedByLeader(id uint32, rep Replica) bool {
-	if m.d.PeerLeader == nil {
+	switch {
+	case err != nil:
+		return false
+	case !c.Has(m.d.ID):
+		return true
+	case !slices.Contains(c.Voters, m.d.ID) || m.d.PeerLeader == nil:
 		return false
 	}
 	l, ok := m.d.PeerLeader(id)
-	if !ok || l.Leader == string(m.d.ID) || l.Term < rep.Status().Term || slices.Contains(l.Voters, string(m.d.ID)) {
-		return false
-	}
-	c, err := rep.Configuration()
-	return err == nil && slices.Contains(c.Voters, m.d.ID)
+	return ok && l.Leader != string(m.d.ID) && l.Term >= rep.Status().Term && !slices.Contains(l.Voters, string(m.d.ID))
 }
 
 func (m *Manager) stopReplica(id uint32) {

@@ -52,7 +52,7 @@ func TestReplicaRemovedByTheLeadersWord(t *testing.T) {
 		{"no mesh view", nil, 3, voter, false},
 	} {
 		m := &Manager{d: Deps{ID: self, PeerLeader: tc.peer}}
-		if got := m.removedByLeader(3, &termReplica{term: tc.term, config: tc.config}); got != tc.want {
+		if got := m.removed(3, &termReplica{term: tc.term, config: tc.config}); got != tc.want {
 			t.Errorf("%s: removed %v, want %v", tc.name, got, tc.want)
 		}
 	}
