@@ -40,9 +40,11 @@ type outerRates struct {
 	n   int64 // N
 }
 
-func (f *FSM) outerRates() outerRates {
-	n := max(int64(f.gate.Len()), 1)
-	o := f.spec.Outer
+func (f *FSM) outerRates() outerRates { return ratesOf(f.spec.Outer, f.gate.Len()) }
+
+// ratesOf is o's constants with workers in the gate (N, at least 1).
+func ratesOf(o shardapi.Outer, workers int) outerRates {
+	n := max(int64(workers), 1)
 	return outerRates{a: float32(o.LR / float64(n)), inv: float32(1 / float64(n)), lr: float32(o.LR),
 		mu: float32(o.Momentum), n: n}
 }

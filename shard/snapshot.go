@@ -245,9 +245,9 @@ func readSnapshot(r io.Reader) (*snapshotState, error) {
 // workers in the gate) into this build's: m ← μ·m + b/N. It returns the
 // first index whose result is out of the momentum's domain, or −1.
 func foldBuffer(o shardapi.Outer, workers int, m, b []float32) int {
-	mu, inv := float32(o.Momentum), float32(1/float64(max(workers, 1)))
+	r := ratesOf(o, workers)
 	for i, bi := range b {
-		m[i] = float32(mu*m[i]) + float32(inv*bi)
+		m[i] = float32(r.mu*m[i]) + float32(r.inv*bi)
 		if outOfDomain(m[i]) {
 			return i
 		}
