@@ -103,6 +103,14 @@ var toPeer = map[string]bool{
 	"failed to install snapshot":     true, // the send's cause, logged before "failed to send snapshot to"
 }
 
+// incoming are raft's errors for one RPC a peer sent this node: reading
+// the command, or flushing the answer to its stream. Both fail when either
+// side's transport closes under a running RPC (a graceful stop).
+var incoming = map[string]bool{
+	"failed to decode incoming command": true,
+	"failed to flush response":          true,
+}
+
 // RecordLevel is the slog level of one hclog record. It is hclog's level
 // (slogLevel) except for these records, matched by message and condition:
 //   - routine snapshot, compaction, transfer-progress, election-step and
@@ -116,8 +124,10 @@ var toPeer = map[string]bool{
 //   - "heartbeat timeout reached, starting election" with no last leader
 //     (a new replica's first election): info.
 //   - "failed to take snapshot" that must only wait (snapshotLater): debug.
-//   - "failed to decode incoming command" for a stream or connection
-//     closed in order (mesh.Orderly: the peer or this node shut down), for
+//   - "failed to decode incoming command" or "failed to flush response"
+//     (the map incoming: reading a peer's RPC or writing its answer) for
+//     a stream or connection closed in order (mesh.Orderly: the peer or
+//     this node shut down), for
 //     this node's raft transport shutting down (raft.ErrTransportShutdown:
 //     a graceful stop), or for a peer's connection reset by its restart
 //     (mesh.PeerRestarted): debug; for a connection that went silent
@@ -152,9 +162,9 @@ func RecordLevel(level hclog.Level, msg string, args []any) slog.Level {
 		return slog.LevelInfo
 	case level == hclog.Error && msg == "failed to take snapshot" && snapshotLater(argErr(args)):
 		return slog.LevelDebug
-	case level == hclog.Error && msg == "failed to decode incoming command" && incomingEnded(argErr(args)):
+	case level == hclog.Error && incoming[msg] && incomingEnded(argErr(args)):
 		return slog.LevelDebug
-	case level == hclog.Error && msg == "failed to decode incoming command" && mesh.Unreachable(cause(argErr(args))):
+	case level == hclog.Error && incoming[msg] && mesh.Unreachable(cause(argErr(args))):
 		return slog.LevelWarn
 	case level == hclog.Error && msg == "peer has newer term, stopping replication":
 		return slog.LevelInfo

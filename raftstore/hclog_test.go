@@ -130,6 +130,11 @@ func TestRecordLevel(t *testing.T) {
 		{hclog.Info, "entering leader state", nil, D}, // the node's event log logs it
 		{hclog.Error, "failed to decode incoming command", []any{"error", raft.ErrTransportShutdown}, D},
 		{hclog.Error, "failed to decode incoming command", []any{"error", restarted}, D},
+		// This node's transport closed under an RPC's answer (a graceful
+		// stop): what the leaver logged in CI's healthy-mesh test.
+		{hclog.Error, "failed to flush response", []any{"error", &quic.ApplicationError{ErrorMessage: "transport closed"}}, D},
+		{hclog.Error, "failed to flush response", []any{"error", timedOut}, W},
+		{hclog.Error, "failed to flush response", []any{"error", refused}, E},
 		{hclog.Error, "failed to appendEntries to", []any{"peer", "n2", "error", io.EOF}, D},
 		{hclog.Error, "failed to heartbeat to", []any{"peer", "n2", "error", codec.NewDecoder(bytes.NewReader([]byte{0x92}), &codec.MsgpackHandle{}).Decode(&v)}, D},
 		{hclog.Warn, "failed to contact", []any{"server-id", "n2", "time", 295 * time.Millisecond}, D},
