@@ -73,6 +73,13 @@ func LoadParadigms(dir string) (*ParadigmsResult, error) {
 				*dst, _ = strconv.ParseFloat(row[c], 64)
 			}
 		}
+		for _, t := range cfg.Targets {
+			n := 0.0
+			if c := col("samples_to_" + strconv.FormatFloat(t, 'g', -1, 64)); c >= 0 { // absent from reports written before it was recorded
+				n, _ = strconv.ParseFloat(row[c], 64)
+			}
+			r.SamplesTo = append(r.SamplesTo, n)
+		}
 		for _, c := range targetCols {
 			d := NotReached
 			if row[c] != "" {

@@ -114,7 +114,7 @@ func (r *ParadigmsResult) Markdown() string {
 				b.WriteString("\n")
 			}
 		}
-		b.WriteString(throughputTable(mine, r.Ceiling))
+		b.WriteString(throughputTable(mine, r.Ceiling, ref, cfg.RefTarget))
 		for _, c := range mine {
 			if c.Errors > 0 {
 				fmt.Fprintf(&b, "\n%s: %d of %d runs ended with an error (see runs.csv).", c.Variant, c.Errors, c.Runs)
@@ -206,6 +206,9 @@ func (r *ParadigmsResult) runRows() [][]string {
 		head = append(head, fmt.Sprintf("wait_share_node%d", w))
 	}
 	head = append(head, "load1", "error", "samples_per_sec", "bytes_per_sample", "busy", "of_ceiling")
+	for _, t := range cfg.Targets {
+		head = append(head, "samples_to_"+strconv.FormatFloat(t, 'g', -1, 64))
+	}
 	rows := [][]string{head}
 	for _, run := range r.Runs {
 		row := []string{run.Setting, slow[run.Setting], string(run.Variant), strconv.Itoa(run.Repeat)}
@@ -225,8 +228,12 @@ func (r *ParadigmsResult) runRows() [][]string {
 			}
 			row = append(row, v)
 		}
-		rows = append(rows, append(row, csvLoad(run.Load), run.Err, fmt.Sprintf("%.1f", run.SamplesPerSec),
-			fmt.Sprintf("%.0f", run.BytesPerSample), fmt.Sprintf("%.3f", run.Busy), fmt.Sprintf("%.3f", run.OfCeiling)))
+		row = append(row, csvLoad(run.Load), run.Err, fmt.Sprintf("%.1f", run.SamplesPerSec),
+			fmt.Sprintf("%.0f", run.BytesPerSample), fmt.Sprintf("%.3f", run.Busy), fmt.Sprintf("%.3f", run.OfCeiling))
+		for t := range cfg.Targets {
+			row = append(row, samplesOrEmpty(run.SamplesTo, t))
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -240,6 +247,9 @@ func (r *ParadigmsResult) cellRows() [][]string {
 	}
 	head = append(head, "median_final_acc", "median_iters_per_sec", "median_wait_share_per_worker", "median_load1",
 		"median_samples_per_sec", "median_bytes_per_sample", "median_busy", "median_of_ceiling")
+	for _, t := range cfg.Targets {
+		head = append(head, "median_samples_to_"+strconv.FormatFloat(t, 'g', -1, 64))
+	}
 	rows := [][]string{head}
 	for _, c := range Cells(r.Runs, len(cfg.Targets)) {
 		row := []string{c.Setting, string(c.Variant), strconv.Itoa(c.Runs)}
@@ -250,8 +260,12 @@ func (r *ParadigmsResult) cellRows() [][]string {
 		for _, w := range c.Wait {
 			ws = append(ws, fmt.Sprintf("%.3f", w))
 		}
-		rows = append(rows, append(row, fmt.Sprintf("%.4f", c.FinalAcc), fmt.Sprintf("%.2f", c.ItersPerSec), strings.Join(ws, " "), csvLoad(c.Load),
-			fmt.Sprintf("%.1f", c.SamplesPerSec), fmt.Sprintf("%.0f", c.BytesPerSample), fmt.Sprintf("%.3f", c.Busy), fmt.Sprintf("%.3f", c.OfCeiling)))
+		row = append(row, fmt.Sprintf("%.4f", c.FinalAcc), fmt.Sprintf("%.2f", c.ItersPerSec), strings.Join(ws, " "), csvLoad(c.Load),
+			fmt.Sprintf("%.1f", c.SamplesPerSec), fmt.Sprintf("%.0f", c.BytesPerSample), fmt.Sprintf("%.3f", c.Busy), fmt.Sprintf("%.3f", c.OfCeiling))
+		for t := range cfg.Targets {
+			row = append(row, samplesOrEmpty(c.SamplesTo, t))
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -335,21 +349,49 @@ func writeCSV(path string, rows [][]string) error {
 // cells: samples/s, model bytes on the wire per training sample, the
 // share of the workers' own capacity used and, when measured, the share
 // of the machine's compute ceiling (the figures local rounds move).
-func throughputTable(cells []Cell, ceiling float64) string {
+func throughputTable(cells []Cell, ceiling float64, ref int, refTarget float64) string {
 	var b strings.Builder
 	b.WriteString("\nThroughput and wire (medians): samples/s of the mesh; model bytes pushed and returned per training sample; " +
 		"capacity used = samples/s ÷ Σ each worker's samples per compute second, over the same window")
 	if ceiling > 0 {
 		fmt.Fprintf(&b, "; mesh ÷ compute ceiling = samples/s ÷ %.0f (one single-threaded worker in process × the cores)", ceiling)
 	}
-	b.WriteString(":\n\n| paradigm | local steps | samples/s | bytes/sample | capacity used | mesh ÷ ceiling | wait share per worker |\n|---|---:|---:|---:|---:|---:|---|\n")
+	if ref >= 0 {
+		fmt.Fprintf(&b, "; samples to %s = the samples the workers had computed by the evaluation that first reached it", pct(refTarget))
+	}
+	b.WriteString(":\n\n| paradigm | local steps | samples/s | bytes/sample | capacity used | mesh ÷ ceiling |")
+	if ref >= 0 {
+		fmt.Fprintf(&b, " samples to %s |", pct(refTarget))
+	}
+	b.WriteString(" wait share per worker |\n|---|---:|---:|---:|---:|---:|")
+	if ref >= 0 {
+		b.WriteString("---:|")
+	}
+	b.WriteString("---|\n")
 	for _, c := range cells {
 		ofc := "—"
 		if c.OfCeiling > 0 {
 			ofc = fmt.Sprintf("%.2f", c.OfCeiling)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.2f | %s | %s |\n", c.Variant, c.Variant.LocalSteps(), c.SamplesPerSec,
-			c.BytesPerSample, c.Busy, ofc, fmtShares(c.Wait))
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.2f | %s |", c.Variant, c.Variant.LocalSteps(), c.SamplesPerSec,
+			c.BytesPerSample, c.Busy, ofc)
+		if ref >= 0 {
+			n := "—"
+			if ref < len(c.SamplesTo) && c.SamplesTo[ref] > 0 {
+				n = fmt.Sprintf("%.0fk", c.SamplesTo[ref]/1000)
+			}
+			fmt.Fprintf(&b, " %s |", n)
+		}
+		fmt.Fprintf(&b, " %s |\n", fmtShares(c.Wait))
 	}
 	return b.String()
+}
+
+// samplesOrEmpty is v[i] as a whole number for a CSV cell, "" where v has
+// none or it is 0 (the target was not reached).
+func samplesOrEmpty(v []float64, i int) string {
+	if i >= len(v) || v[i] <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.0f", v[i])
 }

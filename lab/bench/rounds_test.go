@@ -47,4 +47,12 @@ func TestThroughput(t *testing.T) {
 	if capacity := 128/0.8 + 128/0.9; perSec != (448-192)/2.0 || bps != 7000.0/448 || busy != perSec/capacity {
 		t.Fatalf("samples/s %g, bytes/sample %g, busy %g", perSec, bps, busy)
 	}
+	// Samples by an evaluation: the last poll at or before it, every node;
+	// a node down at that poll keeps its count from the poll before.
+	s = append(s, launch.Sample{Elapsed: 5 * time.Second, Node: 0, Up: true, Worker: w(5, 320, 0, 1)},
+		launch.Sample{Elapsed: 5 * time.Second, Node: 1})
+	got := samplesAt(s, []time.Duration{1500 * time.Millisecond, 2 * time.Second, NotReached, 5 * time.Second, time.Hour})
+	if want := []float64{64, 192, 0, 320 + 192, 320 + 192}; !slices.Equal(got, want) {
+		t.Fatalf("samples at the evaluations: %v, want %v", got, want)
+	}
 }

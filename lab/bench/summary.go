@@ -25,8 +25,13 @@ type RunSummary struct {
 	// started) to the first evaluation at or above Targets[i], or
 	// NotReached.
 	ToTarget []time.Duration
-	FinalAcc float64 // last evaluation (0 if none)
-	Elapsed  time.Duration
+	// SamplesTo[i] is the training samples every worker together had
+	// computed by the last poll at or before that evaluation (0 where
+	// ToTarget[i] is NotReached): with ToTarget it separates a run that
+	// trained faster from one that needed fewer samples.
+	SamplesTo []float64
+	FinalAcc  float64 // last evaluation (0 if none)
+	Elapsed   time.Duration
 	// ItersPerSec is the mesh's iterations per second (all workers
 	// together), from the first poll at which every worker had completed
 	// an iteration to the last poll, so start-up is not counted.
@@ -59,6 +64,7 @@ func (s *RunSummary) fill(r *launch.Result, targets []float64) {
 	s.Elapsed = r.Elapsed
 	s.Evals = r.Evals
 	s.ToTarget = TimesToTargets(r.Evals, targets)
+	s.SamplesTo = samplesAt(r.Samples, s.ToTarget)
 	if r.Final != nil {
 		s.FinalAcc = r.Final.Accuracy
 	}
@@ -175,6 +181,28 @@ func TimesToTargets(evals []launch.EvalPoint, targets []float64) []time.Duration
 	return out
 }
 
+// samplesAt is, for each time in at (NotReached: 0), the samples the
+// workers had computed by then: each node's count at its last poll at or
+// before it while up, summed over the nodes.
+func samplesAt(samples []launch.Sample, at []time.Duration) []float64 {
+	out := make([]float64, len(at))
+	for i, t := range at {
+		if t == NotReached {
+			continue
+		}
+		by := map[int]uint64{}
+		for _, s := range samples {
+			if s.Elapsed <= t && s.Up {
+				by[s.Node] = s.Worker.Samples
+			}
+		}
+		for _, n := range by {
+			out[i] += float64(n)
+		}
+	}
+	return out
+}
+
 // rates computes the mesh's iterations/s and each node's final wait share
 // from launch's polls (one Sample per node per poll, in poll order).
 func rates(samples []launch.Sample) (float64, []float64) {
@@ -215,6 +243,7 @@ type Cell struct {
 	Variant     Variant
 	Runs        int
 	ToTarget    []time.Duration // median; NotReached if the median run did not reach it
+	SamplesTo   []float64       // median; 0 if the median run did not reach it
 	ReachedBy   []int           // how many runs reached each target
 	FinalAcc    float64
 	ItersPerSec float64
@@ -244,20 +273,27 @@ func Cells(runs []RunSummary, targets int) []Cell {
 	}
 	for _, g := range groups {
 		c := Cell{Setting: g[0].Setting, Variant: g[0].Variant, Runs: len(g),
-			ToTarget: make([]time.Duration, targets), ReachedBy: make([]int, targets)}
+			ToTarget: make([]time.Duration, targets), SamplesTo: make([]float64, targets), ReachedBy: make([]int, targets)}
 		for t := range targets {
 			var ts []time.Duration
+			var ns []float64
 			for _, r := range g {
-				d := NotReached
+				d, n := NotReached, math.Inf(1)
 				if t < len(r.ToTarget) {
 					d = r.ToTarget[t]
 				}
-				ts = append(ts, d)
 				if d != NotReached {
 					c.ReachedBy[t]++
+					if t < len(r.SamplesTo) {
+						n = r.SamplesTo[t]
+					}
 				}
+				ts, ns = append(ts, d), append(ns, n)
 			}
 			c.ToTarget[t] = MedianDuration(ts)
+			if m := Median(ns); !math.IsInf(m, 0) && c.ToTarget[t] != NotReached {
+				c.SamplesTo[t] = m
+			}
 		}
 		var acc, ips, load, sps, bps, busy, ceil []float64
 		workers := 0

@@ -156,7 +156,7 @@ func TestLoadParadigmsRoundTrip(t *testing.T) {
 		{Setting: "homogeneous", Variant: "bsp", Repeat: 1, Limit: cfg.TimeLimit, ToTarget: []time.Duration{40 * s, NotReached, NotReached},
 			Wait: []float64{0.5, 0.6, 0.5, 0.5}, FinalAcc: 0.96, ItersPerSec: 12.5},
 		{Setting: "heterogeneous", Variant: "dssp:3:12", Repeat: 1, Limit: cfg.TimeLimit, ToTarget: []time.Duration{20 * s, 30 * s, NotReached},
-			Wait: []float64{0.1, 0.2, 0.3, 0.4}, FinalAcc: 0.965, ItersPerSec: 10},
+			SamplesTo: []float64{120000, 180000, 0}, Wait: []float64{0.1, 0.2, 0.3, 0.4}, FinalAcc: 0.965, ItersPerSec: 10},
 	}}
 	if err := r.Write(cfg.OutDir); err != nil {
 		t.Fatal(err)
@@ -167,6 +167,9 @@ func TestLoadParadigmsRoundTrip(t *testing.T) {
 	}
 	if got, want := back.Markdown(), r.Markdown(); got != want {
 		t.Errorf("re-rendered report differs:\n%s\nwant:\n%s", got, want)
+	}
+	if !strings.Contains(r.Markdown(), "| 180k |") {
+		t.Errorf("the throughput table does not show the samples to the reference target (180k):\n%s", r.Markdown())
 	}
 }
 
