@@ -13,13 +13,13 @@ import (
 	"dsspmesh/cudaops"
 )
 
-// The statistics of the paradigms without the mesh (BENCHMARKS.md, Balance,
-// run 6): how many training samples each needs to reach a test accuracy,
-// with the shard's arithmetic (one momentum step per Raft entry, gradients
-// weighted samples/b0, the job's step-decay schedule on applied samples)
-// and each paradigm's read pattern, but no processes, no network and no
-// wall clock. Time is simulated only to order ASP's pushes; every other
-// paradigm is a sequence of rounds. Deterministic for a seed.
+// The statistics of the paradigms without the mesh: how many training
+// samples each needs to reach a test accuracy, with the shard's arithmetic
+// (one momentum step per Raft entry, gradients weighted samples/b0, the
+// job's step-decay schedule on applied samples) and each paradigm's read
+// pattern, but no processes, no network and no wall clock. Time is
+// simulated only to order ASP's pushes; every other paradigm is a sequence
+// of rounds. Deterministic for a seed.
 //
 //	DSSP_SAMPLES=1 go test ./lab/bench -run TestSamplesToTarget -v -timeout 30m
 //
@@ -442,7 +442,7 @@ func (r *statRun) runASP() (int64, error) {
 
 func TestSamplesToTarget(t *testing.T) {
 	if os.Getenv("DSSP_SAMPLES") == "" {
-		t.Skip("an experiment of minutes of CPU: set DSSP_SAMPLES=1 (BENCHMARKS.md, Balance, run 6)")
+		t.Skip("an experiment of minutes of CPU: set DSSP_SAMPLES=1 (see the comment above TestSamplesToTarget)")
 	}
 	seeds := 5
 	if s := os.Getenv("DSSP_SAMPLES_SEEDS"); s != "" {
