@@ -347,8 +347,9 @@ func writeCSV(path string, rows [][]string) error {
 
 // throughputTable is the wire and throughput table of one setting's
 // cells: samples/s, model bytes on the wire per training sample, the
-// share of the workers' own capacity used and, when measured, the share
-// of the machine's compute ceiling (the figures local rounds move).
+// share of the workers' own capacity used, when measured the share of
+// the machine's compute ceiling (the figures local rounds move), and the
+// samples to the reference target Targets[ref] (no column when ref < 0).
 func throughputTable(cells []Cell, ceiling float64, ref int, refTarget float64) string {
 	var b strings.Builder
 	b.WriteString("\nThroughput and wire (medians): samples/s of the mesh; model bytes pushed and returned per training sample; " +
