@@ -13,9 +13,17 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
+	"dsspmesh/internal/pace"
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
 )
+
+// refusalLogEvery is how often the refusal of one peer's raft streams is
+// logged again. A replica removed from the shard that still runs (its node
+// cut off when the leader removed it, so it never learnt) pre-votes every
+// election timeout for as long as it runs; a warning per attempt buried
+// everything else in the log of every replica it asked.
+const refusalLogEvery = time.Minute
 
 // Deps are a replica's edges to the world.
 type Deps struct {
@@ -71,7 +79,7 @@ type Replica struct {
 
 	reconfig sync.Mutex
 	lead     leadership
-	refused  refusals
+	refused  pace.Pacer[mesh.NodeID] // paces allowRaftPeer's warning per peer (refusalLogEvery)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -121,7 +129,8 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 	}
 	budget.attach(r)
 	ctx, cancel := context.WithCancel(context.Background())
-	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel, logs: logs}
+	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel, logs: logs,
+		refused: pace.Pacer[mesh.NodeID]{Every: refusalLogEvery}}
 	rep.lead.changed = make(chan struct{})
 	if g, ok := d.RaftTransport.(interface{ SetAllow(func(mesh.NodeID) bool) }); ok {
 		g.SetAllow(rep.allowRaftPeer)
@@ -138,7 +147,7 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 // for the leader that adds it), or a peer Deps.AllowRaftPeer vouches for.
 // Everyone else — a node removed from the shard, a stray key holder — is
 // refused, so it can neither disrupt elections nor append entries; the
-// refusal is logged once per peer a minute (refusals.go).
+// refusal is logged once per peer a minute (refusalLogEvery).
 func (r *Replica) allowRaftPeer(peer mesh.NodeID) bool {
 	f := r.raft.GetConfiguration()
 	if f.Error() != nil {
@@ -156,7 +165,7 @@ func (r *Replica) allowRaftPeer(peer mesh.NodeID) bool {
 	if r.deps.AllowRaftPeer != nil && r.deps.AllowRaftPeer(peer) {
 		return true
 	}
-	if log, unlogged := r.refused.note(peer, r.deps.Clock.Now()); log {
+	if log, unlogged, _ := r.refused.Note(peer, r.deps.Clock.Now()); log {
 		r.log.Warn("refusing raft stream from a peer outside the shard's configuration and placement",
 			"peer", string(peer), "refused_unlogged", unlogged, "logged_every", refusalLogEvery)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"dsspmesh/internal/pace"
 	"dsspmesh/mesh"
 	"dsspmesh/node/records"
 )
@@ -23,13 +24,13 @@ type EventLog struct {
 	next int // where the next event goes once buf is full
 
 	// log, if set (LogTo), gets a line for each event Add records; held
-	// counts the refusals of each reason not logged since its last line.
+	// paces the refused pushes' lines per reason (refusalEvery).
 	log  *slog.Logger
-	held map[string]*heldRefusals
+	held pace.Pacer[string]
 }
 
 func NewEventLog(now func() time.Time) *EventLog {
-	return &EventLog{now: now, buf: make([]records.Event, 0, eventLogSize)}
+	return &EventLog{now: now, buf: make([]records.Event, 0, eventLogSize), held: pace.Pacer[string]{Every: refusalEvery}}
 }
 
 // Add records e, stamped now unless e.At is set.
@@ -168,12 +169,6 @@ func dashIfEmpty(s string) string {
 // and /metrics count every refusal.
 const refusalEvery = 10 * time.Second
 
-// heldRefusals is one reason's refusals since its last line.
-type heldRefusals struct {
-	last time.Time // when its last line was logged
-	n    int       // refusals since, not logged
-}
-
 // LogTo makes l log each event it records, at the event's level: a
 // member's join, leave and suspicion and a shard's new leader at info, a
 // member declared dead and a refused push at warn (refusals paced by
@@ -213,23 +208,14 @@ func (l *EventLog) line(e records.Event) func() {
 			return nil // gossip's: mesh logged why
 		}
 		level, msg = slog.LevelWarn, "push refused"
-		key := e.Reason
-		h := l.held[key]
-		if h == nil {
-			if l.held == nil {
-				l.held = map[string]*heldRefusals{}
-			}
-			h = &heldRefusals{}
-			l.held[key] = h
-		} else if e.At.Sub(h.last) < refusalEvery {
-			h.n++
+		log, held, since := l.held.Note(e.Reason, e.At)
+		if !log {
 			return nil
 		}
 		args = []any{"shard", *e.Shard, "worker", e.Node, "reason", e.Reason, "detail", e.Detail}
-		if h.n > 0 {
-			args = append(args, "more", fmt.Sprintf("%d since %s", h.n, h.last.Format(time.TimeOnly)))
+		if held > 0 {
+			args = append(args, "more", fmt.Sprintf("%d since %s", held, since.Format(time.TimeOnly)))
 		}
-		h.last, h.n = e.At, 0
 	default:
 		return nil
 	}
