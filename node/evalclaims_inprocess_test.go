@@ -52,11 +52,20 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 		return s, err == nil && res.StatusCode == 200 && json.Unmarshal(b, &s) == nil
 	}
 	var evaluator mesh.NodeID
-	rec.wait(t, "every node knows the evaluator, an evaluation, and iterates", func() bool {
+	// Every node must host an initialized replica of each shard (pushes
+	// applied there): a node with none has no sample count to bound an
+	// evaluation's Seq by (eval.ClaimDeps.SeqBound), and a joiner's
+	// replicas are non-voters still catching up for a while.
+	rec.wait(t, "every node knows the evaluator, an evaluation, iterates and hosts each shard", func() bool {
 		for id := range httpOf {
 			s, ok := status(id)
-			if !ok || s.Eval == nil || s.Evaluator == "" || len(s.Members) != 3 || s.Worker == nil || s.Worker.Iter < 3 {
+			if !ok || s.Eval == nil || s.Evaluator == "" || len(s.Members) != 3 || s.Worker == nil || s.Worker.Iter < 3 || len(s.Shards) != 2 {
 				return false
+			}
+			for _, sh := range s.Shards {
+				if sh.Local == "" || sh.Pushes == 0 {
+					return false
+				}
 			}
 			evaluator = mesh.NodeID(s.Evaluator)
 		}
