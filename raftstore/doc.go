@@ -5,9 +5,11 @@
 // three for tests, an hclog bridge so raft logs through the node's
 // *slog.Logger (routine snapshot and catch-up records at debug, and
 // errors on healthy paths moved down: [RecordLevel]), a raft.StreamLayer over the mesh's QUIC Raft streams and
-// the raft transport built on it ([NewMeshTransport]), whose
-// [GuardedTransport.Quiesce] lets a replica close its stores only after
-// no heartbeat can still write to them.
+// the raft transport built on it ([NewMeshTransport]), whose heartbeat
+// fast path runs only heartbeats that cannot change the replica's term or
+// role ([GuardedTransport.GuardHeartbeats]; the rest take raft's main
+// loop) and whose [GuardedTransport.Quiesce] lets a replica close its
+// stores only after no heartbeat can still write to them.
 //
 // # Layout on disk
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -30,7 +31,7 @@ func NewMeshTransportTimeout(tr mesh.Transport, shard uint32, resolve mesh.Resol
 	if err != nil {
 		return nil, err
 	}
-	return &GuardedTransport{layer: layer, NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	return &GuardedTransport{layer: layer, rpcs: make(chan raft.RPC), done: make(chan struct{}), NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: timeout,
@@ -46,24 +47,109 @@ func NewMeshTransportTimeout(tr mesh.Transport, shard uint32, resolve mesh.Resol
 	})}, nil
 }
 
-// GuardedTransport is raft's NetworkTransport with a way to wait out its
-// heartbeat fast path before the stores close. NetworkTransport runs that
-// handler on its own connection goroutines, which raft.Shutdown does not
-// wait for; a heartbeat still in flight then writes the current term to a
-// closed stable store, and raft panics ("failed to save current term:
-// database not open"), taking the node down during a rolling restart.
+// GuardedTransport is raft's NetworkTransport with two guards on its
+// heartbeat fast path, which NetworkTransport runs on its own connection
+// goroutines rather than raft's main loop:
+//
+//   - a heartbeat may run there only when it cannot change the replica's
+//     term or role: the replica is a follower and the heartbeat carries its
+//     current term ([GuardedTransport.GuardHeartbeats]). Any other
+//     heartbeat goes to raft's main loop like every other RPC. On the fast
+//     path, a heartbeat from a newer leader raised the term of a replica
+//     that still ran as leader, concurrently with raft's main loop, and the
+//     leader loop then appended its own client entry under the new leader's
+//     term; the new leader's entry at that index carried the same term, so
+//     the replica kept its own as a duplicate, applied it, and the replicas
+//     diverged (hashicorp/raft#695, open in v1.7.2; docs/reliability.md bug
+//     24: a SIGSTOPped leader resuming with pushes and the new leader's
+//     heartbeats queued).
+//   - [GuardedTransport.Quiesce] waits out a heartbeat still running there
+//     before the stores close: raft.Shutdown does not wait for those
+//     goroutines, and a heartbeat in flight then wrote the current term to
+//     a closed stable store and raft panicked ("failed to save current
+//     term: database not open"), taking the node down during a rolling
+//     restart.
 type GuardedTransport struct {
 	*raft.NetworkTransport
 	layer *StreamLayer
 
 	mu     sync.RWMutex
 	closed bool
+
+	// state is the replica the heartbeat guard reads (nil until
+	// GuardHeartbeats: every heartbeat takes the main loop).
+	state atomic.Pointer[TermState]
+	// rpcs is the channel raft consumes (Consumer): NetworkTransport's
+	// RPCs and the heartbeats the guard sends to the main loop.
+	rpcs      chan raft.RPC
+	forward   sync.Once
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// TermState is what the heartbeat guard reads of a replica; *raft.Raft
+// has both methods (atomic reads).
+type TermState interface {
+	CurrentTerm() uint64
+	State() raft.RaftState
+}
+
+// GuardHeartbeats lets heartbeats that cannot change r's term or role take
+// NetworkTransport's fast path (raft.NewRaft installs the handler; call
+// this right after it). Until then every heartbeat takes raft's main loop.
+func (g *GuardedTransport) GuardHeartbeats(r TermState) { g.state.Store(&r) }
+
+// fastPathSafe reports whether rpc, a heartbeat, may run off raft's main
+// loop: the replica is a follower and the heartbeat's term is its current
+// term. The term only grows, so a heartbeat judged safe that meets a newer
+// term is ignored as older; one that would raise the term or end a
+// candidacy or leadership runs on the main loop, serialised with the
+// leader loop's appends.
+func (g *GuardedTransport) fastPathSafe(rpc raft.RPC) bool {
+	p := g.state.Load()
+	req, ok := rpc.Command.(*raft.AppendEntriesRequest)
+	if p == nil || !ok {
+		return false
+	}
+	r := *p
+	return r.State() == raft.Follower && req.Term == r.CurrentTerm()
+}
+
+// Consumer is the channel raft's main loop reads its RPCs from:
+// NetworkTransport's, forwarded, and the heartbeats the guard sends there.
+func (g *GuardedTransport) Consumer() <-chan raft.RPC {
+	g.forward.Do(func() {
+		in := g.NetworkTransport.Consumer()
+		go func() {
+			for {
+				select {
+				case rpc := <-in:
+					select {
+					case g.rpcs <- rpc:
+					case <-g.done:
+						return
+					}
+				case <-g.done:
+					return
+				}
+			}
+		}()
+	})
+	return g.rpcs
+}
+
+// Close stops forwarding RPCs to raft and closes NetworkTransport.
+func (g *GuardedTransport) Close() error {
+	g.closeOnce.Do(func() { close(g.done) })
+	return g.NetworkTransport.Close()
 }
 
 var errTransportQuiesced = errors.New("raftstore: replica shutting down")
 
-// SetHeartbeatHandler wraps cb so that [GuardedTransport.Quiesce] can wait
-// for it and refuse later calls.
+// SetHeartbeatHandler wraps cb so that only heartbeats the guard judges
+// safe run it on NetworkTransport's goroutine (the rest go to raft's main
+// loop), and so that [GuardedTransport.Quiesce] can wait for it and refuse
+// later calls.
 func (g *GuardedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 	if cb == nil {
 		g.NetworkTransport.SetHeartbeatHandler(nil)
@@ -74,6 +160,16 @@ func (g *GuardedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 		defer g.mu.RUnlock()
 		if g.closed {
 			rpc.Respond(nil, errTransportQuiesced)
+			return
+		}
+		if !g.fastPathSafe(rpc) {
+			// NetworkTransport waits for the answer on rpc's channel
+			// whichever loop gives it.
+			select {
+			case g.rpcs <- rpc:
+			case <-g.done:
+				rpc.Respond(nil, raft.ErrTransportShutdown)
+			}
 			return
 		}
 		cb(rpc)
@@ -88,6 +184,7 @@ func (g *GuardedTransport) Refused() uint64 { return g.layer.Refused() }
 
 // Quiesce returns once no heartbeat handler runs, and refuses later ones.
 func (g *GuardedTransport) Quiesce() {
+	g.closeOnce.Do(func() { close(g.done) }) // a heartbeat waiting for the main loop gives up
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()

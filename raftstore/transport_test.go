@@ -3,7 +3,9 @@ package raftstore
 import (
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -25,5 +27,91 @@ func TestMeshRaftTransportDoesNotPipeline(t *testing.T) {
 	defer rt.Close()
 	if _, err := rt.AppendEntriesPipeline("b", "b"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
 		t.Fatalf("AppendEntriesPipeline: %v, want ErrPipelineReplicationNotSupported", err)
+	}
+}
+
+type fakeTerm struct {
+	term  atomic.Uint64
+	state atomic.Uint32
+}
+
+func (f *fakeTerm) CurrentTerm() uint64   { return f.term.Load() }
+func (f *fakeTerm) State() raft.RaftState { return raft.RaftState(f.state.Load()) }
+
+// A heartbeat runs on NetworkTransport's fast path only when it cannot
+// change the replica's term or role (a follower, the heartbeat at its
+// term); every other one reaches raft's main loop (Consumer), where it is
+// serialised with the leader loop's appends (hashicorp/raft#695,
+// docs/reliability.md bug 24).
+func TestHeartbeatFastPathOnlyAtTheFollowersTerm(t *testing.T) {
+	net := mesh.NewInmemNetwork()
+	resolve := func(id mesh.NodeID) (string, error) { return string(id), nil }
+	var rts []*GuardedTransport
+	for _, id := range []mesh.NodeID{"a", "b"} {
+		tr, err := net.NewTransport(id, string(id), mesh.DefaultFrameLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		rt, err := NewMeshTransport(tr, 1, resolve, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rt.Close() })
+		rts = append(rts, rt)
+	}
+	a, b := rts[0], rts[1]
+	fast := make(chan uint64, 1)
+	b.SetHeartbeatHandler(func(rpc raft.RPC) {
+		fast <- rpc.Command.(*raft.AppendEntriesRequest).Term
+		rpc.Respond(&raft.AppendEntriesResponse{Success: true}, nil)
+	})
+	main := b.Consumer()
+	var replica fakeTerm
+	heartbeat := func(term uint64) (path string) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte("a")}, Term: term}
+			done <- a.AppendEntries("b", "b", req, &raft.AppendEntriesResponse{})
+		}()
+		select {
+		case got := <-fast:
+			path = "fast"
+			if got != term {
+				t.Fatalf("fast path got term %d, want %d", got, term)
+			}
+		case rpc := <-main:
+			path = "main"
+			rpc.Respond(&raft.AppendEntriesResponse{Success: true}, nil)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("heartbeat of term %d reached neither path", term)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("heartbeat of term %d: %v", term, err)
+		}
+		return path
+	}
+	if p := heartbeat(5); p != "main" {
+		t.Fatalf("before GuardHeartbeats a heartbeat took the %s path, want main", p)
+	}
+	b.GuardHeartbeats(&replica)
+	for _, c := range []struct {
+		state raft.RaftState
+		term  uint64
+		hb    uint64
+		want  string
+	}{
+		{raft.Follower, 5, 5, "fast"},
+		{raft.Follower, 4, 5, "main"},  // raises the term
+		{raft.Follower, 6, 5, "main"},  // older: the main loop answers with the newer term
+		{raft.Leader, 4, 5, "main"},    // a stale leader: its loop appends under its own term
+		{raft.Candidate, 5, 5, "main"}, // ends the candidacy
+	} {
+		replica.state.Store(uint32(c.state))
+		replica.term.Store(c.term)
+		if p := heartbeat(c.hb); p != c.want {
+			t.Errorf("%v at term %d, heartbeat of term %d: %s path, want %s", c.state, c.term, c.hb, p, c.want)
+		}
 	}
 }

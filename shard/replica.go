@@ -35,7 +35,10 @@ type Deps struct {
 	// RaftTransport carries raft's RPCs; the replica closes it on Shutdown.
 	// On a node: raftstore.NewMeshTransport. In tests:
 	// raft.NewInmemTransport. One with a Quiesce method (raftstore's) is
-	// quiesced after raft shuts down and before the stores close.
+	// quiesced after raft shuts down and before the stores close; one with
+	// GuardHeartbeats (raftstore's) is handed the raft it serves, so that
+	// only heartbeats that cannot change its term or role skip raft's
+	// main loop.
 	RaftTransport raft.Transport
 	// Stores are the shard's log, stable and snapshot stores; the replica
 	// closes them on Shutdown.
@@ -128,6 +131,9 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 		return nil, fmt.Errorf("shard %d: start raft: %w", cfg.Shard, err)
 	}
 	budget.attach(r)
+	if g, ok := d.RaftTransport.(interface{ GuardHeartbeats(raftstore.TermState) }); ok {
+		g.GuardHeartbeats(r) // heartbeats that could change r's term or role take raft's main loop
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel, logs: logs,
 		refused: pace.Pacer[mesh.NodeID]{Every: refusalLogEvery}}
