@@ -164,11 +164,13 @@ func (g *GuardedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 		}
 		if !g.fastPathSafe(rpc) {
 			// NetworkTransport waits for the answer on rpc's channel
-			// whichever loop gives it.
+			// whichever loop gives it. Closed, it gives none, as raft's
+			// own handler after Shutdown: NetworkTransport's shutdown
+			// ends the wait and drops the connection (the peer sees an
+			// orderly end, not an error to log).
 			select {
 			case g.rpcs <- rpc:
 			case <-g.done:
-				rpc.Respond(nil, raft.ErrTransportShutdown)
 			}
 			return
 		}
