@@ -184,7 +184,8 @@ func (g *GuardedTransport) SetAllow(allow func(mesh.NodeID) bool) { g.layer.SetA
 // Refused counts raft streams refused by the allow rule.
 func (g *GuardedTransport) Refused() uint64 { return g.layer.Refused() }
 
-// Quiesce returns once no heartbeat handler runs, and refuses later ones.
+// Quiesce returns once no heartbeat handler runs, and refuses later ones;
+// a heartbeat waiting for raft's main loop gives up (as after Close).
 func (g *GuardedTransport) Quiesce() {
 	g.closeOnce.Do(func() { close(g.done) }) // a heartbeat waiting for the main loop gives up
 	g.mu.Lock()
