@@ -1,7 +1,6 @@
 package raftstore
 
 import (
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -144,11 +143,9 @@ func (g *GuardedTransport) Close() error {
 	return g.NetworkTransport.Close()
 }
 
-var errTransportQuiesced = errors.New("raftstore: replica shutting down")
-
 // SetHeartbeatHandler wraps cb so that only heartbeats the guard judges
 // safe run it on NetworkTransport's goroutine (the rest go to raft's main
-// loop), and so that [GuardedTransport.Quiesce] can wait for it and refuse
+// loop), and so that [GuardedTransport.Quiesce] can wait for it and drop
 // later calls.
 func (g *GuardedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 	if cb == nil {
@@ -158,16 +155,16 @@ func (g *GuardedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 	g.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
 		g.mu.RLock()
 		defer g.mu.RUnlock()
+		// NetworkTransport waits for the answer on rpc's channel whichever
+		// loop gives it. Quiesced or closed, none is given, as by raft's own
+		// handler after Shutdown: NetworkTransport's shutdown (raft.Shutdown
+		// closes it before the replica quiesces) ends the wait and drops the
+		// connection, which the peer sees as an orderly end; an error
+		// answer would be logged by the peer's raft at ERROR.
 		if g.closed {
-			rpc.Respond(nil, errTransportQuiesced)
 			return
 		}
 		if !g.fastPathSafe(rpc) {
-			// NetworkTransport waits for the answer on rpc's channel
-			// whichever loop gives it. Closed, it gives none, as raft's
-			// own handler after Shutdown: NetworkTransport's shutdown
-			// ends the wait and drops the connection (the peer sees an
-			// orderly end, not an error to log).
 			select {
 			case g.rpcs <- rpc:
 			case <-g.done:
@@ -184,8 +181,9 @@ func (g *GuardedTransport) SetAllow(allow func(mesh.NodeID) bool) { g.layer.SetA
 // Refused counts raft streams refused by the allow rule.
 func (g *GuardedTransport) Refused() uint64 { return g.layer.Refused() }
 
-// Quiesce returns once no heartbeat handler runs, and refuses later ones;
-// a heartbeat waiting for raft's main loop gives up (as after Close).
+// Quiesce returns once no heartbeat handler runs, and drops later ones
+// unanswered (see SetHeartbeatHandler); a heartbeat waiting for raft's
+// main loop gives up (as after Close).
 func (g *GuardedTransport) Quiesce() {
 	g.closeOnce.Do(func() { close(g.done) }) // a heartbeat waiting for the main loop gives up
 	g.mu.Lock()

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"errors"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,5 +114,21 @@ func TestHeartbeatFastPathOnlyAtTheFollowersTerm(t *testing.T) {
 		if p := heartbeat(c.hb); p != c.want {
 			t.Errorf("%v at term %d, heartbeat of term %d: %s path, want %s", c.state, c.term, c.hb, p, c.want)
 		}
+	}
+	// Shut down as a replica does (raft.Shutdown closes the transport,
+	// then the replica quiesces it): a heartbeat on the open connection
+	// gets no answer, only the connection's end, which the sender's raft
+	// logs at debug; an error answer it would log at ERROR.
+	b.Close()
+	b.Quiesce()
+	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte("a")}, Term: 5}
+	err := a.AppendEntries("b", "b", req, &raft.AppendEntriesResponse{})
+	if err == nil || strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("a heartbeat to a quiesced replica: %v, want the connection's end and no answer", err)
+	}
+	select {
+	case <-fast:
+		t.Fatal("a quiesced replica ran a heartbeat")
+	default:
 	}
 }
