@@ -72,18 +72,21 @@ type GuardedTransport struct {
 	*raft.NetworkTransport
 	layer *StreamLayer
 
-	mu     sync.RWMutex
-	closed bool
+	// mu is held for reading while a heartbeat handler runs; Quiesce takes
+	// it for writing to wait the running ones out.
+	mu sync.RWMutex
 
 	// state is the replica the heartbeat guard reads (nil until
 	// GuardHeartbeats: every heartbeat takes the main loop).
 	state atomic.Pointer[TermState]
 	// rpcs is the channel raft consumes (Consumer): NetworkTransport's
 	// RPCs and the heartbeats the guard sends to the main loop.
-	rpcs      chan raft.RPC
-	forward   sync.Once
-	done      chan struct{}
-	closeOnce sync.Once
+	rpcs    chan raft.RPC
+	forward sync.Once
+	// done is closed by Close or Quiesce (stop): forwarding ends and
+	// heartbeats are dropped unanswered.
+	done     chan struct{}
+	stopOnce sync.Once
 }
 
 // TermState is what the heartbeat guard reads of a replica; *raft.Raft
@@ -139,8 +142,19 @@ func (g *GuardedTransport) Consumer() <-chan raft.RPC {
 
 // Close stops forwarding RPCs to raft and closes NetworkTransport.
 func (g *GuardedTransport) Close() error {
-	g.closeOnce.Do(func() { close(g.done) })
+	g.stop()
 	return g.NetworkTransport.Close()
+}
+
+func (g *GuardedTransport) stop() { g.stopOnce.Do(func() { close(g.done) }) }
+
+func (g *GuardedTransport) stopped() bool {
+	select {
+	case <-g.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // SetHeartbeatHandler wraps cb so that only heartbeats the guard judges
@@ -156,12 +170,12 @@ func (g *GuardedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 		g.mu.RLock()
 		defer g.mu.RUnlock()
 		// NetworkTransport waits for the answer on rpc's channel whichever
-		// loop gives it. Quiesced or closed, none is given, as by raft's own
+		// loop gives it. Stopped (closed or quiesced), none is given, as by raft's own
 		// handler after Shutdown: NetworkTransport's shutdown (raft.Shutdown
 		// closes it before the replica quiesces) ends the wait and drops the
 		// connection, which the peer sees as an orderly end; an error
 		// answer would be logged by the peer's raft at ERROR.
-		if g.closed {
+		if g.stopped() {
 			return
 		}
 		if !g.fastPathSafe(rpc) {
@@ -185,8 +199,7 @@ func (g *GuardedTransport) Refused() uint64 { return g.layer.Refused() }
 // unanswered (see SetHeartbeatHandler); a heartbeat waiting for raft's
 // main loop gives up (as after Close).
 func (g *GuardedTransport) Quiesce() {
-	g.closeOnce.Do(func() { close(g.done) }) // a heartbeat waiting for the main loop gives up
-	g.mu.Lock()
-	g.closed = true
+	g.stop()
+	g.mu.Lock() // waits out the handlers that began before stop
 	g.mu.Unlock()
 }

@@ -69,13 +69,14 @@ func TestHeartbeatFastPathOnlyAtTheFollowersTerm(t *testing.T) {
 	})
 	main := b.Consumer()
 	var replica fakeTerm
+	send := func(term uint64) error { // a heartbeat from a to b
+		req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte("a")}, Term: term}
+		return a.AppendEntries("b", "b", req, &raft.AppendEntriesResponse{})
+	}
 	heartbeat := func(term uint64) (path string) {
 		t.Helper()
 		done := make(chan error, 1)
-		go func() {
-			req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte("a")}, Term: term}
-			done <- a.AppendEntries("b", "b", req, &raft.AppendEntriesResponse{})
-		}()
+		go func() { done <- send(term) }()
 		select {
 		case got := <-fast:
 			path = "fast"
@@ -121,8 +122,7 @@ func TestHeartbeatFastPathOnlyAtTheFollowersTerm(t *testing.T) {
 	// logs at debug; an error answer it would log at ERROR.
 	b.Close()
 	b.Quiesce()
-	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte("a")}, Term: 5}
-	err := a.AppendEntries("b", "b", req, &raft.AppendEntriesResponse{})
+	err := send(5)
 	if err == nil || strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("a heartbeat to a quiesced replica: %v, want the connection's end and no answer", err)
 	}
