@@ -92,6 +92,10 @@ type Balancer struct {
 	eta     float64
 	moves   uint64 // re-allocations by Decide
 	reverse uint64 // of which halved η
+	// blind: the allocation was made while some worker had no model of
+	// its own (a joiner's prior, or no fit at all). Decide moves to the
+	// modelled optimum as soon as every worker has one, whatever the gain.
+	blind bool
 }
 
 // New returns a Balancer with no workers.
@@ -150,8 +154,10 @@ func (b *Balancer) reallocate(round int64) {
 	b.version++
 	b.changed, b.eta = round, b.cfg.Step
 	if len(b.workers) == 0 {
+		b.blind = false
 		return
 	}
+	b.blind = b.models(false) == nil
 	models := b.models(true)
 	next, err := Allocate(models, b.global, b.bounds())
 	if err != nil {
@@ -222,7 +228,11 @@ func (b *Balancer) Observe(id string, samples, computeNs int64) bool {
 
 // Decide is called once per round (in the gate's terms, when t_min reaches
 // round) and re-allocates if the damping allows; it reports whether the
-// allocation changed.
+// allocation changed. An allocation made blind (a worker without a model
+// of its own) is replaced by the modelled optimum at the first Decide at
+// which every worker has one, even when the batches stay: its predictions
+// are then new (a worker under local rounds takes short probe rounds until
+// its assignment carries one, node/worker).
 func (b *Balancer) Decide(round int64) bool {
 	if len(b.workers) < 2 || round <= b.changed {
 		return false
@@ -238,6 +248,12 @@ func (b *Balancer) Decide(round int64) bool {
 	cur := make([]int64, len(b.workers))
 	for i, w := range b.workers {
 		cur[i] = w.batch
+	}
+	if b.blind {
+		b.blind = false
+		b.eta = b.cfg.Step
+		b.set(target, round)
+		return true
 	}
 	best := MaxTime(models, target)
 	gain := MaxTime(models, cur)/best - 1
@@ -268,6 +284,12 @@ func (b *Balancer) Decide(round int64) bool {
 			next = target
 		}
 	}
+	b.set(next, round)
+	return true
+}
+
+// set makes next the allocation, decided at round.
+func (b *Balancer) set(next []int64, round int64) {
 	for i, w := range b.workers {
 		if d := sign(next[i] - w.batch); d != 0 {
 			w.move = d
@@ -277,7 +299,6 @@ func (b *Balancer) Decide(round int64) bool {
 	b.version++
 	b.moves++
 	b.changed = round
-	return true
 }
 
 func sign(x int64) int8 {

@@ -139,6 +139,72 @@ func TestBalancerPartialStepsAndHalving(t *testing.T) {
 	}
 }
 
+// TestBalancerBlindAllocationIsReplacedOnceModelled: an allocation made
+// while a worker had no model of its own (the first, a joiner's) carries no
+// prediction for it; the first Decide at which every worker has a model
+// replaces it, even when the batches stay (equal workers), so that every
+// assignment then carries a prediction (a worker under local rounds probes
+// until it does). The flag survives an encoding.
+func TestBalancerBlindAllocationIsReplacedOnceModelled(t *testing.T) {
+	b, _ := New(DefaultConfig(32))
+	b.Join("a", 0)
+	b.Join("b", 0)
+	predicted := func() (n int) {
+		for _, w := range b.Allocation().Workers {
+			if w.PredictNs > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	b.Observe("a", 32, 3200)
+	b.Observe("b", 32, 3200)
+	if b.Decide(1) || predicted() != 0 {
+		t.Fatalf("one observation each: decided, or %d predictions", predicted())
+	}
+	b.Observe("a", 32, 3200)
+	b.Observe("b", 32, 3200)
+	enc, _ := b.MarshalBinary()
+	c, _ := New(b.Config())
+	if err := c.UnmarshalBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	v := b.Allocation().Version
+	if !b.Decide(2) || !c.Decide(2) || b.Allocation().Version != v+1 || predicted() != 2 {
+		t.Fatalf("equal workers, both modelled: not replaced (version %d → %d, %d predictions)", v, b.Allocation().Version, predicted())
+	}
+	if got := b.Allocation().Workers; got[0].Batch != 32 || got[1].Batch != 32 {
+		t.Fatalf("equal workers: %+v", got)
+	}
+	if b.Decide(10) {
+		t.Fatal("re-allocated equal workers once modelled")
+	}
+	// A joiner is predicted at the others' median, blind, until its own
+	// model is in: then replaced, not before.
+	b.Join("c", 11)
+	if predicted() != 2 {
+		t.Fatalf("after c joined: %d predictions, want a's and b's", predicted())
+	}
+	for r := int64(12); r < 14; r++ {
+		for _, id := range []string{"a", "b", "c"} {
+			n, _, _ := b.Batch(id)
+			b.Observe(id, n, 100*n)
+		}
+		if got := b.Decide(r); got != (r == 13) {
+			t.Fatalf("round %d: decided %v", r, got)
+		}
+	}
+	if predicted() != 3 {
+		t.Fatalf("c modelled: %d predictions", predicted())
+	}
+	// An encoding of version 1 (no blind byte) reads as not blind.
+	old := append([]byte{1}, enc[1:1+6*8]...)
+	old = append(old, enc[1+6*8+1:]...)
+	if err := c.UnmarshalBinary(old); err != nil || c.blind {
+		t.Fatalf("version 1: %v, blind %v", err, c.blind)
+	}
+}
+
 func TestBalancerMembershipKeepsGlobalBatch(t *testing.T) {
 	b, _ := New(DefaultConfig(32))
 	for _, id := range []string{"c", "a", "b"} {
@@ -249,7 +315,8 @@ func FuzzUnmarshalBinary(f *testing.F) {
 }
 
 // twoWorkersObserved is a balancer over workers a and b at 32 samples each,
-// having seen a take aNs and b take bNs per batch twelve times.
+// modelled alike (its first allocation no longer blind, decided at round
+// 1), then having seen a take aNs and b take bNs per batch twelve times.
 func twoWorkersObserved(t *testing.T, aNs, bNs int64) *Balancer {
 	t.Helper()
 	b, err := New(DefaultConfig(32))
@@ -258,6 +325,13 @@ func twoWorkersObserved(t *testing.T, aNs, bNs int64) *Balancer {
 	}
 	b.Join("a", 0)
 	b.Join("b", 0)
+	for range 2 {
+		b.Observe("a", 32, 3200)
+		b.Observe("b", 32, 3200)
+	}
+	if !b.Decide(1) {
+		t.Fatal("the blind allocation was not replaced once both workers were modelled")
+	}
 	for range 12 {
 		b.Observe("a", 32, aNs)
 		b.Observe("b", 32, bNs)

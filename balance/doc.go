@@ -28,7 +28,12 @@
 //     standard error of the fits ([Model].Noise: a gain inside the fits'
 //     own noise is none), by a partial step η toward the optimum that halves
 //     on any reversal (down to MinStep), and a full step when the imbalance
-//     exceeds Rapid (a worker that slowed down, joined or left).
+//     exceeds Rapid (a worker that slowed down, joined or left). An
+//     allocation made blind (a worker without a model of its own: the
+//     first, a joiner's) is replaced by the modelled optimum at the first
+//     Decide at which every worker has a model, whatever the gain, so its
+//     predictions are in the next version ([Assignment].PredictNs, 0 while
+//     blind: under local rounds a worker probes until it has one).
 //
 // # Contract
 //

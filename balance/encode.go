@@ -13,10 +13,12 @@ var ErrBadEncoding = errors.New("balance: bad encoding")
 // encodingVersion is the first byte of MarshalBinary's output.
 //
 // Layout (big-endian): version u8; global i64; version u64; changed i64;
-// η f64; moves u64; reversed u64; n u32; then per worker in id order:
-// id length u16, id bytes, batch i64, last move i8, A f64, observations
-// u16, and (samples i64, compute_ns i64) per observation, oldest first.
-const encodingVersion = 1
+// η f64; moves u64; reversed u64; blind u8 (0 or 1); n u32; then per
+// worker in id order: id length u16, id bytes, batch i64, last move i8, A
+// f64, observations u16, and (samples i64, compute_ns i64) per
+// observation, oldest first. Version 1 (earlier builds) has no blind byte
+// and is read as not blind.
+const encodingVersion = 2
 
 // MarshalBinary encodes the dynamic state (not the Config, which its owner
 // keeps) in a fixed order: equal states give equal bytes.
@@ -28,6 +30,7 @@ func (b *Balancer) MarshalBinary() ([]byte, error) {
 	out = binary.BigEndian.AppendUint64(out, math.Float64bits(b.eta))
 	out = binary.BigEndian.AppendUint64(out, b.moves)
 	out = binary.BigEndian.AppendUint64(out, b.reverse)
+	out = append(out, boolByte(b.blind))
 	out = binary.BigEndian.AppendUint32(out, uint32(len(b.workers)))
 	for _, w := range b.workers {
 		if len(w.id) > math.MaxUint16 {
@@ -45,6 +48,13 @@ func (b *Balancer) MarshalBinary() ([]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // reader takes big-endian fields off a byte slice; the first short read
@@ -74,7 +84,8 @@ func (r *reader) u64() uint64 { return binary.BigEndian.Uint64(r.take(8)) }
 // more than data's size warrants.
 func (b *Balancer) UnmarshalBinary(data []byte) error {
 	r := &reader{b: data}
-	if r.u8() != encodingVersion {
+	version := r.u8()
+	if version != 1 && version != encodingVersion {
 		return fmt.Errorf("%w: version", ErrBadEncoding)
 	}
 	nb := Balancer{cfg: b.cfg}
@@ -83,6 +94,15 @@ func (b *Balancer) UnmarshalBinary(data []byte) error {
 	nb.changed = int64(r.u64())
 	nb.eta = math.Float64frombits(r.u64())
 	nb.moves, nb.reverse = r.u64(), r.u64()
+	if version >= 2 {
+		switch r.u8() {
+		case 0:
+		case 1:
+			nb.blind = true
+		default:
+			r.bad = true
+		}
+	}
 	n := r.u32()
 	const minWorker = 2 + 8 + 1 + 8 + 2
 	if r.bad || uint64(n) > uint64(len(r.b))/minWorker {

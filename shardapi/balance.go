@@ -20,7 +20,9 @@ type Assignment struct {
 	// Global is the global batch, Σ of every worker's Batch.
 	Global int64 `msgpack:"g" json:"global"`
 	// PredictNs is the balancer's predicted compute time of Batch, 0
-	// before the worker's model has enough observations.
+	// before the worker's model has enough observations. Under local
+	// rounds a worker takes a short probe round on an assignment without
+	// one (node/worker), so that its first rounds time it.
 	PredictNs int64 `msgpack:"t" json:"predicted_ns"`
 }
 

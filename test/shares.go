@@ -30,6 +30,9 @@ import (
 //
 // A share is taken from the worker's last read record of the iteration
 // before its first acknowledgement of it (a refused push is computed again).
+// Under local rounds a probe round (an assignment without a prediction)
+// reads only the first samples of its share: the share is still the
+// worker's, and the rest of it goes unread that round.
 func (h *History) checkShares(rep *Report, pipeline bool) {
 	type wi struct {
 		worker string

@@ -73,9 +73,12 @@ func (c Config) Capacity(base int64) float64 {
 // allocation is one version of the batches, in force from iteration from
 // (the fastest worker's clock + 1 when it was decided, so no worker was
 // computing that iteration yet: every worker's round uses one version).
+// blind marks the workers it carries no prediction for: under local
+// rounds they take probe rounds (node/worker's next).
 type allocation struct {
 	from    int64
 	batches []int64
+	blind   []bool
 }
 
 // RunBalance simulates cfg through a gate of policy p with the balance
@@ -118,27 +121,35 @@ func RunBalance(cfg Config, p clock.Policy, bc BalanceConfig, balanced bool) (Ba
 		}
 		bal.Join(string(ids[i]), 0)
 	}
-	current := func() []int64 {
+	current := func(from int64) allocation {
 		a := bal.Allocation()
-		out := make([]int64, n)
+		out := allocation{from: from, batches: make([]int64, n), blind: make([]bool, n)}
 		for _, w := range a.Workers {
-			out[index[clock.WorkerID(w.Worker)]] = w.Batch
+			i := index[clock.WorkerID(w.Worker)]
+			out.batches[i], out.blind[i] = w.Batch, w.PredictNs <= 0
 		}
 		return out
 	}
-	versions := []allocation{{from: 0, batches: current()}}
+	versions := []allocation{current(0)}
 	if !balanced {
 		for i := range versions[0].batches {
-			versions[0].batches[i] = unit
+			versions[0].batches[i], versions[0].blind[i] = unit, false
 		}
 	}
+	// batchAt is worker i's batch at iter: its share, or under local
+	// rounds a probe of 2 steps while its share carries no prediction.
 	batchAt := func(i int, iter int64) int64 {
+		v := versions[0]
 		for k := len(versions) - 1; k > 0; k-- {
 			if versions[k].from <= iter {
-				return versions[k].batches[i]
+				v = versions[k]
+				break
 			}
 		}
-		return versions[0].batches[i]
+		if v.blind[i] && bc.LocalSteps > 1 {
+			return min(v.batches[i], 2*bc.Base)
+		}
+		return v.batches[i]
 	}
 	q := &eventQueue{}
 	var now int64
@@ -181,7 +192,7 @@ func RunBalance(cfg Config, p clock.Policy, bc BalanceConfig, balanced bool) (Ba
 			bal.Observe(string(ids[i]), batch[i], computed[i])
 			for ; decided < g.Min(); decided++ {
 				if bal.Decide(decided + 1) {
-					versions = append(versions, allocation{from: g.Max() + 1, batches: current()})
+					versions = append(versions, current(g.Max()+1))
 					if len(versions) > 64 {
 						versions = append(versions[:1:1], versions[len(versions)-32:]...)
 					}

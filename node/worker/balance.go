@@ -25,6 +25,18 @@ import "dsspmesh/shardapi"
 // batch each, so that a faster worker's larger share is more local steps
 // (Dynamic Local Updates), not larger ones.
 //
+// Under the balance layer with local rounds, a round whose assignment
+// carries no predicted time (the balancer has not modelled this worker
+// yet: its first rounds, or a joiner's) is a probe: probeSteps steps of
+// the job's batch, the first samples of its share, the rest of the share
+// unread. The balancer needs a worker's round times before it can size its
+// share; a full round at an even share would make every other worker wait
+// for the slowest one's whole round, at speeds 1,1,2,4 four times a
+// balanced round's length, while a probe takes a few steps. The shard
+// replaces the blind allocation once every worker is modelled
+// (balance.Balancer.Decide), and the assignments from then carry
+// predictions.
+//
 // It sets w.h, the round's local steps (1 without local rounds).
 func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 	h := max(w.cfg.LocalSteps, 1)
@@ -37,9 +49,16 @@ func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 	if a != nil && a.Batch > 0 {
 		b, pos = a.Batch, a.Pos
 	}
+	if h > 1 && (a == nil || a.PredictNs <= 0) {
+		b = min(b, int64(probeSteps*w.cfg.Batch))
+	}
 	w.setSteps(w.steps(int(b)))
 	return int(b), a, w.compute.Next(int(b), w.h, pos)
 }
+
+// probeSteps is a probe round's local steps: the fewest a round takes
+// (steps).
+const probeSteps = 2
 
 // setSteps sets w.h and the status's LocalSteps to h.
 func (w *Worker) setSteps(h int) {
@@ -62,11 +81,11 @@ func (w *Worker) steps(n int) int {
 // noteAssignmentLocked copies the assignment a completed iteration
 // followed into the worker's status. Called by the loop goroutine with
 // w.mu held.
-func (w *Worker) noteAssignmentLocked(a *shardapi.Assignment) {
+func (w *Worker) noteAssignmentLocked(a *shardapi.Assignment, batch int) {
 	if !w.cfg.Balance || a == nil {
 		return
 	}
-	w.stats.Batch = a.Batch
+	w.stats.Batch = int64(batch) // the share, or a probe's part of it
 	w.stats.GlobalBatch = a.Global
 	w.stats.AllocVersion = a.Version
 	w.stats.PredictedSeconds = float64(a.PredictNs) / 1e9

@@ -73,7 +73,10 @@
 // push's samples are the round's and its compute_ns the round's time, so
 // the DSSP controller and the balancer time rounds. [LocalRounds] is the
 // built-in models' inner loop (sgd or adam); an external trainer runs its
-// own. Under --pipeline a round splits at a step boundary: its first steps
+// own. Under the balance layer a round whose assignment carries no
+// predicted time (the balancer has not modelled the worker yet) is a probe
+// of 2 steps, so the first rounds time every worker without the others
+// waiting on the slowest one's full round (balance.go). Under --pipeline a round splits at a step boundary: its first steps
 // run while the push before is in flight and their progress is carried
 // onto the θ that push brings (pipeline.go).
 //

@@ -2,12 +2,13 @@ package worker
 
 import (
 	"context"
-
-	"dsspmesh/cudaops"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+
+	"dsspmesh/cudaops"
+	"dsspmesh/shardapi"
 )
 
 // quadCompute is a Compute of the loss ½‖θ − c‖² with c = the batch's
@@ -164,6 +165,41 @@ func TestRoundSteps(t *testing.T) {
 	q.loads = nil
 	if n, _, _ := w.next(0); n != 64 || !slices.Equal(q.loads, [][3]int64{{64, 1, -1}}) {
 		t.Fatalf("without local rounds: %d samples, loads %v", n, q.loads)
+	}
+}
+
+// TestProbeRounds: under the balance layer with local rounds, a round
+// whose assignment carries no prediction (the balancer has not modelled
+// the worker), or that has no assignment, is a probe of 2 steps of the
+// job's batch from the share's position; one with a prediction takes its
+// share; without local rounds the share is taken whole, prediction or not.
+func TestProbeRounds(t *testing.T) {
+	q := &quadCompute{p: 1}
+	w := &Worker{cfg: Config{Batch: 64, LocalSteps: 16, Balance: true}, compute: q}
+	blind := &shardapi.Assignment{Iter: 3, Batch: 1500, Pos: 4096}
+	modelled := &shardapi.Assignment{Iter: 4, Batch: 1500, Pos: 8192, PredictNs: 9e8}
+	small := &shardapi.Assignment{Iter: 5, Batch: 100, Pos: 9000}
+	w.assigned = [4]*shardapi.Assignment{nil, blind, modelled, small}
+	for _, c := range []struct {
+		t     int64
+		n, h  int
+		loads [3]int64
+	}{
+		{2, 128, 2, [3]int64{128, 2, -1}},       // no assignment
+		{3, 128, 2, [3]int64{128, 2, 4096}},     // blind: a probe from its share's position
+		{4, 1500, 23, [3]int64{1500, 23, 8192}}, // modelled: the share
+		{5, 100, 2, [3]int64{100, 2, 9000}},     // a share below a probe is taken whole
+	} {
+		q.loads = nil
+		n, _, err := w.next(c.t)
+		if err != nil || n != c.n || w.h != c.h || !slices.Equal(q.loads, [][3]int64{c.loads}) {
+			t.Errorf("iteration %d: %d samples in %d steps (%v), loads %v; want %d in %d, %v", c.t, n, w.h, err, q.loads, c.n, c.h, c.loads)
+		}
+	}
+	w.cfg.LocalSteps = 1
+	q.loads = nil
+	if n, _, _ := w.next(3); n != 1500 || !slices.Equal(q.loads, [][3]int64{{1500, 1, 4096}}) {
+		t.Errorf("without local rounds a blind share is taken whole: %d samples, loads %v", n, q.loads)
 	}
 }
 

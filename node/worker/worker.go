@@ -283,7 +283,7 @@ func (w *Worker) completed(loss float64, compute, wait time.Duration, batch int,
 	defer w.mu.Unlock()
 	w.stats.Iter++
 	w.stats.Samples += uint64(batch)
-	w.noteAssignmentLocked(used)
+	w.noteAssignmentLocked(used, batch)
 	w.stats.Loss = loss
 	w.stats.ComputeSeconds += compute.Seconds()
 	w.stats.WaitSeconds += wait.Seconds()
