@@ -82,6 +82,18 @@ func BenchmarkGate(b *testing.B) {
 	}
 }
 
+// TestInprocIndependentWorkers: with Independent each worker trains its
+// own copy of the model (the cores computing at once, bigmodel's second
+// ceiling): every worker iterates and the count covers them all.
+func TestInprocIndependentWorkers(t *testing.T) {
+	spec := node.DefaultJobSpec()
+	spec.Dataset = "synthetic-mnist"
+	r, err := MeasureInproc(context.Background(), InprocConfig{Workers: 2, Threads: 1, Independent: true, Spec: spec, Duration: 300 * time.Millisecond, Warmup: 50 * time.Millisecond})
+	if err != nil || r.Iters < 2 || r.ItersPerSec <= 0 {
+		t.Fatalf("two independent workers: %+v, %v", r, err)
+	}
+}
+
 // BenchmarkInprocIters: the no-network baseline of the iteration
 // throughput comparison (4 goroutines, the job's model), on the synthetic
 // MNIST-shaped set so it needs no download; compare it with a

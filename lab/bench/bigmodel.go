@@ -34,8 +34,10 @@ type BigModelConfig struct {
 	// most DiskFactor × them.
 	RSSFactor, DiskFactor float64
 	// CeilingTime > 0 first measures the compute ceiling of the job (one
-	// single-threaded worker in process for this long, × the cores), and
-	// the report gives the mesh's samples/s as a share of it.
+	// single-threaded worker in process for this long, × the cores) and
+	// the cores computing at once (one single-threaded worker per core,
+	// each on its own copy of the model, for as long), and the report
+	// gives the mesh's samples/s as a share of each.
 	CeilingTime time.Duration
 	Out         io.Writer
 }
@@ -71,6 +73,10 @@ type BigModelResult struct {
 	ModelBytes int64
 	Run        UsageRun
 	Ceiling    float64 // samples/s; 0: not measured (CeilingTime)
+	// Concurrent is the samples/s of the cores computing at once (0: not
+	// measured): a model that streams more than the caches hold shares
+	// the memory bandwidth, so it is below Ceiling.
+	Concurrent float64
 }
 
 // RunBigModel trains the model on a local mesh for Duration.
@@ -91,6 +97,10 @@ func RunBigModel(ctx context.Context, cfg BigModelConfig, log *slog.Logger) (*Bi
 			return res, fmt.Errorf("bench: compute ceiling: %w", err)
 		}
 		fmt.Fprintf(out(cfg.Out), "compute ceiling: %.1f samples/s (one single-threaded worker in process, %v, × the cores)\n", res.Ceiling, cfg.CeilingTime)
+		if res.Concurrent, err = concurrentCeiling(ctx, spec, cfg.CeilingTime); err != nil {
+			return res, fmt.Errorf("bench: the cores at once: %w", err)
+		}
+		fmt.Fprintf(out(cfg.Out), "the cores at once: %.1f samples/s (one single-threaded worker per core in process, each on its own model, %v)\n", res.Concurrent, cfg.CeilingTime)
 	}
 	res.Run, err = MeasureUsage(ctx, UsageConfig{Label: cfg.Model, Binary: cfg.Binary, Nodes: cfg.Nodes, Duration: cfg.Duration,
 		NodeArgs: append([]string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()}, cfg.NodeArgs...),
@@ -114,6 +124,9 @@ func (r *BigModelResult) Markdown() string {
 	fmt.Fprintf(&b, "samples/s %.1f, model bytes on the wire per sample %.0f", r.Run.SamplesPerSec, r.Run.BytesPerSample)
 	if r.Ceiling > 0 {
 		fmt.Fprintf(&b, ", mesh ÷ compute ceiling %.3f (ceiling %.1f samples/s)", r.Run.SamplesPerSec/r.Ceiling, r.Ceiling)
+	}
+	if r.Concurrent > 0 {
+		fmt.Fprintf(&b, ", mesh ÷ the cores at once %.3f (%.1f samples/s, %.3f of the ceiling)", r.Run.SamplesPerSec/r.Concurrent, r.Concurrent, r.Concurrent/r.Ceiling)
 	}
 	b.WriteString("\n")
 	rss, dir := float64(r.Run.PeakRSS())/mb, float64(r.Run.DataDir())/mb

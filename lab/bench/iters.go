@@ -30,6 +30,11 @@ type InprocConfig struct {
 	DataDir  string       // "" = find MNIST as the node does
 	Duration time.Duration
 	Warmup   time.Duration
+	// Independent: each worker trains its own copy of θ with its own
+	// momentum (no shared vector, no lock): what the cores deliver when
+	// they all compute at once, which on cores that share memory
+	// bandwidth is less than one worker's rate × the cores.
+	Independent bool
 }
 
 // InprocResult is the baseline's throughput.
@@ -82,19 +87,28 @@ func MeasureInproc(ctx context.Context, cfg InprocConfig) (InprocResult, error) 
 			labels := make([]int, cfg.Spec.BatchSize)
 			local := make([]float32, len(theta))
 			grad := make([]float32, len(theta))
+			var own []float32 // the worker's momentum when Independent
 			mu.Lock()
 			copy(local, theta)
 			mu.Unlock()
+			if cfg.Independent {
+				own = make([]float32, len(theta))
+			}
 			for time.Now().Before(end) && ctx.Err() == nil {
 				loader.Next(x, labels)
 				if _, err := m.Gradient(local, x, labels, grad); err != nil {
 					errs[w] = err
 					return
 				}
-				mu.Lock()
-				err := sgd.Step(m.Backend(), theta, grad, velocity)
-				copy(local, theta)
-				mu.Unlock()
+				var err error
+				if cfg.Independent {
+					err = sgd.Step(m.Backend(), local, grad, own)
+				} else {
+					mu.Lock()
+					err = sgd.Step(m.Backend(), theta, grad, velocity)
+					copy(local, theta)
+					mu.Unlock()
+				}
 				if err != nil {
 					errs[w] = err
 					return

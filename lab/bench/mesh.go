@@ -228,6 +228,13 @@ func measureCeiling(ctx context.Context, spec node.JobSpec, dataDir string, d ti
 	return MeasureInproc(ctx, InprocConfig{Workers: 1, Threads: 1, Spec: spec, DataDir: dataDir, Duration: d, Warmup: 2 * time.Second})
 }
 
+// measureConcurrent is the cores computing at once: one single-threaded
+// worker per core in process, each training its own copy of the model,
+// after a 2-s warm-up, for d.
+func measureConcurrent(ctx context.Context, spec node.JobSpec, d time.Duration) (InprocResult, error) {
+	return MeasureInproc(ctx, InprocConfig{Workers: runtime.NumCPU(), Threads: 1, Independent: true, Spec: spec, Duration: d, Warmup: 2 * time.Second})
+}
+
 // ceilingSamples is the compute ceiling in samples/s: cores × the samples/s
 // of measureCeiling's worker r at batch samples an iteration.
 func ceilingSamples(cores int, r InprocResult, batch int) float64 {

@@ -370,11 +370,8 @@ func FormatFloats(v []float64) string {
 // job of specArgs (over the default job): one single-threaded worker in
 // process with no network for d, × the cores.
 func paradigmsCeiling(ctx context.Context, specArgs []string, d time.Duration) (float64, error) {
-	spec := node.DefaultConfig().Spec
-	fs := pflag.NewFlagSet("job", pflag.ContinueOnError)
-	fs.ParseErrorsWhitelist.UnknownFlags = true
-	spec.BindFlags(fs)
-	if err := fs.Parse(specArgs); err != nil {
+	spec, err := ceilingSpec(specArgs)
+	if err != nil {
 		return 0, err
 	}
 	r, err := measureCeiling(ctx, spec, "", d)
@@ -382,6 +379,29 @@ func paradigmsCeiling(ctx context.Context, specArgs []string, d time.Duration) (
 		return 0, err
 	}
 	return ceilingSamples(runtime.NumCPU(), r, spec.BatchSize), nil
+}
+
+// ceilingSpec is the job of specArgs (job flags; others ignored).
+func ceilingSpec(specArgs []string) (node.JobSpec, error) {
+	spec := node.DefaultConfig().Spec
+	fs := pflag.NewFlagSet("job", pflag.ContinueOnError)
+	fs.ParseErrorsWhitelist.UnknownFlags = true
+	spec.BindFlags(fs)
+	return spec, fs.Parse(specArgs)
+}
+
+// concurrentCeiling is the samples/s of the job of specArgs with every
+// core computing at once (measureConcurrent) for d.
+func concurrentCeiling(ctx context.Context, specArgs []string, d time.Duration) (float64, error) {
+	spec, err := ceilingSpec(specArgs)
+	if err != nil {
+		return 0, err
+	}
+	r, err := measureConcurrent(ctx, spec, d)
+	if err != nil {
+		return 0, err
+	}
+	return r.ItersPerSec * float64(spec.BatchSize), nil
 }
 
 // benchMesh is what a benchmark's mesh of `dssp node` processes takes

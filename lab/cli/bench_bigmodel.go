@@ -56,7 +56,7 @@ processes each holding several hundred megabytes for --time.`,
 	f.StringSliceVar(&jobFlags, "job-flag", nil, "further job flags for the bootstrap node, repeatable, after the defaults ("+strings.Join(cfg.SpecArgs, " ")+"), which they override")
 	f.StringSliceVar(&cfg.NodeArgs, "node-flag", nil, "further flags for every node, repeatable (--node-flag=--pprof)")
 	f.StringVar(&cfg.Dir, "dir", "", "keep the run folder (data dirs, node logs) here (default: a temporary folder, removed afterwards)")
-	f.DurationVar(&cfg.CeilingTime, "ceiling-time", 0, "measure the job's compute ceiling first (one single-threaded worker in process for this long, × the cores) and report samples/s as a share of it (0: skip)")
+	f.DurationVar(&cfg.CeilingTime, "ceiling-time", 0, "measure the job's compute ceiling first (one single-threaded worker in process for this long, × the cores) and the cores computing at once (one single-threaded worker per core, each on its own model, as long), and report samples/s as a share of each (0: skip)")
 	f.Float64Var(&cfg.RSSFactor, "rss-factor", cfg.RSSFactor, "target: peak RSS per node ≤ this × the model's bytes")
 	f.Float64Var(&cfg.DiskFactor, "disk-factor", cfg.DiskFactor, "target: data dir per node ≤ this × the model's bytes")
 	f.StringVar(&out, "out", "bench-bigmodel", "folder for bigmodel.md")
