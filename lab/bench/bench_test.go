@@ -84,7 +84,7 @@ func BenchmarkGate(b *testing.B) {
 
 // TestInprocIndependentWorkers: with Independent each worker trains its
 // own copy of the model (the cores computing at once, bigmodel's second
-// ceiling): every worker iterates and the count covers them all.
+// ceiling) and the run counts their iterations.
 func TestInprocIndependentWorkers(t *testing.T) {
 	spec := node.DefaultJobSpec()
 	spec.Dataset = "synthetic-mnist"
