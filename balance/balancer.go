@@ -245,15 +245,15 @@ func (b *Balancer) Decide(round int64) bool {
 	if err != nil {
 		return false
 	}
-	cur := make([]int64, len(b.workers))
-	for i, w := range b.workers {
-		cur[i] = w.batch
-	}
 	if b.blind {
 		b.blind = false
 		b.eta = b.cfg.Step
 		b.set(target, round)
 		return true
+	}
+	cur := make([]int64, len(b.workers))
+	for i, w := range b.workers {
+		cur[i] = w.batch
 	}
 	best := MaxTime(models, target)
 	gain := MaxTime(models, cur)/best - 1

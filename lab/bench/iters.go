@@ -65,7 +65,10 @@ func MeasureInproc(ctx context.Context, cfg InprocConfig) (InprocResult, error) 
 	}
 	res.Params = models[0].NumParams()
 	theta := models[0].Init(cfg.Spec.Seed)
-	velocity := make([]float32, len(theta))
+	var velocity []float32 // the shared momentum (each worker has its own when Independent)
+	if !cfg.Independent {
+		velocity = make([]float32, len(theta))
+	}
 	sgd := cudaops.SGD{LR: float32(cfg.Spec.LR), Momentum: float32(cfg.Spec.Momentum)}
 	var mu sync.Mutex
 	var counting atomic.Bool

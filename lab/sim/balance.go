@@ -70,6 +70,10 @@ func (c Config) Capacity(base int64) float64 {
 	return s
 }
 
+// probeSteps is a probe round's steps at the base batch (node/worker's
+// probeSteps, which this package may not import).
+const probeSteps = 2
+
 // allocation is one version of the batches, in force from iteration from
 // (the fastest worker's clock + 1 when it was decided, so no worker was
 // computing that iteration yet: every worker's round uses one version).
@@ -147,7 +151,7 @@ func RunBalance(cfg Config, p clock.Policy, bc BalanceConfig, balanced bool) (Ba
 			}
 		}
 		if v.blind[i] && bc.LocalSteps > 1 {
-			return min(v.batches[i], 2*bc.Base)
+			return min(v.batches[i], probeSteps*bc.Base)
 		}
 		return v.batches[i]
 	}
