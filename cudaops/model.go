@@ -9,11 +9,34 @@ import (
 )
 
 // Range is one named tensor in the flat parameter vector:
-// params[Offset : Offset+Size()] holds it row-major.
+// params[Offset : Offset+Size()] holds it row-major, in float32 whatever
+// the tensor's own dtype.
 type Range struct {
 	Name   string // "<layer>.<param>", e.g. "fc1.weight"
 	Offset int
 	Shape  []int
+	// Dtype is the tensor's own dtype in its model, as safetensors names
+	// it ("BF16", "I64", ...; DtypeNames lists them); "" is F32, the
+	// dtype of every built-in model. A model file holds the tensor in it.
+	Dtype string
+	// Aliases are the tensor's other names in its model's state: a weight
+	// tied to another module's (an LM's output layer sharing its
+	// embedding) is one tensor under two names. A model file holds the
+	// tensor under each of them.
+	Aliases []string
+}
+
+// DtypeNames are the dtypes a Range may name, as safetensors names them.
+// Integer and bool tensors (a BatchNorm's num_batches_tracked, a mask)
+// are carried in float32 and are exact up to 2^24 in magnitude.
+var DtypeNames = []string{"F32", "F64", "BF16", "F16", "I64", "I32", "I16", "I8", "U8", "BOOL"}
+
+// DtypeOf is r's dtype, "F32" when it names none.
+func (r Range) DtypeOf() string {
+	if r.Dtype == "" {
+		return "F32"
+	}
+	return r.Dtype
 }
 
 // Size is the number of elements in the range.

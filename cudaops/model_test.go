@@ -16,12 +16,12 @@ func TestLayoutStable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Layout{
-		{"fc1.weight", 0, []int{256, 784}},
-		{"fc1.bias", 200704, []int{256}},
-		{"fc2.weight", 200960, []int{128, 256}},
-		{"fc2.bias", 233728, []int{128}},
-		{"fc3.weight", 233856, []int{10, 128}},
-		{"fc3.bias", 235136, []int{10}},
+		{Name: "fc1.weight", Offset: 0, Shape: []int{256, 784}},
+		{Name: "fc1.bias", Offset: 200704, Shape: []int{256}},
+		{Name: "fc2.weight", Offset: 200960, Shape: []int{128, 256}},
+		{Name: "fc2.bias", Offset: 233728, Shape: []int{128}},
+		{Name: "fc3.weight", Offset: 233856, Shape: []int{10, 128}},
+		{Name: "fc3.bias", Offset: 235136, Shape: []int{10}},
 	}
 	got := m.Layout()
 	if len(got) != len(want) {

@@ -75,10 +75,13 @@ type Eval struct {
 	Samples  int // test samples evaluated
 }
 
-// Layer is one tensor's name and shape.
+// Layer is one tensor's name and shape, with its dtype when it is not
+// F32 and its other names (cudaops.Range).
 type Layer struct {
-	Name  string `json:"name"`
-	Shape []int  `json:"shape"`
+	Name    string   `json:"name"`
+	Shape   []int    `json:"shape"`
+	Dtype   string   `json:"dtype,omitempty"`
+	Aliases []string `json:"aliases,omitempty"`
 }
 
 // Metadata keys.
@@ -170,21 +173,31 @@ func parseMeta(s map[string]string) (Meta, error) {
 }
 
 // Encode writes theta, cut into the tensors of layout, and meta as
-// safetensors to w, straight from theta: a 100 MB model is not copied into
-// a buffer first (an export of one held three copies of it on the node).
+// safetensors to w: each tensor in its dtype (straight from theta for F32:
+// a 100 MB model is not copied into a buffer first; an export of one held
+// three copies of it on the node), and again under each of its aliases,
+// so that a model's load_state_dict(strict=True) finds every name.
 func Encode(w io.Writer, layout cudaops.Layout, theta []float32, meta Meta) error {
 	if len(theta) != layout.Total() {
 		return fmt.Errorf("modelfile: %d parameters for a layout of %d", len(theta), layout.Total())
 	}
 	meta.Layers = nil
-	views := make(map[string]f32View, len(layout))
+	views := make(map[string]typedView, len(layout))
 	for _, r := range layout {
+		dt, err := dtypeOf(r.Dtype)
+		if err != nil {
+			return fmt.Errorf("modelfile: tensor %s: %w", r.Name, err)
+		}
 		shape := make([]uint64, len(r.Shape))
 		for i, d := range r.Shape {
 			shape[i] = uint64(d)
 		}
-		views[r.Name] = f32View{shape: shape, v: theta[r.Offset:r.End()]}
-		meta.Layers = append(meta.Layers, Layer{Name: r.Name, Shape: slices.Clone(r.Shape)})
+		v := typedView{dtype: dt, shape: shape, v: theta[r.Offset:r.End()]}
+		views[r.Name] = v
+		for _, a := range r.Aliases {
+			views[a] = v
+		}
+		meta.Layers = append(meta.Layers, Layer{Name: r.Name, Shape: slices.Clone(r.Shape), Dtype: r.Dtype, Aliases: slices.Clone(r.Aliases)})
 	}
 	return safetensors.SerializeToWriter(views, meta.strings(), w)
 }
@@ -402,38 +415,62 @@ func (f *File) Tensors() []TensorInfo {
 }
 
 // Params returns the flat parameter vector for layout, checking that the
-// file holds exactly layout's tensors, each F32 with the layout's shape; an
-// error names the first tensor that differs.
+// file holds exactly layout's tensors (and their aliases, each equal to
+// its tensor), each with the layout's shape, widened to float32 from the
+// file's dtype (any of cudaops.DtypeNames: a file another program wrote
+// may hold a tensor in another dtype than the layout names); an error
+// names the first tensor that differs.
 func (f *File) Params(layout cudaops.Layout) ([]float32, error) {
 	theta := make([]float32, layout.Total())
+	names := 0
 	for _, r := range layout {
 		t, ok := f.st.Tensor(r.Name)
 		if !ok {
 			return nil, fmt.Errorf("modelfile: tensor %s %v missing from the file", r.Name, r.Shape)
 		}
-		if t.DType() != safetensors.F32 {
-			return nil, fmt.Errorf("modelfile: tensor %s is %s, want F32", r.Name, t.DType())
+		if err := readTensor(theta[r.Offset:r.End()], r, r.Name, t); err != nil {
+			return nil, err
 		}
-		shape := make([]int, len(t.Shape()))
-		for i, d := range t.Shape() {
-			shape[i] = int(d)
-		}
-		if !slices.Equal(shape, r.Shape) {
-			return nil, fmt.Errorf("modelfile: tensor %s has shape %v, the model's is %v", r.Name, shape, r.Shape)
-		}
-		data := t.Data()
-		for i := range r.Size() {
-			theta[r.Offset+i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		names++
+		for _, a := range r.Aliases {
+			t, ok := f.st.Tensor(a)
+			if !ok {
+				continue // an alias may be left out: the tensor is there
+			}
+			alias := make([]float32, r.Size())
+			if err := readTensor(alias, r, a, t); err != nil {
+				return nil, err
+			}
+			if !slices.Equal(alias, theta[r.Offset:r.End()]) {
+				return nil, fmt.Errorf("modelfile: tensor %s is an alias of %s in the model but holds other values in the file", a, r.Name)
+			}
+			names++
 		}
 	}
-	if f.st.Len() != len(layout) {
+	if f.st.Len() != names {
 		for _, name := range f.st.Names() {
-			if !slices.ContainsFunc(layout, func(r cudaops.Range) bool { return r.Name == name }) {
+			if !slices.ContainsFunc(layout, func(r cudaops.Range) bool { return r.Name == name || slices.Contains(r.Aliases, name) }) {
 				return nil, fmt.Errorf("modelfile: tensor %s in the file is not in the model", name)
 			}
 		}
 	}
 	return theta, nil
+}
+
+// readTensor widens t, the file's tensor name of r, into dst.
+func readTensor(dst []float32, r cudaops.Range, name string, t safetensors.TensorView) error {
+	if _, err := dtypeOf(t.DType().String()); err != nil {
+		return fmt.Errorf("modelfile: tensor %s: %w", name, err)
+	}
+	shape := make([]int, len(t.Shape()))
+	for i, d := range t.Shape() {
+		shape[i] = int(d)
+	}
+	if !slices.Equal(shape, r.Shape) {
+		return fmt.Errorf("modelfile: tensor %s has shape %v, the model's is %v", name, shape, r.Shape)
+	}
+	decodeTo(dst, t.DType(), t.Data())
+	return nil
 }
 
 // LoadParams reads the file at path and returns its parameters for model,

@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,8 @@ import (
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
 	"dsspmesh/modelfile/modelfiletest"
+
+	"github.com/x448/float16"
 )
 
 func mlp(t testing.TB) *cudaops.Model {
@@ -384,5 +388,65 @@ func TestReadFileRefusesDevZero(t *testing.T) {
 	_, err := modelfile.ReadFile("/dev/zero")
 	if err == nil || !strings.Contains(err.Error(), "/dev/zero") || !errors.Is(err, modelfile.ErrFormat) {
 		t.Fatalf("ReadFile(/dev/zero) = %v, want ErrFormat naming the file", err)
+	}
+}
+
+// TestDtypesAndAliases: a layout of a trainer's model state is written in
+// each tensor's dtype (BF16 rounded to nearest even, an integer counter
+// rounded, a bool) and a tied tensor under each of its names; reading it
+// back widens it exactly, and an alias that disagrees with its tensor is
+// refused (PyTorch's strict load of such files: test/models_test.go).
+func TestDtypesAndAliases(t *testing.T) {
+	layout := cudaops.Layout{
+		{Name: "emb.weight", Offset: 0, Shape: []int{2, 2}, Aliases: []string{"out.weight"}},
+		{Name: "w", Offset: 4, Shape: []int{3}, Dtype: "BF16"},
+		{Name: "h", Offset: 7, Shape: []int{2}, Dtype: "F16"},
+		{Name: "bn.num_batches_tracked", Offset: 9, Shape: []int{}, Dtype: "I64"},
+		{Name: "mask", Offset: 10, Shape: []int{2}, Dtype: "BOOL"},
+	}
+	theta := []float32{1, 2, 3, 4, 1.0078125, -2.5, 1 + 1.0/256, 0.1, 65504, 12.9999, 0, 1}
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := modelfile.WriteFile(path, layout, theta, modelfile.Meta{Model: "external", Source: "export"}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := modelfile.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dtypes := map[string]string{}
+	for _, ti := range f.Tensors() {
+		dtypes[ti.Name] = ti.DType
+	}
+	if want := map[string]string{"emb.weight": "F32", "out.weight": "F32", "w": "BF16", "h": "F16", "bn.num_batches_tracked": "I64", "mask": "BOOL"}; !maps.Equal(dtypes, want) {
+		t.Fatalf("tensors %v, want %v", dtypes, want)
+	}
+	got, err := f.Params(layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1+1/256 is a tie between two bf16 values and goes to the even one (1);
+	// 1.0078125 is a bf16 value; the counter is rounded; the bool is 0/1.
+	want := []float32{1, 2, 3, 4, 1.0078125, -2.5, 1, float32(float16.Fromfloat32(0.1).Float32()), 65504, 13, 0, 1}
+	if !slices.Equal(got, want) {
+		t.Fatalf("read back %v, want %v", got, want)
+	}
+	if len(f.Meta.Layers) != 5 || f.Meta.Layers[0].Aliases[0] != "out.weight" || f.Meta.Layers[1].Dtype != "BF16" {
+		t.Fatalf("layers %+v", f.Meta.Layers)
+	}
+	// An alias holding other values than its tensor is refused.
+	other := slices.Clone(layout)
+	other[0].Aliases = nil
+	other = append(other, cudaops.Range{Name: "out.weight", Offset: 12, Shape: []int{2, 2}})
+	bad := append(slices.Clone(theta), 9, 9, 9, 9)
+	badPath := filepath.Join(t.TempDir(), "bad.safetensors")
+	if err := modelfile.WriteFile(badPath, other, bad, modelfile.Meta{Model: "external"}); err != nil {
+		t.Fatal(err)
+	}
+	bf, err := modelfile.ReadFile(badPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bf.Params(layout); err == nil || !strings.Contains(err.Error(), "out.weight is an alias of emb.weight") {
+		t.Fatalf("a disagreeing alias: %v", err)
 	}
 }

@@ -26,7 +26,12 @@ const (
 )
 
 // FormatLayout is l's text form in a spec: "name:d1xd2,…" in flat-vector
-// order ("bias:128", a scalar "temp:"). Offsets are implied by the order.
+// order ("bias:128", a scalar "temp:"), a tensor whose dtype is not F32
+// followed by ":DTYPE" ("bn.num_batches_tracked::I64", "w:4x4:BF16") and
+// a tensor's aliases each by "=alias" ("emb.weight:100x32=out.weight").
+// Offsets are implied by the order. A layout of float32 tensors without
+// aliases (every built-in model's, every layout of earlier builds) reads
+// as it always did.
 func FormatLayout(l cudaops.Layout) string {
 	var b strings.Builder
 	for i, r := range l {
@@ -40,6 +45,14 @@ func FormatLayout(l cudaops.Layout) string {
 				b.WriteByte('x')
 			}
 			b.WriteString(strconv.Itoa(d))
+		}
+		if r.DtypeOf() != "F32" {
+			b.WriteByte(':')
+			b.WriteString(r.Dtype)
+		}
+		for _, a := range r.Aliases {
+			b.WriteByte('=')
+			b.WriteString(a)
 		}
 	}
 	return b.String()
@@ -59,10 +72,12 @@ func ParseLayout(s string) (cudaops.Layout, error) {
 	}
 	l := make(cudaops.Layout, 0, len(parts))
 	for i, p := range parts {
-		name, dims, ok := strings.Cut(p, ":")
+		p, aliases, hasAliases := strings.Cut(p, "=")
+		name, rest, ok := strings.Cut(p, ":")
 		if !ok {
 			return nil, fmt.Errorf("layout: tensor %d %q: no ':' before its shape", i, p)
 		}
+		dims, dtype, _ := strings.Cut(rest, ":")
 		shape := []int{}
 		if dims != "" {
 			for _, d := range strings.Split(dims, "x") {
@@ -73,7 +88,11 @@ func ParseLayout(s string) (cudaops.Layout, error) {
 				shape = append(shape, v)
 			}
 		}
-		l = append(l, cudaops.Range{Name: name, Shape: shape})
+		r := cudaops.Range{Name: name, Shape: shape, Dtype: dtype}
+		if hasAliases {
+			r.Aliases = strings.Split(aliases, "=")
+		}
+		l = append(l, r)
 	}
 	return Place(l)
 }
@@ -84,6 +103,9 @@ func Place(l cudaops.Layout) (cudaops.Layout, error) {
 	off := 0
 	for i := range l {
 		l[i].Offset = off
+		if l[i].Dtype == "F32" {
+			l[i].Dtype = "" // the default, written as nothing
+		}
 		n := 1
 		for _, d := range l[i].Shape {
 			if d <= 0 || d > MaxLayoutParams {
@@ -103,29 +125,44 @@ func Place(l cudaops.Layout) (cudaops.Layout, error) {
 }
 
 // CheckLayout checks that l is a layout a job can hold: 1 to
-// MaxLayoutTensors tensors, contiguous from offset 0, names non-empty,
-// unique, at most MaxLayoutName bytes of printable characters other than
-// ',' and ':' (the text form's separators), every dimension ≥ 1, and a
+// MaxLayoutTensors tensors, contiguous from offset 0, names and aliases
+// non-empty, unique among them all, at most MaxLayoutName bytes of
+// printable characters other than ',', ':' and '=' (the text form's
+// separators), dtypes among cudaops.DtypeNames, every dimension ≥ 1, and a
 // text form within MaxLayoutText.
 func CheckLayout(l cudaops.Layout) error {
 	if len(l) == 0 || len(l) > MaxLayoutTensors {
 		return fmt.Errorf("layout: %d tensors, want 1 to %d", len(l), MaxLayoutTensors)
 	}
 	seen := make(map[string]bool, len(l))
-	off := 0
-	for i, r := range l {
-		if r.Name == "" || len(r.Name) > MaxLayoutName {
-			return fmt.Errorf("layout: tensor %d: name of %d bytes, want 1 to %d", i, len(r.Name), MaxLayoutName)
+	name := func(i int, n, what string) error {
+		if n == "" || len(n) > MaxLayoutName {
+			return fmt.Errorf("layout: tensor %d: %s of %d bytes, want 1 to %d", i, what, len(n), MaxLayoutName)
 		}
-		for _, c := range r.Name {
-			if c <= ' ' || c == ',' || c == ':' || c == 0x7f {
-				return fmt.Errorf("layout: tensor %d %q: name holds %q (no spaces, control characters, ',' or ':')", i, r.Name, c)
+		for _, c := range n {
+			if c <= ' ' || c == ',' || c == ':' || c == '=' || c == 0x7f {
+				return fmt.Errorf("layout: tensor %d %q: %s holds %q (no spaces, control characters, ',', ':' or '=')", i, n, what, c)
 			}
 		}
-		if seen[r.Name] {
-			return fmt.Errorf("layout: tensor %q named twice", r.Name)
+		if seen[n] {
+			return fmt.Errorf("layout: tensor %q named twice", n)
 		}
-		seen[r.Name] = true
+		seen[n] = true
+		return nil
+	}
+	off := 0
+	for i, r := range l {
+		if err := name(i, r.Name, "name"); err != nil {
+			return err
+		}
+		for _, a := range r.Aliases {
+			if err := name(i, a, "alias"); err != nil {
+				return err
+			}
+		}
+		if r.Dtype != "" && !slices.Contains(cudaops.DtypeNames, r.Dtype) {
+			return fmt.Errorf("layout: tensor %q: dtype %q (known: %s)", r.Name, r.Dtype, strings.Join(cudaops.DtypeNames, ", "))
+		}
 		if r.Offset != off {
 			return fmt.Errorf("layout: tensor %q at offset %d, want %d", r.Name, r.Offset, off)
 		}
@@ -149,6 +186,9 @@ type LayoutMismatchError struct {
 	Name         string // the job's tensor's name ("" when the job has fewer tensors)
 	TrainerName  string // the trainer's ("" when it has fewer)
 	Job, Trainer []int  // the shapes (nil where the tensor is missing)
+	// Detail says what differs when names and shapes agree: the dtype or
+	// the aliases.
+	Detail string
 }
 
 func (e *LayoutMismatchError) Error() string {
@@ -159,6 +199,8 @@ func (e *LayoutMismatchError) Error() string {
 		return fmt.Sprintf("layout mismatch at tensor %d: %s %v in the job, missing in the trainer (it has %d tensors)", e.Index, e.Name, e.Job, e.Index)
 	case e.Name != e.TrainerName:
 		return fmt.Sprintf("layout mismatch at tensor %d: %s %v in the job, %s %v in the trainer", e.Index, e.Name, e.Job, e.TrainerName, e.Trainer)
+	case e.Detail != "":
+		return fmt.Sprintf("layout mismatch at tensor %d %s: %s", e.Index, e.Name, e.Detail)
 	}
 	return fmt.Sprintf("layout mismatch at tensor %d %s: shape %v in the job, %v in the trainer", e.Index, e.Name, e.Job, e.Trainer)
 }
@@ -172,9 +214,9 @@ func (e *LayoutMismatchError) Tensor() string {
 	return e.TrainerName
 }
 
-// CompareLayout returns nil when trainer is job's layout (same names and
-// shapes in the same order), else a *LayoutMismatchError naming the
-// first tensor that differs.
+// CompareLayout returns nil when trainer is job's layout (same names,
+// shapes, dtypes and aliases in the same order), else a
+// *LayoutMismatchError naming the first tensor that differs.
 func CompareLayout(job, trainer cudaops.Layout) error {
 	for i := 0; i < max(len(job), len(trainer)); i++ {
 		e := &LayoutMismatchError{Index: i}
@@ -185,6 +227,14 @@ func CompareLayout(job, trainer cudaops.Layout) error {
 			e.TrainerName, e.Trainer = trainer[i].Name, trainer[i].Shape
 		}
 		if e.Name == "" || e.TrainerName == "" || e.Name != e.TrainerName || !slices.Equal(e.Job, e.Trainer) {
+			return e
+		}
+		if a, b := job[i].DtypeOf(), trainer[i].DtypeOf(); a != b {
+			e.Detail = fmt.Sprintf("dtype %s in the job, %s in the trainer", a, b)
+			return e
+		}
+		if !slices.Equal(job[i].Aliases, trainer[i].Aliases) {
+			e.Detail = fmt.Sprintf("aliases %v in the job, %v in the trainer", job[i].Aliases, trainer[i].Aliases)
 			return e
 		}
 	}

@@ -98,3 +98,49 @@ func TestLayoutBounds(t *testing.T) {
 		t.Fatal("a built-in model with a layout accepted")
 	}
 }
+
+// TestLayoutDtypesAndAliases: a trainer's model state — a bf16 weight, an
+// int64 counter, a tied weight under two names — round-trips through the
+// text form, and a trainer whose dtype or aliases differ is refused naming
+// the tensor.
+func TestLayoutDtypesAndAliases(t *testing.T) {
+	text := "emb.weight:100x32=out.weight,w:4x4:BF16,bn.num_batches_tracked::I64,bn.running_mean:8"
+	l, err := ParseLayout(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := FormatLayout(l); got != text {
+		t.Fatalf("round trip %q, want %q", got, text)
+	}
+	if l[0].Aliases[0] != "out.weight" || l[1].Dtype != "BF16" || l[2].DtypeOf() != "I64" || len(l[2].Shape) != 0 || l[3].DtypeOf() != "F32" || l.Total() != 3200+16+1+8 {
+		t.Fatalf("parsed %+v", l)
+	}
+	f32, _ := ParseLayout("w:4:F32")
+	if f32[0].Dtype != "" || FormatLayout(f32) != "w:4" {
+		t.Fatalf("an explicit F32 is the default: %+v", f32)
+	}
+	for trainer, want := range map[string]string{
+		"emb.weight:100x32=out.weight,w:4x4,bn.num_batches_tracked::I64,bn.running_mean:8": "layout mismatch at tensor 1 w: dtype BF16 in the job, F32 in the trainer",
+		"emb.weight:100x32,w:4x4:BF16,bn.num_batches_tracked::I64,bn.running_mean:8":       "layout mismatch at tensor 0 emb.weight: aliases [out.weight] in the job, [] in the trainer",
+	} {
+		tr, err := ParseLayout(trainer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CompareLayout(l, tr); err == nil || err.Error() != want {
+			t.Errorf("trainer %s:\n got %v\nwant %s", trainer, err, want)
+		}
+	}
+	for text, want := range map[string]string{
+		"a:2:Q8":       `dtype "Q8"`,
+		"a:2=b,b:3":    `"b" named twice`,
+		"a:2=a":        `"a" named twice`,
+		"a:2=":         "alias of 0 bytes",
+		"a:2=x y":      "alias holds",
+		"a:2:BF16:I64": `dtype "BF16:I64"`,
+	} {
+		if _, err := ParseLayout(text); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseLayout(%q) = %v, want an error containing %q", text, err, want)
+		}
+	}
+}
