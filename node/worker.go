@@ -13,7 +13,13 @@ func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
 		return nil, err
 	}
 	if !spec.Rounds() {
-		return n.newWorkerOn(spec, n.emulate(spec, mc))
+		var own worker.Own
+		if spec.Deltas() {
+			// The combine rule mean: the worker steps the job's optimizer
+			// itself and pushes the step's change.
+			own = worker.Own{Kind: spec.Optimizer, Momentum: spec.Momentum, Rate: spec.ShardOptimizer().Schedule.Rate}
+		}
+		return n.newWorkerOn(spec, n.emulate(spec, mc), own)
 	}
 	// Each inner step is stretched on its own; the fault poison makes a
 	// round's pseudo-gradient NaN (every --fault-nan-every-th push, as
@@ -24,14 +30,15 @@ func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return n.newWorkerOn(spec, worker.Emulate(comp, worker.Emulation{NaNEvery: n.cfg.FaultNaNEvery}))
+	return n.newWorkerOn(spec, worker.Emulate(comp, worker.Emulation{NaNEvery: n.cfg.FaultNaNEvery}), worker.Own{})
 }
 
 // newExternalWorker builds the worker room for spec on an attached
-// trainer (node/trainer.External), which runs a round's inner steps
-// itself (the trainer protocol's local_steps).
+// trainer (node/trainer.External), which steps its own optimizer itself
+// (the trainer protocol's update "delta") or hands over gradients
+// (a job of the combine rule sum).
 func (n *Node) newExternalWorker(spec JobSpec, comp worker.Compute) (*worker.Worker, error) {
-	return n.newWorkerOn(spec, n.emulate(spec, comp))
+	return n.newWorkerOn(spec, n.emulate(spec, comp), worker.Own{})
 }
 
 // emulate wraps comp in the lab's emulation when --slowdown,
@@ -41,8 +48,9 @@ func (n *Node) emulate(spec JobSpec, comp worker.Compute) worker.Compute {
 		NaNEvery: n.cfg.FaultNaNEvery})
 }
 
-// newWorkerOn builds the worker room for spec on comp.
-func (n *Node) newWorkerOn(spec JobSpec, comp worker.Compute) (*worker.Worker, error) {
+// newWorkerOn builds the worker room for spec on comp, with own its own
+// optimizer (zero: comp's pushes are gradients or rounds).
+func (n *Node) newWorkerOn(spec JobSpec, comp worker.Compute, own worker.Own) (*worker.Worker, error) {
 	slack := int64(0)
 	if p, err := spec.Policy(); err == nil && !spec.Rounds() {
 		// A kept slice may miss s_L iterations (node/worker/pull.go). Not
@@ -60,5 +68,6 @@ func (n *Node) newWorkerOn(spec JobSpec, comp worker.Compute) (*worker.Worker, e
 		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
 			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
 	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, LocalSteps: spec.Steps(), Precision: spec.Precision(), Pipeline: spec.Pipeline,
-		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown, LeaveTimeout: n.cfg.LeaveTimeout})
+		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown, LeaveTimeout: n.cfg.LeaveTimeout,
+		Own: own})
 }

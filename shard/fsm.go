@@ -546,7 +546,7 @@ func (f *FSM) replyFor(w clock.WorkerID, iter int64, slice bool) (replyState, []
 
 // versionLocked is the version of the current parameters; f.mu held.
 func (f *FSM) versionLocked() shardapi.Version {
-	return shardapi.Version{Index: f.lastIndex, Min: f.gate.Min()}
+	return shardapi.Version{Index: f.lastIndex, Min: f.gate.Min(), Samples: f.samples}
 }
 
 // encodedLocked returns θ in the parameters' precision (Precision.Params)

@@ -308,7 +308,7 @@ const (
 func decide(st replyState, ver shardapi.Version, at stage) (rep shardapi.Reply, propose bool) {
 	switch st {
 	case replyOK:
-		return shardapi.Reply{Status: shardapi.ReplyOK, Index: ver.Index, Clock: ver.Min}, false
+		return shardapi.Reply{Status: shardapi.ReplyOK, Index: ver.Index, Clock: ver.Min, Samples: ver.Samples}, false
 	case replyHeld:
 		return shardapi.Reply{Status: shardapi.ReplyHeld}, false
 	case replyUnknown:

@@ -200,7 +200,7 @@ func (c *Client) Push(ctx context.Context, p Push) (PushReply, error) {
 	if bad != nil {
 		return out, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, bad)
 	}
-	out.Version = Version{Index: rep.Index, Min: rep.Clock}
+	out.Version = Version{Index: rep.Index, Min: rep.Clock, Samples: rep.Samples}
 	out.Assign, out.Ahead = rep.Assign, rep.Ahead
 	if !p.Keep {
 		out.Params = dst

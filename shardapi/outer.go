@@ -29,6 +29,17 @@ const (
 	// (DiLoCo's outer step); under bounded staleness the momentum moves
 	// once per N arrivals, not once per arrival.
 	OuterNesterov
+	// OuterMean is the rule of a job of one step a push under --combine
+	// mean (docs/design.md, "The combine rule"): a push carries the
+	// change one step of the worker's own optimizer made, Δ = θ_start −
+	// θ_after, and each arrival moves θ by −w·Δ/N, w its samples ÷
+	// BalanceBase under the balance layer (else 1). The N arrivals of a
+	// synchronous round from one θ apply their mean weighted by samples:
+	// the step DDP takes with the mean gradient, for SGD and momentum
+	// SGD exactly (the mean of the workers' momentum buffers is the
+	// momentum of the mean gradient). LR is 1 and Momentum 0; the shard
+	// applies it as sgd at 1 (outer.go).
+	OuterMean
 )
 
 func (k OuterKind) String() string {
@@ -39,6 +50,8 @@ func (k OuterKind) String() string {
 		return "sgd"
 	case OuterNesterov:
 		return "nesterov"
+	case OuterMean:
+		return "mean"
 	}
 	return fmt.Sprintf("outer(%d)", uint8(k))
 }
@@ -64,13 +77,18 @@ func (o Outer) On() bool { return o.Kind != OuterNone }
 func (o Outer) Nesterov() bool { return o.Kind == OuterNesterov }
 
 // Weighted reports whether the shard weights each push's gradient by its
-// samples / BalanceBase before summing: under the balance layer, except
-// with an outer rule. A pseudo-gradient already grows with its round's
-// steps (a worker given twice the samples takes twice the steps and moves
-// about twice as far), so weighing it by its samples too would count a
-// fast worker's progress twice; the outer rule's 1/N then averages the
-// round's pseudo-gradients as they are.
-func (s Spec) Weighted() bool { return s.BalanceBase > 0 && !s.Outer.On() }
+// samples / BalanceBase before summing: under the balance layer, with
+// gradients or OuterMean's one-step changes, not with a round's
+// pseudo-gradient under sgd or nesterov. Such a pseudo-gradient already
+// grows with its round's steps (a worker given twice the samples takes
+// twice the steps and moves about twice as far), so weighing it by its
+// samples too would count a fast worker's progress twice; the outer rule's
+// 1/N then averages the round's pseudo-gradients as they are. A one-step
+// change is of one batch's mean gradient whatever the batch's size, so it
+// is weighted as a gradient is: the round's mean is weighted by samples.
+func (s Spec) Weighted() bool {
+	return s.BalanceBase > 0 && (!s.Outer.On() || s.Outer.Kind == OuterMean)
+}
 
 // MaxOuterLR bounds an outer learning rate: 1 applies the mean
 // pseudo-gradient whole (the average of the models); DiLoCo uses 0.7.
@@ -84,8 +102,10 @@ func (o Outer) Validate() error {
 		if o != (Outer{}) {
 			return fmt.Errorf("shard: Outer.LR %g and Momentum %g set without an outer optimizer", o.LR, o.Momentum)
 		}
-	case o.Kind != OuterSGD && o.Kind != OuterNesterov:
-		return fmt.Errorf("shard: Outer.Kind %d is not sgd or nesterov", o.Kind)
+	case o.Kind != OuterSGD && o.Kind != OuterNesterov && o.Kind != OuterMean:
+		return fmt.Errorf("shard: Outer.Kind %d is not sgd, nesterov or mean", o.Kind)
+	case o.Kind == OuterMean && (o.LR != 1 || o.Momentum != 0):
+		return fmt.Errorf("shard: Outer mean with LR %g and Momentum %g: must be 1 and 0", o.LR, o.Momentum)
 	case !finite(o.LR) || o.LR <= 0 || o.LR > MaxOuterLR:
 		return fmt.Errorf("shard: Outer.LR %g must be in (0, %d]", o.LR, MaxOuterLR)
 	case o.Kind == OuterSGD && o.Momentum != 0:

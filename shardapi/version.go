@@ -8,12 +8,16 @@ package shardapi
 // decreases, so a worker added later starts at or above Min) and whatever
 // else the state had at Index.
 //
-// On the wire, an OK reply to a push carries it in [Reply].Index and
-// [Reply].Clock, as an OpRead reply does (docs/design.md, "The read
-// guarantee").
+// On the wire, an OK reply to a push carries it in [Reply].Index,
+// [Reply].Clock and [Reply].Samples, as an OpRead reply does
+// (docs/design.md, "The read guarantee").
 type Version struct {
 	Index uint64
 	Min   int64
+	// Samples is the samples applied mesh-wide that the state had at
+	// Index (the schedule's input): a worker stepping its own optimizer
+	// under the combine rule mean reads its learning rate from it.
+	Samples int64 `json:",omitempty"`
 }
 
 // Covers reports whether a slice of version v is fresh enough for the

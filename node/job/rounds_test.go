@@ -11,21 +11,24 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// TestRoundsDefaults: one local step is the job as before local rounds
-// (no outer rule, and the persisted form of a spec without the fields
-// reads as H = 1); H > 1 takes DiLoCo's outer defaults and inner sgd.
+// TestRoundsDefaults: one local step is one step of the worker's own
+// optimizer combined by the mean (the combine rule's default); a spec
+// persisted before local rounds and the combine rule reads as H = 1 with
+// the sum rule (no outer rule: the shards step on gradients); H > 1 takes
+// DiLoCo's outer defaults and inner sgd.
 func TestRoundsDefaults(t *testing.T) {
 	s := DefaultSpec()
-	if s.Rounds() || s.Outer().On() || s.Steps() != 1 || s.RoundSamples() != int64(s.BatchSize) {
+	if s.Rounds() || s.Outer() != (shardapi.Outer{Kind: shardapi.OuterMean, LR: 1}) || !s.Deltas() || s.Steps() != 1 || s.RoundSamples() != int64(s.BatchSize) {
 		t.Fatalf("default spec: rounds %v, outer %+v, steps %d", s.Rounds(), s.Outer(), s.Steps())
 	}
-	var old Spec // a spec persisted before local rounds
+	var old Spec // a spec persisted before local rounds and the combine rule
 	b, _ := json.Marshal(s)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	delete(m, "local_steps")
+	delete(m, "combine")
 	b, _ = json.Marshal(m)
-	if err := json.Unmarshal(b, &old); err != nil || old.Steps() != 1 || old.Rounds() || old.Validate() != nil {
+	if err := json.Unmarshal(b, &old); err != nil || old.Steps() != 1 || old.Rounds() || old.Outer().On() || old.CombineRule() != CombineSum || old.Validate() != nil {
 		t.Fatalf("old spec: %+v, %v", old, err)
 	}
 	s.LocalSteps = 16

@@ -94,6 +94,17 @@ type Spec struct {
 	// "Local rounds"), their JSON fields at the spec's top level.
 	RoundFlags
 
+	// Combine is how the shards combine the workers' pushes of one step
+	// (--local-steps 1; docs/design.md, "The combine rule"): CombineMean,
+	// each worker steps its own optimizer (an external trainer's, or
+	// Optimizer at LR and Momentum for the built-in models) and the shards
+	// apply the mean of the steps' changes weighted by samples, DDP's step
+	// on equal workers in lock step; CombineSum, the workers push
+	// gradients and every shard steps Optimizer on their sum, each push a
+	// step of its own. Empty, in a spec persisted before the field, is
+	// CombineSum: a mesh started by an earlier build trains on as it did.
+	Combine string `json:"combine,omitempty"`
+
 	// Layout is, for Model "external" (ExternalModel), the parameter layout
 	// of the trainers' model in FormatLayout's text form: fixed on the
 	// bootstrap node by its first trainer or by InitFrom's tensors, then
@@ -108,21 +119,54 @@ type Spec struct {
 const DefaultPipelineFresh = 0.5
 
 // DefaultSpec is the MLP on MNIST under bounded DSSP(3, 12), int8
-// gradients with error feedback on the wire (`dssp up` to 97 %, alternated
-// on one binary: int8 53.9 s, bf16 60.6 s on average; BENCHMARKS.md). Momentum is
-// 0.5, not the single-node baseline's 0.9: stale gradients from several
-// workers already act as momentum, and at 0.9 a 4-node mesh oscillated
-// between 30% and 45% test accuracy for a minute where 0.5 passed 92%.
+// gradients with error feedback on the wire, and the combine rule mean
+// with the settings a DDP user picks for this model: SGD at 0.05 with
+// momentum 0.9, batch 64 a worker (each worker steps its own optimizer;
+// the shards apply the mean change: docs/design.md, "The combine rule").
+// `dssp up --nodes 4` reaches 97 % in about a minute on a 2-core box
+// (BENCHMARKS.md); momentum 0.5, the default of the combine rule sum
+// (where every push was a step of its own), needed more than 150 s.
 func DefaultSpec() Spec {
 	return Spec{
 		Model: "mlp", Dataset: "mnist",
 		Paradigm: "dssp", SLower: 3, RMax: 12,
-		Optimizer: "momentum", LR: 0.05, Momentum: 0.5,
+		Optimizer: "momentum", LR: 0.05, Momentum: 0.9,
 		LRDecay: 0.85, LRDecaySamples: 60000,
 		BatchSize: 64, Shards: 0, Replication: 3, Seed: 1,
 		WirePrecision: "int8", PipelineFresh: DefaultPipelineFresh, RoundFlags: RoundFlags{LocalSteps: 1},
+		Combine: CombineMean,
 	}
 }
+
+// The combine rules (Spec.Combine).
+const (
+	CombineMean = "mean"
+	CombineSum  = "sum"
+)
+
+// CombineRule is Combine with the empty value of an earlier build's spec
+// read as CombineSum.
+func (s Spec) CombineRule() string {
+	if s.Combine == "" {
+		return CombineSum
+	}
+	return s.Combine
+}
+
+// Outer is the shards' rule for the pushes: the outer optimizer of a job
+// of local rounds, shardapi.OuterMean for one step a push under
+// CombineMean, and none (Optimizer on gradients) under CombineSum.
+func (s Spec) Outer() shardapi.Outer {
+	if !s.Rounds() && s.CombineRule() == CombineMean {
+		return shardapi.Outer{Kind: shardapi.OuterMean, LR: 1}
+	}
+	return s.RoundFlags.Outer()
+}
+
+// Deltas reports whether the workers push the change their own optimizer
+// made (a round's pseudo-gradient, or one step's under CombineMean)
+// rather than a gradient.
+func (s Spec) Deltas() bool { return s.Outer().On() }
 
 // Precision is the shards' wire precision (fp32 when unset).
 func (s Spec) Precision() shardapi.Precision {
@@ -190,6 +234,11 @@ func (s Spec) ShardOptimizer() shardapi.Optimizer {
 func (s Spec) Validate() error {
 	if err := s.RoundFlags.validate(s.BatchSize, s.Balance); err != nil {
 		return err
+	}
+	switch s.Combine {
+	case "", CombineMean, CombineSum:
+	default:
+		return fmt.Errorf("--combine %q unknown (known: %s, %s)", s.Combine, CombineMean, CombineSum)
 	}
 	if s.External() {
 		if err := checkExternal(s); err != nil {
@@ -291,6 +340,9 @@ func checkExternal(s Spec) error {
 	if s.Rounds() && s.Pipeline {
 		return fmt.Errorf("--pipeline with --local-steps %d: for --model %s a trainer takes a round whole (its inner steps are its own), so a round cannot be split around the push in flight", s.Steps(), ExternalModel)
 	}
+	if s.Deltas() && s.Pipeline && s.PipelineFresh > 0 {
+		return fmt.Errorf("--pipeline-fresh %g with --model %s: a trainer's step is its optimizer's, taken whole, so a batch cannot be split around the push in flight; use --pipeline-fresh 0 (the whole step computed while the push is in flight)", s.PipelineFresh, ExternalModel)
+	}
 	return nil
 }
 
@@ -337,6 +389,7 @@ var specFlags = []struct {
 	{"pipeline-fresh", func(s *Spec) string { return strconv.FormatFloat(s.PipelineFresh, 'g', -1, 64) }},
 	{"init-from", func(s *Spec) string { return s.InitFrom }},
 	{"wire-precision", func(s *Spec) string { return s.wirePrecision() }},
+	{"combine", func(s *Spec) string { return s.CombineRule() }},
 	{"local-steps", func(s *Spec) string { return strconv.Itoa(s.Steps()) }},
 	{"outer-optimizer", func(s *Spec) string { return s.Outer().Kind.String() }},
 	{"outer-lr", func(s *Spec) string { return strconv.FormatFloat(s.Outer().LR, 'g', -1, 64) }},
@@ -367,6 +420,7 @@ func (s *Spec) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&s.PipelineFresh, "pipeline-fresh", s.PipelineFresh, "job: under --pipeline, the share of each batch computed after the push in flight returns, on the parameters it brings; the rest is computed while it is in flight (0: the whole batch ahead)")
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
 	s.RoundFlags.bindFlags(fs)
+	fs.StringVar(&s.Combine, "combine", s.Combine, "job: how the shards combine one-step pushes: mean (each worker steps its own optimizer — a trainer's, or --optimizer at --lr — and the shards apply the mean change weighted by samples: DDP's step on equal workers) or sum (workers push gradients, every push a step of --optimizer on the shards, the rule of earlier builds)")
 	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log: fp32, bf16 (half the bytes) or int8 (gradients in a quarter of the bytes with error feedback, parameters in bf16); shards keep fp32 master weights")
 }
 

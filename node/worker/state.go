@@ -71,6 +71,10 @@ type Config struct {
 	// LeaveTimeout bounds how long a worker that stopped itself takes to
 	// leave the shards' gates (Run); 0: DefaultLeaveTimeout.
 	LeaveTimeout time.Duration
+	// Own is the worker's own optimizer under the combine rule mean
+	// (own.go): a push of one step carries its change, not the gradient.
+	// Zero: gradients (or rounds, which carry their change already).
+	Own Own
 }
 
 // DefaultLeaveTimeout is Config.LeaveTimeout's default.
@@ -96,6 +100,7 @@ type Worker struct {
 	landing []float32 // where a push in flight decodes its slices (pipeline.go), nil until one
 	part    []float32 // the gradient of a batch's samples computed ahead (pipeline.go), nil until one
 	h       int       // the local steps of the round loaded (balance.go, next); 1 without local rounds
+	own     *ownStep  // Config.Own's state; nil without it
 	// step holds the loop's decisions and what they read: the clocks per
 	// shard, the versions of θ's slices (step.go).
 	step     *Step
@@ -125,6 +130,9 @@ func newWorker(d Deps, cfg Config, clients []shardClient) *Worker {
 	w.stats.Slowdown = cfg.Slowdown
 	w.stats.Batch = int64(cfg.Batch)
 	w.stats.LocalSteps = max(cfg.LocalSteps, 1)
+	if cfg.Own.On() {
+		w.own = &ownStep{Own: cfg.Own}
+	}
 	return w
 }
 

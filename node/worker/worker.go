@@ -12,6 +12,9 @@ import (
 
 // New builds a worker; [Worker.Run] runs it.
 func New(d Deps, cfg Config) (*Worker, error) {
+	if err := cfg.Own.validate(); err != nil {
+		return nil, err
+	}
 	clients, err := newShardClients(d.ID, d.Transport, d.Members, d.Candidates, d.Alive, d.Logger, len(cfg.Bounds), cfg.Precision)
 	if err != nil {
 		return nil, err
@@ -56,11 +59,19 @@ func (w *Worker) gradient(ctx context.Context, from, batch int, push []bool) (fl
 	}
 	s := 0
 	own, mix := float32(float64(batch-from)/float64(batch)), float32(float64(from)/float64(batch))
+	step := w.own != nil && w.h <= 1 // a round carries its change already
+	if step {
+		w.own.begin(len(w.theta), w.meshSamples())
+		defer w.own.end()
+	}
 	loss, err := w.compute.Gradient(ctx, w.theta, from, batch, func(off int, v []float32) {
 		if from > 0 && w.h <= 1 { // a round's second part is the whole round's already (LocalRounds)
 			for i, p := range w.part[off : off+len(v)] {
 				v[i] = own*v[i] + mix*p
 			}
+		}
+		if step {
+			w.own.piece(off, v)
 		}
 		for end := off + len(v); off < end; {
 			for off < bounds[s][0] || off >= bounds[s][1] {
