@@ -111,7 +111,7 @@ func (n *Node) trainWith(ctx context.Context, spec JobSpec, e *trainer.External)
 	stopped := n.stopped
 	n.mu.RUnlock()
 	if stopped != "" {
-		e.Close("this node stopped training: " + stopped)
+		e.Stop(trainer.StopStopped, "this node stopped training: "+stopped)
 		return
 	}
 	w, err := n.newExternalWorker(spec, e)
@@ -130,6 +130,19 @@ func (n *Node) trainWith(ctx context.Context, spec JobSpec, e *trainer.External)
 	select {
 	case <-e.Done():
 		n.log.Info("trainer detached: its worker leaves the shards", "reason", e.Err())
+	case <-done:
+		if ctx.Err() != nil {
+			e.Close("node leaving")
+			break
+		}
+		// The worker stopped itself (its updates refused, the job
+		// diverged): the trainer hears why, as an exception from step().
+		reason := "the node stopped this trainer's worker"
+		if st := w.Status(); st != nil && st.Stopped != "" {
+			reason = st.Stopped
+		}
+		n.log.Warn("the worker stopped: its trainer is told", "reason", reason)
+		e.Stop(trainer.StopStopped, reason)
 	case <-ctx.Done():
 		e.Close("node leaving")
 	}

@@ -4,16 +4,17 @@
 The same architecture as dssp's built-in `mlp` (784 → fc1 256 → ReLU → fc2
 128 → ReLU → fc3 10, He-normal weights, zero biases, parameter names
 fc1.weight ... fc3.bias), so the two can be compared and `dssp export`'s file
-loads into either. The training loop is a plain PyTorch loop; three lines
+loads into either. The training loop is a plain PyTorch loop with the
+optimizer a DDP user picks for it (SGD, lr 0.05, momentum 0.9); three lines
 change to train through the mesh:
 
-    mesh = dsspmesh.connect()                        # 1: $DSSP_TRAINER_SOCKET
-    opt = dsspmesh.Optimizer(mesh, model, inner=sgd)  # 2: replaces opt = torch.optim.SGD(...)
-    for idx in mesh.batches(len(X)):                  # 3: the node's batch size and data order
+    mesh = dsspmesh.connect()                          # 1: $DSSP_TRAINER_SOCKET
+    opt = dsspmesh.Optimizer(mesh, model, sgd)         # 2: was opt = sgd; sgd is what steps
+    for idx in mesh.batches(len(X)):                   # 3: the node's batch size and data order
         opt.zero_grad()
         loss = F.cross_entropy(model(X[idx]), Y[idx])
         loss.backward()
-        opt.step(loss)
+        opt.step()
 
 Start a node first (dssp node --trainer external --model external ...),
 or let `dssp up --trainer 'python3 examples/pytorch/mnist_mlp.py'` start one
@@ -126,7 +127,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--socket", help="the node's trainer socket (default $DSSP_TRAINER_SOCKET)")
     ap.add_argument("--data", help="folder of the MNIST IDX files (default $DSSP_DATA, else the Go module cache)")
-    ap.add_argument("--inner-lr", type=float, default=0.05, help="learning rate of the local (inner) SGD when the job has --local-steps > 1")
+    ap.add_argument("--lr", type=float, default=0.05, help="SGD's learning rate")
+    ap.add_argument("--momentum", type=float, default=0.9, help="SGD's momentum")
+    ap.add_argument("--inner-lr", type=float, help=argparse.SUPPRESS)  # the flag's earlier name
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     ap.add_argument("--reconnect", type=float, default=0, help="seconds to wait for the node to come back after it died (0: exit)")
@@ -137,9 +140,9 @@ def main():
     torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
     if args.evaluate:
-        state, meta = dsspmesh.safetensors.load(args.evaluate, metadata=True)
+        _, meta = dsspmesh.safetensors.load(args.evaluate, metadata=True)
         model = MLP()
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+        model.load_state_dict(dsspmesh.load_state_dict(args.evaluate), strict=True)
         model.eval()
         _, _, Xt, Yt = load_mnist(mnist_dir(args.data))
         n = args.eval_samples or len(Xt)
@@ -149,14 +152,14 @@ def main():
 
     X, Y, Xt, Yt = (t.to(dev) for t in load_mnist(mnist_dir(args.data)))
     model = MLP().to(dev)
-    sgd = torch.optim.SGD(model.parameters(), lr=args.inner_lr)
+    sgd = torch.optim.SGD(model.parameters(), lr=args.inner_lr or args.lr, momentum=args.momentum)
 
     mesh = dsspmesh.connect(args.socket)
     def on_evaluate(m):
         n = args.eval_samples or mesh.eval_samples or len(Xt)
         return evaluate(m, Xt[:n], Yt[:n])
     mesh.on_evaluate(on_evaluate)
-    opt = dsspmesh.Optimizer(mesh, model, inner=sgd)
+    opt = dsspmesh.Optimizer(mesh, model, sgd)
     print("mnist_mlp: attached to %s (%s), %d parameters, batch %d, local steps %d"
           % (mesh.node, mesh.path, mesh.params, mesh.batch, mesh.local_steps), flush=True)
     t0 = last = time.monotonic()
@@ -167,7 +170,7 @@ def main():
                 opt.zero_grad()
                 loss = F.cross_entropy(model(X[idx]), Y[idx])
                 loss.backward()
-                opt.step(loss)
+                opt.step()
                 if time.monotonic() - last >= args.log_every:
                     last = time.monotonic()
                     print("mnist_mlp: %d samples, %.0f samples/s, loss %.4f; %s"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type Stats struct {
 	// TrainerNanos the part the trainer reported as its own (compute_s),
 	// when it reports it.
 	RoundTripNanos, TrainerNanos uint64
+	// LR is the learning rate the trainer's last update stepped at (0:
+	// not said).
+	LR float64
 }
 
 // External is the worker's Compute (node/worker) through an attached trainer: each
@@ -76,6 +80,7 @@ type External struct {
 	err  error // why it ended, set before done is closed
 
 	iters, evals, thetaBytes, thetaNanos, rtNanos, trainerNanos atomic.Uint64
+	lr                                                          atomic.Uint64 // float64 bits: the last update's lr
 }
 
 func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame int, goneGrace time.Duration, limits AnswerLimits, log *slog.Logger) *External {
@@ -140,16 +145,20 @@ func (e *External) Err() error {
 	}
 }
 
-// Close sends stop with reason (best effort) and ends the attachment
-// once the trainer closed its side, or after StopGrace: a trainer in the
-// middle of a compute can still write its update, then reads stop.
-func (e *External) Close(reason string) {
+// Close is Stop(StopEnd, reason): training is over for this trainer.
+func (e *External) Close(reason string) { e.Stop(StopEnd, reason) }
+
+// Stop sends stop with code and reason (best effort) and ends the
+// attachment once the trainer closed its side, or after StopGrace: a
+// trainer in the middle of a compute can still write its update, then
+// reads stop.
+func (e *External) Stop(code, reason string) {
 	select {
 	case <-e.done:
 		return
 	default:
 	}
-	b, _ := json.Marshal(stopMsg{Op: "stop", Reason: reason})
+	b, _ := json.Marshal(stopMsg{Op: "stop", Code: code, Reason: reason})
 	if e.send(b, time.Second) == nil {
 		t := time.NewTimer(StopGrace)
 		select {
@@ -328,6 +337,9 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 	if m.ComputeSeconds != nil && *m.ComputeSeconds >= 0 && *m.ComputeSeconds < 1e6 {
 		e.trainerNanos.Add(uint64(*m.ComputeSeconds * 1e9))
 	}
+	if m.LR != nil && *m.LR >= 0 && !math.IsInf(*m.LR, 0) {
+		e.lr.Store(math.Float64bits(*m.LR))
+	}
 	e.iters.Add(1)
 	emit(0, e.shm.Region(RegionUpdate))
 	return loss, nil
@@ -375,5 +387,5 @@ func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, e
 func (e *External) Stats() Stats {
 	return Stats{PID: e.pid, Iterations: e.iters.Load(), Evaluations: e.evals.Load(),
 		ThetaBytes: e.thetaBytes.Load(), ThetaNanos: e.thetaNanos.Load(),
-		RoundTripNanos: e.rtNanos.Load(), TrainerNanos: e.trainerNanos.Load()}
+		RoundTripNanos: e.rtNanos.Load(), TrainerNanos: e.trainerNanos.Load(), LR: math.Float64frombits(e.lr.Load())}
 }

@@ -43,7 +43,7 @@ func dial(t *testing.T, sock string, layout []Tensor) (*fakeTrainer, map[string]
 	}
 	f := &fakeTrainer{t: t, c: c}
 	t.Cleanup(f.close)
-	f.send(map[string]any{"op": "hello", "version": 1, "role": "train", "layout": layout})
+	f.send(map[string]any{"op": "hello", "version": Version, "role": "train", "layout": layout})
 	rep := f.recv()
 	if rep["op"] == "welcome" {
 		f.welcome = rep

@@ -114,7 +114,12 @@ func (h *Host) admit(l cudaops.Layout) (Admission, *Refusal) {
 		return Admission{}, &Refusal{Code: CodeNotExternal,
 			Message: fmt.Sprintf("this node's job trains the built-in model %s; an external trainer needs a mesh started with --model %s", spec.Model, job.ExternalModel)}
 	}
-	adm := Admission{Batch: spec.BatchSize, LocalSteps: spec.Steps(), Seed: spec.Seed, Dataset: spec.Dataset}
+	adm := Admission{Batch: spec.BatchSize, LocalSteps: spec.Steps(), Seed: spec.Seed, Dataset: spec.Dataset,
+		Update: UpdateGradient, Optimizer: WireOptimizer{Kind: spec.Optimizer, LR: spec.LR, Momentum: spec.Momentum},
+		Wire: spec.Precision().String()}
+	if spec.Deltas() {
+		adm.Update = UpdateDelta
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.layout == nil && h.d.FileTensors != nil {
@@ -258,7 +263,7 @@ func (h *Host) Status() *records.ExternalTrainer {
 		Tensors: len(h.layout), Params: h.layout.Total()}
 	if e := h.current; e != nil && e.Err() == nil {
 		st := e.Stats()
-		s.Attached, s.PID = true, st.PID
+		s.Attached, s.PID, s.LR = true, st.PID, st.LR
 		s.Iterations += st.Iterations
 		if st.Iterations > 0 {
 			it := float64(st.Iterations)

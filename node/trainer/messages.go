@@ -24,8 +24,10 @@ type ProtocolError struct{ Reason string }
 func (e *ProtocolError) Error() string { return "trainer: protocol: " + e.Reason }
 
 // Version is the protocol's version; a hello naming another is refused
-// with code "version".
-const Version = 1
+// with code "version". Version 2 added tensors' dtypes, kinds and
+// aliases, the update's meaning (welcome's "update"), the job's
+// optimizer, stop's code and update's lr.
+const Version = 2
 
 // Error codes of an "error" message, the node refusing a trainer.
 const (
@@ -37,18 +39,36 @@ const (
 	CodeProtocol       = "protocol"
 )
 
-// Tensor is one entry of a layout on the wire.
+// Tensor is one entry of a layout on the wire: a parameter or a buffer
+// of the trainer's model (its state_dict entries), with the other names
+// the same tensor has in the model's state_dict (a tied weight).
 type Tensor struct {
 	Name  string `json:"name"`
 	Shape []int  `json:"shape"`
+	// Dtype is torch's name of the tensor's dtype (wireDtypes).
 	Dtype string `json:"dtype"`
+	// Kind is "param" or "buffer" (a BatchNorm's running statistics):
+	// both travel alike; a hello may leave it out (param).
+	Kind    string   `json:"kind,omitempty"`
+	Aliases []string `json:"aliases,omitempty"`
+}
+
+// wireDtypes maps torch's dtype names to a layout's (safetensors').
+var wireDtypes = map[string]string{
+	"float32": "F32", "float64": "F64", "bfloat16": "BF16", "float16": "F16",
+	"int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL",
 }
 
 // WireLayout is l as hello and welcome carry it.
 func WireLayout(l cudaops.Layout) []Tensor {
 	out := make([]Tensor, len(l))
 	for i, r := range l {
-		out[i] = Tensor{Name: r.Name, Shape: r.Shape, Dtype: "float32"}
+		out[i] = Tensor{Name: r.Name, Shape: r.Shape, Dtype: "float32", Aliases: r.Aliases}
+		for w, d := range wireDtypes {
+			if d == r.DtypeOf() {
+				out[i].Dtype = w
+			}
+		}
 		if out[i].Shape == nil {
 			out[i].Shape = []int{}
 		}
@@ -56,7 +76,7 @@ func WireLayout(l cudaops.Layout) []Tensor {
 	return out
 }
 
-// ParseWireLayout checks a layout from a trainer (every dtype float32,
+// ParseWireLayout checks a layout from a trainer (known dtypes and kinds,
 // job.CheckLayout's bounds) and places it in the flat vector.
 func ParseWireLayout(ts []Tensor) (cudaops.Layout, error) {
 	if len(ts) == 0 || len(ts) > job.MaxLayoutTensors {
@@ -64,13 +84,23 @@ func ParseWireLayout(ts []Tensor) (cudaops.Layout, error) {
 	}
 	l := make(cudaops.Layout, len(ts))
 	for i, t := range ts {
-		if t.Dtype != "float32" {
-			return nil, fmt.Errorf("layout: tensor %q: dtype %q, only float32", t.Name, t.Dtype)
+		dt, ok := wireDtypes[t.Dtype]
+		if !ok {
+			return nil, fmt.Errorf("layout: tensor %q: dtype %q (known: float32, float64, bfloat16, float16, int64, int32, int16, int8, uint8, bool)", t.Name, t.Dtype)
+		}
+		if t.Kind != "" && t.Kind != "param" && t.Kind != "buffer" {
+			return nil, fmt.Errorf("layout: tensor %q: kind %q, want param or buffer", t.Name, t.Kind)
 		}
 		if len(t.Shape) > 16 {
 			return nil, fmt.Errorf("layout: tensor %q: %d dimensions, at most 16", t.Name, len(t.Shape))
 		}
-		l[i] = cudaops.Range{Name: t.Name, Shape: append([]int{}, t.Shape...)}
+		if len(t.Aliases) > job.MaxLayoutTensors {
+			return nil, fmt.Errorf("layout: tensor %q: %d aliases", t.Name, len(t.Aliases))
+		}
+		l[i] = cudaops.Range{Name: t.Name, Shape: append([]int{}, t.Shape...), Dtype: dt}
+		if len(t.Aliases) > 0 {
+			l[i].Aliases = append([]string{}, t.Aliases...)
+		}
 	}
 	return job.Place(l)
 }
@@ -93,6 +123,9 @@ type inMsg struct {
 	// ComputeSeconds is optional in update: the trainer's own time for the
 	// request, which Stats subtracts to tell the bridge's cost.
 	ComputeSeconds *float64 `json:"compute_s"`
+	// LR is optional in update: the learning rate the trainer's optimizer
+	// stepped at (its first param group's), shown in /status.
+	LR *float64 `json:"lr"`
 
 	hasLoss bool // "loss" present, null or not
 }
@@ -122,6 +155,29 @@ type welcome struct {
 	Seed       uint64   `json:"seed"`
 	Dataset    string   `json:"dataset"`
 	SendInit   bool     `json:"send_init"`
+	// Update is what an update holds: UpdateDelta (θ_start − θ_end of
+	// the trainer's own optimizer steps) or UpdateGradient (the batch's
+	// gradient: a job of the combine rule sum at one step a round).
+	Update string `json:"update"`
+	// Optimizer is the job's optimizer: what a trainer that brings none
+	// steps with.
+	Optimizer WireOptimizer `json:"optimizer"`
+	// Wire is the job's wire precision: under int8 and bf16 the θ a
+	// compute writes holds bf16-rounded values.
+	Wire string `json:"wire"`
+}
+
+// What an update holds (welcome's "update").
+const (
+	UpdateDelta    = "delta"
+	UpdateGradient = "gradient"
+)
+
+// WireOptimizer is the job's optimizer as welcome tells it.
+type WireOptimizer struct {
+	Kind     string  `json:"kind"` // sgd or momentum
+	LR       float64 `json:"lr"`
+	Momentum float64 `json:"momentum"`
 }
 
 type errorMsg struct {
@@ -134,8 +190,18 @@ type errorMsg struct {
 
 type stopMsg struct {
 	Op     string `json:"op"`
+	Code   string `json:"code"`
 	Reason string `json:"reason"`
 }
+
+// Stop codes (stop's "code"): StopEnd, training is over for this trainer
+// (the node leaves, the run reached its end); StopStopped, the node
+// stopped this trainer's worker for a reason the trainer must hear (its
+// updates refused, a diverged job): dsspmesh raises it from step().
+const (
+	StopEnd     = "end"
+	StopStopped = "stopped"
+)
 
 // appendCompute appends the compute message, built by hand: it is sent
 // every iteration and allocates nothing.
@@ -203,8 +269,8 @@ func checkEvaluated(m inMsg, seq uint64) (Evaluation, error) {
 		return Evaluation{}, &ProtocolError{Reason: fmt.Sprintf("evaluated %d: accuracy %s outside [0, 1]", seq, ptrText(m.Accuracy))}
 	case m.Samples == nil || *m.Samples < 0:
 		return Evaluation{}, &ProtocolError{Reason: fmt.Sprintf("evaluated %d: samples %s", seq, ptrText(m.Samples))}
-	case m.Error != "" || *m.Samples == 0:
-		return Evaluation{}, &EvaluationError{Reason: fmt.Sprintf("evaluated %d: the trainer did not evaluate (samples %d): %.200s", seq, *m.Samples, m.Error)}
+	case m.Error != "":
+		return Evaluation{}, &EvaluationError{Reason: fmt.Sprintf("evaluated %d: the trainer did not evaluate: %.200s", seq, m.Error)}
 	}
 	e := Evaluation{Accuracy: *m.Accuracy, Loss: math.NaN(), Samples: *m.Samples}
 	if m.Loss != nil {

@@ -82,6 +82,12 @@ func (w *testLogWriter) Write(b []byte) (int, error) { w.t.Logf("python: %s", b)
 // pyServer listens in a temporary folder; a job whose layout the first
 // trainer fixes (its parameters become θ₀) unless layout is given.
 func pyServer(t *testing.T, layout cudaops.Layout, batch int) (*trainer.Server, chan *trainer.External, chan []float32) {
+	return pyServerFor(t, layout, batch, trainer.Admission{Update: trainer.UpdateGradient})
+}
+
+// pyServerFor is pyServer admitting trainers with adm's update and
+// optimizer.
+func pyServerFor(t *testing.T, layout cudaops.Layout, batch int, adm trainer.Admission) (*trainer.Server, chan *trainer.External, chan []float32) {
 	t.Helper()
 	dir := t.TempDir()
 	attached, inits := make(chan *trainer.External, 4), make(chan []float32, 1)
@@ -90,14 +96,14 @@ func pyServer(t *testing.T, layout cudaops.Layout, batch int) (*trainer.Server, 
 		Admit: func(l cudaops.Layout) (trainer.Admission, *trainer.Refusal) {
 			if layout == nil {
 				layout = l
-				return trainer.Admission{Layout: l, SendInit: true, Batch: batch, Seed: 1, Dataset: "mnist"}, nil
+				return trainer.Admission{Layout: l, SendInit: true, Batch: batch, Seed: 1, Dataset: "mnist", Update: adm.Update, Optimizer: adm.Optimizer}, nil
 			}
 			if err := job.CompareLayout(layout, l); err != nil {
 				var m *job.LayoutMismatchError
 				errors.As(err, &m)
 				return trainer.Admission{}, &trainer.Refusal{Code: trainer.CodeLayoutMismatch, Message: err.Error(), Tensor: m.Name}
 			}
-			return trainer.Admission{Layout: layout, Batch: batch, Seed: 1, Dataset: "mnist"}, nil
+			return trainer.Admission{Layout: layout, Batch: batch, Seed: 1, Dataset: "mnist", Update: adm.Update, Optimizer: adm.Optimizer}, nil
 		},
 		Init:     func(theta []float32) error { inits <- append([]float32{}, theta...); return nil },
 		Attached: func(e *trainer.External) { attached <- e },
@@ -202,6 +208,53 @@ func TestPythonTrainer(t *testing.T) {
 		t.Fatalf("the trainer exited with %v after stop", err)
 	}
 	p.done <- nil // for the cleanup
+}
+
+// TestPythonTrainerDelta runs dsspmesh on a job of the combine rule mean:
+// the trainer steps the job's optimizer (momentum SGD, as welcome names
+// it, none given by the loop) and the update the node receives is that
+// step's change, θ − θ_after with the velocity carried from round to
+// round, which the test recomputes from the gradients the trainer printed.
+func TestPythonTrainerDelta(t *testing.T) {
+	py := modelfiletest.PythonWith(t, "numpy", "torch")
+	tiny, err := trainer.ParseWireLayout([]trainer.Tensor{
+		{Name: "fc1.weight", Shape: []int{4, 3}, Dtype: "float32"}, {Name: "fc1.bias", Shape: []int{4}, Dtype: "float32"},
+		{Name: "fc2.weight", Shape: []int{2, 4}, Dtype: "float32"}, {Name: "fc2.bias", Shape: []int{2}, Dtype: "float32"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lr, mu = 0.5, 0.9
+	srv, attached, _ := pyServerFor(t, tiny, 8, trainer.Admission{Update: trainer.UpdateDelta,
+		Optimizer: trainer.WireOptimizer{Kind: "momentum", LR: lr, Momentum: mu}})
+	p := startPy(t, py, srv.Path(), "tiny")
+	e := waitAttached(t, attached)
+	got := make([]float32, e.NumParams())
+	vel := make([]float64, e.NumParams())
+	rng := rand.New(rand.NewPCG(3, 4))
+	for it := int64(1); it <= 4; it++ {
+		theta := make([]float32, e.NumParams())
+		for i := range theta {
+			theta[i] = float32(rng.NormFloat64())
+		}
+		if err := e.Next(8, 1, (it-1)*8); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Gradient(context.Background(), theta, 0, 8, func(off int, v []float32) { copy(got[off:], v) }); err != nil {
+			t.Fatalf("iteration %d: %v", it, err)
+		}
+		l := p.next(t)
+		for i, g := range l.Grad {
+			vel[i] = mu*vel[i] + g
+			want := lr * vel[i]
+			if d := math.Abs(float64(got[i]) - want); d > 1e-6*(1+math.Abs(float64(theta[i]))) {
+				t.Fatalf("iteration %d: update[%d] = %v, the step's change is %v", it, i, got[i], want)
+			}
+		}
+	}
+	srv.Close("done")
+	if l := p.next(t); l.Stopped == nil || l.Rounds != 4 {
+		t.Fatalf("after stop the trainer printed %+v", l)
+	}
 }
 
 // TestPythonTrainerBridgeCost measures the bridge on the MNIST MLP

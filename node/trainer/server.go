@@ -85,6 +85,11 @@ type Admission struct {
 	LocalSteps int
 	Seed       uint64
 	Dataset    string
+	// Update is what the trainer's updates hold (UpdateDelta,
+	// UpdateGradient); Optimizer the job's; Wire its wire precision.
+	Update    string
+	Optimizer WireOptimizer
+	Wire      string
 }
 
 // Refusal is why the node refuses a trainer: an error message's code and
@@ -211,7 +216,7 @@ func (s *Server) handle(c *net.UnixConn) {
 		refuse(CodeProtocol, fmt.Sprintf("first message %q, want hello", m.Op))
 		return
 	case m.Version == nil || *m.Version != Version:
-		refuse(CodeVersion, fmt.Sprintf("protocol version %s, this node speaks %d", ptrText(intPtr64(m.Version)), Version))
+		refuse(CodeVersion, fmt.Sprintf("protocol version %s, this node speaks %d: use the dsspmesh of this node's build (python/ of its repository)", ptrText(intPtr64(m.Version)), Version))
 		return
 	case m.Role != "" && m.Role != "train":
 		refuse(CodeProtocol, fmt.Sprintf("role %q, want train", m.Role))
@@ -243,7 +248,11 @@ func (s *Server) handle(c *net.UnixConn) {
 		adm.LocalSteps = 1
 	}
 	w := welcome{Op: "welcome", Node: s.d.Node, Shm: shm.Path, ShmBytes: shm.Bytes(), Params: shm.P, Layout: WireLayout(adm.Layout),
-		Batch: adm.Batch, LocalSteps: adm.LocalSteps, Seed: adm.Seed, Dataset: adm.Dataset, SendInit: adm.SendInit}
+		Batch: adm.Batch, LocalSteps: adm.LocalSteps, Seed: adm.Seed, Dataset: adm.Dataset, SendInit: adm.SendInit,
+		Update: adm.Update, Optimizer: adm.Optimizer, Wire: adm.Wire}
+	if w.Update == "" {
+		w.Update = UpdateDelta
+	}
 	b, err := json.Marshal(w)
 	if err != nil {
 		refuse(CodeProtocol, err.Error())

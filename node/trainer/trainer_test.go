@@ -369,12 +369,15 @@ func TestHelloRefusals(t *testing.T) {
 		hello map[string]any
 		code  string
 	}{
-		{map[string]any{"op": "hello", "version": 2, "layout": mlpLayout()}, CodeVersion},
+		{map[string]any{"op": "hello", "version": 1, "layout": mlpLayout()}, CodeVersion},
+		{map[string]any{"op": "hello", "version": 3, "layout": mlpLayout()}, CodeVersion},
 		{map[string]any{"op": "hello", "layout": mlpLayout()}, CodeVersion},
 		{map[string]any{"op": "compute"}, CodeProtocol},
-		{map[string]any{"op": "hello", "version": 1, "layout": []Tensor{{Name: "w", Shape: []int{2}, Dtype: "float16"}}}, CodeLayoutMismatch},
-		{map[string]any{"op": "hello", "version": 1, "layout": []Tensor{{Name: "w", Shape: []int{-2}, Dtype: "float32"}}}, CodeLayoutMismatch},
-		{map[string]any{"op": "hello", "version": 1, "layout": []Tensor{}}, CodeLayoutMismatch},
+		{map[string]any{"op": "hello", "version": 2, "layout": []Tensor{{Name: "w", Shape: []int{2}, Dtype: "complex64"}}}, CodeLayoutMismatch},
+		{map[string]any{"op": "hello", "version": 2, "layout": []Tensor{{Name: "w", Shape: []int{2}, Dtype: "float32", Kind: "grad"}}}, CodeLayoutMismatch},
+		{map[string]any{"op": "hello", "version": 2, "layout": []Tensor{{Name: "w", Shape: []int{2}, Dtype: "float32", Aliases: []string{"w"}}}}, CodeLayoutMismatch},
+		{map[string]any{"op": "hello", "version": 2, "layout": []Tensor{{Name: "w", Shape: []int{-2}, Dtype: "float32"}}}, CodeLayoutMismatch},
+		{map[string]any{"op": "hello", "version": 2, "layout": []Tensor{}}, CodeLayoutMismatch},
 	} {
 		c2, err := net.Dial("unix", ts.Path())
 		if err != nil {

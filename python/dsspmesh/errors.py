@@ -40,3 +40,14 @@ class Timeout(DsspError):
 
 class ProtocolError(DsspError):
     """A malformed frame or an unexpected message, from either side."""
+
+
+class Stopped(DsspError):
+    """The node stopped this trainer (code "stopped": its updates refused,
+    the job diverged; reason says why), or step() was called after the node
+    ended training (code "end"). Raised from the optimizer's step()."""
+
+    def __init__(self, message, code="stopped", reason=""):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason

@@ -1,16 +1,16 @@
 """The trainer's side of the socket: attach, the shared memory, the rounds."""
 import mmap
+import numbers
 import os
 import re
 import socket
-import sys
+
 import time
-import traceback
 
 import numpy as np
 
 from . import protocol
-from .errors import Busy, DsspError, JobMismatch, LayoutRefused, NodeGone, ProtocolError, Timeout
+from .errors import Busy, DsspError, JobMismatch, LayoutRefused, NodeGone, ProtocolError, Stopped, Timeout
 from .order import Order, own_seed
 
 ENV_SOCKET = "DSSP_TRAINER_SOCKET"
@@ -73,14 +73,24 @@ def _error_from(msg):
 
 
 class Mesh:
-    """A trainer's attachment to its local dssp node.
+    """A trainer's attachment to its local dssp node: the protocol only.
 
     Built by connect(). The hello (which carries the model's layout) is sent
     by Optimizer(mesh, model) or connect(model=...); after the welcome the
     attributes node, params, layout, batch, local_steps, seed, dataset,
-    send_init and the three shared-memory regions theta, update and eval
-    (numpy float32 views of P values, no copies) are set. Not safe for
-    concurrent use: one thread drives it.
+    send_init, update ("delta": the trainer's own optimizer steps and an
+    update holds θ_start − θ_end; "gradient": a job started by an earlier
+    build, whose shards step on gradients), optimizer (the job's: what
+    Optimizer steps with when given none), wire (the job's wire precision:
+    under "int8" and "bf16" the θ of a compute holds bf16-rounded values)
+    and the three shared-memory regions theta, update and eval (numpy
+    float32 views of P values, no copies) are set.
+
+    The Mesh holds the attachment's state — the compute in progress
+    (current), the steps taken of it (steps_done), stop — and hooks that
+    the optimizer bound to it registers (what to do when a compute arrives,
+    how to load the eval region into a model); it holds no optimizer. Not
+    safe for concurrent use: one thread drives it.
     """
 
     def __init__(self, path, timeout):
@@ -94,10 +104,13 @@ class Mesh:
         self._layout = None
         self.stopped = False
         self.stop_reason = None
+        self.stop_code = None
         self.current = None  # the Compute of the round in progress
         self.round_id = 0  # counts computes received
         self.steps_done = 0  # steps taken in the current round
-        self._trainer = None  # the Optimizer bound to this mesh
+        self._on_compute = []  # hooks run when a compute arrives (the optimizer loads θ)
+        self._on_attach = []  # hooks run after a (re)attachment's welcome
+        self._eval_model = None  # loads the eval region into a model for the evaluation function
         self._eval_fn = None
         self._own = None  # (Order, cursor) of the pos < 0 reading
         self.evaluations = 0
@@ -132,9 +145,10 @@ class Mesh:
                 raise
 
     def hello(self, layout):
-        """Sends hello with layout (a list of {"name", "shape", "dtype"}) and
-        reads the welcome; maps the shared memory. Raises LayoutRefused,
-        JobMismatch, Busy, NodeGone, Timeout or ProtocolError."""
+        """Sends hello with layout (a list of {"name", "shape", "dtype",
+        "kind", "aliases"}) and reads the welcome; maps the shared memory.
+        Raises LayoutRefused, JobMismatch, Busy, NodeGone, Timeout or
+        ProtocolError."""
         if self.sock is None:
             self._open(time.monotonic() + self.timeout)
         self._layout = [dict(t) for t in layout]
@@ -149,8 +163,10 @@ class Mesh:
             raise ProtocolError("expected welcome or error after hello, got %r" % msg["op"])
         self._map(msg)
         self.sock.settimeout(self.wait_timeout)
-        self.stopped, self.stop_reason = False, None
+        self.stopped, self.stop_reason, self.stop_code = False, None, None
         self.current, self.steps_done = None, 0
+        for hook in self._on_attach:
+            hook()
         return msg
 
     def _map(self, w):
@@ -186,6 +202,11 @@ class Mesh:
         self.seed = int(w.get("seed", 0))
         self.dataset = w.get("dataset", "")
         self.send_init = bool(w.get("send_init", False))
+        self.update_kind = w.get("update", "delta")
+        if self.update_kind not in ("delta", "gradient"):
+            raise ProtocolError("welcome: update %r, want delta or gradient" % (self.update_kind,))
+        self.optimizer = w.get("optimizer") or {}
+        self.wire = w.get("wire", "fp32")
         self._own = None
 
     def _unmap(self):
@@ -232,9 +253,22 @@ class Mesh:
                 if time.monotonic() >= deadline:
                     raise Timeout("node at %s not back within %.0f s: %s" % (self.path, timeout, e)) from e
                 time.sleep(0.2)
-        if self._trainer is not None:
-            self._trainer._attached()
         return self.next_compute()
+
+    # -- hooks of the optimizer bound to the mesh ----------------------------
+
+    def add_hooks(self, on_compute=None, on_attach=None, eval_model=None):
+        """Registers what the optimizer bound to this mesh does: on_compute()
+        when a compute arrives (load θ into the model), on_attach() after a
+        (re)attachment's welcome (bind the new shared memory), and
+        eval_model(), a context manager yielding the model loaded with the
+        eval region for the evaluation function."""
+        if on_compute is not None:
+            self._on_compute.append(on_compute)
+        if on_attach is not None:
+            self._on_attach.append(on_attach)
+        if eval_model is not None:
+            self._eval_model = eval_model
 
     # -- rounds -----------------------------------------------------------
 
@@ -242,10 +276,19 @@ class Mesh:
         """Sends init after the initial parameters were written into theta."""
         protocol.send(self.sock, {"op": "init"})
 
+    def took_step(self):
+        """Counts one step of the current round taken (batches() then
+        yields the next step's samples)."""
+        self.steps_done += 1
+
     def next_compute(self):
         """Waits for the next compute, serving evaluate requests meanwhile.
-        Returns the Compute (also in self.current), or None after stop.
-        The bound Optimizer loads θ into its model on arrival."""
+        Returns the Compute (also in self.current), or None after a stop
+        that ends training (code "end"); raises Stopped after a stop that
+        names a reason the trainer must hear (code "stopped": its updates
+        refused, the job diverged), and the evaluation function's error
+        when it raised or returned something that is not an evaluation.
+        The hooks of the bound optimizer load θ on arrival."""
         if self.sock is None:
             raise NodeGone("not attached (the node went away; call wait_for_node)")
         while True:
@@ -256,15 +299,18 @@ class Mesh:
                 c = Compute(msg)
                 self.current, self.steps_done = c, 0
                 self.round_id += 1
-                if self._trainer is not None:
-                    self._trainer._load_theta()
+                for hook in self._on_compute:
+                    hook()
                 return c
             if op == "evaluate":
                 self._serve_evaluate(msg)
             elif op == "stop":
                 self.stopped, self.stop_reason = True, msg.get("reason", "")
+                self.stop_code = msg.get("code", "end")
                 self.current = None
                 self._close_socket()
+                if self.stop_code == "stopped":
+                    raise Stopped("the node stopped this trainer: %s" % self.stop_reason, code=self.stop_code, reason=self.stop_reason)
                 return None
             elif op == "error":
                 self._close_socket()
@@ -272,25 +318,31 @@ class Mesh:
             else:
                 raise ProtocolError("unexpected %r while waiting for compute" % op)
 
-    def send_update(self, it, loss, samples, compute_s=None):
+    def send_update(self, it, loss, samples, compute_s=None, lr=None):
         """Tells the node the update region holds round it's update: loss the
         round's mean loss (0 when the loop gave none; null when not finite),
         compute_s the trainer's own time for the round, which the node
-        subtracts from its round trip to tell the bridge's cost."""
+        subtracts from its round trip to tell the bridge's cost, lr the
+        learning rate the trainer's optimizer stepped at."""
         loss = 0.0 if loss is None else float(loss)
         msg = {"op": "update", "iter": int(it), "loss": loss if np.isfinite(loss) else None, "samples": int(samples)}
         if compute_s is not None:
             msg["compute_s"] = round(float(compute_s), 9)
+        if lr is not None and np.isfinite(lr):
+            msg["lr"] = float(lr)
         protocol.send(self.sock, msg)
 
     # -- evaluation -------------------------------------------------------
 
     def on_evaluate(self, fn):
         """Registers fn as this trainer's evaluation: called with the model
-        holding the node's snapshot (with a bound Optimizer; else with the
-        eval region, a numpy view) and returning (accuracy, loss),
-        (accuracy, loss, samples) or a dict with those keys. Returns fn, so
-        it serves as a decorator."""
+        holding the node's snapshot (in eval mode, without gradients; with
+        no Optimizer bound, with the eval region, a numpy view) and
+        returning (accuracy, loss), (accuracy, loss, samples) or a dict with
+        "accuracy" and optionally "loss" and "samples"; accuracy in [0, 1].
+        Anything else raises TypeError (or ValueError) from the optimizer's
+        step(), naming what fn returned. Returns fn, so it serves as a
+        decorator."""
         self._eval_fn = fn
         return fn
 
@@ -299,31 +351,27 @@ class Mesh:
         n = msg.get("samples")
         self.eval_samples = int(n) if isinstance(n, int) and n > 0 else None
         reply = {"op": "evaluated", "seq": seq, "accuracy": 0.0, "loss": 0.0, "samples": 0}
+        failure = None
         if self._eval_fn is None:
             reply["error"] = "the trainer registered no evaluation function (mesh.on_evaluate)"
         else:
             t0 = time.perf_counter()
             try:
-                if self._trainer is not None:
-                    res = self._trainer._evaluate(self._eval_fn)
+                if self._eval_model is not None:
+                    with self._eval_model() as model:
+                        res = self._eval_fn(model)
                 else:
                     res = self._eval_fn(self.eval)
-                if isinstance(res, dict):
-                    acc, loss, n = res.get("accuracy"), res.get("loss", 0.0), res.get("samples", 0)
-                else:
-                    res = tuple(res)
-                    acc, loss = res[0], res[1]
-                    n = res[2] if len(res) > 2 else 0
-                loss = float(loss)
-                reply.update(accuracy=float(acc), loss=loss if np.isfinite(loss) else None, samples=int(n))
-                if not 0.0 <= reply["accuracy"] <= 1.0:
-                    reply.update(accuracy=0.0, samples=0, error="evaluation gave accuracy %r, outside [0, 1]" % (acc,))
-            except Exception as e:  # the user's code: report it, keep training
-                traceback.print_exc(file=sys.stderr)
-                reply.update(accuracy=0.0, loss=0.0, samples=0, error="evaluation raised %s: %s" % (type(e).__name__, e))
+                acc, loss, n = evaluation_result(res)
+                reply.update(accuracy=acc, loss=loss if np.isfinite(loss) else None, samples=n)
+            except Exception as e:  # the user's code: the node hears it, then the trainer raises it
+                reply.update(accuracy=0.0, loss=0.0, samples=0, error="evaluation: %s: %s" % (type(e).__name__, e))
+                failure = e
             self.eval_s += time.perf_counter() - t0
         protocol.send(self.sock, reply)
         self.evaluations += 1
+        if failure is not None:
+            raise failure
 
     # -- data -------------------------------------------------------------
 
@@ -349,7 +397,7 @@ class Mesh:
                 return
             c = self.current
             if c is None:
-                if self._trainer is None:
+                if not self._on_compute:
                     raise ProtocolError("batches() needs an Optimizer bound to the mesh: dsspmesh.Optimizer(mesh, model)")
                 raise ProtocolError("no compute in progress (was the node lost? call mesh.wait_for_node)")
             here = (self.round_id, self.steps_done)
@@ -380,6 +428,40 @@ class Mesh:
         return _BatchSampler(self, n_samples)
 
 
+def evaluation_result(res):
+    """(accuracy, loss, samples) of what an evaluation function returned:
+    (accuracy, loss), (accuracy, loss, samples) or a dict with "accuracy"
+    and optionally "loss" and "samples"; numbers may be 0-d tensors or
+    numpy scalars. Samples 0 means unknown. Raises TypeError or ValueError
+    naming what it got."""
+    def num(v, what):
+        try:
+            if hasattr(v, "item") and callable(v.item):
+                v = v.item()
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise TypeError
+            return float(v)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError("the evaluation function's %s is %r (%s), not a number; it must return "
+                            "(accuracy, loss), (accuracy, loss, samples) or a dict with those keys" % (what, v, type(v).__name__)) from None
+    if isinstance(res, dict):
+        if "accuracy" not in res:
+            raise TypeError("the evaluation function returned a dict without \"accuracy\" (keys: %s)" % ", ".join(map(str, res)) or "none")
+        acc, loss, n = res["accuracy"], res.get("loss", 0.0), res.get("samples", 0)
+    elif isinstance(res, (tuple, list)) and len(res) in (2, 3):
+        acc, loss = res[0], res[1]
+        n = res[2] if len(res) == 3 else 0
+    else:
+        raise TypeError("the evaluation function returned %.200r (%s); it must return (accuracy, loss), "
+                        "(accuracy, loss, samples) or a dict with \"accuracy\" (and \"loss\", \"samples\")" % (res, type(res).__name__))
+    acc, loss, n = num(acc, "accuracy"), num(loss, "loss"), num(n, "samples")
+    if not 0.0 <= acc <= 1.0:
+        raise ValueError("the evaluation function gave accuracy %r, outside [0, 1] (a fraction, not a percentage)" % (acc,))
+    if n < 0 or n != int(n):
+        raise ValueError("the evaluation function gave samples %r, not a count" % (n,))
+    return acc, loss, int(n)
+
+
 class _BatchSampler:
     def __init__(self, mesh, n):
         self.mesh, self.n = mesh, n
@@ -402,6 +484,6 @@ def connect(path=None, model=None, timeout=60.0):
     m = Mesh(path, float(timeout))
     m._open(time.monotonic() + float(timeout))
     if model is not None:
-        from .torchopt import layout_of
+        from .tensors import layout_of
         m.hello(layout_of(model))
     return m

@@ -1,4 +1,4 @@
-"""Framing of the trainer protocol, version 1.
+"""Framing of the trainer protocol, version 2.
 
 Every message is a 4-byte little-endian length followed by that many bytes of
 UTF-8 JSON: one object with an "op". Tensors never travel on the socket; they
@@ -13,7 +13,7 @@ import struct
 
 from .errors import NodeGone, ProtocolError, Timeout
 
-VERSION = 1
+VERSION = 2
 
 # MAX_FRAME bounds a frame's length: a layout of a large model is a few
 # hundred KiB of JSON; anything beyond this is a broken peer.

@@ -1,8 +1,11 @@
 """A numpy reader and writer of the safetensors format, so a PyTorch model
 takes `dssp export`'s file without the safetensors package:
 
+    model.load_state_dict(dsspmesh.load_state_dict("model.safetensors"))   # strict, every dtype as written
+
+or with numpy alone (BF16 widened to float32):
+
     state = dsspmesh.safetensors.load("model.safetensors")
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
 
 Format: an 8-byte little-endian header length N, N bytes of JSON
 ({name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
@@ -78,6 +81,37 @@ def load(path, metadata=False):
     return out
 
 
+def load_state_dict(path):
+    """Reads the safetensors file at path as a PyTorch state_dict: {name:
+    torch.Tensor} in the file's order and dtypes (BF16 as torch.bfloat16,
+    exactly), for model.load_state_dict(..., strict=True). A tensor the
+    file holds under several names (a tied weight) is one tensor object
+    under each."""
+    import torch
+    with open(path, "rb") as f:
+        blob = bytearray(f.read())
+    header, _, start = _parse(blob, path)
+    raw = {}
+    for name, info in header.items():
+        if isinstance(info, dict) and info.get("dtype") == "BF16":
+            b, e = info["data_offsets"]
+            n = int(np.prod(info["shape"], dtype=np.int64))
+            if e - b != 2 * n:
+                raise FormatError("%s: tensor %r: %d bytes for %s BF16" % (path, name, e - b, info["shape"]))
+            bits = np.frombuffer(blob, dtype="<i2", count=n, offset=start + b).copy()
+            raw[name] = torch.from_numpy(bits).view(torch.bfloat16).reshape(info["shape"])
+    arrays = load(path)
+    out, seen = {}, {}
+    for name, a in arrays.items():
+        t = raw.get(name)
+        if t is None:
+            t = torch.from_numpy(np.ascontiguousarray(a).copy())
+        info = header[name]
+        key = (tuple(info["data_offsets"]), info["dtype"])
+        out[name] = seen.setdefault(key, t)
+    return out
+
+
 def save(tensors, path, metadata=None):
     """Writes tensors ({name: array-like}, in the dict's order) to path in
     the safetensors format, with optional metadata ({str: str}). Torch
@@ -86,11 +120,16 @@ def save(tensors, path, metadata=None):
     arrays = []
     off = 0
     for name, v in tensors.items():
+        dt = None
         if hasattr(v, "detach"):
-            v = v.detach().cpu().numpy()
+            v = v.detach().cpu()
+            if str(v.dtype) == "torch.bfloat16":
+                import torch
+                v, dt = v.contiguous().view(torch.int16), "BF16"
+            v = v.numpy()
         a = np.ascontiguousarray(v)
         a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-        dt = _NAMES.get(np.dtype(a.dtype.str.replace(">", "<")))
+        dt = dt or _NAMES.get(np.dtype(a.dtype.str.replace(">", "<")))
         if dt is None:
             raise ValueError("tensor %r: dtype %s has no safetensors name" % (name, a.dtype))
         header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}

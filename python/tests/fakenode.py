@@ -1,6 +1,6 @@
 """A fake dssp node for the tests: a real Unix socket in a temporary folder
 and a real shared-memory file, speaking the trainer protocol (version 1)
-from a script run on a thread."""
+from a script run on a thread (protocol version 2)."""
 import json
 import mmap
 import os
@@ -20,7 +20,7 @@ class FakeNode:
     join()."""
 
     def __init__(self, params, layout=None, batch=4, local_steps=1, seed=1, send_init=False,
-                 dir=None, code=None, node_id="node-fake"):
+                 dir=None, code=None, node_id="node-fake", update="delta", optimizer=None):
         self.dir = dir or tempfile.mkdtemp(prefix="dssp-fakenode-")
         self.path = os.path.join(self.dir, "trainer.sock")
         self.shm_path = os.path.join(self.dir, "trainer.shm")
@@ -30,7 +30,8 @@ class FakeNode:
         self.welcome = {"op": "welcome", "node": node_id, "shm": self.shm_path,
                         "shm_bytes": 3 * 4 * params, "params": params, "layout": layout,
                         "batch": batch, "local_steps": local_steps, "seed": seed,
-                        "dataset": "mnist", "send_init": send_init}
+                        "dataset": "mnist", "send_init": send_init, "update": update,
+                        "optimizer": optimizer or {"kind": "sgd", "lr": 0.1, "momentum": 0.0}, "wire": "fp32"}
         with open(self.shm_path, "wb") as f:
             f.truncate(3 * 4 * params)
         fd = os.open(self.shm_path, os.O_RDWR)

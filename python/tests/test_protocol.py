@@ -92,7 +92,8 @@ class Attach(unittest.TestCase):
         mesh.close()
         with self.assertRaises(EOFError):
             node.join()
-        self.assertEqual(got["hello"], {"op": "hello", "version": 1, "role": "train", "layout": LAYOUT})
+        self.assertEqual(got["hello"], {"op": "hello", "version": protocol.VERSION, "role": "train", "layout": LAYOUT})
+        self.assertEqual((mesh.update_kind, mesh.wire), ("delta", "fp32"))
         np.testing.assert_array_equal(node.update, np.full(15, 2.5, np.float32))
 
     def test_layout_refused_names_the_tensor(self):
