@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
@@ -44,6 +45,7 @@ func (n *Node) newClaims() *eval.Claims {
 			})
 		},
 		Training: func() bool { n.mu.RLock(); defer n.mu.RUnlock(); return n.worker != nil },
+		Settings: n.learningSettings,
 		Go:       func(f func()) { n.wg.Add(1); go func() { defer n.wg.Done(); f() }() },
 	})
 }
@@ -126,9 +128,39 @@ func (n *Node) Status() Status {
 	n.view.Fill(&s)
 	s.Events = n.events.List()
 	s.Warnings = status.Warnings(&s)
+	if n.claims != nil {
+		if s.Learning = n.claims.Learning(); s.Learning != "" {
+			s.Warnings = append(s.Warnings, s.Learning)
+		}
+	}
 	if n.tr != nil {
 		ts := n.tr.Stats()
 		s.Transport = TransportStatus{FrameErrors: ts.FrameErrors, PreambleErrors: ts.PreambleErrors, DialFailures: ts.DialFailures, Dials: ts.Dials}
 	}
 	return s
+}
+
+// learningSettings names the settings the learning check's warning points
+// at: the staleness bound and the learning rate in force (an external
+// trainer's own, as its last update said, else the job's).
+func (n *Node) learningSettings() string {
+	n.mu.RLock()
+	spec, ext := n.spec, n.ext
+	n.mu.RUnlock()
+	if spec == nil {
+		return ""
+	}
+	out := "staleness bound: " + spec.PolicyText()
+	if p, err := spec.Policy(); err == nil && p.Bounded() {
+		out += fmt.Sprintf(" (s_U = %d iterations)", p.SU())
+	}
+	lr := fmt.Sprintf("the job's --lr %g", spec.LR)
+	if ext != nil {
+		if st := ext.Status(); st != nil && st.LR > 0 {
+			lr = fmt.Sprintf("the trainer's optimizer at lr %g", st.LR)
+		} else {
+			lr = "the trainers' optimizers"
+		}
+	}
+	return out + ", learning rate: " + lr + "; a smaller learning rate or bound (--paradigm bsp, --s-lower 1) trains where this does not"
 }

@@ -120,7 +120,12 @@ recover and the node to rejoin.`,
 					fmt.Fprintf(out, ", test accuracy %.2f%% on %d samples as the mesh reported it", 100*mm.Eval.Accuracy, mm.Eval.Samples)
 				}
 				if mm.Model == node.ExternalModel {
-					fmt.Fprintf(out, "; it holds the trainers' tensor names: model.load_state_dict takes it\n")
+					names := 0
+					for _, l := range mm.Layers {
+						names += 1 + len(l.Aliases)
+					}
+					fmt.Fprintf(out, "; it holds the %d state_dict entries the trainers declared (%d tensors, tied ones under each name) in their dtypes: "+
+						"model.load_state_dict(dsspmesh.load_state_dict(%q))\n", names, len(mm.Layers), res.Model)
 				} else {
 					fmt.Fprintf(out, "; check it with: %s eval --model %s\n", selfCommand(bin), res.Model)
 				}

@@ -31,6 +31,10 @@ type ClaimDeps struct {
 	Training func() bool
 	// Diverged stops this node's worker, saying what was seen.
 	Diverged func(what string)
+	// Settings names what a user tunes when the job does not learn: the
+	// staleness bound and the learning rate in force (Learning's warning
+	// says them). Nil: not named.
+	Settings func() string
 	// Go runs f in a goroutine the node waits for before it returns.
 	Go     func(f func())
 	Now    func() time.Time
@@ -49,6 +53,7 @@ type Claims struct {
 
 	dropped   uint64
 	warned    time.Time
+	learning  string // Learning's verdict on evals, with Settings; "" while the job learns
 	checking  bool      // a divergence check runs
 	checkedAt time.Time // when the last one started
 }
@@ -99,7 +104,32 @@ func (c *Claims) keep(e records.EvalResult) {
 		if len(c.evals) > HistorySize {
 			c.evals = slices.Delete(c.evals, 0, len(c.evals)-HistorySize)
 		}
+		c.judgeLocked()
 	}
+}
+
+// judgeLocked updates the learning check's verdict and logs a change:
+// one WARN when the job stops learning, one INFO when it learns again.
+func (c *Claims) judgeLocked() {
+	v := Learning(c.evals)
+	if v != "" && c.d.Settings != nil {
+		v += "; " + c.d.Settings()
+	}
+	was := c.learning
+	c.learning = v
+	switch {
+	case v != "" && was == "":
+		c.d.Logger.Warn(v)
+	case v == "" && was != "":
+		c.d.Logger.Info("the job learns again", "accuracy", c.eval.Accuracy, "loss", c.eval.Loss)
+	}
+}
+
+// Learning is the learning check's warning ("" while the job learns).
+func (c *Claims) Learning() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.learning
 }
 
 // Held is the evaluation held (nil: none) and the history, oldest first;

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -112,6 +113,15 @@ type Proc struct {
 
 	trainer     *exec.Cmd     // the node's trainer process (Mesh.Trainer), nil when none runs
 	trainerDone chan struct{} // closed when it has exited
+	// trainerExit is how and when the trainer exited of its own accord
+	// (nil while it runs, or once stopTrainer ended it with its node).
+	trainerExit atomic.Pointer[trainerExit]
+	trainerLog  string
+}
+
+type trainerExit struct {
+	err error
+	at  time.Time
 }
 
 // Trains reports whether node p runs a worker (false: it only hosts shards).
@@ -273,8 +283,14 @@ func (m *Mesh) startTrainer(p *Proc) error {
 		return fmt.Errorf("up: start trainer %d (%s): %w", p.Index, m.Trainer, err)
 	}
 	done := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(done) }()
-	p.trainer, p.trainerDone = cmd, done
+	p.trainerExit.Store(nil)
+	go func() {
+		err := cmd.Wait()
+		p.trainerExit.CompareAndSwap(nil, &trainerExit{err: err, at: time.Now()})
+		logf.Close()
+		close(done)
+	}()
+	p.trainer, p.trainerDone, p.trainerLog = cmd, done, logPath
 	m.log.Debug("trainer started", "node", p.Index, "pid", cmd.Process.Pid)
 	return nil
 }
@@ -289,6 +305,7 @@ func (m *Mesh) stopTrainer(p *Proc) {
 	}
 	done := p.trainerDone
 	p.trainer, p.trainerDone = nil, nil
+	p.trainerExit.CompareAndSwap(nil, &trainerExit{}) // ended with its node: not an exit of its own
 	pgid := t.Process.Pid
 	syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
@@ -357,6 +374,32 @@ func (m *Mesh) Exited(i int) error {
 		return nil
 	}
 	return fmt.Errorf("node %d exited (%v): %s", i, p.err, LogTail(p.LogPath, 3))
+}
+
+// TrainerExited returns an error when node i's trainer exited of its own
+// accord at least a second ago while its node runs (a trainer ends with
+// its node, or after the node told it to stop): the trainer's status, the
+// last lines of its log and, for a Python without PyTorch or numpy, the
+// package that provides it.
+func (m *Mesh) TrainerExited(i int) error {
+	p := m.Procs[i]
+	x := p.trainerExit.Load()
+	if x == nil || x.at.IsZero() || time.Since(x.at) < time.Second || !p.Alive() {
+		return nil
+	}
+	how := "exited"
+	if x.err != nil {
+		how = fmt.Sprintf("exited (%v)", x.err)
+	}
+	tail := LogTail(p.trainerLog, 8)
+	msg := fmt.Sprintf("trainer %d (%s) %s while its node runs; the last lines of %s:\n  %s", i, m.Trainer, how, p.trainerLog,
+		strings.ReplaceAll(tail, " | ", "\n  "))
+	for mod, pkg := range map[string]string{"torch": "python3-torch", "numpy": "python3-numpy"} {
+		if strings.Contains(tail, "No module named '"+mod+"'") {
+			msg += fmt.Sprintf("\nthe trainer's Python has no %s: on Debian apt-get install %s and run the trainer with /usr/bin/python3 (elsewhere: pip install %s)", mod, pkg, mod)
+		}
+	}
+	return errors.New(msg)
 }
 
 // LogTail returns the last n lines of a log file, for error messages.

@@ -85,6 +85,9 @@ type Result struct {
 	// worker. 0 where /proc could not be read.
 	PeakRSS []int64
 	Trains  []bool
+	// Learning is the learning check's last warning seen ("" if none):
+	// the job was not learning, or diverging, at some point of the run.
+	Learning string
 }
 
 // PeakRSSLines lists each node's peak resident memory, one line per node,
@@ -190,6 +193,7 @@ func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger)
 	if err := m.WaitUp(ctx, []int{0}, 60*time.Second); err != nil {
 		return nil, err
 	}
+	fmt.Fprintf(out, "dashboard: http://%s/ (any node's HTTP address serves one; dssp status --node %s)\n", m.Procs[0].HTTP, m.Procs[0].HTTP)
 	for i := 1; i < cfg.Nodes; i++ {
 		if err := m.Start(i); err != nil {
 			return nil, err
@@ -273,6 +277,7 @@ type watcher struct {
 	nextChaos   time.Time
 	pendingBack []pendingRestart
 	lastEvalAt  time.Time
+	learning    string // the learning check's warning last printed
 }
 
 type pendingRestart struct {
@@ -306,9 +311,16 @@ func (w *watcher) loop(ctx context.Context) (*Result, error) {
 		w.record(now, statuses)
 		w.chaos(now, statuses)
 		w.view.render(w, now, statuses)
+		w.warnLearning(statuses)
 		if err := w.mesh.Exited(0); err != nil {
 			w.finish()
 			return &w.res, fmt.Errorf("up: the bootstrap %w", err)
+		}
+		for i := range w.mesh.Procs {
+			if err := w.mesh.TrainerExited(i); err != nil {
+				w.finish()
+				return &w.res, fmt.Errorf("up: %w", err)
+			}
 		}
 		if f := w.res.Final; f != nil && w.cfg.TargetAcc > 0 && f.Accuracy >= w.cfg.TargetAcc {
 			w.res.Reached = true
@@ -330,6 +342,25 @@ func (w *watcher) loop(ctx context.Context) (*Result, error) {
 }
 
 func (w *watcher) finish() { w.res.Elapsed = time.Since(w.start) }
+
+// warnLearning prints the mesh's learning check (/status learning) when
+// it changes: a job that does not learn says so at once, not at its time
+// limit.
+func (w *watcher) warnLearning(st []*node.Status) {
+	for _, s := range st {
+		if s == nil || s.Learning == w.learning {
+			continue
+		}
+		if s.Learning != "" {
+			fmt.Fprintf(w.cfg.Out, "WARNING: %s\n", s.Learning)
+			w.res.Learning = s.Learning
+		} else if w.learning != "" {
+			fmt.Fprintln(w.cfg.Out, "the job learns again")
+		}
+		w.learning = s.Learning
+		return
+	}
+}
 
 // sampleRSS keeps each running node's peak resident memory. A process's
 // VmHWM is its own peak so far, so the largest reading over the run (and

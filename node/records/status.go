@@ -167,4 +167,7 @@ type ExternalTrainer struct {
 	CopyMicros         float64 `json:"copy_us"`
 	RoundTripMicros    float64 `json:"round_trip_us"`
 	TrainerMicros      float64 `json:"trainer_us,omitempty"`
+	// LR is the learning rate the attached trainer's optimizer stepped at
+	// in its last update (its first param group's), 0 when it says none.
+	LR float64 `json:"lr,omitempty"`
 }

@@ -90,8 +90,14 @@ type Status struct {
 	Refusals []records.RefusalStatus `json:"refusals,omitempty"`
 	// Warnings are what an operator must act on ([Warnings]): a job that
 	// survives no failure, a mesh smaller than the job's replication,
-	// every shard that lost its quorum and the voters it waits for.
+	// every shard that lost its quorum and the voters it waits for, and
+	// Learning.
 	Warnings []string `json:"warnings,omitempty"`
+	// Learning is the learning check's warning (node/eval.Learning): the
+	// job's test loss stays at its start or climbs away from its best,
+	// with the staleness bound and learning rate in force; "" while it
+	// learns.
+	Learning string `json:"learning,omitempty"`
 }
 
 // MemberStatus is one live member.

@@ -1,0 +1,39 @@
+package eval
+
+import (
+	"strings"
+	"testing"
+
+	"dsspmesh/node/records"
+)
+
+// TestLearningCheck: a job whose loss stays at its start is flagged at its
+// third evaluation; one whose loss climbs away from its best is flagged as
+// diverging; a learning job, a converged one (flat, far below its start)
+// and one with too few evaluations are not.
+func TestLearningCheck(t *testing.T) {
+	evals := func(pairs ...float64) []records.EvalResult {
+		var out []records.EvalResult
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, records.EvalResult{Loss: pairs[i], Accuracy: pairs[i+1]})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name  string
+		evals []records.EvalResult
+		want  string
+	}{
+		{"too early", evals(2.30, 0.11, 2.30, 0.11), ""},
+		{"collapsed at chance from the start", evals(2.3026, 0.1135, 2.3025, 0.1135, 2.3026, 0.1135), "not learning: test loss 2.303 at its first evaluation, 2.303 at its last (3 evaluations), accuracy 11.35% → 11.35%"},
+		{"learning", evals(2.1, 0.3, 0.9, 0.7, 0.5, 0.85), ""},
+		{"slow but learning", evals(2.30, 0.10, 2.20, 0.20, 2.10, 0.25), ""},
+		{"converged", evals(2.0, 0.4, 0.12, 0.965, 0.11, 0.97, 0.11, 0.97, 0.11, 0.971), ""},
+		{"diverging", evals(1.5, 0.6, 0.4, 0.88, 0.35, 0.9, 0.9, 0.7, 1.2, 0.6), "diverging: test loss 0.9 and 1.2 at its last two evaluations, 0.35 at its best (accuracy 60.00% now)"},
+		{"one bad evaluation is not divergence", evals(1.5, 0.6, 0.4, 0.88, 0.9, 0.7, 0.38, 0.89), ""},
+	} {
+		if got := Learning(c.evals); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
