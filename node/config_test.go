@@ -29,7 +29,7 @@ func TestConfigValidateNamesTheBadValue(t *testing.T) {
 		{func(c *Config) { c.Spec.Layout = "w:2" }, "a layout is for --model external only"},
 		{func(c *Config) { c.Spec.Paradigm = "fast" }, `--paradigm "fast" unknown`},
 		{func(c *Config) { c.Spec.Paradigm = "dssp"; c.Spec.RMax = -1 }, "--paradigm"},
-		{func(c *Config) { c.Spec.Optimizer = "sgd" }, "--momentum 0.5 needs --optimizer momentum"},
+		{func(c *Config) { c.Spec.Optimizer = "sgd" }, "--momentum 0.9 needs --optimizer momentum"},
 		{func(c *Config) { c.Spec.Shards = -1 }, "--shards -1 outside 0..1024"},
 		{func(c *Config) { c.Spec.Shards = 1025 }, "--shards 1025"},
 		{func(c *Config) { c.Spec.Replication = 9 }, "--replication 9"},

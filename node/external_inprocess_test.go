@@ -51,7 +51,7 @@ func attach(t *testing.T, sock string, layout []trainer.Tensor, init float32) (*
 		<-time.After(20 * time.Millisecond) // polls for the node's socket, as a trainer started before its node does
 	}
 	g := &goTrainer{t: t, c: c, done: make(chan struct{})}
-	g.send(map[string]any{"op": "hello", "version": 1, "role": "train", "layout": layout})
+	g.send(map[string]any{"op": "hello", "version": trainer.Version, "role": "train", "layout": layout})
 	rep := g.recv()
 	if rep["op"] != "welcome" {
 		c.Close()

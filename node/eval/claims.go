@@ -53,7 +53,7 @@ type Claims struct {
 
 	dropped   uint64
 	warned    time.Time
-	learning  string // Learning's verdict on evals, with Settings; "" while the job learns
+	learning  string    // Learning's verdict on evals, with Settings; "" while the job learns
 	checking  bool      // a divergence check runs
 	checkedAt time.Time // when the last one started
 }

@@ -15,7 +15,7 @@
 // (node/external.go): it starts a worker on each trainer [Host.Attached]
 // hands over and removes it from the shards when the trainer goes.
 //
-// # Protocol (version 1)
+// # Protocol (version 2)
 //
 // docs/design.md, "External trainers", has the whole exchange. Every
 // message is a 4-byte little-endian length followed by that many bytes of
@@ -23,18 +23,25 @@
 // Config.MaxFrame (1 MiB by default) ends the attachment. Tensors never
 // travel on the socket: they sit in a file under /dev/shm (else beside the
 // socket), mode 0600, three regions of 4·P bytes of little-endian float32
-// (P the parameter count): theta (node → trainer), update (trainer →
+// (P the values of the model's state: parameters and persistent buffers,
+// whatever their dtypes): theta (node → trainer), update (trainer →
 // node), eval (node → trainer).
 //
-// A trainer says hello with its layout; the server checks it against the
-// job's through Deps.Admit and answers welcome (or an error with a code:
-// layout-mismatch, version, busy, job-mismatch, not-external, and closes).
-// One trainer is attached at a time. Per iteration the node writes θ into
-// theta and sends compute; the trainer writes its gradient into update
-// and answers update, which is checked (the iteration echoed, a finite
-// loss, samples within the range asked) before the region is handed to
-// the worker: peer input never panics the node and a bad message ends the
-// attachment with a [*ProtocolError]. A trainer that stays silent past
+// A trainer says hello with its layout (each tensor's dtype, kind and
+// aliases: [Tensor]); the server checks it against the job's through
+// Deps.Admit and answers welcome — with what an update holds
+// ([UpdateDelta], the trainer's own optimizer's change, under the combine
+// rule mean; [UpdateGradient] under sum) and the job's optimizer — or an
+// error with a code (layout-mismatch, version, busy, job-mismatch,
+// not-external) and closes. One trainer is attached at a time. Per
+// iteration the node writes θ into theta and sends compute; the trainer
+// writes its update and answers update, which is checked (the iteration
+// echoed, a finite loss, samples within the range asked) before the region
+// is handed to the worker: peer input never panics the node and a bad
+// message ends the attachment with a [*ProtocolError]. The node ends an
+// attachment with stop: [StopEnd] when training is over for the trainer,
+// [StopStopped] with the reason when it stopped the trainer's worker
+// ([External.Stop]). A trainer that stays silent past
 // its [AnswerLimits] (10 minutes for its first update, then 50 × its mean
 // round trip, at least 2 minutes) is taken for hung and detached: alive
 // but silent it would hold every worker of the mesh at the gate.

@@ -37,7 +37,12 @@
 // the batch, the allocation's version and the predicted compute time.
 // Each push is reported to the records.Observer before it is sent and when it
 // returns; with --history-dir the observer is the node's debug history,
-// otherwise one that records nothing.
+// otherwise one that records nothing. Under the combine rule mean a
+// built-in worker pushes the change of one step of its own optimizer
+// ([Own], own.go: the batch's gradient, mixed first under --pipeline's
+// split, turned into lr·v piece by piece as it is encoded), an external
+// trainer the change of its own; the velocity is the worker's, its rate
+// from the samples applied mesh-wide that the last OKs named.
 //
 // # Decisions
 //

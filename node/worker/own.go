@@ -89,13 +89,3 @@ func (o *ownStep) end() {
 }
 
 func nonFinite(x float32) bool { return math.Float32bits(x)&0x7f800000 == 0x7f800000 }
-
-// meshSamples is the newest count of samples applied mesh-wide that an OK
-// brought (the highest over θ's slices): the schedule's input.
-func (w *Worker) meshSamples() int64 {
-	var n int64
-	for _, r := range w.step.Reads {
-		n = max(n, r.Samples)
-	}
-	return n
-}

@@ -364,3 +364,13 @@ func (w *Worker) removeEverywhere(limit time.Duration) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// meshSamples is the newest count of samples applied mesh-wide that an OK
+// brought (the highest over θ's slices): the schedule's input.
+func (w *Worker) meshSamples() int64 {
+	var n int64
+	for _, r := range w.step.Reads {
+		n = max(n, r.Samples)
+	}
+	return n
+}

@@ -8,6 +8,9 @@ them on a 3-node mesh), then checked as a user would use the export.
                                                  print {"accuracy", "reported", "names"} as JSON
     models.py local MODEL --steps N              one process, no mesh (a reference)
 
+--lr overrides the model's learning rate (every param group's); --poison-after K makes every
+step's loss NaN after K steps (a broken device: the mesh refuses its updates and stops it).
+
 MODEL is one of:
     cnn-bn      a CNN with BatchNorm (running statistics and num_batches_tracked travel as buffers);
                 SGD lr 0.05 momentum 0.9 (DDP's usual)
@@ -115,7 +118,7 @@ class Suite:
     """A model of the suite: its model, optimizer (and scheduler), data and
     evaluation."""
 
-    def __init__(self, name, data=None):
+    def __init__(self, name, data=None, lr=None):
         self.name = name
         torch.manual_seed(1)
         self.sched = None
@@ -147,6 +150,9 @@ class Suite:
         else:
             sys.exit("unknown model %r" % name)
         self.dtype = next(self.model.parameters()).dtype
+        if lr:
+            for g in self.opt.param_groups:
+                g["lr"] = lr
 
     def loss(self, model, idx):
         if self.name == "tied-lm":
@@ -172,9 +178,13 @@ def train(s, args):
     mesh.on_evaluate(lambda m: s.evaluate(m, args.eval_samples or mesh.eval_samples or len(s.Xt)))
     opt = dsspmesh.Optimizer(mesh, s.model, s.opt)
     print("models.py %s: attached to %s, %d tensors, batch %d" % (s.name, mesh.node, len(opt.tensors), mesh.batch), flush=True)
+    steps = 0
     for idx in mesh.batches(len(s.X)):
         opt.zero_grad()
         loss = s.loss(s.model, torch.from_numpy(idx))
+        steps += 1
+        if args.poison_after and steps > args.poison_after:
+            loss = loss * float("nan")
         loss.backward()
         opt.step()
         if s.sched is not None:
@@ -214,9 +224,11 @@ def main():
     ap.add_argument("--data")
     ap.add_argument("--eval-samples", type=int, default=0)
     ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--lr", type=float, help="every param group's learning rate")
+    ap.add_argument("--poison-after", type=int, default=0, help="make every loss NaN after this many steps")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    s = Suite(args.model, args.data)
+    s = Suite(args.model, args.data, args.lr)
     {"train": train, "check": check, "local": local}[args.command](s, args)
 
 

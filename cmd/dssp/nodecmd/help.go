@@ -22,7 +22,7 @@ var flagGroups = []flagGroup{
 	{"Network and membership", []string{"host", "gossip-port", "quic-port", "http-addr", "advertise-gossip", "advertise-quic",
 		"join", "join-timeout", "key", "insecure", "insecure-public", "detection", "leave-timeout"}},
 	{"Job (set on the bootstrap node; joiners adopt it)", []string{"model", "dataset", "paradigm", "s-lower", "r-max",
-		"optimizer", "lr", "momentum", "lr-decay", "lr-decay-samples", "batch", "shards", "replication", "seed",
+		"combine", "optimizer", "lr", "momentum", "lr-decay", "lr-decay-samples", "batch", "shards", "replication", "seed",
 		"outlier-factor", "balance", "pipeline", "init-from", "wire-precision",
 		"local-steps", "outer-optimizer", "outer-lr", "outer-momentum", "inner-optimizer", "inner-lr"}},
 	{"Training", []string{"train", "trainer", "backend", "threads", "data", "memory-limit", "eval-every", "eval-samples"}},
