@@ -52,11 +52,14 @@ func (n *Node) emulate(spec JobSpec, comp worker.Compute) worker.Compute {
 // optimizer (zero: comp's pushes are gradients or rounds).
 func (n *Node) newWorkerOn(spec JobSpec, comp worker.Compute, own worker.Own) (*worker.Worker, error) {
 	slack := int64(0)
-	if p, err := spec.Policy(); err == nil && !spec.Rounds() {
+	if p, err := spec.Policy(); err == nil && !spec.Deltas() {
 		// A kept slice may miss s_L iterations (node/worker/pull.go). Not
-		// with local rounds: a worker that kept its slices would start its
-		// next round from the θ its last round started from, without that
-		// round's own H steps; every OK of a round carries the slices.
+		// when the workers push their own optimizer's changes (local
+		// rounds, the combine rule mean): a worker that kept its slices
+		// would step its optimizer again from the θ its last step started
+		// from, without its own change or anyone's — its momentum
+		// compounding on one point for s_L steps — so every OK carries the
+		// slices.
 		slack = p.SL
 	}
 	m := n.metrics

@@ -127,7 +127,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--socket", help="the node's trainer socket (default $DSSP_TRAINER_SOCKET)")
     ap.add_argument("--data", help="folder of the MNIST IDX files (default $DSSP_DATA, else the Go module cache)")
-    ap.add_argument("--lr", type=float, default=0.05, help="SGD's learning rate")
+    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd", help="sgd (with --momentum) or adamw (weight decay 0.01)")
+    ap.add_argument("--lr", type=float, default=0.05, help="the optimizer's learning rate")
     ap.add_argument("--momentum", type=float, default=0.9, help="SGD's momentum")
     ap.add_argument("--inner-lr", type=float, help=argparse.SUPPRESS)  # the flag's earlier name
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -152,7 +153,10 @@ def main():
 
     X, Y, Xt, Yt = (t.to(dev) for t in load_mnist(mnist_dir(args.data)))
     model = MLP().to(dev)
-    sgd = torch.optim.SGD(model.parameters(), lr=args.inner_lr or args.lr, momentum=args.momentum)
+    if args.optimizer == "adamw":
+        sgd = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    else:
+        sgd = torch.optim.SGD(model.parameters(), lr=args.inner_lr or args.lr, momentum=args.momentum)
 
     mesh = dsspmesh.connect(args.socket)
     def on_evaluate(m):

@@ -72,19 +72,24 @@ type PyTorchConfig struct {
 	Settings []Setting
 	Target   float64 // the test accuracy whose time is reported
 	// TimeLimit bounds each training: a mesh's from its nodes' start, DDP's
-	// training time (mnist_ddp.py --time).
+	// from its process's start (mnist_ddp.py --time).
 	TimeLimit time.Duration
-	Batch     int     // every worker's batch, mesh and DDP
-	LR        float64 // the learning rate, mesh and DDP
-	// EvalEvery is the meshes' evaluation cadence; DDPEvalSteps is DDP's
-	// (rank 0 evaluates every that many steps, not counted in its time).
-	// EvalSamples is the test samples of every evaluation, the first ones
-	// of the test set for all three (0: all 10000). A mesh's evaluator
-	// trains too, and an external trainer's evaluation stalls its training,
-	// so the whole set every EvalEvery slows the PyTorch mesh's evaluator.
-	EvalEvery    time.Duration
-	EvalSamples  int
-	DDPEvalSteps int
+	Batch     int // every worker's batch, mesh and DDP
+	// Optimizer (sgd or adamw), LR and Momentum (sgd) are every system's:
+	// the PyTorch trainers' and DDP's torch optimizer, the built-in
+	// workers' own (--optimizer, --lr, --momentum; constant rate
+	// everywhere).
+	Optimizer string
+	LR        float64
+	Momentum  float64
+	// EvalEvery is every system's evaluation cadence (a mesh's
+	// --eval-every, DDP's rank 0 every EvalEvery of its clock, the other
+	// ranks waiting), EvalSamples the test samples of every evaluation, the
+	// first ones of the test set for all three (0: all 10000): evaluation
+	// counts alike. A mesh's evaluator trains too, and an external
+	// trainer's evaluation stalls its training.
+	EvalEvery   time.Duration
+	EvalSamples int
 	// Threads is every node's --threads and every trainer's and rank's
 	// torch threads.
 	Threads int
@@ -98,25 +103,28 @@ type PyTorchConfig struct {
 	NodeArgs []string // further flags for every node
 	// MeshTarget is the targets' ratio mesh-PyTorch ÷ DDP time to Target
 	// on equal workers, MixedTarget with slowdowns, BridgeTarget the
-	// bridge's time ÷ the iteration's.
-	MeshTarget, MixedTarget, BridgeTarget float64
+	// bridge's time ÷ the iteration's, WaitTarget a trainer's wait for its
+	// next compute ÷ its round.
+	MeshTarget, MixedTarget, BridgeTarget, WaitTarget float64
 	OutDir                                string // report.md, results.csv, runs/
 	Out                                   io.Writer
 	Verbose                               bool
 }
 
 // DefaultPyTorchConfig is the issue's comparison: 4 workers, equal speeds
-// and slowdowns 1,1,2,4, time to 97 %, 10 minutes a training, batch 64 and
-// lr 0.05 (the job's defaults, and mnist_ddp.py's), evaluations on the
-// first 2000 test samples, targets 0.6×, 0.4× and 10 %.
+// and slowdowns 1,1,2,4, time to 97 %, 10 minutes a training, the settings
+// a DDP user picks for the MLP (SGD, lr 0.05, momentum 0.9, batch 64 a
+// worker) on every system, evaluations every 2 s on the first 2000 test
+// samples, targets 0.8× and 0.5× DDP's time, the bridge 10 % and the wait
+// 20 % of a round.
 func DefaultPyTorchConfig() PyTorchConfig {
 	return PyTorchConfig{
 		Workers: 4, Systems: Systems(),
 		Settings: []Setting{{Name: "equal"}, {Name: "mixed", Slowdown: []float64{1, 1, 2, 4}}},
-		Target:   0.97, TimeLimit: 10 * time.Minute, Batch: 64, LR: 0.05,
-		EvalEvery: 2 * time.Second, EvalSamples: 2000, DDPEvalSteps: 100, Threads: 1, Poll: time.Second,
+		Target:   0.97, TimeLimit: 10 * time.Minute, Batch: 64, Optimizer: "sgd", LR: 0.05, Momentum: 0.9,
+		EvalEvery: 2 * time.Second, EvalSamples: 2000, Threads: 1, Poll: time.Second,
 		Examples:   filepath.Join("examples", "pytorch"),
-		MeshTarget: 0.6, MixedTarget: 0.4, BridgeTarget: 0.10, OutDir: "bench-pytorch",
+		MeshTarget: 0.8, MixedTarget: 0.5, BridgeTarget: 0.10, WaitTarget: 0.20, OutDir: "bench-pytorch",
 	}
 }
 
@@ -139,12 +147,16 @@ func (c PyTorchConfig) Validate() error {
 		return fmt.Errorf("--batch %d must be >= 1", c.Batch)
 	case !(c.LR > 0):
 		return fmt.Errorf("--lr %g must be > 0", c.LR)
+	case c.Optimizer != "sgd" && c.Optimizer != "adamw":
+		return fmt.Errorf("--optimizer %q: sgd or adamw", c.Optimizer)
+	case !(c.Momentum >= 0 && c.Momentum < 1):
+		return fmt.Errorf("--momentum %g outside [0, 1)", c.Momentum)
+	case c.Optimizer == "adamw" && c.Systems != nil && slices.Contains(c.Systems, MeshGo):
+		return errors.New("--optimizer adamw: the built-in Go MLP has no AdamW; leave go out of --systems")
 	case c.EvalEvery <= 0:
 		return fmt.Errorf("--eval-every %v must be > 0", c.EvalEvery)
 	case c.EvalSamples < 0:
 		return fmt.Errorf("--eval-samples %d must be >= 0 (0: the whole test set)", c.EvalSamples)
-	case c.DDPEvalSteps < 1:
-		return fmt.Errorf("--ddp-eval-steps %d must be >= 1", c.DDPEvalSteps)
 	case c.Threads < 1:
 		return fmt.Errorf("--threads %d must be >= 1", c.Threads)
 	case c.Poll <= 0:
@@ -215,6 +227,10 @@ type Bridge struct {
 	// Evaluating is the time the trainer spent evaluating for the mesh
 	// (its training stalled meanwhile), from its log; 0 if none.
 	Evaluating time.Duration
+	// TrainerWait is the share of the trainer's time it waited for its
+	// next compute (dsspmesh's stats: the node pushing its update and the
+	// gate), from its log's last line; -1 where it gave none.
+	TrainerWait float64
 }
 
 // NodeShare is the node-side bridge ÷ the iteration (0 when unknown).
@@ -269,8 +285,9 @@ func (r SystemRun) Training() time.Duration {
 // Bridge is the mean over the nodes of their bridges (Node "mean"; its
 // Evaluating is the sum), and whether there were any.
 func (r SystemRun) Bridge() (Bridge, bool) {
-	m := Bridge{Node: "mean"}
-	n, nt := 0, 0
+	m := Bridge{Node: "mean", TrainerWait: -1}
+	n, nt, nw := 0, 0, 0
+	var wait float64
 	var it, cp, ns, ts time.Duration
 	for _, b := range r.Bridges {
 		if b.Iteration <= 0 {
@@ -282,6 +299,10 @@ func (r SystemRun) Bridge() (Bridge, bool) {
 		ns += b.NodeSide
 		m.NodeBytes += b.NodeBytes
 		m.Evaluating += b.Evaluating // the total: one node evaluates
+		if b.TrainerWait >= 0 {
+			nw++
+			wait += b.TrainerWait
+		}
 		if b.TrainerSide >= 0 {
 			nt++
 			ts += b.TrainerSide
@@ -296,6 +317,9 @@ func (r SystemRun) Bridge() (Bridge, bool) {
 		m.TrainerSide, m.TrainerBytes = ts/time.Duration(nt), m.TrainerBytes/float64(nt)
 	} else {
 		m.TrainerSide, m.TrainerBytes = -1, -1
+	}
+	if nw > 0 {
+		m.TrainerWait = wait / float64(nw)
 	}
 	return m, true
 }
@@ -355,8 +379,16 @@ func RunPyTorch(ctx context.Context, cfg PyTorchConfig, log *slog.Logger) (*PyTo
 	return res, ctx.Err()
 }
 
+// jobArgs are both meshes' job flags: the batch and the built-in workers'
+// own optimizer at the benchmark's settings, at a constant rate (the
+// PyTorch trainers bring their own optimizer: trainerCommand).
 func (c PyTorchConfig) jobArgs() []string {
-	args := []string{"--batch", strconv.Itoa(c.Batch), "--lr", strconv.FormatFloat(c.LR, 'g', -1, 64)}
+	opt := "momentum"
+	if c.Momentum == 0 {
+		opt = "sgd"
+	}
+	args := []string{"--batch", strconv.Itoa(c.Batch), "--lr", strconv.FormatFloat(c.LR, 'g', -1, 64), "--optimizer", opt,
+		"--momentum", strconv.FormatFloat(c.Momentum, 'g', -1, 64), "--lr-decay", "1"}
 	return append(args, c.SpecArgs...)
 }
 
@@ -395,12 +427,15 @@ func runMeshSystem(ctx context.Context, cfg PyTorchConfig, set Setting, sys Syst
 		return run
 	}
 	run.ToTarget = TimesToTargets(r.Evals, []float64{cfg.Target})[0]
+	if run.ToTarget != NotReached {
+		run.ToTarget += r.Startup // from the first node process's start, as DDP's from its process's
+	}
 	if r.Final != nil {
 		run.FinalAcc = r.Final.Accuracy
 	}
 	for _, smp := range r.Samples {
 		if smp.Up && smp.Worker.Iter > 0 {
-			run.FirstIter = smp.Elapsed
+			run.FirstIter = smp.Elapsed + r.Startup
 			break
 		}
 	}
@@ -413,6 +448,7 @@ func runMeshSystem(ctx context.Context, cfg PyTorchConfig, set Setting, sys Syst
 			if err == nil {
 				run.Bridges[i].TrainerSide, run.Bridges[i].TrainerBytes = TrainerBridge(string(b))
 				run.Bridges[i].Evaluating = TrainerEvaluating(string(b))
+				run.Bridges[i].TrainerWait = TrainerWaitShare(string(b))
 			}
 		}
 	}
@@ -437,7 +473,8 @@ func keepLogs(dir, to string) {
 // trainerCommand is the `dssp up --trainer` command: mnist_mlp.py with the
 // benchmark's interpreter, threads, data and evaluation size.
 func (c PyTorchConfig) trainerCommand() string {
-	args := []string{c.Python, c.script(MeshPyTorch), "--threads", strconv.Itoa(c.Threads), "--log-every", "5"}
+	args := []string{c.Python, c.script(MeshPyTorch), "--threads", strconv.Itoa(c.Threads), "--log-every", "5",
+		"--optimizer", c.Optimizer, "--lr", strconv.FormatFloat(c.LR, 'g', -1, 64), "--momentum", strconv.FormatFloat(c.Momentum, 'g', -1, 64)}
 	if c.EvalSamples > 0 {
 		args = append(args, "--eval-samples", strconv.Itoa(c.EvalSamples))
 	}
@@ -467,7 +504,7 @@ func bridges(samples []launch.Sample) []Bridge {
 			continue
 		}
 		for len(out) <= s.Node {
-			out = append(out, Bridge{TrainerSide: -1, TrainerBytes: -1})
+			out = append(out, Bridge{TrainerSide: -1, TrainerBytes: -1, TrainerWait: -1})
 		}
 		t := s.Trainer
 		b := &out[s.Node]
@@ -504,6 +541,27 @@ func TrainerBridge(log string) (time.Duration, float64) {
 		return time.Duration(us * 1e3), n
 	}
 	return -1, -1
+}
+
+var trainerWaitRE = regexp.MustCompile(`in ([0-9.]+) s, .*wait ([0-9.]+) ms/round over (\d+) rounds`)
+
+// TrainerWaitShare reads the share of its time a trainer waited for its
+// next compute from the last line of its log that gives it (mnist_mlp.py's
+// final line: "... in 61.0 s, ... wait 12.50 ms/round over 4000 rounds");
+// -1 when none does.
+func TrainerWaitShare(log string) float64 {
+	m := trainerWaitRE.FindAllStringSubmatch(log, -1)
+	if len(m) == 0 {
+		return -1
+	}
+	last := m[len(m)-1]
+	secs, err1 := strconv.ParseFloat(last[1], 64)
+	ms, err2 := strconv.ParseFloat(last[2], 64)
+	rounds, err3 := strconv.ParseFloat(last[3], 64)
+	if err1 != nil || err2 != nil || err3 != nil || secs <= 0 {
+		return -1
+	}
+	return ms * rounds / 1e3 / secs
 }
 
 var trainerEvalRE = regexp.MustCompile(`(\d+) evaluations \(([0-9.]+) s\)`)
@@ -559,8 +617,9 @@ func runDDP(ctx context.Context, cfg PyTorchConfig, set Setting, label string, w
 		return run
 	}
 	args := []string{cfg.script(DDP), "--procs", strconv.Itoa(cfg.Workers), "--batch", strconv.Itoa(cfg.Batch),
-		"--lr", strconv.FormatFloat(cfg.LR, 'g', -1, 64), "--target", strconv.FormatFloat(cfg.Target, 'g', -1, 64),
-		"--time", strconv.FormatFloat(cfg.TimeLimit.Seconds(), 'f', -1, 64), "--eval-steps", strconv.Itoa(cfg.DDPEvalSteps),
+		"--optimizer", cfg.Optimizer, "--lr", strconv.FormatFloat(cfg.LR, 'g', -1, 64), "--momentum", strconv.FormatFloat(cfg.Momentum, 'g', -1, 64),
+		"--target", strconv.FormatFloat(cfg.Target, 'g', -1, 64),
+		"--time", strconv.FormatFloat(cfg.TimeLimit.Seconds(), 'f', -1, 64), "--eval-every", strconv.FormatFloat(cfg.EvalEvery.Seconds(), 'f', -1, 64),
 		"--threads", strconv.Itoa(cfg.Threads), "--port", strconv.Itoa(ports[0]), "--eval-samples", strconv.Itoa(cfg.EvalSamples)}
 	if sd := set.Slowdown; len(sd) > 0 {
 		per := make([]float64, cfg.Workers)
@@ -572,7 +631,6 @@ func runDDP(ctx context.Context, cfg PyTorchConfig, set Setting, label string, w
 	if cfg.Data != "" {
 		args = append(args, "--data", cfg.Data)
 	}
-	// Its ranks form their group, load MNIST and evaluate outside --time.
 	ctx, cancel := context.WithTimeout(ctx, cfg.TimeLimit+3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cfg.Python, args...)
@@ -729,7 +787,8 @@ func (r *PyTorchResult) Ratios(set Setting) []TargetRatio {
 		out = append(out, TargetRatio{Name: "time to " + pct + ", mesh-PyTorch ÷ DDP", Value: v, Known: ok, Bound: bound, Target: target})
 		v, ok = timeRatio(pt.Training(), ddp.Training())
 		out = append(out, TargetRatio{Name: "time to " + pct + " from the first iteration, mesh-PyTorch ÷ DDP", Value: v, Known: ok})
-		out = append(out, TargetRatio{Name: "samples/s, mesh-PyTorch ÷ DDP", Value: safeDiv(pt.SamplesPerSec, ddp.SamplesPerSec), Known: pt.SamplesPerSec > 0 && ddp.SamplesPerSec > 0})
+		out = append(out, TargetRatio{Name: "DDP's samples/s ÷ mesh-PyTorch's (target: the trainers move at least DDP's)", Value: safeDiv(ddp.SamplesPerSec, pt.SamplesPerSec),
+			Known: pt.SamplesPerSec > 0 && ddp.SamplesPerSec > 0, Target: 1})
 	}
 	if okPT && okGo {
 		v, ok := timeRatio(pt.ToTarget, gm.ToTarget)
@@ -744,6 +803,7 @@ func (r *PyTorchResult) Ratios(set Setting) []TargetRatio {
 		out = append(out, TargetRatio{Name: "bridge ÷ iteration, node-side", Value: m.NodeShare(), Known: ok, Target: c.BridgeTarget, Share: true})
 		out = append(out, TargetRatio{Name: "bridge ÷ iteration, trainer-side", Value: m.TrainerShare(), Known: ok && m.TrainerSide >= 0, Target: c.BridgeTarget, Share: true})
 		out = append(out, TargetRatio{Name: "bridge ÷ the iteration's compute (round trip), node-side", Value: m.NodeComputeShare(), Known: ok && m.Compute > 0, Share: true})
+		out = append(out, TargetRatio{Name: "a trainer's wait for its next compute ÷ its time", Value: m.TrainerWait, Known: ok && m.TrainerWait >= 0, Target: c.WaitTarget, Share: true})
 	}
 	return out
 }
@@ -761,10 +821,10 @@ func (r *PyTorchResult) Markdown() string {
 	c := r.Config
 	var b strings.Builder
 	fmt.Fprintf(&b, "# PyTorch through the mesh vs the built-in MLP vs PyTorch DDP\n\n")
-	fmt.Fprintf(&b, "%d workers, MNIST MLP (784-256-128-10), batch %d per worker, lr %g (momentum 0.5, ×0.85 every 60000 samples), "+
-		"target %.0f%% test accuracy on %s, limit %v per training, %d torch/compute thread(s) per worker; meshes evaluate every %v, "+
-		"DDP's rank 0 every %d steps. Job: %s. Started %s, took %s.\n\n",
-		c.Workers, c.Batch, c.LR, 100*c.Target, evalSamplesText(c.EvalSamples), c.TimeLimit, c.Threads, c.EvalEvery, c.DDPEvalSteps,
+	fmt.Fprintf(&b, "%d workers, MNIST MLP (784-256-128-10), batch %d per worker, every system with %s, "+
+		"target %.0f%% test accuracy on %s, limit %v per training, %d torch/compute thread(s) per worker; every system evaluates every %v "+
+		"(a mesh's evaluator, DDP's rank 0 with the others waiting). Job: %s. Started %s, took %s.\n\n",
+		c.Workers, c.Batch, c.optimizerText(), 100*c.Target, evalSamplesText(c.EvalSamples), c.TimeLimit, c.Threads, c.EvalEvery,
 		jobLabel(c.jobArgs()), r.Start.UTC().Format(time.RFC3339), r.Took.Round(time.Second))
 	for _, set := range c.Settings {
 		fmt.Fprintf(&b, "## %s\n\n", set)
@@ -803,11 +863,19 @@ func (r *PyTorchResult) Markdown() string {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("A mesh's time to target runs from the moment all its nodes were started (forming, trainers importing torch and loading MNIST included: " +
-		"the start-up column, until its first worker's first iteration; " +
-		"evaluations stall the evaluating worker); DDP's from its process group formed, its evaluations not counted. " +
+	b.WriteString("Both clocks start at process start: a mesh's when its first node process starts (forming, trainers importing torch and loading MNIST included: " +
+		"the start-up column, until its first worker's first iteration; evaluations stall the evaluating worker), DDP's when its process starts " +
+		"(imports, MNIST, the process group, and rank 0's evaluations included). " +
 		"Slowdowns stretch only measured compute: the nodes' --slowdown (worker.Emulate) and mnist_ddp.py's --slowdowns (a communication hook, before the allreduce).\n")
 	return b.String()
+}
+
+// optimizerText names the optimizer every system runs.
+func (c PyTorchConfig) optimizerText() string {
+	if c.Optimizer == "adamw" {
+		return fmt.Sprintf("AdamW at lr %g (weight decay 0.01)", c.LR)
+	}
+	return fmt.Sprintf("SGD at lr %g, momentum %g, constant", c.LR, c.Momentum)
 }
 
 func evalSamplesText(n int) string {

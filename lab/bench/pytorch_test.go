@@ -16,8 +16,8 @@ func pytorchResult() *PyTorchResult {
 	cfg := DefaultPyTorchConfig()
 	pt := SystemRun{Setting: "equal", System: MeshPyTorch, ToTarget: 30 * time.Second, FirstIter: 6 * time.Second, SamplesPerSec: 6000, FinalAcc: 0.971,
 		Bridges: []Bridge{
-			{Node: "a", Iteration: 20 * time.Millisecond, Compute: 10 * time.Millisecond, NodeSide: 600 * time.Microsecond, NodeBytes: 940000, TrainerSide: 400 * time.Microsecond, TrainerBytes: 1880000, Evaluating: 1500 * time.Millisecond},
-			{Node: "b", Iteration: 30 * time.Millisecond, Compute: 10 * time.Millisecond, NodeSide: 1400 * time.Microsecond, NodeBytes: 940000, TrainerSide: -1, TrainerBytes: -1},
+			{Node: "a", Iteration: 20 * time.Millisecond, Compute: 10 * time.Millisecond, NodeSide: 600 * time.Microsecond, NodeBytes: 940000, TrainerSide: 400 * time.Microsecond, TrainerBytes: 1880000, Evaluating: 1500 * time.Millisecond, TrainerWait: 0.1},
+			{Node: "b", Iteration: 30 * time.Millisecond, Compute: 10 * time.Millisecond, NodeSide: 1400 * time.Microsecond, NodeBytes: 940000, TrainerSide: -1, TrainerBytes: -1, TrainerWait: -1},
 		}}
 	return &PyTorchResult{Config: cfg, Runs: []SystemRun{
 		pt,
@@ -46,7 +46,7 @@ func TestPyTorchRatios(t *testing.T) {
 	r := pytorchResult()
 	eq := r.Ratios(r.Config.Settings[0])
 	q := findRatio(t, eq, "time to 97%, mesh-PyTorch ÷ DDP")
-	if !q.Known || !near(q.Value, 0.5) || q.Target != 0.6 || !q.Met() {
+	if !q.Known || !near(q.Value, 0.5) || q.Target != 0.8 || !q.Met() {
 		t.Fatalf("equal, mesh-PyTorch ÷ DDP: %+v", q)
 	}
 	if q := findRatio(t, eq, "time to 97% from the first iteration, mesh-PyTorch ÷ DDP"); !q.Known || !near(q.Value, 0.4) || q.Target != 0 {
@@ -58,8 +58,11 @@ func TestPyTorchRatios(t *testing.T) {
 	if q := findRatio(t, eq, "time to 97%, mesh-Go ÷ DDP"); !q.Known || !near(q.Value, 1.0/3) {
 		t.Fatalf("mesh-Go ÷ DDP: %+v", q)
 	}
-	if q := findRatio(t, eq, "samples/s, mesh-PyTorch ÷ DDP"); !q.Known || !near(q.Value, 1.5) {
+	if q := findRatio(t, eq, "DDP's samples/s ÷ mesh-PyTorch's"); !q.Known || !near(q.Value, 4000.0/6000) || q.Target != 1 || !q.Met() {
 		t.Fatalf("samples/s: %+v", q)
+	}
+	if q := findRatio(t, eq, "a trainer's wait"); !q.Known || !near(q.Value, 0.1) || q.Target != 0.2 || !q.Met() {
+		t.Fatalf("wait: %+v", q)
 	}
 	// Bridges: the mean over nodes of iteration 25 ms, node-side 1 ms
 	// (4 %); trainer-side only where the log gave it: 400 µs of 25 ms.
@@ -74,7 +77,7 @@ func TestPyTorchRatios(t *testing.T) {
 	q = findRatio(t, mixed, "time to 97%, mesh-PyTorch ÷ DDP")
 	// DDP short of the target within the 10-minute limit: 50 s ÷ 600 s
 	// bounds the ratio from above.
-	if !q.Known || !q.Bound || !near(q.Value, 50.0/600) || q.Target != 0.4 || !q.Met() {
+	if !q.Known || !q.Bound || !near(q.Value, 50.0/600) || q.Target != 0.5 || !q.Met() {
 		t.Fatalf("mixed with DDP short of the target: %+v", q)
 	}
 	if !strings.Contains(q.String(), "< 0.08") || !strings.Contains(q.String(), "met") {
@@ -96,14 +99,14 @@ func TestPyTorchRatios(t *testing.T) {
 	}
 
 	// A ratio over the target is not met.
-	r.Runs[0].ToTarget = 45 * time.Second
-	if q := findRatio(t, r.Ratios(r.Config.Settings[0]), "time to 97%, mesh-PyTorch ÷ DDP"); !near(q.Value, 0.75) || q.Met() {
-		t.Fatalf("0.75 against ≤ 0.6: %+v", q)
+	r.Runs[0].ToTarget = 54 * time.Second
+	if q := findRatio(t, r.Ratios(r.Config.Settings[0]), "time to 97%, mesh-PyTorch ÷ DDP"); !near(q.Value, 0.9) || q.Met() {
+		t.Fatalf("0.9 against ≤ 0.8: %+v", q)
 	}
 
 	md := r.Markdown()
-	for _, want := range []string{"## equal", "## mixed (slowdown 1,1,2,4)", "| mesh, PyTorch trainers | 45.0s | 6.0s |", "| PyTorch DDP (gloo) | not reached in 10m0s |",
-		"time to 97%, mesh-PyTorch ÷ DDP: 0.75 (target ≤ 0.6: NOT met)", "| mean | 25.00 ms | 10.00 ms | 1000 µs | 4.0% | 940000 | 400 µs | 1.6% | 1880000 | 1.5s |",
+	for _, want := range []string{"## equal", "## mixed (slowdown 1,1,2,4)", "| mesh, PyTorch trainers | 54.0s | 6.0s |", "| PyTorch DDP (gloo) | not reached in 10m0s |",
+		"time to 97%, mesh-PyTorch ÷ DDP: 0.90 (target ≤ 0.8: NOT met)", "SGD at lr 0.05, momentum 0.9, constant", "| mean | 25.00 ms | 10.00 ms | 1000 µs | 4.0% | 940000 | 400 µs | 1.6% | 1880000 | 1.5s |",
 		"bridge ÷ the iteration's compute (round trip), node-side: 10.0%",
 		"bridge ÷ iteration, node-side: 4.0% (target ≤ 10%: met)"} {
 		if !strings.Contains(md, want) {
@@ -111,7 +114,7 @@ func TestPyTorchRatios(t *testing.T) {
 		}
 	}
 	csv := r.CSV()
-	if !strings.Contains(csv, "equal,pytorch,45.00,6.00,0.9710,6000.0,") || !strings.Contains(csv, "mixed,ddp,,") {
+	if !strings.Contains(csv, "equal,pytorch,54.00,6.00,0.9710,6000.0,") || !strings.Contains(csv, "mixed,ddp,,") {
 		t.Errorf("results.csv:\n%s", csv)
 	}
 }
@@ -160,6 +163,9 @@ mnist_mlp: stopped (target reached) after 64000 samples in 100.0 s, 640 samples/
 	}
 	if e := TrainerEvaluating(log); e != 1500*time.Millisecond {
 		t.Fatalf("evaluating: %v", e)
+	}
+	if w := TrainerWaitShare(log); !near(w, 2.1*1000/1e3/100) {
+		t.Fatalf("wait share: %v", w)
 	}
 	if d, n := TrainerBridge("Traceback (most recent call last):\n"); d != -1 || n != -1 {
 		t.Fatalf("no figures: %v, %v", d, n)

@@ -88,6 +88,10 @@ type Result struct {
 	// Learning is the learning check's last warning seen ("" if none):
 	// the job was not learning, or diverging, at some point of the run.
 	Learning string
+	// Startup is the time from the run's start (before the first node
+	// process) to the start of the clock of Elapsed, Evals and Samples (every
+	// node started): a figure "from process start" adds it.
+	Startup time.Duration
 }
 
 // PeakRSSLines lists each node's peak resident memory, one line per node,
@@ -148,6 +152,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (*Result, error) {
 // run is Run in the run folder dir; tmpNote says what becomes of a
 // temporary one.
 func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger) (*Result, error) {
+	begin := time.Now()
 	if cfg.Workers == AutoWorkers {
 		avail := MemAvailable()
 		cfg.Workers = FitWorkers(cfg.Nodes, avail)
@@ -207,6 +212,7 @@ func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger)
 	}
 	w := &watcher{cfg: cfg, mesh: m, start: start, view: newView(out), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed))}
 	w.res.TargetAcc = cfg.TargetAcc
+	w.res.Startup = start.Sub(begin)
 	w.res.PeakRSS = make([]int64, cfg.Nodes)
 	for _, p := range m.Procs {
 		w.res.Trains = append(w.res.Trains, p.Trains())
