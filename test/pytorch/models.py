@@ -22,6 +22,10 @@ MODEL is one of:
     groups      an MLP with two param groups (the hidden layer at 0.05, the head at 0.02) under a
                 StepLR scheduler; SGD momentum 0.9
     adamw       an MLP with AdamW (lr 1e-3, weight decay 0.01)
+    cnn-bn-bf16 cnn-bn in bfloat16 (scripts/gpu-check runs it on CUDA; BatchNorm in bf16 needs a torch
+                that has it on the device)
+
+--device runs the model and its data on a torch device (cuda: the staged bridge, pinned copies).
 
 MNIST comes from --data, $DSSP_DATA, or the Go module cache (examples/pytorch/mnist_mlp.py's
 mnist_dir); the tied LM's language is generated from a fixed seed.
@@ -118,8 +122,9 @@ class Suite:
     """A model of the suite: its model, optimizer (and scheduler), data and
     evaluation."""
 
-    def __init__(self, name, data=None, lr=None):
+    def __init__(self, name, data=None, lr=None, device="cpu"):
         self.name = name
+        self.device = torch.device(device)
         torch.manual_seed(1)
         self.sched = None
         if name == "tied-lm":
@@ -127,8 +132,10 @@ class Suite:
             self.Y = self.Yt = None
         else:
             self.X, self.Y, self.Xt, self.Yt = load_mnist(mnist_dir(data))
-        if name == "cnn-bn":
-            self.model = CNNBN()
+        if name in ("cnn-bn", "cnn-bn-bf16"):
+            self.model = CNNBN().to(self.device)
+            if name == "cnn-bn-bf16":
+                self.model = self.model.to(torch.bfloat16)
             self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
         elif name == "tied-lm":
             self.model = TiedLM()
@@ -149,6 +156,10 @@ class Suite:
             self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01)
         else:
             sys.exit("unknown model %r" % name)
+        self.model = self.model.to(self.device)
+        self.X, self.Xt = self.X.to(self.device), self.Xt.to(self.device)
+        if self.Y is not None:
+            self.Y, self.Yt = self.Y.to(self.device), self.Yt.to(self.device)
         self.dtype = next(self.model.parameters()).dtype
         if lr:
             for g in self.opt.param_groups:
@@ -177,11 +188,12 @@ def train(s, args):
     mesh = dsspmesh.connect()
     mesh.on_evaluate(lambda m: s.evaluate(m, args.eval_samples or mesh.eval_samples or len(s.Xt)))
     opt = dsspmesh.Optimizer(mesh, s.model, s.opt)
-    print("models.py %s: attached to %s, %d tensors, batch %d" % (s.name, mesh.node, len(opt.tensors), mesh.batch), flush=True)
+    print("models.py %s: attached to %s, %d tensors, batch %d, device %s, staged copies %s, pinned %s"
+          % (s.name, mesh.node, len(opt.tensors), mesh.batch, s.device, opt._bridge.staged, opt._bridge.pinned), flush=True)
     steps = 0
     for idx in mesh.batches(len(s.X)):
         opt.zero_grad()
-        loss = s.loss(s.model, torch.from_numpy(idx))
+        loss = s.loss(s.model, torch.from_numpy(idx).to(s.device))
         steps += 1
         if args.poison_after and steps > args.poison_after:
             loss = loss * float("nan")
@@ -194,7 +206,7 @@ def train(s, args):
 
 def check(s, args):
     state, meta = dsspmesh.safetensors.load(args.file, metadata=True)
-    s.model.load_state_dict(dsspmesh.load_state_dict(args.file), strict=True)
+    s.model.load_state_dict({k: v.to(s.device) for k, v in dsspmesh.load_state_dict(args.file).items()}, strict=True)
     s.model.eval()
     n = args.eval_samples or int(meta.get("eval_samples", 0)) or len(s.Xt)
     acc, loss, n = s.evaluate(s.model, n)
@@ -206,7 +218,7 @@ def check(s, args):
 def local(s, args):
     g = torch.Generator().manual_seed(3)
     for step in range(args.steps):
-        idx = torch.randint(0, len(s.X), (64,), generator=g)
+        idx = torch.randint(0, len(s.X), (64,), generator=g).to(s.device)
         s.opt.zero_grad()
         s.loss(s.model, idx).backward()
         s.opt.step()
@@ -226,9 +238,10 @@ def main():
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--lr", type=float, help="every param group's learning rate")
     ap.add_argument("--poison-after", type=int, default=0, help="make every loss NaN after this many steps")
+    ap.add_argument("--device", default="cpu", help="torch device of the model and its data")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    s = Suite(args.model, args.data, args.lr)
+    s = Suite(args.model, args.data, args.lr, args.device)
     {"train": train, "check": check, "local": local}[args.command](s, args)
 
 
