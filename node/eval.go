@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
@@ -46,7 +47,19 @@ func (n *Node) newClaims() *eval.Claims {
 		},
 		Training: func() bool { n.mu.RLock(); defer n.mu.RUnlock(); return n.worker != nil },
 		Settings: n.learningSettings,
-		Go:       func(f func()) { n.wg.Add(1); go func() { defer n.wg.Done(); f() }() },
+		StartLoss: func() float64 {
+			n.mu.RLock()
+			w := n.worker
+			n.mu.RUnlock()
+			if w == nil {
+				return math.NaN()
+			}
+			if st := w.Status(); st != nil && st.Iter > 0 {
+				return st.FirstLoss
+			}
+			return math.NaN()
+		},
+		Go: func(f func()) { n.wg.Add(1); go func() { defer n.wg.Done(); f() }() },
 	})
 }
 

@@ -30,7 +30,7 @@ func TestMeshStepsAsDDP(t *testing.T) {
 	}{
 		{"sgd", 2e-6, 1e-4},
 		{"momentum", 2e-6, 1e-4},
-		{"adam", 1, 0.35},
+		{"adam", 0.1, 0.5},
 	} {
 		t.Run(c.opt, func(t *testing.T) {
 			cl := NewCluster(t, 4,

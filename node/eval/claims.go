@@ -35,6 +35,10 @@ type ClaimDeps struct {
 	// staleness bound and the learning rate in force (Learning's warning
 	// says them). Nil: not named.
 	Settings func() string
+	// StartLoss is the training loss of this node's worker's first
+	// iteration (NaN: none), Learning's reference beside the first
+	// evaluation. Nil: none.
+	StartLoss func() float64
 	// Go runs f in a goroutine the node waits for before it returns.
 	Go     func(f func())
 	Now    func() time.Time
@@ -111,7 +115,11 @@ func (c *Claims) keep(e records.EvalResult) {
 // judgeLocked updates the learning check's verdict and logs a change:
 // one WARN when the job stops learning, one INFO when it learns again.
 func (c *Claims) judgeLocked() {
-	v := Learning(c.evals)
+	start := math.NaN()
+	if c.d.StartLoss != nil {
+		start = c.d.StartLoss()
+	}
+	v := Learning(c.evals, start)
 	if v != "" && c.d.Settings != nil {
 		v += "; " + c.d.Settings()
 	}

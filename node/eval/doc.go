@@ -62,9 +62,9 @@
 // GET /model.safetensors on any node returns a fresh snapshot
 // (modelfile's format; ?timeout= bounds the read, default 30s, 503 with
 // the reason on failure); with ?evaluated it returns the snapshot the
-// evaluator last evaluated, its accuracy in the metadata (404 while the
-// evaluator's next evaluation reads the model into that snapshot's memory:
-// an evaluator holds one copy of the model, not two). The evaluator
+// evaluator last evaluated, its accuracy in the metadata (404 only before
+// the first evaluation: the next one reads into a spare copy, and a model
+// of LendBytes or more is served from its file). The evaluator
 // answers from its own; any other node asks the evaluator over the
 // node's control channel (op "evaluated", forward.go) and writes the
 // answer through as it arrives: the file in frames of at most 1 MiB, its

@@ -5,11 +5,13 @@ import "sync"
 // evaluatedModel holds the snapshot this node last evaluated, for
 // GET /model.safetensors?evaluated: in memory (snap), or for a model whose
 // evaluation borrows the worker's θ (node/worker/lend.go) in a file of the data dir
-// (file, EvaluatedFile), written while θ was lent. The next evaluation
-// reads into snap's memory (take), so an evaluator holds one snapshot of
-// the model, not two: while that read runs there is none to serve, unless
-// an export was streaming it when the evaluation began — then it is left
-// whole and the evaluation reads into new memory.
+// (file, EvaluatedFile), written while θ was lent. A model held in
+// memory is held twice: the next evaluation reads into a spare copy while
+// snap stays whole to serve, and replacing snap (swap) hands the old one's
+// memory back as the next spare — so ?evaluated answers all through an
+// evaluation, however long it takes (an evaluator that evaluates for
+// most of every period would otherwise almost never hold one). Models
+// from node/eval's LendBytes on are never held in memory.
 type evaluatedModel struct {
 	mu   sync.RWMutex // held for reading while an export streams snap
 	snap *Snapshot
@@ -19,19 +21,18 @@ type evaluatedModel struct {
 // EvaluatedFile is the evaluated snapshot of a large model, in the data dir.
 const EvaluatedFile = "evaluated.safetensors"
 
-// take removes the snapshot and returns its parameters' memory to read
-// the next evaluation into; nil when there is none or one is being served.
-func (e *evaluatedModel) take() []float32 {
-	if !e.mu.TryLock() {
-		return nil
-	}
+// swap keeps s in memory and returns the parameters' memory of the
+// snapshot it replaces (nil when none), which no export reads any more: the
+// next evaluation reads into it.
+func (e *evaluatedModel) swap(s *Snapshot) []float32 {
+	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.snap == nil {
-		return nil
+	var old []float32
+	if e.snap != nil {
+		old = e.snap.Theta
 	}
-	theta := e.snap.Theta
-	e.snap = nil
-	return theta
+	e.snap, e.file = s, ""
+	return old
 }
 
 // set keeps s in memory, or when file is set, says the snapshot is there.

@@ -13,13 +13,15 @@ import (
 // training on for its whole time limit. It reads the evaluations a node
 // holds (every node holds the mesh's), so every node judges alike.
 //
-//   - flat: the last LearningWindow evaluations (the first of the run
-//     among them while the run has no more) all have a loss at least
-//     flatRatio of the first evaluation's and an accuracy at most
-//     flatAccuracy above it: nothing learnt since the start. A collapsed
-//     model (one class predicted, the loss at chance) is flat from its
-//     first evaluation on; a converged job is never flat, its loss being
-//     far below its first.
+//   - flat: the last LearningWindow evaluations all have a test loss at
+//     least flatRatio of the job's loss at its start — the training loss
+//     of its first iteration — and an accuracy at most flatAccuracy above
+//     the first evaluation's: nothing learnt since the start. A model that
+//     learnt before its first evaluation is not flat for staying where it
+//     got; a collapsed model (one class predicted, the loss at chance, or a
+//     loss that blew up and is falling back towards chance) is flat; a
+//     converged job never is, its loss being far below its start. A node
+//     that has not seen the start (it trains no worker) judges no flatness.
 //   - diverging: the last two evaluations' losses are both above
 //     divergeRatio times the lowest loss before them.
 //
@@ -32,23 +34,24 @@ const (
 	divergeRatio   = 1.5
 )
 
-// Learning judges evals (oldest first): "" while the job learns or it is
-// too early to tell, else what is wrong, with the figures.
-func Learning(evals []records.EvalResult) string {
+// Learning judges evals (oldest first) against start, the training loss
+// of the job's first iteration (NaN: unknown): "" while the job learns or
+// it is too early to tell, else what is wrong, with the figures.
+func Learning(evals []records.EvalResult, start float64) string {
 	n := len(evals)
 	if n < LearningWindow {
 		return ""
 	}
 	first, last := evals[0], evals[n-1]
-	flat := true
+	flat := start > 0 && !math.IsInf(start, 0) // NaN: no start seen
 	for _, e := range evals[n-LearningWindow:] {
-		if !(e.Loss >= flatRatio*first.Loss) || e.Accuracy > first.Accuracy+flatAccuracy {
+		if !(e.Loss >= flatRatio*start) || e.Accuracy > first.Accuracy+flatAccuracy {
 			flat = false
 		}
 	}
 	if flat {
-		return fmt.Sprintf("the job is not learning: test loss %.4g at its first evaluation, %.4g at its last (%d evaluations), accuracy %.2f%% → %.2f%%",
-			first.Loss, last.Loss, n, 100*first.Accuracy, 100*last.Accuracy)
+		return fmt.Sprintf("the job is not learning: training loss %.4g at its start, test loss %.4g at its last evaluation (%d evaluations), accuracy %.2f%% → %.2f%%",
+			start, last.Loss, n, 100*first.Accuracy, 100*last.Accuracy)
 	}
 	best := math.Inf(1)
 	for _, e := range evals[:n-2] {

@@ -56,14 +56,14 @@ var LendBytes = 32 << 20 // a var only for tests (node's export_test.go)
 // Run evaluates the global parameters every e.Every while this node
 // is the evaluator: a snapshot read from every shard's leader (Read),
 // the same a `dssp export` gives. It keeps that snapshot for
-// GET /model.safetensors?evaluated (and reads the next one into its
-// memory: evaluatedModel) — unless the model is large enough that it reads
+// GET /model.safetensors?evaluated (and reads the next one into a spare
+// copy: evaluatedModel) — unless the model is large enough that it reads
 // into the worker's θ instead (node/worker/lend.go) —, saves it as a checkpoint when
 // one is due, and sends the result to every member.
 func (r *Room) Run(ctx context.Context, e Evaluation) {
 	t := time.NewTicker(e.Every)
 	defer t.Stop()
-	var buf []float32 // the memory the next read goes into: the last evaluated snapshot's
+	var buf []float32 // the memory the next read goes into: the spare, the evaluated snapshot's before the last
 	for {
 		select {
 		case <-ctx.Done():
@@ -79,8 +79,9 @@ func (r *Room) Run(ctx context.Context, e Evaluation) {
 
 // evaluate runs one evaluation. A model of LendBytes or more is read
 // into the worker's θ, borrowed for the evaluation (node/worker/lend.go), and not kept
-// after; a smaller one into *buf, the last evaluated snapshot's memory,
-// and kept. *buf survives a failed read for the next try.
+// after; a smaller one into *buf, the spare, and kept, the snapshot it
+// replaces becoming the spare. *buf survives a failed read for the next
+// try.
 func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 	job, ok := r.d.Job()
 	if !ok {
@@ -109,10 +110,7 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 		snap, versions, err = r.ReadVersions(rctx, "evaluation", theta)
 		release = func() { back(versions); release = func() {} }
 	} else {
-		if *buf == nil {
-			*buf = r.evaluated.take()
-		}
-		if *buf == nil {
+		if len(*buf) != job.Layout.Total() {
 			*buf = make([]float32, job.Layout.Total())
 		}
 		snap, err = r.Read(rctx, "evaluation", *buf)
@@ -155,8 +153,7 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 		}
 		release()
 	} else {
-		r.evaluated.set(snap, "")
-		*buf = nil
+		*buf = r.evaluated.swap(snap)
 	}
 	e.Count.Inc()
 	e.Done(ctx, res)

@@ -296,6 +296,9 @@ func (w *Worker) completed(loss float64, compute, wait time.Duration, batch int,
 	w.stats.Samples += uint64(batch)
 	w.noteAssignmentLocked(used, batch)
 	w.stats.Loss = loss
+	if w.stats.Iter == 1 {
+		w.stats.FirstLoss = loss
+	}
 	w.stats.ComputeSeconds += compute.Seconds()
 	w.stats.WaitSeconds += wait.Seconds()
 	w.stats.LastError = ""
