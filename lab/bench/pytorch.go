@@ -106,9 +106,9 @@ type PyTorchConfig struct {
 	// bridge's time ÷ the iteration's, WaitTarget a trainer's wait for its
 	// next compute ÷ its round.
 	MeshTarget, MixedTarget, BridgeTarget, WaitTarget float64
-	OutDir                                string // report.md, results.csv, runs/
-	Out                                   io.Writer
-	Verbose                               bool
+	OutDir                                            string // report.md, results.csv, runs/
+	Out                                               io.Writer
+	Verbose                                           bool
 }
 
 // DefaultPyTorchConfig is the comparison: 4 workers, equal speeds

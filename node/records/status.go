@@ -68,12 +68,12 @@ type LocalWorker struct {
 	// (a refused gradient not counted) since its process started; not its clock on the
 	// shards (WorkerStatus.Clock), which a worker joining late or
 	// rejoining starts at a clock the shards give it.
-	Iter           uint64  `json:"iter"`
-	Samples        uint64  `json:"samples"`
-	Loss           float64 `json:"loss"` // training loss of the last mini-batch
+	Iter    uint64  `json:"iter"`
+	Samples uint64  `json:"samples"`
+	Loss    float64 `json:"loss"` // training loss of the last mini-batch
 	// FirstLoss is the training loss of the worker's first iteration: the
 	// job's loss at its start, the learning check's reference (node/eval).
-	FirstLoss float64 `json:"first_loss,omitempty"`
+	FirstLoss      float64 `json:"first_loss,omitempty"`
 	ComputeSeconds float64 `json:"compute_seconds"`
 	WaitSeconds    float64 `json:"wait_seconds"` // pushing and held by gates
 	Retries        uint64  `json:"retries"`
