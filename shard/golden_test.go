@@ -393,4 +393,3 @@ func goldenVelocity(f *FSM) ([]float32, int64) {
 	defer f.mu.RUnlock()
 	return slices.Clone(f.velocity), f.arrivals
 }
-
