@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"dsspmesh/clock"
 	"dsspmesh/internal/faults"
 	"dsspmesh/shardapi"
 )
@@ -11,7 +10,7 @@ import (
 // not already in an entry still in flight, one push per worker — travel as
 // one summed gradient (entry.go's group) with each push's metadata, so a
 // follower receives and logs one gradient for them. The FSM applies the
-// group all or nothing (FSM.applyGroup): when a push the gate would not
+// group all or nothing (applyGroup, pushapply.go): when a push the gate would not
 // take after all (its worker removed meanwhile, ...) is in it, nothing of
 // the group is applied, never half of a sum, and the leader proposes the
 // group's pushes again itself (ErrRegroup, service.regroup) on the state
@@ -26,31 +25,16 @@ import (
 // entry still in flight may change, hence the all-or-nothing apply and the
 // regroup.
 
-// summable reports, for each push of ps, whether it may join the batch's
-// summed group as far as the applied state says.
-func (f *FSM) summable(ps []*Push, ok []bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if !f.initialized {
-		return
-	}
-	seen := make(map[clock.WorkerID]bool, len(ps))
-	for i, p := range ps {
-		c, known := f.gate.Clock(p.Worker)
-		ok[i] = ok[i] && known && c == p.Iter && !f.gate.IsWaiting(p.Worker) && !seen[p.Worker]
-		if ok[i] {
-			seen[p.Worker] = true
-		}
-	}
-}
-
 // group orders batch as it will sit in the entry — the summed group first
 // — and returns the entry's data. The pushes it puts in the group are
 // marked in flight until the completer clears them.
 func (s *service) group(batch []*Push) ([]*Push, []byte, error) {
 	spec := s.r.fsm.pushLimits()
 	n, prec := spec.Len, spec.Precision
-	base := s.r.fsm.balanceBase()
+	var base int64 // the weight's base when the shard weighs pushes (Spec.Weighted)
+	if spec.Weighted() {
+		base = spec.BalanceBase
+	}
 	ok := make([]bool, len(batch))
 	if s.r.cfg.SumBatches && len(batch) >= 2 && n > 0 && !faults.On(faults.SkipDedupe) && !faults.On(faults.SkipNonFinite) {
 		s.mu.Lock()
@@ -58,7 +42,11 @@ func (s *service) group(batch []*Push) ([]*Push, []byte, error) {
 			ok[i] = s.inflight[p.PushID] == 0 && len(p.Grad) == prec.Bytes(n)
 		}
 		s.mu.Unlock()
-		s.r.fsm.summable(batch, ok)
+		s.r.fsm.read(func(st *state) {
+			if st.job.initialized {
+				st.gate.summable(batch, ok)
+			}
+		})
 	}
 	var group, rest []*Push
 	for i, p := range batch {
@@ -96,9 +84,9 @@ func (s *service) group(batch []*Push) ([]*Push, []byte, error) {
 }
 
 // groupSum is the sum of the group's gradients, pushed in prec and encoded
-// in prec.Sums(), each weighted as FSM.weigh weights a push's (samples /
+// in prec.Sums(), each weighted as params.weigh weights a push's (samples /
 // base, unless base is 0 or the push has exactly base samples), added in
-// the group's order in float32 as FSM.sumAndCheck adds an entry's
+// the group's order in float32 as params.check adds an entry's
 // gradients.
 func groupSum(group []*Push, n int, prec shardapi.Precision, base int64) []byte {
 	acc, v := scratch.get(n), scratch.get(n)
@@ -118,18 +106,6 @@ func groupSum(group []*Push, n int, prec shardapi.Precision, base int64) []byte 
 		}
 	}
 	return prec.Sums().Append(nil, acc)
-}
-
-// balanceBase is Spec.BalanceBase when the shard weights pushes
-// (Spec.Weighted), else 0 (before Init, without balance, under an outer
-// rule).
-func (f *FSM) balanceBase() int64 {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if !f.spec.Weighted() {
-		return 0
-	}
-	return f.spec.BalanceBase
 }
 
 // landed clears the pushes of a completed proposal from the in-flight set.

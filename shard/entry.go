@@ -1,9 +1,12 @@
 package shard
 
 import (
-	"dsspmesh/shardapi"
+	"crypto/ed25519"
 	"encoding/binary"
 	"fmt"
+
+	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -83,6 +86,54 @@ type workerHeader struct {
 	// shards: the shard places it at no less, and advances it there if it
 	// is present below.
 	From int64 `msgpack:"f,omitempty"`
+}
+
+// identityHeader is an identity entry's header (identity.go): "revoke"
+// or "pin" of a node id.
+type identityHeader struct {
+	Op  string `msgpack:"op"` // "revoke" or "pin"
+	ID  string `msgpack:"id"`
+	Key []byte `msgpack:"k,omitempty"`
+	// MAC (revoke) is the operator's authentication of the revocation
+	// (mesh.MeshKey.OperatorMAC), kept so that a node can pass the
+	// revocation on to one that checks it itself; the shard does not
+	// check it (it holds no key).
+	MAC []byte `msgpack:"mac,omitempty"`
+}
+
+// maxMAC bounds a revocation's MAC (an HMAC-SHA256 is 32 bytes).
+const maxMAC = 64
+
+func encodeIdentity(h identityHeader) ([]byte, error) {
+	return appendEntry(entryIdentity, h, 0)
+}
+
+// checkIdentityHeader holds the rules of an identity entry's fields.
+func checkIdentityHeader(h identityHeader) error {
+	if err := mesh.NodeID(h.ID).Validate(); err != nil {
+		return err
+	}
+	switch h.Op {
+	case "revoke":
+		if len(h.Key) != 0 || len(h.MAC) > maxMAC {
+			return fmt.Errorf("revoke of %q carries a key, or a MAC of %d bytes (at most %d)", h.ID, len(h.MAC), maxMAC)
+		}
+	case "pin":
+		if mesh.NodeID(h.ID).SelfCertifying() {
+			return fmt.Errorf("pin of %q: a self-certifying id is bound to its key already", h.ID)
+		}
+		if len(h.Key) != ed25519.PublicKeySize || len(h.MAC) != 0 {
+			return fmt.Errorf("pin of %q: key of %d bytes, want %d", h.ID, len(h.Key), ed25519.PublicKeySize)
+		}
+	default:
+		return fmt.Errorf("identity op %q unknown (known: revoke, pin)", h.Op)
+	}
+	return nil
+}
+
+// encodeSuspend is a suspend entry for w, seen by the leader at clock clk.
+func encodeSuspend(w clock.WorkerID, clk int64) ([]byte, error) {
+	return encodeWorker(entrySuspendWorker, w, clk)
 }
 
 // entry is a decoded log entry; payload slices alias the log's bytes.

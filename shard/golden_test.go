@@ -148,7 +148,7 @@ func (g *goldenFSM) do(cmd string, args []string) string {
 	case "init":
 		spec, theta := g.parseInit(args)
 		g.spec = spec
-		g.f.shard = spec.Shard
+		g.f.st.shard = spec.Shard
 		data, err = encodeInit(spec, theta)
 	case "add":
 		data, err = encodeWorker(entryAddWorker, clock.WorkerID(args[0]), g.atoi(args[1]))
@@ -391,5 +391,5 @@ func floatsText(v []float32) string {
 func goldenVelocity(f *FSM) ([]float32, int64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return slices.Clone(f.velocity), f.arrivals
+	return slices.Clone(f.st.params.velocity), f.st.params.arrivals
 }

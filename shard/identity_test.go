@@ -72,7 +72,7 @@ func TestRevocationAppliedAndKeptThroughSnapshot(t *testing.T) {
 	if len(a.Released) != 1 || a.Released[0].Worker != "b" {
 		t.Fatalf("revoking the slow worker released %+v, want b", a.Released)
 	}
-	if _, ok := h.f.gate.Clock("a"); ok {
+	if _, ok := h.f.st.gate.g.Clock("a"); ok {
 		t.Fatal("revoked worker still in the gate")
 	}
 	if a := h.apply(encodeIdentity(identityHeader{Op: "revoke", ID: "a"})); a.Err != nil {
@@ -159,6 +159,23 @@ func TestPinFirstKeyWins(t *testing.T) {
 	if len(pins) != 1 || !pins["node-0a1b2c3d"].Equal(k1) {
 		t.Fatalf("pins after restore: %v", pins)
 	}
+}
+
+// snapshotHeader is the header of a version-2 snapshot as the builds
+// before sub-machines wrote it from one struct (today each section writes
+// its keys in this order: state.sections).
+type snapshotHeader struct {
+	Initialized bool              `msgpack:"init"`
+	Spec        shardapi.Spec     `msgpack:"spec"`
+	Samples     int64             `msgpack:"samples"`
+	Pushes      uint64            `msgpack:"pushes"`
+	Duplicates  uint64            `msgpack:"dups"`
+	Rejected    []uint64          `msgpack:"rejected"`
+	Gate        []byte            `msgpack:"gate"`
+	LastIndex   uint64            `msgpack:"index"`
+	Balance     *balanceSnapshot  `msgpack:"bal,omitempty"`
+	Arrivals    int64             `msgpack:"arr,omitempty"`
+	Identities  *identitySnapshot `msgpack:"ids,omitempty"`
 }
 
 // snapshotHeaderBefore is snapshotHeader as builds before revocations

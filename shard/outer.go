@@ -9,7 +9,7 @@ import "dsspmesh/shardapi"
 // pseudo-gradients are summed (S, k
 // arrivals: pushes with samples) and applied in one step, with N the
 // workers in the gate (at least 1) and c the arrivals since the last
-// momentum step (FSM.arrivals, replicated):
+// momentum step (params.arrivals, replicated):
 //
 //	sgd:       θ ← θ − (LR/N)·S
 //	nesterov:  if c = 0 and k > 0:  m ← μ·m        (a momentum period starts)
@@ -40,26 +40,11 @@ type outerRates struct {
 	n   int64 // N
 }
 
-func (f *FSM) outerRates() outerRates { return ratesOf(f.spec.Outer, f.gate.Len()) }
-
 // ratesOf is o's constants with workers in the gate (N, at least 1).
 func ratesOf(o shardapi.Outer, workers int) outerRates {
 	n := max(int64(workers), 1)
 	return outerRates{a: float32(o.LR / float64(n)), inv: float32(1 / float64(n)), lr: float32(o.LR),
 		mu: float32(o.Momentum), n: n}
-}
-
-// outerStarts reports whether an entry of k arrivals starts a momentum
-// period: none is under way (c = 0) and it carries an arrival.
-func (f *FSM) outerStarts(k int64) bool {
-	return k > 0 && f.arrivals == 0
-}
-
-// outerFires reports whether an entry of k arrivals ends the momentum
-// period: the arrivals since the last momentum step reach N. An entry of
-// no arrivals (fetches of no samples only) never does.
-func (f *FSM) outerFires(r outerRates, k int64) bool {
-	return k > 0 && satAdd(f.arrivals, k) >= r.n
 }
 
 // outerStep applies one entry's sum s of pseudo-gradients by o's rule;
@@ -124,7 +109,7 @@ func hasVelocity(spec shardapi.Spec) bool {
 	return spec.Optimizer.Kind == shardapi.Momentum
 }
 
-// maxArrivals bounds FSM.arrivals in a snapshot: it is reset whenever it
+// maxArrivals bounds params.arrivals in a snapshot: it is reset whenever it
 // reaches N, so it stays below the most workers a gate has held plus one
 // entry's pushes, far below this.
 const maxArrivals = 1 << 24

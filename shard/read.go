@@ -15,7 +15,7 @@ import (
 // with stale parameters, and waits until every earlier entry is applied.
 func (r *Replica) Read(ctx context.Context) (shardapi.Slice, error) {
 	var s shardapi.Slice
-	err := r.read(ctx, func(f *FSM) { s = f.sliceLocked(r.cfg.ID, append([]float32(nil), f.theta...)) })
+	err := r.read(ctx, func(st *state) { s = sliceOf(st, r.cfg.ID, append([]float32(nil), st.params.theta...)) })
 	return s, err
 }
 
@@ -25,13 +25,13 @@ func (r *Replica) Read(ctx context.Context) (shardapi.Slice, error) {
 func (r *Replica) readFP32(ctx context.Context) (shardapi.Slice, []byte, error) {
 	var s shardapi.Slice
 	var b []byte
-	err := r.read(ctx, func(f *FSM) { s, b = f.sliceLocked(r.cfg.ID, nil), shardapi.FP32.Append(nil, f.theta) })
+	err := r.read(ctx, func(st *state) { s, b = sliceOf(st, r.cfg.ID, nil), shardapi.FP32.Append(nil, st.params.theta) })
 	return s, b, err
 }
 
 // read runs the barrier, then take under the FSM's read lock, once the
 // shard is initialized.
-func (r *Replica) read(ctx context.Context, take func(*FSM)) error {
+func (r *Replica) read(ctx context.Context, take func(*state)) error {
 	if !r.IsLeader() {
 		return r.notLeader()
 	}
@@ -45,21 +45,22 @@ func (r *Replica) read(ctx context.Context, take func(*FSM)) error {
 		}
 		return fmt.Errorf("shard %d: read barrier: %w", r.cfg.Shard, err)
 	}
-	f := r.fsm
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if !f.initialized {
-		return fmt.Errorf("shard %d: %w", r.cfg.Shard, shardapi.ErrNotInitialized)
-	}
-	take(f)
-	return nil
+	var err error
+	r.fsm.read(func(st *state) {
+		if !st.job.initialized {
+			err = fmt.Errorf("shard %d: %w", r.cfg.Shard, shardapi.ErrNotInitialized)
+			return
+		}
+		take(st)
+	})
+	return err
 }
 
-// sliceLocked is the applied state with params as its parameters, read
-// from leader; f.mu held.
-func (f *FSM) sliceLocked(leader mesh.NodeID, params []float32) shardapi.Slice {
-	return shardapi.Slice{Shard: f.shard, Leader: leader, Params: params, Min: f.gate.Min(), Max: f.gate.Max(),
-		Index: f.lastIndex, Samples: f.samples}
+// sliceOf is the applied state with params as its parameters, read from
+// leader.
+func sliceOf(st *state, leader mesh.NodeID, params []float32) shardapi.Slice {
+	return shardapi.Slice{Shard: st.shard, Leader: leader, Params: params, Min: st.gate.g.Min(), Max: st.gate.g.Max(),
+		Index: uint64(st.index), Samples: st.tally.samples}
 }
 
 // handleRead answers an opRead on the replica's RPC channel; the barrier

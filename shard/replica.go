@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"crypto/ed25519"
 	"dsspmesh/shardapi"
 	"errors"
 	"fmt"
@@ -334,3 +335,32 @@ func (r *Replica) Shutdown() error {
 	})
 	return r.closeErr
 }
+
+// Revoke revokes node id in this shard (leader only): its worker leaves
+// the gate (its held push is answered with a rejection, workers it held
+// back are released) and every replica refuses its later pushes and
+// add-workers. mac, the operator's authentication of it, is kept with it
+// (unchecked here). Idempotent.
+func (r *Replica) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) error {
+	return r.proposeIdentity(ctx, identityHeader{Op: "revoke", ID: string(id), MAC: mac})
+}
+
+// Pin records key as legacy id's key in this shard (leader only) unless
+// one is pinned; a pin of another key is a *shardapi.RejectError.
+func (r *Replica) Pin(ctx context.Context, id mesh.NodeID, key ed25519.PublicKey) error {
+	return r.proposeIdentity(ctx, identityHeader{Op: "pin", ID: string(id), Key: key})
+}
+
+func (r *Replica) proposeIdentity(ctx context.Context, h identityHeader) error {
+	if err := checkIdentityHeader(h); err != nil {
+		return fmt.Errorf("shard %d: %w", r.cfg.Shard, err)
+	}
+	b, err := encodeIdentity(h)
+	if err != nil {
+		return err
+	}
+	return r.proposeChecked(ctx, b)
+}
+
+// Identities is the shard's identity state as this replica applied it.
+func (r *Replica) Identities() shardapi.Identities { return r.fsm.Identities() }

@@ -243,7 +243,10 @@ func (s *service) handlePush(c *workerConn, req shardapi.Request, grad []byte) {
 	}
 	var floor func() float64
 	if spec.Outer.On() {
-		floor = func() float64 { return roundFloor * s.r.fsm.paramsNorm() }
+		floor = func() (norm float64) {
+			s.r.fsm.read(func(st *state) { norm = st.params.norm() })
+			return roundFloor * norm
+		}
 	}
 	if reason, detail := s.hyg.check(req.Worker, spec, grad, req.Samples, floor); reason != 0 && !faults.On(faults.SkipNonFinite) {
 		s.reject(c, req.Op, req.PushID, reason, detail)
@@ -357,7 +360,7 @@ func (s *service) answer(k heldKey, rep shardapi.Reply, params []byte) {
 	if rep.Status != shardapi.ReplyOK {
 		params = nil
 	} else {
-		rep.Assign, rep.Ahead = s.r.fsm.assignments(k.Worker, k.Iter)
+		s.r.fsm.read(func(st *state) { rep.Assign, rep.Ahead = st.bal.assignments(k.Worker, k.Iter) })
 	}
 	s.send(k.c, rep, params)
 }

@@ -6,7 +6,6 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
-	"dsspmesh/shardapi"
 )
 
 // Suspicion: the leader stops a dead worker from holding the living.
@@ -88,55 +87,6 @@ func (p SuspectPolicy) orDefault() SuspectPolicy {
 	return p
 }
 
-// encodeSuspend is a suspend entry for w, seen by the leader at clock clk.
-func encodeSuspend(w clock.WorkerID, clk int64) ([]byte, error) {
-	return encodeWorker(entrySuspendWorker, w, clk)
-}
-
-// applySuspendWorker removes w if it is still at clk and the gate may
-// suspend it; it reports whether it did.
-func (f *FSM) applySuspendWorker(w clock.WorkerID, clk int64) (bool, []clock.Release, error) {
-	if !f.initialized {
-		return false, nil, nil
-	}
-	if c, ok := f.gate.Clock(w); !ok || c != clk || !f.gate.Suspectable(w) {
-		return false, nil, nil
-	}
-	rel, err := f.removeWorker(w)
-	return err == nil, rel, err
-}
-
-// suspectCandidate is a worker the gate could suspend, as the FSM sees it.
-type suspectCandidate struct {
-	w      clock.WorkerID
-	clock  int64
-	times  clock.Timestamps
-	nTimes int
-}
-
-// suspectable lists the workers the gate could suspend now.
-func (f *FSM) suspectable() []suspectCandidate {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if !f.initialized || f.gate.Len() < 2 {
-		return nil
-	}
-	// Cheap filters first (this runs every Check on every leader): no
-	// held push, nobody to release; only workers at t_min qualify.
-	if len(f.gate.Waiting()) == 0 {
-		return nil
-	}
-	var out []suspectCandidate
-	for _, w := range f.gate.Workers() {
-		info, _ := f.gate.Worker(w)
-		if info.Clock != f.gate.Min() || info.Waiting || !f.gate.Suspectable(w) {
-			continue
-		}
-		out = append(out, suspectCandidate{w: w, clock: info.Clock, times: info.Times, nTimes: info.NTimes})
-	}
-	return out
-}
-
 // suspector is the leader's periodic check; it runs for the replica's life
 // and does nothing while the replica follows.
 func (s *service) suspector() {
@@ -172,7 +122,12 @@ func (s *service) suspects(now time.Time) []suspectCandidate {
 		s.mu.Unlock()
 		return nil
 	}
-	cands := s.r.fsm.suspectable()
+	var cands []suspectCandidate
+	s.r.fsm.read(func(st *state) {
+		if st.job.initialized {
+			cands = st.gate.suspectable()
+		}
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.leadSince.IsZero() {
@@ -240,15 +195,4 @@ func (s *service) suspend(c suspectCandidate) {
 	case a.Suspected:
 		s.r.log.Info("suspended a silent, disconnected worker", "worker", c.w, "clock", c.clock, "released", len(a.Released))
 	}
-}
-
-// suspectedApplied fills out for an applied suspend entry.
-func (f *FSM) suspectedApplied(out *shardapi.Applied, e entry) {
-	out.Worker = e.worker
-	ok, rel, err := f.applySuspendWorker(e.worker, e.from)
-	if ok {
-		out.Kind, out.Suspected, out.Released = "remove-worker", true, rel
-		return
-	}
-	out.Kind, out.Err = "suspect", err
 }

@@ -147,10 +147,10 @@ func TestSuspensionOfAWorkerThatMovedOnChangesNothing(t *testing.T) {
 func (f *FSM) gateWorker(w clock.WorkerID) (clock.WorkerInfo, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if f.gate == nil {
+	if f.st.gate.g == nil {
 		return clock.WorkerInfo{}, false
 	}
-	return f.gate.Worker(w)
+	return f.st.gate.g.Worker(w)
 }
 
 func (f *FSM) gateWaiting(w clock.WorkerID) bool {
