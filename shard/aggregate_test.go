@@ -158,12 +158,12 @@ func TestGroupSumMatchesSeparatePushes(t *testing.T) {
 		grads := [][]float32{{0.1, -0.2, 0.3}, {1e-3, 7, -0.5}, {3, 3, 3}}
 		samples := []int64{4, 16, 8}
 		var sep []Push
-		var group []*Push
+		var group []*ticket
 		for i, w := range []clock.WorkerID{"a", "b", "c"} {
 			sep = append(sep, Push{PushMeta: meta(w, 0, samples[i]), Grad: gradBytes(grads[i])})
 		}
 		for i := range sep {
-			group = append(group, &sep[i])
+			group = append(group, &ticket{Push: sep[i]})
 		}
 		var got [2][]float32
 		for k := range got {

@@ -60,7 +60,7 @@ type Config struct {
 	// once. See DefaultBatchLinger for what it bought.
 	BatchLinger time.Duration
 	// SumBatches makes the leader send the pushes of a batch that the gate
-	// will take as one summed gradient (aggregate.go).
+	// will take as one summed gradient (proposer.go, group).
 	SumBatches bool
 
 	// ApplyTimeout bounds the wait to enqueue a proposal.
@@ -259,4 +259,40 @@ func (c Config) Validate() error {
 		return fmt.Errorf("shard: Config.BatchLinger (%s) must be in [0, %s]", c.BatchLinger, maxBatchLinger)
 	}
 	return nil
+}
+
+// SuspectPolicy tunes suspicion; the zero value is DefaultSuspectPolicy.
+type SuspectPolicy struct {
+	Off   bool          // never suspect (gossip alone removes dead workers)
+	After int64         // predicted push intervals without a push; default 4
+	Floor time.Duration // the least silence suspected; default 1s
+	Check time.Duration // period of the leader's check; default 250ms
+	// Silence counts a worker whose stream is still open as disconnected
+	// when nothing has arrived from its node for this long (a transport
+	// that is a mesh.SilenceReporter: QUIC answers keep-alives every
+	// 750 ms); default 1.5s.
+	Silence time.Duration
+}
+
+// DefaultSuspectPolicy is 4 predicted intervals, at least 1 s, checked
+// every 250 ms.
+func DefaultSuspectPolicy() SuspectPolicy {
+	return SuspectPolicy{After: 4, Floor: time.Second, Check: 250 * time.Millisecond, Silence: 1500 * time.Millisecond}
+}
+
+func (p SuspectPolicy) orDefault() SuspectPolicy {
+	d := DefaultSuspectPolicy()
+	if p.After <= 0 {
+		p.After = d.After
+	}
+	if p.Floor <= 0 {
+		p.Floor = d.Floor
+	}
+	if p.Check <= 0 {
+		p.Check = d.Check
+	}
+	if p.Silence <= 0 {
+		p.Silence = d.Silence
+	}
+	return p
 }

@@ -15,10 +15,11 @@
 //     and shows the observer. Each sub-machine has its own apply, its own
 //     section of the snapshot (snapshot.go) and no reference to another or
 //     to the FSM.
-//   - [Replica]: one node's member of the shard's raft group and, while it
-//     leads, the push service on mesh.Channel{KindRPC, shard}; it answers
-//     what a node asks of the group without exposing raft (Configuration,
-//     TransferLeadership, LeaderChanged, Read, Reconcile, Revoke).
+//   - [Replica]: one node's member of the shard's raft group (member.go)
+//     and, while it leads, the push service on mesh.Channel{KindRPC,
+//     shard}; it answers what a node asks of the group without exposing
+//     raft (Configuration, TransferLeadership, LeaderChanged, Read,
+//     Reconcile, Revoke).
 //
 // # Guarantees
 //
@@ -52,14 +53,17 @@
 // raft calls FSM.Apply, Snapshot and Restore on its own goroutines (never
 // two Applies at once); readers take the FSM's RWMutex for reading
 // (FSM.read). A snapshot shares θ with the FSM until it has written it;
-// an Apply meanwhile steps a copy. A Replica runs an accept loop, a reader
-// per worker stream, the proposer, the completer, the evaluator of held
-// replies and keep-alives, the suspector, the leadership watcher, and one
-// goroutine per membership request, suspension or regrouped push. Replica
-// methods are safe for concurrent use; FSM.Apply never takes a service
-// lock (it signals the evaluator through a one-slot channel). Lock order:
-// service.mu → workerConn.sendMu; service.mu → FSM.mu → the reply cache's
-// mu; FSM.Snapshot waits on snapshotMem before FSM.mu.
+// an Apply meanwhile steps a copy. The leader's push service is three
+// stages, each with its own goroutines and lock, a push being one ticket
+// (conn.go) from receipt to reply: intake (intake.go: accept, one reader
+// per worker stream, check), proposer (proposer.go: batch, group,
+// propose, complete in order, regroup) and replier (replier.go: settle,
+// decide, answer, hold, keep-alives); beside them the suspector
+// (suspect.go) and the leadership watcher. Replica methods are safe for
+// concurrent use; FSM.Apply never takes a stage's lock (it signals the
+// replier through a one-slot channel). Lock order: replier.mu → FSM.mu →
+// the reply cache's mu; suspector.mu → intake.mu; a stream's send lock
+// alone; FSM.Snapshot waits on snapshotMem before FSM.mu.
 //
 // Ownership: the parameters a push returns are the caller's; an OK's
 // encoding is shared read-only by the replies at one applied index; entry

@@ -45,12 +45,10 @@ const (
 
 const entryPrefix = 5
 
-// Push is one worker's gradient for one shard and iteration, from the
-// leader's receipt to its apply: the leader's service queues it with the
-// stream its reply goes to, a push entry holds it, the FSM applies it. Its
-// msgpack form is one push's header in a push entry (keys w, i, s, c, t,
-// n); Grad, the encoded tensor (shardapi's codec), follows in the entry's
-// payload.
+// Push is one worker's gradient for one shard and iteration as it is
+// replicated: one push's header in a push entry (keys w, i, s, c, t, n),
+// its Grad, the encoded tensor (shardapi's codec), in the entry's payload.
+// On the leader it is part of a ticket (conn.go).
 type Push struct {
 	shardapi.PushMeta       // keys w, i, s, c
 	RecvNanos         int64 `msgpack:"t"` // leader's receipt time, the gate's A[w][0]
@@ -59,16 +57,7 @@ type Push struct {
 	// group's sum). encodeGroup sets it.
 	Bytes int    `msgpack:"n"`
 	Grad  []byte `msgpack:"-"`
-
-	// On the leader only, never in an entry: the stream the reply goes to,
-	// and whether the worker keeps its slice (Request.Keep: the OK carries
-	// none).
-	c    *workerConn
-	keep bool
 }
-
-// key names the reply p waits for: its stream, its PushID and Keep.
-func (p *Push) key() heldKey { return heldKey{c: p.c, PushID: p.PushID, keep: p.keep} }
 
 type initHeader struct {
 	Spec shardapi.Spec `msgpack:"spec"`

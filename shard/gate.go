@@ -108,7 +108,7 @@ func (s gateState) reply(w clock.WorkerID, iter int64) replyState {
 }
 
 // summable marks, for each push of ps, whether it may join a batch's
-// summed group as far as the gate says (aggregate.go): the gate takes it,
+// summed group as far as the gate says (proposer.go): the gate takes it,
 // one push per worker.
 func (s gateState) summable(ps []*Push, ok []bool) {
 	seen := make(map[clock.WorkerID]bool, len(ps))

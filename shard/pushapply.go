@@ -129,7 +129,7 @@ func refuse(st *state, q Push, reason shardapi.Reason, detail string) error {
 // ErrRegroup is the outcome of a push of a summed group the FSM did not
 // apply because another push of the group could not be (a duplicate, a
 // removed worker, ...): nothing of the group changed, and the leader
-// proposes the push again (service.regroup); its worker never sees it.
+// proposes the push again (proposer.regroup); its worker never sees it.
 var ErrRegroup = errors.New("shard: not applied: a push summed with it could not be; proposed again")
 
 // applyGroup applies a summed group (their gradients' sum in sum) all or

@@ -173,3 +173,39 @@ func (r *Replica) probe(ctx context.Context, id mesh.NodeID) (uint64, error) {
 	}
 	return rep.Index, nil
 }
+
+// Configuration returns the shard's raft configuration as this replica
+// knows it. It waits for raft's main loop, so it fails once the replica is
+// shut down.
+func (r *Replica) Configuration() (shardapi.Configuration, error) {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return shardapi.Configuration{}, fmt.Errorf("shard %d: read configuration: %w", r.cfg.Shard, err)
+	}
+	var c shardapi.Configuration
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c.Voters = append(c.Voters, mesh.NodeID(s.ID))
+		} else {
+			c.Nonvoters = append(c.Nonvoters, mesh.NodeID(s.ID))
+		}
+	}
+	return c, nil
+}
+
+// TransferLeadership hands leadership to voter to, or, with to empty, to
+// the most up-to-date other voter, and waits for the outcome (leader
+// only). A graceful leave calls it so the shard does not wait out an
+// election timeout; a node leading more than its share names the voter.
+func (r *Replica) TransferLeadership(to mesh.NodeID) error {
+	f := r.raft.LeadershipTransfer
+	if to != "" {
+		f = func() raft.Future {
+			return r.raft.LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(to))
+		}
+	}
+	if err := f().Error(); err != nil {
+		return fmt.Errorf("shard %d: leadership transfer to %q: %w", r.cfg.Shard, to, err)
+	}
+	return nil
+}

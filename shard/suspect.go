@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"dsspmesh/clock"
@@ -51,46 +52,21 @@ import (
 // worker the wait of one AddWorker; its gradient for the iterations it
 // skips, if t_min moved past it, are the ones AdvanceWorker counts empty.
 
-// SuspectPolicy tunes suspicion; the zero value is DefaultSuspectPolicy.
-type SuspectPolicy struct {
-	Off   bool          // never suspect (gossip alone removes dead workers)
-	After int64         // predicted push intervals without a push; default 4
-	Floor time.Duration // the least silence suspected; default 1s
-	Check time.Duration // period of the leader's check; default 250ms
-	// Silence counts a worker whose stream is still open as disconnected
-	// when nothing has arrived from its node for this long (a transport
-	// that is a mesh.SilenceReporter: QUIC answers keep-alives every
-	// 750 ms); default 1.5s.
-	Silence time.Duration
+// suspector is the leader's periodic check; it runs for the replica's
+// life and does nothing while the replica follows.
+type suspector struct {
+	m  *member
+	in *intake // the worker streams open here (disconnected)
+
+	mu sync.Mutex
+	// leadSince is when this replica took the lead (zero while it
+	// follows); suspecting are the workers whose suspension is proposed.
+	leadSince  time.Time
+	suspecting map[clock.WorkerID]bool
 }
 
-// DefaultSuspectPolicy is 4 predicted intervals, at least 1 s, checked
-// every 250 ms.
-func DefaultSuspectPolicy() SuspectPolicy {
-	return SuspectPolicy{After: 4, Floor: time.Second, Check: 250 * time.Millisecond, Silence: 1500 * time.Millisecond}
-}
-
-func (p SuspectPolicy) orDefault() SuspectPolicy {
-	d := DefaultSuspectPolicy()
-	if p.After <= 0 {
-		p.After = d.After
-	}
-	if p.Floor <= 0 {
-		p.Floor = d.Floor
-	}
-	if p.Check <= 0 {
-		p.Check = d.Check
-	}
-	if p.Silence <= 0 {
-		p.Silence = d.Silence
-	}
-	return p
-}
-
-// suspector is the leader's periodic check; it runs for the replica's life
-// and does nothing while the replica follows.
-func (s *service) suspector() {
-	pol := s.r.cfg.Suspect.orDefault()
+func (s *suspector) run() {
+	pol := s.m.cfg.Suspect.orDefault()
 	if pol.Off {
 		return
 	}
@@ -99,13 +75,13 @@ func (s *service) suspector() {
 	for {
 		select {
 		case <-tick.C:
-		case <-s.r.ctx.Done():
+		case <-s.m.ctx.Done():
 			return
 		}
-		for _, c := range s.suspects(s.r.deps.Clock.Now()) {
-			s.r.wg.Add(1)
+		for _, c := range s.suspects(s.m.deps.Clock.Now()) {
+			s.m.wg.Add(1)
 			go func() {
-				defer s.r.wg.Done()
+				defer s.m.wg.Done()
 				s.suspend(c)
 			}()
 		}
@@ -114,16 +90,16 @@ func (s *service) suspector() {
 
 // suspects returns the workers to suspend at now (see the file comment)
 // and marks them in flight. It tracks when this replica took the lead.
-func (s *service) suspects(now time.Time) []suspectCandidate {
-	pol := s.r.cfg.Suspect.orDefault()
-	if !s.r.IsLeader() {
+func (s *suspector) suspects(now time.Time) []suspectCandidate {
+	pol := s.m.cfg.Suspect.orDefault()
+	if !s.m.IsLeader() {
 		s.mu.Lock()
 		s.leadSince = time.Time{}
 		s.mu.Unlock()
 		return nil
 	}
 	var cands []suspectCandidate
-	s.r.fsm.read(func(st *state) {
+	s.m.fsm.read(func(st *state) {
 		if st.job.initialized {
 			cands = st.gate.suspectable()
 		}
@@ -139,7 +115,7 @@ func (s *service) suspects(now time.Time) []suspectCandidate {
 		if !clock.Overdue(c.times, c.nTimes, last, now.UnixNano(), pol.After, pol.Floor.Nanoseconds()) {
 			continue
 		}
-		if s.suspecting[c.w] || !s.disconnectedLocked(mesh.NodeID(c.w), pol.Silence) {
+		if s.suspecting[c.w] || !s.disconnected(mesh.NodeID(c.w), pol.Silence) {
 			continue
 		}
 		if s.suspecting == nil {
@@ -151,32 +127,22 @@ func (s *service) suspects(now time.Time) []suspectCandidate {
 	return out
 }
 
-// connectedLocked reports whether a worker stream from id is open here.
-func (s *service) connectedLocked(id mesh.NodeID) bool {
-	for c := range s.conns {
-		if c.s.Peer() == id {
-			return true
-		}
-	}
-	return false
-}
-
-// disconnectedLocked is the suspicion's evidence that id's node is gone.
-// A transport that reports silence (QUIC) decides: no connection to the
+// disconnected is the suspicion's evidence that id's node is gone. A
+// transport that reports silence (QUIC) decides: no connection to the
 // node, or nothing heard from it for d — a live node answers keep-alives
 // even while its worker is blocked on another shard and has no stream
 // here (a new leader's case). Otherwise (in-memory transport): no worker
 // stream from id is open here.
-func (s *service) disconnectedLocked(id mesh.NodeID, d time.Duration) bool {
-	if sr, ok := s.r.deps.Transport.(mesh.SilenceReporter); ok {
+func (s *suspector) disconnected(id mesh.NodeID, d time.Duration) bool {
+	if sr, ok := s.m.deps.Transport.(mesh.SilenceReporter); ok {
 		quiet, connected := sr.PeerSilence(id)
 		return !connected || quiet >= d
 	}
-	return !s.connectedLocked(id)
+	return !s.in.connected(id)
 }
 
 // suspend proposes the suspend entry for c and logs the outcome.
-func (s *service) suspend(c suspectCandidate) {
+func (s *suspector) suspend(c suspectCandidate) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.suspecting, c.w)
@@ -186,13 +152,13 @@ func (s *service) suspend(c suspectCandidate) {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.r.ctx, s.r.cfg.ApplyTimeout)
+	ctx, cancel := context.WithTimeout(s.m.ctx, s.m.cfg.ApplyTimeout)
 	defer cancel()
-	a, err := s.r.propose(ctx, b)
+	a, err := s.m.propose(ctx, b)
 	switch {
 	case err != nil:
-		s.r.log.Debug("suspend worker", "worker", c.w, "err", err)
+		s.m.log.Debug("suspend worker", "worker", c.w, "err", err)
 	case a.Suspected:
-		s.r.log.Info("suspended a silent, disconnected worker", "worker", c.w, "clock", c.clock, "released", len(a.Released))
+		s.m.log.Info("suspended a silent, disconnected worker", "worker", c.w, "clock", c.clock, "released", len(a.Released))
 	}
 }

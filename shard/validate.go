@@ -8,7 +8,7 @@ import (
 )
 
 // checkPush is the one validation of a push's fields and length, run by
-// the leader's service before it proposes a push and by every replica's
+// the leader's intake before it proposes a push and by every replica's
 // FSM as it applies one, alone or in a summed group:
 //
 //   - a worker named, no negative iteration, samples or compute time

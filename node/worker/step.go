@@ -20,10 +20,12 @@ import (
 // does the I/O the decisions name, and step_test.go replays inputs
 // through Step and compares every decision with a table.
 //
-// Ownership follows the loop's: while a push is in flight its goroutines
-// call Keep, Replied and ReAdded, each for its own shard s only (they
-// read and write Iters[s] alone); the loop calls the rest only when no
-// push is in flight.
+// Step owns its state: only its methods write its fields (the loop reads
+// them), each taking an input — a reply, an align's or a re-add's clock,
+// a slice landed or lent back — and saying what follows. Ownership
+// follows the loop's: while a push is in flight its goroutines call Keep,
+// Replied and ReAdded, each for its own shard s only (they read and write
+// Iters[s] alone); the loop calls the rest only when no push is in flight.
 type Step struct {
 	// Iters is the worker's next iteration on each shard; align keeps
 	// them equal except during a push.
@@ -253,6 +255,22 @@ func (m *Step) AlignRound(every bool) (target int64, shards []int) {
 		}
 	}
 	return target, shards
+}
+
+// Aligned takes an align's answer: shard s has the worker at clk.
+func (m *Step) Aligned(s int, clk int64) { m.Iters[s] = clk }
+
+// Rejoin forgets the clocks before a join, which asks every shard.
+func (m *Step) Rejoin() { clear(m.Iters) }
+
+// Landed takes shard s's slice of θ as a push's reply brought it, read at r.
+func (m *Step) Landed(s int, r records.SliceRead) { m.Reads[s] = r }
+
+// Lent takes shard s's slice of θ back from the evaluation, read at v: a
+// read made after one outside the gate (join's fetch, a moved clock) is as
+// far outside, no OK having waited for the bound since.
+func (m *Step) Lent(s int, v shardapi.Version) {
+	m.Reads[s] = records.SliceRead{Version: v, Unchecked: m.Reads[s].Unchecked}
 }
 
 // JoinFetch sets the clocks for join's fetch, once align has made them
