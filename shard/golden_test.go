@@ -3,9 +3,7 @@ package shard
 import (
 	"crypto/ed25519"
 	"encoding/hex"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,102 +13,13 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
+	"dsspmesh/internal/golden"
 	"dsspmesh/shardapi"
 )
 
-// Golden transcripts (testdata/golden/*.txt), in the manner of etcd-io/raft's
-// interaction tests: each file is a script of commands, each command a line
-// "> cmd args…" followed by what it produced. The test replays every
-// command and compares what it produces with the text under it; with
-// -rewrite it writes the text instead:
-//
-//	go test ./shard -run Golden -rewrite
-//
-// A changed rule shows as a diff naming the file, the command and the
-// first lines that differ.
-var rewrite = flag.Bool("rewrite", false, "rewrite the golden transcripts in testdata/golden with what the code produces")
-
-// runGolden replays the transcript at path, one command at a time through
-// do, and compares (or, with -rewrite, replaces) each command's output.
-func runGolden(t *testing.T, path string, do func(cmd string, args []string) string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	var cmd string
-	var want []string
-	var diffs []string
-	flush := func() {
-		if cmd == "" {
-			return
-		}
-		f := strings.Fields(strings.TrimPrefix(cmd, "> "))
-		got := strings.TrimRight(do(f[0], f[1:]), "\n")
-		w := strings.TrimRight(strings.Join(want, "\n"), "\n")
-		if got != w {
-			diffs = append(diffs, fmt.Sprintf("%s\n%s", cmd, lineDiff(w, got)))
-		}
-		out.WriteString(cmd + "\n")
-		if got != "" {
-			out.WriteString(got + "\n")
-		}
-		out.WriteString("\n")
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		switch {
-		case strings.HasPrefix(line, "> "):
-			flush()
-			cmd, want = line, nil
-		case cmd == "":
-			out.WriteString(line + "\n") // the file's header: comments, blank lines
-		case line != "" || len(want) > 0:
-			want = append(want, line)
-		}
-	}
-	flush()
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	for _, d := range diffs {
-		t.Errorf("%s: transcript differs (go test ./shard -run Golden -rewrite to accept):\n%s", path, d)
-	}
-}
-
-// lineDiff shows the first lines at which want and got differ.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	shown := 0
-	for i := 0; i < max(len(w), len(g)) && shown < 6; i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			fmt.Fprintf(&b, "  line %d\n    - %s\n    + %s\n", i+1, wl, gl)
-			shown++
-		}
-	}
-	return b.String()
-}
-
-// goldenFiles are the transcripts of one prefix in testdata/golden.
-func goldenFiles(t *testing.T, prefix string) []string {
-	t.Helper()
-	fs, err := filepath.Glob(filepath.Join("testdata", "golden", prefix+"*.txt"))
-	if err != nil || len(fs) == 0 {
-		t.Fatalf("no transcripts %s*.txt: %v", prefix, err)
-	}
-	return fs
-}
+// Golden transcripts (internal/golden; testdata/golden/*.txt): go test
+// ./shard -run Golden replays them, -rewrite writes what the code
+// produces.
 
 // TestGoldenFSM replays the FSM transcripts: entries in (the same bytes a
 // leader proposes), the Applied and the state out, with the state hash
@@ -125,10 +34,10 @@ func goldenFiles(t *testing.T, prefix string) []string {
 // reply W ITER (the leader's reply decision and shard 0's assignments);
 // snapshot (restore a copy and compare its hash); state.
 func TestGoldenFSM(t *testing.T) {
-	for _, path := range goldenFiles(t, "fsm_") {
+	for _, path := range golden.Files(t, filepath.Join("testdata", "golden"), "fsm_") {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			g := &goldenFSM{t: t, f: NewFSM(1, nil)}
-			runGolden(t, path, g.do)
+			golden.Run(t, path, g.do)
 		})
 	}
 }

@@ -17,8 +17,8 @@ import (
 // its methods take what happened (a push's reply, a re-add's clock, a
 // whole push's outcome) and say what to do next. It computes nothing,
 // sends nothing and reads no clock: the loop (worker.go, pipeline.go)
-// does the I/O the decisions name, and step_test.go replays inputs
-// through Step and compares every decision with a table.
+// does the I/O the decisions name, and step_test.go replays the golden
+// transcripts testdata/step_*.txt through Step (internal/golden).
 //
 // Step owns its state: only its methods write its fields (the loop reads
 // them), each taking an input — a reply, an align's or a re-add's clock,
