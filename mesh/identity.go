@@ -2,7 +2,14 @@ package mesh
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+)
+
+// Sentinel errors of a node id and of a member's metadata.
+var (
+	ErrBadMeta   = errors.New("mesh: bad member metadata")
+	ErrBadNodeID = errors.New("mesh: bad node id")
 )
 
 // NodeID names one node for its whole life, across restarts. It is the

@@ -85,6 +85,8 @@ func LoadKeyFile(path string) (MeshKey, error) {
 const (
 	infoGossip = "dssp mesh v1 memberlist gossip key"
 	infoCA     = "dssp mesh v1 ca ed25519 seed"
+	// infoOperator derives the key of an operator's requests (operator.go).
+	infoOperator = "dssp mesh v1 operator hmac key"
 )
 
 func (k MeshKey) derive(info string, n int) []byte {

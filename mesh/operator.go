@@ -12,7 +12,6 @@ import (
 // the mesh's operator. A recorded request can be replayed only as the
 // same operation on the same argument (a revocation, which is
 // idempotent).
-const infoOperator = "dssp mesh v1 operator hmac key"
 
 // OperatorMAC authenticates op(arg) with k.
 func (k MeshKey) OperatorMAC(op, arg string) []byte {
