@@ -11,14 +11,11 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// The balance layer in a shard (docs/design.md#balance). With
-// Spec.BalanceBase > 0 every shard weights each push's gradient by its
-// samples / BalanceBase, and shard 0 also hosts the Balancer: it observes
-// every applied push's (samples, compute_ns), follows the gate's workers,
-// decides when t_min rises, and keeps the allocations still in force as
-// versions, so that its reply to push (w, iter) can name w's batch and data
-// position for iteration iter+1. All of it is FSM state: every replica of
-// shard 0 decides alike and a new leader answers as the old one would.
+// The balance layer in a shard (docs/design.md#balance): shard 0 hosts
+// the Balancer, fed by the pushes the gate applies and its membership, and
+// keeps the allocations in force as versions, so that its reply to push
+// (w, iter) can name w's share of iteration iter+1 (every shard weighs
+// gradients: params.weigh).
 
 // allocVersion is one allocation and the iterations it is in force for:
 // From until the next version's From. From is t_max+lead when it was

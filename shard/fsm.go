@@ -149,16 +149,6 @@ func (f *FSM) Params(dst []float32) []float32 {
 	return append(dst[:0], f.st.params.theta...)
 }
 
-// Workers is the number of workers the gate knows (0 before Init).
-func (f *FSM) Workers() int {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.st.gate.g == nil {
-		return 0
-	}
-	return f.st.gate.g.Len()
-}
-
 // Status returns the current view.
 func (f *FSM) Status() shardapi.Status {
 	f.mu.RLock()
@@ -220,14 +210,9 @@ func (f *FSM) stateBytes() int64 {
 
 // Snapshot captures the state; raft persists it on another goroutine.
 // It encodes the header and takes θ and the velocity as they are, copying
-// nothing: until Persist has written them the FSM is frozen, and an Apply
-// in that time steps a copy of them instead (params.step). A snapshot of a
-// large shard used to copy its 25 MB every time; an entry that arrives
-// while one is written is rare (a shard applies one every second or so of
-// the 100 MB model's mesh; writing takes tens of milliseconds). The copy
-// an Apply may make is what snapshotMem bounds: this process's replicas
-// that snapshot together wait their turn rather than each risk one. The
-// wait is taken before the FSM's lock.
+// nothing: until Persist has written them an Apply steps a copy of them
+// instead (params.step), a copy snapshotMem bounds (its wait is taken
+// before the FSM's lock).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	n := f.stateBytes()
 	snapshotMem.acquire(n)

@@ -15,12 +15,8 @@ import (
 // The identity state a shard replicates (shardapi.Identities): the node
 // ids an operator revoked and the key pinned for each legacy node id.
 //
-// Every shard's group holds it, not one group for the mesh: a revocation
-// must take the node's worker out of every shard's gate (or its silence
-// holds the others) and refuse its pushes on every replica of every shard
-// alike, which only an entry in each shard's own log orders against that
-// shard's pushes; and a node learns the state from whichever replicas it
-// hosts, with no group whose loss of quorum stops revocations everywhere.
+// Every shard's group holds it (docs/design.md, "Revoked nodes and
+// pinned keys").
 //
 // Entry (kind entryIdentity): an identityHeader. "revoke" adds ID to the
 // revoked ids (idempotent) and removes its worker from the gate; "pin"

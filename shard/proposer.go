@@ -104,7 +104,13 @@ func (p *proposer) fill(first *ticket) ([]*ticket, bool) {
 			continue
 		default:
 		}
-		if p.m.cfg.BatchLinger <= 0 || len(batch) >= p.m.fsm.Workers() {
+		workers := 0
+		p.m.fsm.read(func(st *state) {
+			if st.gate.g != nil {
+				workers = st.gate.g.Len()
+			}
+		})
+		if p.m.cfg.BatchLinger <= 0 || len(batch) >= workers {
 			break
 		}
 		if linger == nil {
@@ -122,25 +128,10 @@ func (p *proposer) fill(first *ticket) ([]*ticket, bool) {
 	return batch, true
 }
 
-// Replicate after aggregating: the pushes of one batch that the applied
-// state says the gate will take — a known worker at its clock, not held,
-// not already in an entry still in flight, one push per worker — travel as
-// one summed gradient (entry.go's group) with each push's metadata, so a
-// follower receives and logs one gradient for them. The FSM applies the
-// group all or nothing (applyGroup, pushapply.go): when a push the gate would not
-// take after all (its worker removed meanwhile, ...) is in it, nothing of
-// the group is applied, never half of a sum, and the leader proposes the
-// group's pushes again itself (ErrRegroup, regroup) on the state
-// as it is then; their workers only wait longer. The other pushes of the
-// batch follow with their own gradients.
-//
-// Why the leader sums rather than the FSM (which sums an entry's gradients
-// into one optimizer step anyway): a sum made in the FSM would leave every
-// gradient in the entry, so every follower would receive, log and fsync k
-// gradients for k pushes; summed by the leader they receive one. The price
-// is the speculation: the leader groups on its applied state, which an
-// entry still in flight may change, hence the all-or-nothing apply and the
-// regroup.
+// Replicate after aggregating (docs/design.md, step 4 of "One iteration,
+// end to end"): the pushes of a batch the applied state says the gate will
+// take travel as one summed gradient, applied all or nothing (applyGroup);
+// a group not applied is proposed again (regroup).
 
 // group orders batch as it will sit in the entry — the summed group first
 // — and returns the entry's data. The pushes it puts in the group are

@@ -9,48 +9,12 @@ import (
 	"dsspmesh/mesh"
 )
 
-// Suspicion: the leader stops a dead worker from holding the living.
-//
-// Gossip declares a killed node dead after seconds (memberlist's LAN
-// profile: 5–6 s); until then every other worker sits at s_U behind it. The
-// shard leader has evidence sooner. Every SuspectPolicy.Check it looks at
-// the workers its gate could suspend (clock.Gate.Suspectable: at t_min,
-// its own push not held, some other worker's push held) and suspects one
-// that is both
-//
-//   - overdue: no push for After of its own predicted push intervals
-//     (clock.Overdue, the interval A[0] − A[1] the DSSP controller predicts
-//     with), and never less than Floor, counted from its last push or from
-//     when this replica took the lead, whichever is later (a receipt time
-//     written by another leader is not trusted to be on this clock); and
-//   - disconnected: with a transport that reports silence
-//     (mesh.SilenceReporter, QUIC), no connection to that node or nothing
-//     at all received from it for Silence (1.5 s: two keep-alive periods;
-//     a kill -9 leaves the connection open until its idle timeout, 3 s,
-//     but its keep-alives go unanswered at once). A live worker blocked
-//     on another shard, with no stream here, still answers keep-alives
-//     and is not suspected. Without one (in-memory transport): no worker
-//     stream from that node is open at this replica.
-//
-// It then proposes a suspend entry (entrySuspendWorker) naming the worker
-// and the clock it saw. Every replica applies it the same way: if the
-// worker is still at that clock and still Suspectable it is removed from
-// the gate — exactly a RemoveWorker (under the balance layer its share of
-// the global batch goes to the others too), reported as Applied{Kind:
-// "remove-worker", Suspected: true}, so the workers it held are released
-// — otherwise (it pushed meanwhile) the entry changes nothing (Kind
-// "suspect"). One proposal per worker at a time.
-//
-// Re-admission is the path a worker wrongly declared dead already takes:
-// its next request is refused as unknown-worker and its client adds it
-// again with AddWorker(from = its own next iteration), placing it at
-// max(t_min, from). Since it was suspended at t_min with no push held,
-// t_min has not fallen below its clock since, so it comes back at or past
-// the clock it had: nothing of it is applied twice and its clock never
-// goes back (clock.TestSuspendedWorkerReadmitted,
-// TestSuspectedWorkerReadmitted here). A false suspicion costs the
-// worker the wait of one AddWorker; its gradient for the iterations it
-// skips, if t_min moved past it, are the ones AdvanceWorker counts empty.
+// Suspicion: the leader stops a dead worker from holding the living
+// (docs/design.md, "Suspicion"): every SuspectPolicy.Check it proposes a
+// suspend entry for a worker the gate could suspend that is overdue and
+// disconnected; every replica applies it as a RemoveWorker only if the
+// worker is still at the clock the leader saw (applySuspend). A worker
+// suspended by mistake comes back through AddWorker at or past its clock.
 
 // suspector is the leader's periodic check; it runs for the replica's
 // life and does nothing while the replica follows.

@@ -19,7 +19,7 @@ func (w *Worker) lendPoint(ctx context.Context) bool {
 		case got := <-req.back:
 			for s, v := range got {
 				if v != nil {
-					w.step.Lent(s, *v)
+					w.step.lent(s, *v)
 				}
 			}
 		case <-ctx.Done():

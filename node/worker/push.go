@@ -46,7 +46,7 @@ func (w *Worker) land(fl *flight) {
 		if lo, hi := w.cfg.Bounds[s][0], w.cfg.Bounds[s][1]; fl.apart {
 			copy(w.theta[lo:hi], fl.into[lo:hi])
 		}
-		w.step.Landed(s, fl.reads[s])
+		w.step.landed(s, fl.reads[s])
 	}
 	if fl.assign[0] != nil {
 		// The previous OK's are kept too: after a refused push the loop
@@ -142,7 +142,7 @@ func (w *Worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 // acknowledges without applying; for a new worker at clock 0 it is a real
 // iteration carrying no samples.
 func (w *Worker) join(ctx context.Context) error {
-	w.step.Rejoin()
+	w.step.rejoin()
 	if err := w.align(ctx, true); err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func (w *Worker) align(ctx context.Context, every bool) error {
 			for {
 				clk, err := w.clients[s].addWorker(ctx, target)
 				if err == nil {
-					w.step.Aligned(s, clk)
+					w.step.aligned(s, clk)
 					break
 				}
 				if ctx.Err() != nil {

@@ -257,19 +257,19 @@ func (m *Step) AlignRound(every bool) (target int64, shards []int) {
 	return target, shards
 }
 
-// Aligned takes an align's answer: shard s has the worker at clk.
-func (m *Step) Aligned(s int, clk int64) { m.Iters[s] = clk }
+// aligned takes an align's answer: shard s has the worker at clk.
+func (m *Step) aligned(s int, clk int64) { m.Iters[s] = clk }
 
-// Rejoin forgets the clocks before a join, which asks every shard.
-func (m *Step) Rejoin() { clear(m.Iters) }
+// rejoin forgets the clocks before a join, which asks every shard.
+func (m *Step) rejoin() { clear(m.Iters) }
 
-// Landed takes shard s's slice of θ as a push's reply brought it, read at r.
-func (m *Step) Landed(s int, r records.SliceRead) { m.Reads[s] = r }
+// landed takes shard s's slice of θ as a push's reply brought it, read at r.
+func (m *Step) landed(s int, r records.SliceRead) { m.Reads[s] = r }
 
-// Lent takes shard s's slice of θ back from the evaluation, read at v: a
+// lent takes shard s's slice of θ back from the evaluation, read at v: a
 // read made after one outside the gate (join's fetch, a moved clock) is as
 // far outside, no OK having waited for the bound since.
-func (m *Step) Lent(s int, v shardapi.Version) {
+func (m *Step) lent(s int, v shardapi.Version) {
 	m.Reads[s] = records.SliceRead{Version: v, Unchecked: m.Reads[s].Unchecked}
 }
 

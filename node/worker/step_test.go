@@ -24,7 +24,7 @@ import (
 // are the decisions a worker makes on the mesh.
 //
 // Commands: "start iters=C,C… ahead=A slack=S [reads=INDEX:MIN[:unchecked],…]"
-// (a new Step, its clocks and slices set through Aligned and Landed),
+// (a new Step, its clocks and slices set through aligned and landed),
 // "next", "targets" (no push in flight) or "targets in-flight", "keep S
 // N" (push of N samples to shard S), "reply S ERR [held=D]", "readd S
 // CLK|err", "settle ITER ERR", "need-align", "mark-moved ITER", "align
@@ -87,12 +87,12 @@ func startStep(t *testing.T, args []string) *Step {
 	iters := strings.Split(kv["iters"], ",")
 	m := NewStep(len(iters), atoi(t, kv["ahead"]), atoi(t, kv["slack"]))
 	for s, c := range iters {
-		m.Aligned(s, atoi(t, c))
+		m.aligned(s, atoi(t, c))
 	}
 	if kv["reads"] != "" {
 		for s, r := range strings.Split(kv["reads"], ",") {
 			f := strings.Split(r, ":")
-			m.Landed(s, records.SliceRead{Version: shardapi.Version{Index: uint64(atoi(t, f[0])), Min: atoi(t, f[1])}, Unchecked: len(f) > 2})
+			m.landed(s, records.SliceRead{Version: shardapi.Version{Index: uint64(atoi(t, f[0])), Min: atoi(t, f[1])}, Unchecked: len(f) > 2})
 		}
 	}
 	return m
@@ -165,19 +165,19 @@ func stepDo(t *testing.T, m *Step, cmd string, f []string) string {
 		target, shards := m.AlignRound(f[0] == "every")
 		return fmt.Sprintf("add at %d to %v", target, shards)
 	case "aligned":
-		m.Aligned(int(atoi(t, f[0])), atoi(t, f[1]))
+		m.aligned(int(atoi(t, f[0])), atoi(t, f[1]))
 		return "ok"
 	case "land", "lent":
 		v := shardapi.Version{Index: uint64(atoi(t, f[1])), Min: atoi(t, f[2])}
 		if cmd == "land" {
-			m.Landed(int(atoi(t, f[0])), records.SliceRead{Version: v})
+			m.landed(int(atoi(t, f[0])), records.SliceRead{Version: v})
 		} else {
-			m.Lent(int(atoi(t, f[0])), v)
+			m.lent(int(atoi(t, f[0])), v)
 		}
 		r := m.Reads[atoi(t, f[0])]
 		return fmt.Sprintf("read index=%d min=%d unchecked=%v", r.Index, r.Min, r.Unchecked)
 	case "rejoin":
-		m.Rejoin()
+		m.rejoin()
 		return "ok"
 	case "join-fetch":
 		return fmt.Sprintf("fetch %d", m.JoinFetch())
@@ -194,7 +194,7 @@ func TestStepRefusalsInARowStop(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		m.Settle(0, refused, false)
 	}
-	m.Aligned(0, 1)
+	m.aligned(0, 1)
 	if st := m.Settle(0, nil, false); st.Verdict != Completed || m.InARow != 0 {
 		t.Fatalf("an accepted push: %+v, %d in a row", st, m.InARow)
 	}
