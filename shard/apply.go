@@ -49,10 +49,8 @@ func (st *state) init(e entry) error {
 	return nil
 }
 
-// applyAddWorker places the worker at max(t_min, from) (gateState.add) —
-// unless the shard is not initialised, the clock is beyond the bound or
-// the node is revoked — and tells the followers. A resent AddWorker is
-// harmless: it never moves a clock back.
+// applyAddWorker places the worker at max(t_min, from) (gateState.add),
+// unless the node is revoked, and tells the followers.
 func applyAddWorker(st *state, e entry, out *shardapi.Applied) {
 	w, from := e.worker, e.from
 	out.Kind, out.Worker = "add-worker", w
@@ -91,10 +89,8 @@ func applyRemoveWorker(st *state, e entry, out *shardapi.Applied) {
 	}
 }
 
-// applySuspend removes the worker the leader suspected (suspect.go) if it
-// is still at the clock the leader saw and the gate could suspend it —
-// exactly a RemoveWorker, marked Suspected — else changes nothing (Kind
-// "suspect").
+// applySuspend removes the worker the leader suspected (suspect.go) if
+// the gate could still suspend it at the clock the leader saw.
 func applySuspend(st *state, e entry, out *shardapi.Applied) {
 	out.Worker = e.worker
 	if st.job.initialized && st.gate.suspendable(e.worker, e.from) {
@@ -124,10 +120,8 @@ func applyIdentity(st *state, e entry, out *shardapi.Applied) {
 	}
 }
 
-// remove takes w out of the gate, the followers told before and after:
-// under the balance layer its share of the global batch goes to the
-// others from the next allocation on. A removal, a suspension and a
-// revocation leave the same state.
+// remove takes w out of the gate, the followers told before and after; a
+// removal, a suspension and a revocation leave the same state.
 func (st *state) remove(w clock.WorkerID) ([]clock.Release, error) {
 	fs := st.followers()
 	for _, f := range fs {

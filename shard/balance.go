@@ -147,14 +147,8 @@ func (s *balanceState) record(g *clock.Gate) {
 // after its push iter is answered, and (ahead, under Spec.Pipeline) for
 // iter+2, which it computes while its push of iter+1 is in flight; nil
 // without the balance layer or when w is in no version.
-//
-// Both are final once push iter is applied: w's clock is then iter+1, so
-// t_max ≥ iter+1 and every later version is in force from t_max+lead ≥
-// iter+1+lead, after either iteration (t_max as high as it has been, even
-// after w is removed: hiMax); every version in force at or
-// before them already exists, none of them is replaced later (record
-// replaces only one in force after t_max+lead), and none is dropped while
-// w's clock keeps t_min at or below iter+1.
+// Both are final once push iter is applied (docs/design.md, "Shares
+// named are final").
 func (s *balanceState) assignments(w clock.WorkerID, iter int64) (next, ahead *shardapi.Assignment) {
 	if !s.on() || len(s.versions) == 0 {
 		return nil, nil

@@ -38,12 +38,8 @@ type Config struct {
 	MaxBatchBytes      int
 	MaxInflightBatches int
 	// BatchLinger is how long the proposer, holding fewer pushes than the
-	// shard has workers and finding the queue empty, waits for more before
-	// it proposes; it stops as soon as the batch holds one push per worker
-	// (or a batch limit). Workers a gate releases together push within a
-	// few milliseconds of one another, and without the wait the first push
-	// after an idle moment went alone into its own entry. 0 proposes at
-	// once. See DefaultBatchLinger for what it bought.
+	// shard has workers and finding the queue empty, waits for more (0: it
+	// proposes at once; docs/design.md, "Batching").
 	BatchLinger time.Duration
 	// SumBatches makes the leader send the pushes of a batch that the gate
 	// will take as one summed gradient (proposer.go, group).
@@ -54,18 +50,12 @@ type Config struct {
 	// HeldKeepAlive is the period of Held frames while a push is held, and
 	// of the check that this replica still leads.
 	HeldKeepAlive time.Duration
-	// IdleStreamTimeout closes a worker's stream that sent nothing for
-	// this long while none of its pushes was held (a dead or stuck peer
-	// holding a stream open); the worker's client reopens one on its next
-	// push. It must exceed HeldKeepAlive.
-	IdleStreamTimeout time.Duration
+	// IdleStreamTimeout closes a worker's stream silent this long while
+	// none of its pushes is held (it must exceed HeldKeepAlive);
 	// ReplyWriteTimeout bounds how long a reply frame may wait for its
-	// worker to read it, plus the frame's time at shardapi.MinReplyRate;
-	// then the stream is dropped and the worker resends (dedupe answers).
-	// A worker that keeps a stream open without reading it (its client
-	// moved to another replica, its process paused) would otherwise hold
-	// the goroutine that answers it — the evaluator, which answers every
-	// released push of the shard, and Shutdown, which waits for it.
+	// worker to read it, plus the frame's time at shardapi.MinReplyRate
+	// (docs/design.md, "Streams that stall").
+	IdleStreamTimeout time.Duration
 	ReplyWriteTimeout time.Duration
 	// Suspect tunes how the leader suspects a dead worker (suspect.go);
 	// the zero value is DefaultSuspectPolicy.
@@ -223,17 +213,15 @@ func DefaultSuspectPolicy() SuspectPolicy {
 
 func (p SuspectPolicy) orDefault() SuspectPolicy {
 	d := DefaultSuspectPolicy()
-	if p.After <= 0 {
-		p.After = d.After
-	}
-	if p.Floor <= 0 {
-		p.Floor = d.Floor
-	}
-	if p.Check <= 0 {
-		p.Check = d.Check
-	}
-	if p.Silence <= 0 {
-		p.Silence = d.Silence
-	}
+	p.After, p.Floor = positiveOr(p.After, d.After), positiveOr(p.Floor, d.Floor)
+	p.Check, p.Silence = positiveOr(p.Check, d.Check), positiveOr(p.Silence, d.Silence)
 	return p
+}
+
+// positiveOr is v, or d when v is not positive.
+func positiveOr[T int64 | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
 }

@@ -12,24 +12,16 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// ticket is one push on the leader from receipt to reply: the intake
-// makes it, the proposer queues it, puts it in an entry (its Push) and
-// hands it to the replier with the entry's outcome, and the replier
-// answers it, holding it while the gate does.
+// ticket is one push on the leader from receipt to reply: intake makes
+// it, the proposer puts its Push in an entry, the replier answers it.
 type ticket struct {
 	Push
 	to replyTo
 }
 
-func newTicket(c *workerConn, req shardapi.Request, recv int64, grad []byte) *ticket {
-	return &ticket{Push: Push{PushMeta: req.PushMeta, RecvNanos: recv, Grad: grad},
-		to: replyTo{c: c, PushID: req.PushID, keep: req.Keep}}
-}
-
-// replyTo names the reply a push waits for: the stream it came on, the
-// push, and whether the reply carries the slice (Request.Keep: the OK
-// carries none). Resends of a push on one stream wait for one reply: the
-// replier's held and pending sets are keyed by it.
+// replyTo names the reply a push waits for: its stream, the push, and
+// Request.Keep (the OK carries no slice). Resends of a push on one stream
+// wait for one reply: the replier's held and pending sets are keyed by it.
 type replyTo struct {
 	c *workerConn
 	shardapi.PushID

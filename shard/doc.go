@@ -6,15 +6,11 @@
 // # What it owns
 //
 //   - [FSM], the raft.FSM: a router over sub-machines (state.go) — the
-//     parameters with the optimizer and the outer rule (params.go), the
-//     gate with its dedupe table (gate.go), the tally of what was applied
-//     and refused (tally.go), shard 0's balancer (balance.go) and the
-//     revoked ids and pinned keys (identity.go). Apply decodes an entry
-//     (entry.go), hands it to its kind's applier (apply.go; pushapply.go
-//     sequences a push through the machines), hashes the state when asked
-//     and shows the observer. Each sub-machine has its own apply, its own
-//     section of the snapshot (snapshot.go) and no reference to another or
-//     to the FSM.
+//     parameters with the optimizer and the outer rule, the gate with its
+//     dedupe table, the tally, shard 0's balancer, the identities. Apply
+//     decodes an entry (entry.go), hands it to its kind's applier
+//     (apply.go, pushapply.go), hashes and observes. Each sub-machine has
+//     its own apply, its own snapshot section and no reference to another.
 //   - [Replica]: one node's member of the shard's raft group (member.go)
 //     and, while it leads, the push service on mesh.Channel{KindRPC,
 //     shard}; it answers what a node asks of the group without exposing
@@ -37,33 +33,22 @@
 //
 // # Adding a sub-machine
 //
-// A new replicated feature is a sub-machine, not FSM methods: (1) a type
-// in its own file with its apply and its section (save, load: state.go's
-// section), reading nothing of the FSM; (2) a field of state and its
-// section at the end of state.sections, writing nothing while it is empty
-// so that earlier states keep their bytes and hashes (a later change of
-// its encoding bumps its version: header.setVersion); (3) if it follows
-// the gate, a follower in state.followers; (4) if entries drive it, an
-// entry kind in entry.go and its applier in apply.go's appliers; (5) a
-// golden transcript, testdata/golden/*.txt (go test ./shard -run Golden
-// -rewrite).
+// A new replicated feature is a sub-machine, not FSM methods: a type in its
+// own file with its apply and its section (state.go), a field of state,
+// its section last in state.sections (writing nothing while empty), a
+// follower if it follows the gate, an entry kind and applier (apply.go) if
+// entries drive it, and a golden transcript (docs/design.md, "Sub-machines").
 //
 // # Concurrency
 //
-// raft calls FSM.Apply, Snapshot and Restore on its own goroutines (never
-// two Applies at once); readers take the FSM's RWMutex for reading
-// (FSM.read). A snapshot shares θ with the FSM until it has written it;
-// an Apply meanwhile steps a copy. The leader's push service is three
-// stages, each with its own goroutines and lock, a push being one ticket
-// (conn.go) from receipt to reply: intake (intake.go: accept, one reader
-// per worker stream, check), proposer (proposer.go: batch, group,
-// propose, complete in order, regroup) and replier (replier.go: settle,
-// decide, answer, hold, keep-alives); beside them the suspector
-// (suspect.go) and the leadership watcher. Replica methods are safe for
-// concurrent use; FSM.Apply never takes a stage's lock (it signals the
-// replier through a one-slot channel). Lock order: replier.mu → FSM.mu →
-// the reply cache's mu; suspector.mu → intake.mu; a stream's send lock
-// alone; FSM.Snapshot waits on snapshotMem before FSM.mu.
+// raft calls FSM.Apply, Snapshot and Restore (never two Applies at once);
+// readers take the FSM's read lock (FSM.read). The leader's push service is
+// three stages with their own goroutines and locks, a push being one ticket
+// from receipt to reply: intake (intake.go), proposer (proposer.go),
+// replier (replier.go), beside the suspector and the leadership watcher.
+// Replica methods are safe for concurrent use; Apply never takes a stage's
+// lock. Lock order: replier.mu → FSM.mu → the reply cache's mu;
+// suspector.mu → intake.mu; FSM.Snapshot waits on snapshotMem first.
 //
 // Ownership: the parameters a push returns are the caller's; an OK's
 // encoding is shared read-only by the replies at one applied index; entry

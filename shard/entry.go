@@ -26,10 +26,7 @@ import (
 //	     other pushes' gradients back to back, tensors in shardapi's codec
 //	     (tensor.go) in the shard's wire precision
 //
-// A push entry's header lists every push with its metadata: the first
-// Summed pushes form the group whose gradients the leader summed into one
-// tensor (SumBytes long; their own Bytes are 0), so a follower receives
-// and logs one gradient for them; the dedupe metadata of each stays.
+// A push entry's first Summed pushes are the leader's summed group.
 //
 // Gradients never travel as msgpack float arrays (10–60× slower).
 type entryKind uint8

@@ -81,7 +81,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 			if b, err := f.st.encode(); err == nil {
 				out.StateHash = sha256.Sum256(b)
 			}
-			out.NonFinite = f.st.params.nonFinite()
+			out.NonFinite = countNonFinite(f.st.params.theta) + countNonFinite(f.st.params.velocity)
 		}
 		f.observer(out)
 	}
@@ -286,4 +286,29 @@ func (s *fsmSnapshot) Release() {
 		s.theta, s.velocity, s.head = nil, nil, nil
 		snapshotMem.release(s.held)
 	})
+}
+
+// The faultinject build's broken reply cache (faults.StaleRead): each FSM
+// keeps one copy of its parameters and serves it, with its version, until
+// the state is staleReadEntries applied entries past it. Normal builds never
+// call it (faults.On is the constant false).
+
+const staleReadEntries = 256
+
+type staleCache struct {
+	mu    sync.Mutex
+	theta []float32
+	v     shardapi.Version
+}
+
+// slice returns the cached copy, encoded in prec, and its version,
+// refreshing the copy from theta (at version cur) first when it is
+// staleReadEntries behind.
+func (c *staleCache) slice(theta []float32, prec shardapi.Precision, cur shardapi.Version) ([]byte, shardapi.Version) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.theta == nil || len(c.theta) != len(theta) || cur.Index >= c.v.Index+staleReadEntries || cur.Index < c.v.Index {
+		c.theta, c.v = append([]float32(nil), theta...), cur
+	}
+	return prec.Append(nil, c.theta), c.v
 }

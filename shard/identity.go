@@ -18,12 +18,8 @@ import (
 // Every shard's group holds it (docs/design.md, "Revoked nodes and
 // pinned keys").
 //
-// Entry (kind entryIdentity): an identityHeader. "revoke" adds ID to the
-// revoked ids (idempotent) and removes its worker from the gate; "pin"
-// records Key for the legacy ID unless one is pinned (first pin wins; a
-// pin of another key is refused and changes nothing). Each table holds at
-// most shardapi.MaxIdentities ids; beyond, the entry is refused. Its
-// section is "ids", absent when both tables are empty.
+// An entry revokes (idempotent) or pins (first pin wins), each table at
+// most shardapi.MaxIdentities ids. Its section is "ids".
 
 // identitySnapshot is the identity state in a snapshot's header, sorted
 // by id so equal states give equal bytes; absent when both are empty, so

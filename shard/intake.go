@@ -14,12 +14,9 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// intake is the leader's first stage: it accepts worker streams, reads
-// their requests (serve) and checks a push before it is proposed (check:
-// the peer, leadership, the push's fields, a revoked node, the gradient's
-// values and norm, and whether it was applied already) — then hands it to
-// the replier (settled from the state) or the proposer. Membership
-// requests, reads and status probes are answered here.
+// intake is the leader's first stage (docs/design.md, "The leader by
+// stage"): serve reads a stream's requests, check a push before the
+// proposer queues it; membership, reads and status probes answer here.
 type intake struct {
 	m   *member
 	cnt *serviceCounters
@@ -119,7 +116,8 @@ func (in *intake) serve(c *workerConn) {
 		}
 		switch req.Op {
 		case shardapi.OpPush:
-			in.check(newTicket(c, req, in.m.deps.Clock.Now().UnixNano(), payload))
+			in.check(&ticket{Push: Push{PushMeta: req.PushMeta, RecvNanos: in.m.deps.Clock.Now().UnixNano(), Grad: payload},
+				to: replyTo{c: c, PushID: req.PushID, keep: req.Keep}})
 		case shardapi.OpAddWorker, shardapi.OpRemoveWorker, shardapi.OpRevoke:
 			in.m.wg.Add(1)
 			go func() { defer in.m.wg.Done(); in.membership(c, req, payload) }()

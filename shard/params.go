@@ -15,10 +15,9 @@ import (
 // "arr" (the count, absent at 0) in the header and θ then the velocity as
 // the snapshot's body.
 //
-// A push entry's apply borrows two float32 buffers from the process's pool
-// (scratch.go) — grad, the gradient being examined, and sum, those
-// accepted so far — and gives them back (release). While a snapshot still
-// reads θ and the velocity (frozen ≠ 0) the next step steps copies.
+// An entry borrows grad (the gradient examined) and sum (those accepted)
+// from the pool (scratch.go) until release. While a snapshot still reads
+// θ and the velocity (frozen ≠ 0) the next step steps copies.
 type params struct {
 	spec            shardapi.Spec
 	theta, velocity []float32 // velocity nil without momentum (hasVelocity)
@@ -190,8 +189,6 @@ func (p *params) norm() float64 {
 
 // bytes is the size of θ and the velocity in fp32, 0 before Init.
 func (p *params) bytes() int64 { return 4 * int64(len(p.theta)+len(p.velocity)) }
-
-func (p *params) nonFinite() int { return countNonFinite(p.theta) + countNonFinite(p.velocity) }
 
 func (p *params) save(h *header) error {
 	if p.arrivals != 0 {

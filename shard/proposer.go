@@ -11,11 +11,8 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// proposer is the leader's middle stage: it batches the queued pushes
-// into entries (fill), sums the ones the gate will take (group), proposes
-// an entry while it holds an in-flight slot, waits on the entries in order
-// (complete) and hands each push to the replier with its outcome — or,
-// when its summed group was not applied, proposes it again (regroup).
+// proposer is the leader's middle stage (docs/design.md, "The leader by
+// stage"): fill, group, run (propose), complete (in order), regroup.
 type proposer struct {
 	m   *member
 	cnt *serviceCounters

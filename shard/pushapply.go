@@ -9,21 +9,14 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// A push entry's apply: the one place that calls the sub-machines for a
-// push, in this order — the push's fields against the job (checkPush),
-// the identities (a revoked node), the parameters (decode, finite, and
-// that the step with it keeps every parameter in its domain), the gate
-// (dedupe, staleness), then the parameters' sum and the followers'
-// observation. Its summed group (if any) is applied first, all or nothing
-// (applyGroup), then each other push; the gradients accepted make one
-// step of the parameters, and the tally counts them.
+// applyPushEntry is the one place that takes a push through the
+// sub-machines, in the order of docs/design.md, "Sub-machines": the job,
+// the identities, the parameters, the gate, then the parameters' sum and
+// the followers. A summed group goes first (applyGroup); one step an entry.
 func applyPushEntry(st *state, e entry, out *shardapi.Applied) {
-	out.Kind, out.Pushes = "push", applyPushes(st, e)
-}
-
-func applyPushes(st *state, e entry) []shardapi.PushResult {
 	ps := e.pushes
 	res := make([]shardapi.PushResult, len(ps))
+	out.Kind, out.Pushes = "push", res
 	p := &st.params
 	if st.job.initialized {
 		defer p.release()
@@ -101,7 +94,6 @@ func applyPushes(st *state, e entry) []shardapi.PushResult {
 		p.step(lr, arrivals, workers)
 		st.tally.applied(accepted, samples)
 	}
-	return res
 }
 
 // checkAlone checks a push of its own against the job and the identities

@@ -21,15 +21,8 @@ import (
 // otherwise); one call at a time (ErrReconfigActive), and raft itself
 // allows one change in flight. Call it again after each step, and
 // whenever membership changes.
-//
-// A leader that is not in desired first hands its leadership to a voter
-// that is (handOver), and changes nothing itself: the replicas desired
-// may refuse raft streams from a peer outside both their latest
-// configuration and desired (Deps.AllowRaftPeer), and a replica whose
-// configuration is stale — one that was cut off, or stopped, while the
-// leader joined — knows the leader in neither, so a leader outside
-// desired could add it but never reach it, and waited for its catch-up
-// for ever. A leader in desired is let in by every replica desired.
+// A leader not in desired first hands its leadership to a voter that is
+// (handOver; docs/design.md, "Reconcile from inside the set").
 func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bool, err error) {
 	if !r.IsLeader() {
 		return false, r.notLeader()

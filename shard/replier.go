@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -9,12 +10,9 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// replier is the leader's last stage: it decides a push's reply from the
-// applied state (settle, decide), answers it (answer), holds it while the
-// gate does and answers it when a later Apply releases it (evaluate), and
-// sends the keep-alives — Held for held pushes, Pending for pushes queued
-// or in flight — every Config.HeldKeepAlive while the replica leads; once
-// deposed it answers its held pushes NotLeader.
+// replier is the leader's last stage (docs/design.md, "The leader by
+// stage"): settle, decide, answer, hold until a later Apply releases
+// (evaluate), and the Held and Pending keep-alives while it leads.
 type replier struct {
 	m   *member
 	cnt *serviceCounters
@@ -43,16 +41,8 @@ func (r *replier) stop() {
 func (r *replier) forget(c *workerConn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k := range r.held {
-		if k.c == c {
-			delete(r.held, k)
-		}
-	}
-	for k := range r.pending {
-		if k.c == c {
-			delete(r.pending, k)
-		}
-	}
+	maps.DeleteFunc(r.held, func(k replyTo, _ struct{}) bool { return k.c == c })
+	maps.DeleteFunc(r.pending, func(k replyTo, _ int) bool { return k.c == c })
 }
 
 func (r *replier) heldCount() int {

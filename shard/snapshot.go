@@ -24,14 +24,9 @@ import (
 //	     Nesterov's momentum): little-endian float32, Spec.Len each (the
 //	     parameters' section's body)
 //
-// Every section writes its keys in a fixed order and the gate's and the
-// balancer's encodings are deterministic, so equal states give equal
-// bytes (and state hashes). A section is at version 1 until its encoding
-// changes; one past it writes its version under "v.<name>" before its
-// keys, so a state whose sections are all at version 1 has the bytes of
-// the builds before sections had versions. Version 1 of the file (earlier
-// builds) is version 2 with, under the outer Nesterov, the buffer of the
-// period's arrivals after the momentum (params.go folds it in).
+// A state encodes to the same bytes on every replica (docs/design.md,
+// "Snapshot sections"); version 1 of the file has, under the outer
+// Nesterov, the buffer of the period's arrivals after the momentum.
 const (
 	snapshotMagic   = "dsspshrd"
 	snapshotVersion = 2
@@ -54,17 +49,16 @@ func (h *header) put(key string, v any) {
 	h.vals = append(h.vals, v)
 }
 
-// setVersion records a section's version when it is past 1.
+// setVersion records a section's version past 1; version reads it back.
 func (h *header) setVersion(name string, v uint8) {
 	if v != 1 {
 		h.put("v."+name, v)
 	}
 }
 
-// version is a section's version as written (1 when none is).
-func (h *header) version(name string) (uint8, error) {
-	v := uint8(1)
-	_, err := h.get("v."+name, &v)
+func (h *header) version(name string) (v uint8, err error) {
+	v = 1
+	_, err = h.get("v."+name, &v)
 	return v, err
 }
 

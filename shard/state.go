@@ -10,13 +10,8 @@ import (
 )
 
 // state is a shard's replicated state: its sub-machines, each with its own
-// apply, its own section of the snapshot and no reference to another or to
-// the FSM. The appliers of the entry kinds (apply.go, pushapply.go) are
-// what calls several of them in order. Adding a replicated feature is
-// adding a sub-machine here: a field, its section in sections (after the
-// others, writing nothing while it is empty, so that states without it
-// keep their bytes and hashes), a follower in followers if it follows the
-// gate, and an entry kind with its applier if entries drive it.
+// apply and snapshot section, called in order by the entry kinds'
+// appliers (apply.go, pushapply.go). doc.go says how to add one.
 type state struct {
 	shard  uint32 // for errors; not replicated state
 	job    job
@@ -45,10 +40,8 @@ func (st *state) sections() []section {
 	return []section{&st.tally, &st.gate, &st.index, &st.bal, &st.params, &st.ids}
 }
 
-// A follower is a sub-machine that follows the gate: every push it
-// applies (observe), every worker that joins it or leaves it (leaving
-// before the gate removes it, leave after), and the end of every entry
-// that may have moved t_min (tick). Balance on shard 0 is one.
+// A follower is a sub-machine that follows the gate: the pushes it
+// applies, the workers that join or leave it, the end of each entry (tick).
 type follower interface {
 	observe(p Push, g *clock.Gate)
 	join(w clock.WorkerID, g *clock.Gate)

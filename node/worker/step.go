@@ -20,9 +20,7 @@ import (
 // does the I/O the decisions name, and step_test.go replays the golden
 // transcripts testdata/step_*.txt through Step (internal/golden).
 //
-// Step owns its state: only its methods write its fields (the loop reads
-// them), each taking an input — a reply, an align's or a re-add's clock,
-// a slice landed or lent back — and saying what follows. Ownership
+// Only Step's methods write its fields (the loop reads them). Ownership
 // follows the loop's: while a push is in flight its goroutines call Keep,
 // Replied and ReAdded, each for its own shard s only (they read and write
 // Iters[s] alone); the loop calls the rest only when no push is in flight.
