@@ -19,8 +19,8 @@ import (
 //	0    u8   kind (entryInit, entryPush, entryAddWorker, entryRemoveWorker,
 //	          entrySuspendWorker, entryIdentity)
 //	1    u32  H: header length
-//	5    H bytes: msgpack header (initHeader, pushBatchHeader of Push headers
-//	     workerHeader or identityHeader)
+//	5    H bytes: msgpack header (initHeader, the entry's own fields for a push
+//	     entry: its Push headers, workerHeader or identityHeader)
 //	5+H  raw payload: the θ-slice (Init, fp32) or, for Push, the sum of the
 //	     group's gradients (when the header's Summed > 0) followed by the
 //	     other pushes' gradients back to back, tensors in shardapi's codec
@@ -58,12 +58,6 @@ type Push struct {
 
 type initHeader struct {
 	Spec shardapi.Spec `msgpack:"spec"`
-}
-
-type pushBatchHeader struct {
-	Pushes   []Push `msgpack:"p"`
-	Summed   int    `msgpack:"sm,omitempty"`
-	SumBytes int    `msgpack:"sb,omitempty"`
 }
 
 type workerHeader struct {
@@ -122,19 +116,21 @@ func encodeSuspend(w clock.WorkerID, clk int64) ([]byte, error) {
 	return encodeWorker(entrySuspendWorker, w, clk)
 }
 
-// entry is a decoded log entry; payload slices alias the log's bytes.
+// entry is a decoded log entry; payload slices alias the log's bytes. Its
+// exported fields are a push entry's header (keys p, sm, sb): Summed > 0
+// makes Pushes[:Summed] a group whose gradients are summed in sum,
+// SumBytes long (their Grad is empty).
 type entry struct {
-	kind   entryKind
-	spec   shardapi.Spec
-	theta  []byte
-	pushes []Push
-	// summed > 0: pushes[:summed] are a group whose gradients are summed
-	// in sum (their Grad is empty).
-	summed int
-	sum    []byte
-	worker clock.WorkerID
-	from   int64
-	ident  identityHeader
+	kind     entryKind
+	spec     shardapi.Spec
+	theta    []byte
+	Pushes   []Push `msgpack:"p"`
+	Summed   int    `msgpack:"sm,omitempty"`
+	SumBytes int    `msgpack:"sb,omitempty"`
+	sum      []byte
+	worker   clock.WorkerID
+	from     int64
+	ident    identityHeader
 }
 
 func appendEntry(kind entryKind, header any, payloadLen int) ([]byte, error) {
@@ -159,7 +155,7 @@ func encodeInit(spec shardapi.Spec, theta []float32) ([]byte, error) {
 // encodeGroup encodes one push entry: the group whose gradients are summed
 // in sum (their Grad is ignored), then the pushes ps with their own.
 func encodeGroup(group []Push, sum []byte, ps []Push) ([]byte, error) {
-	h := pushBatchHeader{Pushes: make([]Push, 0, len(group)+len(ps)), Summed: len(group)}
+	h := &entry{Pushes: make([]Push, 0, len(group)+len(ps)), Summed: len(group)}
 	n := 0
 	if len(group) > 0 {
 		h.SumBytes, n = len(sum), len(sum)
@@ -216,18 +212,16 @@ func decodeEntry(b []byte) (entry, error) {
 		}
 		e.spec, e.theta = h.Spec, payload
 	case entryPush:
-		var h pushBatchHeader
-		if err := boundedmsgpack.Unmarshal(hb, &h); err != nil {
+		if err := boundedmsgpack.Unmarshal(hb, &e); err != nil {
 			return bad("push header: %v", err)
 		}
-		if h.Summed < 0 || h.Summed > len(h.Pushes) || h.SumBytes < 0 || h.SumBytes > len(payload) || (h.Summed == 0) != (h.SumBytes == 0) {
-			return bad("group of %d pushes with %d bytes in an entry of %d pushes and %d payload bytes", h.Summed, h.SumBytes, len(h.Pushes), len(payload))
+		if e.Summed < 0 || e.Summed > len(e.Pushes) || e.SumBytes < 0 || e.SumBytes > len(payload) || (e.Summed == 0) != (e.SumBytes == 0) {
+			return bad("group of %d pushes with %d bytes in an entry of %d pushes and %d payload bytes", e.Summed, e.SumBytes, len(e.Pushes), len(payload))
 		}
-		e.summed, e.sum, payload = h.Summed, payload[:h.SumBytes:h.SumBytes], payload[h.SumBytes:]
-		e.pushes = h.Pushes
-		for i := range e.pushes {
-			p := &e.pushes[i]
-			if i < h.Summed && p.Bytes != 0 {
+		e.sum, payload = payload[:e.SumBytes:e.SumBytes], payload[e.SumBytes:]
+		for i := range e.Pushes {
+			p := &e.Pushes[i]
+			if i < e.Summed && p.Bytes != 0 {
 				return bad("push %d of the summed group carries %d bytes of its own", i, p.Bytes)
 			}
 			if p.Bytes < 0 || p.Bytes > len(payload) {

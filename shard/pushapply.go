@@ -14,7 +14,7 @@ import (
 // the identities, the parameters, the gate, then the parameters' sum and
 // the followers. A summed group goes first (applyGroup); one step an entry.
 func applyPushEntry(st *state, e entry, out *shardapi.Applied) {
-	ps := e.pushes
+	ps := e.Pushes
 	res := make([]shardapi.PushResult, len(ps))
 	out.Kind, out.Pushes = "push", res
 	p := &st.params
@@ -27,12 +27,12 @@ func applyPushEntry(st *state, e entry, out *shardapi.Applied) {
 	}
 	var samples, arrivals int64    // arrivals: accepted pushes with samples (the outer rule's count)
 	lr := p.rate(st.tally.samples) // one step per entry, at the rate before it; named in a refusal
-	if e.summed > 0 {
-		if n, s, a := applyGroup(st, ps[:e.summed], e.sum, res[:e.summed], lr); n > 0 {
+	if e.Summed > 0 {
+		if n, s, a := applyGroup(st, ps[:e.Summed], e.sum, res[:e.Summed], lr); n > 0 {
 			accepted, samples, arrivals = n, s, a
 		}
 	}
-	for i := e.summed; i < len(ps); i++ {
+	for i := e.Summed; i < len(ps); i++ {
 		q := ps[i]
 		r := &res[i]
 		r.PushMeta, r.RecvNanos = q.PushMeta, q.RecvNanos
