@@ -35,6 +35,8 @@ var mayImport = map[string][]string{
 	"internal/headless":       nil,
 	"internal/python":         nil,
 	"internal/testlogger":     nil,
+	"internal/golden":         nil,
+	"internal/filegraph":      nil,
 	"internal/wait":           nil,
 	"internal/pace":           nil,
 	"mesh":                    {"internal/boundedmsgpack", "internal/wait"},
@@ -71,7 +73,7 @@ var mayImport = map[string][]string{
 
 // testSupport are packages for tests only: any package's tests may import
 // them, no package's build may.
-var testSupport = []string{"modelfile/modelfiletest", "internal/testlogger", "internal/headless"}
+var testSupport = []string{"modelfile/modelfiletest", "internal/testlogger", "internal/headless", "internal/golden", "internal/filegraph"}
 
 // xtestAssembles lets a package's external tests (package x_test) import
 // the package that assembles it from real parts, and so that package's

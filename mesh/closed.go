@@ -7,6 +7,15 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
+// QUIC application error codes sent when we abort a stream or connection.
+const (
+	codeClosing    quic.ApplicationErrorCode = 0
+	codeBadFrame   quic.StreamErrorCode      = 1
+	codeNoListener quic.StreamErrorCode      = 2
+	codeBadPreamb  quic.StreamErrorCode      = 3
+	codeClosed     quic.StreamErrorCode      = 4
+)
+
 // closeMessage is the reason a transport gives the connections it closes
 // when it shuts down (Close, or a connection arriving after it).
 const closeMessage = "transport closed"

@@ -10,8 +10,6 @@ import (
 var (
 	ErrClosed       = errors.New("mesh: closed")
 	ErrBadFrame     = errors.New("mesh: bad frame")
-	ErrBadMeta      = errors.New("mesh: bad member metadata")
-	ErrBadNodeID    = errors.New("mesh: bad node id")
 	ErrBadKey       = errors.New("mesh: bad mesh key")
 	ErrChannelInUse = errors.New("mesh: channel already has a listener")
 	ErrNoRoute      = errors.New("mesh: peer unreachable")

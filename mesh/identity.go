@@ -2,8 +2,12 @@ package mesh
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
+
+// Sentinel errors of a node id and of a member's metadata (errors.go has the others).
+var ErrBadNodeID, ErrBadMeta = errors.New("mesh: bad node id"), errors.New("mesh: bad member metadata")
 
 // NodeID names one node for its whole life, across restarts. It is the
 // memberlist node name, the common name of the node's certificate and the

@@ -83,8 +83,9 @@ func LoadKeyFile(path string) (MeshKey, error) {
 
 // HKDF info strings; changing one splits meshes built by different versions.
 const (
-	infoGossip = "dssp mesh v1 memberlist gossip key"
-	infoCA     = "dssp mesh v1 ca ed25519 seed"
+	infoGossip   = "dssp mesh v1 memberlist gossip key"
+	infoCA       = "dssp mesh v1 ca ed25519 seed"
+	infoOperator = "dssp mesh v1 operator hmac key" // operator.go
 )
 
 func (k MeshKey) derive(info string, n int) []byte {

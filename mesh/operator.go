@@ -11,10 +11,7 @@ import (
 // argument, each followed by a zero byte. Whoever holds the mesh key is
 // the mesh's operator. A recorded request can be replayed only as the
 // same operation on the same argument (a revocation, which is
-// idempotent).
-const infoOperator = "dssp mesh v1 operator hmac key"
-
-// OperatorMAC authenticates op(arg) with k.
+// idempotent). OperatorMAC authenticates op(arg) with k.
 func (k MeshKey) OperatorMAC(op, arg string) []byte {
 	return operatorMAC(k.derive(infoOperator, 32), op, arg)
 }

@@ -14,15 +14,6 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// QUIC application error codes sent when we abort a stream or connection.
-const (
-	codeClosing    quic.ApplicationErrorCode = 0
-	codeBadFrame   quic.StreamErrorCode      = 1
-	codeNoListener quic.StreamErrorCode      = 2
-	codeBadPreamb  quic.StreamErrorCode      = 3
-	codeClosed     quic.StreamErrorCode      = 4
-)
-
 // QUICTransport is the Transport over quic-go: one UDP socket for listening
 // and dialling, mutual TLS 1.3 from the node's credentials, one cached
 // connection per peer carrying many streams.

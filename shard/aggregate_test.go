@@ -104,12 +104,12 @@ func TestDecodeGroupEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.summed != 2 || string(e.sum) != "\x01\x02\x03\x04" || len(e.pushes) != 3 || e.pushes[0].RecvNanos != 5 || e.pushes[1].Iter != 3 || string(e.pushes[2].Grad) != "\x09\x09" {
+	if e.Summed != 2 || string(e.sum) != "\x01\x02\x03\x04" || len(e.Pushes) != 3 || e.Pushes[0].RecvNanos != 5 || e.Pushes[1].Iter != 3 || string(e.Pushes[2].Grad) != "\x09\x09" {
 		t.Fatalf("decoded %+v", e)
 	}
 	// A group member carrying bytes of its own, or a group longer than the
 	// entry, is refused.
-	for _, h := range []pushBatchHeader{
+	for _, h := range []entry{
 		{Pushes: []Push{{Bytes: 2}}, Summed: 1, SumBytes: 2},
 		{Pushes: []Push{{}}, Summed: 2, SumBytes: 2},
 		{Pushes: []Push{{}}, Summed: 1, SumBytes: 0},
@@ -158,12 +158,12 @@ func TestGroupSumMatchesSeparatePushes(t *testing.T) {
 		grads := [][]float32{{0.1, -0.2, 0.3}, {1e-3, 7, -0.5}, {3, 3, 3}}
 		samples := []int64{4, 16, 8}
 		var sep []Push
-		var group []*Push
+		var group []*ticket
 		for i, w := range []clock.WorkerID{"a", "b", "c"} {
 			sep = append(sep, Push{PushMeta: meta(w, 0, samples[i]), Grad: gradBytes(grads[i])})
 		}
 		for i := range sep {
-			group = append(group, &sep[i])
+			group = append(group, &ticket{Push: sep[i]})
 		}
 		var got [2][]float32
 		for k := range got {

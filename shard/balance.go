@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -10,14 +11,11 @@ import (
 	"dsspmesh/shardapi"
 )
 
-// The balance layer in a shard (docs/design.md#balance). With
-// Spec.BalanceBase > 0 every shard weights each push's gradient by its
-// samples / BalanceBase, and shard 0 also hosts the Balancer: it observes
-// every applied push's (samples, compute_ns), follows the gate's workers,
-// decides when t_min rises, and keeps the allocations still in force as
-// versions, so that its reply to push (w, iter) can name w's batch and data
-// position for iteration iter+1. All of it is FSM state: every replica of
-// shard 0 decides alike and a new leader answers as the old one would.
+// The balance layer in a shard (docs/design.md#balance): shard 0 hosts
+// the Balancer, fed by the pushes the gate applies and its membership, and
+// keeps the allocations in force as versions, so that its reply to push
+// (w, iter) can name w's share of iteration iter+1 (every shard weighs
+// gradients: params.weigh).
 
 // allocVersion is one allocation and the iterations it is in force for:
 // From until the next version's From. From is t_max+lead when it was
@@ -35,7 +33,9 @@ type allocVersion struct {
 	Predict []int64          `msgpack:"t"` // predicted compute ns, 0 without a model
 }
 
-// balanceState is shard 0's balancer with its versions.
+// balanceState is shard 0's balancer with its versions; off (b nil) on
+// other shards and without the balance layer. It follows the gate (a
+// follower, state.go) and its section is "bal", absent when off.
 type balanceState struct {
 	b        *balance.Balancer
 	decided  int64          // the t_min Decide last ran at
@@ -61,76 +61,62 @@ type balanceSnapshot struct {
 	HiMax    int64          `msgpack:"h"`
 }
 
-func newBalanceState(spec shardapi.Spec) (*balanceState, error) {
+// newBalanceState is the balancer a shard of spec keeps: on shard 0 with
+// Spec.BalanceBase, off otherwise.
+func newBalanceState(spec shardapi.Spec) (balanceState, error) {
+	if spec.BalanceBase <= 0 || spec.Shard != 0 {
+		return balanceState{}, nil
+	}
 	b, err := balance.New(balance.DefaultConfig(spec.BalanceBase))
 	if err != nil {
-		return nil, err
+		return balanceState{}, err
 	}
-	s := &balanceState{b: b, lead: 1}
+	s := balanceState{b: b, lead: 1}
 	if spec.Pipeline {
 		s.lead = 2
 	}
 	return s, nil
 }
 
-// weigh scales the decoded gradient f.grad by samples / BalanceBase: the
-// sum of an entry's gradients is then Σ b_i·g_i / b0, one process's step on
-// the union of the samples at the job's learning rate per b0 samples. A
-// push of exactly BalanceBase samples is left as it is.
-//
-// Not under an outer rule (shardapi.Spec.Weighted): pseudo-gradients are
-// summed as they are.
-func (f *FSM) weigh(samples int64) {
-	if !f.spec.Weighted() || samples == f.spec.BalanceBase {
-		return
-	}
-	w := float32(float64(samples) / float64(f.spec.BalanceBase))
-	for j, g := range f.grad {
-		f.grad[j] = float32(g * w)
+func (s *balanceState) on() bool { return s.b != nil }
+
+// observe records an applied push's timing.
+func (s *balanceState) observe(p Push, _ *clock.Gate) {
+	if p.Samples > 0 {
+		s.b.Observe(string(p.Worker), p.Samples, p.ComputeNs)
 	}
 }
 
-// balanceObserve records an applied push's timing (shard 0 only).
-func (f *FSM) balanceObserve(p Push) {
-	if f.bal != nil && p.Samples > 0 {
-		f.bal.b.Observe(string(p.Worker), p.Samples, p.ComputeNs)
+// join and leave follow the gate's membership.
+func (s *balanceState) join(w clock.WorkerID, g *clock.Gate) {
+	if s.b.Join(string(w), g.Min()) {
+		s.record(g)
 	}
 }
 
-// balanceJoin and balanceLeave follow the gate's membership.
-func (f *FSM) balanceJoin(w clock.WorkerID) {
-	if f.bal != nil && f.bal.b.Join(string(w), f.gate.Min()) {
-		f.bal.record(f.gate)
+func (s *balanceState) leave(w clock.WorkerID, g *clock.Gate) {
+	if !faults.On(faults.KeepLeaverShare) && s.b.Leave(string(w), g.Min()) { // broken builds keep it
+		s.record(g)
 	}
 }
 
-func (f *FSM) balanceLeave(w clock.WorkerID) {
-	if f.bal != nil && f.bal.b.Leave(string(w), f.gate.Min()) {
-		f.bal.record(f.gate)
+// leaving remembers the gate's t_max before a removal may lower it.
+func (s *balanceState) leaving(_ clock.WorkerID, g *clock.Gate) {
+	if !faults.On(faults.ForgetRemovedMax) { // broken builds only
+		s.hiMax = max(s.hiMax, g.Max())
 	}
 }
 
-// balanceHoldMax remembers the gate's t_max before a removal may lower it.
-func (f *FSM) balanceHoldMax() {
-	if f.bal != nil {
-		f.bal.hiMax = max(f.bal.hiMax, f.gate.Max())
-	}
-}
-
-// balanceTick runs the balancer's decision when t_min has risen and drops
-// the versions no iteration at or above t_min uses.
-func (f *FSM) balanceTick() {
-	s := f.bal
-	if s == nil {
-		return
-	}
-	if m := f.gate.Min(); m > s.decided {
+// tick runs the balancer's decision when t_min has risen and drops the
+// versions no iteration at or above t_min uses.
+func (s *balanceState) tick(g *clock.Gate) {
+	if m := g.Min(); m > s.decided {
 		s.decided = m
 		if s.b.Decide(m) {
-			s.record(f.gate)
+			s.record(g)
 		}
 	}
-	for len(s.versions) > 1 && s.versions[1].From <= f.gate.Min() {
+	for len(s.versions) > 1 && s.versions[1].From <= g.Min() {
 		s.versions = s.versions[1:]
 	}
 }
@@ -161,23 +147,15 @@ func (s *balanceState) record(g *clock.Gate) {
 // after its push iter is answered, and (ahead, under Spec.Pipeline) for
 // iter+2, which it computes while its push of iter+1 is in flight; nil
 // without the balance layer or when w is in no version.
-//
-// Both are final once push iter is applied: w's clock is then iter+1, so
-// t_max ≥ iter+1 and every later version is in force from t_max+lead ≥
-// iter+1+lead, after either iteration (t_max as high as it has been, even
-// after w is removed: hiMax); every version in force at or
-// before them already exists, none of them is replaced later (record
-// replaces only one in force after t_max+lead), and none is dropped while
-// w's clock keeps t_min at or below iter+1.
-func (f *FSM) assignments(w clock.WorkerID, iter int64) (next, ahead *shardapi.Assignment) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.bal == nil || len(f.bal.versions) == 0 {
+// Both are final once push iter is applied (docs/design.md, "Shares
+// named are final").
+func (s *balanceState) assignments(w clock.WorkerID, iter int64) (next, ahead *shardapi.Assignment) {
+	if !s.on() || len(s.versions) == 0 {
 		return nil, nil
 	}
-	next = f.bal.assignment(w, iter+1)
-	if f.bal.lead > 1 {
-		ahead = f.bal.assignment(w, iter+2)
+	next = s.assignment(w, iter+1)
+	if s.lead > 1 {
+		ahead = s.assignment(w, iter+2)
 	}
 	return next, ahead
 }
@@ -209,39 +187,50 @@ func (s *balanceState) assignment(w clock.WorkerID, t int64) *shardapi.Assignmen
 	return nil
 }
 
-// encode and decodeBalance carry the state in the snapshot header.
-func (s *balanceState) encode() (*balanceSnapshot, error) {
-	if s == nil {
-		return nil, nil
+func (s *balanceState) save(h *header) error {
+	if !s.on() {
+		return nil
 	}
 	b, err := s.b.MarshalBinary()
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("encode balance: %w", err)
 	}
-	return &balanceSnapshot{Balancer: b, Decided: s.decided, Versions: s.versions, HiMax: s.hiMax}, nil
+	h.put("bal", &balanceSnapshot{Balancer: b, Decided: s.decided, Versions: s.versions, HiMax: s.hiMax})
+	return nil
 }
 
-func decodeBalance(spec shardapi.Spec, snap *balanceSnapshot) (*balanceState, error) {
-	want := spec.BalanceBase > 0 && spec.Shard == 0
-	if (snap != nil) != want {
-		return nil, fmt.Errorf("balance state present %v, spec wants it %v", snap != nil, want)
-	}
-	if snap == nil {
-		return nil, nil
-	}
-	s, err := newBalanceState(spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.b.UnmarshalBinary(snap.Balancer); err != nil {
-		return nil, err
-	}
-	for i, v := range snap.Versions {
-		if len(v.Batches) != len(v.Workers) || len(v.Predict) != len(v.Workers) ||
-			!slices.IsSorted(v.Workers) || (i > 0 && v.From <= snap.Versions[i-1].From) {
-			return nil, fmt.Errorf("allocation version %d is malformed", i)
+// load reads the section, present exactly when the job's spec wants the
+// balancer.
+func (s *balanceState) load(h *header, j job) error {
+	if !j.initialized {
+		if h.has("bal") {
+			return errors.New("state in an uninitialised snapshot")
 		}
+		return nil
 	}
-	s.decided, s.versions, s.hiMax = snap.Decided, snap.Versions, snap.HiMax
-	return s, nil
+	var snap *balanceSnapshot
+	if _, err := h.get("bal", &snap); err != nil {
+		return err
+	}
+	st, err := newBalanceState(j.spec)
+	if err != nil {
+		return fmt.Errorf("balance: %w", err)
+	}
+	if (snap != nil) != st.on() {
+		return fmt.Errorf("balance: balance state present %v, spec wants it %v", snap != nil, st.on())
+	}
+	if snap != nil {
+		if err := st.b.UnmarshalBinary(snap.Balancer); err != nil {
+			return fmt.Errorf("balance: %w", err)
+		}
+		for i, v := range snap.Versions {
+			if len(v.Batches) != len(v.Workers) || len(v.Predict) != len(v.Workers) ||
+				!slices.IsSorted(v.Workers) || (i > 0 && v.From <= snap.Versions[i-1].From) {
+				return fmt.Errorf("balance: allocation version %d is malformed", i)
+			}
+		}
+		st.decided, st.versions, st.hiMax = snap.Decided, snap.Versions, snap.HiMax
+	}
+	*s = st
+	return nil
 }

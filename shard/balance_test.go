@@ -321,10 +321,10 @@ func TestPipelinedAssignmentsAreFinalWhenNamed(t *testing.T) {
 			t.Fatalf("iteration %d: Σ %d, global %d", t0, sum, as[0].Global)
 		}
 	}
-	if st := h.f.bal.b.Stats(); rounds < 100 || st.Moves < 10 {
+	if st := h.f.st.bal.b.Stats(); rounds < 100 || st.Moves < 10 {
 		t.Fatalf("only %d full rounds and %+v", rounds, st)
 	}
-	t.Logf("%d full rounds, %+v", rounds, h.f.bal.b.Stats())
+	t.Logf("%d full rounds, %+v", rounds, h.f.st.bal.b.Stats())
 }
 
 func mustEncode(t *testing.T, ps []Push) []byte {

@@ -56,7 +56,7 @@ func TestSampleCountOverflowCannotBrickTheShard(t *testing.T) {
 		t.Errorf("rate after %d samples is %g", st.Samples, r)
 	}
 	// The honest worker goes on at its clock.
-	c, _ := h.f.gate.Clock("a")
+	c, _ := h.f.st.gate.g.Clock("a")
 	a := apply(encodePushes([]Push{{PushMeta: meta("a", c, 32), Grad: gradBytes([]float32{1, 1, 1, 1})}}))
 	if !a.Pushes[0].Applied {
 		t.Fatalf("an honest push after the attack: %v", a.Pushes[0].Err)
@@ -103,7 +103,7 @@ func TestCountersSaturate(t *testing.T) {
 	spec := decaySpec(2)
 	h := newFSMHarness(t, spec, []float32{0, 0})
 	h.apply(encodeWorker(entryAddWorker, "a", 0))
-	h.f.samples, h.f.pushes = math.MaxInt64-10, math.MaxUint64
+	h.f.st.tally.samples, h.f.st.tally.pushes = math.MaxInt64-10, math.MaxUint64
 	a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 32), Grad: gradBytes([]float32{1, 1})}}))
 	if !a.Pushes[0].Applied {
 		t.Fatal(a.Pushes[0].Err)
@@ -121,7 +121,7 @@ func TestCountersSaturate(t *testing.T) {
 	if r := sch.Rate(-1); r != sch.LR {
 		t.Errorf("rate at a negative count %g, want the initial %g", r, sch.LR)
 	}
-	h.f.samples = -5 // as restored from a snapshot of a count that wrapped
+	h.f.st.tally.samples = -5 // as restored from a snapshot of a count that wrapped
 	a = h.apply(encodePushes([]Push{{PushMeta: meta("a", 1, 32), Grad: gradBytes([]float32{1, 1})}}))
 	if !a.Pushes[0].Applied {
 		t.Fatalf("a push at a negative count: %v", a.Pushes[0].Err)
@@ -142,7 +142,7 @@ func TestAddWorkerClockBounded(t *testing.T) {
 	if !errors.As(a.Err, &rej) || rej.Reason != shardapi.ReasonOutOfBounds {
 		t.Fatalf("AddWorker from MaxInt64: %+v", a)
 	}
-	if _, ok := h.f.gate.Clock("a"); ok {
+	if _, ok := h.f.st.gate.g.Clock("a"); ok {
 		t.Fatal("the worker was added")
 	}
 	if a := h.apply(encodeWorker(entryAddWorker, "a", shardapi.MaxIter)); a.Err != nil || a.StartClock != shardapi.MaxIter {

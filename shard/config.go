@@ -18,19 +18,10 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
 
-	// Log bounds. Push entries are as large as the shard's slice times the
-	// pushes batched in them (a quarter of a megabyte for the MLP, tens of
-	// megabytes for a 100 MB model), so the log is bounded by bytes: the
-	// replica measures the entries it stores and keeps raft's entry counts
-	// at SnapshotThreshold = LogBytes / mean entry and TrailingLogs =
-	// TrailingBytes / mean entry (see logBudget), never above the counts
-	// below, which are the bounds while nothing is measured yet (and the
-	// only ones when LogBytes is 0). The log on disk (and the bbolt file,
-	// which grows to the largest log it held) is then about LogBytes +
-	// TrailingBytes plus what arrives within one SnapshotInterval;
-	// snapshots (the slice and its optimizer state, about two one-push
-	// entries) are checked every SnapshotInterval. A follower further
-	// behind than the trailing entries is sent a snapshot.
+	// Log bounds: raft's entry counts, kept by the log budget
+	// (logbudget.go) at LogBytes and TrailingBytes over the mean entry and
+	// never above SnapshotThreshold and TrailingLogs; snapshots are checked
+	// every SnapshotInterval.
 	SnapshotInterval  time.Duration
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
@@ -39,28 +30,19 @@ type Config struct {
 	// MaxAppendEntries bounds the entries in one AppendEntries RPC.
 	MaxAppendEntries int
 
-	// Batching: concurrent pushes queued at the leader go into one entry,
-	// up to MaxBatchPushes pushes or MaxBatchBytes of gradients, while at
-	// most MaxInflightBatches entries are proposed and not yet applied.
-	// One in flight is the default: pushes that arrive while an entry
-	// replicates wait for it and share (and sum into) the next, so a
-	// contended shard writes, sends and applies fewer entries; with four in
-	// flight each push was its own entry (1.0 pushes an entry, 3-replica
-	// pushes 0.36–0.44 of an unreplicated echo against 0.58–0.61 with one,
-	// both orders of one A/B run; the 4-node mesh's samples/s did not move).
+	// Batching: pushes queued at the leader go into one entry, up to
+	// MaxBatchPushes pushes or MaxBatchBytes of gradients, while at most
+	// MaxInflightBatches entries are proposed and not applied (1: pushes
+	// that arrive while an entry replicates share the next).
 	MaxBatchPushes     int
 	MaxBatchBytes      int
 	MaxInflightBatches int
 	// BatchLinger is how long the proposer, holding fewer pushes than the
-	// shard has workers and finding the queue empty, waits for more before
-	// it proposes; it stops as soon as the batch holds one push per worker
-	// (or a batch limit). Workers a gate releases together push within a
-	// few milliseconds of one another, and without the wait the first push
-	// after an idle moment went alone into its own entry. 0 proposes at
-	// once. See DefaultBatchLinger for what it bought.
+	// shard has workers and finding the queue empty, waits for more (0: it
+	// proposes at once; docs/design.md, "Batching").
 	BatchLinger time.Duration
 	// SumBatches makes the leader send the pushes of a batch that the gate
-	// will take as one summed gradient (aggregate.go).
+	// will take as one summed gradient (proposer.go, group).
 	SumBatches bool
 
 	// ApplyTimeout bounds the wait to enqueue a proposal.
@@ -68,34 +50,20 @@ type Config struct {
 	// HeldKeepAlive is the period of Held frames while a push is held, and
 	// of the check that this replica still leads.
 	HeldKeepAlive time.Duration
-	// IdleStreamTimeout closes a worker's stream that sent nothing for
-	// this long while none of its pushes was held (a dead or stuck peer
-	// holding a stream open); the worker's client reopens one on its next
-	// push. It must exceed HeldKeepAlive.
-	IdleStreamTimeout time.Duration
+	// IdleStreamTimeout closes a worker's stream silent this long while
+	// none of its pushes is held (it must exceed HeldKeepAlive);
 	// ReplyWriteTimeout bounds how long a reply frame may wait for its
-	// worker to read it, plus the frame's time at shardapi.MinReplyRate;
-	// then the stream is dropped and the worker resends (dedupe answers).
-	// A worker that keeps a stream open without reading it (its client
-	// moved to another replica, its process paused) would otherwise hold
-	// the goroutine that answers it — the evaluator, which answers every
-	// released push of the shard, and Shutdown, which waits for it.
+	// worker to read it, plus the frame's time at shardapi.MinReplyRate
+	// (docs/design.md, "Streams that stall").
+	IdleStreamTimeout time.Duration
 	ReplyWriteTimeout time.Duration
 	// Suspect tunes how the leader suspects a dead worker (suspect.go);
 	// the zero value is DefaultSuspectPolicy.
 	Suspect SuspectPolicy
 }
 
-// DefaultBatchLinger is Config.BatchLinger's default. Against no linger,
-// both orders of one A/B run (dssp bench mesh, 4 nodes, ASP, load 5–6):
-// 4 pushes an entry instead of 1.9–2, fsyncs per worker-iteration 5.1–5.5
-// instead of 8.8–9.2, 3-replica pushes 0.67–0.69 of the echo instead of
-// 0.46–0.47, mesh samples/s ×1.55 and ×1.14; dssp up (defaults) to 97 %
-// 57.2/52.2 s against 57.2/72.2 s, and with --paradigm asp --slowdown
-// 1,1,2,4 --compute-delay 40ms, where the workers do not push together,
-// 97.2/92.2 s against 102.2/92.2 s. 5 ms, in an earlier one-order run,
-// wrote 7.35 fsyncs per worker-iteration (0 ms: 8.8–9.0) and reached 0.56
-// of the echo.
+// DefaultBatchLinger is Config.BatchLinger's default (docs/design.md,
+// "Raft timing" has what it bought).
 const DefaultBatchLinger = 15 * time.Millisecond
 
 // maxBatchLinger keeps a mistyped linger from stalling every push.
@@ -127,36 +95,9 @@ func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 	}
 }
 
-// Raft timing sized to the group count. hashicorp/raft runs, per group and
-// follower, a heartbeat loop at a random period in [HeartbeatTimeout/10,
-// HeartbeatTimeout/5] (about 13 a second at 500 ms) and, even when idle, an
-// AppendEntries every CommitTimeout to 2×CommitTimeout so the follower
-// learns the commit index (about 33 a second at 20 ms). A node hosting G
-// groups pays both in proportion to G, whatever the traffic: dssp bench
-// scale measured 26 answered heartbeats/s and 8.5% of a core per idle node
-// at 4 nodes × 4 shards (R 3, 3 groups a node), 413/s and 30% at 4 × 64
-// (48 groups a node); stretching the heartbeat alone cut heartbeats 3× and
-// left the CPU at 29%: the commit-index RPCs are the larger half.
-// CommitTimeout's base is 100 ms (hashicorp/raft's own default is 50 ms):
-// at 20 ms every idle leader–follower pair exchanged about 33 RPCs a
-// second; at 100 ms about 7. An idle follower learns the last commit up to
-// 200 ms late; entries in flight carry the commit index as before, and a
-// new leader, a leadership transfer and a caught-up check do not wait on
-// it. dssp bench scale, N 16 × S 64 idle, same run: 11.7% → 9.8% of a core
-// a node.
-// [Config.ForGroups] stretches both, with the election and lease timeouts,
-// in proportion to G beyond GroupsAtDefaultTiming, up to MaxTimerStretch.
-// The price on such a dense node: a dead leader is noticed by its followers
-// after HeartbeatTimeout × the stretch (1.5 s instead of 0.5 s at 48
-// groups), and an idle follower learns the last commit up to 2 ×
-// CommitTimeout × the stretch late. A mesh with at most
-// GroupsAtDefaultTiming groups a node — the fault suite's meshes, and a
-// large mesh with S·R/N small — keeps the defaults unchanged. The stretch
-// is fixed when a replica opens (node sizes it by the groups placement
-// gives the node then): the bootstrap node of a fresh mesh opens every
-// shard alone, so its replicas keep the stretch of S groups until they
-// restart (raft.ReloadConfig could shrink heartbeat and election timeouts
-// later, but not CommitTimeout or the lease; not done).
+// Raft timing sized to the group count (docs/design.md, "Raft timing"):
+// ForGroups stretches the timers in proportion to the groups a node hosts
+// beyond GroupsAtDefaultTiming, up to MaxTimerStretch.
 const (
 	GroupsAtDefaultTiming = 16
 	MaxTimerStretch       = 4
@@ -175,20 +116,10 @@ func (c Config) ForGroups(groups int) Config {
 	return c
 }
 
-// Raft timing sized to the entry. A push entry of a large model's shard
-// (6.25 MB for a 100 MB model in 8 shards, bf16), its 25 MB snapshot
-// installed on a new replica, and the pushes and replies of the same size
-// share each node pair's QUIC connection and the machine's cores with the
-// heartbeats: on a loaded machine a heartbeat then waits behind them for
-// longer than the 250 ms lease, and the leader steps down (bench bigmodel
-// saw every shard's leader do so while the mesh formed, and elections
-// churn from there). [Config.ForEntryBytes] stretches HeartbeatTimeout,
-// ElectionTimeout and LeaderLeaseTimeout in proportion to the entry's
-// bytes beyond EntryBytesAtDefaultTiming, up to MaxEntryStretch, and
-// sends fewer entries per AppendEntries (MaxAppendEntries ÷ the stretch,
-// at least 1), so that one RPC carries about as many bytes as at the
-// default. The price: a dead leader of such a shard is noticed that much
-// later (3 s instead of 0.5 s at 6 MB).
+// Raft timing sized to the entry (docs/design.md, "Raft timing"):
+// ForEntryBytes stretches the timers and sends fewer entries per
+// AppendEntries in proportion to the entry's bytes beyond
+// EntryBytesAtDefaultTiming, up to MaxEntryStretch.
 const (
 	EntryBytesAtDefaultTiming = 1 << 20
 	MaxEntryStretch           = 8
@@ -259,4 +190,38 @@ func (c Config) Validate() error {
 		return fmt.Errorf("shard: Config.BatchLinger (%s) must be in [0, %s]", c.BatchLinger, maxBatchLinger)
 	}
 	return nil
+}
+
+// SuspectPolicy tunes suspicion; the zero value is DefaultSuspectPolicy.
+type SuspectPolicy struct {
+	Off   bool          // never suspect (gossip alone removes dead workers)
+	After int64         // predicted push intervals without a push; default 4
+	Floor time.Duration // the least silence suspected; default 1s
+	Check time.Duration // period of the leader's check; default 250ms
+	// Silence counts a worker whose stream is still open as disconnected
+	// when nothing has arrived from its node for this long (a transport
+	// that is a mesh.SilenceReporter: QUIC answers keep-alives every
+	// 750 ms); default 1.5s.
+	Silence time.Duration
+}
+
+// DefaultSuspectPolicy is 4 predicted intervals, at least 1 s, checked
+// every 250 ms.
+func DefaultSuspectPolicy() SuspectPolicy {
+	return SuspectPolicy{After: 4, Floor: time.Second, Check: 250 * time.Millisecond, Silence: 1500 * time.Millisecond}
+}
+
+func (p SuspectPolicy) orDefault() SuspectPolicy {
+	d := DefaultSuspectPolicy()
+	p.After, p.Floor = positiveOr(p.After, d.After), positiveOr(p.Floor, d.Floor)
+	p.Check, p.Silence = positiveOr(p.Check, d.Check), positiveOr(p.Silence, d.Silence)
+	return p
+}
+
+// positiveOr is v, or d when v is not positive.
+func positiveOr[T int64 | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
 }

@@ -1,9 +1,12 @@
 package shard
 
 import (
-	"dsspmesh/shardapi"
+	"crypto/ed25519"
 	"encoding/binary"
 	"fmt"
+
+	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -16,17 +19,14 @@ import (
 //	0    u8   kind (entryInit, entryPush, entryAddWorker, entryRemoveWorker,
 //	          entrySuspendWorker, entryIdentity)
 //	1    u32  H: header length
-//	5    H bytes: msgpack header (initHeader, pushBatchHeader of Push headers
-//	     workerHeader or identityHeader)
+//	5    H bytes: msgpack header (initHeader, the entry's own fields for a push
+//	     entry: its Push headers, workerHeader or identityHeader)
 //	5+H  raw payload: the θ-slice (Init, fp32) or, for Push, the sum of the
 //	     group's gradients (when the header's Summed > 0) followed by the
 //	     other pushes' gradients back to back, tensors in shardapi's codec
 //	     (tensor.go) in the shard's wire precision
 //
-// A push entry's header lists every push with its metadata: the first
-// Summed pushes form the group whose gradients the leader summed into one
-// tensor (SumBytes long; their own Bytes are 0), so a follower receives
-// and logs one gradient for them; the dedupe metadata of each stays.
+// A push entry's first Summed pushes are the leader's summed group.
 //
 // Gradients never travel as msgpack float arrays (10–60× slower).
 type entryKind uint8
@@ -42,12 +42,10 @@ const (
 
 const entryPrefix = 5
 
-// Push is one worker's gradient for one shard and iteration, from the
-// leader's receipt to its apply: the leader's service queues it with the
-// stream its reply goes to, a push entry holds it, the FSM applies it. Its
-// msgpack form is one push's header in a push entry (keys w, i, s, c, t,
-// n); Grad, the encoded tensor (shardapi's codec), follows in the entry's
-// payload.
+// Push is one worker's gradient for one shard and iteration as it is
+// replicated: one push's header in a push entry (keys w, i, s, c, t, n),
+// its Grad, the encoded tensor (shardapi's codec), in the entry's payload.
+// On the leader it is part of a ticket (conn.go).
 type Push struct {
 	shardapi.PushMeta       // keys w, i, s, c
 	RecvNanos         int64 `msgpack:"t"` // leader's receipt time, the gate's A[w][0]
@@ -56,25 +54,10 @@ type Push struct {
 	// group's sum). encodeGroup sets it.
 	Bytes int    `msgpack:"n"`
 	Grad  []byte `msgpack:"-"`
-
-	// On the leader only, never in an entry: the stream the reply goes to,
-	// and whether the worker keeps its slice (Request.Keep: the OK carries
-	// none).
-	c    *workerConn
-	keep bool
 }
-
-// key names the reply p waits for: its stream, its PushID and Keep.
-func (p *Push) key() heldKey { return heldKey{c: p.c, PushID: p.PushID, keep: p.keep} }
 
 type initHeader struct {
 	Spec shardapi.Spec `msgpack:"spec"`
-}
-
-type pushBatchHeader struct {
-	Pushes   []Push `msgpack:"p"`
-	Summed   int    `msgpack:"sm,omitempty"`
-	SumBytes int    `msgpack:"sb,omitempty"`
 }
 
 type workerHeader struct {
@@ -85,19 +68,69 @@ type workerHeader struct {
 	From int64 `msgpack:"f,omitempty"`
 }
 
-// entry is a decoded log entry; payload slices alias the log's bytes.
+// identityHeader is an identity entry's header (identity.go): "revoke"
+// or "pin" of a node id.
+type identityHeader struct {
+	Op  string `msgpack:"op"` // "revoke" or "pin"
+	ID  string `msgpack:"id"`
+	Key []byte `msgpack:"k,omitempty"`
+	// MAC (revoke) is the operator's authentication of the revocation
+	// (mesh.MeshKey.OperatorMAC), kept so that a node can pass the
+	// revocation on to one that checks it itself; the shard does not
+	// check it (it holds no key).
+	MAC []byte `msgpack:"mac,omitempty"`
+}
+
+// maxMAC bounds a revocation's MAC (an HMAC-SHA256 is 32 bytes).
+const maxMAC = 64
+
+func encodeIdentity(h identityHeader) ([]byte, error) {
+	return appendEntry(entryIdentity, h, 0)
+}
+
+// checkIdentityHeader holds the rules of an identity entry's fields.
+func checkIdentityHeader(h identityHeader) error {
+	if err := mesh.NodeID(h.ID).Validate(); err != nil {
+		return err
+	}
+	switch h.Op {
+	case "revoke":
+		if len(h.Key) != 0 || len(h.MAC) > maxMAC {
+			return fmt.Errorf("revoke of %q carries a key, or a MAC of %d bytes (at most %d)", h.ID, len(h.MAC), maxMAC)
+		}
+	case "pin":
+		if mesh.NodeID(h.ID).SelfCertifying() {
+			return fmt.Errorf("pin of %q: a self-certifying id is bound to its key already", h.ID)
+		}
+		if len(h.Key) != ed25519.PublicKeySize || len(h.MAC) != 0 {
+			return fmt.Errorf("pin of %q: key of %d bytes, want %d", h.ID, len(h.Key), ed25519.PublicKeySize)
+		}
+	default:
+		return fmt.Errorf("identity op %q unknown (known: revoke, pin)", h.Op)
+	}
+	return nil
+}
+
+// encodeSuspend is a suspend entry for w, seen by the leader at clock clk.
+func encodeSuspend(w clock.WorkerID, clk int64) ([]byte, error) {
+	return encodeWorker(entrySuspendWorker, w, clk)
+}
+
+// entry is a decoded log entry; payload slices alias the log's bytes. Its
+// exported fields are a push entry's header (keys p, sm, sb): Summed > 0
+// makes Pushes[:Summed] a group whose gradients are summed in sum,
+// SumBytes long (their Grad is empty).
 type entry struct {
-	kind   entryKind
-	spec   shardapi.Spec
-	theta  []byte
-	pushes []Push
-	// summed > 0: pushes[:summed] are a group whose gradients are summed
-	// in sum (their Grad is empty).
-	summed int
-	sum    []byte
-	worker clock.WorkerID
-	from   int64
-	ident  identityHeader
+	kind     entryKind
+	spec     shardapi.Spec
+	theta    []byte
+	Pushes   []Push `msgpack:"p"`
+	Summed   int    `msgpack:"sm,omitempty"`
+	SumBytes int    `msgpack:"sb,omitempty"`
+	sum      []byte
+	worker   clock.WorkerID
+	from     int64
+	ident    identityHeader
 }
 
 func appendEntry(kind entryKind, header any, payloadLen int) ([]byte, error) {
@@ -122,7 +155,7 @@ func encodeInit(spec shardapi.Spec, theta []float32) ([]byte, error) {
 // encodeGroup encodes one push entry: the group whose gradients are summed
 // in sum (their Grad is ignored), then the pushes ps with their own.
 func encodeGroup(group []Push, sum []byte, ps []Push) ([]byte, error) {
-	h := pushBatchHeader{Pushes: make([]Push, 0, len(group)+len(ps)), Summed: len(group)}
+	h := &entry{Pushes: make([]Push, 0, len(group)+len(ps)), Summed: len(group)}
 	n := 0
 	if len(group) > 0 {
 		h.SumBytes, n = len(sum), len(sum)
@@ -179,18 +212,16 @@ func decodeEntry(b []byte) (entry, error) {
 		}
 		e.spec, e.theta = h.Spec, payload
 	case entryPush:
-		var h pushBatchHeader
-		if err := boundedmsgpack.Unmarshal(hb, &h); err != nil {
+		if err := boundedmsgpack.Unmarshal(hb, &e); err != nil {
 			return bad("push header: %v", err)
 		}
-		if h.Summed < 0 || h.Summed > len(h.Pushes) || h.SumBytes < 0 || h.SumBytes > len(payload) || (h.Summed == 0) != (h.SumBytes == 0) {
-			return bad("group of %d pushes with %d bytes in an entry of %d pushes and %d payload bytes", h.Summed, h.SumBytes, len(h.Pushes), len(payload))
+		if e.Summed < 0 || e.Summed > len(e.Pushes) || e.SumBytes < 0 || e.SumBytes > len(payload) || (e.Summed == 0) != (e.SumBytes == 0) {
+			return bad("group of %d pushes with %d bytes in an entry of %d pushes and %d payload bytes", e.Summed, e.SumBytes, len(e.Pushes), len(payload))
 		}
-		e.summed, e.sum, payload = h.Summed, payload[:h.SumBytes:h.SumBytes], payload[h.SumBytes:]
-		e.pushes = h.Pushes
-		for i := range e.pushes {
-			p := &e.pushes[i]
-			if i < h.Summed && p.Bytes != 0 {
+		e.sum, payload = payload[:e.SumBytes:e.SumBytes], payload[e.SumBytes:]
+		for i := range e.Pushes {
+			p := &e.Pushes[i]
+			if i < e.Summed && p.Bytes != 0 {
 				return bad("push %d of the summed group carries %d bytes of its own", i, p.Bytes)
 			}
 			if p.Bytes < 0 || p.Bytes > len(payload) {

@@ -31,8 +31,8 @@ func TestDecodePreviousPushEntry(t *testing.T) {
 	}
 	want := Push{PushMeta: meta("a", 3, 8), RecvNanos: 9}
 	want.ComputeNs = 5
-	if len(e.pushes) != 1 || e.pushes[0].PushMeta != want.PushMeta || e.pushes[0].RecvNanos != 9 || string(e.pushes[0].Grad) != string(g) {
-		t.Errorf("decoded %+v, want %+v with the gradient", e.pushes, want)
+	if len(e.Pushes) != 1 || e.Pushes[0].PushMeta != want.PushMeta || e.Pushes[0].RecvNanos != 9 || string(e.Pushes[0].Grad) != string(g) {
+		t.Errorf("decoded %+v, want %+v with the gradient", e.Pushes, want)
 	}
 }
 

@@ -142,7 +142,7 @@ func TestFSMSnapshotRestoreIsIdentical(t *testing.T) {
 	now := int64(0)
 	for range 200 {
 		w := ws[rng.IntN(len(ws))]
-		if h.f.gate.IsWaiting(w) {
+		if h.f.st.gate.g.IsWaiting(w) {
 			continue
 		}
 		now += rng.Int64N(1000)
@@ -183,21 +183,21 @@ func TestSnapshotSharesTheStateUntilWritten(t *testing.T) {
 	}
 	push(0)
 	h.f.mu.RLock()
-	want, err := h.f.encodeLocked()
+	want, err := h.f.st.encode()
 	h.f.mu.RUnlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	theta := &h.f.theta[0]
+	theta := &h.f.st.params.theta[0]
 	snap, err := h.f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if &h.f.theta[0] != theta {
+	if &h.f.st.params.theta[0] != theta {
 		t.Fatal("taking a snapshot copied θ")
 	}
 	push(1) // while the snapshot is unwritten: a copy is stepped
-	if &h.f.theta[0] == theta {
+	if &h.f.st.params.theta[0] == theta {
 		t.Fatal("an entry stepped θ in place under an unwritten snapshot")
 	}
 	var buf bytes.Buffer
@@ -218,9 +218,9 @@ func TestSnapshotSharesTheStateUntilWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap.Release()
-	theta = &h.f.theta[0]
+	theta = &h.f.st.params.theta[0]
 	push(2)
-	if &h.f.theta[0] != theta {
+	if &h.f.st.params.theta[0] != theta {
 		t.Fatal("an entry after the snapshot was written copied θ")
 	}
 }
@@ -273,4 +273,11 @@ func mustBytes(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// assignments are w's shares for the iterations after its push iter, as
+// the leader's replier reads them (shard 0 under the balance layer).
+func (f *FSM) assignments(w clock.WorkerID, iter int64) (next, ahead *shardapi.Assignment) {
+	f.read(func(st *state) { next, ahead = st.bal.assignments(w, iter) })
+	return next, ahead
 }

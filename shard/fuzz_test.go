@@ -39,7 +39,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, p := range e.pushes {
+		for _, p := range e.Pushes {
 			if len(p.Grad) > len(b) {
 				t.Fatalf("push gradient of %d bytes from a %d-byte entry", len(p.Grad), len(b))
 			}

@@ -11,30 +11,12 @@ import (
 )
 
 // hygiene is the leader's check of a push's gradient before it is
-// proposed: no NaN or ±Inf, no gradient on a push of no samples, and a
-// norm no larger than the spec's outlier factor (Spec.Outlier, on by
-// default) times the median norm of the shard's recent pushes. It is
-// leader-local (nothing replicated depends on it), so a new leader starts
-// with an empty window. It also counts, per worker, what it refused and
-// how many refusals came in a row.
-//
-// The outlier rule (docs/design.md, "Bounds and the outlier rule"): a
-// push's norm is that of the gradient the FSM applies, ‖g‖ × samples /
-// BalanceBase under the balance layer (which weights each gradient so,
-// shardapi.Spec.Weighted), ‖g‖ otherwise; pushes of no samples carry zeros (checkZeroSamples) and,
-// like any push of norm 0, neither count toward the median nor are
-// checked against it.
-// The check waits for minNormSamples norms in the window of the last
-// normWindow: the first pushes a leader sees set the scale. The median
-// follows the norms down as training converges, and the default factor
-// (100) is far above a healthy job's spread of norms.
-//
-// A round's pseudo-gradient (Spec.Outer on) is a displacement of θ, so it
-// is judged against θ too: one of norm at most roundFloor × ‖θ‖ (the
-// slice the leader holds) is no outlier whatever the median. Converged
-// rounds move θ by 1e-7 of its norm and now and then by 1e-4, a spread
-// past any factor; a round that moves the slice by under 0.1 % of its
-// norm pulls on it no more than the honest rounds before convergence did.
+// proposed (docs/design.md, "The leader's outlier rule"): no NaN or ±Inf,
+// no gradient on a push of no samples, and a norm no larger than the
+// spec's outlier factor times the median norm of the shard's recent
+// pushes (a round's pseudo-gradient of norm at most roundFloor × ‖θ‖ is
+// no outlier). Leader-local: a new leader starts with an empty window. It
+// counts, per worker, what it refused and how many refusals came in a row.
 type hygiene struct {
 	mu      sync.Mutex
 	norms   []float64 // ring of the last normWindow accepted non-zero norms

@@ -2,34 +2,17 @@ package shard
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
 
-// logBudget bounds a replica's raft log by bytes. hashicorp/raft counts
-// entries (SnapshotThreshold, TrailingLogs), but a push entry is as large as
-// the shard's slice times the pushes batched in it: a quarter of a megabyte
-// for the MLP, tens of megabytes for a 100 MB model. The budget measures
-// the entries this replica stores (leader and follower alike: every entry
-// passes through its log store) and keeps raft's counts at
-//
-//	SnapshotThreshold = clamp(max(LogBytes, S) / mean entry, 2, Config.SnapshotThreshold)
-//	TrailingLogs      = clamp(max(TrailingBytes, S/2) / mean entry, 1, Config.TrailingLogs)
-//
-// through raft.ReloadConfig, so the log holds about LogBytes+TrailingBytes
-// (plus what arrives within one SnapshotInterval) whatever the entry size.
-// S is the bytes of the state a snapshot writes (the slice and its
-// optimizer state in fp32): a snapshot costs S bytes of writes, so the log
-// grows by at least S between two of them and each logged byte costs at
-// most one more for snapshots. Without that floor a 100 MB model's shard
-// (S = 25 MB, entries of 6 MB in bf16) would write a 25 MB snapshot every
-// two entries, and a follower two entries behind would be sent one. A
-// follower that falls further behind than the trailing entries gets a
-// snapshot. The mean is an exponentially weighted one over stored entries.
-//
-// Concurrency: observe runs on raft's goroutines that store logs; the
-// budget's own lock guards its state, and it calls ReloadConfig (a short
-// lock inside raft, no channel) only when a count changes.
+// logBudget bounds a replica's raft log by bytes (docs/design.md, "The
+// log budget"): it measures the entries this replica stores and keeps
+// raft's SnapshotThreshold and TrailingLogs at max(LogBytes, S) and
+// max(TrailingBytes, S/2) over the mean entry (budgetCounts), S being the
+// state a snapshot writes. observe runs on raft's goroutines that store
+// logs; the budget's own lock guards its state.
 type logBudget struct {
 	cfg Config
 
@@ -132,4 +115,23 @@ func (m measuredLog) StoreLogs(logs []*raft.Log) error {
 func (m measuredLog) IsMonotonic() bool {
 	s, ok := m.LogStore.(raft.MonotonicLogStore)
 	return ok && s.IsMonotonic()
+}
+
+// countingLog counts the writes to a replica's raft log: each StoreLog or
+// StoreLogs call is one transaction, fsynced on raftstore's disk stores,
+// however many entries it holds (raft's group commit). It adds no
+// locking; the counter is read by Status.
+type countingLog struct {
+	raft.LogStore
+	writes atomic.Uint64
+}
+
+func (l *countingLog) StoreLog(e *raft.Log) error {
+	l.writes.Add(1)
+	return l.LogStore.StoreLog(e)
+}
+
+func (l *countingLog) StoreLogs(es []*raft.Log) error {
+	l.writes.Add(1)
+	return l.LogStore.StoreLogs(es)
 }

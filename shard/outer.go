@@ -3,33 +3,11 @@ package shard
 import "dsspmesh/shardapi"
 
 // The outer rule of a job of local rounds (shardapi.Outer; docs/design.md,
-// "Local rounds"). A push then carries a round's pseudo-gradient Δ =
-// θ_start − θ_local, never weighted by its samples (it grows with its
-// round's steps already: shardapi.Spec.Weighted); an entry's accepted
-// pseudo-gradients are summed (S, k
-// arrivals: pushes with samples) and applied in one step, with N the
-// workers in the gate (at least 1) and c the arrivals since the last
-// momentum step (FSM.arrivals, replicated):
-//
-//	sgd:       θ ← θ − (LR/N)·S
-//	nesterov:  if c = 0 and k > 0:  m ← μ·m        (a momentum period starts)
-//	           m ← m + S/N;  θ ← θ − (LR/N)·S
-//	           if c + k ≥ N:  θ ← θ − LR·μ·m;  c ← 0   (it ends)
-//	           else:          c ← c + k
-//
-// m is the momentum at the end of a period and, within one, the next
-// momentum being formed (μ·m plus the period's arrivals ÷ N): the same
-// state as a buffer b of the period's arrivals beside the momentum (m_end
-// = μ·m + (b + S)/N), in one vector instead of two, so a replica holds and
-// a snapshot writes θ and m only. Over a synchronous round (N arrivals
-// from θ_start) the sum of the immediate parts is LR·mean(Δ) and the
-// momentum step once at its end, so the round applies m ← μ·m + mean(Δ);
-// θ ← θ − LR·(mean(Δ) + μ·m): Nesterov on the mean pseudo-gradient,
-// DiLoCo's outer step. Under bounded staleness the arrivals of different
-// rounds interleave and the momentum moves θ once per N of them (Delayed
-// Nesterov, arXiv 2401.09135), not once per arrival, which would multiply
-// its weight by N. Each product is rounded to float32 explicitly, as in
-// step, so no replica fuses a multiply-add the others do not.
+// "The outer rule"): an entry's pseudo-gradients summed (S, k arrivals)
+// move θ by −(LR/N)·S and, under Nesterov, feed the momentum m, which
+// steps θ once per N arrivals (params.arrivals counts them). Each product
+// is rounded to float32 explicitly, as in step, so no replica fuses a
+// multiply-add the others do not.
 
 // outerRates are one entry's constants of the outer rule.
 type outerRates struct {
@@ -40,26 +18,11 @@ type outerRates struct {
 	n   int64 // N
 }
 
-func (f *FSM) outerRates() outerRates { return ratesOf(f.spec.Outer, f.gate.Len()) }
-
 // ratesOf is o's constants with workers in the gate (N, at least 1).
 func ratesOf(o shardapi.Outer, workers int) outerRates {
 	n := max(int64(workers), 1)
 	return outerRates{a: float32(o.LR / float64(n)), inv: float32(1 / float64(n)), lr: float32(o.LR),
 		mu: float32(o.Momentum), n: n}
-}
-
-// outerStarts reports whether an entry of k arrivals starts a momentum
-// period: none is under way (c = 0) and it carries an arrival.
-func (f *FSM) outerStarts(k int64) bool {
-	return k > 0 && f.arrivals == 0
-}
-
-// outerFires reports whether an entry of k arrivals ends the momentum
-// period: the arrivals since the last momentum step reach N. An entry of
-// no arrivals (fetches of no samples only) never does.
-func (f *FSM) outerFires(r outerRates, k int64) bool {
-	return k > 0 && satAdd(f.arrivals, k) >= r.n
 }
 
 // outerStep applies one entry's sum s of pseudo-gradients by o's rule;
@@ -124,7 +87,7 @@ func hasVelocity(spec shardapi.Spec) bool {
 	return spec.Optimizer.Kind == shardapi.Momentum
 }
 
-// maxArrivals bounds FSM.arrivals in a snapshot: it is reset whenever it
+// maxArrivals bounds params.arrivals in a snapshot: it is reset whenever it
 // reaches N, so it stays below the most workers a gate has held plus one
 // entry's pushes, far below this.
 const maxArrivals = 1 << 24

@@ -87,8 +87,8 @@ func TestOuterSyncRoundIsNesterovOnTheMean(t *testing.T) {
 			pushOne(t, many, "c", r, ds[2])
 		}
 		pushOne(t, one, "solo", r, mean)
-		if many.f.arrivals != 0 {
-			t.Fatalf("round %d: %d arrivals left after a whole round", r, many.f.arrivals)
+		if many.f.st.params.arrivals != 0 {
+			t.Fatalf("round %d: %d arrivals left after a whole round", r, many.f.st.params.arrivals)
 		}
 	}
 	got, solo := many.f.Params(nil), one.f.Params(nil)
@@ -126,7 +126,7 @@ func TestOuterSGDAveragesTheModels(t *testing.T) {
 			t.Fatalf("θ[%d] = %g, the models' mean is %g", i, got[i], avg)
 		}
 	}
-	if h.f.velocity != nil || h.f.stateBytes() != 4*n {
+	if h.f.st.params.velocity != nil || h.f.stateBytes() != 4*n {
 		t.Fatal("outer sgd keeps a momentum or a buffer")
 	}
 }
@@ -161,7 +161,7 @@ func TestDelayedNesterovMomentumOncePerNArrivals(t *testing.T) {
 		for i := range got {
 			buf[i] += float64(d[i])
 			want := diloco.Momentum*mEnd[i] + buf[i]/4
-			if m := float64(h.f.velocity[i]); math.Abs(m-want) > 1e-6 {
+			if m := float64(h.f.st.params.velocity[i]); math.Abs(m-want) > 1e-6 {
 				t.Fatalf("arrival %d: m[%d] = %g, want μ·m + (period's Δ)/N = %g", k+1, i, m, want)
 			}
 			if got[i] != theta[i]-float32(a*d[i]) {
@@ -181,8 +181,8 @@ func TestDelayedNesterovMomentumOncePerNArrivals(t *testing.T) {
 				mEnd[i], buf[i] = diloco.Momentum*mEnd[i]+buf[i]/4, 0
 			}
 		}
-		if want := int64((k + 1) % 4); h.f.arrivals != want {
-			t.Fatalf("arrival %d: count %d, want %d", k+1, h.f.arrivals, want)
+		if want := int64((k + 1) % 4); h.f.st.params.arrivals != want {
+			t.Fatalf("arrival %d: count %d, want %d", k+1, h.f.st.params.arrivals, want)
 		}
 	}
 	if moves != len(order)/4 {
@@ -196,8 +196,8 @@ func TestOuterZeroSamplesIsNoArrival(t *testing.T) {
 	h := newFSMHarness(t, outerSpec(4, "asp", diloco), []float32{1, 2, 3, 4})
 	addWorkers(t, h, "a", "b")
 	a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 0), Grad: gradBytes(make([]float32, 4))}}))
-	if !a.Pushes[0].Applied || h.f.arrivals != 0 {
-		t.Fatalf("fetch: %+v, arrivals %d", a.Pushes[0], h.f.arrivals)
+	if !a.Pushes[0].Applied || h.f.st.params.arrivals != 0 {
+		t.Fatalf("fetch: %+v, arrivals %d", a.Pushes[0], h.f.st.params.arrivals)
 	}
 }
 
@@ -231,11 +231,11 @@ func TestDefaultRuleIsTodaysStepBitForBit(t *testing.T) {
 	}
 	got := h.f.Params(nil)
 	for i := range got {
-		if math.Float32bits(got[i]) != math.Float32bits(theta[i]) || math.Float32bits(h.f.velocity[i]) != math.Float32bits(vel[i]) {
-			t.Fatalf("θ[%d] = %x v %x, the old rule gives %x v %x", i, got[i], h.f.velocity[i], theta[i], vel[i])
+		if math.Float32bits(got[i]) != math.Float32bits(theta[i]) || math.Float32bits(h.f.st.params.velocity[i]) != math.Float32bits(vel[i]) {
+			t.Fatalf("θ[%d] = %x v %x, the old rule gives %x v %x", i, got[i], h.f.st.params.velocity[i], theta[i], vel[i])
 		}
 	}
-	if h.f.stateBytes() != 2*4*n || h.f.arrivals != 0 {
+	if h.f.stateBytes() != 2*4*n || h.f.st.params.arrivals != 0 {
 		t.Fatal("outer state without an outer rule")
 	}
 	for _, v := range []any{spec} {
@@ -248,7 +248,7 @@ func TestDefaultRuleIsTodaysStepBitForBit(t *testing.T) {
 			t.Fatalf("a spec without local rounds encodes an outer field: %v", keys)
 		}
 	}
-	head, err := h.f.headLocked()
+	head, err := h.f.st.head()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,8 +273,8 @@ func TestOuterSnapshotContinuesIdentically(t *testing.T) {
 	if err := g.f.Restore(nopCloser{bytes.NewReader(raw)}); err != nil {
 		t.Fatal(err)
 	}
-	if g.f.arrivals != 2 || g.f.StateHash() != h.f.StateHash() {
-		t.Fatalf("restored: arrivals %d, hash equal %v", g.f.arrivals, g.f.StateHash() == h.f.StateHash())
+	if g.f.st.params.arrivals != 2 || g.f.StateHash() != h.f.StateHash() {
+		t.Fatalf("restored: arrivals %d, hash equal %v", g.f.st.params.arrivals, g.f.StateHash() == h.f.StateHash())
 	}
 	for k := range 4 {
 		d := randVec(rng, n, 0.1)
@@ -311,7 +311,7 @@ func TestOuterSnapshotWithBufferIsFolded(t *testing.T) {
 	for _, w := range []clock.WorkerID{"a", "b", "c"} {
 		pushOne(t, h, w, 0, randVec(rng, n, 0.1))
 	}
-	mEnd := slices.Clone(h.f.velocity)
+	mEnd := slices.Clone(h.f.st.params.velocity)
 	da, db := randVec(rng, n, 0.1), randVec(rng, n, 0.1)
 	pushOne(t, h, "a", 1, da)
 	pushOne(t, h, "b", 1, db)
@@ -319,24 +319,24 @@ func TestOuterSnapshotWithBufferIsFolded(t *testing.T) {
 	for i := range buf {
 		buf[i] = da[i] + db[i]
 	}
-	head, err := h.f.headLocked()
+	head, err := h.f.st.head()
 	if err != nil {
 		t.Fatal(err)
 	}
 	head[len(snapshotMagic)] = snapshotWithBuffer
-	v1 := append(slices.Clone(head), gradBytes(h.f.theta)...)
+	v1 := append(slices.Clone(head), gradBytes(h.f.st.params.theta)...)
 	v1 = append(v1, gradBytes(mEnd)...)
 	v1 = append(v1, gradBytes(buf)...)
 	g := &fsmHarness{t: t, f: NewFSM(1, nil), index: h.index}
 	if err := g.f.Restore(nopCloser{bytes.NewReader(v1)}); err != nil {
 		t.Fatal(err)
 	}
-	if g.f.arrivals != 2 {
-		t.Fatalf("restored arrivals %d, want 2", g.f.arrivals)
+	if g.f.st.params.arrivals != 2 {
+		t.Fatalf("restored arrivals %d, want 2", g.f.st.params.arrivals)
 	}
 	for i := range mEnd {
-		if d := math.Abs(float64(g.f.velocity[i] - h.f.velocity[i])); d > 1e-7 {
-			t.Fatalf("m[%d] = %g folded, %g formed (|Δ| %g)", i, g.f.velocity[i], h.f.velocity[i], d)
+		if d := math.Abs(float64(g.f.st.params.velocity[i] - h.f.st.params.velocity[i])); d > 1e-7 {
+			t.Fatalf("m[%d] = %g folded, %g formed (|Δ| %g)", i, g.f.st.params.velocity[i], h.f.st.params.velocity[i], d)
 		}
 	}
 	dc := randVec(rng, n, 0.1)
@@ -348,8 +348,8 @@ func TestOuterSnapshotWithBufferIsFolded(t *testing.T) {
 			t.Fatalf("θ[%d] = %g after the period ended on the restored FSM, %g on the other", i, got[i], want[i])
 		}
 	}
-	if g.f.arrivals != 0 {
-		t.Fatalf("restored FSM's period did not end: %d arrivals", g.f.arrivals)
+	if g.f.st.params.arrivals != 0 {
+		t.Fatalf("restored FSM's period did not end: %d arrivals", g.f.st.params.arrivals)
 	}
 	// A version-1 snapshot of the same state is longer by the buffer: the
 	// same bytes labelled version 2 are refused.
@@ -430,8 +430,8 @@ func TestOuterGoldenCases(t *testing.T) {
 				iters[a.w]++
 				th := h.f.Params(nil)[0]
 				var m float32
-				if h.f.velocity != nil {
-					m = h.f.velocity[0]
+				if h.f.st.params.velocity != nil {
+					m = h.f.st.params.velocity[0]
 				}
 				if math.Abs(float64(th-a.theta)) > 1e-6 || math.Abs(float64(m-a.m)) > 1e-6 {
 					t.Fatalf("arrival %d (%s, Δ %g): θ %g m %g, want θ %g m %g", k+1, a.w, a.delta, th, m, a.theta, a.m)

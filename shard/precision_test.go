@@ -55,7 +55,7 @@ func TestFSMBF16(t *testing.T) {
 		t.Fatalf("reply %v with %d bytes, want OK with %d", st, len(params), shardapi.BF16.Bytes(4))
 	}
 	// A snapshot round trip keeps the fp32 master weights exactly.
-	b, err := h.f.encodeLocked()
+	b, err := h.f.st.encode()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,15 +21,8 @@ import (
 // otherwise); one call at a time (ErrReconfigActive), and raft itself
 // allows one change in flight. Call it again after each step, and
 // whenever membership changes.
-//
-// A leader that is not in desired first hands its leadership to a voter
-// that is (handOver), and changes nothing itself: the replicas desired
-// may refuse raft streams from a peer outside both their latest
-// configuration and desired (Deps.AllowRaftPeer), and a replica whose
-// configuration is stale — one that was cut off, or stopped, while the
-// leader joined — knows the leader in neither, so a leader outside
-// desired could add it but never reach it, and waited for its catch-up
-// for ever. A leader in desired is let in by every replica desired.
+// A leader not in desired first hands its leadership to a voter that is
+// (handOver; docs/design.md, "Reconcile from inside the set").
 func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bool, err error) {
 	if !r.IsLeader() {
 		return false, r.notLeader()
@@ -172,4 +165,40 @@ func (r *Replica) probe(ctx context.Context, id mesh.NodeID) (uint64, error) {
 		return 0, err
 	}
 	return rep.Index, nil
+}
+
+// Configuration returns the shard's raft configuration as this replica
+// knows it. It waits for raft's main loop, so it fails once the replica is
+// shut down.
+func (r *Replica) Configuration() (shardapi.Configuration, error) {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return shardapi.Configuration{}, fmt.Errorf("shard %d: read configuration: %w", r.cfg.Shard, err)
+	}
+	var c shardapi.Configuration
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c.Voters = append(c.Voters, mesh.NodeID(s.ID))
+		} else {
+			c.Nonvoters = append(c.Nonvoters, mesh.NodeID(s.ID))
+		}
+	}
+	return c, nil
+}
+
+// TransferLeadership hands leadership to voter to, or, with to empty, to
+// the most up-to-date other voter, and waits for the outcome (leader
+// only). A graceful leave calls it so the shard does not wait out an
+// election timeout; a node leading more than its share names the voter.
+func (r *Replica) TransferLeadership(to mesh.NodeID) error {
+	f := r.raft.LeadershipTransfer
+	if to != "" {
+		f = func() raft.Future {
+			return r.raft.LeadershipTransferToServer(raft.ServerID(to), raft.ServerAddress(to))
+		}
+	}
+	if err := f().Error(); err != nil {
+		return fmt.Errorf("shard %d: leadership transfer to %q: %w", r.cfg.Shard, to, err)
+	}
+	return nil
 }

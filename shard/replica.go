@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
-	"dsspmesh/clock"
 	"dsspmesh/internal/pace"
 	"dsspmesh/mesh"
 	"dsspmesh/raftstore"
@@ -25,63 +23,23 @@ import (
 // everything else in the log of every replica it asked.
 const refusalLogEvery = time.Minute
 
-// Deps are a replica's edges to the world.
-type Deps struct {
-	// Transport carries worker RPCs (the replica listens on
-	// Channel{KindRPC, Shard}) and the catch-up probes of Reconcile.
-	Transport mesh.Transport
-	// Resolve maps node ids to transport addresses (for Reconcile's probes).
-	Resolve mesh.Resolver
-	// RaftTransport carries raft's RPCs; the replica closes it on Shutdown.
-	// On a node: raftstore.NewMeshTransport. In tests:
-	// raft.NewInmemTransport. One with a Quiesce method (raftstore's) is
-	// quiesced after raft shuts down and before the stores close; one with
-	// GuardHeartbeats (raftstore's) is handed the raft it serves, so that
-	// only heartbeats that cannot change its term or role skip raft's
-	// main loop.
-	RaftTransport raft.Transport
-	// Stores are the shard's log, stable and snapshot stores; the replica
-	// closes them on Shutdown.
-	Stores *raftstore.Stores
-	Clock  WallClock
-	Logger *slog.Logger
-	// Observer, if set, sees every applied entry (see NewFSM).
-	Observer func(shardapi.Applied)
-	// OnLeader, if set, is called each time this replica becomes leader,
-	// once per term, with the term it leads. It runs on the replica's
-	// leadership watcher, one call at a time, and must not block.
-	OnLeader func(term uint64)
-	// ApplyTime, if set, is called by the leader's push service with the
-	// time each batch of pushes took from raft.Apply to its application
-	// (quorum commit and FSM); it must not block.
-	ApplyTime func(time.Duration)
-	// HashEvery > 0 adds the state hash to the Applied of every entry whose
-	// index is a multiple of it, so replicas can be compared after the fact.
-	HashEvery uint64
-	// AllowRaftPeer, if set, lets a peer outside the shard's latest Raft
-	// configuration open raft streams (the node: a peer placement assigns
-	// to the shard, so a replica whose configuration lags still hears a
-	// leader it has not learnt of). See Replica.allowRaftPeer.
-	AllowRaftPeer func(mesh.NodeID) bool
-}
-
 // Replica is this node's member of one shard's raft group and, while it
 // leads, the shard's push service.
 type Replica struct {
-	cfg    Config
-	deps   Deps
-	log    *slog.Logger
-	fsm    *FSM
-	raft   *raft.Raft
-	ln     mesh.Listener
-	svc    *service
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	logs   *countingLog
+	*member // raft, the FSM and the methods the leader's stages share
+	ln      mesh.Listener
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	logs    *countingLog
+
+	// The leader's stages, from a push's receipt to its reply.
+	in  *intake
+	pr  *proposer
+	rp  *replier
+	sus *suspector
+	cnt serviceCounters
 
 	reconfig sync.Mutex
-	lead     leadership
 	refused  pace.Pacer[mesh.NodeID] // paces allowRaftPeer's warning per peer (refusalLogEvery)
 
 	closeOnce sync.Once
@@ -135,15 +93,21 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 		g.GuardHeartbeats(r) // heartbeats that could change r's term or role take raft's main loop
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rep := &Replica{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ln: ln, ctx: ctx, cancel: cancel, logs: logs,
-		refused: pace.Pacer[mesh.NodeID]{Every: refusalLogEvery}}
+	rep := &Replica{ln: ln, cancel: cancel, logs: logs, refused: pace.Pacer[mesh.NodeID]{Every: refusalLogEvery}}
+	rep.member = &member{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ctx: ctx, wg: &rep.wg}
 	rep.lead.changed = make(chan struct{})
 	if g, ok := d.RaftTransport.(interface{ SetAllow(func(mesh.NodeID) bool) }); ok {
 		g.SetAllow(rep.allowRaftPeer)
 	}
 	rep.watchLeadership()
-	rep.svc = newService(rep)
-	rep.svc.start()
+	rep.rp = newReplier(rep.member, &rep.cnt)
+	rep.pr = newProposer(rep.member, &rep.cnt, rep.rp)
+	rep.in = newIntake(rep.member, &rep.cnt, rep.pr, rep.rp, ln)
+	rep.sus = &suspector{m: rep.member, in: rep.in}
+	for _, f := range []func(){rep.in.acceptLoop, rep.pr.run, rep.pr.complete, rep.rp.evaluate, rep.sus.run} {
+		rep.wg.Add(1)
+		go func() { defer rep.wg.Done(); f() }()
+	}
 	return rep, nil
 }
 
@@ -207,100 +171,6 @@ func (r *Replica) Init(ctx context.Context, spec shardapi.Spec, theta []float32)
 	return r.proposeChecked(ctx, b)
 }
 
-// AddWorker adds w at max(t_min, from) (leader only) and returns its
-// clock: the iteration of its next push. A present worker below from is
-// advanced to from; one at or past it keeps its clock.
-func (r *Replica) AddWorker(ctx context.Context, w clock.WorkerID, from int64) (int64, error) {
-	if from < 0 {
-		return 0, fmt.Errorf("shard %d: add worker %q from clock %d: negative", r.cfg.Shard, w, from)
-	}
-	if from > shardapi.MaxIter { // the FSM refuses it too; nothing proposed
-		return 0, &shardapi.RejectError{Op: "add-worker", Shard: r.cfg.Shard, Worker: w, Iter: from, Reason: shardapi.ReasonOutOfBounds,
-			Detail: fmt.Sprintf("clock %d above the bound %d", from, int64(shardapi.MaxIter))}
-	}
-	b, err := encodeWorker(entryAddWorker, w, from)
-	if err != nil {
-		return 0, err
-	}
-	a, err := r.propose(ctx, b)
-	if err != nil {
-		return 0, err
-	}
-	return a.StartClock, a.Err
-}
-
-// RemoveWorker removes w (leader only): declared dead or leaving. Its held
-// push is answered with a rejection; workers it held back are released.
-func (r *Replica) RemoveWorker(ctx context.Context, w clock.WorkerID) error {
-	b, err := encodeWorker(entryRemoveWorker, w, 0)
-	if err != nil {
-		return err
-	}
-	return r.proposeChecked(ctx, b)
-}
-
-// propose applies b through raft and waits for its Apply. An error other
-// than *NotLeaderError before the call reached raft is ambiguous.
-func (r *Replica) propose(ctx context.Context, b []byte) (shardapi.Applied, error) {
-	if r.raft.State() != raft.Leader {
-		return shardapi.Applied{}, r.notLeader()
-	}
-	f := r.raft.Apply(b, r.cfg.ApplyTimeout)
-	switch err := awaitFuture(ctx, f); {
-	case err == nil:
-		return f.Response().(shardapi.Applied), nil
-	case err == ctx.Err():
-		return shardapi.Applied{}, fmt.Errorf("shard %d: apply (outcome unknown): %w", r.cfg.Shard, err)
-	case isLeadershipErr(err):
-		return shardapi.Applied{}, fmt.Errorf("%w (outcome unknown: %v)", r.notLeader(), err)
-	default:
-		return shardapi.Applied{}, fmt.Errorf("shard %d: apply: %w", r.cfg.Shard, err)
-	}
-}
-
-// proposeChecked proposes b (leader only) and returns the error of
-// proposing it or, once applied, the FSM's refusal of it (Applied.Err).
-func (r *Replica) proposeChecked(ctx context.Context, b []byte) error {
-	a, err := r.propose(ctx, b)
-	if err != nil {
-		return err
-	}
-	return a.Err
-}
-
-// awaitFuture waits for f's outcome, or for ctx to end (then it returns
-// ctx.Err()): raft may never answer an entry committed as it shut down
-// (hashicorp/raft#498), and Shutdown must not wait on such a waiter.
-func awaitFuture(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func isLeadershipErr(err error) bool {
-	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown)
-}
-
-func (r *Replica) notLeader() *shardapi.NotLeaderError {
-	_, id := r.raft.LeaderWithID()
-	return &shardapi.NotLeaderError{Shard: r.cfg.Shard, Leader: mesh.NodeID(id)}
-}
-
-// IsLeader reports whether this replica leads the shard now.
-func (r *Replica) IsLeader() bool { return r.raft.State() == raft.Leader }
-
-// Leader is the current leader's id as this replica knows it ("" if none).
-func (r *Replica) Leader() mesh.NodeID {
-	_, id := r.raft.LeaderWithID()
-	return mesh.NodeID(id)
-}
-
 // FSM exposes the state machine for reads (Status, StateHash, Params).
 func (r *Replica) FSM() *FSM { return r.fsm }
 
@@ -309,7 +179,7 @@ func (r *Replica) Status() shardapi.ReplicaStatus {
 	_, leader := r.raft.LeaderWithID()
 	return shardapi.ReplicaStatus{
 		Status: r.fsm.Status(), ID: r.cfg.ID, State: r.raft.State().String(), Term: r.raft.CurrentTerm(),
-		Leader: mesh.NodeID(leader), Held: r.svc.heldCount(), Service: r.svc.stats(), LastIndex: r.raft.LastIndex(),
+		Leader: mesh.NodeID(leader), Held: r.rp.heldCount(), Service: r.cnt.stats(r.in.hyg.stats()), LastIndex: r.raft.LastIndex(),
 		LogWrites: r.logs.writes.Load(),
 	}
 }
@@ -320,7 +190,8 @@ func (r *Replica) Shutdown() error {
 	r.closeOnce.Do(func() {
 		r.cancel()
 		r.ln.Close()
-		r.svc.stop()
+		r.in.stop()
+		r.rp.stop()
 		errs := []error{r.raft.Shutdown().Error()}
 		if q, ok := r.deps.RaftTransport.(interface{ Quiesce() }); ok {
 			q.Quiesce()

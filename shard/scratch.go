@@ -5,17 +5,10 @@ import (
 	"time"
 )
 
-// The FSMs of one process borrow their per-Apply float32 buffers (a push
-// entry's decoded gradient and the sum of those accepted), and its leaders
-// the two buffers of a group's sum (groupSum), from one bounded free list
-// instead of each keeping its own: a replica holds them only
-// while it applies a push entry, and an entry of one push (or of one
-// summed group) borrows one buffer, not two (FSM.gradBuf). So a node
-// hosting G replicas of a 100 MB model's shards keeps two slices' worth of
-// idle scratch rather than 2·G (at 8 shards of 12.5 MB and 6 replicas a
-// node, 25 MB instead of 150 MB); Applies running side by side beyond that
-// allocate, and the collector takes those back. Buffers keep no state
-// between Applies: every Apply writes a buffer before it reads it.
+// The float32 buffers of an Apply (params.grad, params.sum) and of a
+// leader's group sum (groupSum) come from one bounded free list per
+// process (docs/design.md, "Scratch buffers"); buffers keep no state
+// between Applies.
 var scratch = &scratchPool{keep: 2}
 
 // scratchPool is a free list of at most keep buffers. Safe for concurrent

@@ -267,7 +267,7 @@ func TestSlowEntrySendsPending(t *testing.T) {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for range tick.C {
-			if leader.svc.cnt.pendingFrames.Load() >= 20 {
+			if leader.cnt.pendingFrames.Load() >= 20 {
 				return
 			}
 		}

@@ -1,8 +1,7 @@
 package shard
 
 import (
-	"dsspmesh/shardapi"
-	"encoding/binary"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +9,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"dsspmesh/clock"
 	"dsspmesh/internal/boundedmsgpack"
+	"dsspmesh/shardapi"
 )
 
 // Snapshot layout (integers big-endian):
@@ -19,16 +18,15 @@ import (
 //	0    8 bytes  "dsspshrd"
 //	8    u8       snapshotVersion
 //	9    u32      H: header length
-//	13   H bytes  msgpack snapshotHeader (the gate as clock's own encoding)
+//	13   H bytes  the header: a msgpack map, each sub-machine's section
+//	     being the keys it owns, written in the order of state.sections
 //	13+H θ, then the velocity (hasVelocity: Momentum, or the outer
-//	     Nesterov's momentum): little-endian float32, Spec.Len each
+//	     Nesterov's momentum): little-endian float32, Spec.Len each (the
+//	     parameters' section's body)
 //
-// Every field is written in a fixed order and the gate's encoding is
-// deterministic, so equal states give equal bytes (and state hashes).
-// Version 1 (earlier builds) is the same with, under the outer Nesterov,
-// the buffer of the period's arrivals after the momentum; it is read and
-// the buffer folded into the momentum as the rule of this build keeps it
-// (outer.go: m ← μ·m + b/N while a period is under way).
+// A state encodes to the same bytes on every replica (docs/design.md,
+// "Snapshot sections"); version 1 of the file has, under the outer
+// Nesterov, the buffer of the period's arrivals after the momentum.
 const (
 	snapshotMagic   = "dsspshrd"
 	snapshotVersion = 2
@@ -37,63 +35,85 @@ const (
 	snapshotWithBuffer = 1
 )
 
-type snapshotHeader struct {
-	Initialized bool          `msgpack:"init"`
-	Spec        shardapi.Spec `msgpack:"spec"`
-	Samples     int64         `msgpack:"samples"`
-	Pushes      uint64        `msgpack:"pushes"`
-	Duplicates  uint64        `msgpack:"dups"`
-	Rejected    []uint64      `msgpack:"rejected"`
-	Gate        []byte        `msgpack:"gate"`
-	LastIndex   uint64        `msgpack:"index"`
-	// Balance is shard 0's balance layer (balance.go), absent otherwise.
-	Balance *balanceSnapshot `msgpack:"bal,omitempty"`
-	// Arrivals is the outer Nesterov's count since its last momentum step
-	// (outer.go), 0 otherwise; below maxArrivals.
-	Arrivals int64 `msgpack:"arr,omitempty"`
-	// Identities are the revoked ids and pinned keys (identity.go);
-	// absent when there are none, and in snapshots of earlier builds.
-	Identities *identitySnapshot `msgpack:"ids,omitempty"`
+// header is a snapshot's header: its keys in the order written. Reading,
+// each key is taken once; a key no section takes is refused.
+type header struct {
+	keys []string
+	vals []any                         // writing
+	raw  map[string]msgpack.RawMessage // reading
 }
 
-// headLocked encodes the snapshot's prefix and header: everything before θ.
-func (f *FSM) headLocked() ([]byte, error) {
-	h := snapshotHeader{Initialized: f.initialized, Spec: f.spec, Samples: f.samples, Pushes: f.pushes,
-		Duplicates: f.duplicates, Rejected: f.rejected[1:], LastIndex: f.lastIndex, Arrivals: f.arrivals}
-	if f.gate != nil {
-		g, err := f.gate.MarshalBinary()
-		if err != nil {
-			return nil, fmt.Errorf("shard %d: encode gate: %w", f.shard, err)
-		}
-		h.Gate = g
-	}
-	bal, err := f.bal.encode()
-	if err != nil {
-		return nil, fmt.Errorf("shard %d: encode balance: %w", f.shard, err)
-	}
-	h.Balance = bal
-	h.Identities = f.ids.encode()
-	hb, err := msgpack.Marshal(&h)
-	if err != nil {
-		return nil, fmt.Errorf("shard %d: encode snapshot header: %w", f.shard, err)
-	}
-	b := make([]byte, 0, len(snapshotMagic)+5+len(hb))
-	b = append(b, snapshotMagic...)
-	b = append(b, snapshotVersion)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(hb)))
-	return append(b, hb...), nil
+// put adds key with v (encoded as msgpack encodes v's type).
+func (h *header) put(key string, v any) {
+	h.keys = append(h.keys, key)
+	h.vals = append(h.vals, v)
 }
 
-// encodeLocked is the whole snapshot in one slice (for the state hash).
-func (f *FSM) encodeLocked() ([]byte, error) {
-	head, err := f.headLocked()
-	if err != nil {
+// setVersion records a section's version past 1; version reads it back.
+func (h *header) setVersion(name string, v uint8) {
+	if v != 1 {
+		h.put("v."+name, v)
+	}
+}
+
+func (h *header) version(name string) (v uint8, err error) {
+	v = 1
+	_, err = h.get("v."+name, &v)
+	return v, err
+}
+
+// get decodes key into v; it reports whether the key was there.
+func (h *header) get(key string, v any) (bool, error) {
+	b, ok := h.raw[key]
+	if !ok {
+		return false, nil
+	}
+	delete(h.raw, key)
+	if len(b) == 0 {
+		return true, nil // msgpack's nil: v keeps its zero value
+	}
+	if err := boundedmsgpack.Unmarshal(b, v); err != nil {
+		return true, fmt.Errorf("%s: %w", key, err)
+	}
+	return true, nil
+}
+
+// has reports whether key is there, not taken yet.
+func (h *header) has(key string) bool {
+	_, ok := h.raw[key]
+	return ok
+}
+
+// marshal is the header's msgpack: a map of its keys in order.
+func (h *header) marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	if err := enc.EncodeMapLen(len(h.keys)); err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, len(head)+4*(len(f.theta)+len(f.velocity)))
-	b = append(b, head...)
-	b = shardapi.FP32.Append(b, f.theta)
-	return shardapi.FP32.Append(b, f.velocity), nil
+	for i, k := range h.keys {
+		if err := enc.EncodeString(k); err != nil {
+			return nil, err
+		}
+		if err := enc.Encode(h.vals[i]); err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// rest names the keys no section took.
+func (h *header) rest() error {
+	if len(h.raw) > 0 {
+		return fmt.Errorf("keys no section of this build reads: %v", slices.Sorted(func(yield func(string) bool) {
+			for k := range h.raw {
+				if !yield(k) {
+					return
+				}
+			}
+		}))
+	}
+	return nil
 }
 
 // writeBody writes θ and the velocity (possibly empty) as a snapshot's
@@ -112,29 +132,6 @@ func writeBody(w io.Writer, vs ...[]float32) error {
 	return nil
 }
 
-// snapshotState is a snapshot read and checked (readSnapshot), ready to
-// become an FSM's state.
-type snapshotState struct {
-	h               snapshotHeader
-	theta, velocity []float32
-	gate            *clock.Gate
-	bal             *balanceState
-	ids             identityState
-}
-
-// installLocked replaces the state with st's.
-func (f *FSM) installLocked(st *snapshotState) {
-	h := st.h
-	f.initialized, f.spec, f.opt = h.Initialized, h.Spec, h.Spec.Optimizer
-	f.theta, f.velocity, f.gate, f.bal, f.ids = st.theta, st.velocity, st.gate, st.bal, st.ids
-	f.arrivals = h.Arrivals
-	f.samples, f.pushes, f.duplicates, f.lastIndex = h.Samples, h.Pushes, h.Duplicates, h.LastIndex
-	f.frozen = nil // a snapshot being persisted keeps the arrays it took
-	f.rejected = [shardapi.NumReasons]uint64{}
-	copy(f.rejected[1:], h.Rejected)
-	f.sum, f.grad = nil, nil
-}
-
 // maxSnapshotHeader bounds the msgpack header of a snapshot: the gate's
 // table of a few thousand workers is far below it.
 const maxSnapshotHeader = 64 << 20
@@ -143,116 +140,35 @@ const maxSnapshotHeader = 64 << 20
 // they are decoded into the state.
 const snapshotChunk = 1 << 20
 
-// readSnapshot reads one snapshot from r and checks it. It reads the
-// prefix and the header (at most maxSnapshotHeader, its buffer growing
-// only as bytes arrive), computes from the header the exact length of the
-// body a valid snapshot has, and decodes the body chunk by chunk straight
-// into θ and the velocity, allocated once the body's first chunk has
-// arrived; then it refuses the snapshot if r has even one byte more. So a
-// restore holds the state and one chunk, never a second copy of the state
-// in bytes (25 MB for a large shard), and a reader that never ends, or a
-// header that lies about its size, costs at most the largest valid state
-// (bounded by shardapi.MaxShardLen) plus a chunk.
-func readSnapshot(r io.Reader) (*snapshotState, error) {
-	bad := func(format string, args ...any) (*snapshotState, error) {
-		return nil, fmt.Errorf("%w: %s", shardapi.ErrBadSnapshot, fmt.Sprintf(format, args...))
-	}
+// readHeader reads a snapshot's prefix and header from r (at most
+// maxSnapshotHeader, its buffer growing only as bytes arrive) and returns
+// the file's version and the header to read sections from.
+func readHeader(r io.Reader) (uint8, *header, error) {
 	pre := len(snapshotMagic) + 5
 	b := make([]byte, pre, pre+4096)
 	if _, err := io.ReadFull(r, b); err != nil {
-		return bad("prefix: %v", err)
+		return 0, nil, fmt.Errorf("prefix: %v", err)
 	}
 	if string(b[:len(snapshotMagic)]) != snapshotMagic {
-		return bad("not a shard snapshot")
+		return 0, nil, errors.New("not a shard snapshot")
 	}
 	version := b[len(snapshotMagic)]
 	if version != snapshotVersion && version != snapshotWithBuffer {
-		return bad("version %d, want %d or %d", version, snapshotVersion, snapshotWithBuffer)
+		return 0, nil, fmt.Errorf("version %d, want %d or %d", version, snapshotVersion, snapshotWithBuffer)
 	}
-	hl := binary.BigEndian.Uint32(b[len(snapshotMagic)+1:])
+	hl := uint32(b[pre-4])<<24 | uint32(b[pre-3])<<16 | uint32(b[pre-2])<<8 | uint32(b[pre-1])
 	if hl > maxSnapshotHeader {
-		return bad("header length %d exceeds %d", hl, maxSnapshotHeader)
+		return 0, nil, fmt.Errorf("header length %d exceeds %d", hl, maxSnapshotHeader)
 	}
 	b, err := readGrowing(r, b, int(hl))
 	if err != nil {
-		return bad("header: %v", err)
+		return 0, nil, fmt.Errorf("header: %v", err)
 	}
-	st := &snapshotState{}
-	h := &st.h
-	if err := boundedmsgpack.Unmarshal(b[pre:], h); err != nil {
-		return bad("header: %v", err)
+	h := &header{}
+	if err := boundedmsgpack.Unmarshal(b[pre:], &h.raw); err != nil {
+		return 0, nil, fmt.Errorf("header: %v", err)
 	}
-	// Older builds knew fewer reasons; their counters come first.
-	if len(h.Rejected) > int(shardapi.NumReasons)-1 {
-		return bad("%d rejection counters, this build knows %d", len(h.Rejected), int(shardapi.NumReasons)-1)
-	}
-	if h.Arrivals < 0 || h.Arrivals >= maxArrivals || h.Arrivals != 0 && !h.Spec.Outer.Nesterov() {
-		return bad("outer arrivals %d (outer %s): must be in [0, %d) and 0 without nesterov", h.Arrivals, h.Spec.Outer.Kind, maxArrivals)
-	}
-	if st.ids, err = decodeIdentities(h.Identities); err != nil {
-		return bad("identities: %v", err)
-	}
-	if !h.Initialized {
-		if len(h.Gate) != 0 || h.Balance != nil {
-			return bad("state in an uninitialised snapshot")
-		}
-		if err := readEnd(r); err != nil {
-			return bad("%v", err)
-		}
-		return st, nil
-	}
-	if err := h.Spec.Validate(); err != nil {
-		return bad("%v", err)
-	}
-	var chunk []byte
-	if st.theta, chunk, err = readFloats(r, nil, h.Spec.Len); err != nil {
-		return bad("parameters: %v", err)
-	}
-	if hasVelocity(h.Spec) {
-		if st.velocity, _, err = readFloats(r, chunk, h.Spec.Len); err != nil {
-			return bad("velocity: %v", err)
-		}
-	}
-	var buf []float32
-	if version == snapshotWithBuffer && h.Spec.Outer.Nesterov() {
-		if buf, _, err = readFloats(r, chunk, h.Spec.Len); err != nil {
-			return bad("outer buffer: %v", err)
-		}
-	}
-	if err := readEnd(r); err != nil {
-		return bad("%v", err)
-	}
-	if i := max(firstNonFinite(st.theta), firstNonFinite(st.velocity), firstNonFinite(buf)); i >= 0 {
-		return bad("parameter %d is not finite", i)
-	}
-	st.gate = &clock.Gate{}
-	if err := st.gate.UnmarshalBinary(h.Gate); err != nil {
-		return bad("gate: %v", err)
-	}
-	if h.Arrivals > 0 && buf != nil {
-		if i := foldBuffer(h.Spec.Outer, st.gate.Len(), st.velocity, buf); i >= 0 {
-			return bad("momentum %d with the outer buffer folded in is not finite", i)
-		}
-	}
-	if st.bal, err = decodeBalance(h.Spec, h.Balance); err != nil {
-		return bad("balance: %v", err)
-	}
-	return st, nil
-}
-
-// foldBuffer turns a version-1 snapshot's outer state in the middle of a
-// momentum period (momentum m, buffer b of the period's arrivals, with
-// workers in the gate) into this build's: m ← μ·m + b/N. It returns the
-// first index whose result is out of the momentum's domain, or −1.
-func foldBuffer(o shardapi.Outer, workers int, m, b []float32) int {
-	r := ratesOf(o, workers)
-	for i, bi := range b {
-		m[i] = float32(r.mu*m[i]) + float32(r.inv*bi)
-		if outOfDomain(m[i]) {
-			return i
-		}
-	}
-	return -1
+	return version, h, nil
 }
 
 // readFloats reads n little-endian float32 from r chunk by chunk (through

@@ -2,145 +2,35 @@ package shard
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
-	"dsspmesh/shardapi"
 )
 
-// Suspicion: the leader stops a dead worker from holding the living.
-//
-// Gossip declares a killed node dead after seconds (memberlist's LAN
-// profile: 5–6 s); until then every other worker sits at s_U behind it. The
-// shard leader has evidence sooner. Every SuspectPolicy.Check it looks at
-// the workers its gate could suspend (clock.Gate.Suspectable: at t_min,
-// its own push not held, some other worker's push held) and suspects one
-// that is both
-//
-//   - overdue: no push for After of its own predicted push intervals
-//     (clock.Overdue, the interval A[0] − A[1] the DSSP controller predicts
-//     with), and never less than Floor, counted from its last push or from
-//     when this replica took the lead, whichever is later (a receipt time
-//     written by another leader is not trusted to be on this clock); and
-//   - disconnected: with a transport that reports silence
-//     (mesh.SilenceReporter, QUIC), no connection to that node or nothing
-//     at all received from it for Silence (1.5 s: two keep-alive periods;
-//     a kill -9 leaves the connection open until its idle timeout, 3 s,
-//     but its keep-alives go unanswered at once). A live worker blocked
-//     on another shard, with no stream here, still answers keep-alives
-//     and is not suspected. Without one (in-memory transport): no worker
-//     stream from that node is open at this replica.
-//
-// It then proposes a suspend entry (entrySuspendWorker) naming the worker
-// and the clock it saw. Every replica applies it the same way: if the
-// worker is still at that clock and still Suspectable it is removed from
-// the gate — exactly a RemoveWorker (under the balance layer its share of
-// the global batch goes to the others too), reported as Applied{Kind:
-// "remove-worker", Suspected: true}, so the workers it held are released
-// — otherwise (it pushed meanwhile) the entry changes nothing (Kind
-// "suspect"). One proposal per worker at a time.
-//
-// Re-admission is the path a worker wrongly declared dead already takes:
-// its next request is refused as unknown-worker and its client adds it
-// again with AddWorker(from = its own next iteration), placing it at
-// max(t_min, from). Since it was suspended at t_min with no push held,
-// t_min has not fallen below its clock since, so it comes back at or past
-// the clock it had: nothing of it is applied twice and its clock never
-// goes back (clock.TestSuspendedWorkerReadmitted,
-// TestSuspectedWorkerReadmitted here). A false suspicion costs the
-// worker the wait of one AddWorker; its gradient for the iterations it
-// skips, if t_min moved past it, are the ones AdvanceWorker counts empty.
+// Suspicion: the leader stops a dead worker from holding the living
+// (docs/design.md, "Suspicion"): every SuspectPolicy.Check it proposes a
+// suspend entry for a worker the gate could suspend that is overdue and
+// disconnected; every replica applies it as a RemoveWorker only if the
+// worker is still at the clock the leader saw (applySuspend). A worker
+// suspended by mistake comes back through AddWorker at or past its clock.
 
-// SuspectPolicy tunes suspicion; the zero value is DefaultSuspectPolicy.
-type SuspectPolicy struct {
-	Off   bool          // never suspect (gossip alone removes dead workers)
-	After int64         // predicted push intervals without a push; default 4
-	Floor time.Duration // the least silence suspected; default 1s
-	Check time.Duration // period of the leader's check; default 250ms
-	// Silence counts a worker whose stream is still open as disconnected
-	// when nothing has arrived from its node for this long (a transport
-	// that is a mesh.SilenceReporter: QUIC answers keep-alives every
-	// 750 ms); default 1.5s.
-	Silence time.Duration
+// suspector is the leader's periodic check; it runs for the replica's
+// life and does nothing while the replica follows.
+type suspector struct {
+	m  *member
+	in *intake // the worker streams open here (disconnected)
+
+	mu sync.Mutex
+	// leadSince is when this replica took the lead (zero while it
+	// follows); suspecting are the workers whose suspension is proposed.
+	leadSince  time.Time
+	suspecting map[clock.WorkerID]bool
 }
 
-// DefaultSuspectPolicy is 4 predicted intervals, at least 1 s, checked
-// every 250 ms.
-func DefaultSuspectPolicy() SuspectPolicy {
-	return SuspectPolicy{After: 4, Floor: time.Second, Check: 250 * time.Millisecond, Silence: 1500 * time.Millisecond}
-}
-
-func (p SuspectPolicy) orDefault() SuspectPolicy {
-	d := DefaultSuspectPolicy()
-	if p.After <= 0 {
-		p.After = d.After
-	}
-	if p.Floor <= 0 {
-		p.Floor = d.Floor
-	}
-	if p.Check <= 0 {
-		p.Check = d.Check
-	}
-	if p.Silence <= 0 {
-		p.Silence = d.Silence
-	}
-	return p
-}
-
-// encodeSuspend is a suspend entry for w, seen by the leader at clock clk.
-func encodeSuspend(w clock.WorkerID, clk int64) ([]byte, error) {
-	return encodeWorker(entrySuspendWorker, w, clk)
-}
-
-// applySuspendWorker removes w if it is still at clk and the gate may
-// suspend it; it reports whether it did.
-func (f *FSM) applySuspendWorker(w clock.WorkerID, clk int64) (bool, []clock.Release, error) {
-	if !f.initialized {
-		return false, nil, nil
-	}
-	if c, ok := f.gate.Clock(w); !ok || c != clk || !f.gate.Suspectable(w) {
-		return false, nil, nil
-	}
-	rel, err := f.removeWorker(w)
-	return err == nil, rel, err
-}
-
-// suspectCandidate is a worker the gate could suspend, as the FSM sees it.
-type suspectCandidate struct {
-	w      clock.WorkerID
-	clock  int64
-	times  clock.Timestamps
-	nTimes int
-}
-
-// suspectable lists the workers the gate could suspend now.
-func (f *FSM) suspectable() []suspectCandidate {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if !f.initialized || f.gate.Len() < 2 {
-		return nil
-	}
-	// Cheap filters first (this runs every Check on every leader): no
-	// held push, nobody to release; only workers at t_min qualify.
-	if len(f.gate.Waiting()) == 0 {
-		return nil
-	}
-	var out []suspectCandidate
-	for _, w := range f.gate.Workers() {
-		info, _ := f.gate.Worker(w)
-		if info.Clock != f.gate.Min() || info.Waiting || !f.gate.Suspectable(w) {
-			continue
-		}
-		out = append(out, suspectCandidate{w: w, clock: info.Clock, times: info.Times, nTimes: info.NTimes})
-	}
-	return out
-}
-
-// suspector is the leader's periodic check; it runs for the replica's life
-// and does nothing while the replica follows.
-func (s *service) suspector() {
-	pol := s.r.cfg.Suspect.orDefault()
+func (s *suspector) run() {
+	pol := s.m.cfg.Suspect.orDefault()
 	if pol.Off {
 		return
 	}
@@ -149,13 +39,13 @@ func (s *service) suspector() {
 	for {
 		select {
 		case <-tick.C:
-		case <-s.r.ctx.Done():
+		case <-s.m.ctx.Done():
 			return
 		}
-		for _, c := range s.suspects(s.r.deps.Clock.Now()) {
-			s.r.wg.Add(1)
+		for _, c := range s.suspects(s.m.deps.Clock.Now()) {
+			s.m.wg.Add(1)
 			go func() {
-				defer s.r.wg.Done()
+				defer s.m.wg.Done()
 				s.suspend(c)
 			}()
 		}
@@ -164,15 +54,20 @@ func (s *service) suspector() {
 
 // suspects returns the workers to suspend at now (see the file comment)
 // and marks them in flight. It tracks when this replica took the lead.
-func (s *service) suspects(now time.Time) []suspectCandidate {
-	pol := s.r.cfg.Suspect.orDefault()
-	if !s.r.IsLeader() {
+func (s *suspector) suspects(now time.Time) []suspectCandidate {
+	pol := s.m.cfg.Suspect.orDefault()
+	if !s.m.IsLeader() {
 		s.mu.Lock()
 		s.leadSince = time.Time{}
 		s.mu.Unlock()
 		return nil
 	}
-	cands := s.r.fsm.suspectable()
+	var cands []suspectCandidate
+	s.m.fsm.read(func(st *state) {
+		if st.job.initialized {
+			cands = st.gate.suspectable()
+		}
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.leadSince.IsZero() {
@@ -184,7 +79,7 @@ func (s *service) suspects(now time.Time) []suspectCandidate {
 		if !clock.Overdue(c.times, c.nTimes, last, now.UnixNano(), pol.After, pol.Floor.Nanoseconds()) {
 			continue
 		}
-		if s.suspecting[c.w] || !s.disconnectedLocked(mesh.NodeID(c.w), pol.Silence) {
+		if s.suspecting[c.w] || !s.disconnected(mesh.NodeID(c.w), pol.Silence) {
 			continue
 		}
 		if s.suspecting == nil {
@@ -196,32 +91,22 @@ func (s *service) suspects(now time.Time) []suspectCandidate {
 	return out
 }
 
-// connectedLocked reports whether a worker stream from id is open here.
-func (s *service) connectedLocked(id mesh.NodeID) bool {
-	for c := range s.conns {
-		if c.s.Peer() == id {
-			return true
-		}
-	}
-	return false
-}
-
-// disconnectedLocked is the suspicion's evidence that id's node is gone.
-// A transport that reports silence (QUIC) decides: no connection to the
+// disconnected is the suspicion's evidence that id's node is gone. A
+// transport that reports silence (QUIC) decides: no connection to the
 // node, or nothing heard from it for d — a live node answers keep-alives
 // even while its worker is blocked on another shard and has no stream
 // here (a new leader's case). Otherwise (in-memory transport): no worker
 // stream from id is open here.
-func (s *service) disconnectedLocked(id mesh.NodeID, d time.Duration) bool {
-	if sr, ok := s.r.deps.Transport.(mesh.SilenceReporter); ok {
+func (s *suspector) disconnected(id mesh.NodeID, d time.Duration) bool {
+	if sr, ok := s.m.deps.Transport.(mesh.SilenceReporter); ok {
 		quiet, connected := sr.PeerSilence(id)
 		return !connected || quiet >= d
 	}
-	return !s.connectedLocked(id)
+	return !s.in.connected(id)
 }
 
 // suspend proposes the suspend entry for c and logs the outcome.
-func (s *service) suspend(c suspectCandidate) {
+func (s *suspector) suspend(c suspectCandidate) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.suspecting, c.w)
@@ -231,24 +116,13 @@ func (s *service) suspend(c suspectCandidate) {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.r.ctx, s.r.cfg.ApplyTimeout)
+	ctx, cancel := context.WithTimeout(s.m.ctx, s.m.cfg.ApplyTimeout)
 	defer cancel()
-	a, err := s.r.propose(ctx, b)
+	a, err := s.m.propose(ctx, b)
 	switch {
 	case err != nil:
-		s.r.log.Debug("suspend worker", "worker", c.w, "err", err)
+		s.m.log.Debug("suspend worker", "worker", c.w, "err", err)
 	case a.Suspected:
-		s.r.log.Info("suspended a silent, disconnected worker", "worker", c.w, "clock", c.clock, "released", len(a.Released))
+		s.m.log.Info("suspended a silent, disconnected worker", "worker", c.w, "clock", c.clock, "released", len(a.Released))
 	}
-}
-
-// suspectedApplied fills out for an applied suspend entry.
-func (f *FSM) suspectedApplied(out *shardapi.Applied, e entry) {
-	out.Worker = e.worker
-	ok, rel, err := f.applySuspendWorker(e.worker, e.from)
-	if ok {
-		out.Kind, out.Suspected, out.Released = "remove-worker", true, rel
-		return
-	}
-	out.Kind, out.Err = "suspect", err
 }

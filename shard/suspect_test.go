@@ -61,15 +61,15 @@ func TestSuspectedWorkerReadmitted(t *testing.T) {
 
 	// Not overdue yet: nothing suspected.
 	now := time.Now()
-	if got := l.svc.suspects(now); len(got) != 0 {
+	if got := l.sus.suspects(now); len(got) != 0 {
 		t.Fatalf("suspected %v at once", got)
 	}
 	// Overdue by far, and disconnected: slow (at t_min, clock 1) only.
-	got := l.svc.suspects(now.Add(time.Hour))
+	got := l.sus.suspects(now.Add(time.Hour))
 	if len(got) != 1 || got[0].w != "slow" || got[0].clock != 1 {
 		t.Fatalf("suspected %+v, want slow at clock 1", got)
 	}
-	l.svc.suspend(got[0])
+	l.sus.suspend(got[0])
 	if err := <-held; err != nil {
 		t.Fatalf("held push after the suspension: %v", err)
 	}
@@ -147,10 +147,10 @@ func TestSuspensionOfAWorkerThatMovedOnChangesNothing(t *testing.T) {
 func (f *FSM) gateWorker(w clock.WorkerID) (clock.WorkerInfo, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if f.gate == nil {
+	if f.st.gate.g == nil {
 		return clock.WorkerInfo{}, false
 	}
-	return f.gate.Worker(w)
+	return f.st.gate.g.Worker(w)
 }
 
 func (f *FSM) gateWaiting(w clock.WorkerID) bool {

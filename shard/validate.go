@@ -8,28 +8,12 @@ import (
 )
 
 // checkPush is the one validation of a push's fields and length, run by
-// the leader's service before it proposes a push and by every replica's
-// FSM as it applies one, alone or in a summed group:
-//
-//   - a worker named, no negative iteration, samples or compute time
-//     ([shardapi.ReasonBadRequest]);
-//   - an iteration at most [shardapi.MaxIter], samples at most
-//     spec.MaxPushSamples(), a compute time at most
-//     [shardapi.MaxComputeNs] ([shardapi.ReasonOutOfBounds]): the bounds
-//     are constants or the replicated spec's, so every replica decides
-//     alike;
-//   - a gradient of the shard's n values in spec.Precision
-//     ([shardapi.ReasonBadLength]).
-//
-// grad is the length of the push's encoded gradient; n ≤ 0 skips the
-// length: on a leader whose FSM has no Init yet (the FSM refuses the push
-// as not initialised when it applies it), and for a push of a summed
-// group, whose gradient is in the group's sum.
-//
-// Non-finite values are refused where the gradient is read (the leader's
-// hygiene scan, the FSM's decode), with [shardapi.ReasonNonFinite] at both,
-// and so is a non-zero gradient on a push of no samples
-// ([shardapi.ReasonOutOfBounds]; checkZeroSamples).
+// the leader's intake before it proposes a push and by every replica as
+// it applies one, alone or in a summed group (docs/design.md, "Bounds and
+// the outlier rule"): a worker named and no negative field
+// (ReasonBadRequest), the job's bounds (ReasonOutOfBounds), a gradient of
+// the shard's n values in spec.Precision (ReasonBadLength; n ≤ 0 skips
+// it: before Init, and for a push of a summed group).
 func checkPush(m shardapi.PushMeta, grad, n int, spec shardapi.Spec) (shardapi.Reason, string) {
 	switch {
 	case m.Worker == "" || m.Iter < 0 || m.Samples < 0 || m.ComputeNs < 0:

@@ -76,20 +76,6 @@ func (o Outer) On() bool { return o.Kind != OuterNone }
 // Nesterov reports whether the rule keeps a momentum and a buffer.
 func (o Outer) Nesterov() bool { return o.Kind == OuterNesterov }
 
-// Weighted reports whether the shard weights each push's gradient by its
-// samples / BalanceBase before summing: under the balance layer, with
-// gradients or OuterMean's one-step changes, not with a round's
-// pseudo-gradient under sgd or nesterov. Such a pseudo-gradient already
-// grows with its round's steps (a worker given twice the samples takes
-// twice the steps and moves about twice as far), so weighing it by its
-// samples too would count a fast worker's progress twice; the outer rule's
-// 1/N then averages the round's pseudo-gradients as they are. A one-step
-// change is of one batch's mean gradient whatever the batch's size, so it
-// is weighted as a gradient is: the round's mean is weighted by samples.
-func (s Spec) Weighted() bool {
-	return s.BalanceBase > 0 && (!s.Outer.On() || s.Outer.Kind == OuterMean)
-}
-
 // MaxOuterLR bounds an outer learning rate: 1 applies the mean
 // pseudo-gradient whole (the average of the models); DiLoCo uses 0.7.
 const MaxOuterLR = 100

@@ -221,3 +221,17 @@ func (s Spec) Validate() error {
 // MaxShardLen bounds one shard at 1 GiB of float32, half of bbolt's value
 // limit for the log entry that carries a push of it.
 const MaxShardLen = 1 << 28
+
+// Weighted reports whether the shard weights each push's gradient by its
+// samples / BalanceBase before summing: under the balance layer, with
+// gradients or OuterMean's one-step changes, not with a round's
+// pseudo-gradient under sgd or nesterov. Such a pseudo-gradient already
+// grows with its round's steps (a worker given twice the samples takes
+// twice the steps and moves about twice as far), so weighing it by its
+// samples too would count a fast worker's progress twice; the outer rule's
+// 1/N then averages the round's pseudo-gradients as they are. A one-step
+// change is of one batch's mean gradient whatever the batch's size, so it
+// is weighted as a gradient is: the round's mean is weighted by samples.
+func (s Spec) Weighted() bool {
+	return s.BalanceBase > 0 && (!s.Outer.On() || s.Outer.Kind == OuterMean)
+}

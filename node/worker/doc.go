@@ -50,9 +50,10 @@
 // align round is decided by [Step] (step.go), a pure state machine over
 // the clocks per shard, the slices' versions and the refusals in a row:
 // inputs in, decisions out, no I/O and no clock. The loop does the I/O each
-// decision names. step_test.go replays scripts through it against golden
-// transcripts (an iteration, a push, replies, a gate hold, a re-add, a
-// leader change, a join).
+// decision names; only its methods write its state. step_test.go replays
+// the golden transcripts testdata/step_*.txt through it (an iteration, a
+// push, replies, a gate hold, a re-add, a leader change, a join, slices
+// landed and lent).
 //
 // # Compute
 //

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 
-	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
 )
 
@@ -20,10 +19,7 @@ func (w *Worker) lendPoint(ctx context.Context) bool {
 		case got := <-req.back:
 			for s, v := range got {
 				if v != nil {
-					// A read made after one outside the gate (join's fetch,
-					// a moved clock) is as far outside: no OK waited for the
-					// bound since.
-					w.step.Reads[s] = records.SliceRead{Version: *v, Unchecked: w.step.Reads[s].Unchecked}
+					w.step.lent(s, *v)
 				}
 			}
 		case <-ctx.Done():

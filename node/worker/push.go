@@ -46,7 +46,7 @@ func (w *Worker) land(fl *flight) {
 		if lo, hi := w.cfg.Bounds[s][0], w.cfg.Bounds[s][1]; fl.apart {
 			copy(w.theta[lo:hi], fl.into[lo:hi])
 		}
-		w.step.Reads[s] = fl.reads[s]
+		w.step.landed(s, fl.reads[s])
 	}
 	if fl.assign[0] != nil {
 		// The previous OK's are kept too: after a refused push the loop
@@ -87,10 +87,10 @@ func (w *Worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 					into = nil
 				}
 				rep, err := c.push(ctx, iters[s], samples, computeNs, payload, into)
-				w.addRetries(rep.retries)
-				w.addBytes(rep.bytes)
+				w.addRetries(rep.Retries)
+				w.addBytes(rep.Bytes)
 				w.d.Observer.PushDone(uint32(s), w.d.ID, iters[s], samples, err)
-				d := w.step.Replied(s, Reply{Err: err, Canceled: ctx.Err() != nil, Held: rep.held})
+				d := w.step.Replied(s, Reply{Err: err, Canceled: ctx.Err() != nil, Held: rep.Held})
 				if d.ObserveHold > 0 {
 					w.d.Metrics.GateHoldSeconds.Observe(d.ObserveHold.Seconds())
 				}
@@ -98,10 +98,10 @@ func (w *Worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 					w.d.Metrics.PushSeconds.Observe(time.Since(start).Seconds())
 					if !keep {
 						// join's fetch (no samples) is answered outside the gate.
-						fl.reads[s], fl.got[s] = records.SliceRead{Version: rep.version, Unchecked: samples == 0}, true
+						fl.reads[s], fl.got[s] = records.SliceRead{Version: rep.Version, Unchecked: samples == 0}, true
 					}
 					if s == 0 {
-						fl.assign = [2]*shardapi.Assignment{rep.assign, rep.ahead}
+						fl.assign = [2]*shardapi.Assignment{rep.Assign, rep.Ahead}
 					}
 					w.pulled(keep)
 					return
@@ -142,9 +142,7 @@ func (w *Worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 // acknowledges without applying; for a new worker at clock 0 it is a real
 // iteration carrying no samples.
 func (w *Worker) join(ctx context.Context) error {
-	for s := range w.step.Iters {
-		w.step.Iters[s] = 0
-	}
+	w.step.rejoin()
 	if err := w.align(ctx, true); err != nil {
 		return err
 	}
@@ -177,7 +175,7 @@ func (w *Worker) align(ctx context.Context, every bool) error {
 			for {
 				clk, err := w.clients[s].addWorker(ctx, target)
 				if err == nil {
-					w.step.Iters[s] = clk
+					w.step.aligned(s, clk)
 					break
 				}
 				if ctx.Err() != nil {

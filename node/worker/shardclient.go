@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
@@ -50,30 +49,17 @@ func ShardClients(cs []*shardapi.Client) []shardClient {
 	return out
 }
 
-// pushReply is what one push brought, acknowledged or not: the counters
-// are this push's, error or not.
-type pushReply struct {
-	version       shardapi.Version     // the slice's version after an OK (into written, or kept)
-	assign, ahead *shardapi.Assignment // the balance layer's last assignments (shard 0)
-	retries       uint64               // attempts beyond the first
-	bytes         uint64               // tensor bytes sent and received
-	held          time.Duration        // how long the gate held it
-}
-
 // push sends iteration iter of samples with payload (the encoded
 // gradient); with into nil it asks for no parameters (the worker keeps
-// its slice), else the slice is decoded into into.
-func (sc shardClient) push(ctx context.Context, iter, samples, computeNs int64, payload []byte, into []float32) (pushReply, error) {
+// its slice), else the slice is decoded into into. The reply's counters
+// are this push's, error or not.
+func (sc shardClient) push(ctx context.Context, iter, samples, computeNs int64, payload []byte, into []float32) (shardapi.PushReply, error) {
 	keep := into == nil
 	rep, err := sc.c.Push(ctx, shardapi.Push{Iter: iter, Samples: samples, ComputeNs: computeNs, Payload: payload, Keep: keep, Into: into})
 	if err == nil && !keep && len(rep.Params) != len(into) {
 		err = errors.New("shard returned a slice of the wrong length")
 	}
-	r := pushReply{retries: rep.Retries, bytes: rep.Bytes, held: rep.Held}
-	if err == nil {
-		r.version, r.assign, r.ahead = rep.Version, rep.Assign, rep.Ahead
-	}
-	return r, err
+	return rep, err
 }
 
 // residual is the int8 error-feedback residual of an n-parameter slice

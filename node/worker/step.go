@@ -17,13 +17,13 @@ import (
 // its methods take what happened (a push's reply, a re-add's clock, a
 // whole push's outcome) and say what to do next. It computes nothing,
 // sends nothing and reads no clock: the loop (worker.go, pipeline.go)
-// does the I/O the decisions name, and step_test.go replays inputs
-// through Step and compares every decision with a table.
+// does the I/O the decisions name, and step_test.go replays the golden
+// transcripts testdata/step_*.txt through Step (internal/golden).
 //
-// Ownership follows the loop's: while a push is in flight its goroutines
-// call Keep, Replied and ReAdded, each for its own shard s only (they
-// read and write Iters[s] alone); the loop calls the rest only when no
-// push is in flight.
+// Only Step's methods write its fields (the loop reads them). Ownership
+// follows the loop's: while a push is in flight its goroutines call Keep,
+// Replied and ReAdded, each for its own shard s only (they read and write
+// Iters[s] alone); the loop calls the rest only when no push is in flight.
 type Step struct {
 	// Iters is the worker's next iteration on each shard; align keeps
 	// them equal except during a push.
@@ -253,6 +253,22 @@ func (m *Step) AlignRound(every bool) (target int64, shards []int) {
 		}
 	}
 	return target, shards
+}
+
+// aligned takes an align's answer: shard s has the worker at clk.
+func (m *Step) aligned(s int, clk int64) { m.Iters[s] = clk }
+
+// rejoin forgets the clocks before a join, which asks every shard.
+func (m *Step) rejoin() { clear(m.Iters) }
+
+// landed takes shard s's slice of θ as a push's reply brought it, read at r.
+func (m *Step) landed(s int, r records.SliceRead) { m.Reads[s] = r }
+
+// lent takes shard s's slice of θ back from the evaluation, read at v: a
+// read made after one outside the gate (join's fetch, a moved clock) is as
+// far outside, no OK having waited for the bound since.
+func (m *Step) lent(s int, v shardapi.Version) {
+	m.Reads[s] = records.SliceRead{Version: v, Unchecked: m.Reads[s].Unchecked}
 }
 
 // JoinFetch sets the clocks for join's fetch, once align has made them
