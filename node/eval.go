@@ -12,14 +12,30 @@ import (
 	"dsspmesh/node/status"
 )
 
-// evaluator is the live training member with the lowest node id: every
-// node computes the same answer from the same membership view, and when it
-// dies the next one takes over at its next tick.
+// evaluator is the worker the evaluation lease names (docs/design.md, "The
+// evaluator"): the lowest id among shard 0's workers with a push applied,
+// a member that proved it trains rather than one that says so. A training
+// node hears it in every OK of shard 0; a node hosting shard 0 reads its
+// replica; any other asks its view of the leader of shard 0. When the
+// holder's worker leaves the gate (its node dead, its trainer detached,
+// revoked) the next one is named at once, and takes over at its next
+// evaluation tick.
 func (n *Node) evaluator() string {
-	for _, m := range n.members.Members() { // sorted by id
-		if m.Trains {
-			return string(m.ID)
+	n.mu.RLock()
+	w, sh := n.worker, n.shards
+	n.mu.RUnlock()
+	if w != nil {
+		if st := w.Status(); st != nil && st.Evaluator != "" {
+			return st.Evaluator
 		}
+	}
+	if sh != nil {
+		if e := sh.Evaluator(); e != "" {
+			return e
+		}
+	}
+	if st, ok := n.view.Leader(0); ok {
+		return st.Evaluator
 	}
 	return ""
 }

@@ -38,6 +38,25 @@ func (s gateState) takes(w clock.WorkerID, iter int64) bool {
 	return ok && c == iter && !s.g.IsWaiting(w)
 }
 
+// evaluator is the worker the evaluation lease names (docs/design.md,
+// "The evaluator"): the lowest id among the gate's workers that have had a
+// push applied since they joined it — a member that proved it trains, not
+// one that says so. It changes only when such a worker joins or leaves
+// (removed, suspended, revoked); "" while no worker has pushed. Derived
+// from the gate's own state, it adds nothing to a snapshot: every replica
+// names the same at the same index.
+func (s gateState) evaluator() clock.WorkerID {
+	if s.g == nil {
+		return ""
+	}
+	for _, w := range s.g.Workers() { // sorted by id
+		if info, ok := s.g.Worker(w); ok && info.Stats.Pushes > 0 {
+			return w
+		}
+	}
+	return ""
+}
+
 // applied reports whether w's push iter was applied before (a duplicate).
 func (s gateState) applied(w clock.WorkerID, iter int64) bool {
 	c, ok := s.g.Clock(w)
@@ -154,7 +173,7 @@ func (s gateState) report(st *shardapi.Status) {
 	if s.g == nil {
 		return
 	}
-	st.Min, st.Max, st.Gate = s.g.Min(), s.g.Max(), s.g.Totals()
+	st.Min, st.Max, st.Gate, st.Evaluator = s.g.Min(), s.g.Max(), s.g.Totals(), string(s.evaluator())
 	for _, w := range s.g.Workers() {
 		info, _ := s.g.Worker(w)
 		st.Workers = append(st.Workers, info)

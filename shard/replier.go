@@ -124,13 +124,18 @@ func (r *replier) settle(t *ticket, at stage) bool {
 }
 
 // answer sends a push's decided reply rep to k, with the parameters and
-// shard 0's assignments when it is an OK.
+// shard 0's assignments and evaluator when it is an OK.
 func (r *replier) answer(k replyTo, rep shardapi.Reply, params []byte) {
 	rep.Op, rep.PushID = shardapi.OpPush, k.PushID
 	if rep.Status != shardapi.ReplyOK {
 		params = nil
 	} else {
-		r.m.fsm.read(func(st *state) { rep.Assign, rep.Ahead = st.bal.assignments(k.Worker, k.Iter) })
+		r.m.fsm.read(func(st *state) {
+			rep.Assign, rep.Ahead = st.bal.assignments(k.Worker, k.Iter)
+			if st.job.initialized && st.job.spec.Shard == 0 {
+				rep.Evaluator = string(st.gate.evaluator())
+			}
+		})
 	}
 	r.send(k.c, rep, params)
 }

@@ -150,6 +150,9 @@ type PushReply struct {
 	// iteration (Iter+1) in shard 0's OK under Spec.BalanceBase, nil
 	// otherwise; Ahead, under Spec.Pipeline only, that of Iter+2.
 	Assign, Ahead *Assignment
+	// Evaluator is the worker shard 0's OK names for the evaluation lease
+	// ("" from other shards, and while none has pushed).
+	Evaluator string
 	// Retries counts the attempts beyond the first. Bytes counts the tensor
 	// payload bytes sent and received (gradients out, parameter slices in),
 	// resends included. Held adds up how long the gate held the push: from
@@ -201,7 +204,7 @@ func (c *Client) Push(ctx context.Context, p Push) (PushReply, error) {
 		return out, fmt.Errorf("shard %d: parameters from leader: %w", c.cfg.Shard, bad)
 	}
 	out.Version = Version{Index: rep.Index, Min: rep.Clock, Samples: rep.Samples}
-	out.Assign, out.Ahead = rep.Assign, rep.Ahead
+	out.Assign, out.Ahead, out.Evaluator = rep.Assign, rep.Ahead, rep.Evaluator
 	if !p.Keep {
 		out.Params = dst
 	}

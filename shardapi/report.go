@@ -56,6 +56,9 @@ type Status struct {
 	Min, Max     int64
 	Workers      []clock.WorkerInfo
 	Gate         clock.Stats
+	// Evaluator is the worker the evaluation lease names by this shard's
+	// gate (authoritative on shard 0: docs/design.md, "The evaluator").
+	Evaluator string
 }
 
 // ReplicaStatus is Status plus raft's view.

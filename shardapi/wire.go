@@ -112,6 +112,10 @@ type Reply struct {
 	// its push of iter+1 is in flight.
 	Assign *Assignment `msgpack:"a,omitempty"`
 	Ahead  *Assignment `msgpack:"a2,omitempty"`
+	// Evaluator, in shard 0's OK to a push: the worker the evaluation
+	// lease names (the lowest id among the workers with a push applied;
+	// docs/design.md, "The evaluator").
+	Evaluator string `msgpack:"ev,omitempty"`
 	// Term is the replica's raft term in a status or NotLeader reply, so
 	// a client weighing several replicas' Leader hints trusts the newest.
 	Term uint64 `msgpack:"tm,omitempty"`

@@ -8,13 +8,15 @@
 //
 // # Evaluation
 //
-// The live training member with the lowest node id (the evaluator) reads
-// a model snapshot (below) every --eval-every, evaluates it on the test set
-// and sends the result to every member over the control channel, so every
-// node's /status carries the mesh's accuracy; EvalResult.Iter is the
-// snapshot's clock. When the read fails (shards electing leaders) the tick
-// is skipped. When that node dies the next lowest takes over at its next
-// tick.
+// The evaluator — the worker the evaluation lease of shard 0 names: the
+// lowest id among the workers with a push applied (Deps.Evaluator;
+// docs/design.md, "The evaluator") — reads a model snapshot (below) every
+// --eval-every, evaluates it on the test set and sends the result to every
+// member over the control channel, so every node's /status carries the
+// mesh's accuracy; EvalResult.Iter is the snapshot's clock. When the read
+// fails (shards electing leaders) the tick is skipped. When the holder's
+// worker leaves shard 0's gate (its node dead, its trainer detached) the
+// lease names the next at once, which takes over at its next tick.
 //
 // Evaluations are ordered by EvalResult.Seq — the samples the shards had
 // applied when they were read, summed over the shards, Raft-replicated and

@@ -44,6 +44,9 @@ type ShardStatus struct {
 	// not start (a damaged store: the file, the problem and the remedy);
 	// "" when it runs or is not placed here.
 	Refused string `json:"refused,omitempty"`
+	// Evaluator is the worker the evaluation lease names, as the replica
+	// described sees its gate (authoritative on shard 0).
+	Evaluator string `json:"evaluator,omitempty"`
 }
 
 // Quorum states of a ShardStatus.
@@ -73,7 +76,10 @@ type LocalWorker struct {
 	Loss    float64 `json:"loss"` // training loss of the last mini-batch
 	// FirstLoss is the training loss of the worker's first iteration: the
 	// job's loss at its start, the learning check's reference (node/eval).
-	FirstLoss      float64 `json:"first_loss,omitempty"`
+	FirstLoss float64 `json:"first_loss,omitempty"`
+	// Evaluator is the worker shard 0's last OK named for the evaluation
+	// lease ("" before one).
+	Evaluator      string  `json:"evaluator,omitempty"`
 	ComputeSeconds float64 `json:"compute_seconds"`
 	WaitSeconds    float64 `json:"wait_seconds"` // pushing and held by gates
 	Retries        uint64  `json:"retries"`

@@ -615,7 +615,7 @@ func (m *Manager) Status() ([]records.ShardStatus, []records.WorkerStatus) {
 		m.mu.Unlock()
 		if rep := m.local(id); rep != nil {
 			rs := rep.Status()
-			st.Leader, st.Term, st.Applied, st.Pushes = string(rs.Leader), rs.Term, rs.AppliedIndex, rs.Pushes
+			st.Leader, st.Term, st.Applied, st.Pushes, st.Evaluator = string(rs.Leader), rs.Term, rs.AppliedIndex, rs.Pushes, rs.Evaluator
 			st.Local = map[string]string{"Leader": "leader", "Follower": "follower", "Candidate": "candidate"}[rs.State]
 			if c, err := rep.Configuration(); err == nil {
 				for _, v := range c.Voters {
@@ -629,6 +629,15 @@ func (m *Manager) Status() ([]records.ShardStatus, []records.WorkerStatus) {
 		out = append(out, st)
 	}
 	return out, workers
+}
+
+// Evaluator is the worker the evaluation lease names by this node's
+// replica of shard 0, "" without one.
+func (m *Manager) Evaluator() string {
+	if rep := m.local(0); rep != nil {
+		return rep.Status().Evaluator
+	}
+	return ""
 }
 
 // Refusals sums, per worker, the gradients refused by the shard leaders on

@@ -91,6 +91,14 @@ func (w *Worker) noteAssignmentLocked(a *shardapi.Assignment, batch int) {
 	w.stats.PredictedSeconds = float64(a.PredictNs) / 1e9
 }
 
+// noteEvaluator keeps the evaluation lease shard 0's last OK named (shown
+// in the status; the node evaluates while it names this worker).
+func (w *Worker) noteEvaluator(id string) {
+	w.mu.Lock()
+	w.stats.Evaluator = id
+	w.mu.Unlock()
+}
+
 // assignment is the assignment named for iteration t by one of the last
 // two OKs of shard 0 the loop landed, nil if none names it. Any two that
 // name t are equal: an assignment is final when named (shard/balance.go).

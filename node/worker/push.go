@@ -102,6 +102,7 @@ func (w *Worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 					}
 					if s == 0 {
 						fl.assign = [2]*shardapi.Assignment{rep.Assign, rep.Ahead}
+						w.noteEvaluator(rep.Evaluator)
 					}
 					w.pulled(keep)
 					return
