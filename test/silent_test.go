@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"dsspmesh/node"
 )
 
 // The no-silent-failure cases of issue 45 with real processes: a trainer
@@ -130,4 +132,59 @@ func LogTailN(path string, n int) string {
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// TestEvaluatorFollowsTheTrainers: the evaluator is a member whose pushes
+// shard 0 applied (the evaluation lease), so the mesh reports accuracy as
+// soon as a trainer trains; kill -9 of the evaluator's trainer moves the
+// lease to a member with a trainer, and the accuracy is reported again
+// within an evaluation period or so.
+func TestEvaluatorFollowsTheTrainers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test; skipped with -short")
+	}
+	const every = 2 * time.Second
+	c := NewCluster(t, 3, []string{"--threads", "1", "--eval-every", every.String(), "--eval-samples", "500", "--log-level", "warn", "--trainer", "external"},
+		[]string{"--model", "external", "--dataset", "suite"})
+	tr := newPyTrainers(t, c)
+	const script = "test/pytorch/models.py"
+	for i := range 3 {
+		c.Start(i)
+		tr.Start(i, script, "train", "frozen")
+		if i == 0 {
+			c.WaitFor("node0's trainer training", 90*time.Second, func() bool { return c.Iter(0) > 0 })
+		}
+	}
+	var first *node.EvalResult
+	c.WaitFor("an evaluation", 60*time.Second, func() bool { first = Accuracy(c.Statuses()); return first != nil })
+	ev := -1
+	for i, s := range c.Statuses() {
+		if s != nil && s.Node == first.By {
+			ev = i
+		}
+	}
+	if ev < 0 {
+		t.Fatalf("the evaluator %s is none of the nodes", first.By)
+	}
+	killed := time.Now()
+	tr.Kill(ev)
+	var next *node.EvalResult
+	took := c.WaitFor("an evaluation by another node after the kill", 60*time.Second, func() bool {
+		for i, s := range c.Statuses() {
+			if i != ev && s != nil && s.Eval != nil && s.Eval.By != first.By && s.Eval.At.After(killed) {
+				next = s.Eval
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("evaluator %s's trainer killed; %s reported %.2f%% %v later (evaluations every %v)", first.By, next.By, 100*next.Accuracy, took.Round(100*time.Millisecond), every)
+	if took > 2*every+2*time.Second {
+		t.Errorf("the accuracy came back %v after the kill, want within about one evaluation period (%v)", took, every)
+	}
+	for i, s := range c.Statuses() {
+		if i != ev && s != nil && s.Evaluator == first.By {
+			t.Errorf("node %d still names %s evaluator after its trainer died", i, first.By)
+		}
+	}
 }
