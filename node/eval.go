@@ -70,8 +70,8 @@ func (n *Node) newClaims() *eval.Claims {
 			if w == nil {
 				return math.NaN()
 			}
-			if st := w.Status(); st != nil && st.Iter > 0 {
-				return st.FirstLoss
+			if st := w.Status(); st != nil && st.StartLoss > 0 {
+				return st.StartLoss
 			}
 			return math.NaN()
 		},

@@ -35,9 +35,10 @@ type ClaimDeps struct {
 	// staleness bound and the learning rate in force (Learning's warning
 	// says them). Nil: not named.
 	Settings func() string
-	// StartLoss is the training loss of this node's worker's first
-	// iteration (NaN: none), Learning's reference beside the first
-	// evaluation. Nil: none.
+	// StartLoss is the job's loss at its start as this node's worker
+	// measured it (records.LocalWorker.StartLoss; NaN: none — the node
+	// trains no worker, or joined after the start), Learning's reference.
+	// Nil: none.
 	StartLoss func() float64
 	// Go runs f in a goroutine the node waits for before it returns.
 	Go     func(f func())

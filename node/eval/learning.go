@@ -14,14 +14,16 @@ import (
 // holds (every node holds the mesh's), so every node judges alike.
 //
 //   - flat: the last LearningWindow evaluations all have a test loss at
-//     least flatRatio of the job's loss at its start — the training loss
-//     of its first iteration — and an accuracy at most flatAccuracy above
+//     least flatRatio of the job's loss at its start — measured at θ₀ by
+//     the workers that computed its first iteration — and an accuracy at
+//     most flatAccuracy above
 //     the first evaluation's: nothing learnt since the start. A model that
 //     learnt before its first evaluation is not flat for staying where it
 //     got; a collapsed model (one class predicted, the loss at chance, or a
 //     loss that blew up and is falling back towards chance) is flat; a
 //     converged job never is, its loss being far below its start. A node
-//     that has not seen the start (it trains no worker) judges no flatness.
+//     that has not seen the start (it trains no worker, or its worker
+//     joined after it) judges no flatness.
 //   - diverging: the last two evaluations' losses are both above
 //     divergeRatio times the lowest loss before them.
 //

@@ -74,9 +74,13 @@ type LocalWorker struct {
 	Iter    uint64  `json:"iter"`
 	Samples uint64  `json:"samples"`
 	Loss    float64 `json:"loss"` // training loss of the last mini-batch
-	// FirstLoss is the training loss of the worker's first iteration: the
-	// job's loss at its start, the learning check's reference (node/eval).
-	FirstLoss float64 `json:"first_loss,omitempty"`
+	// StartLoss is the job's loss at its start as this worker measured it,
+	// when it computed the job's first iteration (clock 0) on θ₀: that
+	// iteration's training loss, or the test loss of θ₀ where the compute
+	// reports none (an external trainer whose loop gives step() no loss:
+	// worker.StartLoss). 0 when the worker joined later. The learning
+	// check's reference (node/eval).
+	StartLoss float64 `json:"start_loss,omitempty"`
 	// Evaluator is the worker shard 0's last OK named for the evaluation
 	// lease ("" before one).
 	Evaluator      string  `json:"evaluator,omitempty"`

@@ -383,6 +383,20 @@ func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, e
 	return ev, nil
 }
 
+// StartLoss implements node/worker.StartLoss: the test loss of θ (the
+// job's θ₀, which the worker computed its first iteration on), evaluated
+// by the trainer, for a trainer whose updates carry no loss. ok is false
+// when it does not evaluate (no evaluation function) or within 2 minutes.
+func (e *External) StartLoss(ctx context.Context, theta []float32) (float64, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	ev, err := e.Evaluate(ctx, theta)
+	if err != nil || math.IsNaN(ev.Loss) {
+		return 0, false
+	}
+	return ev.Loss, true
+}
+
 // Stats are the attachment's counters so far.
 func (e *External) Stats() Stats {
 	return Stats{PID: e.pid, Iterations: e.iters.Load(), Evaluations: e.evals.Load(),

@@ -173,6 +173,10 @@ func (w *Worker) Run(ctx context.Context) {
 			}
 			return
 		}
+		if t == 0 && !w.started {
+			w.started = true
+			w.noteStart(ctx, loss)
+		}
 		compute := time.Since(start)
 		waitStart := time.Now()
 		if fl != nil {
@@ -296,9 +300,6 @@ func (w *Worker) completed(loss float64, compute, wait time.Duration, batch int,
 	w.stats.Samples += uint64(batch)
 	w.noteAssignmentLocked(used, batch)
 	w.stats.Loss = loss
-	if w.stats.Iter == 1 {
-		w.stats.FirstLoss = loss
-	}
 	w.stats.ComputeSeconds += compute.Seconds()
 	w.stats.WaitSeconds += wait.Seconds()
 	w.stats.LastError = ""
