@@ -134,14 +134,20 @@ func (h *Hostile) As(id mesh.NodeID) *Hostile {
 
 // Join makes the client a gossip member (not training), as a member that
 // evaluates nothing but is in every node's view.
-func (h *Hostile) Join() {
+func (h *Hostile) Join() { h.join(false) }
+
+// JoinSayingItTrains is Join with the member's gossip saying it trains,
+// which it does not: it runs no worker.
+func (h *Hostile) JoinSayingItTrains() { h.join(true) }
+
+func (h *Hostile) join(trains bool) {
 	h.t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ml != nil {
 		return
 	}
-	meta := mesh.Meta{ID: h.ID, QUICAddr: h.tr.Addr(), Backend: "cpu", Proto: mesh.ProtocolVersion}
+	meta := mesh.Meta{ID: h.ID, QUICAddr: h.tr.Addr(), Backend: "cpu", Proto: mesh.ProtocolVersion, Trains: trains}
 	cfg := mesh.DefaultMembershipConfig(meta, "127.0.0.1:0", h.sec)
 	cfg.Detection = mesh.FastDetection()
 	ml, err := mesh.NewMemberlist(cfg, h.log)

@@ -177,6 +177,37 @@ func hostileCases(readers func() *slowReaders) []hostileCase {
 			}
 			return got
 		}},
+		{name: "evaluator-takeover", run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// A member whose id sorts before every node's, whose gossip
+			// says it trains, and which runs no worker: before the
+			// evaluation lease it became the evaluator of the whole mesh
+			// (the live training member with the lowest id) and every node
+			// showed its accuracy. Now the lease names only a worker whose
+			// pushes shard 0 applied.
+			e := h.As("aa-evil")
+			e.JoinSayingItTrains()
+			c.WaitFor("every node lists the member that says it trains", 20*time.Second, func() bool {
+				for _, s := range c.Statuses() {
+					if s == nil || !slices.ContainsFunc(s.Members, func(m node.MemberStatus) bool { return m.ID == string(e.ID) && m.Trains }) {
+						return false
+					}
+				}
+				return true
+			})
+			var got []string
+			waitUntil(8*time.Second, func() bool {
+				for _, s := range c.Statuses() {
+					if s != nil && s.Evaluator == string(e.ID) {
+						got = append(got, fmt.Sprintf("%s names %s evaluator", s.Node, e.ID))
+						return true
+					}
+				}
+				return false
+			})
+			cur := Accuracy(c.Statuses())
+			got = append(got, taken(e.EvalAll(map[string]any{"accuracy": 0.99, "loss": 0.01, "seq": cur.Seq + 1, "at": time.Now()}))...)
+			return append(got, shown(c, e, 5*time.Second)...)
+		}},
 		{name: "forged-eval-diverged", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
 			// A member that is not the evaluator says the job diverged,
 			// to stop every worker.
