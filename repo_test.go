@@ -59,10 +59,11 @@ var mayImport = map[string][]string{
 	"nodeclient":              {"node", "modelfile"},
 	"node/launch":             {"nodeclient", "node", "mesh"},
 	// The lab: benchmarks, the simulator, the launcher's plots.
-	"lab/sim":   {"clock", "balance"},
-	"lab/plot":  {"node/launch"},
-	"lab/bench": {"lab/plot", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/python", "internal/wait"},
-	"lab/cli":   {"lab/bench", "lab/sim", "node", "balance", "clock"},
+	"lab/sim":    {"clock", "balance"},
+	"lab/plot":   {"node/launch"},
+	"lab/netlab": {"node/launch"},
+	"lab/bench":  {"lab/plot", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/python", "internal/wait"},
+	"lab/cli":    {"lab/bench", "lab/sim", "node", "balance", "clock"},
 	// `dssp node`: what a node process runs (TestNodeRunPathHasNoLab).
 	"cmd/dssp/nodecmd": {"node/assemble", "node", "cudaops/cuda"},
 	"cmd/dssp":         {"cmd/dssp/nodecmd", "lab/cli", "lab/plot", "nodeclient", "node/launch", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
