@@ -470,3 +470,40 @@ func workersOf(s *node.Status) []node.WorkerStatus {
 	}
 	return s.Workers
 }
+
+// CutSite cuts the link lab's site off from the others for d (Lab.Cut:
+// every packet between it and the other sites dropped, silently), then
+// heals it. The side holding a shard's quorum keeps it; the mesh must be
+// healthy again after the heal.
+func (c *FaultCluster) CutSite(site int, d, limit time.Duration) Event {
+	c.t.Helper()
+	var victims []int
+	for _, h := range c.Lab.Hosts() {
+		if h.Site == site {
+			victims = append(victims, h.Index)
+		}
+	}
+	rest := without(c.all(), victims...)
+	e := Event{Kind: "site cut", Victims: victims, At: time.Now()}
+	if err := c.Lab.Cut(site); err != nil {
+		c.t.Fatal(err)
+	}
+	got := c.measure(e.Kind+": the other sites see it gone", max(limit, d), map[string]func() bool{
+		"detect": func() bool {
+			for _, i := range rest {
+				if !c.membersAre(i, rest) {
+					return false
+				}
+			}
+			return true
+		},
+	})
+	e.Detect = got["detect"]
+	c.holdUntil(e.At.Add(d))
+	if err := c.Lab.Heal(site); err != nil {
+		c.t.Fatal(err)
+	}
+	e.End = time.Now()
+	e.Recover = c.WaitHealthy(e.Kind+" healed", 3, limit) + e.End.Sub(e.At)
+	return e
+}

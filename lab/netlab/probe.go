@@ -168,3 +168,25 @@ func (l *Lab) stream(ctx context.Context, a, b Host, d time.Duration) (Rate, err
 		return 0, errors.New("netlab: stream: the receiver did not finish")
 	}
 }
+
+// Paths measures the paths a mesh on the lab uses, one line each: within
+// a site (host 0 to host 1, when a site has two) and between sites (host 0
+// to the first host of site 1), each with a TCP stream of d.
+func (l *Lab) Paths(ctx context.Context, d time.Duration) ([]string, error) {
+	var out []string
+	if l.spec.Hosts > 1 {
+		m, err := l.Probe(ctx, 0, 1, 10, d)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, "within a site (host 0 → 1): "+m.String())
+	}
+	if l.spec.Sites > 1 {
+		m, err := l.Probe(ctx, 0, l.spec.Hosts, 10, d)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, fmt.Sprintf("between sites (host 0 → %d): %v", l.spec.Hosts, m))
+	}
+	return out, nil
+}

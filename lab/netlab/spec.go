@@ -200,6 +200,9 @@ func (s Spec) Describe() string {
 		return fmt.Sprintf("%d hosts on one switch, %s", s.Hosts, rate(s.Rate))
 	}
 	out := fmt.Sprintf("%d sites × %d hosts, %s within a site, %s and %v one way between sites", s.Sites, s.Hosts, rate(s.Rate), rate(s.Between), s.Delay)
+	if !s.Shaped() {
+		out = fmt.Sprintf("%d sites × %d hosts, unshaped", s.Sites, s.Hosts)
+	}
 	if s.Loss > 0 {
 		out += fmt.Sprintf(", %g loss", s.Loss)
 	}
