@@ -66,7 +66,7 @@ var mayImport = map[string][]string{
 	"lab/cli":    {"lab/bench", "lab/netlab", "lab/sim", "node", "balance", "clock"},
 	// `dssp node`: what a node process runs (TestNodeRunPathHasNoLab).
 	"cmd/dssp/nodecmd": {"node/assemble", "node", "cudaops/cuda"},
-	"cmd/dssp":         {"cmd/dssp/nodecmd", "lab/cli", "lab/plot", "nodeclient", "node/launch", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
+	"cmd/dssp":         {"cmd/dssp/nodecmd", "lab/cli", "lab/netlab", "lab/plot", "nodeclient", "node/launch", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
 	"test":             {"lab/netlab", "nodeclient", "node/launch", "node", "mesh", "shardapi", "raftstore", "modelfile", "clock", "internal/faults"},
 }
 
