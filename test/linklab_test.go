@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 // TestLinkSites is the fast tier's shaped-link case: a mesh of real node
 // processes on the link lab's two sites (2 × 2 hosts, 1 Gbit/s within a
 // site, 100 Mbit/s and 25 ms one way between them; lab/netlab) trains the
-// MLP in one shard, the link between the sites is cut for 8 s and healed,
+// MLP in one shard, whose leader must move to the site holding two of its
+// three voters (where its commits cross no slow link); the link between
+// the sites is cut for 8 s and healed,
 // and the mesh must be healthy again, the side holding the shard's quorum
 // having trained through the cut, with every checker clean. It needs root
 // (skipped without, failed under CI=true).
@@ -62,6 +65,11 @@ func TestLinkSites(t *testing.T) {
 			keep = append(keep, h.Index)
 		}
 	}
+	// Its leader moves there, near a quorum (node/shards, leadMove).
+	c.WaitFor(fmt.Sprintf("the shard led from site %d, which holds two of its voters", quorum), limit, func() bool {
+		l, ok := Leaders(c.Statuses())[0]
+		return ok && lab.Hosts()[l].Site == quorum
+	})
 	base := c.Iters(keep)
 	e := c.CutSite(1-quorum, 8*time.Second, limit)
 	t.Logf("site %d cut for 8 s: detected after %v, healthy again %v after the cut", 1-quorum, e.Detect, e.Recover)

@@ -71,6 +71,11 @@ type Deps struct {
 	// itself (its term and voters), the highest term heard; false when no
 	// peer reports leading it. Nil: never heard.
 	PeerLeader func(shard uint32) (records.ShardStatus, bool)
+	// RTT is the least measured round trip between two members (this
+	// node's own measurement, or a peer's word through the mesh view);
+	// false when unknown. It places leaders near a quorum of their
+	// voters (leadMove). Nil: never known.
+	RTT func(a, b mesh.NodeID) (time.Duration, bool)
 	// Theta is the parameters a fresh mesh starts from (--init-from, or
 	// the model's initialisation from the job's seed), asked once.
 	Theta  func() []float32
@@ -308,16 +313,14 @@ func (m *Manager) sync(ctx context.Context) {
 	liveIDs := mesh.LiveIDs(members)
 	places := m.places.get(liveIDs)
 	led := 0
+	for _, rep := range m.all() {
+		if rep.IsLeader() {
+			led++
+		}
+	}
 	var leads map[mesh.NodeID]int
-	if m.SpreadLeaders() {
-		for _, rep := range m.all() {
-			if rep.IsLeader() {
-				led++
-			}
-		}
-		if led > 0 {
-			leads = m.leads()
-		}
+	if led > 0 && len(liveIDs) > 1 {
+		leads = m.leads()
 	}
 	share := (len(m.bounds) + max(len(liveIDs), 1) - 1) / max(len(liveIDs), 1)
 	for s := range m.bounds {
@@ -335,7 +338,7 @@ func (m *Manager) sync(ctx context.Context) {
 		if rep.IsLeader() {
 			m.removeGoneWorkers(ctx, rep, live)
 			m.reconcile(ctx, id, rep, want)
-			if led > share && m.handLeadOver(rep, want, leads, led) {
+			if leads != nil && m.handLeadOver(rep, want, leads, led, share) {
 				led--
 			}
 			continue
@@ -346,23 +349,95 @@ func (m *Manager) sync(ctx context.Context) {
 	}
 }
 
-// Leaders spread for large slices. A fresh mesh's bootstrap node leads
-// every shard, so every worker's pushes and replies pass through it; with
-// a 100 MB model that is tens of megabytes per push per shard on one node
-// (its memory and CPU were the mesh's bottleneck in bench bigmodel). When a
-// shard's slice exceeds spreadLeadersBytes, a node leading more than its
-// share of the shards (⌈S ÷ live nodes⌉) hands one whose configuration is
-// already placement's to the voter of it that leads fewest, and only if
-// that one leads at least two fewer than this node, one per sync round
-// (raft's leadership transfer: the target is caught up first). Handing to
-// any voter let two nodes over their share pass one shard between them
-// for minutes (800 elections in a 5-minute run); with the rule, a transfer
-// lowers the sum of squares of the counts, so none is ever undone while
-// the nodes' views agree. Smaller slices keep today's behaviour.
-const spreadLeadersBytes = 1 << 20
+// Leaders spread, near a quorum. A fresh mesh's bootstrap node leads
+// every shard, so every worker's pushes and replies pass through it and
+// one kill moves every leader; with a 100 MB model that is tens of
+// megabytes per push per shard on one node (its memory and CPU were the
+// mesh's bottleneck in bench bigmodel). So each round (leadMove), on a
+// shard whose configuration is already placement's:
+//
+//   - near a quorum: a leader whose commits wait on a far voter while
+//     another voter has a quorum near it (two sites: the shard's majority
+//     lies on the other site) hands the shard to the near voter leading
+//     fewest. Near is by measured round trip (Deps.RTT): a voter's
+//     distance is its round trip to the nearest voters that make a quorum
+//     with it, and the near ones are within 2 × the least distance + 10 ms
+//     of it (a site's 0.1 ms against another's 50 ms; on one host every
+//     voter is near). Unknown round trips make every voter near.
+//   - spread: a node leading more than its share of the shards (⌈S ÷
+//     live nodes⌉) hands one to the near voter of it that leads fewest,
+//     and only if that one leads at least two fewer than this node.
+//
+// One transfer per node at a time (raft's leadership transfer: the target
+// is caught up first). Handing to any voter let two nodes over their
+// share pass one shard between them for minutes (800 elections in a
+// 5-minute run); with the two-fewer rule a spread lowers the sum of
+// squares of the counts, so none is ever undone while the nodes' views
+// agree, and a spread never leaves the near voters, so it never undoes a
+// move toward a quorum either. A restarted node or a joiner leads nothing
+// and takes shards from those over their share: leaders rebalance after
+// joins and failovers.
+func leadMove(self mesh.NodeID, voters []mesh.NodeID, leads map[mesh.NodeID]int, led, share int, rtt func(a, b mesh.NodeID) (time.Duration, bool)) (to mesh.NodeID, why string) {
+	near := nearQuorum(voters, rtt)
+	if !slices.Contains(near, self) {
+		return fewest(near, leads), "near a quorum"
+	}
+	if led > share {
+		if to := leadTarget(self, near, leads, led); to != "" {
+			return to, "spread"
+		}
+	}
+	return "", ""
+}
 
-func (m *Manager) SpreadLeaders() bool {
-	return len(m.bounds) > 0 && m.cfg.Spec.Precision.Bytes(m.bounds[0][1]-m.bounds[0][0]) > spreadLeadersBytes
+// nearQuorum is the voters whose commits need no far voter: each voter's
+// distance is the round trip to the farthest of the nearest others that
+// make a quorum with it, and the near ones are within 2 × the least
+// distance + 10 ms. Every voter when a round trip it needs is unknown.
+func nearQuorum(voters []mesh.NodeID, rtt func(a, b mesh.NodeID) (time.Duration, bool)) []mesh.NodeID {
+	q := len(voters)/2 + 1
+	if rtt == nil || len(voters) < 2 {
+		return voters
+	}
+	dist := make([]time.Duration, len(voters))
+	for i, v := range voters {
+		var ds []time.Duration
+		for _, w := range voters {
+			if w == v {
+				continue
+			}
+			d, ok := rtt(v, w)
+			if !ok {
+				return voters
+			}
+			ds = append(ds, d)
+		}
+		slices.Sort(ds)
+		dist[i] = ds[q-2]
+	}
+	limit := 2*slices.Min(dist) + nearSlack
+	var out []mesh.NodeID
+	for i, v := range voters {
+		if dist[i] <= limit {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// nearSlack is how much farther than the nearest a voter may be and
+// still count as near a quorum.
+const nearSlack = 10 * time.Millisecond
+
+// fewest is the node of ids that leads fewest shards (the first of equals).
+func fewest(ids []mesh.NodeID, leads map[mesh.NodeID]int) mesh.NodeID {
+	var to mesh.NodeID
+	for _, id := range ids {
+		if to == "" || leads[id] < leads[to] {
+			to = id
+		}
+	}
+	return to
 }
 
 // leads counts the shards each node leads as this node knows it: its own
@@ -379,16 +454,15 @@ func (m *Manager) leads() map[mesh.NodeID]int {
 }
 
 // handLeadOver starts a transfer of rep's leadership, which this node
-// holds with led others, to the voter in want that leads fewest (leads),
-// if rep's voters are want, that voter leads at least two fewer and no
-// transfer from this node runs; it reports whether it started one. The
-// count of the voter chosen is raised in leads.
-func (m *Manager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.NodeID]int, led int) bool {
+// holds with led-1 others, to the voter leadMove picks, if rep's voters
+// are want and no transfer from this node runs; it reports whether it
+// started one. The count of the voter chosen is raised in leads.
+func (m *Manager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.NodeID]int, led, share int) bool {
 	c, err := rep.Configuration()
 	if err != nil || len(want) < 2 || !configIs(c, want) {
 		return false
 	}
-	to := leadTarget(m.d.ID, want, leads, led)
+	to, why := leadMove(m.d.ID, want, leads, led, share, m.d.RTT)
 	if to == "" {
 		return false
 	}
@@ -396,11 +470,14 @@ func (m *Manager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.N
 		return false
 	}
 	leads[to]++
+	shard := rep.Status().Shard
 	go func() {
 		defer m.transferring.Store(false)
 		if err := rep.TransferLeadership(to); err != nil {
-			m.d.Logger.Debug("spread leaders", "shard", rep.Status().Shard, "to", string(to), "err", err)
+			m.d.Logger.Debug("hand leadership over", "shard", shard, "to", string(to), "why", why, "err", err)
+			return
 		}
+		m.d.Logger.Info("handed leadership over", "shard", shard, "to", string(to), "why", why)
 	}()
 	return true
 }
@@ -409,12 +486,7 @@ func (m *Manager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.N
 // shards (the first of equals), if it leads at least two fewer than led;
 // else "".
 func leadTarget(self mesh.NodeID, want []mesh.NodeID, leads map[mesh.NodeID]int, led int) mesh.NodeID {
-	var to mesh.NodeID
-	for _, id := range want {
-		if id != self && (to == "" || leads[id] < leads[to]) {
-			to = id
-		}
-	}
+	to := fewest(slices.DeleteFunc(slices.Clone(want), func(id mesh.NodeID) bool { return id == self }), leads)
 	if to == "" || leads[to] > led-2 {
 		return ""
 	}
