@@ -13,9 +13,14 @@ type RTTReporter interface {
 	PeerRTT(peer NodeID) (RTT, bool)
 }
 
-// RTT is one peer's measured round trip.
+// RTT is one peer's measured round trip, and Rate the path's delivery
+// rate in bytes/s as the connection's congestion controller sees it: its
+// congestion window over its smoothed round trip (0: unknown). On a busy
+// path it is about what the path carries; a path this node sends little
+// on keeps a small window, so Rate errs low there.
 type RTT struct {
 	Min, Smoothed, Dev time.Duration
+	Rate               float64
 }
 
 // PeerRTT implements RTTReporter: the figures of peer's open connection
@@ -38,6 +43,9 @@ func (t *QUICTransport) PeerRTT(peer NodeID) (RTT, bool) {
 			continue
 		}
 		best, ok = RTT{Min: st.MinRTT, Smoothed: st.SmoothedRTT, Dev: st.MeanDeviation}, true
+		if st.SmoothedRTT > 0 {
+			best.Rate = float64(st.CongestionWindow) / st.SmoothedRTT.Seconds()
+		}
 	}
 	return best, ok
 }
