@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,4 +81,73 @@ func TestLinkSites(t *testing.T) {
 		}
 	}
 	report(t, c, []Event{e})
+}
+
+// TestLinkFarSites: three sites of one host each, 150 ms one way between
+// every two (a 300 ms round trip, beyond what raft's default 250 ms lease
+// holds a quorum across). The shard's replicas take a lease for the
+// measured round trip (the bootstrap node's, opened before any peer was
+// measured, is reopened with one), so the shard keeps a leader and every
+// worker trains; at the default timing the leader stepped down after every
+// election it won and two of the workers never trained. It needs root.
+func TestLinkFarSites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test; skipped with -short")
+	}
+	netlab.Require(t)
+	spec, err := netlab.ParseSpec("sites=3,hosts=1,delay=150ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab, err := netlab.Start(context.Background(), spec, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	c := newClusterOn(t, Binary(t), lab.LaunchHosts(), []string{"--threads", "1", "--eval-every", "10s", "--eval-samples", "500", "--log-level", "info"},
+		[]string{"--model", "mlp", "--shards", "1"})
+	for i := range 3 {
+		c.Start(i)
+	}
+	c.WaitFor("every worker past iteration 10", 2*time.Minute, func() bool {
+		for i := range 3 {
+			if c.Iter(i) < 10 {
+				return false
+			}
+		}
+		return true
+	})
+	st, err := c.Status(0)
+	if err != nil || len(st.Shards) != 1 {
+		t.Fatalf("node0's view: %v %+v", err, st.Shards)
+	}
+	term := st.Shards[0].Term
+	base := map[int]int64{0: c.Iter(0), 1: c.Iter(1), 2: c.Iter(2)}
+	c.WaitFor("every worker 10 iterations further", time.Minute, func() bool {
+		for i := range 3 {
+			if c.Iter(i) < base[i]+10 {
+				return false
+			}
+		}
+		return true
+	})
+	if st, err := c.Status(0); err == nil && st.Shards[0].Term != term {
+		t.Errorf("the shard's term moved from %d to %d while the workers trained", term, st.Shards[0].Term)
+	}
+	if !strings.Contains(readFile(t, c.Mesh.Procs[0].LogPath), "reopening the replica") {
+		t.Error("the bootstrap node did not reopen its replica for the round trip")
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

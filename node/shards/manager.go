@@ -1,6 +1,7 @@
 package shards
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -48,6 +49,12 @@ type Manager struct {
 	places *placementCache
 
 	transferring atomic.Bool // a leadership hand-over runs (handLeadOver)
+
+	// openedRTT is the round trip each replica here opened with
+	// (ReplicaHooks.RTT), retimedAt when retime last reopened it; both
+	// guarded by mu.
+	openedRTT map[uint32]time.Duration
+	retimedAt map[uint32]time.Time
 }
 
 // Deps are the shard manager's edges, built by the node that runs it.
@@ -99,7 +106,8 @@ func New(d Deps, cfg Config) *Manager {
 		d.Observer = records.NoObserver{}
 	}
 	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{},
-		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication)}
+		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication),
+		openedRTT: map[uint32]time.Duration{}, retimedAt: map[uint32]time.Time{}}
 }
 
 // Bounds is each shard's range of the flat parameter vector.
@@ -198,9 +206,11 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 	}
 	d := m.d
 	groups := max(len(m.replicas)+1, m.placedCount())
+	rtt := m.rttTo(m.placement(id))
 	rep, err := d.Replicas.Open(id, ReplicaHooks{
 		Groups:         groups,
 		EntryBytes:     int64(m.cfg.Spec.Precision.Bytes(m.bounds[id][1] - m.bounds[id][0])),
+		RTT:            rtt,
 		Applied:        func(a shardapi.Applied) { d.Observer.Applied(id, a) },
 		StateHashEvery: d.Observer.StateHashEvery(),
 		Leading: func(term uint64) {
@@ -220,7 +230,92 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 	}
 	delete(m.refused, id)
 	m.replicas[id] = rep
+	m.openedRTT[id] = rtt
 	return rep, nil
+}
+
+// rttTo is the longest round trip measured from this node to any of
+// nodes (0: none measured).
+func (m *Manager) rttTo(nodes []mesh.NodeID) time.Duration {
+	var most time.Duration
+	for _, n := range nodes {
+		if m.d.RTT == nil || n == m.d.ID {
+			continue
+		}
+		if d, ok := m.d.RTT(m.d.ID, n); ok {
+			most = max(most, d)
+		}
+	}
+	return most
+}
+
+// Raft timing follows the measured round trip (shard.Config.ForRTT: a
+// lease of 4 × the longest round trip to the group's other replicas, from
+// the default 250 ms up). A replica takes its timing when it opens, and
+// raft cannot change the lease later; the bootstrap node opens every shard
+// alone, knowing no round trip, so across a long one its leader would
+// step down after every election it won while a quorum of its group lies
+// across the link. So a replica whose voters' round trip now needs a
+// longer lease than it opened with (needsRetiming) is reopened on its
+// store with the new timing, at most once a retimeEvery per shard.
+const (
+	defaultLease   = 250 * time.Millisecond // shard.DefaultConfig's LeaderLeaseTimeout
+	rttLeaseFactor = 4                      // shard.RTTLeaseFactor
+	retimeEvery    = time.Minute
+)
+
+// needsRetiming reports whether a round trip of now needs a longer lease
+// than one of opened gave: now beyond what the default lease holds and a
+// quarter beyond opened (a round trip that drifts does not reopen).
+func needsRetiming(now, opened time.Duration) bool {
+	return rttLeaseFactor*now > defaultLease && now > opened*5/4
+}
+
+// retime reopens rep, this node's replica of shard id, when its voters'
+// round trip needs a longer Raft timing than it opened with; it reports
+// whether it did (rep is then closed).
+func (m *Manager) retime(id uint32, rep Replica, now time.Time) bool {
+	c, err := rep.Configuration()
+	if err != nil {
+		return false
+	}
+	rtt := m.rttTo(c.Voters)
+	m.mu.Lock()
+	opened, last := m.openedRTT[id], m.retimedAt[id]
+	due := needsRetiming(rtt, opened) && now.Sub(last) >= retimeEvery && m.replicas[id] == rep
+	if due {
+		delete(m.replicas, id)
+		m.retimedAt[id] = now
+	}
+	m.mu.Unlock()
+	if !due {
+		return false
+	}
+	m.d.Logger.Info("reopening the replica: its voters' round trip needs a longer Raft timing", "shard", id, "rtt", rtt, "opened_with", opened)
+	rep.Shutdown()
+	if _, err := m.replica(id); err != nil {
+		m.refuse(id, err)
+	}
+	return true
+}
+
+// nearestFirst orders nodes by the round trip measured to them, nearest
+// first, unmeasured ones last in their order: reconcile adds replicas in
+// this order, so a group's second voter is a near one where placement
+// names one, and its quorum does not wait on the far link while it grows.
+func (m *Manager) nearestFirst(nodes []mesh.NodeID) []mesh.NodeID {
+	if m.d.RTT == nil {
+		return nodes
+	}
+	rtt := func(n mesh.NodeID) time.Duration {
+		if d, ok := m.d.RTT(m.d.ID, n); ok {
+			return d
+		}
+		return time.Duration(1<<63 - 1)
+	}
+	out := slices.Clone(nodes)
+	slices.SortStableFunc(out, func(a, b mesh.NodeID) int { return cmp.Compare(rtt(a), rtt(b)) })
+	return out
 }
 
 // refuse records that this node's replica of shard id, placed here after
@@ -335,9 +430,12 @@ func (m *Manager) sync(ctx context.Context) {
 			}
 			continue
 		}
+		if m.retime(id, rep, time.Now()) {
+			continue
+		}
 		if rep.IsLeader() {
 			m.removeGoneWorkers(ctx, rep, live)
-			m.reconcile(ctx, id, rep, want)
+			m.reconcile(ctx, id, rep, m.nearestFirst(want))
 			if leads != nil && m.handLeadOver(rep, want, leads, led, share) {
 				led--
 			}
