@@ -61,14 +61,15 @@ var mayImport = map[string][]string{
 	"nodeclient":              {"node", "modelfile"},
 	"node/launch":             {"nodeclient", "node", "mesh"},
 	// The lab: benchmarks, the simulator, the launcher's plots.
-	"lab/sim":   {"clock", "balance"},
-	"lab/plot":  {"node/launch"},
-	"lab/bench": {"lab/plot", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/python", "internal/wait"},
-	"lab/cli":   {"lab/bench", "lab/sim", "node", "balance", "clock"},
+	"lab/sim":    {"clock", "balance"},
+	"lab/plot":   {"node/launch"},
+	"lab/netlab": {"node/launch"},
+	"lab/bench":  {"lab/netlab", "lab/plot", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/python", "internal/wait"},
+	"lab/cli":    {"lab/bench", "lab/netlab", "lab/sim", "node", "balance", "clock"},
 	// `dssp node`: what a node process runs (TestNodeRunPathHasNoLab).
 	"cmd/dssp/nodecmd": {"node/assemble", "node", "cudaops/cuda"},
-	"cmd/dssp":         {"cmd/dssp/nodecmd", "lab/cli", "lab/plot", "nodeclient", "node/launch", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
-	"test":             {"nodeclient", "node/launch", "node", "mesh", "shardapi", "raftstore", "modelfile", "clock", "internal/faults"},
+	"cmd/dssp":         {"cmd/dssp/nodecmd", "lab/cli", "lab/netlab", "lab/plot", "nodeclient", "node/launch", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
+	"test":             {"lab/netlab", "nodeclient", "node/launch", "node", "mesh", "shardapi", "raftstore", "modelfile", "clock", "internal/faults"},
 }
 
 // testSupport are packages for tests only: any package's tests may import

@@ -98,7 +98,8 @@
 // leads) never touches QUIC: [QUICTransport] makes it of two in-memory
 // pipes, as [InmemTransport]'s streams are, and delivers it to its own
 // listener; no connection, packet, AEAD or syscall, and the node always
-// hears itself ([SilenceReporter]). Nothing crosses a process boundary, so
+// hears itself ([SilenceReporter]; [RTTReporter] is the round trip each
+// peer's connections measured, 0 to itself). Nothing crosses a process boundary, so
 // there is nothing to authenticate; the far end's Peer is the node itself.
 // A payload of 256 KiB or more is lent to the reader, not copied: SendFrame
 // returns once the reader has taken it (or the write deadline passes, or

@@ -33,6 +33,7 @@ type InmemNetwork struct {
 	byAddr  map[string]*InmemTransport
 	blocked map[[2]NodeID]bool
 	hook    FaultHook
+	rtt     map[[2]NodeID]time.Duration // SetRTT's (rtt.go)
 }
 
 // NewInmemNetwork returns an empty network.

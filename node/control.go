@@ -226,5 +226,43 @@ func (n *Node) localView() status.PeerView {
 		v.Worker = w.Status()
 	}
 	v.Revocations = n.trust.Revocations()
+	for _, m := range n.members.Members() {
+		if r, ok := n.peerRTT(m.ID); ok && m.ID != n.id {
+			if v.RTT == nil {
+				v.RTT = map[string]float64{}
+			}
+			v.RTT[string(m.ID)] = r
+		}
+	}
 	return v
+}
+
+// peerRTT is this node's least measured round trip to peer in
+// milliseconds (mesh.RTTReporter), rounded to the microsecond; false
+// before a connection measured it or on a transport that does not.
+func (n *Node) peerRTT(peer mesh.NodeID) (float64, bool) {
+	rr, ok := n.tr.(mesh.RTTReporter)
+	if !ok {
+		return 0, false
+	}
+	r, ok := rr.PeerRTT(peer)
+	return float64(r.Min.Microseconds()) / 1000, ok
+}
+
+// rttBetween is the round trip between members a and b: this node's own
+// measurement when it is one of them, else what a or b reported in the
+// mesh view.
+func (n *Node) rttBetween(a, b mesh.NodeID) (time.Duration, bool) {
+	switch {
+	case a == b:
+		return 0, true
+	case a == n.id || b == n.id:
+		other := a
+		if a == n.id {
+			other = b
+		}
+		ms, ok := n.peerRTT(other)
+		return time.Duration(ms * float64(time.Millisecond)), ok
+	}
+	return n.view.RTT(a, b)
 }

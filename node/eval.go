@@ -128,7 +128,11 @@ func (n *Node) Status() Status {
 	}
 	if n.members != nil {
 		for _, m := range n.members.Members() {
-			s.Members = append(s.Members, MemberStatus{ID: string(m.ID), Gossip: m.Addr, QUIC: m.QUICAddr, Trains: m.Trains, Backend: m.Backend})
+			ms := MemberStatus{ID: string(m.ID), Gossip: m.Addr, QUIC: m.QUICAddr, Trains: m.Trains, Backend: m.Backend}
+			if r, ok := n.peerRTT(m.ID); ok {
+				ms.RTTMs = &r
+			}
+			s.Members = append(s.Members, ms)
 		}
 		s.Evaluator = n.evaluator()
 	}

@@ -69,6 +69,7 @@ type inprocMesh struct {
 
 	mu    sync.Mutex
 	nodes map[mesh.NodeID]*inprocNode
+	order []mesh.NodeID // the nodes as startMesh made them
 }
 
 type inprocNode struct {
@@ -174,6 +175,7 @@ func startMesh(t *testing.T, n, shards int, rec *recorder, configure ...func(i i
 		go func() { nd.done <- node.Run(ctx, cfg, func(string) bool { return false }, deps) }()
 		m.mu.Lock()
 		m.nodes[dir.ID] = nd
+		m.order = append(m.order, dir.ID)
 		m.mu.Unlock()
 	}
 	return m

@@ -396,6 +396,7 @@ func (n *Node) newShards(spec JobSpec) *shards.Manager {
 			return s.Shards
 		},
 		PeerLeader: n.view.Leader,
+		RTT:        n.rttBetween,
 		Theta: func() []float32 {
 			if n.initTheta != nil {
 				return n.initTheta

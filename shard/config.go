@@ -148,6 +148,33 @@ func (c Config) ForEntryBytes(entryBytes int64) Config {
 	return c
 }
 
+// Raft timing sized to the round trip. A leader steps down when a quorum
+// has not answered within LeaderLeaseTimeout, and a follower hears from it
+// once a round trip and a heartbeat period (up to HeartbeatTimeout/5)
+// apart: at 250 ms a leader whose quorum lies across a 300 ms round trip
+// (the link lab's two sites at 150 ms one way) stepped down after every
+// election it won, and the shard never kept a leader. [Config.ForRTT]
+// raises the lease to RTTLeaseFactor × the group's longest round trip,
+// and the heartbeat and election timeouts to twice the lease (the
+// defaults' ratio), so that a heartbeat period, the round trip and a
+// queue fit in the lease; a round trip up to the default lease ÷
+// RTTLeaseFactor (62.5 ms: a 25 ms one-way link) changes nothing.
+const RTTLeaseFactor = 4
+
+// ForRTT returns c with its raft timing sized to rtt, the longest
+// measured round trip between this replica and the others of its group
+// (0 leaves c as it is).
+func (c Config) ForRTT(rtt time.Duration) Config {
+	lease := RTTLeaseFactor * rtt
+	if lease <= c.LeaderLeaseTimeout {
+		return c
+	}
+	c.LeaderLeaseTimeout = lease
+	c.HeartbeatTimeout = max(c.HeartbeatTimeout, 2*lease)
+	c.ElectionTimeout = max(c.ElectionTimeout, 2*lease)
+	return c
+}
+
 // Validate names the first bad value.
 func (c Config) Validate() error {
 	if err := c.ID.Validate(); err != nil {

@@ -23,6 +23,25 @@ func TestForGroupsStretchesOnlyDenseNodesAndStaysValid(t *testing.T) {
 	}
 }
 
+// TestForRTT: a round trip within the default lease ÷ RTTLeaseFactor
+// changes nothing; a 300 ms one gets a 1.2 s lease and 2.4 s heartbeat and
+// election timeouts, and the result stays valid.
+func TestForRTT(t *testing.T) {
+	def := DefaultConfig(1, "node-a")
+	for _, rtt := range []time.Duration{0, time.Millisecond, 51 * time.Millisecond, def.LeaderLeaseTimeout / RTTLeaseFactor} {
+		if got := def.ForRTT(rtt); got != def {
+			t.Errorf("ForRTT(%v) changed the default timing: %+v", rtt, got)
+		}
+	}
+	got := def.ForRTT(300 * time.Millisecond)
+	if got.LeaderLeaseTimeout != 1200*time.Millisecond || got.HeartbeatTimeout != 2400*time.Millisecond || got.ElectionTimeout != 2400*time.Millisecond {
+		t.Errorf("ForRTT(300ms): lease %v, heartbeat %v, election %v", got.LeaderLeaseTimeout, got.HeartbeatTimeout, got.ElectionTimeout)
+	}
+	if err := got.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestForEntryBytes: a 100 MB model's 6.25 MB entries stretch raft's
 // timers about 6× and send 2 entries an RPC; small entries change nothing;
 // the stretch stops at MaxEntryStretch and the result stays valid.

@@ -18,6 +18,12 @@
 // waiting these tests do). Every process a test starts is stopped when it
 // ends.
 //
+// linklab_test.go runs meshes on the link lab (lab/netlab: each node in a
+// network namespace, the sites joined by a shaped, delayed link): it cuts
+// the link between two sites and heals it (TestLinkSites), and trains
+// across three sites 300 ms apart, where raft's timing must follow the
+// measured round trip (TestLinkFarSites); both need root.
+//
 // The fault suite adds: proxy.go ([FaultNet]: per-node UDP/TCP proxies on
 // loopback that cut, drop, duplicate and delay peer traffic), faultcluster.go
 // ([FaultCluster]: the verbs Kill, Restart, Stop, Cont, Terminate,

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"dsspmesh/lab/netlab"
+	"dsspmesh/node/launch"
 	"dsspmesh/nodeclient"
 )
 
@@ -22,7 +24,10 @@ import (
 // Heal, Lossy; Check runs every checker over the history.
 type FaultCluster struct {
 	*Cluster
-	Net        *FaultNet
+	Net *FaultNet
+	// Lab, when set, is the link lab the nodes run on (FaultOptions.Lab):
+	// their traffic crosses its links, not Net's proxies.
+	Lab        *netlab.Lab
 	HistoryDir string
 	Policy     string
 	Pipeline   bool     // the job runs with --pipeline (the checkers' gate bound)
@@ -54,6 +59,10 @@ type FaultOptions struct {
 	Seed    uint64 // network randomness
 	// ReplicaOnly nodes run with --train=false: they host shards only.
 	ReplicaOnly []int
+	// Lab, if set, places node i on the link lab's host i (Nodes must be
+	// its hosts); peer traffic then crosses the lab's links and Lab.Cut
+	// is the partition, with no proxies.
+	Lab *netlab.Lab
 }
 
 // NewFaultCluster prepares the nodes and their proxies; nothing runs until
@@ -61,7 +70,13 @@ type FaultOptions struct {
 // the history is already on disk) and the proxies closed.
 func NewFaultCluster(t testing.TB, o FaultOptions) *FaultCluster {
 	t.Helper()
-	c := &FaultCluster{Cluster: newCluster(t, BinaryTags(t, o.Tags), o.Nodes, o.Args, o.Spec),
+	hosts := make([]launch.Host, o.Nodes)
+	if o.Lab != nil {
+		if hosts = o.Lab.LaunchHosts(); len(hosts) != o.Nodes {
+			t.Fatalf("%d nodes on a link lab of %d hosts", o.Nodes, len(hosts))
+		}
+	}
+	c := &FaultCluster{Cluster: newClusterOn(t, BinaryTags(t, o.Tags), hosts, o.Args, o.Spec), Lab: o.Lab,
 		Net: NewFaultNet(o.Seed), HistoryDir: filepath.Join(t.TempDir(), "history"), Policy: o.Policy, Pipeline: o.Pipeline,
 		Balance: o.Balance,
 		IDs:     make([]string, o.Nodes), stopped: map[int]bool{}, replicaOnly: o.ReplicaOnly}
@@ -71,6 +86,10 @@ func NewFaultCluster(t testing.TB, o FaultOptions) *FaultCluster {
 	}
 	var gossip0 string
 	for i, p := range c.Mesh.Procs {
+		if o.Lab != nil {
+			c.Mesh.AddArgs(i, "--history-dir", c.HistoryDir)
+			continue
+		}
 		c.Net.Own(port(p.Gossip), i)
 		c.Net.Own(port(p.QUIC), i)
 		q, err := c.Net.ProxyUDP(i, p.QUIC)

@@ -82,7 +82,13 @@ func NewCluster(t testing.TB, n int, args, spec []string) *Cluster {
 
 func newCluster(t testing.TB, bin string, n int, args, spec []string) *Cluster {
 	t.Helper()
-	m, err := launch.NewMesh(bin, t.TempDir(), n, slog.New(slog.DiscardHandler))
+	return newClusterOn(t, bin, make([]launch.Host, n), args, spec)
+}
+
+// newClusterOn is newCluster with node i on hosts[i] (the link lab's).
+func newClusterOn(t testing.TB, bin string, hosts []launch.Host, args, spec []string) *Cluster {
+	t.Helper()
+	m, err := launch.NewMeshOn(bin, t.TempDir(), hosts, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -329,7 +329,17 @@ func (c *FaultCluster) PartitionLeaderFollower(d, limit time.Duration) Event {
 	rest := without(c.all(), minority...)
 	e := Event{Kind: "partition leader+follower", Victims: minority, At: time.Now()}
 	c.Partition(rest, minority)
-	got := c.measure(e.Kind+": majority detects the minority", max(limit, d), map[string]func() bool{
+	c.holdCut(&e, "majority detects the minority", rest, d, limit, c.Heal)
+	return e
+}
+
+// holdCut measures how long the nodes rest take to see only each other
+// after the cut that began at e.At (e.Detect), holds it until e.At+d,
+// lifts it with heal (e.End) and waits until the mesh is healthy again
+// (e.Recover, from e.At).
+func (c *FaultCluster) holdCut(e *Event, what string, rest []int, d, limit time.Duration, heal func()) {
+	c.t.Helper()
+	got := c.measure(e.Kind+": "+what, max(limit, d), map[string]func() bool{
 		"detect": func() bool {
 			for _, i := range rest {
 				if !c.membersAre(i, rest) {
@@ -341,10 +351,9 @@ func (c *FaultCluster) PartitionLeaderFollower(d, limit time.Duration) Event {
 	})
 	e.Detect = got["detect"]
 	c.holdUntil(e.At.Add(d))
-	c.Heal()
+	heal()
 	e.End = time.Now()
 	e.Recover = c.WaitHealthy(e.Kind+" healed", 3, limit) + e.End.Sub(e.At)
-	return e
 }
 
 // PauseLeader stops the node leading most shards with SIGSTOP for d (past
@@ -469,4 +478,29 @@ func workersOf(s *node.Status) []node.WorkerStatus {
 		return nil
 	}
 	return s.Workers
+}
+
+// CutSite cuts the link lab's site off from the others for d (Lab.Cut:
+// every packet between it and the other sites dropped, silently), then
+// heals it. The side holding a shard's quorum keeps it; the mesh must be
+// healthy again after the heal.
+func (c *FaultCluster) CutSite(site int, d, limit time.Duration) Event {
+	c.t.Helper()
+	var victims []int
+	for _, h := range c.Lab.Hosts() {
+		if h.Site == site {
+			victims = append(victims, h.Index)
+		}
+	}
+	rest := without(c.all(), victims...)
+	e := Event{Kind: "site cut", Victims: victims, At: time.Now()}
+	if err := c.Lab.Cut(site); err != nil {
+		c.t.Fatal(err)
+	}
+	c.holdCut(&e, "the other sites see it gone", rest, d, limit, func() {
+		if err := c.Lab.Heal(site); err != nil {
+			c.t.Fatal(err)
+		}
+	})
+	return e
 }

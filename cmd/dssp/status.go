@@ -23,7 +23,8 @@ func newStatusCmd() *cobra.Command {
 those it hosts from its own replica, the others from the freshest answer of a
 member that hosts one (the VIA column names it, AGE says how old the answer is).
 MEMBER lists each member's HTTP address (what --node takes) as the member
-last answered it; "-" until it has.`,
+last answered it ("-" until it has), how many shards it leads, and this node's
+least measured round trip to it (its QUIC connections'; "-" before one measured it).`,
 		Example: "  dssp status --node 127.0.0.1:7948\n  dssp status --node 127.0.0.1:7948 --json | jq '.shards[] | {id, leader, term}'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -72,9 +73,13 @@ last answered it; "-" until it has.`,
 				fmt.Fprintf(out, "WARNING: node ids pinned to two keys, refused until revoked: %s\n", strings.Join(s.IdentityConflicts, ", "))
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "\nMEMBER\tGOSSIP\tQUIC\tHTTP\tTRAINS\tBACKEND")
+			fmt.Fprintln(tw, "\nMEMBER\tGOSSIP\tQUIC\tHTTP\tTRAINS\tBACKEND\tLEADS\tRTT")
 			for _, m := range s.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", m.ID, m.Gossip, m.QUIC, dash(m.HTTP), m.Trains, m.Backend)
+				rtt := "-"
+				if m.RTTMs != nil {
+					rtt = fmt.Sprintf("%.1fms", *m.RTTMs)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%d\t%s\n", m.ID, m.Gossip, m.QUIC, dash(m.HTTP), m.Trains, m.Backend, m.Leads, rtt)
 			}
 			fmt.Fprintln(tw, "\nSHARD\tLEADER\tTERM\tVOTERS\tHERE\tVIA\tAGE\tPUSHES")
 			for _, sh := range s.Shards {

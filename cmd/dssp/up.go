@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"dsspmesh/lab/netlab"
 	"dsspmesh/lab/plot"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
@@ -25,10 +26,10 @@ func newUpCmd() *cobra.Command {
 	cfg := launch.DefaultConfig()
 	spec := node.DefaultJobSpec()
 	var (
-		slowdown, detection string
-		threads             int
-		evalEvery           string
-		computeDelay        time.Duration
+		slowdown, detection, link string
+		threads                   int
+		evalEvery                 string
+		computeDelay              time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -39,7 +40,9 @@ stop when the mesh's test accuracy reaches --target-acc or after --time-limit,
 and write --report: workers.csv, accuracy.csv (and chaos.csv), the plots
 accuracy.png and clocks.png, and model.safetensors: the parameters behind
 the last accuracy the mesh reported (dssp eval --model reproduces it). The job flags go to the first node, which
-bootstraps the mesh; the others join it by seed and adopt its job.
+bootstraps the mesh; the others join it by seed and adopt its job. With
+--link (root) the nodes run on the link lab instead of loopback: each in a
+network namespace of its own, joined by shaped links (lab/README.md).
 
 --chaos K kills a random non-bootstrap node with SIGKILL every K, restarts it
 --chaos-down later on the same data dir, and reports how long the mesh took to
@@ -101,6 +104,25 @@ recover and the node to rejoin.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
+			if link != "" {
+				spec, err := netlab.ParseSpec(link)
+				if err != nil {
+					return err
+				}
+				if !cmd.Flags().Changed("nodes") {
+					cfg.Nodes = spec.Nodes()
+				}
+				if cfg.Nodes != spec.Nodes() {
+					return fmt.Errorf("up: --link %s has %d hosts for --nodes %d (one host a node)", link, spec.Nodes(), cfg.Nodes)
+				}
+				lab, err := netlab.Start(ctx, spec, log)
+				if err != nil {
+					return err
+				}
+				defer lab.Close()
+				cfg.Hosts = lab.LaunchHosts()
+				fmt.Fprintf(cmd.OutOrStdout(), "link lab: %s\n", spec.Describe())
+			}
 			res, err := launch.Run(ctx, cfg, log)
 			if err != nil {
 				return err
@@ -143,6 +165,7 @@ recover and the node to rejoin.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "node processes to start")
+	f.StringVar(&link, "link", "", "run the nodes on the link lab (root): each in a network namespace, on a topology with finite links — two-sites (2 × 2 hosts, 1gbit within, 100mbit and 25ms one way between), switch (4 hosts at 100mbit), or keys sites, hosts, rate, between, delay, loss, queue over a preset; --nodes defaults to its hosts")
 	f.StringVar(&cfg.Trainer, "trainer", "", "a trainer command (run with sh -c) started beside every training node, e.g. 'python3 examples/pytorch/mnist_mlp.py': env DSSP_TRAINER_SOCKET names its node's socket (DSSP_NODE_INDEX, DSSP_DATA too), output in the run folder's trainer<i>.log; implies --trainer external on the nodes and --model external unless --model is given")
 	f.IntVar(&cfg.Workers, "workers", launch.AutoWorkers, "how many of the nodes train (the first ones); the rest only host shards and load no dataset (0: every node; -1: every node if this machine's available memory holds them, else as many as it does)")
 	f.StringVar(&cfg.Dir, "dir", "", "run folder for data dirs, logs and the mesh key (default: a temporary folder, removed at the end unless the run fails, is interrupted or misses its target)")

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"dsspmesh/cudaops"
+	"dsspmesh/lab/netlab"
 )
 
 // BigModelConfig is one `dssp bench bigmodel` run: a large model trained
@@ -39,7 +41,11 @@ type BigModelConfig struct {
 	// each on its own copy of the model, for as long), and the report
 	// gives the mesh's samples/s as a share of each.
 	CeilingTime time.Duration
-	Out         io.Writer
+	// Link, if set, trains on the link lab's topology (one host a node):
+	// first unshaped (the baseline, Baseline), then shaped (Run), each
+	// for Duration.
+	Link *netlab.Spec
+	Out  io.Writer
 }
 
 // DefaultBigModelConfig is the issue's setting: mlp-wide (99.6 MB) on
@@ -63,6 +69,9 @@ func (c BigModelConfig) Validate() error {
 	if c.EvalEvery <= 0 {
 		return fmt.Errorf("--eval-every %v must be > 0", c.EvalEvery)
 	}
+	if c.Link != nil && c.Link.Nodes() != c.Nodes {
+		return fmt.Errorf("--link: %d hosts for --nodes %d (one host a node)", c.Link.Nodes(), c.Nodes)
+	}
 	return nil
 }
 
@@ -72,7 +81,11 @@ type BigModelResult struct {
 	Params     int
 	ModelBytes int64
 	Run        UsageRun
-	Ceiling    float64 // samples/s; 0: not measured (CeilingTime)
+	// Baseline is the same job on the link lab's topology unshaped, and
+	// Paths the shaped link as measured, when Config.Link is set.
+	Baseline *UsageRun
+	Paths    []string
+	Ceiling  float64 // samples/s; 0: not measured (CeilingTime)
 	// Concurrent is the samples/s of the cores computing at once (0: not
 	// measured): a model that streams more than the caches hold shares
 	// the memory bandwidth, so it is below Ceiling.
@@ -102,10 +115,42 @@ func RunBigModel(ctx context.Context, cfg BigModelConfig, log *slog.Logger) (*Bi
 		}
 		fmt.Fprintf(out(cfg.Out), "the cores at once: %.1f samples/s (one single-threaded worker per core in process, each on its own model, %v)\n", res.Concurrent, cfg.CeilingTime)
 	}
-	res.Run, err = MeasureUsage(ctx, UsageConfig{Label: cfg.Model, Binary: cfg.Binary, Nodes: cfg.Nodes, Duration: cfg.Duration,
+	uc := UsageConfig{Label: cfg.Model, Binary: cfg.Binary, Nodes: cfg.Nodes, Duration: cfg.Duration,
 		NodeArgs: append([]string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", cfg.EvalEvery.String()}, cfg.NodeArgs...),
-		SpecArgs: spec, Keep: cfg.Dir, Out: cfg.Out}, log)
-	return res, err
+		SpecArgs: spec, Keep: cfg.Dir, Out: cfg.Out}
+	if cfg.Link == nil {
+		res.Run, err = MeasureUsage(ctx, uc, log)
+		return res, err
+	}
+	if res.Paths, err = measureLink(ctx, *cfg.Link, log); err != nil {
+		return res, fmt.Errorf("bench: measuring the link: %w", err)
+	}
+	for _, p := range res.Paths {
+		fmt.Fprintf(out(cfg.Out), "link %s: %s\n", cfg.Link, p)
+	}
+	for _, spec := range []netlab.Spec{cfg.Link.Unshaped(), *cfg.Link} {
+		hosts, closeLab, err := onLink(ctx, &spec, log)
+		if err != nil {
+			return res, err
+		}
+		fmt.Fprintf(out(cfg.Out), "-- on %s\n", spec.Describe())
+		u := uc
+		u.Hosts = hosts
+		if cfg.Dir != "" {
+			u.Keep = filepath.Join(cfg.Dir, map[bool]string{true: "shaped", false: "unshaped"}[spec.Shaped()])
+		}
+		run, err := MeasureUsage(ctx, u, log)
+		closeLab()
+		if !spec.Shaped() {
+			res.Baseline = &run
+		} else {
+			res.Run = run
+		}
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
 }
 
 // Markdown is the report: each node's peak RSS and data dir as multiples
@@ -129,6 +174,20 @@ func (r *BigModelResult) Markdown() string {
 		fmt.Fprintf(&b, ", mesh ÷ the cores at once %.3f (%.1f samples/s, %.3f of the ceiling)", r.Run.SamplesPerSec/r.Concurrent, r.Concurrent, r.Concurrent/r.Ceiling)
 	}
 	b.WriteString("\n")
+	if u := r.Baseline; u != nil {
+		fmt.Fprintf(&b, "\non %s, against the same job unshaped (the baseline, run first):\n\n", c.Link.Describe())
+		for _, p := range r.Paths {
+			fmt.Fprintf(&b, "- measured %s\n", p)
+		}
+		ratio := 0.0
+		if u.SamplesPerSec > 0 {
+			ratio = r.Run.SamplesPerSec / u.SamplesPerSec
+		}
+		b.WriteString("\n| | samples/s | bytes/sample | wait share | iterations | final accuracy |\n|---|---:|---:|---|---:|---:|\n")
+		fmt.Fprintf(&b, "| shaped | %.1f | %.0f | %s | %d | %.4f |\n", r.Run.SamplesPerSec, r.Run.BytesPerSample, fmtShares(r.Run.Wait), r.Run.Iters, r.Run.FinalAcc)
+		fmt.Fprintf(&b, "| unshaped | %.1f | %.0f | %s | %d | %.4f |\n", u.SamplesPerSec, u.BytesPerSample, fmtShares(u.Wait), u.Iters, u.FinalAcc)
+		fmt.Fprintf(&b, "\nshaped ÷ unshaped samples/s: %.2f\n", ratio)
+	}
 	rss, dir := float64(r.Run.PeakRSS())/mb, float64(r.Run.DataDir())/mb
 	fmt.Fprintf(&b, "targets: peak RSS ≤ %.0f× model (max %.2f×): %s; data dir ≤ %.0f× model (max %.2f×): %s\n",
 		c.RSSFactor, rss, verdict(rss <= c.RSSFactor), c.DiskFactor, dir, verdict(dir <= c.DiskFactor))

@@ -28,6 +28,9 @@ type UsageRun struct {
 	SamplesPerSec, BytesPerSample float64
 	FinalAcc                      float64
 	Elapsed                       time.Duration
+	// Wait is each worker's share of its time spent pushing and held by
+	// the gates, at the end (RunSummary's).
+	Wait []float64
 }
 
 // PeakRSS, PeakDataDir and DataDir are the largest over the run's nodes.
@@ -48,6 +51,9 @@ type UsageConfig struct {
 	// "" = a temporary folder removed at the end.
 	Keep string
 	Out  io.Writer
+	// Hosts places the nodes on the link lab's hosts (launch.Config.Hosts);
+	// nil: loopback.
+	Hosts []launch.Host
 }
 
 // MeasureUsage runs a `dssp up` mesh of cfg.Binary for cfg.Duration with
@@ -76,6 +82,7 @@ func MeasureUsage(ctx context.Context, cfg UsageConfig, log *slog.Logger) (Usage
 	lc.TimeLimit = cfg.Duration
 	lc.NodeArgs = cfg.NodeArgs
 	lc.SpecArgs = cfg.SpecArgs
+	lc.Hosts = cfg.Hosts
 	lc.Out = cfg.Out
 	if lc.Out == nil {
 		lc.Out = io.Discard
@@ -90,7 +97,7 @@ func MeasureUsage(ctx context.Context, cfg UsageConfig, log *slog.Logger) (Usage
 		return res, fmt.Errorf("bench: %s mesh: %w", cfg.Label, err)
 	}
 	res.Elapsed = r.Elapsed
-	res.ItersPerSec, _ = rates(r.Samples)
+	res.ItersPerSec, res.Wait = rates(r.Samples)
 	res.SamplesPerSec, res.BytesPerSample, _ = throughput(r.Samples)
 	last := map[int]uint64{}
 	for _, s := range r.Samples {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"dsspmesh/clock"
+	"dsspmesh/lab/netlab"
 	"dsspmesh/lab/plot"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
@@ -123,13 +124,27 @@ func (v Variant) specArgs() ([]string, error) {
 type Setting struct {
 	Name     string    // homogeneous, heterogeneous
 	Slowdown []float64 // per-worker --slowdown, cycled; nil = all 1
+	// Link, if set, runs the meshes on the link lab's topology (one host
+	// a node); nil: on loopback.
+	Link *netlab.Spec
+	// Baseline, if set, names the setting this one is measured against:
+	// it runs right after it for each variant, and the report sets their
+	// figures side by side (LinkSettings).
+	Baseline string
 }
 
 func (s Setting) String() string {
-	if len(s.Slowdown) == 0 {
+	var what []string
+	if len(s.Slowdown) > 0 {
+		what = append(what, "slowdown "+FormatFloats(s.Slowdown))
+	}
+	if s.Link != nil {
+		what = append(what, s.Link.Describe())
+	}
+	if len(what) == 0 {
 		return s.Name
 	}
-	return fmt.Sprintf("%s (slowdown %s)", s.Name, FormatFloats(s.Slowdown))
+	return fmt.Sprintf("%s (%s)", s.Name, strings.Join(what, "; "))
 }
 
 // ParadigmsConfig is one `dssp bench paradigms` run.
@@ -240,6 +255,17 @@ func (c ParadigmsConfig) Validate() error {
 				return err
 			}
 		}
+		if s.Link != nil {
+			if err := s.Link.Validate(); err != nil {
+				return err
+			}
+			if s.Link.Nodes() != c.Workers {
+				return fmt.Errorf("--link: %d hosts for --workers %d (one host a node)", s.Link.Nodes(), c.Workers)
+			}
+		}
+		if s.Baseline != "" && !slices.ContainsFunc(c.Settings, func(b Setting) bool { return b.Name == s.Baseline && b.Baseline == "" }) {
+			return fmt.Errorf("bench: setting %s is measured against %q, which is not a setting of its own", s.Name, s.Baseline)
+		}
 	}
 	return nil
 }
@@ -251,8 +277,11 @@ type ParadigmsResult struct {
 	// measured; ParadigmsConfig.CeilingTime).
 	Ceiling float64
 	Runs    []RunSummary
-	Start   time.Time
-	Took    time.Duration
+	// Paths is the link lab's shaped topology as measured before the runs
+	// (netlab.Lab.Paths), one line a path; nil without --link.
+	Paths []string
+	Start time.Time
+	Took  time.Duration
 }
 
 // RunParadigms runs every (setting, variant, repeat) mesh in turn and
@@ -276,26 +305,41 @@ func RunParadigms(ctx context.Context, cfg ParadigmsConfig, log *slog.Logger) (*
 		res.Ceiling = c
 		fmt.Fprintf(out, "compute ceiling: %.0f samples/s (one single-threaded worker in process, %v, × %d cores)\n", c, cfg.CeilingTime, runtime.NumCPU())
 	}
+	for _, set := range cfg.Settings {
+		if set.Link != nil && set.Link.Shaped() && res.Paths == nil {
+			paths, err := measureLink(ctx, *set.Link, log)
+			if err != nil {
+				return nil, fmt.Errorf("bench: measuring the link: %w", err)
+			}
+			res.Paths = paths
+			for _, p := range paths {
+				fmt.Fprintf(out, "link %s: %s\n", set.Link, p)
+			}
+		}
+	}
 	total := len(cfg.Settings) * len(cfg.Variants) * cfg.Repeats
 	k := 0
 	maxTarget := slices.Max(cfg.Targets)
 	for rep := 1; rep <= cfg.Repeats; rep++ {
 		// Repeats are the outer loop so that slow drifts of the shared
-		// machine's load spread over every variant alike.
-		for _, set := range cfg.Settings {
+		// machine's load spread over every variant alike; a setting
+		// measured against a baseline runs right after it.
+		for _, group := range runOrder(cfg.Settings) {
 			for _, v := range cfg.Variants {
-				if ctx.Err() != nil {
-					break
+				for _, set := range group {
+					if ctx.Err() != nil {
+						break
+					}
+					k++
+					label := fmt.Sprintf("%d/%d %s %s #%d", k, total, set.Name, v, rep)
+					fmt.Fprintf(out, "[%s] starting %d workers, until %.0f%% or %v\n", label, cfg.Workers, 100*maxTarget, cfg.TimeLimit)
+					sum := runOne(ctx, cfg, set, v, rep, label, out, log)
+					if res.Ceiling > 0 {
+						sum.OfCeiling = sum.SamplesPerSec / res.Ceiling
+					}
+					res.Runs = append(res.Runs, sum)
+					fmt.Fprintf(out, "[%s] %s\n", label, sum.Line(cfg.Targets))
 				}
-				k++
-				label := fmt.Sprintf("%d/%d %s %s #%d", k, total, set.Name, v, rep)
-				fmt.Fprintf(out, "[%s] starting %d workers, until %.0f%% or %v\n", label, cfg.Workers, 100*maxTarget, cfg.TimeLimit)
-				sum := runOne(ctx, cfg, set, v, rep, label, out, log)
-				if res.Ceiling > 0 {
-					sum.OfCeiling = sum.SamplesPerSec / res.Ceiling
-				}
-				res.Runs = append(res.Runs, sum)
-				fmt.Fprintf(out, "[%s] %s\n", label, sum.Line(cfg.Targets))
 			}
 		}
 	}
@@ -318,6 +362,13 @@ func runOne(ctx context.Context, cfg ParadigmsConfig, set Setting, v Variant, re
 	lc.NodeArgs = append(lc.NodeArgs, cfg.NodeArgs...)
 	lc.SpecArgs = append(append([]string(nil), cfg.SpecArgs...), args...)
 	lc.Out = &prefixWriter{w: out, prefix: "[" + label + "] ", all: cfg.Verbose}
+	hosts, closeLab, err := onLink(ctx, set.Link, log)
+	if err != nil {
+		sum.Err = err.Error()
+		return sum
+	}
+	defer closeLab()
+	lc.Hosts = hosts
 	r, err := launch.Run(ctx, lc, log)
 	if err != nil {
 		sum.Err = err.Error()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"dsspmesh/lab/netlab"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
@@ -105,6 +106,16 @@ func LoadParadigms(dir string) (*ParadigmsResult, error) {
 					return nil, err
 				}
 			}
+			if c := col("link"); c >= 0 && row[c] != "" { // absent from reports written before the link lab
+				spec, err := netlab.ParseSpec(row[c])
+				if err != nil {
+					return nil, err
+				}
+				s.Link = &spec
+			}
+			if c := col("baseline"); c >= 0 {
+				s.Baseline = row[c]
+			}
 			cfg.Settings = append(cfg.Settings, s)
 		}
 	}
@@ -114,6 +125,9 @@ func LoadParadigms(dir string) (*ParadigmsResult, error) {
 	}
 	if !slices.Contains(cfg.Targets, cfg.RefTarget) && len(cfg.Targets) > 0 {
 		cfg.RefTarget = slices.Max(cfg.Targets)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "link.txt")); err == nil {
+		res.Paths = strings.Split(strings.TrimSpace(string(b)), "\n")
 	}
 	res.Config = cfg
 	return res, nil

@@ -21,6 +21,7 @@ import (
 //
 //	report.md                  the markdown tables (medians) per setting
 //	runs.csv                   one row per mesh run
+//	link.txt                   the shaped link as measured (with --link)
 //	summary.csv                one row per (setting, variant): the medians
 //	accuracy-<setting>.png     test accuracy vs wall time, one line per run
 //	runs/<setting>-<variant>-r<k>/  each mesh's own launch report
@@ -33,6 +34,11 @@ func (r *ParadigmsResult) Write(dir string) error {
 	}
 	if err := writeCSV(filepath.Join(dir, "runs.csv"), r.runRows()); err != nil {
 		return err
+	}
+	if len(r.Paths) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, "link.txt"), []byte(strings.Join(r.Paths, "\n")+"\n"), 0o644); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
 	}
 	if err := writeCSV(filepath.Join(dir, "summary.csv"), r.cellRows()); err != nil {
 		return err
@@ -63,6 +69,14 @@ func (r *ParadigmsResult) Markdown() string {
 	b.WriteString(". A time to a target runs from the moment every node process of the mesh was started (the " +
 		"bootstrap node already answering) to the first evaluation at or above it: it includes the mesh's " +
 		"forming and the workers' joining, which come before the first iteration.\n\n")
+	if len(r.Paths) > 0 {
+		b.WriteString("The shaped link as measured before the runs (UDP round trips, one TCP stream of 2 s):\n\n")
+		for _, p := range r.Paths {
+			fmt.Fprintf(&b, "- %s\n", p)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(linksTable(cfg, cells))
 	for _, set := range cfg.Settings {
 		var mine []Cell
 		for _, c := range cells {
@@ -192,9 +206,13 @@ func secsOrEmpty(d time.Duration) string {
 
 func (r *ParadigmsResult) runRows() [][]string {
 	cfg := r.Config
-	slow := map[string]string{}
+	slow, link, baseline := map[string]string{}, map[string]string{}, map[string]string{}
 	for _, s := range cfg.Settings {
 		slow[s.Name] = FormatFloats(s.Slowdown)
+		if s.Link != nil {
+			link[s.Name] = s.Link.String()
+		}
+		baseline[s.Name] = s.Baseline
 	}
 	workers := cfg.Workers
 	head := []string{"setting", "slowdown", "paradigm", "repeat"}
@@ -209,6 +227,7 @@ func (r *ParadigmsResult) runRows() [][]string {
 	for _, t := range cfg.Targets {
 		head = append(head, "samples_to_"+strconv.FormatFloat(t, 'g', -1, 64))
 	}
+	head = append(head, "link", "baseline")
 	rows := [][]string{head}
 	for _, run := range r.Runs {
 		row := []string{run.Setting, slow[run.Setting], string(run.Variant), strconv.Itoa(run.Repeat)}
@@ -233,6 +252,7 @@ func (r *ParadigmsResult) runRows() [][]string {
 		for t := range cfg.Targets {
 			row = append(row, samplesOrEmpty(run.SamplesTo, t))
 		}
+		row = append(row, link[run.Setting], baseline[run.Setting])
 		rows = append(rows, row)
 	}
 	return rows

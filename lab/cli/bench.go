@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"dsspmesh/lab/bench"
+	"dsspmesh/lab/netlab"
 	"dsspmesh/node"
 )
 
@@ -40,6 +41,7 @@ func newBenchParadigmsCmd() *cobra.Command {
 	var (
 		paradigms, targets, hetero string
 		localSteps                 string
+		link                       string
 		homogeneous                bool
 		verbose                    bool
 		render                     string
@@ -71,7 +73,8 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
   dssp bench paradigms --render bench-paradigms --ref-target 0.95
   dssp bench paradigms --render bench-paradigms --costs
   dssp bench paradigms --repeats 1 --paradigms bsp,asp,ssp:3,dssp:3:12,dssp-paper:3:12,ssp:1+balance --compute-delay 40ms --targets 0.95,0.97
-  dssp bench paradigms --repeats 1 --paradigms dssp:3:12 --local-steps 1,4,16,64 --ceiling-time 20s --targets 0.95,0.97`,
+  dssp bench paradigms --repeats 1 --paradigms dssp:3:12 --local-steps 1,4,16,64 --ceiling-time 20s --targets 0.95,0.97
+  dssp bench paradigms --link two-sites --repeats 1 --paradigms dssp:3:12 --local-steps 1,16 --slowdown "" --targets 0.95,0.97`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := nodeBinary()
@@ -133,6 +136,16 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 				}
 				cfg.Settings = append(cfg.Settings, bench.Setting{Name: "heterogeneous", Slowdown: s})
 			}
+			if link != "" {
+				spec, err := netlab.ParseSpec(link)
+				if err != nil {
+					return err
+				}
+				cfg.Settings = bench.LinkSettings(cfg.Settings, spec)
+				if !cmd.Flags().Changed("workers") {
+					cfg.Workers = spec.Nodes()
+				}
+			}
 			ctx, log, stop := benchContext(cmd, slog.LevelWarn)
 			defer stop()
 			res, err := bench.RunParadigms(ctx, cfg, log)
@@ -147,6 +160,7 @@ up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
 	f.StringVar(&paradigms, "paradigms", joinVariants(cfg.Variants), "paradigms to compare: bsp, asp, ssp:S, dssp:SL:RMAX, dssp-paper:SL:RMAX; suffixes +balance (the balance layer) and +pipeline (the pipelined loop) add job flags (ssp:1+balance+pipeline)")
 	f.StringVar(&localSteps, "local-steps", "", "comma-separated --local-steps H to run every paradigm at (1,4,16,64: each paradigm as is and as rounds of 4, 16 and 64 local steps, the +hN suffix)")
 	f.DurationVar(&cfg.CeilingTime, "ceiling-time", 0, "measure the machine's compute ceiling first (one single-threaded worker in process for this long, × the cores) and report each mesh's samples/s as a share of it (0: skip; not with --compute-delay)")
+	f.StringVar(&link, "link", "", "run every mesh on the link lab (root): each node in a network namespace, on this topology shaped and, as its baseline, unshaped — two-sites (2 × 2 hosts, 1gbit within, 100mbit and 25ms one way between), switch (4 hosts at 100mbit), or keys sites, hosts, rate, between, delay, loss, queue over a preset (two-sites,delay=50ms)")
 	f.BoolVar(&homogeneous, "homogeneous", true, "run the homogeneous setting (--homogeneous=false: skip it)")
 	f.StringVar(&hetero, "slowdown", bench.FormatFloats(cfg.Settings[1].Slowdown), "per-worker compute slowdowns of the heterogeneous setting, cycled (empty: skip it)")
 	f.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "runs per paradigm and setting; the median is reported")

@@ -8,11 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"dsspmesh/lab/bench"
+	"dsspmesh/lab/netlab"
 )
 
 func newBenchBigModelCmd() *cobra.Command {
 	cfg := bench.DefaultBigModelConfig()
-	var out string
+	var out, link string
 	var jobFlags []string
 	cmd := &cobra.Command{
 		Use:   "bigmodel",
@@ -24,7 +25,8 @@ dir's bytes as multiples of the model's bytes, against the targets: RSS ≤ 6×
 and data dir ≤ 8×. Writes --out/bigmodel.md. Heavy: it runs --nodes
 processes each holding several hundred megabytes for --time.`,
 		Example: `  dssp bench bigmodel
-  dssp bench bigmodel --time 1m --job-flag=--shards=8`,
+  dssp bench bigmodel --time 1m --job-flag=--shards=8
+  dssp bench bigmodel --link two-sites --time 3m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := nodeBinary()
@@ -34,6 +36,16 @@ processes each holding several hundred megabytes for --time.`,
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
 			cfg.SpecArgs = append(cfg.SpecArgs, jobFlags...) // after the defaults, so they win
+			if link != "" {
+				spec, err := netlab.ParseSpec(link)
+				if err != nil {
+					return err
+				}
+				cfg.Link = &spec
+				if !cmd.Flags().Changed("nodes") {
+					cfg.Nodes = spec.Nodes()
+				}
+			}
 			ctx, log, stop := benchContext(cmd, slog.LevelError)
 			defer stop()
 			res, err := bench.RunBigModel(ctx, cfg, log)
@@ -60,5 +72,6 @@ processes each holding several hundred megabytes for --time.`,
 	f.Float64Var(&cfg.RSSFactor, "rss-factor", cfg.RSSFactor, "target: peak RSS per node ≤ this × the model's bytes")
 	f.Float64Var(&cfg.DiskFactor, "disk-factor", cfg.DiskFactor, "target: data dir per node ≤ this × the model's bytes")
 	f.StringVar(&out, "out", "bench-bigmodel", "folder for bigmodel.md")
+	f.StringVar(&link, "link", "", "train on the link lab (root), unshaped first (the baseline), then shaped, --time each: two-sites, switch, or keys over a preset (see dssp bench paradigms --help)")
 	return cmd
 }

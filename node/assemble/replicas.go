@@ -61,7 +61,7 @@ func (r *RaftReplicas) Open(id uint32, hooks node.ReplicaHooks) (node.Replica, e
 	if !r.FixedTiming {
 		cfg = cfg.ForGroups(hooks.Groups)
 	}
-	cfg = cfg.ForEntryBytes(hooks.EntryBytes)
+	cfg = cfg.ForEntryBytes(hooks.EntryBytes).ForRTT(hooks.RTT)
 	if r.Config != nil {
 		cfg = r.Config(id, r.Transport.LocalID())
 	}

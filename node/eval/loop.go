@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"dsspmesh/cudaops"
+	"dsspmesh/mesh"
 	"dsspmesh/modelfile"
 	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
@@ -88,9 +89,10 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 		return
 	}
 	modelBytes := 4 * int64(job.Layout.Total())
-	timeout := evalReadTimeout(modelBytes)
+	timeout := evalReadTimeout(modelBytes, slowestPath(r.d.Transport, r.d.Members))
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	began := time.Now()
 	var snap *Snapshot
 	var err error
 	release := func() {} // gives a borrowed θ back: at once after the checkpoint, at the latest on return
@@ -117,7 +119,7 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			r.d.Logger.Warn("evaluation skipped", "err", err)
+			r.d.Logger.Warn("evaluation skipped", "err", err, "after", time.Since(began).Round(time.Millisecond), "timeout", timeout)
 		}
 		return
 	}
@@ -157,19 +159,47 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 	}
 	e.Count.Inc()
 	e.Done(ctx, res)
-	r.d.Logger.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "clock", snap.Meta.Clock, "seq", seq)
+	r.d.Logger.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "clock", snap.Meta.Clock, "seq", seq, "read", start.Sub(began).Round(time.Millisecond))
 }
 
 // evalReadTimeout bounds the read of a model of modelBytes for one
 // evaluation: 10 s, and a second for every evalReadRate bytes beyond (at
 // a flat 10 s not one evaluation of a 100 MB model finished while its
-// mesh trained on two loaded cores). While shards elect leaders the
-// evaluation is skipped, not queued.
-func evalReadTimeout(modelBytes int64) time.Duration {
-	return 10*time.Second + time.Duration(float64(modelBytes)/evalReadRate*float64(time.Second))
+// mesh trained on two loaded cores), or for every pathShare of the
+// slowest path's measured delivery rate (bytes/s, 0: unknown) when that
+// is slower: across a 100 Mbit/s link the training's own pushes and
+// replies share the path, and at 4 MiB/s not one evaluation of a 100 MB
+// model finished (the link lab's two sites). While shards elect leaders
+// the evaluation is skipped, not queued.
+func evalReadTimeout(modelBytes int64, pathRate float64) time.Duration {
+	rate := float64(evalReadRate)
+	if pathRate > 0 {
+		rate = min(rate, pathRate*pathShare)
+	}
+	return 10*time.Second + time.Duration(float64(modelBytes)/rate*float64(time.Second))
 }
 
-// evalReadRate (bytes/s) is the slowest model read an evaluation waits for.
+// evalReadRate (bytes/s) is the slowest model read an evaluation waits for
+// where no path measures slower.
 const evalReadRate = 4 << 20
+
+// pathShare is the share of a path's measured rate a read is given.
+const pathShare = 0.25
+
+// slowestPath is the least delivery rate the transport measured to any
+// live member (mesh.RTTReporter), 0 when it measures none.
+func slowestPath(tr mesh.Transport, members mesh.Membership) float64 {
+	rr, ok := tr.(mesh.RTTReporter)
+	if !ok || members == nil {
+		return 0
+	}
+	least := 0.0
+	for _, m := range members.Members() {
+		if r, ok := rr.PeerRTT(m.ID); ok && r.Rate > 0 && (least == 0 || r.Rate < least) {
+			least = r.Rate
+		}
+	}
+	return least
+}
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

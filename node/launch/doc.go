@@ -9,7 +9,10 @@
 // With chaos on it kills a random non-bootstrap node with SIGKILL every
 // period, restarts it on the same data directory and ports, and measures
 // how long the survivors take to train again and the restarted node to
-// rejoin. With Workers K only the first K nodes train; the others run
+// rejoin. With Config.Hosts (the link lab's, lab/netlab) node i runs on
+// host i instead of loopback: it binds that host's address, serves HTTP on
+// the host's HTTP address, and is started through the host's Exec prefix
+// (`ip netns exec <namespace>`). With Workers K only the first K nodes train; the others run
 // with --train=false and only host shards (no dataset is loaded). Each
 // node's peak resident memory (Linux's VmHWM, read from /proc by
 // [ReadProcStat]) is sampled at every poll and reported at the end.

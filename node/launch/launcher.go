@@ -52,6 +52,9 @@ type Config struct {
 	// Trainer, if set, is the command of one trainer process per training
 	// node (Mesh.Trainer); the nodes then run --trainer external.
 	Trainer string
+	// Hosts, if set, places node i on Hosts[i] (one per node; the link
+	// lab's hosts); nil: every node on loopback.
+	Hosts []Host
 }
 
 // DefaultConfig is four nodes until 97% test accuracy or 30 minutes.
@@ -83,6 +86,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--poll %v must be > 0", c.Poll)
 	case c.ReportDir == "":
 		return errors.New("--report must not be empty")
+	case len(c.Hosts) > 0 && len(c.Hosts) != c.Nodes:
+		return fmt.Errorf("up: %d hosts for %d nodes (one host a node)", len(c.Hosts), c.Nodes)
 	}
 	for _, s := range c.Slowdown {
 		if err := node.CheckSlowdown(s); err != nil {
@@ -90,6 +95,31 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Host is where a node runs: the address it binds and announces (gossip,
+// QUIC), the host of its HTTP address, and a command prefix that runs a
+// process there (nil: on this machine as it is). A Host{} is loopback.
+// The link lab (lab/netlab) gives each node a network namespace of its
+// own: Exec is `ip netns exec <ns>`.
+type Host struct {
+	Addr     string
+	HTTPHost string
+	Exec     []string
+}
+
+func (h Host) addr() string {
+	if h.Addr == "" {
+		return "127.0.0.1"
+	}
+	return h.Addr
+}
+
+func (h Host) httpHost() string {
+	if h.HTTPHost == "" {
+		return h.addr()
+	}
+	return h.HTTPHost
 }
 
 // Proc is one child node process.
@@ -100,6 +130,7 @@ type Proc struct {
 	QUIC    string
 	HTTP    string
 	LogPath string
+	Host    Host
 
 	args   []string
 	cmd    *exec.Cmd
@@ -168,6 +199,12 @@ type Mesh struct {
 // drawn per node, two nodes of a 32-node mesh shared a port about one run
 // in three). Nothing runs until Start.
 func NewMesh(binary, dir string, n int, log *slog.Logger) (*Mesh, error) {
+	return NewMeshOn(binary, dir, make([]Host, n), log)
+}
+
+// NewMeshOn is NewMesh with node i on hosts[i].
+func NewMeshOn(binary, dir string, hosts []Host, log *slog.Logger) (*Mesh, error) {
+	n := len(hosts)
 	m := &Mesh{Binary: binary, Dir: dir, Key: filepath.Join(dir, "mesh.key"), log: log}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("up: run folder %s: %w", dir, err)
@@ -187,8 +224,9 @@ func NewMesh(binary, dir string, n int, log *slog.Logger) (*Mesh, error) {
 			Index:   i,
 			DataDir: filepath.Join(dir, fmt.Sprintf("node%d", i)),
 			LogPath: filepath.Join(dir, fmt.Sprintf("node%d.log", i)),
+			Host:    hosts[i],
 		}
-		p.args = []string{"node", "--data-dir", p.DataDir, "--host", "127.0.0.1", "--key", m.Key}
+		p.args = []string{"node", "--data-dir", p.DataDir, "--host", p.Host.addr(), "--key", m.Key}
 		p.setPorts(ports)
 		if i > 0 {
 			p.args = append(p.args, "--join", m.Procs[0].Gossip)
@@ -231,7 +269,8 @@ func (m *Mesh) Start(i int) error {
 	if fi, err := logf.Stat(); err == nil {
 		p.logOff = fi.Size()
 	}
-	cmd := exec.Command(m.Binary, p.args...)
+	argv := append(slices.Clone(p.Host.Exec), m.Binary)
+	cmd := exec.Command(argv[0], append(argv[1:], p.args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The children must not outlive the launcher, even if it is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

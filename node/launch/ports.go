@@ -68,9 +68,9 @@ const bindFailure = "address already in use"
 // setPorts gives p gossip, QUIC and HTTP ports (in that order), in its
 // fields and on its command line.
 func (p *Proc) setPorts(ports []int) {
-	p.Gossip = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-	p.QUIC = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
-	p.HTTP = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))
+	p.Gossip = net.JoinHostPort(p.Host.addr(), strconv.Itoa(ports[0]))
+	p.QUIC = net.JoinHostPort(p.Host.addr(), strconv.Itoa(ports[1]))
+	p.HTTP = net.JoinHostPort(p.Host.httpHost(), strconv.Itoa(ports[2]))
 	p.setArg("--gossip-port", strconv.Itoa(ports[0]))
 	p.setArg("--quic-port", strconv.Itoa(ports[1]))
 	p.setArg("--http-addr", p.HTTP)

@@ -161,7 +161,11 @@ func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger)
 				cfg.Workers, MiB(TrainerBytes), cfg.Nodes-cfg.Workers, MiB(HostBytes), MiB(avail), cfg.Workers)
 		}
 	}
-	m, err := NewMesh(cfg.Binary, dir, cfg.Nodes, log)
+	hosts, where := cfg.Hosts, fmt.Sprintf("%d hosts", len(cfg.Hosts))
+	if len(hosts) == 0 {
+		hosts, where = make([]Host, cfg.Nodes), "loopback"
+	}
+	m, err := NewMeshOn(cfg.Binary, dir, hosts, log)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +194,7 @@ func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger)
 	if tmpNote != "" {
 		logs += "; " + tmpNote
 	}
-	fmt.Fprintf(out, "starting %d dssp nodes on loopback in %s (%s); %d train, %d only host shards\n", cfg.Nodes, dir, logs, trainers, cfg.Nodes-trainers)
+	fmt.Fprintf(out, "starting %d dssp nodes on %s in %s (%s); %d train, %d only host shards\n", cfg.Nodes, where, dir, logs, trainers, cfg.Nodes-trainers)
 	if err := m.Start(0); err != nil {
 		return nil, err
 	}

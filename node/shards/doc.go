@@ -42,8 +42,9 @@
 // until they change. Every 300 ms [Manager.Run] starts the replicas placed
 // here, and on each shard this node leads removes gone workers, starts one
 // reconcile step toward the placement (cancelled when the placement
-// changes under it) and, for large slices, hands a leadership to the
-// voter leading fewest (manager.go).
+// changes under it) and hands a leadership over to spread leaders across
+// the members and keep each near a quorum of its voters by measured round
+// trip (Deps.RTT; leadMove in manager.go).
 //
 // [Manager.Identities] is the union of the identity state (revoked ids,
 // pinned keys of legacy ids) of the replicas hosted here, with the legacy

@@ -1,6 +1,7 @@
 package shards
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -48,6 +49,12 @@ type Manager struct {
 	places *placementCache
 
 	transferring atomic.Bool // a leadership hand-over runs (handLeadOver)
+
+	// openedRTT is the round trip each replica here opened with
+	// (ReplicaHooks.RTT), retimedAt when retime last reopened it; both
+	// guarded by mu.
+	openedRTT map[uint32]time.Duration
+	retimedAt map[uint32]time.Time
 }
 
 // Deps are the shard manager's edges, built by the node that runs it.
@@ -71,6 +78,11 @@ type Deps struct {
 	// itself (its term and voters), the highest term heard; false when no
 	// peer reports leading it. Nil: never heard.
 	PeerLeader func(shard uint32) (records.ShardStatus, bool)
+	// RTT is the least measured round trip between two members (this
+	// node's own measurement, or a peer's word through the mesh view);
+	// false when unknown. It places leaders near a quorum of their
+	// voters (leadMove). Nil: never known.
+	RTT func(a, b mesh.NodeID) (time.Duration, bool)
 	// Theta is the parameters a fresh mesh starts from (--init-from, or
 	// the model's initialisation from the job's seed), asked once.
 	Theta  func() []float32
@@ -94,7 +106,8 @@ func New(d Deps, cfg Config) *Manager {
 		d.Observer = records.NoObserver{}
 	}
 	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{},
-		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication)}
+		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication),
+		openedRTT: map[uint32]time.Duration{}, retimedAt: map[uint32]time.Time{}}
 }
 
 // Bounds is each shard's range of the flat parameter vector.
@@ -193,9 +206,11 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 	}
 	d := m.d
 	groups := max(len(m.replicas)+1, m.placedCount())
+	rtt := m.rttTo(m.placement(id))
 	rep, err := d.Replicas.Open(id, ReplicaHooks{
 		Groups:         groups,
 		EntryBytes:     int64(m.cfg.Spec.Precision.Bytes(m.bounds[id][1] - m.bounds[id][0])),
+		RTT:            rtt,
 		Applied:        func(a shardapi.Applied) { d.Observer.Applied(id, a) },
 		StateHashEvery: d.Observer.StateHashEvery(),
 		Leading: func(term uint64) {
@@ -215,7 +230,92 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 	}
 	delete(m.refused, id)
 	m.replicas[id] = rep
+	m.openedRTT[id] = rtt
 	return rep, nil
+}
+
+// rttTo is the longest round trip measured from this node to any of
+// nodes (0: none measured).
+func (m *Manager) rttTo(nodes []mesh.NodeID) time.Duration {
+	var most time.Duration
+	for _, n := range nodes {
+		if m.d.RTT == nil || n == m.d.ID {
+			continue
+		}
+		if d, ok := m.d.RTT(m.d.ID, n); ok {
+			most = max(most, d)
+		}
+	}
+	return most
+}
+
+// Raft timing follows the measured round trip (shard.Config.ForRTT: a
+// lease of 4 × the longest round trip to the group's other replicas, from
+// the default 250 ms up). A replica takes its timing when it opens, and
+// raft cannot change the lease later; the bootstrap node opens every shard
+// alone, knowing no round trip, so across a long one its leader would
+// step down after every election it won while a quorum of its group lies
+// across the link. So a replica whose voters' round trip now needs a
+// longer lease than it opened with (needsRetiming) is reopened on its
+// store with the new timing, at most once a retimeEvery per shard.
+const (
+	defaultLease   = 250 * time.Millisecond // shard.DefaultConfig's LeaderLeaseTimeout
+	rttLeaseFactor = 4                      // shard.RTTLeaseFactor
+	retimeEvery    = time.Minute
+)
+
+// needsRetiming reports whether a round trip of now needs a longer lease
+// than one of opened gave: now beyond what the default lease holds and a
+// quarter beyond opened (a round trip that drifts does not reopen).
+func needsRetiming(now, opened time.Duration) bool {
+	return rttLeaseFactor*now > defaultLease && now > opened*5/4
+}
+
+// retime reopens rep, this node's replica of shard id, when its voters'
+// round trip needs a longer Raft timing than it opened with; it reports
+// whether it did (rep is then closed).
+func (m *Manager) retime(id uint32, rep Replica, now time.Time) bool {
+	c, err := rep.Configuration()
+	if err != nil {
+		return false
+	}
+	rtt := m.rttTo(c.Voters)
+	m.mu.Lock()
+	opened, last := m.openedRTT[id], m.retimedAt[id]
+	due := needsRetiming(rtt, opened) && now.Sub(last) >= retimeEvery && m.replicas[id] == rep
+	if due {
+		delete(m.replicas, id)
+		m.retimedAt[id] = now
+	}
+	m.mu.Unlock()
+	if !due {
+		return false
+	}
+	m.d.Logger.Info("reopening the replica: its voters' round trip needs a longer Raft timing", "shard", id, "rtt", rtt, "opened_with", opened)
+	rep.Shutdown()
+	if _, err := m.replica(id); err != nil {
+		m.refuse(id, err)
+	}
+	return true
+}
+
+// nearestFirst orders nodes by the round trip measured to them, nearest
+// first, unmeasured ones last in their order: reconcile adds replicas in
+// this order, so a group's second voter is a near one where placement
+// names one, and its quorum does not wait on the far link while it grows.
+func (m *Manager) nearestFirst(nodes []mesh.NodeID) []mesh.NodeID {
+	if m.d.RTT == nil {
+		return nodes
+	}
+	rtt := func(n mesh.NodeID) time.Duration {
+		if d, ok := m.d.RTT(m.d.ID, n); ok {
+			return d
+		}
+		return time.Duration(1<<63 - 1)
+	}
+	out := slices.Clone(nodes)
+	slices.SortStableFunc(out, func(a, b mesh.NodeID) int { return cmp.Compare(rtt(a), rtt(b)) })
+	return out
 }
 
 // refuse records that this node's replica of shard id, placed here after
@@ -308,16 +408,14 @@ func (m *Manager) sync(ctx context.Context) {
 	liveIDs := mesh.LiveIDs(members)
 	places := m.places.get(liveIDs)
 	led := 0
+	for _, rep := range m.all() {
+		if rep.IsLeader() {
+			led++
+		}
+	}
 	var leads map[mesh.NodeID]int
-	if m.SpreadLeaders() {
-		for _, rep := range m.all() {
-			if rep.IsLeader() {
-				led++
-			}
-		}
-		if led > 0 {
-			leads = m.leads()
-		}
+	if led > 0 && len(liveIDs) > 1 {
+		leads = m.leads()
 	}
 	share := (len(m.bounds) + max(len(liveIDs), 1) - 1) / max(len(liveIDs), 1)
 	for s := range m.bounds {
@@ -332,10 +430,13 @@ func (m *Manager) sync(ctx context.Context) {
 			}
 			continue
 		}
+		if m.retime(id, rep, time.Now()) {
+			continue
+		}
 		if rep.IsLeader() {
 			m.removeGoneWorkers(ctx, rep, live)
-			m.reconcile(ctx, id, rep, want)
-			if led > share && m.handLeadOver(rep, want, leads, led) {
+			m.reconcile(ctx, id, rep, m.nearestFirst(want))
+			if leads != nil && m.handLeadOver(rep, want, leads, led, share) {
 				led--
 			}
 			continue
@@ -346,23 +447,95 @@ func (m *Manager) sync(ctx context.Context) {
 	}
 }
 
-// Leaders spread for large slices. A fresh mesh's bootstrap node leads
-// every shard, so every worker's pushes and replies pass through it; with
-// a 100 MB model that is tens of megabytes per push per shard on one node
-// (its memory and CPU were the mesh's bottleneck in bench bigmodel). When a
-// shard's slice exceeds spreadLeadersBytes, a node leading more than its
-// share of the shards (⌈S ÷ live nodes⌉) hands one whose configuration is
-// already placement's to the voter of it that leads fewest, and only if
-// that one leads at least two fewer than this node, one per sync round
-// (raft's leadership transfer: the target is caught up first). Handing to
-// any voter let two nodes over their share pass one shard between them
-// for minutes (800 elections in a 5-minute run); with the rule, a transfer
-// lowers the sum of squares of the counts, so none is ever undone while
-// the nodes' views agree. Smaller slices keep today's behaviour.
-const spreadLeadersBytes = 1 << 20
+// Leaders spread, near a quorum. A fresh mesh's bootstrap node leads
+// every shard, so every worker's pushes and replies pass through it and
+// one kill moves every leader; with a 100 MB model that is tens of
+// megabytes per push per shard on one node (its memory and CPU were the
+// mesh's bottleneck in bench bigmodel). So each round (leadMove), on a
+// shard whose configuration is already placement's:
+//
+//   - near a quorum: a leader whose commits wait on a far voter while
+//     another voter has a quorum near it (two sites: the shard's majority
+//     lies on the other site) hands the shard to the near voter leading
+//     fewest. Near is by measured round trip (Deps.RTT): a voter's
+//     distance is its round trip to the nearest voters that make a quorum
+//     with it, and the near ones are within 2 × the least distance + 10 ms
+//     of it (a site's 0.1 ms against another's 50 ms; on one host every
+//     voter is near). Unknown round trips make every voter near.
+//   - spread: a node leading more than its share of the shards (⌈S ÷
+//     live nodes⌉) hands one to the near voter of it that leads fewest,
+//     and only if that one leads at least two fewer than this node.
+//
+// One transfer per node at a time (raft's leadership transfer: the target
+// is caught up first). Handing to any voter let two nodes over their
+// share pass one shard between them for minutes (800 elections in a
+// 5-minute run); with the two-fewer rule a spread lowers the sum of
+// squares of the counts, so none is ever undone while the nodes' views
+// agree, and a spread never leaves the near voters, so it never undoes a
+// move toward a quorum either. A restarted node or a joiner leads nothing
+// and takes shards from those over their share: leaders rebalance after
+// joins and failovers.
+func leadMove(self mesh.NodeID, voters []mesh.NodeID, leads map[mesh.NodeID]int, led, share int, rtt func(a, b mesh.NodeID) (time.Duration, bool)) (to mesh.NodeID, why string) {
+	near := nearQuorum(voters, rtt)
+	if !slices.Contains(near, self) {
+		return fewest(near, leads), "near a quorum"
+	}
+	if led > share {
+		if to := leadTarget(self, near, leads, led); to != "" {
+			return to, "spread"
+		}
+	}
+	return "", ""
+}
 
-func (m *Manager) SpreadLeaders() bool {
-	return len(m.bounds) > 0 && m.cfg.Spec.Precision.Bytes(m.bounds[0][1]-m.bounds[0][0]) > spreadLeadersBytes
+// nearQuorum is the voters whose commits need no far voter: each voter's
+// distance is the round trip to the farthest of the nearest others that
+// make a quorum with it, and the near ones are within 2 × the least
+// distance + 10 ms. Every voter when a round trip it needs is unknown.
+func nearQuorum(voters []mesh.NodeID, rtt func(a, b mesh.NodeID) (time.Duration, bool)) []mesh.NodeID {
+	q := len(voters)/2 + 1
+	if rtt == nil || len(voters) < 2 {
+		return voters
+	}
+	dist := make([]time.Duration, len(voters))
+	for i, v := range voters {
+		var ds []time.Duration
+		for _, w := range voters {
+			if w == v {
+				continue
+			}
+			d, ok := rtt(v, w)
+			if !ok {
+				return voters
+			}
+			ds = append(ds, d)
+		}
+		slices.Sort(ds)
+		dist[i] = ds[q-2]
+	}
+	limit := 2*slices.Min(dist) + nearSlack
+	var out []mesh.NodeID
+	for i, v := range voters {
+		if dist[i] <= limit {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// nearSlack is how much farther than the nearest a voter may be and
+// still count as near a quorum.
+const nearSlack = 10 * time.Millisecond
+
+// fewest is the node of ids that leads fewest shards (the first of equals).
+func fewest(ids []mesh.NodeID, leads map[mesh.NodeID]int) mesh.NodeID {
+	var to mesh.NodeID
+	for _, id := range ids {
+		if to == "" || leads[id] < leads[to] {
+			to = id
+		}
+	}
+	return to
 }
 
 // leads counts the shards each node leads as this node knows it: its own
@@ -379,16 +552,15 @@ func (m *Manager) leads() map[mesh.NodeID]int {
 }
 
 // handLeadOver starts a transfer of rep's leadership, which this node
-// holds with led others, to the voter in want that leads fewest (leads),
-// if rep's voters are want, that voter leads at least two fewer and no
-// transfer from this node runs; it reports whether it started one. The
-// count of the voter chosen is raised in leads.
-func (m *Manager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.NodeID]int, led int) bool {
+// holds with led-1 others, to the voter leadMove picks, if rep's voters
+// are want and no transfer from this node runs; it reports whether it
+// started one. The count of the voter chosen is raised in leads.
+func (m *Manager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.NodeID]int, led, share int) bool {
 	c, err := rep.Configuration()
 	if err != nil || len(want) < 2 || !configIs(c, want) {
 		return false
 	}
-	to := leadTarget(m.d.ID, want, leads, led)
+	to, why := leadMove(m.d.ID, want, leads, led, share, m.d.RTT)
 	if to == "" {
 		return false
 	}
@@ -396,11 +568,14 @@ func (m *Manager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.N
 		return false
 	}
 	leads[to]++
+	shard := rep.Status().Shard
 	go func() {
 		defer m.transferring.Store(false)
 		if err := rep.TransferLeadership(to); err != nil {
-			m.d.Logger.Debug("spread leaders", "shard", rep.Status().Shard, "to", string(to), "err", err)
+			m.d.Logger.Debug("hand leadership over", "shard", shard, "to", string(to), "why", why, "err", err)
+			return
 		}
+		m.d.Logger.Info("handed leadership over", "shard", shard, "to", string(to), "why", why)
 	}()
 	return true
 }
@@ -409,12 +584,7 @@ func (m *Manager) handLeadOver(rep Replica, want []mesh.NodeID, leads map[mesh.N
 // shards (the first of equals), if it leads at least two fewer than led;
 // else "".
 func leadTarget(self mesh.NodeID, want []mesh.NodeID, leads map[mesh.NodeID]int, led int) mesh.NodeID {
-	var to mesh.NodeID
-	for _, id := range want {
-		if id != self && (to == "" || leads[id] < leads[to]) {
-			to = id
-		}
-	}
+	to := fewest(slices.DeleteFunc(slices.Clone(want), func(id mesh.NodeID) bool { return id == self }), leads)
 	if to == "" || leads[to] > led-2 {
 		return ""
 	}

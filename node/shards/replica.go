@@ -45,6 +45,11 @@ type ReplicaHooks struct {
 	// precision, the size of a one-push entry: the replicas may size
 	// their Raft timing to it (shard.Config.ForEntryBytes).
 	EntryBytes int64
+	// RTT is the longest round trip measured from this node to the
+	// other replicas placement gives the shard when it opens (0: none
+	// measured): the replicas may size their Raft timing to it
+	// (shard.Config.ForRTT).
+	RTT time.Duration
 }
 
 // Replica is this node's member of one shard's Raft group: the subset of

@@ -17,7 +17,7 @@ import (
 // encoded and its collector took the CPU the snapshots needed, the moves
 // took minutes, leaders lost their lease, and the mesh completed 0–4
 // iterations in 2 minutes. So when a shard's slice exceeds
-// spreadLeadersBytes (the same test that spreads leaders), the worker and
+// largeSliceBytes, the worker and
 // the evaluation loop start once every shard has a leader in its placement
 // and its voters are its placement — or after placementWait, whatever the
 // mesh looks like then. Leaders go on spreading meanwhile (manager.go); the
@@ -25,6 +25,15 @@ import (
 // a while, and the moves are what cost). Smaller slices start at once, as
 // before.
 const placementWait = 3 * time.Minute
+
+// largeSliceBytes is the slice (in the wire precision) beyond which
+// training waits for placement.
+const largeSliceBytes = 1 << 20
+
+// largeSlices reports whether the job's slices exceed largeSliceBytes.
+func (m *Manager) largeSlices() bool {
+	return len(m.bounds) > 0 && m.cfg.Spec.Precision.Bytes(m.bounds[0][1]-m.bounds[0][0]) > largeSliceBytes
+}
 
 // placementPoll is how often the wait looks at the mesh.
 const placementPoll = time.Second
@@ -67,7 +76,7 @@ func awaitPlacement(ctx context.Context, settled func() bool, tick, timeout <-ch
 // WaitForPlacement is awaitPlacement on shards (this node's view of the
 // mesh), for a job whose slices are large; it logs how long it waited.
 func (m *Manager) WaitForPlacement(ctx context.Context, shards func() []records.ShardStatus) {
-	if !m.SpreadLeaders() {
+	if !m.largeSlices() {
 		return
 	}
 	start := time.Now()

@@ -41,6 +41,11 @@ type PeerView struct {
 	// takes the revocation (so a node that joined after it, hosting no
 	// replica, learns it too).
 	Revocations []Revocation `json:"revocations,omitempty"`
+	// RTT is the answering node's least measured round trip to each
+	// member it has a connection to, in milliseconds (mesh.RTTReporter):
+	// with this node's own it gives the shard manager the distances
+	// between voters (View.RTT).
+	RTT map[string]float64 `json:"rtt_ms,omitempty"`
 }
 
 // Revocation is [records.Revocation].
@@ -199,6 +204,21 @@ func (v *View) Leader(id uint32) (records.ShardStatus, bool) {
 	return out, true
 }
 
+// RTT is the round trip between members a and b as a or b last reported
+// it (the least of the two), and whether either did.
+func (v *View) RTT(a, b mesh.NodeID) (time.Duration, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	best, ok := time.Duration(0), false
+	for _, p := range [][2]mesh.NodeID{{a, b}, {b, a}} {
+		ms, has := v.peers[p[0]].view.RTT[string(p[1])]
+		if d := time.Duration(ms * float64(time.Millisecond)); has && ms >= 0 && (!ok || d < best) {
+			best, ok = d, true
+		}
+	}
+	return best, ok
+}
+
 // Fill completes s (built from this node's own replicas and worker) with
 // what the other members said: every shard this node does not host, the
 // clock table when this node leads no shard, and every member's worker.
@@ -246,12 +266,18 @@ func (v *View) Fill(s *Status) {
 			s.WorkersAgeSeconds = age(bestAt)
 		}
 	}
+	leads := map[string]int{}
+	for _, sh := range s.Shards {
+		leads[sh.Leader]++
+	}
 	for i := range s.Members {
-		if m := &s.Members[i]; m.ID == s.Node {
+		m := &s.Members[i]
+		if m.ID == s.Node {
 			m.HTTP = s.HTTP
 		} else if h, ok := v.peers[mesh.NodeID(m.ID)]; ok {
 			m.HTTP = h.view.HTTP
 		}
+		m.Leads = leads[m.ID]
 	}
 	if s.Worker != nil {
 		s.Trainers = append(s.Trainers, trainerStatus(s.Node, s.Worker, 0))

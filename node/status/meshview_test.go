@@ -200,3 +200,20 @@ func TestMeshViewLeaderIsALeadersOwnWord(t *testing.T) {
 		t.Fatal("no peer leads shard 2")
 	}
 }
+
+// TestViewRTT: the round trip between two members is what either said in
+// its view (the lesser of two words), unknown when neither did.
+func TestViewRTT(t *testing.T) {
+	var v View
+	v.set("node-b", PeerView{RTT: map[string]float64{"node-c": 50.5, "node-d": 0.2}}, time.Unix(1, 0))
+	v.set("node-c", PeerView{RTT: map[string]float64{"node-b": 51}}, time.Unix(1, 0))
+	if d, ok := v.RTT("node-c", "node-b"); !ok || d != 50500*time.Microsecond {
+		t.Errorf("RTT(c, b) = %v, %v; want 50.5ms", d, ok)
+	}
+	if d, ok := v.RTT("node-d", "node-b"); !ok || d != 200*time.Microsecond {
+		t.Errorf("RTT(d, b) = %v, %v; want b's word 0.2ms", d, ok)
+	}
+	if _, ok := v.RTT("node-c", "node-d"); ok {
+		t.Error("RTT(c, d): neither said it, yet known")
+	}
+}

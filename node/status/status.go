@@ -110,6 +110,11 @@ type MemberStatus struct {
 	// HTTP is the member's HTTP address from its own view answer (this
 	// node's: Status.HTTP); "" until it answered, or when it serves none.
 	HTTP string `json:"http,omitempty"`
+	// RTTMs is this node's least measured round trip to the member, in
+	// milliseconds (0 for itself; absent before a connection measured it).
+	RTTMs *float64 `json:"rtt_ms,omitempty"`
+	// Leads is how many shards the member leads, as this node sees them.
+	Leads int `json:"leads"`
 }
 
 // ExternalTrainer is [records.ExternalTrainer].
