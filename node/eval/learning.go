@@ -15,8 +15,8 @@ import (
 //
 //   - flat: the last LearningWindow evaluations all have a test loss at
 //     least flatRatio of the job's loss at its start — measured at θ₀ by
-//     the workers that computed its first iteration — and an accuracy at
-//     most flatAccuracy above
+//     the workers that computed its first iteration — and the last an
+//     accuracy less than flatAccuracy above
 //     the first evaluation's: nothing learnt since the start. A model that
 //     learnt before its first evaluation is not flat for staying where it
 //     got; a collapsed model (one class predicted, the loss at chance, or a
@@ -32,7 +32,7 @@ import (
 const (
 	LearningWindow = 3
 	flatRatio      = 0.97
-	flatAccuracy   = 0.02
+	flatAccuracy   = 0.10
 	divergeRatio   = 1.5
 )
 
@@ -47,9 +47,12 @@ func Learning(evals []records.EvalResult, start float64) string {
 	first, last := evals[0], evals[n-1]
 	flat := start > 0 && !math.IsInf(start, 0) // NaN: no start seen
 	for _, e := range evals[n-LearningWindow:] {
-		if !(e.Loss >= flatRatio*start) || e.Accuracy > first.Accuracy+flatAccuracy {
+		if !(e.Loss >= flatRatio*start) {
 			flat = false
 		}
+	}
+	if last.Accuracy >= first.Accuracy+flatAccuracy {
+		flat = false
 	}
 	if flat {
 		return fmt.Sprintf("the job is not learning: training loss %.4g at its start, test loss %.4g at its last evaluation (%d evaluations), accuracy %.2f%% → %.2f%%",

@@ -28,6 +28,8 @@ func TestLearningCheck(t *testing.T) {
 		{"too early", evals(2.30, 0.11, 2.30, 0.11), ""},
 		{"collapsed at chance from the start", evals(2.3026, 0.1135, 2.3025, 0.1135, 2.3026, 0.1135), "not learning: training loss 2.31 at its start, test loss 2.303 at its last evaluation (3 evaluations), accuracy 11.35% → 11.35%"},
 		{"blown up and falling back to chance", evals(4.84, 0.103, 2.72, 0.099, 2.68, 0.116, 2.52, 0.099), "not learning"},
+		{"an unstable rate: loss above the start, accuracy wandering", evals(12.79, 0.132, 10.85, 0.228, 6.67, 0.107), "not learning"},
+		{"a loss at its start but an accuracy well up", evals(2.35, 0.10, 2.33, 0.15, 2.32, 0.25), ""},
 		{"learning", evals(2.1, 0.3, 0.9, 0.7, 0.5, 0.85), ""},
 		{"slow but learning", evals(2.30, 0.10, 2.20, 0.20, 2.10, 0.25), ""},
 		{"converged", evals(2.0, 0.4, 0.12, 0.965, 0.11, 0.97, 0.11, 0.97, 0.11, 0.971), ""},

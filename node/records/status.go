@@ -75,8 +75,8 @@ type LocalWorker struct {
 	Samples uint64  `json:"samples"`
 	Loss    float64 `json:"loss"` // training loss of the last mini-batch
 	// StartLoss is the job's loss at its start as this worker measured it,
-	// when it computed the job's first iteration (clock 0) on θ₀: that
-	// iteration's training loss, or the test loss of θ₀ where the compute
+	// when its first gradient was on θ₀ (no sample applied anywhere yet):
+	// that gradient's training loss, or the test loss of θ₀ where the compute
 	// reports none (an external trainer whose loop gives step() no loss:
 	// worker.StartLoss). 0 when the worker joined later. The learning
 	// check's reference (node/eval).

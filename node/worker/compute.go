@@ -176,3 +176,11 @@ func (c *ModelCompute) Gradient(_ context.Context, theta []float32, lo, hi int, 
 	in := c.model.InputSize()
 	return c.model.GradientTo(theta, c.x[lo*in:hi*in], c.labels[lo:hi], emit)
 }
+
+// StartLoss is implemented by a Compute that can measure the loss of θ₀
+// when its gradients report none (an external trainer whose loop gives
+// step() no loss: it evaluates θ₀ on its test set). ok is false when it
+// cannot say.
+type StartLoss interface {
+	StartLoss(ctx context.Context, theta []float32) (loss float64, ok bool)
+}

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"fmt"
 	"math"
 )
@@ -90,29 +89,3 @@ func (o *ownStep) end() {
 }
 
 func nonFinite(x float32) bool { return math.Float32bits(x)&0x7f800000 == 0x7f800000 }
-
-// StartLoss is implemented by a Compute that can measure the loss of θ₀
-// when its gradients report none (an external trainer whose loop gives
-// step() no loss: it evaluates θ₀ on its test set). ok is false when it
-// cannot say.
-type StartLoss interface {
-	StartLoss(ctx context.Context, theta []float32) (loss float64, ok bool)
-}
-
-// noteStart records the job's loss at its start (records.LocalWorker's
-// StartLoss) once the worker computed the job's first iteration on θ₀:
-// that iteration's loss, or where it is none (0, not finite) what the
-// compute's StartLoss measures.
-func (w *Worker) noteStart(ctx context.Context, loss float64) {
-	if !(loss > 0) || math.IsInf(loss, 0) {
-		loss = 0
-		if s, ok := unwrapTo[StartLoss](w.compute); ok {
-			if l, ok := s.StartLoss(ctx, w.theta); ok && l > 0 && !math.IsInf(l, 0) {
-				loss = l
-			}
-		}
-	}
-	w.mu.Lock()
-	w.stats.StartLoss = loss
-	w.mu.Unlock()
-}

@@ -101,7 +101,7 @@ type Worker struct {
 	part    []float32 // the gradient of a batch's samples computed ahead (pipeline.go), nil until one
 	h       int       // the local steps of the round loaded (balance.go, next); 1 without local rounds
 	own     *ownStep  // Config.Own's state; nil without it
-	started bool      // the worker computed the job's first iteration (noteStart)
+	started bool      // the worker computed its first gradient (noteStart)
 	// step holds the loop's decisions and what they read: the clocks per
 	// shard, the versions of θ's slices (step.go).
 	step     *Step

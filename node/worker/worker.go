@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -157,6 +158,10 @@ func (w *Worker) Run(ctx context.Context) {
 			// A round of local steps splits at a step boundary (Boundary).
 			ahead = Boundary(batch, w.h, aheadOf(w.cfg.PipelineFresh, batch))
 		}
+		// The job's start: θ₀, no sample applied anywhere yet (the
+		// slices' versions say so), the first gradient of this worker.
+		atStart := !w.started && w.meshSamples() == 0
+		w.started = true
 		start := time.Now()
 		var (
 			loss float64
@@ -173,8 +178,7 @@ func (w *Worker) Run(ctx context.Context) {
 			}
 			return
 		}
-		if t == 0 && !w.started {
-			w.started = true
+		if atStart {
 			w.noteStart(ctx, loss)
 		}
 		compute := time.Since(start)
@@ -377,4 +381,22 @@ func (w *Worker) meshSamples() int64 {
 		n = max(n, r.Samples)
 	}
 	return n
+}
+
+// noteStart records the job's loss at its start (records.LocalWorker's
+// StartLoss) once the worker computed the job's first iteration on θ₀:
+// that iteration's loss, or where it is none (0, not finite) what the
+// compute's StartLoss measures.
+func (w *Worker) noteStart(ctx context.Context, loss float64) {
+	if !(loss > 0) || math.IsInf(loss, 0) {
+		loss = 0
+		if s, ok := unwrapTo[StartLoss](w.compute); ok {
+			if l, ok := s.StartLoss(ctx, w.theta); ok && l > 0 && !math.IsInf(l, 0) {
+				loss = l
+			}
+		}
+	}
+	w.mu.Lock()
+	w.stats.StartLoss = loss
+	w.mu.Unlock()
 }
