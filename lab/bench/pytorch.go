@@ -439,8 +439,10 @@ func runMeshSystem(ctx context.Context, cfg PyTorchConfig, set Setting, sys Syst
 			break
 		}
 	}
-	its, _ := rates(r.Samples)
-	run.SamplesPerSec = its * float64(cfg.Batch)
+	// The workers' own sample counters: a round of local steps is H
+	// batches, which iterations × batch would count as one.
+	polls, _ := groupPolls(r.Samples, func(s launch.Sample) uint64 { return s.Worker.Samples })
+	run.SamplesPerSec = pollRate(polls)
 	if sys == MeshPyTorch {
 		run.Bridges = bridges(r.Samples)
 		for i := range run.Bridges {

@@ -38,7 +38,10 @@
 // writes its update and answers update, which is checked (the iteration
 // echoed, a finite loss, samples within the range asked) before the region
 // is handed to the worker: peer input never panics the node and a bad
-// message ends the attachment with a [*ProtocolError]. The node ends an
+// message ends the attachment with a [*ProtocolError]. A trainer may
+// evaluate off its training path: it acks evaluate with "evaluating" once
+// it took the eval region and sends "evaluated" later, between its
+// updates ([External.Evaluate] releases the exchange meanwhile). The node ends an
 // attachment with stop: [StopEnd] when training is over for the trainer,
 // [StopStopped] with the reason when it stopped the trainer's worker
 // ([External.Stop]). A trainer that stays silent past

@@ -75,7 +75,14 @@ type External struct {
 	out  []byte
 
 	in   chan inMsg
-	done chan struct{}
+	// evaluated carries the answer to the evaluation under way (evalSeq,
+	// 0: none): a trainer that evaluates off its training path acks the
+	// evaluate with "evaluating" at once and sends "evaluated" whenever it
+	// is done, between its updates; the reader routes it here.
+	evaluated chan inMsg
+	evalSeq   atomic.Uint64
+	lastSeq   atomic.Uint64 // the last evaluate's seq
+	done      chan struct{}
 	once sync.Once
 	err  error // why it ended, set before done is closed
 
@@ -85,7 +92,7 @@ type External struct {
 
 func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame int, goneGrace time.Duration, limits AnswerLimits, log *slog.Logger) *External {
 	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, log: log, goneGrace: goneGrace, limits: limits,
-		late: -1, in: make(chan inMsg, 1), done: make(chan struct{})}
+		late: -1, in: make(chan inMsg, 1), evaluated: make(chan inMsg, 1), done: make(chan struct{})}
 	go e.read()
 	return e
 }
@@ -113,8 +120,17 @@ func (e *External) read() {
 			e.end(err)
 			return
 		}
+		ch := e.in
+		if m.Op == "evaluated" && m.Seq != nil {
+			switch pending := e.evalSeq.Load(); {
+			case *m.Seq == pending:
+				ch = e.evaluated
+			case pending == 0 && *m.Seq != 0 && *m.Seq <= e.lastSeq.Load():
+				continue // the answer to an evaluation abandoned (its ctx ended): dropped
+			}
+		}
 		select {
-		case e.in <- m:
+		case ch <- m:
 		default:
 			e.end(&ProtocolError{Reason: fmt.Sprintf("unsolicited %q while an earlier message waits", m.Op)})
 			return
@@ -346,11 +362,19 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 }
 
 // Evaluate has the trainer evaluate theta: it is written into the eval
-// region and evaluate sent between an update and the next compute. ctx
-// bounds the wait.
+// region and evaluate sent between an update and the next compute. A
+// trainer that evaluates off its training path answers "evaluating" once
+// it has taken the region: the exchange lock is then released, so the
+// trainer's rounds go on while it evaluates, and Evaluate waits for its
+// "evaluated". ctx bounds the wait.
 func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			e.mu.Unlock()
+		}
+	}()
 	if err := e.Err(); err != nil {
 		return Evaluation{}, e.gone()
 	}
@@ -359,19 +383,37 @@ func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, e
 	}
 	copy(e.shm.Region(RegionEval), theta)
 	e.seq++
-	if err := e.send(appendEvaluate(nil, e.seq), 10*time.Second); err != nil {
+	seq := e.seq
+	e.lastSeq.Store(seq)
+	e.evalSeq.Store(seq)
+	defer e.evalSeq.Store(0)
+	if err := e.send(appendEvaluate(nil, seq), 10*time.Second); err != nil {
 		return Evaluation{}, err
 	}
-	m, err := e.wait(ctx, "evaluated")
-	if err != nil {
-		if ctx.Err() != nil {
-			// The answer would come to the next exchange: the attachment
-			// cannot be trusted in step any more.
-			e.end(fmt.Errorf("%w: evaluation abandoned: %v", ErrTrainerGone, ctx.Err()))
+	var m inMsg
+	select {
+	case m = <-e.evaluated: // a trainer that evaluates in step
+	default:
+		var err error
+		if m, err = e.waitEval(ctx); err != nil {
+			return Evaluation{}, err
 		}
-		return Evaluation{}, err
+		if m.Op == "evaluating" {
+			if m.Seq == nil || *m.Seq != seq {
+				return Evaluation{}, e.fail(&ProtocolError{Reason: fmt.Sprintf("evaluating %s, want %d", ptrText(m.Seq), seq)})
+			}
+			e.mu.Unlock() // the region is taken: the rounds go on
+			locked = false
+			select {
+			case m = <-e.evaluated:
+			case <-e.done:
+				return Evaluation{}, e.gone()
+			case <-ctx.Done():
+				return Evaluation{}, ctx.Err()
+			}
+		}
 	}
-	ev, err := checkEvaluated(m, e.seq)
+	ev, err := checkEvaluated(m, seq)
 	var notEvaluated *EvaluationError
 	if errors.As(err, &notEvaluated) {
 		return Evaluation{}, err
@@ -381,6 +423,31 @@ func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, e
 	}
 	e.evals.Add(1)
 	return ev, nil
+}
+
+// waitEval waits for the trainer's first answer to an evaluate: its
+// "evaluated" (routed to e.evaluated) or its "evaluating" ack (in e.in).
+// A ctx that ends ends the attachment: the answer would come to the next
+// exchange.
+func (e *External) waitEval(ctx context.Context) (inMsg, error) {
+	limit := e.answerLimit()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case m := <-e.evaluated:
+		return m, nil
+	case m := <-e.in:
+		return m, nil
+	case <-t.C:
+		err := fmt.Errorf("%w: no evaluated within %v: the trainer hangs", ErrTrainerGone, limit)
+		e.end(err)
+		return inMsg{}, err
+	case <-e.done:
+		return inMsg{}, e.gone()
+	case <-ctx.Done():
+		e.end(fmt.Errorf("%w: evaluation abandoned: %v", ErrTrainerGone, ctx.Err()))
+		return inMsg{}, ctx.Err()
+	}
 }
 
 // StartLoss implements node/worker.StartLoss: the test loss of θ (the

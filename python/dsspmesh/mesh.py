@@ -4,6 +4,7 @@ import numbers
 import os
 import re
 import socket
+import threading
 
 import time
 
@@ -111,6 +112,9 @@ class Mesh:
         self._on_compute = []  # hooks run when a compute arrives (the optimizer loads θ)
         self._on_attach = []  # hooks run after a (re)attachment's welcome
         self._eval_model = None  # loads the eval region into a model for the evaluation function
+        self._eval_async = None  # takes the eval region into a copy of the model, for an evaluation off the training path
+        self._eval_failure = None  # what the last evaluation off the training path raised, raised from next_compute
+        self._send_lock = threading.Lock()  # the training loop and an evaluation's thread both send
         self._eval_fn = None
         self._own = None  # (Order, cursor) of the pos < 0 reading
         self.evaluations = 0
@@ -257,24 +261,33 @@ class Mesh:
 
     # -- hooks of the optimizer bound to the mesh ----------------------------
 
-    def add_hooks(self, on_compute=None, on_attach=None, eval_model=None):
+    def add_hooks(self, on_compute=None, on_attach=None, eval_model=None, eval_async=None):
         """Registers what the optimizer bound to this mesh does: on_compute()
         when a compute arrives (load θ into the model), on_attach() after a
-        (re)attachment's welcome (bind the new shared memory), and
+        (re)attachment's welcome (bind the new shared memory),
         eval_model(), a context manager yielding the model loaded with the
-        eval region for the evaluation function."""
+        eval region for the evaluation function, and eval_async(), which
+        takes the eval region into a copy of the model and returns a
+        function running the evaluation function on it (None when it
+        cannot: the evaluation then runs in step)."""
         if on_compute is not None:
             self._on_compute.append(on_compute)
         if on_attach is not None:
             self._on_attach.append(on_attach)
         if eval_model is not None:
             self._eval_model = eval_model
+        if eval_async is not None:
+            self._eval_async = eval_async
+
+    def _send(self, msg):
+        with self._send_lock:
+            protocol.send(self.sock, msg)
 
     # -- rounds -----------------------------------------------------------
 
     def send_init_params(self):
         """Sends init after the initial parameters were written into theta."""
-        protocol.send(self.sock, {"op": "init"})
+        self._send({"op": "init"})
 
     def took_step(self):
         """Counts one step of the current round taken (batches() then
@@ -292,6 +305,7 @@ class Mesh:
         if self.sock is None:
             raise NodeGone("not attached (the node went away; call wait_for_node)")
         while True:
+            self._raise_eval_failure()
             msg = protocol.recv(self.sock)
             op = msg["op"]
             if op == "compute":
@@ -330,7 +344,7 @@ class Mesh:
             msg["compute_s"] = round(float(compute_s), 9)
         if lr is not None and np.isfinite(lr):
             msg["lr"] = float(lr)
-        protocol.send(self.sock, msg)
+        self._send(msg)
 
     # -- evaluation -------------------------------------------------------
 
@@ -347,31 +361,57 @@ class Mesh:
         return fn
 
     def _serve_evaluate(self, msg):
+        """Answers evaluate: off the training path when the bound optimizer
+        can take the eval region into a copy of the model (an
+        "evaluating" ack at once, the evaluation on a thread, its
+        "evaluated" sent when done, between the rounds), else in step."""
         seq = msg.get("seq")
         n = msg.get("samples")
         self.eval_samples = int(n) if isinstance(n, int) and n > 0 else None
-        reply = {"op": "evaluated", "seq": seq, "accuracy": 0.0, "loss": 0.0, "samples": 0}
-        failure = None
+        if self._eval_fn is not None and self._eval_async is not None:
+            run = self._eval_async()
+            if run is not None:
+                self._send({"op": "evaluating", "seq": seq})
+                threading.Thread(target=self._evaluate, args=(seq, run), name="dsspmesh-evaluate", daemon=True).start()
+                return
         if self._eval_fn is None:
-            reply["error"] = "the trainer registered no evaluation function (mesh.on_evaluate)"
+            self._send({"op": "evaluated", "seq": seq, "accuracy": 0.0, "loss": 0.0, "samples": 0,
+                        "error": "the trainer registered no evaluation function (mesh.on_evaluate)"})
+            self.evaluations += 1
+            return
+        if self._eval_model is not None:
+            def run(fn):
+                with self._eval_model() as model:
+                    return fn(model)
         else:
-            t0 = time.perf_counter()
-            try:
-                if self._eval_model is not None:
-                    with self._eval_model() as model:
-                        res = self._eval_fn(model)
-                else:
-                    res = self._eval_fn(self.eval)
-                acc, loss, n = evaluation_result(res)
-                reply.update(accuracy=acc, loss=loss if np.isfinite(loss) else None, samples=n)
-            except Exception as e:  # the user's code: the node hears it, then the trainer raises it
-                reply.update(accuracy=0.0, loss=0.0, samples=0, error="evaluation: %s: %s" % (type(e).__name__, e))
-                failure = e
-            self.eval_s += time.perf_counter() - t0
-        protocol.send(self.sock, reply)
+            def run(fn):
+                return fn(self.eval)
+        self._evaluate(seq, run)
+        self._raise_eval_failure()
+
+    def _evaluate(self, seq, run):
+        """Runs the evaluation function through run and sends evaluated;
+        what it raised (or a return that is not an evaluation) is kept for
+        the training loop to raise, after the node has heard it."""
+        reply = {"op": "evaluated", "seq": seq, "accuracy": 0.0, "loss": 0.0, "samples": 0}
+        t0 = time.perf_counter()
+        try:
+            acc, loss, n = evaluation_result(run(self._eval_fn))
+            reply.update(accuracy=acc, loss=loss if np.isfinite(loss) else None, samples=n)
+        except Exception as e:  # the user's code: the node hears it, then the trainer raises it
+            reply.update(accuracy=0.0, loss=0.0, samples=0, error="evaluation: %s: %s" % (type(e).__name__, e))
+            self._eval_failure = e
+        self.eval_s += time.perf_counter() - t0
+        try:
+            self._send(reply)
+        except DsspError:
+            pass  # the node is gone: the training loop hears it
         self.evaluations += 1
-        if failure is not None:
-            raise failure
+
+    def _raise_eval_failure(self):
+        e, self._eval_failure = self._eval_failure, None
+        if e is not None:
+            raise e
 
     # -- data -------------------------------------------------------------
 

@@ -15,7 +15,9 @@ that is DDP's step for SGD and momentum SGD; under a staleness gate each
 change was computed on parameters up to the bound stale.
 """
 import contextlib
+import copy
 import time
+import warnings
 
 import torch
 
@@ -69,9 +71,15 @@ class Optimizer(torch.optim.Optimizer):
     stopped this trainer (with the reason), NodeGone when the node went
     away (mesh.wait_for_node() continues), and the evaluation function's
     error when it failed.
+
+    The evaluation the node asks of the evaluator's trainer runs off the
+    training path (eval_async, the default): on a copy of the model made
+    at the first evaluation (its parameters and buffers once more in
+    memory), on a thread, while the rounds go on. eval_async=False
+    evaluates on the model itself, between two rounds.
     """
 
-    def __init__(self, mesh, model, inner=None, staged=None):
+    def __init__(self, mesh, model, inner=None, staged=None, eval_async=True):
         self.mesh = mesh
         self.model = model
         self.tensors = model_tensors(model)
@@ -82,6 +90,8 @@ class Optimizer(torch.optim.Optimizer):
         self._bridge_at_compute = 0.0
         self._staged = staged
         self._bridge = None
+        self._eval_async = eval_async
+        self._eval_copy = None  # (model copy, its bridge) for evaluations off the training path
         if mesh._on_compute:
             raise DsspError("the mesh already has an Optimizer")
         if mesh.welcome is None:
@@ -102,7 +112,8 @@ class Optimizer(torch.optim.Optimizer):
             import warnings
             warnings.warn("this mesh's job combines gradients on its shards (--combine sum, a job started by an earlier build): "
                           "the shards' --lr and --momentum act, not this optimizer's", stacklevel=2)
-        mesh.add_hooks(on_compute=self._load_theta, on_attach=self._attached, eval_model=self._eval_model)
+        mesh.add_hooks(on_compute=self._load_theta, on_attach=self._attached, eval_model=self._eval_model,
+                       eval_async=self._take_eval if eval_async else None)
         self._attached()
         self._wait()
 
@@ -121,6 +132,9 @@ class Optimizer(torch.optim.Optimizer):
         if self._bridge is not None:
             self._bridge.close()
         self._bridge = bridge(self.tensors, self.mesh, self._staged)
+        if self._eval_copy is not None:  # the new shared memory: rebound at the next evaluation
+            self._eval_copy[1].close()
+            self._eval_copy = (self._eval_copy[0], None)
         if self.mesh.send_init:
             self._bridge.write_init()
             self.mesh.send_init_params()
@@ -144,6 +158,31 @@ class Optimizer(torch.optim.Optimizer):
                 yield self.model
         finally:
             self.model.train(was)
+
+    def _take_eval(self):
+        """Takes the eval region into the evaluation's copy of the model
+        (made at the first call) and returns the function that runs the
+        evaluation on it; None when the model cannot be copied (the
+        evaluation then runs in step, on the model)."""
+        if not self._eval_async:
+            return None
+        if self._eval_copy is None or self._eval_copy[1] is None:
+            try:
+                m = self._eval_copy[0] if self._eval_copy is not None else copy.deepcopy(self.model)
+                self._eval_copy = (m, bridge(model_tensors(m), self.mesh, self._staged))
+            except Exception as e:  # a model deepcopy cannot copy
+                warnings.warn("evaluating in step, on the model: a copy of it for evaluations off the training path failed (%s: %s)"
+                              % (type(e).__name__, e))
+                self._eval_async = False
+                return None
+        model, b = self._eval_copy
+        b.load_eval()
+
+        def run(fn):
+            model.eval()
+            with torch.no_grad():
+                return fn(model)
+        return run
 
     # -- torch.optim.Optimizer ---------------------------------------------
 

@@ -130,9 +130,17 @@ class FakeNode:
         return msg, self.update.copy()
 
     def evaluate(self, seq, params):
+        """Writes params into eval, sends evaluate and returns the trainer's
+        evaluated; an "evaluating" ack first (the evaluation off the
+        training path) is noted in self.acked."""
         self.eval[:] = params
         self.send({"op": "evaluate", "seq": seq})
         msg = self.recv()
+        self.acked = msg.get("op") == "evaluating"
+        if self.acked:
+            if msg.get("seq") != seq:
+                raise AssertionError("evaluating %r, want seq %d" % (msg, seq))
+            msg = self.recv()
         if msg.get("op") != "evaluated":
             raise AssertionError("expected evaluated, got %r" % msg)
         return msg

@@ -425,6 +425,52 @@ class OptimizerTest(unittest.TestCase):
         self.assertEqual(got["update"]["loss"], 0.0)
         self.assertGreaterEqual(got["update"]["compute_s"], 0.0)
 
+    def test_evaluation_runs_off_the_training_path(self):
+        """The evaluator's trainer acks evaluate and trains on while its
+        evaluation, on a copy of the model, runs: the evaluation function
+        here waits for the training loop's next step before it answers."""
+        import threading
+        node = self.node(batch=2)
+        snap = np.full(P, 0.25, np.float32)
+        stepped = threading.Event()
+        got = {}
+
+        def script(n):
+            n.compute(0, np.zeros(P, np.float32), pos=-1)
+            n.eval[:] = snap
+            n.send({"op": "evaluate", "seq": 3})
+            got["ack"] = n.recv()
+            n.theta[:] = np.full(P, -1.0, np.float32)
+            n.send({"op": "compute", "iter": 1, "batch": 2, "pos": -1, "local_steps": 1, "lo": 0, "hi": 2})
+            got["next"] = [n.recv(), n.recv()]  # the update and the evaluated, in either order
+            n.send({"op": "stop", "reason": "done"})
+        node.serve(script)
+        X, Y = data()
+        model = make_model()
+        mesh = dsspmesh.connect(node.path, timeout=5)
+        seen = []
+
+        @mesh.on_evaluate
+        def evaluate(m):
+            seen.append(state_flat(m))
+            if not stepped.wait(10):
+                raise RuntimeError("the training loop did not step while the evaluation ran")
+            return 0.5, 1.0, 10
+        opt = dsspmesh.Optimizer(mesh, model, torch.optim.SGD(model.parameters(), lr=0.1))
+        for k, idx in enumerate(mesh.batches(N)):
+            opt.zero_grad()
+            F.cross_entropy(model(X[idx]), Y[idx]).backward()
+            if k == 1:
+                stepped.set()
+            opt.step()
+        node.join()
+        self.assertEqual(got["ack"], {"op": "evaluating", "seq": 3})
+        ops = sorted(m["op"] for m in got["next"])
+        self.assertEqual(ops, ["evaluated", "update"])
+        ev = next(m for m in got["next"] if m["op"] == "evaluated")
+        self.assertEqual((ev["seq"], ev["accuracy"], ev["samples"]), (3, 0.5, 10))
+        np.testing.assert_array_equal(seen[0], snap)  # the copy held the snapshot while the model trained
+
     def test_a_wrong_evaluation_is_an_exception_naming_it(self):
         for bad, want in (("97%", "returned '97%'"), ((0.9,), r"\(0\.9,\)"), ((97.0, 0.1), "outside"), ({"acc": 1}, "without")):
             with self.subTest(bad=bad):
