@@ -155,10 +155,21 @@ func (s Spec) CombineRule() string {
 
 // Outer is the shards' rule for the pushes: the outer optimizer of a job
 // of local rounds, shardapi.OuterMean for one step a push under
-// CombineMean, and none (Optimizer on gradients) under CombineSum.
+// CombineMean, and none (Optimizer on gradients) under CombineSum. The
+// outer rule of an external job's rounds is sgd at 1 unless named — the
+// average of the workers' models, so that the trainers' own optimizer
+// (momentum and all) is the only one that acts: DiLoCo's outer Nesterov on
+// top of an inner momentum SGD at 0.9 diverged on the MNIST MLP at H = 4
+// (BENCHMARKS.md); the built-in workers' inner sgd keeps no momentum and
+// takes the Nesterov default.
 func (s Spec) Outer() shardapi.Outer {
 	if !s.Rounds() && s.CombineRule() == CombineMean {
 		return shardapi.Outer{Kind: shardapi.OuterMean, LR: 1}
+	}
+	if s.Rounds() && s.External() && s.OuterOptimizer == "" && s.OuterMomentum == 0 {
+		f := s.RoundFlags
+		f.OuterOptimizer = "sgd"
+		return f.Outer()
 	}
 	return s.RoundFlags.Outer()
 }
