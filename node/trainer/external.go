@@ -74,7 +74,7 @@ type External struct {
 	wbuf []byte
 	out  []byte
 
-	in   chan inMsg
+	in chan inMsg
 	// evaluated carries the answer to the evaluation under way (evalSeq,
 	// 0: none): a trainer that evaluates off its training path acks the
 	// evaluate with "evaluating" at once and sends "evaluated" whenever it
@@ -83,8 +83,8 @@ type External struct {
 	evalSeq   atomic.Uint64
 	lastSeq   atomic.Uint64 // the last evaluate's seq
 	done      chan struct{}
-	once sync.Once
-	err  error // why it ended, set before done is closed
+	once      sync.Once
+	err       error // why it ended, set before done is closed
 
 	iters, evals, thetaBytes, thetaNanos, rtNanos, trainerNanos atomic.Uint64
 	lr                                                          atomic.Uint64 // float64 bits: the last update's lr
