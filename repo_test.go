@@ -39,6 +39,7 @@ var mayImport = map[string][]string{
 	"internal/filegraph":      nil,
 	"internal/wait":           nil,
 	"internal/pace":           nil,
+	"internal/chart":          nil,
 	"mesh":                    {"internal/boundedmsgpack", "internal/wait"},
 	"modelfile":               {"cudaops"},
 	"modelfile/modelfiletest": {"modelfile", "cudaops", "internal/python"},
@@ -59,16 +60,15 @@ var mayImport = map[string][]string{
 	"node":                    {"node/job", "node/join", "node/trainer", "node/datadir", "node/memlimit", "node/trust", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
 	"nodeclient":              {"node", "modelfile"},
-	"node/launch":             {"nodeclient", "node", "mesh"},
-	// The lab: benchmarks, the simulator, the launcher's plots.
+	"node/launch":             {"nodeclient", "node", "mesh", "internal/chart"},
+	// The lab: benchmarks, the simulator, the link lab.
 	"lab/sim":    {"clock", "balance"},
-	"lab/plot":   {"node/launch"},
 	"lab/netlab": {"node/launch"},
-	"lab/bench":  {"lab/netlab", "lab/plot", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/python", "internal/wait"},
+	"lab/bench":  {"lab/netlab", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/python", "internal/wait"},
 	"lab/cli":    {"lab/bench", "lab/netlab", "lab/sim", "node", "balance", "clock"},
 	// `dssp node`: what a node process runs (TestNodeRunPathHasNoLab).
 	"cmd/dssp/nodecmd": {"node/assemble", "node", "cudaops/cuda"},
-	"cmd/dssp":         {"cmd/dssp/nodecmd", "lab/cli", "lab/netlab", "lab/plot", "nodeclient", "node/launch", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
+	"cmd/dssp":         {"cmd/dssp/nodecmd", "lab/cli", "lab/netlab", "nodeclient", "node/launch", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
 	"test":             {"lab/netlab", "nodeclient", "node/launch", "node", "mesh", "shardapi", "raftstore", "modelfile", "clock", "internal/faults"},
 }
 

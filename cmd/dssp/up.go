@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"dsspmesh/lab/netlab"
-	"dsspmesh/lab/plot"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
@@ -60,7 +59,6 @@ recover and the node to rejoin.`,
 			}
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
-			cfg.Charts = plot.Up
 			if slowdown != "" {
 				if cfg.Slowdown, err = node.ParseFloats("slowdown", slowdown); err != nil {
 					return err

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"dsspmesh/cudaops"
-	"dsspmesh/lab/plot"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
@@ -186,7 +185,6 @@ func (m MeshItersResult) LogWritesPerIter() float64 {
 func MeasureMeshIters(ctx context.Context, cfg MeshItersConfig, log *slog.Logger) (MeshItersResult, error) {
 	var res MeshItersResult
 	lc := launch.DefaultConfig()
-	lc.Charts = plot.Up // each run's accuracy.png and clocks.png, as `dssp up` draws them
 	lc.Binary = cfg.Binary
 	lc.Nodes = cfg.Workers
 	lc.TargetAcc = 0

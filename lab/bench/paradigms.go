@@ -17,7 +17,6 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/lab/netlab"
-	"dsspmesh/lab/plot"
 	"dsspmesh/node"
 	"dsspmesh/node/launch"
 )
@@ -475,7 +474,6 @@ type benchMesh struct {
 // benchmark's threads and evaluation cadence.
 func benchLaunch(m benchMesh) launch.Config {
 	lc := launch.DefaultConfig()
-	lc.Charts = plot.Up // each run's accuracy.png and clocks.png, as `dssp up` draws them
 	lc.Binary = m.Binary
 	lc.Nodes = m.Workers
 	lc.Slowdown = m.Slowdown

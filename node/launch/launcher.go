@@ -46,9 +46,6 @@ type Config struct {
 	NodeArgs []string
 	SpecArgs []string
 	Out      io.Writer // progress view
-	// Charts, if not nil, draws the report's plots into ReportDir after
-	// its CSV files are written (`dssp up` passes lab/plot's Up).
-	Charts func(dir string, r *Result) error
 	// Trainer, if set, is the command of one trainer process per training
 	// node (Mesh.Trainer); the nodes then run --trainer external.
 	Trainer string

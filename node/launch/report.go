@@ -3,12 +3,16 @@ package launch
 import (
 	"encoding/csv"
 	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+
+	"dsspmesh/internal/chart"
 )
 
-// WriteReport writes into dir:
+// writeReport writes into dir:
 //
 //	workers.csv   one row per poll per node: elapsed_s, node, id, up, iter,
 //	              iters_per_sec, compute_s, wait_s, loss, slices_kept, slices_pulled,
@@ -16,10 +20,9 @@ import (
 //	              samples, local_steps
 //	accuracy.csv  one row per evaluation: elapsed_s, accuracy, loss, by
 //	chaos.csv     one row per kill (only with chaos)
-//
-// and then, when charts is not nil, calls it with dir and r to draw the
-// plots (`dssp up` draws them with lab/plot; this package draws none).
-func WriteReport(dir string, r *Result, charts func(dir string, r *Result) error) error {
+//	accuracy.png  test accuracy over time, the target dashed, kills marked
+//	clocks.png    each worker's iteration over time, kills marked
+func writeReport(dir string, r *Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
@@ -53,10 +56,80 @@ func WriteReport(dir string, r *Result, charts func(dir string, r *Result) error
 			return err
 		}
 	}
-	if charts == nil {
-		return nil
+	if err := accuracyChart(r).WritePNG(filepath.Join(dir, "accuracy.png")); err != nil {
+		return fmt.Errorf("report: %w", err)
 	}
-	return charts(dir, r)
+	if err := clocksChart(r).WritePNG(filepath.Join(dir, "clocks.png")); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// The colours of the marks the charts share, and of the nodes' clocks.
+var (
+	killColor   = color.RGBA{R: 200, A: 255}
+	targetColor = color.RGBA{G: 150, B: 70, A: 255}
+	nodeColors  = []color.RGBA{{78, 121, 167, 255}, {242, 142, 43, 255}, {225, 87, 89, 255}, {118, 183, 178, 255},
+		{89, 161, 79, 255}, {237, 201, 72, 255}, {176, 122, 161, 255}, {255, 157, 167, 255}, {156, 117, 95, 255}, {186, 176, 172, 255}}
+)
+
+// kills marks each kill of the run across the chart.
+func kills(r *Result) chart.Series {
+	s := chart.Series{Color: killColor, Vertical: true, Dashed: true}
+	for _, c := range r.Chaos {
+		s.X = append(s.X, c.Killed.Seconds())
+	}
+	if len(s.X) > 0 {
+		s.Name = "kill"
+	}
+	return s
+}
+
+// accuracyChart is the mesh's test accuracy over the run, with the run's
+// target (if any) dashed across it.
+func accuracyChart(r *Result) chart.Chart {
+	acc := chart.Series{Name: "test accuracy", Color: color.RGBA{R: 40, G: 110, B: 190, A: 255}, Line: true, Dots: true}
+	xmax := r.Elapsed.Seconds()
+	for _, e := range r.Evals {
+		acc.X, acc.Y = append(acc.X, e.Elapsed.Seconds()), append(acc.Y, e.Accuracy)
+		xmax = max(xmax, e.Elapsed.Seconds())
+	}
+	c := chart.Chart{Title: "Test accuracy of the global parameters", XLabel: "time (s)", YLabel: "accuracy", YMin: 0, YMax: 1,
+		Series: []chart.Series{acc, kills(r)}}
+	if t := r.TargetAcc; t > 0 {
+		c.Series = append(c.Series, chart.Series{Name: fmt.Sprintf("target %.2f%%", 100*t), X: []float64{0, max(xmax, 1)}, Y: []float64{t, t},
+			Color: targetColor, Line: true, Dashed: true, Width: 2})
+	}
+	return c
+}
+
+// clocksChart is each worker's iteration over the run, one colour a node,
+// its legend (an entry a node) beside the axes.
+func clocksChart(r *Result) chart.Chart {
+	byNode := map[int]*chart.Series{}
+	for _, s := range r.Samples {
+		if !s.Up {
+			continue
+		}
+		if byNode[s.Node] == nil {
+			byNode[s.Node] = &chart.Series{Dots: true}
+		}
+		ser := byNode[s.Node]
+		ser.Name = fmt.Sprintf("node%d %s", s.Node, s.ID)
+		ser.X, ser.Y = append(ser.X, s.Elapsed.Seconds()), append(ser.Y, float64(s.Worker.Iter))
+	}
+	nodes := make([]int, 0, len(byNode))
+	for n := range byNode {
+		nodes = append(nodes, n)
+	}
+	sort.Ints(nodes)
+	c := chart.Chart{Title: "Worker clocks (iterations completed)", XLabel: "time (s)", YLabel: "iteration", LegendRight: true}
+	for i, n := range nodes {
+		byNode[n].Color = nodeColors[i%len(nodeColors)]
+		c.Series = append(c.Series, *byNode[n])
+	}
+	c.Series = append(c.Series, kills(r))
+	return c
 }
 
 func writeCSV(path string, rows [][]string) error {

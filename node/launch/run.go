@@ -228,7 +228,7 @@ func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger)
 	model, meta := w.finalModel()
 	w.sampleRSS()
 	m.Stop(10 * time.Second)
-	if err := WriteReport(cfg.ReportDir, res, cfg.Charts); err != nil {
+	if err := writeReport(cfg.ReportDir, res); err != nil {
 		return res, err
 	}
 	res.ReportDir = cfg.ReportDir
