@@ -34,7 +34,7 @@ func CheckDuration(flag string, d, lo, hi time.Duration) error {
 }
 
 // CheckSlowdown is the one check of a --slowdown factor, wherever it is
-// given (dssp node, dssp up, dssp bench paradigms).
+// given (dssp node, dssp up, dssp-lab bench paradigms).
 func CheckSlowdown(v float64) error {
 	if err := CheckFloat("slowdown", v, 1, MaxSlowdown, false); err != nil {
 		return fmt.Errorf("%w (it stretches a worker's compute time)", err)

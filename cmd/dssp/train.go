@@ -196,23 +196,6 @@ func checkWritableFile(flag, path string) error {
 	return os.Remove(probe.Name())
 }
 
-// checkWritableDir creates the folder a --flag names if needed and probes
-// that files can be written in it, before any work.
-func checkWritableDir(flag, dir string) error {
-	if dir == "" {
-		return fmt.Errorf("--%s must not be empty", flag)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--%s %s cannot be created: %w", flag, dir, err)
-	}
-	probe, err := os.CreateTemp(dir, ".dssp-probe-*")
-	if err != nil {
-		return fmt.Errorf("--%s %s is not writable: %w", flag, dir, err)
-	}
-	probe.Close()
-	return os.Remove(probe.Name())
-}
-
 // progressLine shows step progress: redrawn in place ("\r") on a
 // terminal, one line per update otherwise, so a pipe or a file gets whole
 // lines instead of updates run together.

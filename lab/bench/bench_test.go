@@ -17,7 +17,7 @@ import (
 // baseline measured in the same benchmark. Each Measure call lasts seconds,
 // so the framework runs it once (b.N = 1); the figures are the metrics,
 // not ns/op. The process-mesh comparison needs the dssp binary and tens of
-// seconds: it is only in `dssp bench mesh`.
+// seconds: it is only in `dssp-lab bench mesh`.
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 

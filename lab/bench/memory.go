@@ -115,7 +115,7 @@ func MeasureUsage(ctx context.Context, cfg UsageConfig, log *slog.Logger) (Usage
 	return res, nil
 }
 
-// MemoryConfig is one `dssp bench memory` run: the default mesh (or the
+// MemoryConfig is one `dssp-lab bench memory` run: the default mesh (or the
 // job SpecArgs name) of this build and, when Baseline is set, of a
 // baseline build, each for Duration, back to back.
 type MemoryConfig struct {

@@ -15,7 +15,7 @@ import (
 	"dsspmesh/node"
 )
 
-// MeshConfig is one `dssp bench mesh` run.
+// MeshConfig is one `dssp-lab bench mesh` run.
 type MeshConfig struct {
 	Binary string // the dssp binary for the process mesh; "" skips it
 	// Payload is the bytes per push for the transport and replication

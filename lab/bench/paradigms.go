@@ -146,7 +146,7 @@ func (s Setting) String() string {
 	return fmt.Sprintf("%s (%s)", s.Name, strings.Join(what, "; "))
 }
 
-// ParadigmsConfig is one `dssp bench paradigms` run.
+// ParadigmsConfig is one `dssp-lab bench paradigms` run.
 type ParadigmsConfig struct {
 	Binary   string // the dssp binary the meshes run
 	Workers  int    // node processes per mesh
@@ -174,7 +174,7 @@ type ParadigmsConfig struct {
 	SpecArgs     []string // extra job flags for every mesh (e.g. --model lenet)
 	// CeilingTime > 0 measures the machine's compute ceiling before the
 	// meshes: one single-threaded worker in process with no network for
-	// this long, × the cores (as `dssp bench mesh`); each run's samples/s
+	// this long, × the cores (as `dssp-lab bench mesh`); each run's samples/s
 	// is then also reported as a share of it. Only without ComputeDelay
 	// (an emulated accelerator's ceiling is not the CPU's).
 	CeilingTime time.Duration

@@ -21,7 +21,7 @@ import (
 	"dsspmesh/node/launch"
 )
 
-// System is one of the trainings `dssp bench pytorch` compares.
+// System is one of the trainings `dssp-lab bench pytorch` compares.
 type System string
 
 // The systems of [RunPyTorch], in the order each setting runs them.
@@ -53,7 +53,7 @@ func (s System) Label() string {
 	return string(s)
 }
 
-// PyTorchConfig is one `dssp bench pytorch` run: for every setting, the
+// PyTorchConfig is one `dssp-lab bench pytorch` run: for every setting, the
 // PyTorch MLP through the mesh, the built-in Go MLP through the mesh and
 // PyTorch DDP, back to back, on the same model, batch and learning rate.
 type PyTorchConfig struct {

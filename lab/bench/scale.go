@@ -21,7 +21,7 @@ import (
 	"dsspmesh/nodeclient"
 )
 
-// ScaleConfig is one `dssp bench scale` run: a real local mesh for every
+// ScaleConfig is one `dssp-lab bench scale` run: a real local mesh for every
 // pair of Nodes × Shards (and every Variant), one after the other.
 type ScaleConfig struct {
 	Binary      string

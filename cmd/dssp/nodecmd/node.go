@@ -38,7 +38,7 @@ peers it last saw.
 
 Emulation and A/B flags (--slowdown, --compute-delay, --raft-timing,
 --pipeline-fresh, --history-dir) are accepted but not listed here; they are
-for the lab (dssp up, dssp bench, the fault suite) and described in
+for the lab (dssp up, dssp-lab bench, the fault suite) and described in
 lab/README.md.`,
 		Example: `  dssp keygen --out mesh.key
   dssp node --key mesh.key --host 10.0.0.1 --data-dir /var/lib/dssp --paradigm dssp --s-lower 3 --r-max 12
