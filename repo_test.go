@@ -59,7 +59,7 @@ var mayImport = map[string][]string{
 	"node/trust":              {"node/datadir", "node/records", "clock", "mesh", "shardapi"},
 	"node":                    {"node/job", "node/join", "node/trainer", "node/datadir", "node/memlimit", "node/trust", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
-	"nodeclient":              {"node", "modelfile"},
+	"nodeclient":              {"node/status", "node/trust", "modelfile"},
 	"node/launch":             {"nodeclient", "node", "mesh", "internal/chart"},
 	// The lab: benchmarks, the simulator, the link lab.
 	"lab/sim":    {"clock", "balance"},

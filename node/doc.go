@@ -22,9 +22,10 @@
 //   - node/join (seeds), node/datadir (the data directory), node/job (the
 //     job spec and --init-from), node/records (the records rooms share).
 //
-// node keeps aliases such as [JobSpec], [Status] and [DataDir] for its
-// callers. No room imports node or another room (repo_test.go's
-// mayImport; node/records, node/job and node/datadir are shared records),
+// node names no room's type again: its callers import the room
+// (node/status, node/job, node/datadir, node/records, ...) for its names.
+// No room imports node or another room (repo_test.go's mayImport;
+// node/records, node/job and node/datadir are shared records),
 // and inside node and each room no file-to-file arrow goes back up
 // (rooms_test.go). A node started with --train=false only hosts shards:
 // it loads the model (for its size and initial θ) but no dataset and runs
@@ -33,8 +34,8 @@
 // # Lifecycle
 //
 // A node is assembled from [Deps]: its data directory, a mesh.Transport, a
-// mesh.Membership, the [Replicas] that open its shard replicas, an optional
-// HTTP listener and an optional [Observer]. The dssp command builds them
+// mesh.Membership, the [shards.Replicas] that open its shard replicas, an
+// optional HTTP listener and an optional [records.Observer]. The dssp command builds them
 // with node/assemble (QUIC, memberlist, raft over bbolt; a second process
 // on the same data directory is refused, a port in use is an error naming
 // the flag); tests build them over mesh's in-memory transport and
@@ -54,7 +55,7 @@
 //
 // From then on the shard manager follows membership and hosts the
 // replicas placement assigns; each replica reports its applied entries
-// and led terms through [ReplicaHooks] to the [Observer]. When a shard's
+// and led terms through [shards.ReplicaHooks] to the [records.Observer]. When a shard's
 // slice exceeds 1 MiB, the worker and the evaluation loop start only once
 // every shard's voters are its placement, or after 3 minutes
 // (node/shards/trainstart.go).

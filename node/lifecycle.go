@@ -49,7 +49,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	var err error
 	initTheta := d.InitParams
 	if initTheta == nil {
-		if initTheta, err = LoadInitFrom(cfg.Spec); err != nil {
+		if initTheta, err = job.LoadInitFrom(cfg.Spec); err != nil {
 			return err
 		}
 	}
@@ -60,7 +60,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if err := n.startTrust(d); err != nil {
 		return err
 	}
-	n.metrics = NewMetrics(n.Status)
+	n.metrics = status.NewMetrics(n.Status)
 	if cfg.Train {
 		n.metrics.RegisterWorker() // a node that does not train exports no dssp_worker_* counters
 	}
@@ -181,13 +181,13 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		go func() {
 			defer n.wg.Done()
 			defer close(n.extDone)
-			n.shards.WaitForPlacement(runCtx, func() []ShardStatus { return n.Status().Shards })
+			n.shards.WaitForPlacement(runCtx, func() []records.ShardStatus { return n.Status().Shards })
 			n.wg.Add(1)
 			go func() {
 				defer n.wg.Done()
 				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Evaluate: n.evaluateExternal, DataDir: n.dir.Path,
 					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
-					Done: func(ctx context.Context, e EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }})
+					Done: func(ctx context.Context, e records.EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }})
 			}()
 			n.runExternal(runCtx, spec)
 		}()
@@ -207,7 +207,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			// Large slices only (node/shards/trainstart.go). run is called even when
 			// runCtx ended meanwhile: it returns at once and closes the
 			// done channel leave waits for.
-			n.shards.WaitForPlacement(runCtx, func() []ShardStatus { return n.Status().Shards })
+			n.shards.WaitForPlacement(runCtx, func() []records.ShardStatus { return n.Status().Shards })
 			n.wg.Add(1)
 			go func() {
 				defer n.wg.Done()
@@ -216,7 +216,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 						return n.evalModel.Evaluate(theta, n.test)
 					},
 					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
-					Done: func(ctx context.Context, e EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }})
+					Done: func(ctx context.Context, e records.EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }})
 			}()
 			w.Run(runCtx)
 		}()
@@ -334,7 +334,7 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 	return false, false, nil
 }
 
-func (n *Node) loadCompute(spec JobSpec) error {
+func (n *Node) loadCompute(spec job.Spec) error {
 	if spec.External() {
 		l, err := spec.ParsedLayout()
 		if err != nil {
@@ -387,11 +387,11 @@ func (n *Node) loadCompute(spec JobSpec) error {
 }
 
 // newShards builds the shard manager room for spec.
-func (n *Node) newShards(spec JobSpec) *shards.Manager {
+func (n *Node) newShards(spec job.Spec) *shards.Manager {
 	return shards.New(shards.Deps{ID: n.id, Replicas: n.replicas, Members: n.members, Observer: n.obs, Event: n.events.Add,
 		ApplySeconds: n.metrics.RaftApplySeconds, SetPeers: n.dir.SetPeers, Logger: n.log,
-		PeerShards: func(own []ShardStatus) []ShardStatus {
-			s := Status{Shards: own, Now: n.now()}
+		PeerShards: func(own []records.ShardStatus) []records.ShardStatus {
+			s := status.Status{Shards: own, Now: n.now()}
 			n.view.Fill(&s)
 			return s.Shards
 		},

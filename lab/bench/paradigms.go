@@ -18,6 +18,7 @@ import (
 	"dsspmesh/clock"
 	"dsspmesh/lab/netlab"
 	"dsspmesh/node"
+	"dsspmesh/node/job"
 	"dsspmesh/node/launch"
 )
 
@@ -432,7 +433,7 @@ func paradigmsCeiling(ctx context.Context, specArgs []string, d time.Duration) (
 }
 
 // ceilingSpec is the job of specArgs (job flags; others ignored).
-func ceilingSpec(specArgs []string) (node.JobSpec, error) {
+func ceilingSpec(specArgs []string) (job.Spec, error) {
 	spec := node.DefaultConfig().Spec
 	fs := pflag.NewFlagSet("job", pflag.ContinueOnError)
 	fs.ParseErrorsWhitelist.UnknownFlags = true

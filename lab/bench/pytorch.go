@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"dsspmesh/node"
+	"dsspmesh/node/job"
 	"dsspmesh/node/launch"
 )
 
@@ -411,7 +412,7 @@ func runMeshSystem(ctx context.Context, cfg PyTorchConfig, set Setting, sys Syst
 	lc.NodeArgs = append(lc.NodeArgs, cfg.NodeArgs...)
 	if sys == MeshPyTorch {
 		lc.NodeArgs = append(lc.NodeArgs, "--trainer", node.TrainerExternal)
-		lc.SpecArgs = append([]string{"--model=" + node.ExternalModel}, cfg.jobArgs()...)
+		lc.SpecArgs = append([]string{"--model=" + job.ExternalModel}, cfg.jobArgs()...)
 		lc.Trainer = cfg.trainerCommand()
 	} else {
 		lc.SpecArgs = append([]string{"--model", "mlp"}, cfg.jobArgs()...)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/node"
+	"dsspmesh/node/records"
 )
 
 // TestWriteReportWritesCSVAndCharts: a run's samples, evaluations and a
@@ -22,7 +22,7 @@ func TestWriteReportWritesCSVAndCharts(t *testing.T) {
 	for i := range 3 {
 		for n := range 2 {
 			r.Samples = append(r.Samples, Sample{Elapsed: time.Duration(i) * time.Second, Node: n, ID: "n", Up: true,
-				Worker: node.LocalWorker{Iter: uint64(10 * i)}})
+				Worker: records.LocalWorker{Iter: uint64(10 * i)}})
 		}
 	}
 	dir := t.TempDir()

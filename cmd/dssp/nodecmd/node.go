@@ -11,6 +11,7 @@ import (
 
 	"dsspmesh/node"
 	"dsspmesh/node/assemble"
+	"dsspmesh/node/status"
 	// Registers the "cuda" backend in binaries built with -tags cuda.
 	_ "dsspmesh/cudaops/cuda"
 )
@@ -58,7 +59,7 @@ lab/README.md.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			// One node per process: memberlist's and raft's own counters
 			// (gossip bytes, heartbeats) can go on this node's /metrics.
-			node.CountLibraryTelemetry()
+			status.CountLibraryTelemetry()
 			deps, err := assemble.Node(cfg, log)
 			if err != nil {
 				return err

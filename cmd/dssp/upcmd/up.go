@@ -31,7 +31,7 @@ type Place func(ctx context.Context, cmd *cobra.Command, cfg *launch.Config, log
 // lab), else they run on loopback.
 func New(place Place) *cobra.Command {
 	cfg := launch.DefaultConfig()
-	spec := node.DefaultJobSpec()
+	spec := job.DefaultSpec()
 	var (
 		slowdown, detection string
 		threads             int
@@ -76,7 +76,7 @@ recover and the node to rejoin.`,
 			// Refused here, before any node starts: a NaN target that no
 			// accuracy reaches, a momentum float32 rounds to 1, a report
 			// folder that would fail only after the run.
-			if err := node.CheckFloat("target-acc", cfg.TargetAcc, 0, 1, false); err != nil {
+			if err := job.CheckFloat("target-acc", cfg.TargetAcc, 0, 1, false); err != nil {
 				return err
 			}
 			if err := job.CheckMomentum(spec.Momentum); err != nil {
@@ -99,7 +99,7 @@ recover and the node to rejoin.`,
 				// --model was given.
 				cfg.NodeArgs = append(cfg.NodeArgs, "--trainer", node.TrainerExternal)
 				if !cmd.Flags().Changed("model") {
-					cfg.SpecArgs = append(cfg.SpecArgs, "--model="+node.ExternalModel)
+					cfg.SpecArgs = append(cfg.SpecArgs, "--model="+job.ExternalModel)
 				}
 			}
 			if computeDelay > 0 {
@@ -133,7 +133,7 @@ recover and the node to rejoin.`,
 				if mm.Eval != nil {
 					fmt.Fprintf(out, ", test accuracy %.2f%% on %d samples as the mesh reported it", 100*mm.Eval.Accuracy, mm.Eval.Samples)
 				}
-				if mm.Model == node.ExternalModel {
+				if mm.Model == job.ExternalModel {
 					names := 0
 					for _, l := range mm.Layers {
 						names += 1 + len(l.Aliases)
@@ -226,7 +226,7 @@ func sameFile(a, b string) bool {
 
 func isSpecFlag(name string) bool {
 	fs := pflag.NewFlagSet("spec", pflag.ContinueOnError)
-	s := node.DefaultJobSpec()
+	s := job.DefaultSpec()
 	s.BindFlags(fs)
 	return fs.Lookup(name) != nil
 }
