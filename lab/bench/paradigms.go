@@ -108,10 +108,10 @@ func (v Variant) specArgs() ([]string, error) {
 			args = append(args, "--local-steps", strconv.Itoa(n))
 		}
 	}
-	switch parts[0] {
-	case "ssp":
+	switch p.Paradigm {
+	case clock.SSP:
 		args = append(args, "--s-lower", strconv.FormatInt(p.SL, 10))
-	case "dssp", "dssp-paper":
+	case clock.DSSP, clock.DSSPPaper:
 		if len(parts) > 3 {
 			return nil, fmt.Errorf("--paradigms: %q: the mesh's job spec has no objective option; use %s:SL:RMAX", v, parts[0])
 		}
