@@ -50,9 +50,7 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 		if err != nil {
 			return
 		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
+		n.wg.Go(func() {
 			defer s.Close()
 			for {
 				s.SetReadDeadline(time.Now().Add(time.Minute))
@@ -94,7 +92,7 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 					return
 				}
 			}
-		}()
+		})
 	}
 }
 
@@ -189,15 +187,13 @@ func (n *Node) broadcastEval(ctx context.Context, e records.EvalResult) {
 		if m.ID == n.id {
 			continue
 		}
-		n.wg.Add(1)
-		go func(m mesh.Member) {
-			defer n.wg.Done()
+		n.wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			if _, err := n.controlCall(cctx, m, controlMsg{Op: "eval", Eval: b}); err != nil {
 				n.log.Debug("eval broadcast failed", "peer", m.ID, "err", err)
 			}
-		}(m)
+		})
 	}
 }
 

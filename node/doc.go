@@ -78,12 +78,9 @@
 //
 // # Concurrency
 //
-// Run owns every goroutine it starts and waits for them before returning
-// (lifecycle.go): the control channel's and the membership events' from
-// the start, then, once the shards are open, the named loops startLoops
-// lists — the shard manager, reconnection, the mesh view, trust, and on a
-// training node the worker (runWorker) and the evaluation
-// (runEvaluation) — each until its context ends.
+// Run owns every goroutine it starts and waits for them before returning;
+// once the shards are open it starts the named loops (lifecycle.go's
+// startLoops: shards, view, trust, worker, evaluation).
 // [Node.Status] is safe for concurrent use (HTTP handlers, the metrics
 // collector); it takes Node.mu for reading and never calls into Raft or
 // the network while holding it. Lock order: Node.mu guards the node's

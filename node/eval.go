@@ -76,7 +76,7 @@ func (n *Node) newClaims() *eval.Claims {
 			}
 			return math.NaN()
 		},
-		Go: func(f func()) { n.wg.Add(1); go func() { defer n.wg.Done(); f() }() },
+		Go: n.wg.Go,
 	})
 }
 

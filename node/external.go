@@ -34,8 +34,7 @@ func (n *Node) startTrainerSocket(ctx context.Context, spec job.Spec, fileTensor
 	n.ext = h
 	n.mu.Unlock()
 	n.log.Info("trainer socket: a trainer attaches here (env DSSP_TRAINER_SOCKET)", "trainer_socket", h.Path())
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); h.Serve(ctx) }()
+	n.wg.Go(func() { h.Serve(ctx) })
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"image/png"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 
 	"golang.org/x/image/font"
@@ -31,8 +32,10 @@ type Chart struct {
 
 // Series is one set of points, drawn in order.
 type Series struct {
-	Name  string // its legend entry; "" for none
-	X, Y  []float64
+	Name string // its legend entry; "" for none
+	X, Y []float64
+	// Color is the series' colour; zero takes the next of a palette of
+	// ten, in the order of the chart's series that have none.
 	Color color.RGBA
 	Line  bool // join the points
 	Dots  bool // a dot at each point
@@ -52,7 +55,23 @@ var (
 	face      = basicfont.Face7x13
 	black     = color.RGBA{A: 255}
 	gridColor = color.RGBA{R: 225, G: 225, B: 225, A: 255}
+	palette   = []color.RGBA{{78, 121, 167, 255}, {242, 142, 43, 255}, {225, 87, 89, 255}, {118, 183, 178, 255},
+		{89, 161, 79, 255}, {237, 201, 72, 255}, {176, 122, 161, 255}, {255, 157, 167, 255}, {156, 117, 95, 255}, {186, 176, 172, 255}}
 )
+
+// colored is c's series with a colour each: those without one take the
+// palette's, in turn.
+func (c Chart) colored() []Series {
+	out := slices.Clone(c.Series)
+	next := 0
+	for i := range out {
+		if out[i].Color == (color.RGBA{}) {
+			out[i].Color = palette[next%len(palette)]
+			next++
+		}
+	}
+	return out
+}
 
 // WritePNG draws the chart into a PNG file at path.
 func (c Chart) WritePNG(path string) error {
@@ -185,6 +204,7 @@ func (c Chart) legendWidth() int {
 }
 
 func (c Chart) draw() *image.RGBA {
+	c.Series = c.colored()
 	img := image.NewRGBA(image.Rect(0, 0, width, height))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
 	plot, legend := c.layout()

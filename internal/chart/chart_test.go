@@ -114,6 +114,19 @@ func TestLegendRightBesideTheAxes(t *testing.T) {
 	}
 }
 
+// TestPaletteColorsSeriesWithoutOne: series without a colour take the
+// palette's in turn, each its own; a colour given is kept.
+func TestPaletteColorsSeriesWithoutOne(t *testing.T) {
+	c := Chart{Series: []Series{{Name: "a"}, {Name: "kill", Color: red}, {Name: "b"}, {Name: "c"}}}
+	got := c.colored()
+	if got[1].Color != red || got[0].Color == got[2].Color || got[2].Color == got[3].Color || got[0].Color == (color.RGBA{}) {
+		t.Errorf("colours %v %v %v %v", got[0].Color, got[1].Color, got[2].Color, got[3].Color)
+	}
+	if c.Series[0].Color != (color.RGBA{}) {
+		t.Error("colored wrote into the caller's series")
+	}
+}
+
 // TestAxisTicksAreRound: ticks fall on 1, 2 or 5 × 10^k, about six of
 // them, and a span that is not fixed widens to whole ticks.
 func TestAxisTicksAreRound(t *testing.T) {

@@ -4,9 +4,10 @@ import (
 	"encoding/csv"
 	"fmt"
 	"image/color"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 
 	"dsspmesh/internal/chart"
@@ -56,21 +57,18 @@ func writeReport(dir string, r *Result) error {
 			return err
 		}
 	}
-	if err := accuracyChart(r).WritePNG(filepath.Join(dir, "accuracy.png")); err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	if err := clocksChart(r).WritePNG(filepath.Join(dir, "clocks.png")); err != nil {
-		return fmt.Errorf("report: %w", err)
+	for name, c := range map[string]chart.Chart{"accuracy.png": accuracyChart(r), "clocks.png": clocksChart(r)} {
+		if err := c.WritePNG(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
 	}
 	return nil
 }
 
-// The colours of the marks the charts share, and of the nodes' clocks.
+// The colours of the marks the charts share.
 var (
 	killColor   = color.RGBA{R: 200, A: 255}
 	targetColor = color.RGBA{G: 150, B: 70, A: 255}
-	nodeColors  = []color.RGBA{{78, 121, 167, 255}, {242, 142, 43, 255}, {225, 87, 89, 255}, {118, 183, 178, 255},
-		{89, 161, 79, 255}, {237, 201, 72, 255}, {176, 122, 161, 255}, {255, 157, 167, 255}, {156, 117, 95, 255}, {186, 176, 172, 255}}
 )
 
 // kills marks each kill of the run across the chart.
@@ -103,8 +101,8 @@ func accuracyChart(r *Result) chart.Chart {
 	return c
 }
 
-// clocksChart is each worker's iteration over the run, one colour a node,
-// its legend (an entry a node) beside the axes.
+// clocksChart is each worker's iteration over the run, one colour a node
+// (chart's palette), its legend (an entry a node) beside the axes.
 func clocksChart(r *Result) chart.Chart {
 	byNode := map[int]*chart.Series{}
 	for _, s := range r.Samples {
@@ -118,14 +116,8 @@ func clocksChart(r *Result) chart.Chart {
 		ser.Name = fmt.Sprintf("node%d %s", s.Node, s.ID)
 		ser.X, ser.Y = append(ser.X, s.Elapsed.Seconds()), append(ser.Y, float64(s.Worker.Iter))
 	}
-	nodes := make([]int, 0, len(byNode))
-	for n := range byNode {
-		nodes = append(nodes, n)
-	}
-	sort.Ints(nodes)
 	c := chart.Chart{Title: "Worker clocks (iterations completed)", XLabel: "time (s)", YLabel: "iteration", LegendRight: true}
-	for i, n := range nodes {
-		byNode[n].Color = nodeColors[i%len(nodeColors)]
+	for _, n := range slices.Sorted(maps.Keys(byNode)) {
 		c.Series = append(c.Series, *byNode[n])
 	}
 	c.Series = append(c.Series, kills(r))

@@ -391,13 +391,11 @@ func (w *watcher) poll(ctx context.Context) []*status.Status {
 		if !p.Alive() {
 			continue
 		}
-		wg.Add(1)
-		go func(i int, addr string) {
-			defer wg.Done()
-			if s, err := nodeclient.FetchStatus(ctx, addr); err == nil {
+		wg.Go(func() {
+			if s, err := nodeclient.FetchStatus(ctx, p.HTTP); err == nil {
 				out[i] = &s
 			}
-		}(i, p.HTTP)
+		})
 	}
 	wg.Wait()
 	return out
