@@ -45,12 +45,12 @@
 //   - without seeds and without a persisted spec it bootstraps: the spec
 //     comes from its flags, it bootstraps every shard's Raft group with
 //     itself as the only voter and proposes Init (θ from the spec's seed,
-//     or --init-from's file: LoadInitFrom, Deps.InitParams);
+//     or --init-from's file: job.LoadInitFrom, Deps.InitParams);
 //   - with seeds (--join, or the peers persisted by an earlier run) it
 //     joins (node/join), fetches the job spec from a member over the
 //     control channel and adopts it; a flag set explicitly (command line,
 //     DSSP_* environment or config file) that disagrees is a
-//     [*SpecConflictError]; a data directory holding another job's spec is
+//     [*job.ConflictError]; a data directory holding another job's spec is
 //     refused.
 //
 // From then on the shard manager follows membership and hosts the
