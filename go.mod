@@ -20,6 +20,7 @@ require (
 	github.com/x448/float16 v0.8.4
 	go.etcd.io/bbolt v1.3.6
 	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/image v0.30.0
 	golang.org/x/sys v0.48.0
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/netlib v0.0.0-20201012070519-2390d26c3658
@@ -59,7 +60,6 @@ require (
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/exp v0.0.0-20220827204233-334a2380cb91 // indirect
-	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect

@@ -39,6 +39,7 @@ var mayImport = map[string][]string{
 	"internal/filegraph":      nil,
 	"internal/wait":           nil,
 	"internal/pace":           nil,
+	"internal/chart":          nil,
 	"mesh":                    {"internal/boundedmsgpack", "internal/wait"},
 	"modelfile":               {"cudaops"},
 	"modelfile/modelfiletest": {"modelfile", "cudaops", "internal/python"},
@@ -58,17 +59,21 @@ var mayImport = map[string][]string{
 	"node/trust":              {"node/datadir", "node/records", "clock", "mesh", "shardapi"},
 	"node":                    {"node/job", "node/join", "node/trainer", "node/datadir", "node/memlimit", "node/trust", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
-	"nodeclient":              {"node", "modelfile"},
-	"node/launch":             {"nodeclient", "node", "mesh"},
-	// The lab: benchmarks, the simulator, the launcher's plots.
+	"nodeclient":              {"node/status", "node/trust", "modelfile"},
+	"node/launch":             {"nodeclient", "node", "mesh", "internal/chart"},
+	// The lab: benchmarks, the simulator, the link lab.
 	"lab/sim":    {"clock", "balance"},
-	"lab/plot":   {"node/launch"},
 	"lab/netlab": {"node/launch"},
-	"lab/bench":  {"lab/netlab", "lab/plot", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/python", "internal/wait"},
-	"lab/cli":    {"lab/bench", "lab/netlab", "lab/sim", "node", "balance", "clock"},
-	// `dssp node`: what a node process runs (TestNodeRunPathHasNoLab).
+	"lab/bench":  {"lab/netlab", "node/launch", "nodeclient", "node/assemble", "node", "shardapi", "mesh", "modelfile", "cudaops", "clock", "internal/python", "internal/wait"},
+	"lab/cli":    {"lab/bench", "lab/netlab", "lab/sim", "cmd/dssp/upcmd", "node/launch", "node", "balance", "clock"},
+	// The lab's binary: the lab's commands and, for the nodes its
+	// benchmarks start, the product's `dssp node`.
+	"cmd/dssp-lab": {"cmd/dssp/nodecmd", "lab/cli"},
+	// The product binary, and `dssp node`, what a node process runs: no
+	// lab (TestNodeRunPathHasNoLab).
 	"cmd/dssp/nodecmd": {"node/assemble", "node", "cudaops/cuda"},
-	"cmd/dssp":         {"cmd/dssp/nodecmd", "lab/cli", "lab/netlab", "lab/plot", "nodeclient", "node/launch", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
+	"cmd/dssp/upcmd":   {"node/launch", "node"},
+	"cmd/dssp":         {"cmd/dssp/nodecmd", "cmd/dssp/upcmd", "nodeclient", "node", "modelfile", "mesh", "cudaops/cuda", "cudaops"},
 	"test":             {"lab/netlab", "nodeclient", "node/launch", "node", "mesh", "shardapi", "raftstore", "modelfile", "clock", "internal/faults"},
 }
 
@@ -520,38 +525,42 @@ func TestGoModMarksDirectDependencies(t *testing.T) {
 // only adds its command): its dependencies are what a node process runs.
 const nodeRunPath = module + "/cmd/dssp/nodecmd"
 
-// runPathForbidden are what a node's run path must not reach: the lab, and
-// a plotting library (the lab's).
+// runPathForbidden are what the product binary and a node's run path must
+// not reach: the lab, and a plotting library (the lab's).
 var runPathForbidden = []string{module + "/lab", "gonum.org/v1/plot"}
 
-// TestNodeRunPathHasNoLab: the dependencies of the package that runs
-// `dssp node` hold no package of lab/ and no plotting library, in every
-// build checked, and cmd/dssp dispatches `node` to that package. By hand:
+// TestNodeRunPathHasNoLab: the dependencies of the product binary
+// (cmd/dssp) and of the package that runs `dssp node` hold no package of
+// lab/ and no plotting library, in every build checked, and cmd/dssp
+// dispatches `node` to that package. By hand:
 //
-//	go list -deps ./cmd/dssp/nodecmd | grep -E '^dsspmesh/lab/|^gonum.org/v1/plot'   # prints nothing
-//	go list -deps ./cmd/dssp/nodecmd | grep -c '^dsspmesh/'                          # the module's packages on it
+//	go list -deps ./cmd/dssp | grep -E '^dsspmesh/lab/|^gonum.org/v1/plot'   # prints nothing
+//	go list -deps ./cmd/dssp/nodecmd | grep -c '^dsspmesh/'                 # the module's packages a node runs
 //
-// Every package linked into the binary runs its init at start-up, lab's
-// too; the test also checks that no file under lab/ declares an init.
+// Every package linked into a binary runs its init at start-up: the lab's
+// binary starts itself as the nodes of its benchmarks, so the test also
+// checks that no file under lab/ declares an init.
 func TestNodeRunPathHasNoLab(t *testing.T) {
 	g := goTool(t)
 	for _, ts := range tagSets {
-		out, err := exec.Command(g, "list", "-tags", ts.tags, "-deps", "-f", "{{.ImportPath}}", "./cmd/dssp/nodecmd").CombinedOutput()
-		if err != nil {
-			if ts.optional {
-				t.Logf("tags %q not checked: %v: %s", ts.tags, err, out)
-				continue
+		for _, pkg := range []string{"./cmd/dssp", "./cmd/dssp/nodecmd"} {
+			out, err := exec.Command(g, "list", "-tags", ts.tags, "-deps", "-f", "{{.ImportPath}}", pkg).CombinedOutput()
+			if err != nil {
+				if ts.optional {
+					t.Logf("tags %q not checked: %v: %s", ts.tags, err, out)
+					continue
+				}
+				t.Fatalf("go list -tags %q -deps %s: %v: %s", ts.tags, pkg, err, out)
 			}
-			t.Fatalf("go list -tags %q -deps ./cmd/dssp/nodecmd: %v: %s", ts.tags, err, out)
-		}
-		deps := strings.Fields(string(out))
-		if !slices.Contains(deps, nodeRunPath) || !slices.Contains(deps, module+"/node") {
-			t.Fatalf("tags %q: go list -deps ./cmd/dssp/nodecmd did not list the node: %v", ts.tags, deps)
-		}
-		for _, d := range deps {
-			for _, f := range runPathForbidden {
-				if d == f || strings.HasPrefix(d, f+"/") {
-					t.Errorf("tags %q: dssp node's run path (%s) depends on %s", ts.tags, nodeRunPath, d)
+			deps := strings.Fields(string(out))
+			if !slices.Contains(deps, nodeRunPath) || !slices.Contains(deps, module+"/node") {
+				t.Fatalf("tags %q: go list -deps %s did not list the node: %v", ts.tags, pkg, deps)
+			}
+			for _, d := range deps {
+				for _, f := range runPathForbidden {
+					if d == f || strings.HasPrefix(d, f+"/") {
+						t.Errorf("tags %q: %s depends on %s", ts.tags, pkg, d)
+					}
 				}
 			}
 		}
@@ -569,7 +578,7 @@ func TestNodeRunPathHasNoLab(t *testing.T) {
 	for _, f := range repoFiles(t) {
 		if strings.HasPrefix(f, "lab/") && strings.HasSuffix(f, ".go") && !strings.HasSuffix(f, "_test.go") {
 			if b, err := os.ReadFile(f); err == nil && initDecl.Match(b) {
-				t.Errorf("%s declares an init, which would run in every dssp process, dssp node's included", f)
+				t.Errorf("%s declares an init, which would run in every dssp-lab process, the nodes its benchmarks start included", f)
 			}
 		}
 	}

@@ -2,7 +2,7 @@
 // that, under any gate, every worker finishes an iteration at about the
 // same time while the global batch B = Σ b_i stays fixed. It is the
 // balance layer of docs/design.md#balance: pure, deterministic decision
-// logic; the shard FSM hosts it as replicated state, `dssp sim --balance`
+// logic; the shard FSM hosts it as replicated state, `dssp-lab sim --balance`
 // runs it against simulated workers.
 //
 // # What it owns

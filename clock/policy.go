@@ -29,6 +29,21 @@ func (p Paradigm) String() string {
 	return fmt.Sprintf("paradigm(%d)", uint8(p))
 }
 
+// ParseParadigm reads a paradigm's name as String writes it (exactly: bsp,
+// asp, ssp, dssp or dssp-paper).
+func ParseParadigm(name string) (Paradigm, error) {
+	for p := BSP; p <= DSSPPaper; p++ {
+		if paradigmNames[p] == name {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown paradigm %q (want %s)", name, strings.Join(ParadigmNames(), ", "))
+}
+
+// ParadigmNames are the paradigms' names, in order: bsp, asp, ssp, dssp,
+// dssp-paper.
+func ParadigmNames() []string { return append([]string(nil), paradigmNames[BSP:]...) }
+
 // Objective is what the DSSP controller minimises.
 type Objective uint8
 
@@ -165,30 +180,24 @@ func ParsePolicy(text string) (Policy, error) {
 	}
 	var p Policy
 	var err error
-	switch name {
-	case "bsp", "asp":
+	if p.Paradigm, err = ParseParadigm(name); err != nil {
+		return Policy{}, &PolicyError{Text: text, Reason: fmt.Sprintf("unknown paradigm %q (want %s)", parts[0], strings.Join(ParadigmNames(), ", "))}
+	}
+	switch p.Paradigm {
+	case BSP, ASP:
 		if len(args) != 0 {
 			return Policy{}, arity(name + " with no parameters")
 		}
-		p.Paradigm = BSP
-		if name == "asp" {
-			p.Paradigm = ASP
-		}
-	case "ssp":
+	case SSP:
 		if len(args) != 1 {
 			return Policy{}, arity("ssp:S")
 		}
-		p.Paradigm = SSP
 		if p.SL, err = num(0, "s"); err != nil {
 			return Policy{}, err
 		}
-	case "dssp", "dssp-paper":
+	case DSSP, DSSPPaper:
 		if len(args) != 2 && len(args) != 3 {
 			return Policy{}, arity(name + ":SL:RMAX[:abs|:wait]")
-		}
-		p.Paradigm = DSSP
-		if name == "dssp-paper" {
-			p.Paradigm = DSSPPaper
 		}
 		if p.SL, err = num(0, "s_L"); err != nil {
 			return Policy{}, err
@@ -205,8 +214,6 @@ func ParsePolicy(text string) (Policy, error) {
 				return Policy{}, &PolicyError{Text: text, Reason: fmt.Sprintf("objective %q is not abs or wait", args[2])}
 			}
 		}
-	default:
-		return Policy{}, &PolicyError{Text: text, Reason: fmt.Sprintf("unknown paradigm %q (want bsp, asp, ssp, dssp, dssp-paper)", parts[0])}
 	}
 	if err := p.Validate(); err != nil {
 		var pe *PolicyError

@@ -31,6 +31,29 @@ func TestParsePolicyRoundTrip(t *testing.T) {
 	}
 }
 
+// TestParadigmNames: the paradigms' names are clock's, in one list
+// (job.Spec validates and writes --paradigm with it): each parses back to
+// its paradigm, exactly (no other case), and an unknown one is refused
+// naming the list.
+func TestParadigmNames(t *testing.T) {
+	names := ParadigmNames()
+	if got := strings.Join(names, ","); got != "bsp,asp,ssp,dssp,dssp-paper" {
+		t.Fatalf("ParadigmNames() = %s", got)
+	}
+	for i, name := range names {
+		p, err := ParseParadigm(name)
+		if err != nil || p != Paradigm(i+1) || p.String() != name {
+			t.Errorf("ParseParadigm(%q) = %v, %v", name, p, err)
+		}
+	}
+	names[0] = "changed" // a copy: the next caller's list is whole
+	for _, bad := range []string{"BSP", "ssp:3", "", "changed"} {
+		if _, err := ParseParadigm(bad); err == nil || !strings.Contains(err.Error(), "bsp, asp, ssp, dssp, dssp-paper") {
+			t.Errorf("ParseParadigm(%q): %v, want an error naming the paradigms", bad, err)
+		}
+	}
+}
+
 func TestParsePolicyErrorsNameTheText(t *testing.T) {
 	for text, mention := range map[string]string{
 		"":                `unknown paradigm ""`,

@@ -12,7 +12,7 @@ var models = map[string]func(opts ModelOptions) (*Model, error){
 	"mlp": newMLP,
 	// mlp-wide: 784 → fc1 4608 → ReLU → fc2 4608 → ReLU → fc3 10, on
 	// [1 28 28]: 24.9M parameters, 99.6 MB of float32, the ~100 MB model
-	// the mesh's memory and disk bounds are measured with (dssp bench
+	// the mesh's memory and disk bounds are measured with (dssp-lab bench
 	// bigmodel, on synthetic-mnist).
 	"mlp-wide": newMLPWide,
 	// lenet: LeNet-5 with ReLU and max-pool, on [1 28 28]:

@@ -157,7 +157,7 @@ type memberlistMembership struct {
 	// members caches the decoded member list: Members is asked for on
 	// every upkeep tick, every /status and placement question, and
 	// decoding every peer's metadata and formatting its address each time
-	// was a sixth of an idle node's CPU at 32 nodes × 64 shards (dssp bench
+	// was a sixth of an idle node's CPU at 32 nodes × 64 shards (dssp-lab bench
 	// scale). Memberlist's list changes only through the event delegate
 	// (join, leave or failure, metadata update), which bumps version; a
 	// cached list older than membersMaxAge is rebuilt anyway.

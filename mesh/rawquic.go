@@ -10,7 +10,7 @@ import (
 )
 
 // RawQUIC is the baseline the transport's cost is measured against (the
-// mesh benchmark and `dssp bench`): one raw quic-go stream on loopback,
+// mesh benchmark and `dssp-lab bench`): one raw quic-go stream on loopback,
 // with the mesh's certificates and cfg's flow-control windows but none of
 // the transport's framing, whose server reads payload bytes and answers an
 // 8-byte ack. Not safe for concurrent use.

@@ -8,6 +8,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/job"
 )
 
 // TestInProcessBalancedMeshKeepsTheGlobalBatchThroughFailover runs four
@@ -32,7 +33,7 @@ func TestInProcessBalancedMeshKeepsTheGlobalBatchThroughFailover(t *testing.T) {
 // the whole batch computed ahead and with half of it computed on the θ the
 // push brings back (--pipeline-fresh, the default).
 func TestInProcessPipelinedBalancedMeshKeepsTheBound(t *testing.T) {
-	for _, fresh := range []float64{0, node.DefaultPipelineFresh} {
+	for _, fresh := range []float64{0, job.DefaultPipelineFresh} {
 		t.Run(fmt.Sprintf("fresh-%g", fresh), func(t *testing.T) {
 			rec := balancedFailover(t, func(c *node.Config) {
 				c.Spec.Paradigm, c.Spec.SLower, c.Spec.Pipeline, c.Spec.PipelineFresh = "ssp", 1, true, fresh

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"dsspmesh/cudaops"
+	"dsspmesh/node/job"
 	"dsspmesh/node/memlimit"
 )
 
@@ -28,7 +29,7 @@ func (c Config) externalTrainer() bool { return c.Train && c.Trainer == TrainerE
 const TrainerSocket = "trainer.sock"
 
 // Config is everything one node process is started with. The job itself
-// (model, paradigm, shards...) is [JobSpec]; Config holds it so flags can
+// (model, paradigm, shards...) is [job.Spec]; Config holds it so flags can
 // set it, but only a bootstrap node's spec is used as given: a joiner adopts
 // the mesh's spec and refuses explicitly set fields that disagree.
 type Config struct {
@@ -108,7 +109,7 @@ type Config struct {
 	// fault suite's gradient-hygiene scenario.
 	FaultNaNEvery int
 
-	Spec JobSpec
+	Spec job.Spec
 }
 
 // DefaultConfig returns the settings of a single-host node on loopback.
@@ -132,7 +133,7 @@ func DefaultConfig() Config {
 		CheckpointKeep:  3,
 		LeaveTimeout:    5 * time.Second,
 		LogLevel:        "info",
-		Spec:            DefaultJobSpec(),
+		Spec:            job.DefaultSpec(),
 	}
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"dsspmesh/node/job"
 	"errors"
 	"math"
 	"strings"
@@ -68,12 +69,12 @@ func TestConfigValidateNamesTheBadValue(t *testing.T) {
 }
 
 func TestSpecAdoptConflicts(t *testing.T) {
-	meshSpec := DefaultJobSpec()
+	meshSpec := job.DefaultSpec()
 	mine := meshSpec
 	mine.Model, mine.Shards = "lenet", 8
 	explicit := map[string]bool{"model": true}
 	err := mine.CheckAdopt(meshSpec, func(f string) bool { return explicit[f] })
-	var ce *SpecConflictError
+	var ce *job.ConflictError
 	if !errors.As(err, &ce) || len(ce.Flags) != 1 || ce.Flags[0] != "--model lenet (mesh: mlp)" {
 		t.Fatalf("want one conflict on --model, got %v", err)
 	}
@@ -84,7 +85,7 @@ func TestSpecAdoptConflicts(t *testing.T) {
 		t.Fatalf("no conflict expected: %v", err)
 	}
 	// An explicit --shards 0 (auto) takes whatever count the mesh resolved.
-	auto, resolved := DefaultJobSpec(), DefaultJobSpec()
+	auto, resolved := job.DefaultSpec(), job.DefaultSpec()
 	resolved.Shards = 3
 	if err := auto.CheckAdopt(resolved, func(f string) bool { return f == "shards" }); err != nil {
 		t.Fatalf("--shards 0 against a mesh of 3: %v", err)
@@ -92,16 +93,16 @@ func TestSpecAdoptConflicts(t *testing.T) {
 }
 
 func TestSpecRoundTripAndPolicy(t *testing.T) {
-	s := DefaultJobSpec()
-	b, err := MarshalSpec(s)
+	s := job.DefaultSpec()
+	b, err := job.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := UnmarshalSpec(b)
+	got, err := job.Unmarshal(b)
 	if err != nil || got != s {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
-	if _, err := UnmarshalSpec([]byte(`{"model":"mlp"}`)); err == nil {
+	if _, err := job.Unmarshal([]byte(`{"model":"mlp"}`)); err == nil {
 		t.Fatal("a spec missing fields must not validate")
 	}
 	for p, want := range map[string]string{"bsp": "bsp", "asp": "asp", "ssp": "ssp:3", "dssp": "dssp:3:12", "dssp-paper": "dssp-paper:3:12"} {
@@ -119,7 +120,7 @@ func TestConfigAcceptsTheEdgesOfEachRange(t *testing.T) {
 	for _, change := range []func(*Config){
 		func(c *Config) { c.Slowdown = MaxSlowdown },
 		func(c *Config) { c.ComputeDelay = MaxComputeDelay },
-		func(c *Config) { c.Spec.LR = MaxLR },
+		func(c *Config) { c.Spec.LR = job.MaxLR },
 		func(c *Config) { c.Spec.OutlierFactor = 2 },
 		func(c *Config) { c.KeyFile = ""; c.Insecure = true; c.Host = "10.0.0.1"; c.InsecurePublic = true },
 		func(c *Config) { c.Pprof = true; c.HTTPAddr = "localhost:7948" },

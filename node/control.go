@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/job"
+	"dsspmesh/node/records"
 	"dsspmesh/node/status"
-	"dsspmesh/node/trust"
 )
 
 // ControlShard is the shard id of the node-to-node control channel
@@ -29,7 +30,7 @@ var controlChannel = mesh.Channel{Kind: mesh.KindRPC, Shard: ControlShard}
 //	op "evaluated": the answer is the evaluated model file in frames of
 //	  node/eval's (forward.go: eval.Room.SendEvaluated), and the stream ends
 //	op "revoke": request ID = a node id, MAC = the operator's MAC of it
-//	  (mesh.MeshKey.OperatorMAC(RevokeOp, ID)); the receiver checks the
+//	  (mesh.MeshKey.OperatorMAC(trust.RevokeOp, ID)); the receiver checks the
 //	  MAC itself, so a member relays a revocation but cannot make one;
 //	  reply empty
 type controlMsg struct {
@@ -41,10 +42,6 @@ type controlMsg struct {
 	MAC  []byte `msgpack:"mac,omitempty"`
 }
 
-// RevokeOp is the operator operation `dssp revoke` authenticates
-// ([trust.RevokeOp]).
-const RevokeOp = trust.RevokeOp
-
 // serveControl answers control streams until ctx ends. Input from a peer
 // never panics: a bad frame closes that stream only.
 func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
@@ -53,9 +50,7 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 		if err != nil {
 			return
 		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
+		n.wg.Go(func() {
 			defer s.Close()
 			for {
 				s.SetReadDeadline(time.Now().Add(time.Minute))
@@ -77,7 +72,7 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 						rep.Spec, _ = json.Marshal(spec)
 					}
 				case "eval":
-					var e EvalResult
+					var e records.EvalResult
 					if err := json.Unmarshal(req.Eval, &e); err != nil {
 						rep.Err = "bad eval"
 					} else if err := n.claims.Receive(ctx, s.Peer(), e); err != nil {
@@ -97,7 +92,7 @@ func (n *Node) serveControl(ctx context.Context, ln mesh.Listener) {
 					return
 				}
 			}
-		}()
+		})
 	}
 }
 
@@ -148,7 +143,7 @@ func (n *Node) askControl(ctx context.Context, m mesh.Member, op string) (mesh.S
 }
 
 // fetchSpec asks the other members for the job spec until one has it.
-func (n *Node) fetchSpec(ctx context.Context) (JobSpec, error) {
+func (n *Node) fetchSpec(ctx context.Context) (job.Spec, error) {
 	var last error = errors.New("no other member yet")
 	for {
 		for _, m := range n.members.Members() {
@@ -166,7 +161,7 @@ func (n *Node) fetchSpec(ctx context.Context) (JobSpec, error) {
 				last = fmt.Errorf("%s has no job spec yet", m.ID)
 				continue
 			}
-			spec, err := UnmarshalSpec(rep.Spec)
+			spec, err := job.Unmarshal(rep.Spec)
 			if err != nil {
 				last = fmt.Errorf("%s: %w", m.ID, err)
 				continue
@@ -175,7 +170,7 @@ func (n *Node) fetchSpec(ctx context.Context) (JobSpec, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return JobSpec{}, fmt.Errorf("no member gave the job spec (last: %v)", last)
+			return job.Spec{}, fmt.Errorf("no member gave the job spec (last: %v)", last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -183,7 +178,7 @@ func (n *Node) fetchSpec(ctx context.Context) (JobSpec, error) {
 
 // broadcastEval sends e to every other member, best effort: a member that
 // misses one gets the next.
-func (n *Node) broadcastEval(ctx context.Context, e EvalResult) {
+func (n *Node) broadcastEval(ctx context.Context, e records.EvalResult) {
 	b, err := status.MarshalFinite(e)
 	if err != nil {
 		return
@@ -192,15 +187,13 @@ func (n *Node) broadcastEval(ctx context.Context, e EvalResult) {
 		if m.ID == n.id {
 			continue
 		}
-		n.wg.Add(1)
-		go func(m mesh.Member) {
-			defer n.wg.Done()
+		n.wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			if _, err := n.controlCall(cctx, m, controlMsg{Op: "eval", Eval: b}); err != nil {
 				n.log.Debug("eval broadcast failed", "peer", m.ID, "err", err)
 			}
-		}(m)
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node/datadir"
+	"dsspmesh/node/records"
 	"dsspmesh/node/shards"
 )
 
@@ -17,7 +18,7 @@ import (
 // before it returns, error or not.
 type Deps struct {
 	// Dir is the node's open data directory; Dir.ID is the node's id.
-	Dir *DataDir
+	Dir *datadir.Dir
 	// Transport carries pushes, Raft and the control channel; its LocalID
 	// is Dir.ID.
 	Transport mesh.Transport
@@ -25,12 +26,12 @@ type Deps struct {
 	// address. Run joins through it (Config.Join or the persisted peers).
 	Membership mesh.Membership
 	// Replicas opens this node's replica of a shard.
-	Replicas Replicas
+	Replicas shards.Replicas
 	// HTTP, if set, serves /metrics, /status and the dashboard.
 	HTTP net.Listener
 	// Observer, if set, sees every push of the worker, every entry the
 	// replicas apply and every term they lead (the debug history).
-	Observer Observer
+	Observer records.Observer
 	Logger   *slog.Logger
 	// InitParams are the parameters of Config.Spec.InitFrom (LoadInitFrom),
 	// read before the data dir was opened; Run reads the file itself when
@@ -45,21 +46,3 @@ type Deps struct {
 	// such request (Node.Revoke is still there for a caller in-process; node/trust).
 	VerifyOperator func(op, arg string, mac []byte) bool
 }
-
-// The shard manager's edges (node/shards), named here for the callers
-// of node.
-type (
-	Replicas     = shards.Replicas
-	Replica      = shards.Replica
-	ReplicaHooks = shards.ReplicaHooks
-)
-
-// DataDir is a node's folder (node/datadir), named here for the callers
-// of node.
-type DataDir = datadir.Dir
-
-// OpenDataDir is [datadir.Open].
-func OpenDataDir(path string) (*DataDir, error) { return datadir.Open(path) }
-
-// KeyFingerprint is [datadir.KeyFingerprint].
-var KeyFingerprint = datadir.KeyFingerprint

@@ -22,9 +22,10 @@
 //   - node/join (seeds), node/datadir (the data directory), node/job (the
 //     job spec and --init-from), node/records (the records rooms share).
 //
-// node keeps aliases such as [JobSpec], [Status] and [DataDir] for its
-// callers. No room imports node or another room (repo_test.go's
-// mayImport; node/records, node/job and node/datadir are shared records),
+// node names no room's type again: its callers import the room
+// (node/status, node/job, node/datadir, node/records, ...) for its names.
+// No room imports node or another room (repo_test.go's mayImport;
+// node/records, node/job and node/datadir are shared records),
 // and inside node and each room no file-to-file arrow goes back up
 // (rooms_test.go). A node started with --train=false only hosts shards:
 // it loads the model (for its size and initial θ) but no dataset and runs
@@ -33,8 +34,8 @@
 // # Lifecycle
 //
 // A node is assembled from [Deps]: its data directory, a mesh.Transport, a
-// mesh.Membership, the [Replicas] that open its shard replicas, an optional
-// HTTP listener and an optional [Observer]. The dssp command builds them
+// mesh.Membership, the [shards.Replicas] that open its shard replicas, an
+// optional HTTP listener and an optional [records.Observer]. The dssp command builds them
 // with node/assemble (QUIC, memberlist, raft over bbolt; a second process
 // on the same data directory is refused, a port in use is an error naming
 // the flag); tests build them over mesh's in-memory transport and
@@ -44,17 +45,17 @@
 //   - without seeds and without a persisted spec it bootstraps: the spec
 //     comes from its flags, it bootstraps every shard's Raft group with
 //     itself as the only voter and proposes Init (θ from the spec's seed,
-//     or --init-from's file: LoadInitFrom, Deps.InitParams);
+//     or --init-from's file: job.LoadInitFrom, Deps.InitParams);
 //   - with seeds (--join, or the peers persisted by an earlier run) it
 //     joins (node/join), fetches the job spec from a member over the
 //     control channel and adopts it; a flag set explicitly (command line,
 //     DSSP_* environment or config file) that disagrees is a
-//     [*SpecConflictError]; a data directory holding another job's spec is
+//     [*job.ConflictError]; a data directory holding another job's spec is
 //     refused.
 //
 // From then on the shard manager follows membership and hosts the
 // replicas placement assigns; each replica reports its applied entries
-// and led terms through [ReplicaHooks] to the [Observer]. When a shard's
+// and led terms through [shards.ReplicaHooks] to the [records.Observer]. When a shard's
 // slice exceeds 1 MiB, the worker and the evaluation loop start only once
 // every shard's voters are its placement, or after 3 minutes
 // (node/shards/trainstart.go).
@@ -77,7 +78,9 @@
 //
 // # Concurrency
 //
-// Run owns every goroutine it starts and waits for them before returning.
+// Run owns every goroutine it starts and waits for them before returning;
+// once the shards are open it starts the named loops (lifecycle.go's
+// startLoops: shards, view, trust, worker, evaluation).
 // [Node.Status] is safe for concurrent use (HTTP handlers, the metrics
 // collector); it takes Node.mu for reading and never calls into Raft or
 // the network while holding it. Lock order: Node.mu guards the node's

@@ -9,6 +9,7 @@ import (
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
 	"dsspmesh/node/eval"
+	"dsspmesh/node/records"
 	"dsspmesh/node/status"
 )
 
@@ -75,7 +76,7 @@ func (n *Node) newClaims() *eval.Claims {
 			}
 			return math.NaN()
 		},
-		Go: func(f func()) { n.wg.Add(1); go func() { defer n.wg.Done(); f() }() },
+		Go: n.wg.Go,
 	})
 }
 
@@ -108,9 +109,9 @@ func (n *Node) diverged(what string) {
 }
 
 // Status is this node's view of the mesh; safe for concurrent use.
-func (n *Node) Status() Status {
-	s := Status{Node: string(n.id), Gossip: n.cfg.GossipAddr(), QUIC: n.cfg.QUICAddr(), HTTP: n.httpAddr, Started: n.started, Now: n.now(),
-		Members: []MemberStatus{}, Shards: []ShardStatus{}, Workers: []WorkerStatus{}, Trainers: []TrainerStatus{}}
+func (n *Node) Status() status.Status {
+	s := status.Status{Node: string(n.id), Gossip: n.cfg.GossipAddr(), QUIC: n.cfg.QUICAddr(), HTTP: n.httpAddr, Started: n.started, Now: n.now(),
+		Members: []status.MemberStatus{}, Shards: []records.ShardStatus{}, Workers: []records.WorkerStatus{}, Trainers: []status.TrainerStatus{}}
 	n.mu.RLock()
 	s.Phase, s.Stopped = n.phase, n.stopped
 	if n.spec != nil {
@@ -128,7 +129,7 @@ func (n *Node) Status() Status {
 	}
 	if n.members != nil {
 		for _, m := range n.members.Members() {
-			ms := MemberStatus{ID: string(m.ID), Gossip: m.Addr, QUIC: m.QUICAddr, Trains: m.Trains, Backend: m.Backend}
+			ms := status.MemberStatus{ID: string(m.ID), Gossip: m.Addr, QUIC: m.QUICAddr, Trains: m.Trains, Backend: m.Backend}
 			if r, ok := n.peerRTT(m.ID); ok {
 				ms.RTTMs = &r
 			}
@@ -152,7 +153,7 @@ func (n *Node) Status() Status {
 		}
 		n.view.JudgeQuorum(n.id, live, s.Now, s.Shards)
 		if s.Workers == nil {
-			s.Workers = []WorkerStatus{}
+			s.Workers = []records.WorkerStatus{}
 		}
 	}
 	if w != nil {
@@ -168,7 +169,7 @@ func (n *Node) Status() Status {
 	}
 	if n.tr != nil {
 		ts := n.tr.Stats()
-		s.Transport = TransportStatus{FrameErrors: ts.FrameErrors, PreambleErrors: ts.PreambleErrors, DialFailures: ts.DialFailures, Dials: ts.Dials}
+		s.Transport = status.TransportStatus{FrameErrors: ts.FrameErrors, PreambleErrors: ts.PreambleErrors, DialFailures: ts.DialFailures, Dials: ts.Dials}
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"dsspmesh/node/records"
 	"log/slog"
 	"math"
 	"strings"
@@ -17,11 +18,11 @@ func TestDivergedEvaluationStopsTheWorker(t *testing.T) {
 	n.claims = n.newClaims()
 	halted := 0
 	n.worker = &stopWorker{halted: &halted}
-	n.claims.Set(EvalResult{Accuracy: 0.9, Seq: 10, By: "a"})
+	n.claims.Set(records.EvalResult{Accuracy: 0.9, Seq: 10, By: "a"})
 	if st := n.worker.Status(); st.Stopped != "" || halted != 0 {
 		t.Fatalf("a finite evaluation stopped the worker: %q", st.Stopped)
 	}
-	e := EvalResult{Accuracy: 0.1, Loss: math.NaN(), Seq: 20, By: "a", Diverged: true}
+	e := records.EvalResult{Accuracy: 0.1, Loss: math.NaN(), Seq: 20, By: "a", Diverged: true}
 	n.claims.Set(e)
 	n.claims.Set(e)
 	st := n.worker.Status()
@@ -48,4 +49,4 @@ func (w *stopWorker) Stop(reason string) {
 	}
 }
 
-func (w *stopWorker) Status() *LocalWorker { return &LocalWorker{Stopped: w.stopped} }
+func (w *stopWorker) Status() *records.LocalWorker { return &records.LocalWorker{Stopped: w.stopped} }

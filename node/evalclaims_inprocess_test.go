@@ -12,6 +12,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/status"
 )
 
 // controlFrame is the control channel's frame header (node/control.go).
@@ -41,14 +42,14 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 		httpOf[id], trOf[id] = nd.http, nd.tr
 	}
 	m.mu.Unlock()
-	status := func(id mesh.NodeID) (node.Status, bool) {
+	statusOf := func(id mesh.NodeID) (status.Status, bool) {
 		res, err := http.Get("http://" + httpOf[id] + "/status")
 		if err != nil {
-			return node.Status{}, false
+			return status.Status{}, false
 		}
 		defer res.Body.Close()
 		b, err := io.ReadAll(res.Body)
-		var s node.Status
+		var s status.Status
 		return s, err == nil && res.StatusCode == 200 && json.Unmarshal(b, &s) == nil
 	}
 	var evaluator mesh.NodeID
@@ -58,7 +59,7 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 	// replicas are non-voters still catching up for a while.
 	rec.wait(t, "every node knows the evaluator, an evaluation, iterates and hosts each shard", func() bool {
 		for id := range httpOf {
-			s, ok := status(id)
+			s, ok := statusOf(id)
 			if !ok || s.Eval == nil || s.Evaluator == "" || len(s.Members) != 3 || s.Worker == nil || s.Worker.Iter < 3 || len(s.Shards) != 2 {
 				return false
 			}
@@ -103,13 +104,13 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 	if msg := send(evaluator, map[string]any{"accuracy": 0.99, "loss": 0.01, "by": string(evaluator), "seq": uint64(math.MaxInt64), "at": time.Now()}); !strings.Contains(msg, "far ahead") {
 		t.Fatalf("the evaluator's sequence far ahead answered %q", msg)
 	}
-	s, _ := status(target)
+	s, _ := statusOf(target)
 	if msg := send(evaluator, map[string]any{"accuracy": 0.1, "loss": nil, "by": string(evaluator), "seq": s.Eval.Seq + 1, "diverged": true, "at": time.Now()}); msg != "" {
 		t.Fatalf("the evaluator's claim answered %q", msg)
 	}
 	var iter uint64
 	rec.wait(t, "the target counts both claims dropped and trains 5 iterations further", func() bool {
-		s, ok := status(target)
+		s, ok := statusOf(target)
 		if !ok || s.Worker == nil {
 			return false
 		}
@@ -126,7 +127,7 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 		return s.Worker.Iter >= iter+5
 	})
 	for id := range httpOf {
-		if s, ok := status(id); ok && s.Eval != nil && (s.Eval.Seq == math.MaxUint64 || s.Eval.Seq == math.MaxInt64) {
+		if s, ok := statusOf(id); ok && s.Eval != nil && (s.Eval.Seq == math.MaxUint64 || s.Eval.Seq == math.MaxInt64) {
 			t.Fatalf("%s shows the forged sequence: %+v", id, s.Eval)
 		}
 	}
@@ -134,10 +135,10 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 	// moves on, and no more claims are dropped.
 	seq := s.Eval.Seq
 	rec.wait(t, "a newer honest evaluation shown on the target", func() bool {
-		s, ok := status(target)
+		s, ok := statusOf(target)
 		return ok && s.Eval != nil && s.Eval.By == string(evaluator) && s.Eval.Seq > seq+1 && !s.Eval.Diverged
 	})
-	if s, _ := status(target); s.EvalClaimsDropped != 3 {
+	if s, _ := statusOf(target); s.EvalClaimsDropped != 3 {
 		t.Fatalf("%d claims dropped, want the 3 sent", s.EvalClaimsDropped)
 	}
 }

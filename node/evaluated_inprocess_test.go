@@ -12,6 +12,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/status"
 )
 
 // TestInProcessAnyNodeServesTheEvaluatedModel runs three in-process nodes
@@ -56,16 +57,16 @@ func TestInProcessAnyNodeServesTheEvaluatedModel(t *testing.T) {
 		}
 		return res.StatusCode, b, res.Header
 	}
-	status := func(id mesh.NodeID) (node.Status, bool) {
+	statusOf := func(id mesh.NodeID) (status.Status, bool) {
 		code, b, _ := get(httpOf[id], "/status")
-		var s node.Status
+		var s status.Status
 		return s, code == 200 && json.Unmarshal(b, &s) == nil
 	}
 
 	var evaluator mesh.NodeID
 	rec.wait(t, "every node lists every member's HTTP address and knows an evaluation", func() bool {
 		for id := range httpOf {
-			s, ok := status(id)
+			s, ok := statusOf(id)
 			if !ok || s.Eval == nil || s.Evaluator == "" || s.HTTP != httpOf[id] || len(s.Members) != len(httpOf) {
 				return false
 			}

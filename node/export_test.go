@@ -5,6 +5,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node/eval"
+	"dsspmesh/node/job"
 	"dsspmesh/node/worker"
 	"dsspmesh/shardapi"
 )
@@ -21,6 +22,6 @@ func SetEvalLendBytes(n int) (restore func()) {
 type PushWorker = worker.PushOnly
 
 // NewPushWorker returns a worker named id pushing through clients.
-func NewPushWorker(log *slog.Logger, id mesh.NodeID, _ mesh.Transport, spec JobSpec, bounds [][2]int, clients []*shardapi.Client) *PushWorker {
+func NewPushWorker(log *slog.Logger, id mesh.NodeID, _ mesh.Transport, spec job.Spec, bounds [][2]int, clients []*shardapi.Client) *PushWorker {
 	return worker.NewPushOnly(log, id, spec.Precision(), bounds, clients)
 }

@@ -16,7 +16,7 @@ import (
 // trainers (--trainer external, node/trainer.Host) and serves it until ctx
 // ends. fileTensors are --init-from's tensors for the first trainer to
 // order (nil: none).
-func (n *Node) startTrainerSocket(ctx context.Context, spec JobSpec, fileTensors cudaops.Layout) error {
+func (n *Node) startTrainerSocket(ctx context.Context, spec job.Spec, fileTensors cudaops.Layout) error {
 	var layout cudaops.Layout
 	if spec.External() && spec.Layout != "" {
 		l, err := spec.ParsedLayout()
@@ -34,8 +34,7 @@ func (n *Node) startTrainerSocket(ctx context.Context, spec JobSpec, fileTensors
 	n.ext = h
 	n.mu.Unlock()
 	n.log.Info("trainer socket: a trainer attaches here (env DSSP_TRAINER_SOCKET)", "trainer_socket", h.Path())
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); h.Serve(ctx) }()
+	n.wg.Go(func() { h.Serve(ctx) })
 	return nil
 }
 
@@ -44,7 +43,7 @@ func (n *Node) startTrainerSocket(ctx context.Context, spec JobSpec, fileTensors
 // job's layout when it names one. Otherwise the file's tensors wait for
 // the first trainer to order them (trainer.HostDeps.FileTensors); spec
 // comes back without a layout.
-func (n *Node) layoutFromFile(spec JobSpec) (JobSpec, cudaops.Layout, error) {
+func (n *Node) layoutFromFile(spec job.Spec) (job.Spec, cudaops.Layout, error) {
 	l, theta, tensors, err := job.LoadExternalInitFrom(spec.InitFrom)
 	if err != nil {
 		return spec, nil, err
@@ -61,7 +60,7 @@ func (n *Node) layoutFromFile(spec JobSpec) (JobSpec, cudaops.Layout, error) {
 // from the first trainer that attaches (trainer.Host.AwaitLayout): its
 // initial parameters become θ₀. It returns the spec with the layout and
 // its shards resolved.
-func (n *Node) awaitLayout(ctx context.Context, spec JobSpec) (JobSpec, error) {
+func (n *Node) awaitLayout(ctx context.Context, spec job.Spec) (job.Spec, error) {
 	if n.ext == nil {
 		return spec, fmt.Errorf("--model %s on a new mesh needs --trainer %s (its first trainer fixes the layout) or --init-from FILE", job.ExternalModel, TrainerExternal)
 	}
@@ -76,7 +75,7 @@ func (n *Node) awaitLayout(ctx context.Context, spec JobSpec) (JobSpec, error) {
 }
 
 // fixLayout records l as spec's layout, with the shards resolved for it.
-func (n *Node) fixLayout(spec JobSpec, l cudaops.Layout) (JobSpec, error) {
+func (n *Node) fixLayout(spec job.Spec, l cudaops.Layout) (job.Spec, error) {
 	spec.Layout = job.FormatLayout(l)
 	spec, err := job.ResolveShards(spec)
 	if err != nil {
@@ -95,7 +94,7 @@ func (n *Node) fixLayout(spec JobSpec, l cudaops.Layout) (JobSpec, error) {
 // worker that left (removed from every shard at once, as on a graceful
 // leave); the next one to attach is re-added as a restarted node's
 // worker is.
-func (n *Node) runExternal(ctx context.Context, spec JobSpec) {
+func (n *Node) runExternal(ctx context.Context, spec job.Spec) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -106,7 +105,7 @@ func (n *Node) runExternal(ctx context.Context, spec JobSpec) {
 	}
 }
 
-func (n *Node) trainWith(ctx context.Context, spec JobSpec, e *trainer.External) {
+func (n *Node) trainWith(ctx context.Context, spec job.Spec, e *trainer.External) {
 	n.mu.RLock()
 	stopped := n.stopped
 	n.mu.RUnlock()

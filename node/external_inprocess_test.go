@@ -17,6 +17,7 @@ import (
 	"dsspmesh/modelfile"
 	"dsspmesh/node"
 	"dsspmesh/node/job"
+	"dsspmesh/node/status"
 	"dsspmesh/node/trainer"
 )
 
@@ -133,14 +134,14 @@ func (g *goTrainer) close() {
 	}
 }
 
-func getStatus(t *testing.T, addr string) node.Status {
+func getStatus(t *testing.T, addr string) status.Status {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var s node.Status
+	var s status.Status
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"dsspmesh/node"
+	"dsspmesh/node/datadir"
+	"dsspmesh/node/job"
 )
 
 // TestFailedStartLeavesNoSpec starts a node whose dataset is missing (dssp
@@ -54,10 +56,10 @@ func TestFailedStartLeavesNoSpec(t *testing.T) {
 }
 
 // readSpec stops m (which holds the data dir's lock) and reads dir's spec.
-func readSpec(t *testing.T, dir string, m *inprocMesh) node.JobSpec {
+func readSpec(t *testing.T, dir string, m *inprocMesh) job.Spec {
 	t.Helper()
 	m.stop(t)
-	d, err := node.OpenDataDir(dir)
+	d, err := datadir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,9 @@ import (
 	"dsspmesh/mesh"
 	"dsspmesh/node"
 	"dsspmesh/node/assemble"
+	"dsspmesh/node/datadir"
+	"dsspmesh/node/records"
+	"dsspmesh/node/shards"
 	"dsspmesh/shardapi"
 )
 
@@ -85,12 +88,12 @@ type inprocNode struct {
 // trackedReplicas keeps the replicas a node opens, so the test can read
 // their Raft configuration.
 type trackedReplicas struct {
-	node.Replicas
+	shards.Replicas
 	mu   sync.Mutex
-	open map[uint32]node.Replica
+	open map[uint32]shards.Replica
 }
 
-func (r *trackedReplicas) Open(id uint32, hooks node.ReplicaHooks) (node.Replica, error) {
+func (r *trackedReplicas) Open(id uint32, hooks shards.ReplicaHooks) (shards.Replica, error) {
 	rep, err := r.Replicas.Open(id, hooks)
 	if err == nil {
 		r.mu.Lock()
@@ -100,13 +103,13 @@ func (r *trackedReplicas) Open(id uint32, hooks node.ReplicaHooks) (node.Replica
 	return rep, err
 }
 
-func (r *trackedReplicas) get(id uint32) node.Replica {
+func (r *trackedReplicas) get(id uint32) shards.Replica {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.open[id]
 }
 
-func (r *trackedReplicas) leader(id uint32) node.Replica {
+func (r *trackedReplicas) leader(id uint32) shards.Replica {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rep := r.open[id]; rep != nil && rep.IsLeader() {
@@ -115,7 +118,7 @@ func (r *trackedReplicas) leader(id uint32) node.Replica {
 	return nil
 }
 
-func startMesh(t *testing.T, n, shards int, rec *recorder, configure ...func(i int, c *node.Config)) *inprocMesh {
+func startMesh(t *testing.T, n, shardCount int, rec *recorder, configure ...func(i int, c *node.Config)) *inprocMesh {
 	m := &inprocMesh{net: mesh.NewInmemNetwork(), members: mesh.NewInmemCluster(), nodes: map[mesh.NodeID]*inprocNode{}}
 	dirs := make([]string, n)
 	for i := range dirs {
@@ -134,14 +137,14 @@ func startMesh(t *testing.T, n, shards int, rec *recorder, configure ...func(i i
 		cfg.LeaveTimeout = time.Second
 		cfg.Spec.Model, cfg.Spec.Dataset = "mlp", "synthetic-mnist"
 		cfg.Spec.Paradigm, cfg.Spec.SLower = "ssp", 2 // the survivors wait for a dead worker until it is removed
-		cfg.Spec.BatchSize, cfg.Spec.Shards, cfg.Spec.Replication = 16, shards, 3
+		cfg.Spec.BatchSize, cfg.Spec.Shards, cfg.Spec.Replication = 16, shardCount, 3
 		for _, f := range configure {
 			f(i, &cfg)
 		}
 		if seed != "" {
 			cfg.Join = []string{seed}
 		}
-		dir, err := node.OpenDataDir(cfg.DataDir)
+		dir, err := datadir.Open(cfg.DataDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +165,7 @@ func startMesh(t *testing.T, n, shards int, rec *recorder, configure ...func(i i
 			}
 			seed = cfg.GossipAddr()
 		}
-		replicas := &trackedReplicas{open: map[uint32]node.Replica{}, Replicas: &assemble.RaftReplicas{
+		replicas := &trackedReplicas{open: map[uint32]shards.Replica{}, Replicas: &assemble.RaftReplicas{
 			DataDir: dir.Path, Transport: tr, Resolve: mesh.ResolveFromMembership(members), Logger: log.With("node", dir.ID)}}
 		httpLn, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -379,7 +382,7 @@ func (r *recorder) removedEverywhere(w mesh.NodeID, shards int) bool {
 }
 
 // node is the Observer of node id.
-func (r *recorder) node(id mesh.NodeID) node.Observer { return nodeObserver{r: r, id: id} }
+func (r *recorder) node(id mesh.NodeID) records.Observer { return nodeObserver{r: r, id: id} }
 
 type nodeObserver struct {
 	r  *recorder
@@ -388,7 +391,7 @@ type nodeObserver struct {
 
 func (o nodeObserver) PushSent(uint32, mesh.NodeID, int64, int64) {}
 
-func (o nodeObserver) Computing(w mesh.NodeID, iter int64, reads []node.SliceRead, _ *shardapi.Assignment) {
+func (o nodeObserver) Computing(w mesh.NodeID, iter int64, reads []records.SliceRead, _ *shardapi.Assignment) {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
 	if o.r.acked[w] < iter { // push iter−1 not acknowledged yet: in flight

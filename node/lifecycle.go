@@ -18,6 +18,7 @@ import (
 	"dsspmesh/node/records"
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
+	"dsspmesh/node/worker"
 	"dsspmesh/shardapi"
 )
 
@@ -25,6 +26,11 @@ import (
 // command) and then leaves gracefully. explicit reports whether a flag was
 // set by the user (command line, environment or config file): only those
 // may conflict with the mesh's job spec. Run owns d (see [Deps]).
+//
+// It builds the node (newNode), serves HTTP and the control channel,
+// settles the job (settleJob: join or bootstrap, the model and data
+// loaded), opens the shards and then, as hashicorp/raft's NewRaft ends,
+// starts the node's named loops (startLoops); once ctx ends it leaves.
 func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Deps) error {
 	defer d.Dir.Close()
 	defer d.Membership.Shutdown()
@@ -32,194 +38,45 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if d.HTTP != nil {
 		defer d.HTTP.Close()
 	}
-	now := d.Now
-	if now == nil {
-		now = time.Now
-	}
-	obs := d.Observer
-	if obs == nil {
-		obs = records.NoObserver{}
-	}
-	if c, ok := obs.(io.Closer); ok {
+	if c, ok := d.Observer.(io.Closer); ok {
 		defer c.Close() // after the replicas: every return path shuts them down first
 	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	var err error
-	initTheta := d.InitParams
-	if initTheta == nil {
-		if initTheta, err = LoadInitFrom(cfg.Spec); err != nil {
-			return err
-		}
-	}
-	log := d.Logger.With("node", d.Dir.ID)
-	n := &Node{cfg: cfg, log: log, id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
-		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now).LogTo(log), initTheta: initTheta}
-	n.claims = n.newClaims()
-	if err := n.startTrust(d); err != nil {
-		return err
-	}
-	n.metrics = NewMetrics(n.Status)
-	if cfg.Train {
-		n.metrics.RegisterWorker() // a node that does not train exports no dssp_worker_* counters
-	}
-	ckpt, err := eval.OpenCheckpointer(cfg.CheckpointDir, cfg.CheckpointKeep, cfg.CheckpointEvery)
+	n, err := newNode(cfg, d)
 	if err != nil {
 		return err
 	}
-	n.snaps = eval.New(eval.Deps{ID: n.id, Transport: n.tr, Members: n.members, Job: n.evalJob, Evaluator: n.evaluator, Logger: n.log, Now: n.now,
-		AskControl: n.askControl}, ckpt)
 	ctlLn, err := n.tr.Listen(controlChannel)
 	if err != nil {
 		return err
 	}
 	defer ctlLn.Close()
-
-	var srv *http.Server
-	if d.HTTP != nil {
-		n.httpAddr = advertisedHTTP(d.HTTP.Addr().String(), n.tr.Addr())
-		if w := HTTPExposureWarning(d.HTTP.Addr().String()); w != "" {
-			n.log.Warn(w)
-		}
-		h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
-		h = n.trust.WithRevoke(h)
-		// The dashboard's history: sampled from this node's status every
-		// second from now on, served at /status/history.
-		series := status.NewSeries(status.SeriesEvery, status.SeriesCapacity, status.SeriesMaxWorkers)
-		h = status.WithSeries(h, series)
-		tick := time.NewTicker(status.SeriesEvery)
-		defer tick.Stop()
-		seriesCtx, stopSeries := context.WithCancel(context.Background())
-		defer stopSeries()
-		go series.Run(seriesCtx, tick.C, n.Status)
-		if cfg.Pprof {
-			h = status.WithPprof(h)
-		}
-		srv = status.NewServer(h)
-		go srv.Serve(d.HTTP)
-		defer srv.Close()
-	}
-
 	ctlCtx, stopCtl := context.WithCancel(context.Background())
 	defer stopCtl()
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.serveControl(ctlCtx, ctlLn) }()
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.events.FollowMembership(ctlCtx, n.members.Events()) }()
+	var srv *http.Server
+	if d.HTTP != nil {
+		srv = n.serveHTTP(ctlCtx, d.HTTP)
+		defer srv.Close()
+	}
+	n.wg.Go(func() { n.serveControl(ctlCtx, ctlLn) })
+	n.wg.Go(func() { n.events.FollowMembership(ctlCtx, n.members.Events()) })
 
-	n.setPhase("joining")
-	fresh, persist, err := n.joinAndAdoptSpec(ctx, explicit)
+	defer func() {
+		if n.ext != nil {
+			n.ext.Close("node stopped")
+		}
+	}()
+	spec, fresh, err := n.settleJob(ctx, ctlCtx, explicit)
 	if err != nil {
 		return err
 	}
-	spec := *n.jobSpec()
-	n.log.Info("job", "spec", spec.PolicyText(), "model", spec.Model, "shards", spec.Shards, "replication", spec.Replication, "fresh", fresh)
-	if w := spec.ReplicationWarning(); w != "" {
-		n.log.Warn(w)
-	}
-
-	var fileTensors cudaops.Layout // --init-from's tensors, for the first trainer to order
-	if spec.External() && spec.Layout == "" && spec.InitFrom != "" {
-		if spec, fileTensors, err = n.layoutFromFile(spec); err != nil {
-			return err
-		}
-	}
-	if cfg.externalTrainer() {
-		if err := n.startTrainerSocket(ctlCtx, spec, fileTensors); err != nil {
-			return err
-		}
-		defer n.ext.Close("node stopped")
-		if !spec.External() {
-			n.log.Warn("--trainer external on a job of a built-in model: this node trains nothing, and trainers are refused (not-external)", "model", spec.Model)
-		}
-	}
-	if spec.External() && spec.Layout == "" {
-		if spec, err = n.awaitLayout(ctx, spec); err != nil {
-			return err
-		}
-	}
-	if err := n.loadCompute(spec); err != nil {
-		return err
-	}
-	// The spec is persisted once the model and the dataset are loaded, before
-	// the first Raft state: a start that fails before (a missing --data, a
-	// model that cannot be built) leaves no spec to disagree with the retry's
-	// flags, and a node killed from here on restarts from its spec.
-	if persist {
-		if err := n.dir.SetSpec(spec); err != nil {
-			return err
-		}
-	}
-	// The mesh key's fingerprint likewise (DataDir.CheckKey); a data dir
-	// an older build wrote gets it on this start.
-	if wrote, err := n.dir.RecordKey(); err != nil {
-		return err
-	} else if wrote && !persist {
-		n.log.Info("recorded the mesh key's fingerprint in the data dir: a later start with another key is refused", "dir", n.dir.Path)
-	}
-	sm := n.newShards(spec)
-	n.mu.Lock()
-	n.shards = sm
-	n.mu.Unlock()
-	if err := sm.Start(ctx, fresh); err != nil {
-		sm.Shutdown()
+	if err := n.openShards(ctx, spec, fresh); err != nil {
 		return err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.shards.Run(runCtx) }()
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); shards.Reconnect(runCtx, n.members, n.id, n.now, n.log) }()
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.watchMesh(runCtx) }()
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.trust.Run(runCtx) }()
-	if cfg.externalTrainer() && spec.External() {
-		n.extDone = make(chan struct{})
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			defer close(n.extDone)
-			n.shards.WaitForPlacement(runCtx, func() []ShardStatus { return n.Status().Shards })
-			n.wg.Add(1)
-			go func() {
-				defer n.wg.Done()
-				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Evaluate: n.evaluateExternal, DataDir: n.dir.Path,
-					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
-					Done: func(ctx context.Context, e EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }})
-			}()
-			n.runExternal(runCtx, spec)
-		}()
-	} else if cfg.Train && cfg.Trainer == TrainerBuiltin {
-		w, err := n.newWorker(spec)
-		if err != nil {
-			stop()
-			n.shards.Shutdown()
-			return err
-		}
-		n.mu.Lock()
-		n.worker = w
-		n.mu.Unlock()
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			// Large slices only (node/shards/trainstart.go). run is called even when
-			// runCtx ended meanwhile: it returns at once and closes the
-			// done channel leave waits for.
-			n.shards.WaitForPlacement(runCtx, func() []ShardStatus { return n.Status().Shards })
-			n.wg.Add(1)
-			go func() {
-				defer n.wg.Done()
-				n.snaps.Run(runCtx, eval.Evaluation{Every: n.cfg.EvalEvery, Worker: w, DataDir: n.dir.Path,
-					Evaluate: func(_ context.Context, theta []float32) (cudaops.Eval, error) {
-						return n.evalModel.Evaluate(theta, n.test)
-					},
-					Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
-					Done: func(ctx context.Context, e EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }})
-			}()
-			w.Run(runCtx)
-		}()
+	if err := n.startLoops(runCtx, spec); err != nil {
+		stop()
+		n.shards.Shutdown()
+		return err
 	}
 	if cfg.Train {
 		n.setPhase("training")
@@ -229,19 +86,7 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	n.log.Info("node up", "gossip", n.members.LocalNode().Addr, "quic", n.tr.Addr())
 
 	<-ctx.Done()
-	n.setPhase("leaving")
-	n.log.Info("leaving")
-	stop()
-	if n.extDone != nil {
-		<-n.extDone // the trainer told to stop, its worker gone from the shards
-	} else if n.worker != nil {
-		n.worker.Leave(n.cfg.LeaveTimeout)
-	}
-	n.shards.HandOff()
-	if err := n.members.Leave(n.cfg.LeaveTimeout); err != nil {
-		n.log.Warn("leave", "err", err)
-	}
-	n.shards.Shutdown()
+	n.leave(stop)
 	stopCtl()
 	ctlLn.Close()
 	n.tr.Close()
@@ -255,6 +100,232 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		}
 	}
 	return nil
+}
+
+// newNode builds the node on d: cfg checked, --init-from's parameters
+// read, the trust room, the metrics and the snapshot room (with its
+// checkpoints); it starts nothing.
+func newNode(cfg Config, d Deps) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	obs := d.Observer
+	if obs == nil {
+		obs = records.NoObserver{}
+	}
+	initTheta := d.InitParams
+	if initTheta == nil {
+		var err error
+		if initTheta, err = job.LoadInitFrom(cfg.Spec); err != nil {
+			return nil, err
+		}
+	}
+	log := d.Logger.With("node", d.Dir.ID)
+	n := &Node{cfg: cfg, log: log, id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
+		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now).LogTo(log), initTheta: initTheta}
+	n.claims = n.newClaims()
+	if err := n.startTrust(d); err != nil {
+		return nil, err
+	}
+	n.metrics = status.NewMetrics(n.Status)
+	if cfg.Train {
+		n.metrics.RegisterWorker() // a node that does not train exports no dssp_worker_* counters
+	}
+	ckpt, err := eval.OpenCheckpointer(cfg.CheckpointDir, cfg.CheckpointKeep, cfg.CheckpointEvery)
+	if err != nil {
+		return nil, err
+	}
+	n.snaps = eval.New(eval.Deps{ID: n.id, Transport: n.tr, Members: n.members, Job: n.evalJob, Evaluator: n.evaluator, Logger: n.log, Now: n.now,
+		AskControl: n.askControl}, ckpt)
+	return n, nil
+}
+
+// serveHTTP serves /status, /metrics, the dashboard, the model and POST
+// /revoke on ln, and samples the dashboard's history (/status/history)
+// every second until ctx ends; the caller closes the server.
+func (n *Node) serveHTTP(ctx context.Context, ln net.Listener) *http.Server {
+	n.httpAddr = advertisedHTTP(ln.Addr().String(), n.tr.Addr())
+	if w := HTTPExposureWarning(ln.Addr().String()); w != "" {
+		n.log.Warn(w)
+	}
+	h := eval.WithModel(status.NewHTTPHandler(n.Status, n.metrics), n.snaps.ServeModel)
+	h = n.trust.WithRevoke(h)
+	series := status.NewSeries(status.SeriesEvery, status.SeriesCapacity, status.SeriesMaxWorkers)
+	h = status.WithSeries(h, series)
+	n.wg.Go(func() {
+		tick := time.NewTicker(status.SeriesEvery)
+		defer tick.Stop()
+		series.Run(ctx, tick.C, n.Status)
+	})
+	if n.cfg.Pprof {
+		h = status.WithPprof(h)
+	}
+	srv := status.NewServer(h)
+	go srv.Serve(ln)
+	return srv
+}
+
+// settleJob joins the mesh or bootstraps it and settles the job: the spec
+// adopted (and persisted once the model and the dataset are loaded), the
+// trainer socket listening until ctlCtx ends (--trainer external), an
+// external job's layout, the compute loaded and the mesh key's
+// fingerprint recorded. fresh is true when this node bootstraps a new mesh.
+func (n *Node) settleJob(ctx, ctlCtx context.Context, explicit func(string) bool) (spec job.Spec, fresh bool, err error) {
+	n.setPhase("joining")
+	fresh, persist, err := n.joinAndAdoptSpec(ctx, explicit)
+	if err != nil {
+		return spec, false, err
+	}
+	spec = *n.jobSpec()
+	n.log.Info("job", "spec", spec.PolicyText(), "model", spec.Model, "shards", spec.Shards, "replication", spec.Replication, "fresh", fresh)
+	if w := spec.ReplicationWarning(); w != "" {
+		n.log.Warn(w)
+	}
+	var fileTensors cudaops.Layout // --init-from's tensors, for the first trainer to order
+	if spec.External() && spec.Layout == "" && spec.InitFrom != "" {
+		if spec, fileTensors, err = n.layoutFromFile(spec); err != nil {
+			return spec, false, err
+		}
+	}
+	if n.cfg.externalTrainer() {
+		if err := n.startTrainerSocket(ctlCtx, spec, fileTensors); err != nil {
+			return spec, false, err
+		}
+		if !spec.External() {
+			n.log.Warn("--trainer external on a job of a built-in model: this node trains nothing, and trainers are refused (not-external)", "model", spec.Model)
+		}
+	}
+	if spec.External() && spec.Layout == "" {
+		if spec, err = n.awaitLayout(ctx, spec); err != nil {
+			return spec, false, err
+		}
+	}
+	if err := n.loadCompute(spec); err != nil {
+		return spec, false, err
+	}
+	// The spec is persisted once the model and the dataset are loaded, before
+	// the first Raft state: a start that fails before (a missing --data, a
+	// model that cannot be built) leaves no spec to disagree with the retry's
+	// flags, and a node killed from here on restarts from its spec.
+	if persist {
+		if err := n.dir.SetSpec(spec); err != nil {
+			return spec, false, err
+		}
+	}
+	// The mesh key's fingerprint likewise (DataDir.CheckKey); a data dir
+	// an older build wrote gets it on this start.
+	if wrote, err := n.dir.RecordKey(); err != nil {
+		return spec, false, err
+	} else if wrote && !persist {
+		n.log.Info("recorded the mesh key's fingerprint in the data dir: a later start with another key is refused", "dir", n.dir.Path)
+	}
+	return spec, fresh, nil
+}
+
+// openShards builds the shard manager room for spec and opens this
+// node's replicas (bootstrapping every shard's group when fresh).
+func (n *Node) openShards(ctx context.Context, spec job.Spec, fresh bool) error {
+	sm := n.newShards(spec)
+	n.mu.Lock()
+	n.shards = sm
+	n.mu.Unlock()
+	if err := sm.Start(ctx, fresh); err != nil {
+		sm.Shutdown()
+		return err
+	}
+	return nil
+}
+
+// startLoops starts the node's named loops on its open shards, each until
+// ctx ends: the shard manager's (shards.Manager.Run) and its reconnection
+// of dropped members (shards.Reconnect), the mesh view (watchMesh), the
+// trust room's (trust.Trust.Run) and, on a training node, the worker
+// (runWorker, which starts the evaluation). The built-in worker is built
+// first: an error starts none.
+func (n *Node) startLoops(ctx context.Context, spec job.Spec) error {
+	var w *worker.Worker
+	external := n.cfg.externalTrainer() && spec.External()
+	if !external && n.cfg.Train && n.cfg.Trainer == TrainerBuiltin {
+		var err error
+		if w, err = n.newWorker(spec); err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.worker = w
+		n.mu.Unlock()
+	}
+	n.wg.Go(func() { n.shards.Run(ctx) })
+	n.wg.Go(func() { shards.Reconnect(ctx, n.members, n.id, n.now, n.log) })
+	n.wg.Go(func() { n.watchMesh(ctx) })
+	n.wg.Go(func() { n.trust.Run(ctx) })
+	switch {
+	case external:
+		n.extDone = make(chan struct{})
+		n.wg.Go(func() {
+			defer close(n.extDone)
+			n.runWorker(ctx, spec, nil)
+		})
+	case w != nil:
+		n.wg.Go(func() { n.runWorker(ctx, spec, w) })
+	}
+	return nil
+}
+
+// runWorker trains until ctx ends: once placement allows (large slices
+// only: node/shards/trainstart.go) it starts the evaluation loop and runs
+// the built-in worker w, or with w nil the worker of each trainer that
+// attaches (runExternal). It runs w even when ctx ended meanwhile: w
+// returns at once and closes the done channel its Leave waits for.
+func (n *Node) runWorker(ctx context.Context, spec job.Spec, w *worker.Worker) {
+	n.shards.WaitForPlacement(ctx, func() []records.ShardStatus { return n.Status().Shards })
+	n.wg.Go(func() { n.runEvaluation(ctx, w) })
+	if w == nil {
+		n.runExternal(ctx, spec)
+		return
+	}
+	w.Run(ctx)
+}
+
+// runEvaluation evaluates the mesh's parameters every EvalEvery while this
+// node is the evaluator (node/eval's loop), on the built-in model (the
+// worker w lending its θ for a large one) or, with w nil, through the
+// attached trainer; each result is held and sent to every member.
+func (n *Node) runEvaluation(ctx context.Context, w *worker.Worker) {
+	e := eval.Evaluation{Every: n.cfg.EvalEvery, DataDir: n.dir.Path, Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
+		Done: func(ctx context.Context, e records.EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }}
+	if w == nil {
+		e.Evaluate = n.evaluateExternal
+	} else {
+		e.Worker = w
+		e.Evaluate = func(_ context.Context, theta []float32) (cudaops.Eval, error) {
+			return n.evalModel.Evaluate(theta, n.test)
+		}
+	}
+	n.snaps.Run(ctx, e)
+}
+
+// leave ends the node's part in the mesh once ctx ended: the loops
+// stopped (stop), the worker removed from every shard it can reach (or the
+// trainer told to stop and its worker gone), leadership handed off, the
+// gossip mesh left, and the replicas shut down.
+func (n *Node) leave(stop context.CancelFunc) {
+	n.setPhase("leaving")
+	n.log.Info("leaving")
+	stop()
+	if n.extDone != nil {
+		<-n.extDone // the trainer told to stop, its worker gone from the shards
+	} else if n.worker != nil {
+		n.worker.Leave(n.cfg.LeaveTimeout)
+	}
+	n.shards.HandOff()
+	if err := n.members.Leave(n.cfg.LeaveTimeout); err != nil {
+		n.log.Warn("leave", "err", err)
+	}
+	n.shards.Shutdown()
 }
 
 // joinAndAdoptSpec joins the mesh (or bootstraps it) and settles the job
@@ -334,7 +405,7 @@ func (n *Node) joinAndAdoptSpec(ctx context.Context, explicit func(string) bool)
 	return false, false, nil
 }
 
-func (n *Node) loadCompute(spec JobSpec) error {
+func (n *Node) loadCompute(spec job.Spec) error {
 	if spec.External() {
 		l, err := spec.ParsedLayout()
 		if err != nil {
@@ -387,11 +458,11 @@ func (n *Node) loadCompute(spec JobSpec) error {
 }
 
 // newShards builds the shard manager room for spec.
-func (n *Node) newShards(spec JobSpec) *shards.Manager {
+func (n *Node) newShards(spec job.Spec) *shards.Manager {
 	return shards.New(shards.Deps{ID: n.id, Replicas: n.replicas, Members: n.members, Observer: n.obs, Event: n.events.Add,
 		ApplySeconds: n.metrics.RaftApplySeconds, SetPeers: n.dir.SetPeers, Logger: n.log,
-		PeerShards: func(own []ShardStatus) []ShardStatus {
-			s := Status{Shards: own, Now: n.now()}
+		PeerShards: func(own []records.ShardStatus) []records.ShardStatus {
+			s := status.Status{Shards: own, Now: n.now()}
 			n.view.Fill(&s)
 			return s.Shards
 		},

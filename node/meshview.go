@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node/records"
 	"dsspmesh/node/status"
 )
 
@@ -12,7 +13,7 @@ import (
 // sees into leader and quorum events until ctx ends.
 func (n *Node) watchMesh(ctx context.Context) {
 	n.view.Watch(ctx, status.Watch{Self: n.id, Members: n.members, Events: n.events, Now: n.now, Logger: n.log, Replication: n.jobSpec().Replication,
-		Shards: func() []ShardStatus { return n.Status().Shards },
+		Shards: func() []records.ShardStatus { return n.Status().Shards },
 		Ask: func(ctx context.Context, m mesh.Member) ([]byte, error) {
 			_, payload, err := n.controlCallPayload(ctx, m, controlMsg{Op: "view"})
 			if err == nil {

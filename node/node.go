@@ -8,7 +8,10 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
+	"dsspmesh/node/datadir"
 	"dsspmesh/node/eval"
+	"dsspmesh/node/job"
+	"dsspmesh/node/records"
 	"dsspmesh/node/shards"
 	"dsspmesh/node/status"
 	"dsspmesh/node/trainer"
@@ -21,13 +24,13 @@ type Node struct {
 	cfg      Config
 	log      *slog.Logger
 	id       mesh.NodeID
-	dir      *DataDir
+	dir      *datadir.Dir
 	tr       mesh.Transport
 	members  mesh.Membership
-	replicas Replicas
-	obs      Observer         // never nil
+	replicas shards.Replicas
+	obs      records.Observer // never nil
 	now      func() time.Time // the wall clock (Deps.Now)
-	metrics  *Metrics
+	metrics  *status.Metrics
 	httpAddr string // where this node serves HTTP as peers reach it (advertisedHTTP); "" without Deps.HTTP
 	started  time.Time
 	wg       sync.WaitGroup
@@ -51,7 +54,7 @@ type Node struct {
 	snaps     *eval.Room    // model snapshots, the evaluation, checkpoints
 
 	mu    sync.RWMutex
-	spec  *JobSpec
+	spec  *job.Spec
 	phase string
 	// stopped says why this node stopped training (a divergence it saw
 	// itself); "" while it trains or never did.
@@ -63,9 +66,9 @@ type Node struct {
 
 func (n *Node) setPhase(p string) { n.mu.Lock(); n.phase = p; n.mu.Unlock() }
 
-func (n *Node) setSpec(s JobSpec) { n.mu.Lock(); n.spec = &s; n.mu.Unlock() }
+func (n *Node) setSpec(s job.Spec) { n.mu.Lock(); n.spec = &s; n.mu.Unlock() }
 
-func (n *Node) jobSpec() *JobSpec {
+func (n *Node) jobSpec() *job.Spec {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return n.spec
@@ -75,7 +78,7 @@ func (n *Node) jobSpec() *JobSpec {
 type workerLoop interface {
 	Run(ctx context.Context)
 	Leave(limit time.Duration)
-	Status() *LocalWorker
+	Status() *records.LocalWorker
 	Stop(reason string)
 	Borrow(ctx context.Context) (theta []float32, giveBack func([]*shardapi.Version), ok bool)
 	Finished() bool

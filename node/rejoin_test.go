@@ -13,6 +13,8 @@ import (
 	"dsspmesh/mesh"
 	"dsspmesh/node"
 	"dsspmesh/node/assemble"
+	"dsspmesh/node/job"
+	"dsspmesh/node/shards"
 	"dsspmesh/shardapi"
 )
 
@@ -38,13 +40,13 @@ func TestWorkerReaddedAheadDoesNotWaitAtTheGate(t *testing.T) {
 		t.Cleanup(func() { tr.Close() })
 		return tr
 	}
-	spec := node.DefaultJobSpec()
+	spec := job.DefaultSpec()
 	spec.WirePrecision = "fp32"
 	hosts := []mesh.NodeID{"host0", "host1"}
-	reps := make([]node.Replica, len(hosts))
+	reps := make([]shards.Replica, len(hosts))
 	for s, host := range hosts {
 		opener := &assemble.RaftReplicas{DataDir: t.TempDir(), Transport: transport(host), Resolve: resolve, Logger: log, FixedTiming: true}
-		rep, err := opener.Open(uint32(s), node.ReplicaHooks{})
+		rep, err := opener.Open(uint32(s), shards.ReplicaHooks{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,8 @@ import (
 	"testing"
 
 	"dsspmesh/mesh"
-	"dsspmesh/node"
+	"dsspmesh/node/status"
+	"dsspmesh/node/trust"
 )
 
 // TestRevokedNodeIsRefusedEverywhere runs three in-process training nodes
@@ -49,7 +50,7 @@ func TestRevokedNodeIsRefusedEverywhere(t *testing.T) {
 
 	ctx := context.Background()
 	// revoke is what nodeclient.Revoke (dssp revoke) sends.
-	revoke := func(mac []byte) (node.RevokeResult, int) {
+	revoke := func(mac []byte) (trust.RevokeResult, int) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+httpOf[via]+"/revoke?id="+string(victim), nil)
 		if mac != nil {
 			req.Header.Set("Authorization", "DSSP-Operator "+hex.EncodeToString(mac))
@@ -59,44 +60,44 @@ func TestRevokedNodeIsRefusedEverywhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
-		var out node.RevokeResult
+		var out trust.RevokeResult
 		json.NewDecoder(res.Body).Decode(&out)
 		return out, res.StatusCode
 	}
 	forged := testOperatorKey
 	forged[0]++
-	if _, code := revoke(forged.OperatorMAC(node.RevokeOp, string(victim))); code != http.StatusForbidden {
+	if _, code := revoke(forged.OperatorMAC(trust.RevokeOp, string(victim))); code != http.StatusForbidden {
 		t.Fatalf("revocation under another key: %d", code)
 	}
 	if _, code := revoke(nil); code != http.StatusForbidden {
 		t.Fatalf("revocation without a MAC: %d", code)
 	}
 	self, _ := http.NewRequest(http.MethodPost, "http://"+httpOf[via]+"/revoke?id="+string(via), nil)
-	self.Header.Set("Authorization", "DSSP-Operator "+hex.EncodeToString(testOperatorKey.OperatorMAC(node.RevokeOp, string(via))))
+	self.Header.Set("Authorization", "DSSP-Operator "+hex.EncodeToString(testOperatorKey.OperatorMAC(trust.RevokeOp, string(via))))
 	if res, err := http.DefaultClient.Do(self); err != nil || res.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a node asked to revoke itself: %v %v", res, err)
 	}
-	status := func(id mesh.NodeID) node.Status {
+	statusOf := func(id mesh.NodeID) status.Status {
 		res, err := http.Get("http://" + httpOf[id] + "/status")
 		if err != nil {
-			return node.Status{}
+			return status.Status{}
 		}
 		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
-		var s node.Status
+		var s status.Status
 		json.Unmarshal(b, &s)
 		return s
 	}
-	if s := status(via); len(s.Revoked) != 0 || len(s.Members) != 3 {
+	if s := statusOf(via); len(s.Revoked) != 0 || len(s.Members) != 3 {
 		t.Fatalf("refused requests changed the node: revoked %v, %d members", s.Revoked, len(s.Members))
 	}
 
-	if res, code := revoke(testOperatorKey.OperatorMAC(node.RevokeOp, string(victim))); code != http.StatusOK || res.Done != 2 || res.Shards != 2 || res.Nodes != 1 {
+	if res, code := revoke(testOperatorKey.OperatorMAC(trust.RevokeOp, string(victim))); code != http.StatusOK || res.Done != 2 || res.Shards != 2 || res.Nodes != 1 {
 		t.Fatalf("revoke: %d %+v", code, res)
 	}
 	rec.wait(t, "every other node refuses the revoked node and drops it", func() bool {
 		for _, id := range survivors {
-			s := status(id)
+			s := statusOf(id)
 			if !slices.Contains(s.Revoked, string(victim)) || len(s.Members) != 2 {
 				return false
 			}
@@ -119,7 +120,7 @@ func TestRevokedNodeIsRefusedEverywhere(t *testing.T) {
 	m.mu.Lock()
 	vtr := m.nodes[victim].tr
 	m.mu.Unlock()
-	if _, err := vtr.Dial(ctx, via, status(via).QUIC, mesh.Channel{Kind: mesh.KindRPC, Shard: 0}); err == nil || !strings.Contains(err.Error(), "revoked") {
+	if _, err := vtr.Dial(ctx, via, statusOf(via).QUIC, mesh.Channel{Kind: mesh.KindRPC, Shard: 0}); err == nil || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("the revoked node's dial: %v", err)
 	}
 }

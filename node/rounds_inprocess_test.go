@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"dsspmesh/node"
+	"dsspmesh/node/status"
 )
 
 // TestInProcessLocalRoundsBalanced runs four nodes with --local-steps 4
@@ -80,7 +81,7 @@ func localRoundsBalanced(t *testing.T, job func(c *node.Config)) *recorder {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st node.Status
+		var st status.Status
 		err = json.NewDecoder(resp.Body).Decode(&st)
 		resp.Body.Close()
 		if err != nil || st.Worker == nil {

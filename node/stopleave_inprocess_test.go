@@ -9,6 +9,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/status"
 )
 
 // TestInProcessWorkerStoppedByRefusalsLeavesTheGates: under ssp:2, one
@@ -60,7 +61,7 @@ func TestInProcessWorkerStoppedByRefusalsLeavesTheGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s node.Status
+	var s status.Status
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatalf("status of %s: %v: %s", broken, err, b)
 	}

@@ -8,9 +8,6 @@ import (
 	"dsspmesh/node/trust"
 )
 
-// RevokeResult is what a revocation reached ([trust.RevokeResult]).
-type RevokeResult = trust.RevokeResult
-
 // startTrust builds the trust room (node/trust) over d and filters
 // revoked nodes out of n.members.
 func (n *Node) startTrust(d Deps) error {
@@ -41,6 +38,6 @@ func (n *Node) startTrust(d Deps) error {
 
 // Revoke revokes node id on the operator's authority: [trust.Trust.Revoke]
 // (what POST /revoke runs).
-func (n *Node) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) (RevokeResult, error) {
+func (n *Node) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) (trust.RevokeResult, error) {
 	return n.trust.Revoke(ctx, id, mac)
 }

@@ -16,14 +16,9 @@ import (
 const (
 	MaxSlowdown     = 1000      // --slowdown: a worker 1000× slower is already gone
 	MaxComputeDelay = time.Hour // --compute-delay
-	MaxLR           = job.MaxLR // --lr: far above any rate that trains
 	MaxTimeout      = 24 * time.Hour
 	MinEvalEvery    = 100 * time.Millisecond
 )
-
-// CheckFloat returns an error naming flag and v unless v is finite and in
-// [lo, hi] (lo excluded when loOpen): [job.CheckFloat].
-var CheckFloat = job.CheckFloat
 
 // CheckDuration returns an error naming flag and d unless lo ≤ d ≤ hi.
 func CheckDuration(flag string, d, lo, hi time.Duration) error {
@@ -34,9 +29,9 @@ func CheckDuration(flag string, d, lo, hi time.Duration) error {
 }
 
 // CheckSlowdown is the one check of a --slowdown factor, wherever it is
-// given (dssp node, dssp up, dssp bench paradigms).
+// given (dssp node, dssp up, dssp-lab bench paradigms).
 func CheckSlowdown(v float64) error {
-	if err := CheckFloat("slowdown", v, 1, MaxSlowdown, false); err != nil {
+	if err := job.CheckFloat("slowdown", v, 1, MaxSlowdown, false); err != nil {
 		return fmt.Errorf("%w (it stretches a worker's compute time)", err)
 	}
 	return nil

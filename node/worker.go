@@ -1,13 +1,14 @@
 package node
 
 import (
+	"dsspmesh/node/job"
 	"dsspmesh/node/worker"
 )
 
 // newWorker builds the worker room for spec on the built-in Go model's
 // compute, with the lab's emulation, and with local rounds (--local-steps
 // > 1) run by the inner optimizer around it (worker.LocalRounds).
-func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
+func (n *Node) newWorker(spec job.Spec) (*worker.Worker, error) {
 	mc, err := worker.NewModelCompute(n.model, n.train, n.id, spec.BatchSize, spec.Seed, spec.Balance)
 	if err != nil {
 		return nil, err
@@ -37,20 +38,20 @@ func (n *Node) newWorker(spec JobSpec) (*worker.Worker, error) {
 // trainer (node/trainer.External), which steps its own optimizer itself
 // (the trainer protocol's update "delta") or hands over gradients
 // (a job of the combine rule sum).
-func (n *Node) newExternalWorker(spec JobSpec, comp worker.Compute) (*worker.Worker, error) {
+func (n *Node) newExternalWorker(spec job.Spec, comp worker.Compute) (*worker.Worker, error) {
 	return n.newWorkerOn(spec, n.emulate(spec, comp), worker.Own{})
 }
 
 // emulate wraps comp in the lab's emulation when --slowdown,
 // --compute-delay or the fault poison ask for it.
-func (n *Node) emulate(spec JobSpec, comp worker.Compute) worker.Compute {
+func (n *Node) emulate(spec job.Spec, comp worker.Compute) worker.Compute {
 	return worker.Emulate(comp, worker.Emulation{Slowdown: n.cfg.Slowdown, Delay: n.cfg.ComputeDelay, Batch: spec.BatchSize,
 		NaNEvery: n.cfg.FaultNaNEvery})
 }
 
 // newWorkerOn builds the worker room for spec on comp, with own its own
 // optimizer (zero: comp's pushes are gradients or rounds).
-func (n *Node) newWorkerOn(spec JobSpec, comp worker.Compute, own worker.Own) (*worker.Worker, error) {
+func (n *Node) newWorkerOn(spec job.Spec, comp worker.Compute, own worker.Own) (*worker.Worker, error) {
 	slack := int64(0)
 	if p, err := spec.Policy(); err == nil && !spec.Deltas() {
 		// A kept slice may miss s_L iterations (node/worker/pull.go). Not

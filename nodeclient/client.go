@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"dsspmesh/modelfile"
-	"dsspmesh/node"
+	"dsspmesh/node/status"
+	"dsspmesh/node/trust"
 )
 
 // Bounds on what a call reads of a reply: a node that answers with an
@@ -34,15 +35,15 @@ const StatusTimeout = 2 * time.Second
 
 // FetchStatus reads the /status of the node whose HTTP address is addr,
 // giving up after StatusTimeout.
-func FetchStatus(ctx context.Context, addr string) (node.Status, error) {
+func FetchStatus(ctx context.Context, addr string) (status.Status, error) {
 	return FetchStatusWithin(ctx, addr, StatusTimeout)
 }
 
 // FetchStatusWithin reads a node's /status, giving up after d: a benchmark
 // that crowds two cores with dozens of nodes allows more than a live
 // progress display does.
-func FetchStatusWithin(ctx context.Context, addr string, d time.Duration) (node.Status, error) {
-	var s node.Status
+func FetchStatusWithin(ctx context.Context, addr string, d time.Duration) (status.Status, error) {
+	var s status.Status
 	b, err := get(ctx, "http://"+addr+"/status", d, MaxStatusBytes)
 	if err != nil {
 		return s, err
@@ -145,12 +146,12 @@ type StatusError struct {
 func (e *StatusError) Error() string { return fmt.Sprintf("GET %s: %s: %s", e.URL, e.Status, e.Text) }
 
 // Revoke asks the node whose HTTP address is addr to revoke node id (POST
-// /revoke), authenticated by mac (mesh.MeshKey.OperatorMAC(node.RevokeOp,
+// /revoke), authenticated by mac (mesh.MeshKey.OperatorMAC(trust.RevokeOp,
 // id)). It returns the node's account of it; an error when the node
 // refused the request or not every shard applied the revocation (the
 // result then says which did not).
-func Revoke(ctx context.Context, addr, id string, mac []byte, d time.Duration) (node.RevokeResult, error) {
-	var res node.RevokeResult
+func Revoke(ctx context.Context, addr, id string, mac []byte, d time.Duration) (trust.RevokeResult, error) {
+	var res trust.RevokeResult
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	u := "http://" + addr + "/revoke?id=" + url.QueryEscape(id)

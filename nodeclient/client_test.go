@@ -13,7 +13,7 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
-	"dsspmesh/node"
+	"dsspmesh/node/status"
 )
 
 // serve runs h on a loopback server and returns its host:port.
@@ -27,7 +27,7 @@ func serve(t *testing.T, h http.Handler) string {
 func TestFetchStatusDecodesTheNodesReply(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(node.Status{Node: "n1", Phase: "training"})
+		json.NewEncoder(w).Encode(status.Status{Node: "n1", Phase: "training"})
 	})
 	s, err := FetchStatus(context.Background(), serve(t, mux))
 	if err != nil || s.Node != "n1" || s.Phase != "training" {

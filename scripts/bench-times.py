@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A `dssp bench paradigms` folder (runs.csv, runs/*/workers.csv, accuracy.csv): per run (in run order from runs.csv):
+"""A `dssp-lab bench paradigms` folder (runs.csv, runs/*/workers.csv, accuracy.csv): per run (in run order from runs.csv):
 time to targets from the timer start (bench's definition) and from the first poll at which
 any worker had done an iteration; steady ms/iteration (mesh: mean of the workers' per-iteration
 time over the steady part), compute and wait per iteration."""

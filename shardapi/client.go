@@ -473,7 +473,7 @@ var errAbandoned = errors.New("abandoned: another replica leads")
 // MinReplyRate (bytes/s) is the slowest a reply frame may arrive before
 // the client gives up on it (and the slowest a shard's write of one may
 // drain before the shard drops the stream, shard.Config.ReplyWriteTimeout). 1 MiB/s cut off replies of a 100 MB model's
-// slices (6 MB) as "truncated payload" by the hundred in dssp bench
+// slices (6 MB) as "truncated payload" by the hundred in dssp-lab bench
 // bigmodel, where 32 such replies share two loaded cores, and each cut
 // cost a resend of the 6 MB push; the watcher's probes, not this
 // deadline, notice a leader that went silent.

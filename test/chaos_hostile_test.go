@@ -14,6 +14,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/status"
 )
 
 // HostileChaosEnv, set to 1, adds a misbehaving member to TestChaos: while
@@ -81,7 +82,7 @@ func chaosAttacks() []chaosAttack {
 		{"forged-eval-diverged", eval(map[string]any{"accuracy": 0.1, "loss": nil, "seq": uint64(1), "diverged": true})},
 		{"garbage-frames", func(h *Hostile, rng *rand.Rand) (string, error) {
 			st := h.c.Statuses()
-			var live []*node.Status
+			var live []*status.Status
 			for _, s := range st {
 				if s != nil {
 					live = append(live, s)

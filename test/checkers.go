@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"dsspmesh/clock"
-	"dsspmesh/node"
+	"dsspmesh/node/status"
 )
 
 // History is everything the nodes of one run wrote under --history-dir
 // (node/status/history.go has the record format).
 type History struct {
-	Records []node.HistoryRecord
+	Records []status.HistoryRecord
 }
 
 // ReadHistory reads every node's file in dir. A torn last line (the node
@@ -43,7 +43,7 @@ func ReadHistory(dir string) (*History, error) {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 16<<20)
 		for sc.Scan() {
-			var r node.HistoryRecord
+			var r status.HistoryRecord
 			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Nanos <= cutoff {
 				h.Records = append(h.Records, r)
 			}
@@ -163,15 +163,15 @@ func (h *History) Check(policy string, pipeline bool) (*Report, error) {
 // mergedLogs returns each shard's applied entries by index, one record per
 // index (replicas that applied it must agree; a replica restored from a
 // snapshot has none for the indices before it).
-func (h *History) mergedLogs(rep *Report) map[uint32][]node.HistoryRecord {
-	byIndex := map[uint32]map[uint64]node.HistoryRecord{}
+func (h *History) mergedLogs(rep *Report) map[uint32][]status.HistoryRecord {
+	byIndex := map[uint32]map[uint64]status.HistoryRecord{}
 	for _, r := range h.Records {
 		if r.Kind != "apply" {
 			continue
 		}
 		m := byIndex[r.Shard]
 		if m == nil {
-			m = map[uint64]node.HistoryRecord{}
+			m = map[uint64]status.HistoryRecord{}
 			byIndex[r.Shard] = m
 		}
 		if prev, ok := m[r.Index]; ok {
@@ -183,12 +183,12 @@ func (h *History) mergedLogs(rep *Report) map[uint32][]node.HistoryRecord {
 		}
 		m[r.Index] = r
 	}
-	out := map[uint32][]node.HistoryRecord{}
+	out := map[uint32][]status.HistoryRecord{}
 	for s, m := range byIndex {
 		for _, r := range m {
 			out[s] = append(out[s], r)
 		}
-		slices.SortFunc(out[s], func(a, b node.HistoryRecord) int { return int(a.Index) - int(b.Index) })
+		slices.SortFunc(out[s], func(a, b status.HistoryRecord) int { return int(a.Index) - int(b.Index) })
 	}
 	return out
 }
@@ -207,7 +207,7 @@ func (h *History) applyTimes(s uint32) map[uint64]int64 {
 	return out
 }
 
-func outcomeText(r node.HistoryRecord) string {
+func outcomeText(r status.HistoryRecord) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s %d %v", r.Entry, r.Worker, r.Clock, r.Released)
 	for _, p := range r.Pushes {
@@ -227,7 +227,7 @@ type release struct {
 // worker stays in the table, and the gap of every release; and it replays
 // the gate from the log and compares each decision. mins gets the
 // replayed gate's t_min after each index.
-func replayShard(rep *Report, pol clock.Policy, s uint32, entries []node.HistoryRecord,
+func replayShard(rep *Report, pol clock.Policy, s uint32, entries []status.HistoryRecord,
 	releases map[pushKey][]release, applies map[pushKey][]int64, times map[uint64]int64, mins map[uint64]int64) {
 	clocks := map[string]int64{}
 	epoch := map[string]int{}
@@ -386,7 +386,7 @@ func (h *History) checkReads(rep *Report, mins map[uint32]map[uint64]int64) {
 	}
 }
 
-func sameReleases(a []clock.Release, b []node.HistoryRelease) bool {
+func sameReleases(a []clock.Release, b []status.HistoryRelease) bool {
 	if len(a) != len(b) {
 		return false
 	}

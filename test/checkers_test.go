@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"dsspmesh/clock"
-	"dsspmesh/node"
+	"dsspmesh/node/status"
 	"dsspmesh/shardapi"
 )
 
@@ -12,24 +12,24 @@ import (
 // one shard under ssp:1 (s_U = 1): workers a and b push iterations 0 and 1,
 // and a computes iterations on slices of known versions.
 func TestReadsWithinTheBound(t *testing.T) {
-	apply := func(x uint64, entry string, ps ...node.HistoryPush) node.HistoryRecord {
-		return node.HistoryRecord{Kind: "apply", Node: "n1", Index: x, Entry: entry, Pushes: ps}
+	apply := func(x uint64, entry string, ps ...status.HistoryPush) status.HistoryRecord {
+		return status.HistoryRecord{Kind: "apply", Node: "n1", Index: x, Entry: entry, Pushes: ps}
 	}
-	add := func(x uint64, w string) node.HistoryRecord {
+	add := func(x uint64, w string) status.HistoryRecord {
 		r := apply(x, "add-worker")
 		r.Worker = w
 		return r
 	}
-	push := func(w string, iter, gap int64, released bool) node.HistoryPush {
-		p := node.HistoryPush{RecvNanos: 1, Applied: true, Released: released, Gap: gap}
+	push := func(w string, iter, gap int64, released bool) status.HistoryPush {
+		p := status.HistoryPush{RecvNanos: 1, Applied: true, Released: released, Gap: gap}
 		p.Worker, p.Iter = clock.WorkerID(w), iter
 		return p
 	}
-	read := func(iter int64, x uint64, m int64, unchecked bool) node.HistoryRecord {
-		return node.HistoryRecord{Kind: "read", Node: "n1", Worker: "a", Iter: iter,
-			Reads: []node.HistoryRead{{Index: x, Min: m, Unchecked: unchecked}}}
+	read := func(iter int64, x uint64, m int64, unchecked bool) status.HistoryRecord {
+		return status.HistoryRecord{Kind: "read", Node: "n1", Worker: "a", Iter: iter,
+			Reads: []status.HistoryRead{{Index: x, Min: m, Unchecked: unchecked}}}
 	}
-	base := []node.HistoryRecord{
+	base := []status.HistoryRecord{
 		apply(1, "init"), add(2, "a"), add(3, "b"),
 		apply(4, "push", push("a", 0, 1, true)), // a at 1, b at 0: t_min 0
 		apply(5, "push", push("b", 0, 0, true)), // t_min 1
@@ -37,7 +37,7 @@ func TestReadsWithinTheBound(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name        string
-		read        node.HistoryRecord
+		read        status.HistoryRecord
 		stale, over int
 	}{
 		{"iteration 2 on t_min 1 is within s_U 1", read(2, 6, 1, false), 0, 0},
@@ -46,7 +46,7 @@ func TestReadsWithinTheBound(t *testing.T) {
 		{"join's fetch is not judged", read(5, 4, 0, true), 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &History{Records: append(append([]node.HistoryRecord(nil), base...), tc.read)}
+			h := &History{Records: append(append([]status.HistoryRecord(nil), base...), tc.read)}
 			rep, err := h.Check("ssp:1", false)
 			if err != nil {
 				t.Fatal(err)
@@ -64,34 +64,34 @@ func TestReadsWithinTheBound(t *testing.T) {
 // reads are judged by the job's s_U = 2 — iteration 2 on t_min 0 is within
 // it, iteration 3 on t_min 0 is not.
 func TestPipelinedReadsAndGaps(t *testing.T) {
-	apply := func(x uint64, entry string, ps ...node.HistoryPush) node.HistoryRecord {
-		return node.HistoryRecord{Kind: "apply", Node: "n1", Index: x, Entry: entry, Pushes: ps}
+	apply := func(x uint64, entry string, ps ...status.HistoryPush) status.HistoryRecord {
+		return status.HistoryRecord{Kind: "apply", Node: "n1", Index: x, Entry: entry, Pushes: ps}
 	}
-	add := func(x uint64, w string) node.HistoryRecord {
+	add := func(x uint64, w string) status.HistoryRecord {
 		r := apply(x, "add-worker")
 		r.Worker = w
 		return r
 	}
-	push := func(w string, iter, gap int64, released bool) node.HistoryPush {
-		p := node.HistoryPush{RecvNanos: 1, Applied: true, Released: released, Gap: gap}
+	push := func(w string, iter, gap int64, released bool) status.HistoryPush {
+		p := status.HistoryPush{RecvNanos: 1, Applied: true, Released: released, Gap: gap}
 		p.Worker, p.Iter = clock.WorkerID(w), iter
 		return p
 	}
-	read := func(iter int64, x uint64, m int64) node.HistoryRecord {
-		return node.HistoryRecord{Kind: "read", Node: "n1", Worker: "a", Iter: iter,
-			Reads: []node.HistoryRead{{Index: x, Min: m}}}
+	read := func(iter int64, x uint64, m int64) status.HistoryRecord {
+		return status.HistoryRecord{Kind: "read", Node: "n1", Worker: "a", Iter: iter,
+			Reads: []status.HistoryRead{{Index: x, Min: m}}}
 	}
-	base := []node.HistoryRecord{
+	base := []status.HistoryRecord{
 		apply(1, "init"), add(2, "a"), add(3, "b"),
 		apply(4, "push", push("a", 0, 1, true)),
 		apply(5, "push", push("b", 0, 0, true)),
 		apply(6, "push", push("a", 1, 1, true)),
 	}
 	for _, tc := range []struct {
-		read  node.HistoryRecord
+		read  status.HistoryRecord
 		stale int
 	}{{read(2, 4, 0), 0}, {read(3, 4, 0), 1}} {
-		h := &History{Records: append(append([]node.HistoryRecord(nil), base...), tc.read)}
+		h := &History{Records: append(append([]status.HistoryRecord(nil), base...), tc.read)}
 		rep, err := h.Check("ssp:2", true)
 		if err != nil {
 			t.Fatal(err)
@@ -129,11 +129,11 @@ func TestSharesChecker(t *testing.T) {
 		for iter := int64(0); iter < 10; iter++ {
 			pos := iter * global
 			for _, c := range rounds(iter) {
-				sh := &node.HistoryShare{Version: c.version, Pos: pos, Batch: c.batch, Global: global}
+				sh := &status.HistoryShare{Version: c.version, Pos: pos, Batch: c.batch, Global: global}
 				pos += c.batch
 				h.Records = append(h.Records,
-					node.HistoryRecord{Kind: "read", Worker: c.worker, Iter: iter, Share: sh},
-					node.HistoryRecord{Kind: "ok", Worker: c.worker, Iter: iter, Samples: c.batch})
+					status.HistoryRecord{Kind: "read", Worker: c.worker, Iter: iter, Share: sh},
+					status.HistoryRecord{Kind: "ok", Worker: c.worker, Iter: iter, Samples: c.batch})
 			}
 		}
 		return h
@@ -179,14 +179,14 @@ func TestSharesChecker(t *testing.T) {
 			return []cut{{"a", 3, 6}, {"b", 3, 6}}
 		})
 		if added {
-			h.Records = append(h.Records, node.HistoryRecord{Kind: "apply", Shard: 0, Entry: "add-worker", Worker: "c", Clock: 5})
+			h.Records = append(h.Records, status.HistoryRecord{Kind: "apply", Shard: 0, Entry: "add-worker", Worker: "c", Clock: 5})
 		}
 		return h
 	}
 	// c's push 3 applied on shard 0, its OK lost with c: its clock was 4.
 	cAppliedUnacked := cLeaves(7)
-	cAppliedUnacked.Records = append(cAppliedUnacked.Records, node.HistoryRecord{Kind: "apply", Shard: 0, Entry: "push",
-		Pushes: []node.HistoryPush{{PushID: shardapi.PushID{Worker: "c", Iter: 3}, Applied: true}}})
+	cAppliedUnacked.Records = append(cAppliedUnacked.Records, status.HistoryRecord{Kind: "apply", Shard: 0, Entry: "push",
+		Pushes: []status.HistoryPush{{PushID: shardapi.PushID{Worker: "c", Iter: 3}, Applied: true}}})
 	for _, tc := range []struct {
 		name                  string
 		h                     *History

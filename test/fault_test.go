@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"dsspmesh/node"
+	"dsspmesh/node/job"
 )
 
 // faultLogLevel is the nodes' log level in the fault tests: warn, or
@@ -35,14 +35,14 @@ func faultLogLevel() string {
 // job adds job flags before those. DSSP_FAULT_TRAINER=pytorch runs the
 // same mesh with PyTorch trainers (faulttrainers_test.go): the job is --model
 // external, each trainer node computes through its trainer process.
-func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int, job ...string) *FaultCluster {
-	spec := append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12", "--shards", "4"}, job...)
+func faultMesh(t *testing.T, tags string, seed uint64, nanEvery int, jobFlags ...string) *FaultCluster {
+	spec := append([]string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12", "--shards", "4"}, jobFlags...)
 	spec = append(spec, strings.Fields(os.Getenv("DSSP_FAULT_JOB_FLAGS"))...)
 	pytorch := pytorchFaults(t)
 	if pytorch {
 		spec = externalSpec(spec)
 	}
-	js := node.DefaultJobSpec()
+	js := job.DefaultSpec()
 	fs := pflag.NewFlagSet("job", pflag.ContinueOnError)
 	js.BindFlags(fs)
 	if err := fs.Parse(spec); err != nil {

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"dsspmesh/node"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 )
 
 // Event is one injected fault and what the harness measured around it.
@@ -69,7 +70,7 @@ func (c *FaultCluster) membersAre(i int, want []int) bool {
 // ledBy reports whether, in the views of nodes, every shard has a leader
 // and it is one of allowed.
 func (c *FaultCluster) ledBy(nodes, allowed []int) bool {
-	st := make([]*node.Status, len(c.Mesh.Procs))
+	st := make([]*status.Status, len(c.Mesh.Procs))
 	shards := 0
 	for _, i := range nodes {
 		s, err := c.Status(i)
@@ -97,8 +98,8 @@ func (c *FaultCluster) ledBy(nodes, allowed []int) bool {
 // soon as it appends it; until the voters have it, a fault can still
 // leave the shard with the old, smaller one.
 func (c *FaultCluster) fullyReplicated(nodes []int, want int) bool {
-	byID := map[string]*node.Status{}
-	var statuses []*node.Status
+	byID := map[string]*status.Status{}
+	var statuses []*status.Status
 	for _, i := range nodes {
 		s, err := c.Status(i)
 		if err != nil {
@@ -123,7 +124,7 @@ func (c *FaultCluster) fullyReplicated(nodes []int, want int) bool {
 
 // votersAgree reports whether every voter of the leader's shard status sh
 // that is in byID hosts the shard with at least want voters.
-func votersAgree(byID map[string]*node.Status, sh node.ShardStatus, want int) bool {
+func votersAgree(byID map[string]*status.Status, sh records.ShardStatus, want int) bool {
 	for _, v := range sh.Voters {
 		s := byID[v]
 		if s == nil {

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/node"
 	"dsspmesh/node/launch"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 	"dsspmesh/nodeclient"
 )
 
@@ -140,7 +141,7 @@ func (c *Cluster) Restart(i int) {
 }
 
 // Status reads node i's /status.
-func (c *Cluster) Status(i int) (node.Status, error) {
+func (c *Cluster) Status(i int) (status.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return nodeclient.FetchStatus(ctx, c.Mesh.Procs[i].HTTP)
@@ -148,8 +149,8 @@ func (c *Cluster) Status(i int) (node.Status, error) {
 
 // Statuses reads every live node's /status (nil for a node that is down
 // or does not answer).
-func (c *Cluster) Statuses() []*node.Status {
-	out := make([]*node.Status, len(c.Mesh.Procs))
+func (c *Cluster) Statuses() []*status.Status {
+	out := make([]*status.Status, len(c.Mesh.Procs))
 	for i, p := range c.Mesh.Procs {
 		if !p.Alive() {
 			continue
@@ -226,7 +227,7 @@ func (c *Cluster) Iter(i int) int64 {
 
 // Leaders merges every node's view: shard id → the node index whose
 // replica says it leads.
-func Leaders(st []*node.Status) map[uint32]int {
+func Leaders(st []*status.Status) map[uint32]int {
 	out := map[uint32]int{}
 	for i, s := range st {
 		if s == nil {
@@ -243,8 +244,8 @@ func Leaders(st []*node.Status) map[uint32]int {
 
 // Accuracy is the latest evaluation any node reports, by the mesh's
 // sequence (nil if none).
-func Accuracy(st []*node.Status) *node.EvalResult {
-	var best *node.EvalResult
+func Accuracy(st []*status.Status) *records.EvalResult {
+	var best *records.EvalResult
 	for _, s := range st {
 		if s != nil && s.Eval != nil && (best == nil || s.Eval.Seq > best.Seq || s.Eval.Seq == best.Seq && s.Eval.At.After(best.At)) {
 			best = s.Eval

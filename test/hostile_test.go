@@ -17,6 +17,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/status"
 	"dsspmesh/shardapi"
 )
 
@@ -188,7 +189,7 @@ func hostileCases(readers func() *slowReaders) []hostileCase {
 			e.JoinSayingItTrains()
 			c.WaitFor("every node lists the member that says it trains", 20*time.Second, func() bool {
 				for _, s := range c.Statuses() {
-					if s == nil || !slices.ContainsFunc(s.Members, func(m node.MemberStatus) bool { return m.ID == string(e.ID) && m.Trains }) {
+					if s == nil || !slices.ContainsFunc(s.Members, func(m status.MemberStatus) bool { return m.ID == string(e.ID) && m.Trains }) {
 						return false
 					}
 				}
@@ -241,7 +242,7 @@ func hostileCases(readers func() *slowReaders) []hostileCase {
 			}
 			for name, b := range GarbageFrames(1) {
 				for _, at := range []struct {
-					s  *node.Status
+					s  *status.Status
 					ch mesh.Channel
 				}{{leader, mesh.Channel{Kind: mesh.KindRPC, Shard: 0}}, {target, mesh.Channel{Kind: mesh.KindRPC, Shard: node.ControlShard}}} {
 					closed, err := h.Garbage(mesh.NodeID(at.s.Node), at.s.QUIC, at.ch, b)
@@ -521,7 +522,7 @@ func joined(t *testing.T, c *Cluster, h *Hostile) {
 	h.Join()
 	c.WaitFor("every node lists the hostile member", 20*time.Second, func() bool {
 		for _, s := range c.Statuses() {
-			if s == nil || !slices.ContainsFunc(s.Members, func(m node.MemberStatus) bool { return m.ID == string(h.ID) }) {
+			if s == nil || !slices.ContainsFunc(s.Members, func(m status.MemberStatus) bool { return m.ID == string(h.ID) }) {
 				return false
 			}
 		}

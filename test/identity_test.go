@@ -13,6 +13,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/trust"
 	"dsspmesh/nodeclient"
 )
 
@@ -122,7 +123,7 @@ func TestLegacyIDPinnedAndRevokedAcrossProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
-	res, err := nodeclient.Revoke(ctx, c.Mesh.Procs[0].HTTP, legacy, key.OperatorMAC(node.RevokeOp, legacy), time.Minute)
+	res, err := nodeclient.Revoke(ctx, c.Mesh.Procs[0].HTTP, legacy, key.OperatorMAC(trust.RevokeOp, legacy), time.Minute)
 	if err != nil || res.Done != 2 {
 		t.Fatalf("revoke: %+v %v", res, err)
 	}

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/node"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 )
 
 // TestAnyNodeShowsEveryShard runs five nodes that do not train, joined by
@@ -38,7 +39,7 @@ func TestAnyNodeShowsEveryShard(t *testing.T) {
 	// Some node i hosts no replica of some shard k, whose leader says so
 	// itself; `dssp status --json` on node i must name that leader.
 	outsider, k, leaderIdx := -1, uint32(0), -1
-	var got node.Status
+	var got status.Status
 	c.WaitFor("a node with no replica of a shard names that shard's leader in dssp status --json", 120*time.Second, func() bool {
 		st := c.Statuses()
 		for _, s := range st {
@@ -88,8 +89,8 @@ func TestAnyNodeShowsEveryShard(t *testing.T) {
 		}
 		failed, led := false, false
 		for _, e := range s.Events {
-			failed = failed || (e.Kind == node.EventFailed && e.Node == leader)
-			led = led || (e.Kind == node.EventLeader && e.Shard != nil && *e.Shard == k && e.Node != leader)
+			failed = failed || (e.Kind == records.EventFailed && e.Node == leader)
+			led = led || (e.Kind == records.EventLeader && e.Shard != nil && *e.Shard == k && e.Node != leader)
 		}
 		got = s
 		return failed && led && s.Shards[k].Leader != "" && s.Shards[k].Leader != leader
@@ -101,7 +102,7 @@ func TestAnyNodeShowsEveryShard(t *testing.T) {
 
 // statusCommand runs `dssp status --node <node i> args...` and decodes its
 // JSON.
-func statusCommand(t *testing.T, c *Cluster, i int, args ...string) node.Status {
+func statusCommand(t *testing.T, c *Cluster, i int, args ...string) status.Status {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -109,7 +110,7 @@ func statusCommand(t *testing.T, c *Cluster, i int, args ...string) node.Status 
 	if err != nil {
 		t.Fatalf("dssp status: %v", err)
 	}
-	var s node.Status
+	var s status.Status
 	if err := json.Unmarshal(out, &s); err != nil {
 		t.Fatalf("dssp status --json: %v\n%s", err, out)
 	}

@@ -16,7 +16,8 @@ import (
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
 	"dsspmesh/modelfile/modelfiletest"
-	"dsspmesh/node"
+	"dsspmesh/node/job"
+	"dsspmesh/node/records"
 )
 
 // TestModelOutAndIn is the model's way out of the mesh and back in, on
@@ -75,7 +76,7 @@ func TestModelOutAndIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reported *node.EvalResult
+	var reported *records.EvalResult
 	for i := range st.EvalHistory {
 		e := &st.EvalHistory[i]
 		if e.Iter == uint64(ef.Meta.Clock) && e.Accuracy == ef.Meta.Eval.Accuracy {
@@ -110,7 +111,7 @@ func TestModelOutAndIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := ff.Meta
-	if meta.Source != "export" || meta.Model != "mlp" || meta.Eval != nil || len(meta.Shards) != node.DefaultJobSpec().WithShards(mlp.NumParams()).Shards || meta.Clock < ef.Meta.Clock {
+	if meta.Source != "export" || meta.Model != "mlp" || meta.Eval != nil || len(meta.Shards) != job.DefaultSpec().WithShards(mlp.NumParams()).Shards || meta.Clock < ef.Meta.Clock {
 		t.Fatalf("fresh export's metadata %+v (evaluated snapshot at clock %d)", meta, ef.Meta.Clock)
 	}
 	for _, sc := range meta.Shards {

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/node"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 )
 
 // TestQuorumLossIsNamed runs three nodes with --replication 3 and kills
@@ -64,7 +65,7 @@ func TestQuorumLossIsNamed(t *testing.T) {
 	// Poll the survivor's /status and `dssp status` until both name every
 	// shard lost and the voters it waits for.
 	var statusAt, textAt time.Duration
-	var last node.Status
+	var last status.Status
 	var text string
 	c.WaitFor("the survivor's /status and dssp status name every shard's lost quorum", 30*time.Second, func() bool {
 		if statusAt == 0 {
@@ -104,7 +105,7 @@ func TestQuorumLossIsNamed(t *testing.T) {
 		}
 		events := map[uint32]bool{}
 		for _, e := range s.Events {
-			if e.Kind == node.EventQuorumLost && e.Shard != nil && strings.Contains(e.Detail, strings.Join(want, ", ")) {
+			if e.Kind == records.EventQuorumLost && e.Shard != nil && strings.Contains(e.Detail, strings.Join(want, ", ")) {
 				events[*e.Shard] = true
 			}
 		}
@@ -146,7 +147,7 @@ func TestQuorumLossIsNamed(t *testing.T) {
 		}
 		regained := map[uint32]int{}
 		for _, e := range s.Events {
-			if e.Kind == node.EventQuorumRegained && e.Shard != nil {
+			if e.Kind == records.EventQuorumRegained && e.Shard != nil {
 				regained[*e.Shard]++
 			}
 		}
@@ -159,7 +160,7 @@ func TestQuorumLossIsNamed(t *testing.T) {
 		return true
 	})
 	for _, e := range last.Events {
-		if e.Kind == node.EventQuorumLost || e.Kind == node.EventQuorumRegained {
+		if e.Kind == records.EventQuorumLost || e.Kind == records.EventQuorumRegained {
 			t.Logf("event %s %-15s %s", e.At.Format("15:04:05.000"), e.Kind, e.Detail)
 		}
 	}
@@ -167,7 +168,7 @@ func TestQuorumLossIsNamed(t *testing.T) {
 
 // lostAll reports whether s names each of its shards lost, waiting for
 // voters want, in its shard record and its warnings.
-func lostAll(s node.Status, shards int, want []string) bool {
+func lostAll(s status.Status, shards int, want []string) bool {
 	if len(s.Shards) != shards {
 		return false
 	}

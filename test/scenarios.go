@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
-	"dsspmesh/node"
 	"dsspmesh/node/launch"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 )
 
 // The scenarios below each start from a healthy mesh (every node up, in
@@ -190,7 +191,7 @@ func highest(clocks map[int]int64) int64 {
 // gateClocks is each node's clock in the shard leaders' clock tables, the
 // highest any of the statuses st shows (a worker's own iteration count
 // starts over when its process does).
-func (c *FaultCluster) gateClocks(st []*node.Status) map[int]int64 {
+func (c *FaultCluster) gateClocks(st []*status.Status) map[int]int64 {
 	out := map[int]int64{}
 	for _, s := range st {
 		for _, w := range workersOf(s) {
@@ -259,9 +260,9 @@ func (c *FaultCluster) KillAll(limit time.Duration) Event {
 		// 0.605 → 0.716), while parameters lost to the restart
 		// stay lost. Whether they were is decided exactly by the samples
 		// the first model evaluated after the restart holds.
-		var after []*node.EvalResult
+		var after []*records.EvalResult
 		recovered := func() bool {
-			return slices.ContainsFunc(after, func(a *node.EvalResult) bool { return a.Accuracy >= accBefore.Accuracy-0.15 })
+			return slices.ContainsFunc(after, func(a *records.EvalResult) bool { return a.Accuracy >= accBefore.Accuracy-0.15 })
 		}
 		c.WaitFor("an evaluation after the restart", limit, func() bool {
 			a := Accuracy(c.Statuses())
@@ -473,7 +474,7 @@ func (c *FaultCluster) holdUntil(t time.Time) {
 }
 
 // workersOf is s's clock table; nil for a node that did not answer.
-func workersOf(s *node.Status) []node.WorkerStatus {
+func workersOf(s *status.Status) []records.WorkerStatus {
 	if s == nil {
 		return nil
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"dsspmesh/node"
+	"dsspmesh/node/status"
 )
 
 // checkShares is the balance layer's "shares" checker (docs/design.md#balance):
@@ -38,8 +38,8 @@ func (h *History) checkShares(rep *Report, pipeline bool) {
 		worker string
 		iter   int64
 	}
-	reads := map[wi]*node.HistoryShare{}
-	acked := map[wi]*node.HistoryShare{}
+	reads := map[wi]*status.HistoryShare{}
+	acked := map[wi]*status.HistoryShare{}
 	marks := map[string][]int64{} // per worker: clocks it was seen at
 	mark := func(w string, c int64) { marks[w] = append(marks[w], c) }
 	for _, r := range h.Records {
@@ -67,7 +67,7 @@ func (h *History) checkShares(rep *Report, pipeline bool) {
 	type share struct {
 		worker string
 		iter   int64
-		*node.HistoryShare
+		*status.HistoryShare
 	}
 	var all []share
 	byIter := map[int64][]share{}

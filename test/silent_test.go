@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/node"
+	"dsspmesh/node/records"
 )
 
 // The no-silent-failure cases of issue 45 with real processes: a trainer
@@ -155,7 +155,7 @@ func TestEvaluatorFollowsTheTrainers(t *testing.T) {
 			c.WaitFor("node0's trainer training", 90*time.Second, func() bool { return c.Iter(0) > 0 })
 		}
 	}
-	var first *node.EvalResult
+	var first *records.EvalResult
 	c.WaitFor("an evaluation", 60*time.Second, func() bool { first = Accuracy(c.Statuses()); return first != nil })
 	ev := -1
 	for i, s := range c.Statuses() {
@@ -168,7 +168,7 @@ func TestEvaluatorFollowsTheTrainers(t *testing.T) {
 	}
 	killed := time.Now()
 	tr.Kill(ev)
-	var next *node.EvalResult
+	var next *records.EvalResult
 	took := c.WaitFor("an evaluation by another node after the kill", 60*time.Second, func() bool {
 		for i, s := range c.Statuses() {
 			if i != ev && s != nil && s.Eval != nil && s.Eval.By != first.By && s.Eval.At.After(killed) {

@@ -14,7 +14,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"dsspmesh/node"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 )
 
 // The deployment files live at the repository root, two levels up.
@@ -174,13 +175,13 @@ func TestDeployFilesUseOnlyRealFlags(t *testing.T) {
 // that promtool accepts the scrape config where promtool is installed.
 func TestDeployMonitoringNamesRealMetrics(t *testing.T) {
 	zero := uint32(0)
-	status := func() node.Status {
-		return node.Status{Node: "node-a", Now: time.Unix(10, 0),
-			Shards:  []node.ShardStatus{{ID: zero, Leader: "node-a", Term: 1, Local: "leader"}},
-			Workers: []node.WorkerStatus{{ID: "node-a"}}, Worker: &node.LocalWorker{},
-			Eval: &node.EvalResult{Accuracy: 0.9, By: "node-a"}}
+	st := func() status.Status {
+		return status.Status{Node: "node-a", Now: time.Unix(10, 0),
+			Shards:  []records.ShardStatus{{ID: zero, Leader: "node-a", Term: 1, Local: "leader"}},
+			Workers: []records.WorkerStatus{{ID: "node-a"}}, Worker: &records.LocalWorker{},
+			Eval: &records.EvalResult{Accuracy: 0.9, By: "node-a"}}
 	}
-	m := node.NewMetrics(status)
+	m := status.NewMetrics(st)
 	m.RegisterWorker() // a training node's
 	fams, err := m.Registry.Gather()
 	if err != nil {

@@ -1,10 +1,14 @@
 // Command dssp is the one binary of the mesh: every node runs it, and it also
-// carries the local-mesh launcher, the simulator and the benchmarks.
+// carries the local-mesh launcher (dssp up) and the operator's commands
+// (status, export, eval, train, keygen, revoke). The benchmarks, the
+// simulator and the link lab are another binary's, cmd/dssp-lab: this one
+// links no package of lab/ and no plotting library (repo_test.go,
+// TestNodeRunPathHasNoLab).
 //
 // This file only wires subcommands; each lives in its own file and calls into
 // the packages that hold the logic. `dssp node` is package nodecmd, so what a
-// node runs is that package's dependencies (repo_test.go checks they hold no
-// lab package); `dssp bench` and `dssp sim` are the lab's (package lab/cli).
+// node runs is that package's dependencies; `dssp up` is package upcmd,
+// which the lab's binary shares.
 package main
 
 import (
@@ -14,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"dsspmesh/cmd/dssp/nodecmd"
-	"dsspmesh/lab/cli"
+	"dsspmesh/cmd/dssp/upcmd"
 )
 
 func main() {
@@ -33,15 +37,13 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(
 		nodecmd.New(),
-		newUpCmd(),
+		upcmd.New(nil),
 		newStatusCmd(),
-		cli.NewSimCmd(),
 		newTrainCmd(),
 		newExportCmd(),
 		newEvalCmd(),
 		newKeygenCmd(),
 		newRevokeCmd(),
-		cli.NewBenchCmd(),
 	)
 	return root
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"dsspmesh/mesh"
-	"dsspmesh/node"
+	"dsspmesh/node/trust"
 	"dsspmesh/nodeclient"
 )
 
@@ -40,7 +40,7 @@ needs a new mesh key on every other node.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			res, err := nodeclient.Revoke(ctx, addr, string(id), key.OperatorMAC(node.RevokeOp, string(id)), time.Minute)
+			res, err := nodeclient.Revoke(ctx, addr, string(id), key.OperatorMAC(trust.RevokeOp, string(id)), time.Minute)
 			if err != nil {
 				return fmt.Errorf("revoke: %w", err)
 			}

@@ -14,7 +14,8 @@ import (
 	"testing"
 
 	"dsspmesh/mesh"
-	"dsspmesh/node"
+	"dsspmesh/node/status"
+	"dsspmesh/node/trust"
 )
 
 // TestRevokeSendsTheOperatorMAC: `dssp revoke` posts the id with the
@@ -35,13 +36,13 @@ func TestRevokeSendsTheOperatorMAC(t *testing.T) {
 		case "/revoke":
 			mac, _ := hex.DecodeString(strings.TrimPrefix(r.Header.Get("Authorization"), "DSSP-Operator "))
 			id := r.URL.Query().Get("id")
-			if r.Method != http.MethodPost || !hmac.Equal(mac, key.OperatorMAC(node.RevokeOp, id)) {
+			if r.Method != http.MethodPost || !hmac.Equal(mac, key.OperatorMAC(trust.RevokeOp, id)) {
 				http.Error(w, "not authenticated", http.StatusForbidden)
 				return
 			}
-			json.NewEncoder(w).Encode(node.RevokeResult{ID: id, Shards: 4, Done: 4, Nodes: 2, Members: 2})
+			json.NewEncoder(w).Encode(trust.RevokeResult{ID: id, Shards: 4, Done: 4, Nodes: 2, Members: 2})
 		case "/status":
-			json.NewEncoder(w).Encode(node.Status{Node: "node-a", Phase: "training", Revoked: []string{victim}})
+			json.NewEncoder(w).Encode(status.Status{Node: "node-a", Phase: "training", Revoked: []string{victim}})
 		}
 	}))
 	defer srv.Close()

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/node"
+	"dsspmesh/node/status"
 )
 
 // TestStatusListsMembersHTTP: `dssp status` prints each member's HTTP
@@ -18,8 +18,8 @@ import (
 // has not answered yet.
 func TestStatusListsMembersHTTP(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(node.Status{Node: "node-a", Phase: "training", HTTP: "10.0.0.1:7948", Now: time.Unix(10, 0),
-			Members: []node.MemberStatus{
+		json.NewEncoder(w).Encode(status.Status{Node: "node-a", Phase: "training", HTTP: "10.0.0.1:7948", Now: time.Unix(10, 0),
+			Members: []status.MemberStatus{
 				{ID: "node-a", Gossip: "10.0.0.1:7946", QUIC: "10.0.0.1:7947", HTTP: "10.0.0.1:7948", Trains: true, Backend: "cpu"},
 				{ID: "node-b", Gossip: "10.0.0.2:7946", QUIC: "10.0.0.2:7947", HTTP: "10.0.0.2:8000", Trains: false, Backend: "cpu"},
 				{ID: "node-c", Gossip: "10.0.0.3:7946", QUIC: "10.0.0.3:7947", Trains: true, Backend: "cpu"},

@@ -14,7 +14,6 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
-	"dsspmesh/node"
 	"dsspmesh/node/job"
 	// Registers the "cuda" backend in binaries built with -tags cuda; empty
 	// otherwise.
@@ -121,7 +120,7 @@ func newTrainCmd() *cobra.Command {
 	f.StringVar(&backend, "backend", "cpu", fmt.Sprintf("compute backend, one of %v", cudaops.BackendNames()))
 	f.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
 	f.IntVar(&cfg.BatchSize, "batch", cfg.BatchSize, fmt.Sprintf("mini-batch size, in [1, %d]", maxTrainBatch))
-	f.Float64Var(&lr, "lr", asWritten(cfg.SGD.LR), fmt.Sprintf("learning rate, in (0, %d]", node.MaxLR))
+	f.Float64Var(&lr, "lr", asWritten(cfg.SGD.LR), fmt.Sprintf("learning rate, in (0, %d]", job.MaxLR))
 	f.Float64Var(&momentum, "momentum", asWritten(cfg.SGD.Momentum), "SGD momentum in [0,1)")
 	f.Float64Var(&weightDecay, "weight-decay", asWritten(cfg.SGD.WeightDecay), "L2 weight decay, in [0, 1]")
 	f.Float64Var(&cfg.LRDecay, "lr-decay", cfg.LRDecay, "learning-rate multiplier applied after each epoch, in (0,1]")
@@ -143,7 +142,7 @@ func asWritten(v float32) float64 {
 }
 
 // maxTrainBatch bounds --batch as dssp node's --batch is bounded
-// (node.JobSpec.Validate): a step allocates the batch's inputs whole
+// (job.Spec.Validate): a step allocates the batch's inputs whole
 // (batch × the model's input size floats: --batch 1000000000 asked the MLP
 // for 3 TB) and activations that grow with it.
 const maxTrainBatch = 1 << 16
@@ -156,10 +155,10 @@ func checkTrainFlags(batch int, lr, momentum, weightDecay float64) error {
 		return fmt.Errorf("--batch %d: must be in [1, %d], as dssp node's (a step holds the batch's inputs and activations whole)", batch, maxTrainBatch)
 	}
 	for _, err := range []error{
-		node.CheckFloat("lr", lr, 0, node.MaxLR, true),
+		job.CheckFloat("lr", lr, 0, job.MaxLR, true),
 		checkFloat32("lr", lr),
 		checkMomentum(momentum),
-		node.CheckFloat("weight-decay", weightDecay, 0, 1, false),
+		job.CheckFloat("weight-decay", weightDecay, 0, 1, false),
 		checkFloat32("weight-decay", weightDecay),
 	} {
 		if err != nil {
@@ -191,23 +190,6 @@ func checkWritableFile(flag, path string) error {
 	probe, err := os.CreateTemp(filepath.Dir(path), ".dssp-probe-*")
 	if err != nil {
 		return fmt.Errorf("--%s %s cannot be written: %w", flag, path, err)
-	}
-	probe.Close()
-	return os.Remove(probe.Name())
-}
-
-// checkWritableDir creates the folder a --flag names if needed and probes
-// that files can be written in it, before any work.
-func checkWritableDir(flag, dir string) error {
-	if dir == "" {
-		return fmt.Errorf("--%s must not be empty", flag)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--%s %s cannot be created: %w", flag, dir, err)
-	}
-	probe, err := os.CreateTemp(dir, ".dssp-probe-*")
-	if err != nil {
-		return fmt.Errorf("--%s %s is not writable: %w", flag, dir, err)
 	}
 	probe.Close()
 	return os.Remove(probe.Name())

@@ -13,7 +13,7 @@ import (
 )
 
 // MeasureBaselineReplication runs the replication measurement of cfg in
-// another dssp binary (an earlier build: `dssp bench mesh
+// another dssp binary (an earlier build: `dssp-lab bench mesh
 // --no-process-mesh` with the other measurements cut short) and reads its
 // pushes/s from the progress lines it prints ("  3 replicas: 812 pushes/s,
 // ..."). The earlier build pushes fp32 whatever cfg.Precision says.

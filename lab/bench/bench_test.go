@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"dsspmesh/cudaops"
-	"dsspmesh/node"
+	"dsspmesh/node/job"
 )
 
 // The go test benchmark set: `go test -run X -bench . ./lab/bench/` runs
@@ -17,13 +17,13 @@ import (
 // baseline measured in the same benchmark. Each Measure call lasts seconds,
 // so the framework runs it once (b.N = 1); the figures are the metrics,
 // not ns/op. The process-mesh comparison needs the dssp binary and tens of
-// seconds: it is only in `dssp bench mesh`.
+// seconds: it is only in `dssp-lab bench mesh`.
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // shardPayload is what a worker pushes to one shard of the default job.
 func shardPayload(b *testing.B) int {
-	spec := node.DefaultJobSpec()
+	spec := job.DefaultSpec()
 	m, err := cudaops.NewModel(spec.Model, cudaops.ModelOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -86,7 +86,7 @@ func BenchmarkGate(b *testing.B) {
 // own copy of the model (the cores computing at once, bigmodel's second
 // ceiling) and the run counts their iterations.
 func TestInprocIndependentWorkers(t *testing.T) {
-	spec := node.DefaultJobSpec()
+	spec := job.DefaultSpec()
 	spec.Dataset = "synthetic-mnist"
 	r, err := MeasureInproc(context.Background(), InprocConfig{Workers: 2, Threads: 1, Independent: true, Spec: spec, Duration: 300 * time.Millisecond, Warmup: 50 * time.Millisecond})
 	if err != nil || r.Iters < 2 || r.ItersPerSec <= 0 {
@@ -99,7 +99,7 @@ func TestInprocIndependentWorkers(t *testing.T) {
 // MNIST-shaped set so it needs no download; compare it with a
 // single-worker figure from the same run to see contention on the store.
 func BenchmarkInprocIters(b *testing.B) {
-	spec := node.DefaultJobSpec()
+	spec := job.DefaultSpec()
 	spec.Dataset = "synthetic-mnist"
 	for range b.N {
 		one, err := MeasureInproc(context.Background(), InprocConfig{Workers: 1, Threads: 1, Spec: spec, Duration: 2 * time.Second, Warmup: 300 * time.Millisecond})

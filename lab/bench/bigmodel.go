@@ -14,7 +14,7 @@ import (
 	"dsspmesh/lab/netlab"
 )
 
-// BigModelConfig is one `dssp bench bigmodel` run: a large model trained
+// BigModelConfig is one `dssp-lab bench bigmodel` run: a large model trained
 // on a local mesh for a fixed time, its nodes' memory and disk measured
 // against multiples of the model's bytes.
 type BigModelConfig struct {

@@ -1,4 +1,4 @@
-// Package bench is `dssp bench`: the paper's comparison of synchronization
+// Package bench is `dssp-lab bench`: the paper's comparison of synchronization
 // paradigms reproduced on real local meshes, the mesh's own costs, and
 // PyTorch trainers through the mesh against PyTorch DDP, each measured
 // against a baseline in the same run.

@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"dsspmesh/cudaops"
-	"dsspmesh/lab/plot"
-	"dsspmesh/node"
+	"dsspmesh/node/job"
 	"dsspmesh/node/launch"
 )
 
@@ -26,8 +25,8 @@ import (
 type InprocConfig struct {
 	Workers  int
 	Threads  int
-	Spec     node.JobSpec // model, dataset, batch, lr, momentum
-	DataDir  string       // "" = find MNIST as the node does
+	Spec     job.Spec // model, dataset, batch, lr, momentum
+	DataDir  string   // "" = find MNIST as the node does
 	Duration time.Duration
 	Warmup   time.Duration
 	// Independent: each worker trains its own copy of θ with its own
@@ -148,7 +147,7 @@ type MeshItersConfig struct {
 	Baseline bool
 	Workers  int
 	Threads  int
-	Spec     node.JobSpec // only the paradigm and the fields that differ from node defaults travel
+	Spec     job.Spec // only the paradigm and the fields that differ from node defaults travel
 	Duration time.Duration
 	Out      io.Writer
 }
@@ -186,7 +185,6 @@ func (m MeshItersResult) LogWritesPerIter() float64 {
 func MeasureMeshIters(ctx context.Context, cfg MeshItersConfig, log *slog.Logger) (MeshItersResult, error) {
 	var res MeshItersResult
 	lc := launch.DefaultConfig()
-	lc.Charts = plot.Up // each run's accuracy.png and clocks.png, as `dssp up` draws them
 	lc.Binary = cfg.Binary
 	lc.Nodes = cfg.Workers
 	lc.TargetAcc = 0
@@ -262,8 +260,8 @@ func withoutFlag(args []string, name string) []string {
 }
 
 // specArgs are the job flags of s that differ from the node's defaults.
-func specArgs(s node.JobSpec) []string {
-	d := node.DefaultJobSpec()
+func specArgs(s job.Spec) []string {
+	d := job.DefaultSpec()
 	var out []string
 	add := func(name, mine, def string) {
 		if mine != def {

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"dsspmesh/lab/plot"
 	"dsspmesh/node/launch"
 )
 
@@ -73,7 +72,6 @@ func MeasureUsage(ctx context.Context, cfg UsageConfig, log *slog.Logger) (Usage
 		return res, err
 	}
 	lc := launch.DefaultConfig()
-	lc.Charts = plot.Up // each run's accuracy.png and clocks.png, as `dssp up` draws them
 	lc.Binary = cfg.Binary
 	lc.Nodes = cfg.Nodes
 	lc.Dir = dir + "/run"
@@ -117,7 +115,7 @@ func MeasureUsage(ctx context.Context, cfg UsageConfig, log *slog.Logger) (Usage
 	return res, nil
 }
 
-// MemoryConfig is one `dssp bench memory` run: the default mesh (or the
+// MemoryConfig is one `dssp-lab bench memory` run: the default mesh (or the
 // job SpecArgs name) of this build and, when Baseline is set, of a
 // baseline build, each for Duration, back to back.
 type MemoryConfig struct {

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"dsspmesh/cudaops"
-	"dsspmesh/node"
+	"dsspmesh/node/job"
 )
 
-// MeshConfig is one `dssp bench mesh` run.
+// MeshConfig is one `dssp-lab bench mesh` run.
 type MeshConfig struct {
 	Binary string // the dssp binary for the process mesh; "" skips it
 	// Payload is the bytes per push for the transport and replication
@@ -30,7 +30,7 @@ type MeshConfig struct {
 	Policies    []string // gates to cost against ASP
 	Workers     int      // N for the iteration-throughput comparison
 	Threads     int
-	Spec        node.JobSpec
+	Spec        job.Spec
 	MeshTime    time.Duration // how long the process mesh trains
 	InprocTime  time.Duration
 	// CeilingTime is how long one single-threaded worker trains in process
@@ -47,7 +47,7 @@ type MeshConfig struct {
 
 // DefaultMeshConfig measures everything in about two and a half minutes.
 func DefaultMeshConfig() MeshConfig {
-	spec := node.DefaultJobSpec()
+	spec := job.DefaultSpec()
 	spec.Paradigm = "asp"
 	return MeshConfig{
 		Transport: 8 * time.Second, Replication: DefaultReplicationConfig(), Disk: true,
@@ -224,14 +224,14 @@ func (r *MeshResult) CeilingSamples() float64 {
 
 // measureCeiling runs the compute ceiling's worker: one worker with one
 // compute thread in process, no network, for d.
-func measureCeiling(ctx context.Context, spec node.JobSpec, dataDir string, d time.Duration) (InprocResult, error) {
+func measureCeiling(ctx context.Context, spec job.Spec, dataDir string, d time.Duration) (InprocResult, error) {
 	return MeasureInproc(ctx, InprocConfig{Workers: 1, Threads: 1, Spec: spec, DataDir: dataDir, Duration: d, Warmup: 2 * time.Second})
 }
 
 // measureConcurrent is the cores computing at once: one single-threaded
 // worker per core in process, each training its own copy of the model,
 // after a 2-s warm-up, for d.
-func measureConcurrent(ctx context.Context, spec node.JobSpec, d time.Duration) (InprocResult, error) {
+func measureConcurrent(ctx context.Context, spec job.Spec, d time.Duration) (InprocResult, error) {
 	return MeasureInproc(ctx, InprocConfig{Workers: runtime.NumCPU(), Threads: 1, Independent: true, Spec: spec, Duration: d, Warmup: 2 * time.Second})
 }
 

@@ -17,8 +17,8 @@ import (
 
 	"dsspmesh/clock"
 	"dsspmesh/lab/netlab"
-	"dsspmesh/lab/plot"
 	"dsspmesh/node"
+	"dsspmesh/node/job"
 	"dsspmesh/node/launch"
 )
 
@@ -108,10 +108,10 @@ func (v Variant) specArgs() ([]string, error) {
 			args = append(args, "--local-steps", strconv.Itoa(n))
 		}
 	}
-	switch parts[0] {
-	case "ssp":
+	switch p.Paradigm {
+	case clock.SSP:
 		args = append(args, "--s-lower", strconv.FormatInt(p.SL, 10))
-	case "dssp", "dssp-paper":
+	case clock.DSSP, clock.DSSPPaper:
 		if len(parts) > 3 {
 			return nil, fmt.Errorf("--paradigms: %q: the mesh's job spec has no objective option; use %s:SL:RMAX", v, parts[0])
 		}
@@ -147,7 +147,7 @@ func (s Setting) String() string {
 	return fmt.Sprintf("%s (%s)", s.Name, strings.Join(what, "; "))
 }
 
-// ParadigmsConfig is one `dssp bench paradigms` run.
+// ParadigmsConfig is one `dssp-lab bench paradigms` run.
 type ParadigmsConfig struct {
 	Binary   string // the dssp binary the meshes run
 	Workers  int    // node processes per mesh
@@ -175,7 +175,7 @@ type ParadigmsConfig struct {
 	SpecArgs     []string // extra job flags for every mesh (e.g. --model lenet)
 	// CeilingTime > 0 measures the machine's compute ceiling before the
 	// meshes: one single-threaded worker in process with no network for
-	// this long, × the cores (as `dssp bench mesh`); each run's samples/s
+	// this long, × the cores (as `dssp-lab bench mesh`); each run's samples/s
 	// is then also reported as a share of it. Only without ComputeDelay
 	// (an emulated accelerator's ceiling is not the CPU's).
 	CeilingTime time.Duration
@@ -433,7 +433,7 @@ func paradigmsCeiling(ctx context.Context, specArgs []string, d time.Duration) (
 }
 
 // ceilingSpec is the job of specArgs (job flags; others ignored).
-func ceilingSpec(specArgs []string) (node.JobSpec, error) {
+func ceilingSpec(specArgs []string) (job.Spec, error) {
 	spec := node.DefaultConfig().Spec
 	fs := pflag.NewFlagSet("job", pflag.ContinueOnError)
 	fs.ParseErrorsWhitelist.UnknownFlags = true
@@ -475,7 +475,6 @@ type benchMesh struct {
 // benchmark's threads and evaluation cadence.
 func benchLaunch(m benchMesh) launch.Config {
 	lc := launch.DefaultConfig()
-	lc.Charts = plot.Up // each run's accuracy.png and clocks.png, as `dssp up` draws them
 	lc.Binary = m.Binary
 	lc.Nodes = m.Workers
 	lc.Slowdown = m.Slowdown

@@ -26,7 +26,7 @@ type WorkerIterCost struct {
 }
 
 // RunIterCost is the per-iteration cost of one mesh run (runs/<name>/ of a
-// `dssp bench paradigms` report).
+// `dssp-lab bench paradigms` report).
 type RunIterCost struct {
 	Run    string
 	Steady time.Duration // first poll with every worker iterating to the last

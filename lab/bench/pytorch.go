@@ -18,10 +18,11 @@ import (
 	"time"
 
 	"dsspmesh/node"
+	"dsspmesh/node/job"
 	"dsspmesh/node/launch"
 )
 
-// System is one of the trainings `dssp bench pytorch` compares.
+// System is one of the trainings `dssp-lab bench pytorch` compares.
 type System string
 
 // The systems of [RunPyTorch], in the order each setting runs them.
@@ -53,7 +54,7 @@ func (s System) Label() string {
 	return string(s)
 }
 
-// PyTorchConfig is one `dssp bench pytorch` run: for every setting, the
+// PyTorchConfig is one `dssp-lab bench pytorch` run: for every setting, the
 // PyTorch MLP through the mesh, the built-in Go MLP through the mesh and
 // PyTorch DDP, back to back, on the same model, batch and learning rate.
 type PyTorchConfig struct {
@@ -411,7 +412,7 @@ func runMeshSystem(ctx context.Context, cfg PyTorchConfig, set Setting, sys Syst
 	lc.NodeArgs = append(lc.NodeArgs, cfg.NodeArgs...)
 	if sys == MeshPyTorch {
 		lc.NodeArgs = append(lc.NodeArgs, "--trainer", node.TrainerExternal)
-		lc.SpecArgs = append([]string{"--model=" + node.ExternalModel}, cfg.jobArgs()...)
+		lc.SpecArgs = append([]string{"--model=" + job.ExternalModel}, cfg.jobArgs()...)
 		lc.Trainer = cfg.trainerCommand()
 	} else {
 		lc.SpecArgs = append([]string{"--model", "mlp"}, cfg.jobArgs()...)

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/node"
 	"dsspmesh/node/launch"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -123,14 +124,14 @@ func TestPyTorchRatios(t *testing.T) {
 // a trainer attached: copy + round trip − the trainer's compute, over the
 // worker's mean iteration.
 func TestBridgesFromStatus(t *testing.T) {
-	tr := func(it uint64, rt, tu float64) *node.ExternalTrainerStatus {
-		return &node.ExternalTrainerStatus{Attached: true, Iterations: it, BytesCopiedPerIter: 940000, CopyMicros: 100, RoundTripMicros: rt, TrainerMicros: tu}
+	tr := func(it uint64, rt, tu float64) *status.ExternalTrainer {
+		return &status.ExternalTrainer{Attached: true, Iterations: it, BytesCopiedPerIter: 940000, CopyMicros: 100, RoundTripMicros: rt, TrainerMicros: tu}
 	}
 	samples := []launch.Sample{
-		{Node: 0, ID: "n0", Up: true, Worker: node.LocalWorker{Iter: 10, ComputeSeconds: 0.1, WaitSeconds: 0.1}, Trainer: tr(10, 9000, 8000)},
+		{Node: 0, ID: "n0", Up: true, Worker: records.LocalWorker{Iter: 10, ComputeSeconds: 0.1, WaitSeconds: 0.1}, Trainer: tr(10, 9000, 8000)},
 		{Node: 1, ID: "n1", Up: true}, // not attached yet
-		{Node: 0, ID: "n0", Up: true, Worker: node.LocalWorker{Iter: 100, ComputeSeconds: 1.5, WaitSeconds: 0.5}, Trainer: tr(100, 10000, 9500)},
-		{Node: 1, ID: "n1", Up: true, Worker: node.LocalWorker{Iter: 50, ComputeSeconds: 1, WaitSeconds: 0}, Trainer: tr(50, 20000, 19000)},
+		{Node: 0, ID: "n0", Up: true, Worker: records.LocalWorker{Iter: 100, ComputeSeconds: 1.5, WaitSeconds: 0.5}, Trainer: tr(100, 10000, 9500)},
+		{Node: 1, ID: "n1", Up: true, Worker: records.LocalWorker{Iter: 50, ComputeSeconds: 1, WaitSeconds: 0}, Trainer: tr(50, 20000, 19000)},
 		{Node: 1, ID: "n1", Up: false}, // gone at the end: its last answer stands
 	}
 	b := bridges(samples)

@@ -13,8 +13,8 @@ import (
 	"dsspmesh/clock"
 	"dsspmesh/internal/wait"
 	"dsspmesh/mesh"
-	"dsspmesh/node"
 	"dsspmesh/node/assemble"
+	"dsspmesh/node/shards"
 	"dsspmesh/shardapi"
 )
 
@@ -175,7 +175,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 		return "", mesh.ErrNoRoute
 	}
 	var ids []mesh.NodeID
-	var reps []node.Replica
+	var reps []shards.Replica
 	var trs []*mesh.QUICTransport
 	defer func() {
 		for _, r := range reps {
@@ -208,7 +208,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 			defer os.RemoveAll(dir)
 			opener.DataDir = dir
 		}
-		rep, err := opener.Open(shardID, node.ReplicaHooks{})
+		rep, err := opener.Open(shardID, shards.ReplicaHooks{})
 		if err != nil {
 			return PushRate{}, err
 		}
@@ -221,7 +221,7 @@ func measureShard(ctx context.Context, sec *mesh.Security, cfg ReplicationConfig
 	spec := shardapi.Spec{Shard: shardID, Len: floats, Policy: "asp", Optimizer: shardapi.DefaultOptimizer(), Precision: cfg.Precision}
 	// Init is ambiguous while leadership settles: retry on whichever
 	// replica leads until one reports the shard initialised.
-	var leader node.Replica
+	var leader shards.Replica
 	err := wait.Until(ctx, 30*time.Second, "the shard initialised", func() bool {
 		for _, r := range reps {
 			if r.IsLeader() {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/node"
 	"dsspmesh/node/launch"
+	"dsspmesh/node/records"
 )
 
 func TestVariantLocalSteps(t *testing.T) {
@@ -32,8 +32,8 @@ func TestVariantLocalSteps(t *testing.T) {
 // each worker's rate taken over the same window (node 0's first second,
 // slower, is outside it).
 func TestThroughput(t *testing.T) {
-	w := func(iter, samples, bytes uint64, compute float64) node.LocalWorker {
-		return node.LocalWorker{Iter: iter, Samples: samples, PushBytes: bytes, ComputeSeconds: compute}
+	w := func(iter, samples, bytes uint64, compute float64) records.LocalWorker {
+		return records.LocalWorker{Iter: iter, Samples: samples, PushBytes: bytes, ComputeSeconds: compute}
 	}
 	s := []launch.Sample{
 		{Elapsed: time.Second, Node: 0, Up: true, Worker: w(1, 64, 1000, 0.1)},

@@ -16,12 +16,13 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
-	"dsspmesh/node"
 	"dsspmesh/node/launch"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 	"dsspmesh/nodeclient"
 )
 
-// ScaleConfig is one `dssp bench scale` run: a real local mesh for every
+// ScaleConfig is one `dssp-lab bench scale` run: a real local mesh for every
 // pair of Nodes × Shards (and every Variant), one after the other.
 type ScaleConfig struct {
 	Binary      string
@@ -439,15 +440,15 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func pollAll(ctx context.Context, m *launch.Mesh, idx []int) []*node.Status {
+func pollAll(ctx context.Context, m *launch.Mesh, idx []int) []*status.Status {
 	st, _ := pollAllErr(ctx, m, idx)
 	return st
 }
 
 // pollAllErr reads every node's /status at once; errs[k] says why node
 // idx[k] gave none.
-func pollAllErr(ctx context.Context, m *launch.Mesh, idx []int) ([]*node.Status, []error) {
-	out, errs := make([]*node.Status, len(idx)), make([]error, len(idx))
+func pollAllErr(ctx context.Context, m *launch.Mesh, idx []int) ([]*status.Status, []error) {
+	out, errs := make([]*status.Status, len(idx)), make([]error, len(idx))
 	done := make(chan struct{}, len(idx))
 	for k, i := range idx {
 		go func() {
@@ -469,7 +470,7 @@ func pollAllErr(ctx context.Context, m *launch.Mesh, idx []int) ([]*node.Status,
 
 // silent names the nodes of a poll that gave no answer (nor a recent one
 // in its place) and why, the first three.
-func silent(idx []int, st []*node.Status, errs []error, missed []int) string {
+func silent(idx []int, st []*status.Status, errs []error, missed []int) string {
 	var parts []string
 	n := 0
 	for k, s := range st {
@@ -495,7 +496,7 @@ func waitConverged(ctx context.Context, m *launch.Mesh, idx []int, want, shards 
 	*members, *led = 0, 0
 	deadline := t0.Add(cfg.Converge)
 	r := min(cfg.Replication, want)
-	last, missed := make([]*node.Status, len(idx)), make([]int, len(idx))
+	last, missed := make([]*status.Status, len(idx)), make([]int, len(idx))
 	for {
 		for _, i := range idx {
 			if err := m.Exited(i); err != nil {
@@ -538,7 +539,7 @@ const scalePollTimeout = 6 * time.Second
 // fillMissed puts each node's last answer, kept in last, where this poll
 // got none, for up to maxMissed polls in a row (counted in missed); it
 // records this poll's answers in last.
-func fillMissed(st, last []*node.Status, missed []int) []*node.Status {
+func fillMissed(st, last []*status.Status, missed []int) []*status.Status {
 	for k, s := range st {
 		switch {
 		case s != nil:
@@ -551,7 +552,7 @@ func fillMissed(st, last []*node.Status, missed []int) []*node.Status {
 	return st
 }
 
-func allMembers(st []*node.Status, want int) bool {
+func allMembers(st []*status.Status, want int) bool {
 	for _, s := range st {
 		if s == nil || len(s.Members) != want {
 			return false
@@ -562,8 +563,8 @@ func allMembers(st []*node.Status, want int) bool {
 
 // leaders returns, per shard, the status entry of the replica that says it
 // leads (the highest term when two do).
-func leaders(st []*node.Status) map[uint32]node.ShardStatus {
-	out := map[uint32]node.ShardStatus{}
+func leaders(st []*status.Status) map[uint32]records.ShardStatus {
+	out := map[uint32]records.ShardStatus{}
 	for _, s := range st {
 		if s == nil {
 			continue
@@ -586,7 +587,7 @@ func leaders(st []*node.Status) map[uint32]node.ShardStatus {
 // it over those members (mesh.PlaceAll). A leader's own
 // placement follows its membership view, which under load can miss a
 // node for a while; voters equal to that placement are not settled.
-func unsettled(st []*node.Status, want, shards, r int) string {
+func unsettled(st []*status.Status, want, shards, r int) string {
 	var ids []mesh.NodeID
 	for _, s := range st {
 		if s == nil {
@@ -653,7 +654,7 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
-func votersOf(st []*node.Status) map[uint32][]string {
+func votersOf(st []*status.Status) map[uint32][]string {
 	out := map[uint32][]string{}
 	for id, sh := range leaders(st) {
 		out[id] = sh.Voters
@@ -675,7 +676,7 @@ func moved(before, after map[uint32][]string) int {
 	return n
 }
 
-func meanGroups(st []*node.Status) float64 {
+func meanGroups(st []*status.Status) float64 {
 	var sum, n float64
 	for _, s := range st {
 		if s == nil {
@@ -696,7 +697,7 @@ func meanGroups(st []*node.Status) float64 {
 
 // busiest returns the index in st of the node hosting the most replicas,
 // and how many; -1 when no node answered.
-func busiest(st []*node.Status) (int, int) {
+func busiest(st []*status.Status) (int, int) {
 	k, most := -1, -1
 	for i, s := range st {
 		if s == nil {
@@ -715,7 +716,7 @@ func busiest(st []*node.Status) (int, int) {
 	return k, most
 }
 
-func ledBy(s *node.Status) int {
+func ledBy(s *status.Status) int {
 	n := 0
 	for _, sh := range s.Shards {
 		if sh.Local == "leader" {
@@ -760,7 +761,7 @@ func waitTraining(ctx context.Context, m *launch.Mesh, idx []int, limit time.Dur
 
 // describeTrainer says where a trainer that has not reached iteration 2
 // stands: its phase, iteration, retries and last error.
-func describeTrainer(i int, s *node.Status) string {
+func describeTrainer(i int, s *status.Status) string {
 	if s.Worker == nil {
 		return fmt.Sprintf("node %d: phase %s, no worker yet", i, s.Phase)
 	}

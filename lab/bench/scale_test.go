@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
-	"dsspmesh/node"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 )
 
 func TestParseMetricsSumsLabelSets(t *testing.T) {
@@ -37,12 +38,12 @@ go_goroutines_other 1
 // settledStatuses is one poll of nodes ids where every node lists members
 // and each of shards has a leader (the first replica placement names) whose
 // placement and voters are placement over members.
-func settledStatuses(ids, members []mesh.NodeID, shards, r int) []*node.Status {
-	var st []*node.Status
+func settledStatuses(ids, members []mesh.NodeID, shards, r int) []*status.Status {
+	var st []*status.Status
 	for _, id := range ids {
-		s := &node.Status{Node: string(id)}
+		s := &status.Status{Node: string(id)}
 		for _, m := range members {
-			s.Members = append(s.Members, node.MemberStatus{ID: string(m)})
+			s.Members = append(s.Members, status.MemberStatus{ID: string(m)})
 		}
 		all := mesh.PlaceAll(shards, members, r)
 		for sh := uint32(0); sh < uint32(shards); sh++ {
@@ -50,7 +51,7 @@ func settledStatuses(ids, members []mesh.NodeID, shards, r int) []*node.Status {
 			for _, n := range all[sh] {
 				place = append(place, string(n))
 			}
-			e := node.ShardStatus{ID: sh, Term: 1, Placement: place}
+			e := records.ShardStatus{ID: sh, Term: 1, Placement: place}
 			if place[0] == string(id) {
 				e.Local, e.Voters = "leader", slices.Clone(place)
 			}
@@ -73,7 +74,7 @@ func TestSettledNeedsEveryNodeAndRendezvousVoters(t *testing.T) {
 	if why := unsettled(missing, 5, shards, r); !strings.Contains(why, "did not answer") {
 		t.Fatalf("a node missing from the poll: %q", why)
 	}
-	last, missedPolls := make([]*node.Status, len(st)), make([]int, len(st))
+	last, missedPolls := make([]*status.Status, len(st)), make([]int, len(st))
 	fillMissed(slices.Clone(st), last, missedPolls)
 	for range maxMissed {
 		if why := unsettled(fillMissed(slices.Clone(missing), last, missedPolls), 5, shards, r); why != "" {

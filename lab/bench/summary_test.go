@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"dsspmesh/node"
 	"dsspmesh/node/launch"
+	"dsspmesh/node/records"
 )
 
 func TestTimesToTargets(t *testing.T) {
@@ -60,7 +60,7 @@ func TestRatesSkipStartup(t *testing.T) {
 	add := func(at int, iters ...uint64) {
 		for n, it := range iters {
 			samples = append(samples, launch.Sample{Elapsed: time.Duration(at) * time.Second, Node: n, Up: true,
-				Worker: node.LocalWorker{Iter: it, ComputeSeconds: 1, WaitSeconds: float64(n)}})
+				Worker: records.LocalWorker{Iter: it, ComputeSeconds: 1, WaitSeconds: float64(n)}})
 		}
 	}
 	add(1, 0, 0)

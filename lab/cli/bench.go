@@ -16,7 +16,7 @@ import (
 	"dsspmesh/node"
 )
 
-// NewBenchCmd is `dssp bench` and its subcommands (package lab/bench).
+// NewBenchCmd is `dssp-lab bench` and its subcommands (package lab/bench).
 func NewBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -67,14 +67,14 @@ own report).
 
 The defaults are the full comparison (7 paradigms × 2 settings × 3 repeats,
 up to 10 minutes each); see BENCHMARKS.md for a shorter run.`,
-		Example: `  dssp bench paradigms
-  dssp bench paradigms --repeats 1 --time-limit 90s --targets 0.9,0.95,0.97
-  dssp bench paradigms --paradigms ssp:3,dssp:3:12 --slowdown 1,1,1,4 --homogeneous=false
-  dssp bench paradigms --render bench-paradigms --ref-target 0.95
-  dssp bench paradigms --render bench-paradigms --costs
-  dssp bench paradigms --repeats 1 --paradigms bsp,asp,ssp:3,dssp:3:12,dssp-paper:3:12,ssp:1+balance --compute-delay 40ms --targets 0.95,0.97
-  dssp bench paradigms --repeats 1 --paradigms dssp:3:12 --local-steps 1,4,16,64 --ceiling-time 20s --targets 0.95,0.97
-  dssp bench paradigms --link two-sites --repeats 1 --paradigms dssp:3:12 --local-steps 1,16 --slowdown "" --targets 0.95,0.97`,
+		Example: `  dssp-lab bench paradigms
+  dssp-lab bench paradigms --repeats 1 --time-limit 90s --targets 0.9,0.95,0.97
+  dssp-lab bench paradigms --paradigms ssp:3,dssp:3:12 --slowdown 1,1,1,4 --homogeneous=false
+  dssp-lab bench paradigms --render bench-paradigms --ref-target 0.95
+  dssp-lab bench paradigms --render bench-paradigms --costs
+  dssp-lab bench paradigms --repeats 1 --paradigms bsp,asp,ssp:3,dssp:3:12,dssp-paper:3:12,ssp:1+balance --compute-delay 40ms --targets 0.95,0.97
+  dssp-lab bench paradigms --repeats 1 --paradigms dssp:3:12 --local-steps 1,4,16,64 --ceiling-time 20s --targets 0.95,0.97
+  dssp-lab bench paradigms --link two-sites --repeats 1 --paradigms dssp:3:12 --local-steps 1,16 --slowdown "" --targets 0.95,0.97`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := nodeBinary()
@@ -219,8 +219,8 @@ func newBenchMeshCmd() *cobra.Command {
                 vs as many goroutines training the same model on an in-process
                 parameter vector with no network.
 Writes --out/mesh.md.`,
-		Example: `  dssp bench mesh
-  dssp bench mesh --replicas 1,3,5 --payload 1048576 --no-process-mesh`,
+		Example: `  dssp-lab bench mesh
+  dssp-lab bench mesh --replicas 1,3,5 --payload 1048576 --no-process-mesh`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !noMesh {
@@ -302,10 +302,10 @@ host-only 'dssp node' processes (--train=false) on loopback and measure:
 Each point is appended to --out/scale.csv as it completes (a point run again
 replaces its row), and --out/scale.md (the table) and scale.png (each cost
 against N) are rewritten from the whole file, so the sweep can run in pieces.`,
-		Example: `  dssp bench scale --nodes 4,8 --shards 4,16,64
-  dssp bench scale --nodes 32 --shards 4,64
-  dssp bench scale --nodes 16 --shards 64 --variant fixed:--raft-timing=fixed --variant scaled:
-  dssp bench scale --render`,
+		Example: `  dssp-lab bench scale --nodes 4,8 --shards 4,16,64
+  dssp-lab bench scale --nodes 32 --shards 4,64
+  dssp-lab bench scale --nodes 16 --shards 64 --variant fixed:--raft-timing=fixed --variant scaled:
+  dssp-lab bench scale --render`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()

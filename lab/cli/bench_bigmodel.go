@@ -24,9 +24,9 @@ processes, and report each node's peak resident memory (VmHWM) and its data
 dir's bytes as multiples of the model's bytes, against the targets: RSS ≤ 6×
 and data dir ≤ 8×. Writes --out/bigmodel.md. Heavy: it runs --nodes
 processes each holding several hundred megabytes for --time.`,
-		Example: `  dssp bench bigmodel
-  dssp bench bigmodel --time 1m --job-flag=--shards=8
-  dssp bench bigmodel --link two-sites --time 3m`,
+		Example: `  dssp-lab bench bigmodel
+  dssp-lab bench bigmodel --time 1m --job-flag=--shards=8
+  dssp-lab bench bigmodel --link two-sites --time 3m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := nodeBinary()
@@ -72,6 +72,6 @@ processes each holding several hundred megabytes for --time.`,
 	f.Float64Var(&cfg.RSSFactor, "rss-factor", cfg.RSSFactor, "target: peak RSS per node ≤ this × the model's bytes")
 	f.Float64Var(&cfg.DiskFactor, "disk-factor", cfg.DiskFactor, "target: data dir per node ≤ this × the model's bytes")
 	f.StringVar(&out, "out", "bench-bigmodel", "folder for bigmodel.md")
-	f.StringVar(&link, "link", "", "train on the link lab (root), unshaped first (the baseline), then shaped, --time each: two-sites, switch, or keys over a preset (see dssp bench paradigms --help)")
+	f.StringVar(&link, "link", "", "train on the link lab (root), unshaped first (the baseline), then shaped, --time each: two-sites, switch, or keys over a preset (see dssp-lab bench paradigms --help)")
 	return cmd
 }

@@ -23,8 +23,8 @@ worktree), the same mesh of that binary runs first, so both figures come from
 one run on one machine. Checks the issue's targets: peak RSS ≤ 200 MiB and
 data dir ≤ 64 MiB per node. Writes --out/memory.md.`,
 		Example: `  git worktree add /tmp/dssp-base HEAD~5 && (cd /tmp/dssp-base && go build -o /tmp/dssp-base.bin ./cmd/dssp)
-  dssp bench memory --baseline /tmp/dssp-base.bin
-  dssp bench memory --time 2m --job-flag=--paradigm=bsp`,
+  dssp-lab bench memory --baseline /tmp/dssp-base.bin
+  dssp-lab bench memory --time 2m --job-flag=--paradigm=bsp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := nodeBinary()

@@ -49,9 +49,9 @@ python3 and /usr/bin/python3 that imports torch and numpy.
 Writes into --out: report.md, results.csv, and runs/ (each mesh's own
 report, the trainers' and DDP's logs). Heavy: up to 6 trainings of up to
 --time-limit each; run it on an otherwise idle machine.`,
-		Example: `  dssp bench pytorch
-  dssp bench pytorch --target 0.9 --time-limit 1m --systems pytorch,ddp --equal=false
-  DSSP_PYTHON=/usr/bin/python3 dssp bench pytorch --slowdown '' --job-flag=--paradigm=ssp --job-flag=--s-lower=3`,
+		Example: `  dssp-lab bench pytorch
+  dssp-lab bench pytorch --target 0.9 --time-limit 1m --systems pytorch,ddp --equal=false
+  DSSP_PYTHON=/usr/bin/python3 dssp-lab bench pytorch --slowdown '' --job-flag=--paradigm=ssp --job-flag=--s-lower=3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := nodeBinary()

@@ -17,7 +17,7 @@ import (
 	"dsspmesh/node"
 )
 
-// NewSimCmd is `dssp sim`: the discrete-event simulator of package lab/sim.
+// NewSimCmd is `dssp-lab sim`: the discrete-event simulator of package lab/sim.
 func NewSimCmd() *cobra.Command {
 	var (
 		workers, iters, stragIters   int
@@ -43,9 +43,9 @@ them. Every paradigm sees the same compute-time draws (same --seed). The
 paradigms run in parallel (--parallel, one per core by default); each row's
 wall is its own run's, and the last line the whole command's wall time.
 Results do not depend on --parallel.`,
-		Example: `  dssp sim --workers 4 --speeds 1,1,1,4 --paradigms bsp,asp,ssp:3,ssp:15,dssp:3:12,dssp-paper:3:12 --iters 10000
-  dssp sim --balance --workers 4 --speeds 1,1,2,4
-  dssp sim --balance --workers 4 --speeds 1,1,2,4 --local-steps 16 --latency 20ms --paradigms bsp,ssp:1`,
+		Example: `  dssp-lab sim --workers 4 --speeds 1,1,1,4 --paradigms bsp,asp,ssp:3,ssp:15,dssp:3:12,dssp-paper:3:12 --iters 10000
+  dssp-lab sim --balance --workers 4 --speeds 1,1,2,4
+  dssp-lab sim --balance --workers 4 --speeds 1,1,2,4 --local-steps 16 --latency 20ms --paradigms bsp,ssp:1`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := sim.ParseDist(dist)
 			if err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkRun reports the simulator's wall cost per push (ns/push) for
-// the configuration of issue 17's target (`dssp sim --workers 1024
+// the configuration of issue 17's target (`dssp-lab sim --workers 1024
 // --paradigms dssp:3:12`: equal workers, jitter ±10%; "equal" below) and
 // a few with every 4th worker 4× slower. Each b.N is one full run of
 // workers×iters pushes.

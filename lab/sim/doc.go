@@ -22,7 +22,7 @@
 // (time × Σ speeds).
 //
 // Run and RunBalance hold no shared state: concurrent runs are independent
-// (dssp sim runs its paradigms in parallel; the results do not depend on
+// (dssp-lab sim runs its paradigms in parallel; the results do not depend on
 // it).
 //
 // Cost: Run's wall time per push is the gate's push (through

@@ -9,6 +9,9 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/datadir"
+	"dsspmesh/node/job"
+	"dsspmesh/node/status"
 	"dsspmesh/raftstore"
 )
 
@@ -23,7 +26,7 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	if err != nil {
 		return node.Deps{}, err
 	}
-	initParams, err := node.LoadInitFrom(cfg.Spec)
+	initParams, err := job.LoadInitFrom(cfg.Spec)
 	if err != nil {
 		return node.Deps{}, err
 	}
@@ -35,7 +38,7 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 			}
 		}
 	}()
-	dir, err := node.OpenDataDir(cfg.DataDir)
+	dir, err := datadir.Open(cfg.DataDir)
 	if err != nil {
 		return node.Deps{}, err
 	}
@@ -56,7 +59,7 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	// own records; the replicas' raft records get it here.
 	d = node.Deps{Dir: dir, Logger: log, InitParams: initParams, VerifyOperator: sec.VerifyOperator}
 	if cfg.HistoryDir != "" {
-		h, err := node.OpenHistory(cfg.HistoryDir, dir.ID)
+		h, err := status.OpenHistory(cfg.HistoryDir, dir.ID)
 		if err != nil {
 			return node.Deps{}, fmt.Errorf("--history-dir %s: %w", cfg.HistoryDir, err)
 		}
@@ -111,7 +114,7 @@ func security(cfg node.Config, log *slog.Logger) (*mesh.Security, string, error)
 		return nil, "", fmt.Errorf("--key: %w", err)
 	}
 	sec, err := mesh.NewSecurity(key)
-	return sec, node.KeyFingerprint(key), err
+	return sec, datadir.KeyFingerprint(key), err
 }
 
 // bindError names the flag and address of a socket that could not be bound,

@@ -13,6 +13,7 @@ import (
 	"dsspmesh/internal/testlogger"
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/datadir"
 	"dsspmesh/raftstore"
 
 	"github.com/hashicorp/raft"
@@ -41,7 +42,7 @@ func TestNodeNamesTheFlagOfAPortInUseAndClosesWhatItOpened(t *testing.T) {
 			if err == nil || !strings.HasPrefix(err.Error(), flag+" 127.0.0.1:"+strconv.Itoa(port)+": ") {
 				t.Fatalf("err = %v, want it to name %s 127.0.0.1:%d", err, flag, port)
 			}
-			dir, err := node.OpenDataDir(cfg.DataDir)
+			dir, err := datadir.Open(cfg.DataDir)
 			if err != nil {
 				t.Fatalf("data dir still held after the failed start: %v", err)
 			}
@@ -159,7 +160,7 @@ func TestNodeRefusesToStartOnADamagedShardStore(t *testing.T) {
 			if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 				t.Error("the refused start changed the damaged file")
 			}
-			dir, err := node.OpenDataDir(dataDir)
+			dir, err := datadir.Open(dataDir)
 			if err != nil {
 				t.Fatalf("data dir still held after the refused start: %v", err)
 			}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"dsspmesh/mesh"
-	"dsspmesh/node"
+	"dsspmesh/node/shards"
 	"dsspmesh/raftstore"
 	"dsspmesh/shard"
 )
@@ -32,7 +32,7 @@ type RaftReplicas struct {
 	InMemory bool
 }
 
-var _ node.Replicas = (*RaftReplicas)(nil)
+var _ shards.Replicas = (*RaftReplicas)(nil)
 
 // HasState reports whether shard id has a folder of raft state.
 func (r *RaftReplicas) HasState(id uint32) bool {
@@ -41,7 +41,7 @@ func (r *RaftReplicas) HasState(id uint32) bool {
 }
 
 // Open starts this node's replica of shard id, reporting through hooks.
-func (r *RaftReplicas) Open(id uint32, hooks node.ReplicaHooks) (node.Replica, error) {
+func (r *RaftReplicas) Open(id uint32, hooks shards.ReplicaHooks) (shards.Replica, error) {
 	stores := raftstore.NewInmem()
 	if !r.InMemory {
 		var err error

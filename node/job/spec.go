@@ -192,15 +192,14 @@ func (s Spec) wirePrecision() string {
 	return s.WirePrecision
 }
 
-// PolicyText is the paradigm in clock.ParsePolicy's text form.
+// PolicyText is the paradigm in clock.ParsePolicy's text form (an
+// unknown paradigm's name as it is).
 func (s Spec) PolicyText() string {
-	switch s.Paradigm {
-	case "ssp":
-		return fmt.Sprintf("ssp:%d", s.SLower)
-	case "dssp", "dssp-paper":
-		return fmt.Sprintf("%s:%d:%d", s.Paradigm, s.SLower, s.RMax)
+	p, err := clock.ParseParadigm(s.Paradigm)
+	if err != nil {
+		return s.Paradigm
 	}
-	return s.Paradigm
+	return clock.Policy{Paradigm: p, SL: s.SLower, RMax: s.RMax}.String()
 }
 
 // Policy is the gate policy of every shard.
@@ -263,10 +262,8 @@ func (s Spec) Validate() error {
 	if !s.External() && !slices.Contains(cudaops.DatasetNames(), s.Dataset) {
 		return fmt.Errorf("--dataset %q unknown (known: %s)", s.Dataset, strings.Join(cudaops.DatasetNames(), ", "))
 	}
-	switch s.Paradigm {
-	case "bsp", "asp", "ssp", "dssp", "dssp-paper":
-	default:
-		return fmt.Errorf("--paradigm %q unknown (known: bsp, asp, ssp, dssp, dssp-paper)", s.Paradigm)
+	if _, err := clock.ParseParadigm(s.Paradigm); err != nil {
+		return fmt.Errorf("--paradigm %q unknown (known: %s)", s.Paradigm, strings.Join(clock.ParadigmNames(), ", "))
 	}
 	if p, err := s.Policy(); err != nil {
 		return err

@@ -2,8 +2,8 @@
 // loopback (the running binary itself, so `go run ./cmd/dssp up` works on a
 // fresh clone), polls each node's /status, shows live progress, stops at a
 // target accuracy or a time limit, and writes a report (CSV files, the
-// PNG plots of the Config.Charts it is given — `dssp up` gives lab/plot's —
-// and model.safetensors: the snapshot behind the last evaluation, fetched
+// charts accuracy.png and clocks.png drawn with internal/chart, and
+// model.safetensors: the snapshot behind the last evaluation, fetched
 // from the evaluating node before the mesh stops with
 // nodeclient.FetchModel). It reads nodes through package nodeclient.
 // With chaos on it kills a random non-bootstrap node with SIGKILL every

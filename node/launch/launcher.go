@@ -46,9 +46,6 @@ type Config struct {
 	NodeArgs []string
 	SpecArgs []string
 	Out      io.Writer // progress view
-	// Charts, if not nil, draws the report's plots into ReportDir after
-	// its CSV files are written (`dssp up` passes lab/plot's Up).
-	Charts func(dir string, r *Result) error
 	// Trainer, if set, is the command of one trainer process per training
 	// node (Mesh.Trainer); the nodes then run --trainer external.
 	Trainer string
@@ -386,21 +383,10 @@ func (m *Mesh) Terminate(i int, grace time.Duration) error {
 // after grace.
 func (m *Mesh) Stop(grace time.Duration) {
 	var wg sync.WaitGroup
-	for _, p := range m.Procs {
-		if !p.Alive() {
-			continue
+	for i, p := range m.Procs {
+		if p.Alive() {
+			wg.Go(func() { m.Terminate(i, grace) }) // one that exited meanwhile: nothing to stop
 		}
-		wg.Add(1)
-		go func(p *Proc) {
-			defer wg.Done()
-			p.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.exited:
-			case <-time.After(grace):
-				p.cmd.Process.Signal(syscall.SIGKILL)
-				<-p.exited
-			}
-		}(p)
 	}
 	wg.Wait()
 }

@@ -182,12 +182,10 @@ func (m *Mesh) WaitUp(ctx context.Context, idx []int, limit time.Duration) error
 		up := make([]bool, len(pending))
 		var wg sync.WaitGroup
 		for k, i := range pending {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				_, err := nodeclient.FetchStatus(ctx, m.Procs[i].HTTP)
 				up[k] = err == nil
-			}()
+			})
 		}
 		wg.Wait()
 		var still []int

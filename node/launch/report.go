@@ -3,12 +3,17 @@ package launch
 import (
 	"encoding/csv"
 	"fmt"
+	"image/color"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+
+	"dsspmesh/internal/chart"
 )
 
-// WriteReport writes into dir:
+// writeReport writes into dir:
 //
 //	workers.csv   one row per poll per node: elapsed_s, node, id, up, iter,
 //	              iters_per_sec, compute_s, wait_s, loss, slices_kept, slices_pulled,
@@ -16,10 +21,9 @@ import (
 //	              samples, local_steps
 //	accuracy.csv  one row per evaluation: elapsed_s, accuracy, loss, by
 //	chaos.csv     one row per kill (only with chaos)
-//
-// and then, when charts is not nil, calls it with dir and r to draw the
-// plots (`dssp up` draws them with lab/plot; this package draws none).
-func WriteReport(dir string, r *Result, charts func(dir string, r *Result) error) error {
+//	accuracy.png  test accuracy over time, the target dashed, kills marked
+//	clocks.png    each worker's iteration over time, kills marked
+func writeReport(dir string, r *Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
@@ -53,10 +57,71 @@ func WriteReport(dir string, r *Result, charts func(dir string, r *Result) error
 			return err
 		}
 	}
-	if charts == nil {
-		return nil
+	for name, c := range map[string]chart.Chart{"accuracy.png": accuracyChart(r), "clocks.png": clocksChart(r)} {
+		if err := c.WritePNG(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
 	}
-	return charts(dir, r)
+	return nil
+}
+
+// The colours of the marks the charts share.
+var (
+	killColor   = color.RGBA{R: 200, A: 255}
+	targetColor = color.RGBA{G: 150, B: 70, A: 255}
+)
+
+// kills marks each kill of the run across the chart.
+func kills(r *Result) chart.Series {
+	s := chart.Series{Color: killColor, Vertical: true, Dashed: true}
+	for _, c := range r.Chaos {
+		s.X = append(s.X, c.Killed.Seconds())
+	}
+	if len(s.X) > 0 {
+		s.Name = "kill"
+	}
+	return s
+}
+
+// accuracyChart is the mesh's test accuracy over the run, with the run's
+// target (if any) dashed across it.
+func accuracyChart(r *Result) chart.Chart {
+	acc := chart.Series{Name: "test accuracy", Color: color.RGBA{R: 40, G: 110, B: 190, A: 255}, Line: true, Dots: true}
+	xmax := r.Elapsed.Seconds()
+	for _, e := range r.Evals {
+		acc.X, acc.Y = append(acc.X, e.Elapsed.Seconds()), append(acc.Y, e.Accuracy)
+		xmax = max(xmax, e.Elapsed.Seconds())
+	}
+	c := chart.Chart{Title: "Test accuracy of the global parameters", XLabel: "time (s)", YLabel: "accuracy", YMin: 0, YMax: 1,
+		Series: []chart.Series{acc, kills(r)}}
+	if t := r.TargetAcc; t > 0 {
+		c.Series = append(c.Series, chart.Series{Name: fmt.Sprintf("target %.2f%%", 100*t), X: []float64{0, max(xmax, 1)}, Y: []float64{t, t},
+			Color: targetColor, Line: true, Dashed: true, Width: 2})
+	}
+	return c
+}
+
+// clocksChart is each worker's iteration over the run, one colour a node
+// (chart's palette), its legend (an entry a node) beside the axes.
+func clocksChart(r *Result) chart.Chart {
+	byNode := map[int]*chart.Series{}
+	for _, s := range r.Samples {
+		if !s.Up {
+			continue
+		}
+		if byNode[s.Node] == nil {
+			byNode[s.Node] = &chart.Series{Dots: true}
+		}
+		ser := byNode[s.Node]
+		ser.Name = fmt.Sprintf("node%d %s", s.Node, s.ID)
+		ser.X, ser.Y = append(ser.X, s.Elapsed.Seconds()), append(ser.Y, float64(s.Worker.Iter))
+	}
+	c := chart.Chart{Title: "Worker clocks (iterations completed)", XLabel: "time (s)", YLabel: "iteration", LegendRight: true}
+	for _, n := range slices.Sorted(maps.Keys(byNode)) {
+		c.Series = append(c.Series, *byNode[n])
+	}
+	c.Series = append(c.Series, kills(r))
+	return c
 }
 
 func writeCSV(path string, rows [][]string) error {

@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"dsspmesh/modelfile"
-	"dsspmesh/node"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 	"dsspmesh/nodeclient"
 )
 
@@ -25,10 +26,10 @@ type Sample struct {
 	Node    int
 	ID      string
 	Up      bool
-	Worker  node.LocalWorker
+	Worker  records.LocalWorker
 	// Trainer is the node's trainer socket and the bridge's cost per
 	// iteration under --trainer external (/status trainer); nil otherwise.
-	Trainer *node.ExternalTrainerStatus
+	Trainer *status.ExternalTrainer
 }
 
 // EvalPoint is one evaluation of the global parameters.
@@ -228,7 +229,7 @@ func run(ctx context.Context, cfg Config, dir, tmpNote string, log *slog.Logger)
 	model, meta := w.finalModel()
 	w.sampleRSS()
 	m.Stop(10 * time.Second)
-	if err := WriteReport(cfg.ReportDir, res, cfg.Charts); err != nil {
+	if err := writeReport(cfg.ReportDir, res); err != nil {
 		return res, err
 	}
 	res.ReportDir = cfg.ReportDir
@@ -356,7 +357,7 @@ func (w *watcher) finish() { w.res.Elapsed = time.Since(w.start) }
 // warnLearning prints the mesh's learning check (/status learning) when
 // it changes: a job that does not learn says so at once, not at its time
 // limit.
-func (w *watcher) warnLearning(st []*node.Status) {
+func (w *watcher) warnLearning(st []*status.Status) {
 	for _, s := range st {
 		if s == nil || s.Learning == w.learning {
 			continue
@@ -383,28 +384,26 @@ func (w *watcher) sampleRSS() {
 	}
 }
 
-func (w *watcher) poll(ctx context.Context) []*node.Status {
-	out := make([]*node.Status, len(w.mesh.Procs))
+func (w *watcher) poll(ctx context.Context) []*status.Status {
+	out := make([]*status.Status, len(w.mesh.Procs))
 	var wg sync.WaitGroup
 	for i, p := range w.mesh.Procs {
 		if !p.Alive() {
 			continue
 		}
-		wg.Add(1)
-		go func(i int, addr string) {
-			defer wg.Done()
-			if s, err := nodeclient.FetchStatus(ctx, addr); err == nil {
+		wg.Go(func() {
+			if s, err := nodeclient.FetchStatus(ctx, p.HTTP); err == nil {
 				out[i] = &s
 			}
-		}(i, p.HTTP)
+		})
 	}
 	wg.Wait()
 	return out
 }
 
-func (w *watcher) record(now time.Time, st []*node.Status) {
+func (w *watcher) record(now time.Time, st []*status.Status) {
 	el := now.Sub(w.start)
-	var latest *node.EvalResult
+	var latest *records.EvalResult
 	for i, s := range st {
 		smp := Sample{Elapsed: el, Node: i, Up: s != nil}
 		if s != nil {
@@ -428,7 +427,7 @@ func (w *watcher) record(now time.Time, st []*node.Status) {
 }
 
 // chaos kills and restarts nodes and measures recoveries.
-func (w *watcher) chaos(now time.Time, st []*node.Status) {
+func (w *watcher) chaos(now time.Time, st []*status.Status) {
 	if w.cfg.Chaos <= 0 {
 		return
 	}
@@ -471,7 +470,7 @@ func (w *watcher) chaos(now time.Time, st []*node.Status) {
 	w.pendingBack = append(w.pendingBack, pendingRestart{node: victim, at: now.Add(w.cfg.ChaosDown), event: len(w.res.Chaos) - 1})
 }
 
-func (w *watcher) observeRecovery(ev *ChaosEvent, el time.Duration, st []*node.Status) {
+func (w *watcher) observeRecovery(ev *ChaosEvent, el time.Duration, st []*status.Status) {
 	if ev.Recovered == 0 {
 		for i, s := range st {
 			if s == nil || i == ev.Node || !Recovered(s, ev.ID) {
@@ -510,7 +509,7 @@ func (w *watcher) observeRecovery(ev *ChaosEvent, el time.Duration, st []*node.S
 
 // Recovered reports whether, in s, every shard has a live leader and the
 // worker dead is no longer in the clock table.
-func Recovered(s *node.Status, dead string) bool {
+func Recovered(s *status.Status, dead string) bool {
 	live := map[string]bool{}
 	for _, m := range s.Members {
 		live[m.ID] = true
@@ -550,7 +549,7 @@ func newView(w io.Writer) *view {
 	return v
 }
 
-func (v *view) render(wt *watcher, now time.Time, st []*node.Status) {
+func (v *view) render(wt *watcher, now time.Time, st []*status.Status) {
 	if !v.tty && now.Sub(v.last) < 5*time.Second {
 		return
 	}

@@ -20,7 +20,7 @@
 // int8 the error-feedback residual too — half the model's bytes under
 // int8 and bf16, all of it under fp32); base (64 MiB) the runtime, the
 // transport's buffers and raft; perShard (1 MiB) each Raft group's own
-// (its log cache, buffers and goroutines: about 1 MiB a group in dssp bench
+// (its log cache, buffers and goroutines: about 1 MiB a group in dssp-lab bench
 // scale), for every shard of the job, since a fresh mesh's bootstrap node
 // hosts all of them until placement spreads them. A job of local rounds
 // adds ([Rounds]) 1 × the model for a worker that takes the rounds' steps
@@ -31,7 +31,7 @@
 // replica's θ and momentum, and a round's pushes, entries and replies of
 // the whole model arrive together. Without the two a 95 MiB model at
 // --local-steps 16 had a live heap of 700 MB under a 484 MB limit and
-// collected garbage 25 times a second (dssp bench bigmodel); with them,
+// collected garbage 25 times a second (dssp-lab bench bigmodel); with them,
 // and the outer state of θ and the momentum only (no buffer), its nodes'
 // live heaps were 492–546 MiB under a 699 MiB limit (the terms without
 // the headroom: 557 MiB) and collected 54–101 times in 5 minutes. Without any limit the bootstrap

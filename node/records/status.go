@@ -115,7 +115,7 @@ type LocalWorker struct {
 	// under --balance its assigned round's samples ÷ the job's batch; 1
 	// without local rounds (every push a gradient).
 	LocalSteps int `json:"local_steps"`
-	// The data path's costs, for `dssp bench mesh`: PushBytes are the
+	// The data path's costs, for `dssp-lab bench mesh`: PushBytes are the
 	// tensor bytes this worker's pushes sent and their replies returned;
 	// ReplicatedBytes the push entries the shard leaders on this node
 	// proposed, times their followers; LogWrites the Raft log writes (one

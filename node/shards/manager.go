@@ -141,7 +141,7 @@ func (m *Manager) Start(ctx context.Context, fresh bool) error {
 	theta := m.d.Theta()
 	// The shards bootstrap concurrently: each waits out an election
 	// timeout before its sole voter leads, and one after the other that
-	// took S × 0.5–1 s (30 s for 64 shards; dssp bench scale).
+	// took S × 0.5–1 s (30 s for 64 shards; dssp-lab bench scale).
 	sem := make(chan struct{}, bootstrapParallel)
 	errs := make([]error, len(m.bounds))
 	var wg sync.WaitGroup

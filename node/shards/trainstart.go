@@ -13,7 +13,7 @@ import (
 // each to its replicas (a snapshot per new replica: 25 MB per shard of a
 // 100 MB model) and handed leadership around (manager.go). A worker that
 // pushed from the start sent every push of every worker to that one node:
-// in dssp bench bigmodel its queued pushes (~170 MB), the replies it
+// in dssp-lab bench bigmodel its queued pushes (~170 MB), the replies it
 // encoded and its collector took the CPU the snapshots needed, the moves
 // took minutes, leaders lost their lease, and the mesh completed 0–4
 // iterations in 2 minutes. So when a shard's slice exceeds

@@ -75,7 +75,7 @@
 // [CountLibraryTelemetry] (called by dssp node, once per process) counts
 // memberlist's gossip bytes and raft's answered heartbeats from their
 // go-metrics calls into /metrics (dssp_gossip_sent_bytes_total,
-// dssp_raft_heartbeats_total), the per-node costs dssp bench scale reads.
+// dssp_raft_heartbeats_total), the per-node costs dssp-lab bench scale reads.
 //
 // # Concurrency
 //

@@ -15,6 +15,6 @@
 // `dssp node --help` prints the flags under headings (network and
 // membership, job, training, storage, observability). The emulation and
 // A/B knobs in [LabKnobs] are registered as always (node.Config.BindFlags,
-// node.JobSpec.BindFlags) and accepted, but hidden from the help; no flag
+// job.Spec.BindFlags) and accepted, but hidden from the help; no flag
 // is renamed or removed.
 package nodecmd

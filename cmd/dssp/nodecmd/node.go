@@ -11,6 +11,7 @@ import (
 
 	"dsspmesh/node"
 	"dsspmesh/node/assemble"
+	"dsspmesh/node/status"
 	// Registers the "cuda" backend in binaries built with -tags cuda.
 	_ "dsspmesh/cudaops/cuda"
 )
@@ -38,7 +39,7 @@ peers it last saw.
 
 Emulation and A/B flags (--slowdown, --compute-delay, --raft-timing,
 --pipeline-fresh, --history-dir) are accepted but not listed here; they are
-for the lab (dssp up, dssp bench, the fault suite) and described in
+for the lab (dssp up, dssp-lab bench, the fault suite) and described in
 lab/README.md.`,
 		Example: `  dssp keygen --out mesh.key
   dssp node --key mesh.key --host 10.0.0.1 --data-dir /var/lib/dssp --paradigm dssp --s-lower 3 --r-max 12
@@ -58,7 +59,7 @@ lab/README.md.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			// One node per process: memberlist's and raft's own counters
 			// (gossip bytes, heartbeats) can go on this node's /metrics.
-			node.CountLibraryTelemetry()
+			status.CountLibraryTelemetry()
 			deps, err := assemble.Node(cfg, log)
 			if err != nil {
 				return err

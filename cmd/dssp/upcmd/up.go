@@ -1,6 +1,7 @@
-package main
+package upcmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,20 +17,26 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"dsspmesh/lab/netlab"
-	"dsspmesh/lab/plot"
 	"dsspmesh/node"
+	"dsspmesh/node/job"
 	"dsspmesh/node/launch"
 )
 
-func newUpCmd() *cobra.Command {
+// Place, called once the flags are checked and before any node starts,
+// may place the run's nodes (cfg.Hosts, cfg.Nodes); release, never nil
+// when err is nil, undoes what it set up once the run has ended.
+type Place func(ctx context.Context, cmd *cobra.Command, cfg *launch.Config, log *slog.Logger) (release func(), err error)
+
+// New is `dssp up`; place, if not nil, places the nodes (the lab's link
+// lab), else they run on loopback.
+func New(place Place) *cobra.Command {
 	cfg := launch.DefaultConfig()
-	spec := node.DefaultJobSpec()
+	spec := job.DefaultSpec()
 	var (
-		slowdown, detection, link string
-		threads                   int
-		evalEvery                 string
-		computeDelay              time.Duration
+		slowdown, detection string
+		threads             int
+		evalEvery           string
+		computeDelay        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -40,9 +47,7 @@ stop when the mesh's test accuracy reaches --target-acc or after --time-limit,
 and write --report: workers.csv, accuracy.csv (and chaos.csv), the plots
 accuracy.png and clocks.png, and model.safetensors: the parameters behind
 the last accuracy the mesh reported (dssp eval --model reproduces it). The job flags go to the first node, which
-bootstraps the mesh; the others join it by seed and adopt its job. With
---link (root) the nodes run on the link lab instead of loopback: each in a
-network namespace of its own, joined by shaped links (lab/README.md).
+bootstraps the mesh; the others join it by seed and adopt its job.
 
 --chaos K kills a random non-bootstrap node with SIGKILL every K, restarts it
 --chaos-down later on the same data dir, and reports how long the mesh took to
@@ -60,7 +65,6 @@ recover and the node to rejoin.`,
 			}
 			cfg.Binary = bin
 			cfg.Out = cmd.OutOrStdout()
-			cfg.Charts = plot.Up
 			if slowdown != "" {
 				if cfg.Slowdown, err = node.ParseFloats("slowdown", slowdown); err != nil {
 					return err
@@ -72,10 +76,10 @@ recover and the node to rejoin.`,
 			// Refused here, before any node starts: a NaN target that no
 			// accuracy reaches, a momentum float32 rounds to 1, a report
 			// folder that would fail only after the run.
-			if err := node.CheckFloat("target-acc", cfg.TargetAcc, 0, 1, false); err != nil {
+			if err := job.CheckFloat("target-acc", cfg.TargetAcc, 0, 1, false); err != nil {
 				return err
 			}
-			if err := checkMomentum(spec.Momentum); err != nil {
+			if err := job.CheckMomentum(spec.Momentum); err != nil {
 				return err
 			}
 			if err := checkWritableDir("report", cfg.ReportDir); err != nil {
@@ -95,7 +99,7 @@ recover and the node to rejoin.`,
 				// --model was given.
 				cfg.NodeArgs = append(cfg.NodeArgs, "--trainer", node.TrainerExternal)
 				if !cmd.Flags().Changed("model") {
-					cfg.SpecArgs = append(cfg.SpecArgs, "--model="+node.ExternalModel)
+					cfg.SpecArgs = append(cfg.SpecArgs, "--model="+job.ExternalModel)
 				}
 			}
 			if computeDelay > 0 {
@@ -104,24 +108,12 @@ recover and the node to rejoin.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			if link != "" {
-				spec, err := netlab.ParseSpec(link)
+			if place != nil {
+				release, err := place(ctx, cmd, &cfg, log)
 				if err != nil {
 					return err
 				}
-				if !cmd.Flags().Changed("nodes") {
-					cfg.Nodes = spec.Nodes()
-				}
-				if cfg.Nodes != spec.Nodes() {
-					return fmt.Errorf("up: --link %s has %d hosts for --nodes %d (one host a node)", link, spec.Nodes(), cfg.Nodes)
-				}
-				lab, err := netlab.Start(ctx, spec, log)
-				if err != nil {
-					return err
-				}
-				defer lab.Close()
-				cfg.Hosts = lab.LaunchHosts()
-				fmt.Fprintf(cmd.OutOrStdout(), "link lab: %s\n", spec.Describe())
+				defer release()
 			}
 			res, err := launch.Run(ctx, cfg, log)
 			if err != nil {
@@ -141,7 +133,7 @@ recover and the node to rejoin.`,
 				if mm.Eval != nil {
 					fmt.Fprintf(out, ", test accuracy %.2f%% on %d samples as the mesh reported it", 100*mm.Eval.Accuracy, mm.Eval.Samples)
 				}
-				if mm.Model == node.ExternalModel {
+				if mm.Model == job.ExternalModel {
 					names := 0
 					for _, l := range mm.Layers {
 						names += 1 + len(l.Aliases)
@@ -165,7 +157,6 @@ recover and the node to rejoin.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "node processes to start")
-	f.StringVar(&link, "link", "", "run the nodes on the link lab (root): each in a network namespace, on a topology with finite links — two-sites (2 × 2 hosts, 1gbit within, 100mbit and 25ms one way between), switch (4 hosts at 100mbit), or keys sites, hosts, rate, between, delay, loss, queue over a preset; --nodes defaults to its hosts")
 	f.StringVar(&cfg.Trainer, "trainer", "", "a trainer command (run with sh -c) started beside every training node, e.g. 'python3 examples/pytorch/mnist_mlp.py': env DSSP_TRAINER_SOCKET names its node's socket (DSSP_NODE_INDEX, DSSP_DATA too), output in the run folder's trainer<i>.log; implies --trainer external on the nodes and --model external unless --model is given")
 	f.IntVar(&cfg.Workers, "workers", launch.AutoWorkers, "how many of the nodes train (the first ones); the rest only host shards and load no dataset (0: every node; -1: every node if this machine's available memory holds them, else as many as it does)")
 	f.StringVar(&cfg.Dir, "dir", "", "run folder for data dirs, logs and the mesh key (default: a temporary folder, removed at the end unless the run fails, is interrupted or misses its target)")
@@ -184,9 +175,11 @@ recover and the node to rejoin.`,
 	return cmd
 }
 
-// selfCommand is how to run this binary again, for the hints commands
+// selfCommand is how to run the dssp binary, for the hints commands
 // print: "dssp" when that name on PATH is this file, "go run ./cmd/dssp"
-// when `go run` built it in a temporary folder, else its path.
+// when `go run` built this one in a temporary folder, its path when it is
+// a dssp; from another binary (the lab's), the dssp beside it, else
+// "dssp".
 func selfCommand(exe string) string {
 	if p, err := exec.LookPath("dssp"); err == nil && sameFile(p, exe) {
 		return "dssp"
@@ -194,8 +187,33 @@ func selfCommand(exe string) string {
 	if strings.Contains(filepath.ToSlash(exe), "/go-build") {
 		return "go run ./cmd/dssp"
 	}
-	return exe
+	if filepath.Base(exe) == "dssp" {
+		return exe
+	}
+	if beside := filepath.Join(filepath.Dir(exe), "dssp"); fileExists(beside) {
+		return beside
+	}
+	return "dssp"
 }
+
+// checkWritableDir creates the folder a --flag names if needed and probes
+// that files can be written in it, before any work.
+func checkWritableDir(flag, dir string) error {
+	if dir == "" {
+		return fmt.Errorf("--%s must not be empty", flag)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--%s %s cannot be created: %w", flag, dir, err)
+	}
+	probe, err := os.CreateTemp(dir, ".dssp-probe-*")
+	if err != nil {
+		return fmt.Errorf("--%s %s is not writable: %w", flag, dir, err)
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func sameFile(a, b string) bool {
 	fa, err := os.Stat(a)
@@ -208,7 +226,7 @@ func sameFile(a, b string) bool {
 
 func isSpecFlag(name string) bool {
 	fs := pflag.NewFlagSet("spec", pflag.ContinueOnError)
-	s := node.DefaultJobSpec()
+	s := job.DefaultSpec()
 	s.BindFlags(fs)
 	return fs.Lookup(name) != nil
 }

@@ -1,7 +1,6 @@
-package main
+package upcmd
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,7 +8,8 @@ import (
 
 // TestSelfCommand: dssp up's closing hint names a command that runs: the
 // bare name when PATH finds this very file, `go run` for a binary that
-// go run built in a temporary folder, else the binary's path.
+// go run built in a temporary folder, else the binary's path; from the
+// lab's binary, the dssp beside it, else the bare name.
 func TestSelfCommand(t *testing.T) {
 	bin := t.TempDir()
 	exe := filepath.Join(bin, "dssp")
@@ -31,23 +31,10 @@ func TestSelfCommand(t *testing.T) {
 	if got := selfCommand("/tmp/go-build123/b001/exe/dssp"); got != "go run ./cmd/dssp" {
 		t.Errorf("built by go run: %q", got)
 	}
-}
-
-// TestProgressLineWholeLinesWhenPiped: `dssp train`'s step progress is
-// redrawn with \r only on a terminal; piped, every update is a line.
-func TestProgressLineWholeLinesWhenPiped(t *testing.T) {
-	var piped bytes.Buffer
-	p := newProgressLine(&piped)
-	p.show("epoch 1/2  step 100/938", false)
-	p.show("epoch 1/2  step 938/938", true)
-	if got, want := piped.String(), "epoch 1/2  step 100/938\nepoch 1/2  step 938/938\n"; got != want {
-		t.Errorf("piped progress %q, want %q", got, want)
+	if got := selfCommand(filepath.Join(bin, "dssp-lab")); got != exe {
+		t.Errorf("the lab's binary beside a dssp: %q, want %s", got, exe)
 	}
-	var term bytes.Buffer
-	p = &progressLine{w: &term, tty: true}
-	p.show("a", false)
-	p.show("b", true)
-	if got, want := term.String(), "\ra\rb\n"; got != want {
-		t.Errorf("terminal progress %q, want %q", got, want)
+	if got := selfCommand(filepath.Join(t.TempDir(), "dssp-lab")); got != "dssp" {
+		t.Errorf("the lab's binary alone: %q, want dssp", got)
 	}
 }
