@@ -389,7 +389,7 @@ func (n *Node) loadCompute(spec JobSpec) error {
 // newShards builds the shard manager room for spec.
 func (n *Node) newShards(spec JobSpec) *shards.Manager {
 	return shards.New(shards.Deps{ID: n.id, Replicas: n.replicas, Members: n.members, Observer: n.obs, Event: n.events.Add,
-		ApplySeconds: n.metrics.RaftApplySeconds, SetPeers: n.dir.SetPeers, Logger: n.log,
+		ApplySeconds: n.metrics.RaftApplySeconds, Diverged: n.metrics.ReplicasDiverged, SetPeers: n.dir.SetPeers, Logger: n.log,
 		PeerShards: func(own []ShardStatus) []ShardStatus {
 			s := Status{Shards: own, Now: n.now()}
 			n.view.Fill(&s)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"dsspmesh/internal/faults"
 	"dsspmesh/mesh"
 )
 
@@ -146,6 +147,9 @@ func (a *agreement) apply(h agreeHeader) (v verdict, refused string) {
 	for i, id := range h.Servers {
 		nid := mesh.NodeID(id)
 		differs := v.settled && len(h.Digests[i]) > 0 && !bytes.Equal(h.Digests[i], v.digest)
+		if faults.On(faults.BlindAgreement) {
+			continue // broken build only: no one is named
+		}
 		if differs || slices.Contains(h.Own, id) {
 			if _, ok := a.named[nid]; !ok && len(a.named) < maxNamed {
 				a.named = put(a.named, nid, h.At)

@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
-	"dsspmesh/internal/faults"
 	"dsspmesh/mesh"
 	"dsspmesh/shardapi"
 )
@@ -57,7 +56,7 @@ func (c *checker) run() {
 		case <-c.m.ctx.Done():
 			return
 		}
-		if !c.m.IsLeader() || faults.On(faults.BlindAgreement) {
+		if !c.m.IsLeader() {
 			continue
 		}
 		c.evict()

@@ -55,8 +55,8 @@ const (
 	// names it and its node rebuilds it, which the agreement checker
 	// requires.
 	FlipState Fault = "flip-state"
-	// BlindAgreement: leaders propose no agreement checks and replicas
-	// compare nothing, so a diverged replica goes on voting and serving
-	// unnamed. Caught by the agreement checker with FlipState on.
+	// BlindAgreement: agreement checks name no replica and replicas
+	// compare nothing with them, so a diverged replica goes on voting and
+	// serving unnamed. Caught by the agreement checker with FlipState on.
 	BlindAgreement Fault = "blind-agreement"
 )

@@ -44,6 +44,10 @@ type ShardStatus struct {
 	// not start (a damaged store: the file, the problem and the remedy);
 	// "" when it runs or is not placed here.
 	Refused string `json:"refused,omitempty"`
+	// Diverged says that this node's replica of the shard diverged (the
+	// agreement check, docs/design.md "Replicas agree"): the index, why,
+	// and where its rebuild stands; "" while it agrees.
+	Diverged string `json:"diverged,omitempty"`
 }
 
 // Quorum states of a ShardStatus.

@@ -40,6 +40,9 @@ type Manager struct {
 	// damaged store: raftstore.DamagedError names the file and the
 	// remedy), until it starts; shown in Status, logged once per reason.
 	refused map[uint32]string
+	// diverged says, per shard, that this node's replica diverged and
+	// where its rebuild stands (Status), until the rebuilt replica opens.
+	diverged map[uint32]string
 	// reconciling is the reconcile step running per shard this node
 	// leads, with the placement it works toward (reconcile).
 	reconciling map[uint32]*reconcileStep
@@ -61,6 +64,8 @@ type Deps struct {
 	Event func(records.Event)
 	// ApplySeconds observes the leaders' proposal-to-application times.
 	ApplySeconds prometheus.Observer
+	// Diverged counts this node's replicas that diverged (may be nil).
+	Diverged prometheus.Counter
 	// SetPeers persists the other members' gossip addresses (the data dir).
 	SetPeers func(peers []string) error
 	// PeerShards completes this node's own shard records with what the
@@ -93,7 +98,7 @@ func New(d Deps, cfg Config) *Manager {
 	if d.Observer == nil {
 		d.Observer = records.NoObserver{}
 	}
-	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{},
+	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{}, diverged: map[uint32]string{},
 		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication)}
 }
 
@@ -206,6 +211,8 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 		// Raft streams from outside the shard's configuration are refused
 		// unless placement assigns the peer to the shard.
 		AllowRaftPeer: func(p mesh.NodeID) bool { return slices.Contains(m.placement(id), p) },
+		Diverged:      func(dv shardapi.Divergence) { m.divergedReplica(id, dv) },
+		Evicted:       func() { go m.rebuild(id) },
 	})
 	if err != nil {
 		if name := fmt.Sprintf("shard %d: ", id); !strings.Contains(err.Error(), name) {
@@ -216,6 +223,62 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 	delete(m.refused, id)
 	m.replicas[id] = rep
 	return rep, nil
+}
+
+// divergedReplica records that this node's replica of shard id diverged
+// (the agreement check; the replica logged its one ERROR line and stopped
+// voting and serving): an event, the counter, and its shard's status
+// until the rebuilt replica opens.
+func (m *Manager) divergedReplica(id uint32, dv shardapi.Divergence) {
+	why := fmt.Sprintf("at index %d, %s; it stopped voting and serving and is rebuilt from its peers once the shard's leader evicts it", dv.At, dv.Reason)
+	m.mu.Lock()
+	m.diverged[id] = why
+	m.mu.Unlock()
+	if m.d.Diverged != nil {
+		m.d.Diverged.Inc()
+	}
+	if m.d.Event != nil {
+		m.d.Event(records.Event{Kind: records.EventReplicaDiverged, Node: string(m.d.ID), Shard: &id, Detail: fmt.Sprintf("shard %d: this node's replica diverged %s", id, why)})
+	}
+}
+
+func (m *Manager) wasDiverged(id uint32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.diverged[id]
+	return ok
+}
+
+// agrees clears what Status says of a replica of shard id that diverged.
+func (m *Manager) agrees(id uint32) {
+	m.mu.Lock()
+	delete(m.diverged, id)
+	m.mu.Unlock()
+}
+
+// rebuild discards this node's replica of shard id, which diverged and
+// which the leader has evicted (it is no voter any more, so its state may
+// go): it is shut down, its stores removed, and the next round opens it
+// afresh where placement assigns it here, for the leader to catch up.
+func (m *Manager) rebuild(id uint32) {
+	m.mu.Lock()
+	rep := m.replicas[id]
+	delete(m.replicas, id)
+	m.diverged[id] = "evicted by the shard's leader; rebuilding it from its peers"
+	m.mu.Unlock()
+	if rep != nil {
+		rep.Shutdown()
+	}
+	if err := m.d.Replicas.Discard(id); err != nil {
+		m.d.Logger.Error("discard the diverged replica's stores", "shard", id, "err", err)
+		return
+	}
+	m.d.Logger.Info("discarded the evicted diverged replica; it opens afresh and catches up from its peers", "shard", id)
+	m.mu.Lock()
+	if _, open := m.replicas[id]; !open {
+		m.diverged[id] = "evicted by the shard's leader; rebuilt afresh, catching up from its peers"
+	}
+	m.mu.Unlock()
 }
 
 // refuse records that this node's replica of shard id, placed here after
@@ -329,8 +392,15 @@ func (m *Manager) sync(ctx context.Context) {
 				if _, err := m.replica(id); err != nil {
 					m.refuse(id, err)
 				}
+			} else {
+				m.agrees(id)
 			}
 			continue
+		}
+		if m.wasDiverged(id) {
+			if rs := rep.Status(); rs.Diverged == nil && rs.Checks.Matched > 0 {
+				m.agrees(id) // a rebuilt replica proved it holds the shard's state
+			}
 		}
 		if rep.IsLeader() {
 			m.removeGoneWorkers(ctx, rep, live)
@@ -611,7 +681,7 @@ func (m *Manager) Status() ([]records.ShardStatus, []records.WorkerStatus) {
 			st.Placement = append(st.Placement, string(p))
 		}
 		m.mu.Lock()
-		st.Refused = m.refused[id]
+		st.Refused, st.Diverged = m.refused[id], m.diverged[id]
 		m.mu.Unlock()
 		if rep := m.local(id); rep != nil {
 			rs := rep.Status()
