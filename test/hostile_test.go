@@ -61,7 +61,7 @@ func TestHostileMember(t *testing.T) {
 		shared, sharedH = hostileMesh(t, Binary(t))
 		readers = startSlowReaders(t, shared)
 	}
-	for _, tc := range hostileCases(func() *slowReaders { return readers }) {
+	for _, tc := range append(hostileCases(func() *slowReaders { return readers }), hostile48Cases()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, h := shared, sharedH
 			if old != "" {
