@@ -464,3 +464,27 @@ func TestOuterPseudoGradientsAreNotWeighted(t *testing.T) {
 		t.Fatal("gradients under the balance layer not weighted")
 	}
 }
+
+// TestOneStepRulesSnapshotMidRound: under the rules that keep no momentum
+// period (outer sgd, the combine rule's mean) a snapshot taken between a
+// round's arrivals restores: their arrival count stays 0 (a count kept by
+// an earlier build made every such snapshot unreadable, and a replica
+// restarting from one could not start).
+func TestOneStepRulesSnapshotMidRound(t *testing.T) {
+	for _, o := range []shardapi.Outer{{Kind: shardapi.OuterMean, LR: 1}, {Kind: shardapi.OuterSGD, LR: 1}} {
+		spec := testSpec(2, "asp")
+		spec.Outer = o
+		h := newFSMHarness(t, spec, []float32{1, 1})
+		for _, w := range []clock.WorkerID{"a", "b", "c"} {
+			h.apply(encodeWorker(entryAddWorker, w, 0))
+		}
+		h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 4), Grad: gradBytes([]float32{0.3, 0.3})}}))
+		g := restored(t, snapshotBytes(t, h.f))
+		if g.StateHash() != h.f.StateHash() {
+			t.Fatalf("%s: the restored state differs", o.Kind)
+		}
+		if got := g.Params(nil); got[0] != 1-float32(0.3/3) {
+			t.Fatalf("%s: θ %v, want 1 − 0.3/3", o.Kind, got)
+		}
+	}
+}

@@ -159,6 +159,12 @@ func (p *params) step(lr float64, arrivals int64, workers int) {
 		return
 	}
 	r := ratesOf(p.spec.Outer, workers)
+	if !p.spec.Outer.Nesterov() {
+		// sgd and mean keep no period: their count stays 0, as a snapshot
+		// of theirs must hold it (load).
+		outerStep(p.spec.Outer, r, p.theta, p.velocity, p.sum, false, false)
+		return
+	}
 	fire := p.fires(r, arrivals)
 	outerStep(p.spec.Outer, r, p.theta, p.velocity, p.sum, p.starts(arrivals), fire)
 	if fire {
