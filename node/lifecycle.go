@@ -158,6 +158,15 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	} else if wrote && !persist {
 		n.log.Info("recorded the mesh key's fingerprint in the data dir: a later start with another key is refused", "dir", n.dir.Path)
 	}
+	// Admitted: the spec is the mesh's and the data dir agrees with it,
+	// so placement may count this node (a joiner refused before here never
+	// became a replica: mesh.Meta.Joining).
+	if me := n.members.LocalNode().Meta; me.Joining {
+		me.Joining = false
+		if err := n.members.UpdateMeta(me); err != nil {
+			return fmt.Errorf("announce that this node joined: %w", err)
+		}
+	}
 	sm := n.newShards(spec)
 	n.mu.Lock()
 	n.shards = sm

@@ -308,13 +308,13 @@ func (m *Manager) local(id uint32) Replica {
 }
 
 func (m *Manager) placement(id uint32) []mesh.NodeID {
-	return slices.Clone(m.places.get(mesh.LiveIDs(m.d.Members.Members()))[id])
+	return slices.Clone(m.places.get(mesh.PlacedIDs(m.d.Members.Members()))[id])
 }
 
 // placedCount is how many shards placement assigns this node now.
 func (m *Manager) placedCount() int {
 	n := 0
-	for _, p := range m.places.get(mesh.LiveIDs(m.d.Members.Members())) {
+	for _, p := range m.places.get(mesh.PlacedIDs(m.d.Members.Members())) {
 		if slices.Contains(p, m.d.ID) {
 			n++
 		}
@@ -368,7 +368,7 @@ func (m *Manager) sync(ctx context.Context) {
 			m.peers = peers
 		}
 	}
-	liveIDs := mesh.LiveIDs(members)
+	liveIDs := mesh.PlacedIDs(members)
 	places := m.places.get(liveIDs)
 	led := 0
 	var leads map[mesh.NodeID]int
@@ -673,7 +673,7 @@ func (m *Manager) Status() ([]records.ShardStatus, []records.WorkerStatus) {
 	// One placement for all shards: asking per shard copied and sorted the
 	// member list S times (a sixth of an idle node's CPU at 32 nodes × 64
 	// shards, where peers ask for this view 8 times a second).
-	places := m.places.get(mesh.LiveIDs(m.d.Members.Members()))
+	places := m.places.get(mesh.PlacedIDs(m.d.Members.Members()))
 	for s := range m.bounds {
 		id := uint32(s)
 		st := records.ShardStatus{ID: id}
