@@ -119,6 +119,7 @@ func (n *Node) Status() Status {
 	s.Insecure = n.cfg.Insecure
 	if n.trust != nil {
 		s.Revoked, s.PinnedKeys, s.IdentityConflicts = n.trust.Status()
+		s.RevokedSelf, s.RevocationsRefused = n.trust.SelfRevoked(), n.trust.Refused()
 	}
 	if n.snaps != nil {
 		s.Checkpoint = n.snaps.Latest()

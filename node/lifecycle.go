@@ -54,7 +54,9 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 		}
 	}
 	log := d.Logger.With("node", d.Dir.ID)
-	n := &Node{cfg: cfg, log: log, id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	n := &Node{stopRun: stopRun, cfg: cfg, log: log, id: d.Dir.ID, dir: d.Dir, tr: d.Transport, members: d.Membership,
 		replicas: d.Replicas, obs: obs, now: now, started: now(), phase: "starting", events: status.NewEventLog(now).LogTo(log), initTheta: initTheta}
 	n.claims = n.newClaims()
 	if err := n.startTrust(d); err != nil {
@@ -263,7 +265,20 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			n.log.Debug("http shutdown", "err", err)
 		}
 	}
+	if err := context.Cause(ctx); errors.Is(err, ErrRevoked) {
+		return err
+	}
 	return nil
+}
+
+// ErrRevoked ends Run when the mesh's operator revoked this node.
+var ErrRevoked = errors.New("this node is revoked")
+
+// revoked is told by the trust room that this node is revoked: Run stops
+// (leaving as it can) and returns an error saying so, which the command
+// prints as it exits.
+func (n *Node) revoked(why string) {
+	n.stopRun(fmt.Errorf("%w: %s; a node the operator revoked cannot rejoin this mesh: run it with a new --data-dir (a new id) once the operator allows it", ErrRevoked, why))
 }
 
 // joinAndAdoptSpec joins the mesh (or bootstraps it) and settles the job

@@ -114,6 +114,9 @@ func NoConfiguration(sh records.ShardStatus) string {
 // configuration for long (NoConfiguration).
 func Warnings(s *Status) []string {
 	var out []string
+	if s.RevokedSelf != "" {
+		out = append(out, s.RevokedSelf+"; this node stops")
+	}
 	if s.Spec != nil {
 		if w := s.Spec.ReplicationWarning(); w != "" {
 			out = append(out, w)
