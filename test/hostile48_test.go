@@ -1,15 +1,23 @@
 package test
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+	"go.etcd.io/bbolt"
 
 	"dsspmesh/node/launch"
 )
@@ -79,6 +87,67 @@ func hostile48Cases() []hostileCase {
 				got = append(got, fmt.Sprintf("%d of 40 storm connections still held open by the node %v after they asked", held, time.Since(start).Round(time.Second)))
 			}
 			return append(got, trainsOn(c, 5, 30*time.Second)...)
+		}},
+		{name: "raft-entry-flip", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// One byte flipped in a push entry of a stopped replica's
+			// raft.db, past its newest snapshot (so it applies it again at
+			// its restart): it must say it diverged within a check period,
+			// stop voting, be rebuilt, and the replicas agree after.
+			const victim = 2
+			c.Kill(victim)
+			dir := filepath.Join(c.Mesh.Procs[victim].DataDir, "shards", "0")
+			at := flipPushEntryAfter(t, filepath.Join(dir, "raft.db"), newestSnapshotIndex(t, dir))
+			t.Logf("flipped a byte of the push entry at index %d of node%d's raft.db", at, victim)
+			restart := time.Now()
+			c.Restart(victim)
+			return diverged(t, c, victim, restart)
+		}},
+		{name: "snapshot-meta-tamper", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// One digit of a stopped replica's newest snapshot's meta.json
+			// (its Index, +10): the replica must not start on it silently.
+			// This build refuses the node's start naming the file and the
+			// remedy; the remedy applied (the shard folder removed), the
+			// node rejoins and the replicas agree.
+			const victim = 2
+			dir := filepath.Join(c.Mesh.Procs[victim].DataDir, "shards", "0")
+			c.WaitFor("a snapshot of shard 0 on node2", 3*time.Minute, func() bool {
+				m, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "meta.json"))
+				return len(m) > 0
+			})
+			c.Kill(victim)
+			meta := filepath.Join(newestSnapshotDir(t, dir), "meta.json")
+			b, err := os.ReadFile(meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m struct{ Index uint64 }
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			old, tampered := fmt.Sprintf(`"Index":%d`, m.Index), fmt.Sprintf(`"Index":%d`, m.Index+10)
+			if err := os.WriteFile(meta, []byte(strings.Replace(string(b), old, tampered, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("node%d's snapshot meta.json: Index %d → %d", victim, m.Index, m.Index+10)
+			restart := time.Now()
+			if err := c.Mesh.Start(victim); err != nil {
+				t.Fatal(err)
+			}
+			refused := waitUntil(30*time.Second, func() bool { return c.Mesh.Exited(victim) != nil })
+			if !refused {
+				// It started on the tampered snapshot: what did it do?
+				return diverged(t, c, victim, restart)
+			}
+			tail := launch.LogTail(c.Mesh.Procs[victim].LogPath, 3)
+			t.Logf("node%d refused to start: %s", victim, tail)
+			if !strings.Contains(tail, "meta.json") || !strings.Contains(tail, "remove "+dir) {
+				return []string{"node refused to start without naming meta.json and the remedy: " + tail}
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			c.Restart(victim)
+			return rejoinedAndAgree(t, c, victim, time.Now())
 		}},
 		{name: "foreign-spec-joiner", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
 			// A node holding the mesh key joins with another job's spec
@@ -187,4 +256,190 @@ func hostile48Cases() []hostileCase {
 			return []string{fmt.Sprintf("the trainer never attached with %s taken by uid 65534: %s", squatted, launch.LogTail(tr.logs[0], 3))}
 		}},
 	}
+}
+
+// newestSnapshotDir is the folder of the newest snapshot of the shard
+// folder dir.
+func newestSnapshotDir(t *testing.T, dir string) string {
+	t.Helper()
+	metas, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "meta.json"))
+	best, bestIdx := "", uint64(0)
+	for _, p := range metas {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var m struct{ Index uint64 }
+		if json.Unmarshal(b, &m) == nil && m.Index >= bestIdx {
+			best, bestIdx = filepath.Dir(p), m.Index
+		}
+	}
+	if best == "" {
+		t.Fatalf("no snapshot in %s", dir)
+	}
+	return best
+}
+
+// newestSnapshotIndex is the index of the shard folder dir's newest
+// snapshot, 0 without one.
+func newestSnapshotIndex(t *testing.T, dir string) uint64 {
+	metas, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "meta.json"))
+	if len(metas) == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(newestSnapshotDir(t, dir), "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ Index uint64 }
+	json.Unmarshal(b, &m)
+	return m.Index
+}
+
+// flipPushEntryAfter flips one byte of the gradient of the first push
+// entry past index after in the closed log database path, as a bit
+// flipped on disk inside a data page would (bbolt's structure stays
+// whole), and returns the entry's index.
+func flipPushEntryAfter(t *testing.T, path string, after uint64) uint64 {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var at uint64
+	err = db.Update(func(tx *bbolt.Tx) error {
+		logs := tx.Bucket([]byte("logs"))
+		c := logs.Cursor()
+		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, after+1)); k != nil; k, v = c.Next() {
+			put := func(b []byte) error { return logs.Put(k, b) }
+			if v == nil { // an entry stored in a bucket of its own
+				sub := logs.Bucket(k)
+				v, put = sub.Get([]byte("e")), func(b []byte) error { return sub.Put([]byte("e"), b) }
+			}
+			var l raft.Log
+			if codec.NewDecoderBytes(v, &codec.MsgpackHandle{}).Decode(&l) != nil || l.Type != raft.LogCommand || len(l.Data) < 64 || l.Data[0] != entryPush {
+				continue
+			}
+			off := bytes.Index(v, l.Data)
+			if off < 0 {
+				continue
+			}
+			b := bytes.Clone(v)
+			b[off+len(l.Data)-6] ^= 0x40 // inside the last gradient value: off by orders of magnitude
+			at = l.Index
+			return put(b)
+		}
+		return fmt.Errorf("no push entry past index %d", after)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// diverged waits for node victim, restarted at restart on a damaged
+// store, to say it diverged (its /status: a shard's Diverged, or a
+// replica-diverged event), then for it to be rebuilt and agree. It names
+// what went otherwise: the damage unsaid, the replica not rebuilt, the
+// replicas' states apart after.
+func diverged(t *testing.T, c *Cluster, victim int, restart time.Time) []string {
+	said := ""
+	waitUntil(60*time.Second, func() bool {
+		s, err := c.Status(victim)
+		if err != nil {
+			return false
+		}
+		for _, sh := range s.Shards {
+			if sh.Diverged != "" {
+				said = sh.Diverged
+			}
+		}
+		for _, e := range s.Events {
+			if e.Kind == "replica-diverged" {
+				said = e.Detail
+			}
+		}
+		return said != ""
+	})
+	if said == "" {
+		got := []string{fmt.Sprintf("node%d said nothing of its damaged replica within 60 s of its restart", victim)}
+		return append(got, statesApart(t, c, restart)...)
+	}
+	t.Logf("node%d said, %v after its restart: %s", victim, time.Since(restart).Round(100*time.Millisecond), said)
+	return rejoinedAndAgree(t, c, victim, restart)
+}
+
+// rejoinedAndAgree waits until node victim is a voter of every shard again
+// with the others' applied index and its replica agrees at a check, then
+// checks the replicas' state hashes recorded after since.
+func rejoinedAndAgree(t *testing.T, c *Cluster, victim int, since time.Time) []string {
+	var got []string
+	ok := waitUntil(120*time.Second, func() bool {
+		st := c.Statuses()
+		v := st[victim]
+		if v == nil {
+			return false
+		}
+		for _, sh := range v.Shards {
+			if sh.Diverged != "" || sh.Local == "" {
+				return false
+			}
+			if !slices.Contains(shardVoters(c, sh.ID), v.Node) {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		got = append(got, fmt.Sprintf("node%d not back as an agreeing voter of every shard within 120 s", victim))
+	} else {
+		t.Logf("node%d back as a voter of every shard, %v after", victim, time.Since(since).Round(100*time.Millisecond))
+	}
+	trainsOn(c, 20, 60*time.Second) // checkpoints past the rebuild
+	return append(got, statesApart(t, c, since)...)
+}
+
+// statesApart reads the mesh's history and names the state-hash
+// checkpoints recorded after since at which the replicas differ.
+func statesApart(t *testing.T, c *Cluster, since time.Time) []string {
+	h, err := ReadHistory(filepath.Join(c.Mesh.Dir, "history"))
+	if err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	type at struct {
+		shard uint32
+		index uint64
+	}
+	hashes := map[at]map[string]string{}
+	for _, r := range h.Records {
+		if r.Kind == "apply" && r.Hash != "" && r.Nanos > since.UnixNano() {
+			k := at{r.Shard, r.Index}
+			if hashes[k] == nil {
+				hashes[k] = map[string]string{}
+			}
+			hashes[k][r.Node] = r.Hash
+		}
+	}
+	apart, compared := 0, 0
+	for _, byNode := range hashes {
+		if len(byNode) < 2 {
+			continue
+		}
+		compared++
+		first := ""
+		for _, v := range byNode {
+			if first == "" {
+				first = v
+			} else if v != first {
+				apart++
+				break
+			}
+		}
+	}
+	t.Logf("state hashes after %v: %d of %d checkpoints apart", since.Format(time.TimeOnly), apart, compared)
+	if apart > 0 {
+		return []string{fmt.Sprintf("the replicas hold different states at %d of %d checkpoints after the restart", apart, compared)}
+	}
+	return nil
 }
