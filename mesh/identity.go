@@ -48,6 +48,12 @@ type Meta struct {
 	// Leaving is set by Membership.Leave just before the node departs, so
 	// that peers can tell a graceful leave from a failure.
 	Leaving bool
+	// Joining: the node is a member but has not yet adopted the mesh's job
+	// spec and checked its own identity and data dir (a node starts so and
+	// clears it then): placement leaves it out (PlacedIDs), so a joiner
+	// that is refused, for another job's spec or a wrong identity, never
+	// becomes a shard's replica and moves no leadership.
+	Joining bool
 }
 
 // metaVersion is the first byte of encoded metadata; bump on layout change.
@@ -57,7 +63,7 @@ const metaVersion = 1
 //
 //	0     u8   metaVersion
 //	1     u16  Proto
-//	3     u8   flags (bit 0: Trains, bit 1: Leaving)
+//	3     u8   flags (bit 0: Trains, bit 1: Leaving, bit 2: Joining)
 //	4     u8   len(ID),       then ID bytes
 //	.     u8   len(QUICAddr), then QUICAddr bytes
 //	.     u8   len(Backend),  then Backend bytes
@@ -81,6 +87,9 @@ func (m Meta) Encode() ([]byte, error) {
 	if m.Leaving {
 		flags |= 2
 	}
+	if m.Joining {
+		flags |= 4
+	}
 	b = append(b, flags)
 	for _, s := range []string{string(m.ID), m.QUICAddr, m.Backend} {
 		b = append(b, byte(len(s)))
@@ -101,7 +110,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if b[0] != metaVersion {
 		return Meta{}, fmt.Errorf("%w: layout version %d, want %d", ErrBadMeta, b[0], metaVersion)
 	}
-	m := Meta{Proto: binary.BigEndian.Uint16(b[1:3]), Trains: b[3]&1 != 0, Leaving: b[3]&2 != 0}
+	m := Meta{Proto: binary.BigEndian.Uint16(b[1:3]), Trains: b[3]&1 != 0, Leaving: b[3]&2 != 0, Joining: b[3]&4 != 0}
 	rest := b[4:]
 	var strs [3]string
 	for i := range strs {

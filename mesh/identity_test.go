@@ -6,7 +6,7 @@ import (
 )
 
 func TestMetaRoundTrip(t *testing.T) {
-	m := Meta{ID: "node-1", QUICAddr: "10.0.0.1:7000", Trains: true, Backend: "cuda", Proto: ProtocolVersion, Leaving: true}
+	m := Meta{ID: "node-1", QUICAddr: "10.0.0.1:7000", Trains: true, Backend: "cuda", Proto: ProtocolVersion, Leaving: true, Joining: true}
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -72,4 +72,16 @@ func FuzzDecodePreamble(f *testing.F) {
 			t.Fatalf("%v re-encodes to %v", b, again)
 		}
 	})
+}
+
+// TestPlacedIDsLeaveJoinersOut: a member still joining (it has not
+// adopted the job's spec) is live but not placed.
+func TestPlacedIDsLeaveJoinersOut(t *testing.T) {
+	ms := []Member{{Meta: Meta{ID: "a"}}, {Meta: Meta{ID: "b", Joining: true}}, {Meta: Meta{ID: "c"}}}
+	if got := PlacedIDs(ms); len(got) != 2 || got[0] != "a" || got[1] != "c" {
+		t.Fatalf("PlacedIDs = %v, want [a c]", got)
+	}
+	if got := LiveIDs(ms); len(got) != 3 {
+		t.Fatalf("LiveIDs = %v, want all three", got)
+	}
 }

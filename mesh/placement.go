@@ -86,7 +86,19 @@ func pick(order []scored, spare map[NodeID]int, left, r int) []NodeID {
 	return chosen
 }
 
-// LiveIDs returns the ids of members, the usual input to PlaceAll.
+// PlacedIDs is LiveIDs without the members still joining (Meta.Joining):
+// placement's input (PlaceAll).
+func PlacedIDs(members []Member) []NodeID {
+	ids := make([]NodeID, 0, len(members))
+	for _, m := range members {
+		if !m.Meta.Joining {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
+}
+
+// LiveIDs returns the ids of members.
 func LiveIDs(members []Member) []NodeID {
 	ids := make([]NodeID, len(members))
 	for i, m := range members {

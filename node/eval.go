@@ -140,6 +140,7 @@ func (n *Node) Status() status.Status {
 	s.Insecure = n.cfg.Insecure
 	if n.trust != nil {
 		s.Revoked, s.PinnedKeys, s.IdentityConflicts = n.trust.Status()
+		s.RevokedSelf, s.RevocationsRefused = n.trust.SelfRevoked(), n.trust.Refused()
 	}
 	if n.snaps != nil {
 		s.Checkpoint = n.snaps.Latest()

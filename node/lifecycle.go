@@ -41,10 +41,13 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	if c, ok := d.Observer.(io.Closer); ok {
 		defer c.Close() // after the replicas: every return path shuts them down first
 	}
+	ctx, stopRun := context.WithCancelCause(ctx) // cause ErrRevoked: Node.revoked
+	defer stopRun(nil)
 	n, err := newNode(cfg, d)
 	if err != nil {
 		return err
 	}
+	n.stopRun = stopRun
 	ctlLn, err := n.tr.Listen(controlChannel)
 	if err != nil {
 		return err
@@ -99,7 +102,20 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 			n.log.Debug("http shutdown", "err", err)
 		}
 	}
+	if err := context.Cause(ctx); errors.Is(err, ErrRevoked) {
+		return err
+	}
 	return nil
+}
+
+// ErrRevoked ends Run when the mesh's operator revoked this node.
+var ErrRevoked = errors.New("this node is revoked")
+
+// revoked is told by the trust room that this node is revoked: Run stops
+// (leaving as it can) and returns an error saying so, which the command
+// prints as it exits.
+func (n *Node) revoked(why string) {
+	n.stopRun(fmt.Errorf("%w: %s; a node the operator revoked cannot rejoin this mesh: run it with a new --data-dir (a new id) once the operator allows it", ErrRevoked, why))
 }
 
 // newNode builds the node on d: cfg checked, --init-from's parameters
@@ -222,6 +238,15 @@ func (n *Node) settleJob(ctx, ctlCtx context.Context, explicit func(string) bool
 		return spec, false, err
 	} else if wrote && !persist {
 		n.log.Info("recorded the mesh key's fingerprint in the data dir: a later start with another key is refused", "dir", n.dir.Path)
+	}
+	// Admitted: the spec is the mesh's and the data dir agrees with it,
+	// so placement may count this node (a joiner refused before here never
+	// became a replica: mesh.Meta.Joining).
+	if me := n.members.LocalNode().Meta; me.Joining {
+		me.Joining = false
+		if err := n.members.UpdateMeta(me); err != nil {
+			return spec, false, fmt.Errorf("announce that this node joined: %w", err)
+		}
 	}
 	return spec, fresh, nil
 }
@@ -460,7 +485,7 @@ func (n *Node) loadCompute(spec job.Spec) error {
 // newShards builds the shard manager room for spec.
 func (n *Node) newShards(spec job.Spec) *shards.Manager {
 	return shards.New(shards.Deps{ID: n.id, Replicas: n.replicas, Members: n.members, Observer: n.obs, Event: n.events.Add,
-		ApplySeconds: n.metrics.RaftApplySeconds, SetPeers: n.dir.SetPeers, Logger: n.log,
+		ApplySeconds: n.metrics.RaftApplySeconds, Diverged: n.metrics.ReplicasDiverged, SetPeers: n.dir.SetPeers, Logger: n.log,
 		PeerShards: func(own []records.ShardStatus) []records.ShardStatus {
 			s := status.Status{Shards: own, Now: n.now()}
 			n.view.Fill(&s)

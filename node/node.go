@@ -21,6 +21,8 @@ import (
 
 // Node is one running dssp process. Build it with [Run].
 type Node struct {
+	// stopRun ends Run with a cause (a revocation of this node).
+	stopRun  context.CancelCauseFunc
 	cfg      Config
 	log      *slog.Logger
 	id       mesh.NodeID

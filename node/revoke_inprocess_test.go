@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"dsspmesh/mesh"
+	"dsspmesh/node"
 	"dsspmesh/node/status"
 	"dsspmesh/node/trust"
 )
@@ -116,10 +119,26 @@ func TestRevokedNodeIsRefusedEverywhere(t *testing.T) {
 	if got := rec.ackedSnapshot()[victim]; got > before[victim]+1 {
 		t.Fatalf("the revoked node's pushes were acknowledged after its revocation: %d, then %d", before[victim], got)
 	}
-	// The revoked node cannot open a stream to a node that knows.
+	// The revoked node was told before it was cut off: it stopped, its Run
+	// ending with an error that says so.
 	m.mu.Lock()
-	vtr := m.nodes[victim].tr
+	vn := m.nodes[victim]
+	delete(m.nodes, victim)
 	m.mu.Unlock()
+	select {
+	case err := <-vn.done:
+		if !errors.Is(err, node.ErrRevoked) || !strings.Contains(err.Error(), "operator revoked this node") {
+			t.Fatalf("the revoked node's Run returned %v, want node.ErrRevoked saying so", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the revoked node runs on a minute after its revocation")
+	}
+	// It cannot open a stream to a node that knows, under its id.
+	vtr, err := m.net.NewTransport(victim, "victim-again", mesh.DefaultFrameLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vtr.Close()
 	if _, err := vtr.Dial(ctx, via, statusOf(via).QUIC, mesh.Channel{Kind: mesh.KindRPC, Shard: 0}); err == nil || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("the revoked node's dial: %v", err)
 	}

@@ -24,7 +24,7 @@ func (n *Node) startTrust(d Deps) error {
 			}
 			return n.shards
 		},
-		Verify: d.VerifyOperator, Event: n.events.Add, Logger: n.log,
+		Verify: d.VerifyOperator, Event: n.events.Add, Logger: n.log, OnSelfRevoked: n.revoked,
 		Relay: func(ctx context.Context, m mesh.Member, id mesh.NodeID, mac []byte) error {
 			_, err := n.controlCall(ctx, m, controlMsg{Op: "revoke", ID: string(id), MAC: mac})
 			return err

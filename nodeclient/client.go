@@ -120,7 +120,7 @@ func FetchModel(ctx context.Context, addr string, evaluated bool, timeout time.D
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBytes))
-		return nil, nil, &StatusError{URL: u, Code: res.StatusCode, Status: res.Status, Text: strings.TrimSpace(string(b))}
+		return nil, nil, &StatusError{URL: u, Code: res.StatusCode, Status: res.Status, Text: strings.TrimSpace(string(b)), RetryAfter: res.Header.Get("Retry-After") != ""}
 	}
 	if res.ContentLength > modelfile.MaxFileBytes {
 		return nil, nil, fmt.Errorf("GET %s: a model of %d bytes, more than %d", u, res.ContentLength, int64(modelfile.MaxFileBytes))
@@ -141,6 +141,9 @@ type StatusError struct {
 	Code   int
 	Status string // "404 Not Found"
 	Text   string // the node's reason
+	// RetryAfter: the node said when to ask again (a 503 of a node that
+	// runs as many model downloads as it allows).
+	RetryAfter bool
 }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("GET %s: %s: %s", e.URL, e.Status, e.Text) }

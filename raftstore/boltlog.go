@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -16,9 +18,11 @@ import (
 // used before:
 //
 //	bucket "logs": key = index as 8 bytes big-endian, value = msgpack of raft.Log
+//	               and its checksum trailer (appendSum)
 //	bucket "conf": the stable store's keys and values
 //
-// except that an entry of bigEntry bytes or more is stored as the value
+// except for the trailer, which raft-boltdb's decoder ignores, and that an
+// entry of bigEntry bytes or more is stored as the value
 // "e" of a bucket under its index (see bigEntry); raft-boltdb's files open
 // here, files with such entries do not open with raft-boltdb. It also
 // differs in what it keeps in memory:
@@ -53,6 +57,9 @@ type boltLog struct {
 	touched atomic.Int64
 	// unmaps counts dropMapped calls, for tests.
 	unmaps atomic.Int64
+	// damaged, if set, is told of an entry whose checksum fails (see
+	// GetLog).
+	damaged atomic.Pointer[func(index uint64, err error)]
 }
 
 const boltAllocStep = 1 << 20
@@ -132,24 +139,74 @@ func (b *boltLog) edge(first bool) (uint64, error) {
 }
 
 func (b *boltLog) GetLog(idx uint64, log *raft.Log) error {
-	return b.db.View(func(tx *bbolt.Tx) error {
+	var bad error
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		v := getEntry(tx.Bucket(bucketLogs), key(idx))
 		if v == nil {
 			return raft.ErrLogNotFound
 		}
+		body, err := checkEntry(v)
 		// Without MaxInitLen the codec builds a long byte string 256 KiB
 		// at a time, copying it whole at each step: a 3 MB entry cost
 		// 20 MB of allocation and copying. The value is in memory, so
 		// no length it holds can exceed it.
 		h := &codec.MsgpackHandle{}
-		h.MaxInitLen = len(v)
-		err := codec.NewDecoderBytes(v, h).Decode(log)
+		h.MaxInitLen = len(body)
+		derr := codec.NewDecoderBytes(body, h).Decode(log)
 		// The decoder copied the value; the pages the read faulted in may go.
 		if b.touch(len(v)) {
 			b.unmap(tx)
 		}
-		return err
+		if err != nil {
+			// Damaged: nothing of it is handed on (see damagedEntry).
+			bad = err
+			*log = raft.Log{Index: idx, Term: log.Term, Type: raft.LogNoop}
+			return nil
+		}
+		return derr
 	})
+	if bad != nil {
+		if f := b.damaged.Load(); f != nil {
+			(*f)(idx, bad)
+		}
+	}
+	return err
+}
+
+// An entry's value ends with a checksum trailer: entrySumMagic, then the
+// CRC-32C (Castagnoli) of the encoded entry before it, big-endian. bbolt
+// keeps no checksum of data pages, so without it a flipped bit inside an
+// entry's bytes decodes as another entry. Values without the trailer
+// (written before it existed) are not checked.
+var entrySumMagic = []byte("dsum")
+
+const entrySumLen = 8
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// appendSum appends the checksum trailer of v.
+func appendSum(v []byte) []byte {
+	v = append(v, entrySumMagic...)
+	return binary.BigEndian.AppendUint32(v, crc32.Checksum(v[:len(v)-len(entrySumMagic)], castagnoli))
+}
+
+// checkEntry returns the encoded entry of the value v, and an error when
+// its checksum fails: a damaged entry. GetLog then returns a no-op entry
+// of the same index in its place, so the damaged bytes reach neither this
+// replica's state machine nor a follower, and tells the store's damage
+// hook (Stores.SetDamaged), on which the shard's replica stops at once
+// (it diverged) and its node rebuilds it from its peers (docs/design.md,
+// "Replicas agree"). An error would make raft stop the process instead.
+func checkEntry(v []byte) ([]byte, error) {
+	n := len(v)
+	if n < entrySumLen || !bytes.Equal(v[n-entrySumLen:n-4], entrySumMagic) {
+		return v, nil
+	}
+	body := v[:n-entrySumLen]
+	if want, got := binary.BigEndian.Uint32(v[n-4:]), crc32.Checksum(body, castagnoli); want != got {
+		return body, fmt.Errorf("checksum %08x, the entry's bytes give %08x", want, got)
+	}
+	return body, nil
 }
 
 // touch counts n bytes of entries read or appended and reports whether
@@ -232,11 +289,12 @@ func (b *boltLog) StoreLogs(logs []*raft.Log) error {
 }
 
 // encodeLog is raft-boltdb's encoding of a log entry (its time in the
-// older, non-builtin format), into a buffer sized for it.
+// older, non-builtin format), into a buffer sized for it, followed by
+// its checksum trailer (appendSum).
 func encodeLog(l *raft.Log) ([]byte, error) {
-	buf := bytes.NewBuffer(make([]byte, 0, len(l.Data)+len(l.Extensions)+128))
+	buf := bytes.NewBuffer(make([]byte, 0, len(l.Data)+len(l.Extensions)+128+entrySumLen))
 	err := codec.NewEncoder(buf, &codec.MsgpackHandle{BasicHandle: codec.BasicHandle{TimeNotBuiltin: true}}).Encode(l)
-	return buf.Bytes(), err
+	return appendSum(buf.Bytes()), err
 }
 
 // DeleteRange deletes the entries in [min, max] and then unmaps the file:

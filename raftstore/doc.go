@@ -62,10 +62,25 @@
 // It reads the first page of each tree page, not the entries' bodies: on
 // 32 MiB of entries, page cache warm, it took 0.14 ms of an Open of 5.5 ms
 // with 8 MiB entries, 0.75 of 10 ms with 64 KiB ones, and 27 of 100 ms
-// with 1 KiB ones (a 64 MB file; BenchmarkCheckShardDir). bbolt keeps no checksum of data pages, so a
-// flipped bit inside an entry passes and fails that entry's decoding.
+// with 1 KiB ones (a 64 MB file; BenchmarkCheckShardDir). bbolt keeps no
+// checksum of data pages: each entry's value ends with a CRC-32C of its
+// bytes (boltlog.go), checked on every read from the file. An entry that
+// fails it is read as a no-op of its index, so its bytes reach neither the
+// replica's state machine nor a follower, and the hook set with
+// [Stores.SetDamaged] is told: the shard's replica then stops and is
+// rebuilt from its peers (docs/design.md, "Replicas agree"). Values
+// written before the trailer existed are read unchecked.
 //
-// A missing, empty or damaged raft.db is refused with a [*DamagedError]
+// The newest snapshot is checked too before raft opens it, since raft
+// falls back to an older one whose entries the log no longer holds:
+// state.bin's size and CRC-64 against meta.json (raft's own check), and
+// meta.json against meta.sum, the SHA-256 of its fields written into the
+// snapshot's folder before raft renames it into place (snapsum.go; a
+// snapshot without one, of an earlier build, is not checked against it).
+// raft's store checks meta.sum again whenever it opens a snapshot.
+//
+// A missing, empty or damaged raft.db, or a newest snapshot that fails
+// these checks, is refused with a [*DamagedError]
 // naming the file and the remedy: remove the shard folder, and the node
 // joins the shard as a fresh replica that the leader catches up. Open does
 // not start such a replica afresh itself: raft keeps the replica's term,

@@ -23,18 +23,28 @@ import (
 // remove Dir: the node then has no state for the shard and, where
 // placement assigns it the shard, joins it as a fresh replica that the
 // leader catches up (a snapshot, then the log).
+//
+// The newest snapshot is checked too (Snapshot set): its meta.json
+// against its meta.sum, and state.bin's size and CRC against meta.json.
+// raft would fall back to an older snapshot, whose entries the log no
+// longer holds; the remedy is the same.
 type DamagedError struct {
 	Shard uint32
-	Path  string // the log database
+	Path  string // the log database, or the snapshot's file
 	Dir   string // the shard folder to remove
 	// Problem says what is wrong: "is missing", "is empty", "is damaged: …".
-	Problem string
+	Problem  string
+	Snapshot bool // Path is a file of the newest snapshot
 }
 
 func (e *DamagedError) Error() string {
-	return fmt.Sprintf("raftstore: shard %d: log store %s %s; starting the replica with an empty log would forget its term and vote and could roll the shard back; "+
+	what, why := "log store", "starting the replica with an empty log would forget its term and vote and could roll the shard back"
+	if e.Snapshot {
+		what, why = "snapshot file", "the replica cannot restore its state from it, and its log no longer holds the entries an older snapshot would need"
+	}
+	return fmt.Sprintf("raftstore: shard %d: %s %s %s; %s; "+
 		"remove %s to have this node rejoin the shard as a fresh replica that catches up from its peers (only while another replica still holds the shard)",
-		e.Shard, e.Path, e.Problem, e.Dir)
+		e.Shard, what, e.Path, e.Problem, why, e.Dir)
 }
 
 // CheckShards checks the log database of every shard folder under
@@ -112,7 +122,8 @@ func createShardDir(dir string, opts *bbolt.Options) error {
 }
 
 // checkShardDir reports a *DamagedError when the log database of the
-// shard folder dir is missing, empty or fails checkBolt. It holds bbolt's
+// shard folder dir is missing, empty or fails checkBolt, or its newest
+// snapshot fails checkNewestSnapshot. It holds bbolt's
 // shared file lock while it reads (waiting at most timeout, as Open does),
 // so a database another process writes is reported as held, not damaged.
 func checkShardDir(shard uint32, dir string, timeout time.Duration) error {
@@ -154,6 +165,9 @@ func checkShardDir(shard uint32, dir string, timeout time.Duration) error {
 	}
 	if err != nil {
 		return damaged("is damaged: " + err.Error())
+	}
+	if p, problem := checkNewestSnapshot(dir); p != "" {
+		return &DamagedError{Shard: shard, Path: p, Dir: dir, Problem: problem, Snapshot: true}
 	}
 	return nil
 }
@@ -219,7 +233,8 @@ func parseMeta(b []byte) boltMeta {
 // and "conf" exist. It reads the pages with pread, so damage is an error,
 // never a fault, and reads of each page what the walk needs (not the
 // entries' bodies). bbolt keeps no checksum of data pages: damage inside
-// an entry's bytes passes here and fails that entry's decoding.
+// an entry's bytes passes here and fails the entry's own checksum when it
+// is read (checkEntry).
 func checkBolt(f io.ReaderAt, size int64) error {
 	first := make([]byte, 4096)
 	if _, err := f.ReadAt(first, 0); err != nil {

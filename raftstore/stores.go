@@ -69,6 +69,15 @@ type Stores struct {
 	closer io.Closer
 }
 
+// SetDamaged has the log store tell f of every entry whose checksum
+// fails when it is read (a damaged disk: see checkEntry); f must not
+// block. In-memory stores damage nothing.
+func (s *Stores) SetDamaged(f func(index uint64, err error)) {
+	if b, ok := s.closer.(*boltLog); ok {
+		b.damaged.Store(&f)
+	}
+}
+
 // Close releases files held by the stores. Call it after raft has shut down.
 func (s *Stores) Close() error {
 	if s.closer == nil {
@@ -147,7 +156,7 @@ func Open(dataDir string, shard uint32, cfg Config, logger *slog.Logger) (*Store
 			return nil, errors.Join(fmt.Errorf("raftstore: shard %d: log cache: %w", shard, err), db.Close())
 		}
 	}
-	return &Stores{Log: log, Stable: db, Snapshots: snaps, closer: db}, nil
+	return &Stores{Log: log, Stable: db, Snapshots: &sumStore{FileSnapshotStore: snaps, dir: filepath.Join(dir, "snapshots")}, closer: db}, nil
 }
 
 func boltOptions(cfg Config) *bbolt.Options {

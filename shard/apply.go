@@ -18,6 +18,7 @@ var appliers = [...]func(st *state, e entry, out *shardapi.Applied){
 	entryRemoveWorker:  applyRemoveWorker,
 	entrySuspendWorker: applySuspend,
 	entryIdentity:      applyIdentity,
+	entryAgree:         applyAgree,
 }
 
 // applyInit fixes the job: its spec, the gate of its policy, the initial
@@ -117,6 +118,24 @@ func applyIdentity(st *state, e entry, out *shardapi.Applied) {
 	}
 	if h.Op == "revoke" && st.job.initialized && st.gate.has(w) {
 		out.Released, out.Err = st.remove(w)
+	}
+}
+
+// applyAgree applies a check or an eviction to the agreement machine
+// (agreement.go); the FSM then compares this replica's own digest.
+func applyAgree(st *state, e entry, out *shardapi.Applied) {
+	h := e.agree
+	out.Kind = h.Op
+	if h.Op == "check" && h.At >= uint64(st.index) {
+		out.Err = fmt.Errorf("shard %d: %w: check of index %d in the entry at %d", st.shard, shardapi.ErrBadEntry, h.At, st.index)
+		return
+	}
+	v, refused := st.agree.apply(h)
+	switch {
+	case refused != "":
+		out.Err = &shardapi.RejectError{Op: h.Op, Shard: st.shard, Worker: clock.WorkerID(h.ID), Reason: shardapi.ReasonBadRequest, Detail: refused}
+	case h.Op == "check" && !v.settled:
+		out.Kind = "check-unsettled"
 	}
 }
 

@@ -140,3 +140,22 @@ func benchShard(b *testing.B, replicas, size int) {
 	st := c.waitLeader("").Status()
 	b.ReportMetric(float64(st.Service.ProposedPushes)/float64(max(st.Service.Batches, 1)), "pushes/entry")
 }
+
+// BenchmarkDigest is the agreement check's digest of a shard's state (θ
+// and the momentum velocity) on every replica, once per Config.CheckEvery
+// entries: the MLP's 0.94 MB of parameters (one shard) and a 16 MiB slice.
+func BenchmarkDigest(b *testing.B) {
+	for _, n := range []int{235_146, 4 << 20} {
+		b.Run(fmt.Sprintf("params=%d", n), func(b *testing.B) {
+			spec := testSpec(n, "ssp:3")
+			spec.Optimizer = shardapi.Optimizer{Kind: shardapi.Momentum, Momentum: 0.9, Schedule: shardapi.Schedule{LR: 0.01, Gamma: 1}}
+			h := newFSMHarness(b, spec, make([]float32, n))
+			b.SetBytes(int64(2 * 4 * n))
+			for b.Loop() {
+				if _, err := h.f.st.digest(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -60,7 +60,20 @@ type Config struct {
 	// Suspect tunes how the leader suspects a dead worker (suspect.go);
 	// the zero value is DefaultSuspectPolicy.
 	Suspect SuspectPolicy
+
+	// The agreement check (docs/design.md, "Replicas agree"): every
+	// replica digests its state each time its applied index crosses a
+	// multiple of CheckEvery (0: no check; every replica of a shard must
+	// use the same), and the leader waits at most CheckWait for the other
+	// replicas' digests of an index before it proposes the check.
+	CheckEvery uint64
+	CheckWait  time.Duration
 }
+
+// DefaultCheckEvery is Config.CheckEvery's default: a check per 256
+// entries, as often as a snapshot (docs/design.md, "Replicas agree", has
+// its cost).
+const DefaultCheckEvery = 256
 
 // DefaultBatchLinger is Config.BatchLinger's default (docs/design.md,
 // "Raft timing" has what it bought).
@@ -92,6 +105,8 @@ func DefaultConfig(shard uint32, id mesh.NodeID) Config {
 		HeldKeepAlive:      time.Second,
 		IdleStreamTimeout:  2 * time.Minute,
 		ReplyWriteTimeout:  10 * time.Second,
+		CheckEvery:         DefaultCheckEvery,
+		CheckWait:          2 * time.Second,
 	}
 }
 
@@ -187,7 +202,7 @@ func (c Config) Validate() error {
 		{"HeartbeatTimeout", c.HeartbeatTimeout}, {"ElectionTimeout", c.ElectionTimeout},
 		{"LeaderLeaseTimeout", c.LeaderLeaseTimeout}, {"CommitTimeout", c.CommitTimeout},
 		{"SnapshotInterval", c.SnapshotInterval}, {"ApplyTimeout", c.ApplyTimeout}, {"HeldKeepAlive", c.HeldKeepAlive},
-		{"ReplyWriteTimeout", c.ReplyWriteTimeout},
+		{"ReplyWriteTimeout", c.ReplyWriteTimeout}, {"CheckWait", c.CheckWait},
 	}
 	for _, p := range pos {
 		if p.d <= 0 {

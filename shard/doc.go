@@ -7,7 +7,8 @@
 //
 //   - [FSM], the raft.FSM: a router over sub-machines (state.go) — the
 //     parameters with the optimizer and the outer rule, the gate with its
-//     dedupe table, the tally, shard 0's balancer, the identities. Apply
+//     dedupe table, the tally, shard 0's balancer, the identities, the
+//     agreement check (agreement.go). Apply
 //     decodes an entry (entry.go), hands it to its kind's applier
 //     (apply.go, pushapply.go), hashes and observes. Each sub-machine has
 //     its own apply, its own snapshot section and no reference to another.
@@ -23,7 +24,12 @@
 // the learning rate is a function of the global samples applied, the FSM
 // never reads a clock; [FSM.StateHash], SHA-256 of the snapshot's bytes,
 // is equal on replicas that applied the same entries, and snapshots of
-// earlier builds restore to their hash (testdata/snapshots). A push
+// earlier builds restore to their hash (testdata/snapshots). Replicas
+// prove it while they run (docs/design.md, "Replicas agree"): a replica
+// whose state digest differs from the one a majority of the voters sent,
+// or whose log store finds an entry damaged, stops raft (no vote, no
+// service), says so once (Deps.OnDiverged, one ERROR line) and, once the
+// leader has evicted it, tells its node (Deps.OnEvicted) to rebuild it. A push
 // (worker, iter) is applied once, at the worker's clock; it is
 // acknowledged only after its entry is applied, and never while the gate
 // holds it. A rejection ([*shardapi.RejectError]) changed nothing; a lost
@@ -45,7 +51,8 @@
 // readers take the FSM's read lock (FSM.read). The leader's push service is
 // three stages with their own goroutines and locks, a push being one ticket
 // from receipt to reply: intake (intake.go), proposer (proposer.go),
-// replier (replier.go), beside the suspector and the leadership watcher.
+// replier (replier.go), beside the suspector, the agreement checker
+// (checker.go) and the leadership watcher.
 // Replica methods are safe for concurrent use; Apply never takes a stage's
 // lock. Lock order: replier.mu → FSM.mu → the reply cache's mu;
 // suspector.mu → intake.mu; FSM.Snapshot waits on snapshotMem first.

@@ -17,10 +17,10 @@ import (
 // Entry layout in the raft log (integers big-endian):
 //
 //	0    u8   kind (entryInit, entryPush, entryAddWorker, entryRemoveWorker,
-//	          entrySuspendWorker, entryIdentity)
+//	          entrySuspendWorker, entryIdentity, entryAgree)
 //	1    u32  H: header length
 //	5    H bytes: msgpack header (initHeader, the entry's own fields for a push
-//	     entry: its Push headers, workerHeader or identityHeader)
+//	     entry: its Push headers, workerHeader, identityHeader or agreeHeader)
 //	5+H  raw payload: the θ-slice (Init, fp32) or, for Push, the sum of the
 //	     group's gradients (when the header's Summed > 0) followed by the
 //	     other pushes' gradients back to back, tensors in shardapi's codec
@@ -38,6 +38,7 @@ const (
 	entryRemoveWorker
 	entrySuspendWorker // workerHeader; From: the clock the leader saw (suspect.go)
 	entryIdentity      // identityHeader: a revocation or a pinned key (identity.go)
+	entryAgree         // agreeHeader: the agreement check's digests, or an eviction (agreement.go)
 )
 
 const entryPrefix = 5
@@ -111,6 +112,10 @@ func checkIdentityHeader(h identityHeader) error {
 	return nil
 }
 
+func encodeAgree(h agreeHeader) ([]byte, error) {
+	return appendEntry(entryAgree, h, 0)
+}
+
 // encodeSuspend is a suspend entry for w, seen by the leader at clock clk.
 func encodeSuspend(w clock.WorkerID, clk int64) ([]byte, error) {
 	return encodeWorker(entrySuspendWorker, w, clk)
@@ -131,6 +136,7 @@ type entry struct {
 	worker   clock.WorkerID
 	from     int64
 	ident    identityHeader
+	agree    agreeHeader
 }
 
 func appendEntry(kind entryKind, header any, payloadLen int) ([]byte, error) {
@@ -253,6 +259,16 @@ func decodeEntry(b []byte) (entry, error) {
 		}
 		if len(payload) != 0 {
 			return bad("identity entry with %d payload bytes", len(payload))
+		}
+	case entryAgree:
+		if err := boundedmsgpack.Unmarshal(hb, &e.agree); err != nil {
+			return bad("agreement header: %v", err)
+		}
+		if err := checkAgreeHeader(e.agree); err != nil {
+			return bad("agreement: %v", err)
+		}
+		if len(payload) != 0 {
+			return bad("agreement entry with %d payload bytes", len(payload))
 		}
 	default:
 		return bad("unknown kind %d", b[0])

@@ -31,6 +31,9 @@ func FuzzDecodeEntry(f *testing.F) {
 		[]Push{{PushMeta: meta("c", 0, 1), Grad: gradBytes([]float32{4, 5, 6})}}))
 	seed(encodeWorker(entryAddWorker, "w-1", 0))
 	seed(encodeWorker(entryRemoveWorker, "w-1", 0))
+	d := bytes.Repeat([]byte{7}, 32)
+	seed(encodeAgree(agreeHeader{Op: "check", At: 1, Servers: []string{"a", "b", "c"}, Voters: 2, Digests: [][]byte{d, d, nil}, Own: []string{"c"}}))
+	seed(encodeAgree(agreeHeader{Op: "evict", At: 1, ID: "c"}))
 	f.Add([]byte{byte(entryPush), 0, 0, 0, 7, 0x81, 0xa1, 'p', 0xdd, 0xff, 0xff, 0xff})
 	f.Add([]byte{byte(entryPush), 0, 0, 0, 5, 0xdd, 0xff, 0xff, 0xff, 0xff})
 

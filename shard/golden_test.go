@@ -3,6 +3,7 @@ package shard
 import (
 	"crypto/ed25519"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -32,11 +33,16 @@ import (
 // receipt time of 100 a push); group W:ITER:SAMPLES … sum=v,v,… [then
 // push…] (a summed group, in the shard's sums precision); junk HEX;
 // reply W ITER (the leader's reply decision and shard 0's assignments);
-// snapshot (restore a copy and compare its hash); state.
+// snapshot (restore a copy and compare its hash); state. The FSM is
+// replica "a", digesting its state every 4 entries: check AT VOTERS
+// ID=LABEL… [own=ID,…] and evict ID AT are agreement entries (as in
+// TestGoldenMachines; the label "mine" is this replica's own digest of
+// AT); damaged INDEX is its log store finding its copy of an entry damaged.
 func TestGoldenFSM(t *testing.T) {
 	for _, path := range golden.Files(t, filepath.Join("testdata", "golden"), "fsm_") {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			g := &goldenFSM{t: t, f: NewFSM(1, nil)}
+			g.f.self, g.f.checkEvery = "a", 4
 			golden.Run(t, path, g.do)
 		})
 	}
@@ -93,6 +99,18 @@ func (g *goldenFSM) do(cmd string, args []string) string {
 		data, err = encodeGroup(group, sum, rest)
 	case "junk":
 		data, err = hex.DecodeString(args[0])
+	case "check", "evict":
+		h := parseAgree(g.t, cmd, args)
+		for i, a := range args[2:] {
+			if strings.HasSuffix(a, "=mine") && cmd == "check" {
+				d, _, _ := g.f.digest(h.At)
+				h.Digests[i] = d[:]
+			}
+		}
+		data, err = encodeAgree(h)
+	case "damaged":
+		g.f.Damaged(uint64(g.atoi(args[0])), errors.New("checksum 01020304, the entry's bytes give 05060708"))
+		return g.state()
 	case "reply":
 		return g.reply(clock.WorkerID(args[0]), g.atoi(args[1]))
 	case "snapshot":
@@ -225,6 +243,9 @@ func appliedText(a shardapi.Applied) string {
 	if a.Err != nil {
 		s += " err=" + errText(a.Err)
 	}
+	if a.Diverged != nil {
+		s += fmt.Sprintf("\n  diverged at %d: %s", a.Diverged.At, a.Diverged.Reason)
+	}
 	for _, p := range a.Pushes {
 		s += fmt.Sprintf("\n  %s:%d", p.Worker, p.Iter)
 		switch {
@@ -281,6 +302,12 @@ func (g *goldenFSM) state() string {
 	}
 	if ids := g.f.Identities(); len(ids.Revoked) > 0 || len(ids.Pins) > 0 {
 		fmt.Fprintf(&b, "\n  revoked %v pins %d", ids.Revoked, len(ids.Pins))
+	}
+	if c := g.f.checks(); c.At > 0 || len(c.Named) > 0 {
+		fmt.Fprintf(&b, "\n  agreement at %d settled %d matched %d named %v", c.At, c.Settled, c.Matched, c.Named)
+	}
+	if d := g.f.Diverged(); d != nil {
+		fmt.Fprintf(&b, "\n  diverged at %d (damaged %v)", d.At, d.Damaged)
 	}
 	h := g.f.StateHash()
 	fmt.Fprintf(&b, "\n  hash %x", h[:8])

@@ -126,6 +126,8 @@ func (in *intake) serve(c *workerConn) {
 			go func() { defer in.m.wg.Done(); in.read(c, req) }()
 		case shardapi.OpStatus:
 			in.status(c, req)
+		case shardapi.OpDigest, shardapi.OpEvicted:
+			in.agreement(c, req)
 		default:
 			in.rp.reject(c, req.Op, req.PushID, shardapi.ReasonBadRequest, "unknown op")
 		}
@@ -231,4 +233,36 @@ func (in *intake) read(c *workerConn, req shardapi.Request) {
 func (in *intake) status(c *workerConn, req shardapi.Request) {
 	c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK,
 		Index: in.m.fsm.AppliedIndex(), Leader: string(in.m.Leader()), Term: in.m.raft.CurrentTerm()}, nil)
+}
+
+// agreement answers the agreement check's requests (checker.go): OpDigest
+// with this replica's digest of an index, or its divergence; OpEvicted
+// with whether the leader evicted the requester (the replica's applied
+// state: committed), unless this replica diverged itself.
+func (in *intake) agreement(c *workerConn, req shardapi.Request) {
+	rep := shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK}
+	var payload []byte
+	div := in.m.fsm.Diverged()
+	switch {
+	case req.Op == shardapi.OpDigest && div != nil:
+		rep.Detail = "diverged: " + div.Reason
+	case req.Op == shardapi.OpDigest:
+		d, ok, _ := in.m.fsm.digest(uint64(max(req.Iter, 0)))
+		if !ok {
+			rep.Status, rep.Detail = shardapi.ReplyError, fmt.Sprintf("no digest of index %d here (applied %d)", req.Iter, in.m.fsm.AppliedIndex())
+		}
+		payload = d[:]
+	case div != nil:
+		rep.Status, rep.Detail = shardapi.ReplyError, "this replica diverged itself"
+	default:
+		at, ok := in.m.fsm.evictedAt(c.s.Peer())
+		if !ok {
+			rep.Status, rep.Reason, rep.Detail = shardapi.ReplyRejected, shardapi.ReasonBadRequest, fmt.Sprintf("%s is not evicted from shard %d", c.s.Peer(), in.m.cfg.Shard)
+		}
+		rep.Index = at
+	}
+	if rep.Status != shardapi.ReplyOK {
+		payload = nil
+	}
+	c.send(rep, payload)
 }

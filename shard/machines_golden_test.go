@@ -2,9 +2,12 @@ package shard
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -27,7 +30,9 @@ import (
 // CLK", "remove W" (with the followers told, as state.remove); balance:
 // "observe W SAMPLES NS" (a push the gate applied), "tick", "assign W
 // ITER"; identities: "revoke ID [MAC]", "pin ID SEED", "revoked W";
-// "section" (the keys every machine writes, in order).
+// agreement: "check AT VOTERS ID=LABEL… [own=ID,…]" (the servers, voters
+// first, each with the digest SHA-256(LABEL), or none for "-"), "evict ID
+// AT"; "section" (the keys every machine writes, in order).
 func TestGoldenMachines(t *testing.T) {
 	for _, path := range golden.Files(t, filepath.Join("testdata", "golden"), "machine_") {
 		t.Run(filepath.Base(path), func(t *testing.T) {
@@ -149,6 +154,20 @@ func (m *goldenMachines) do(cmd string, args []string) string {
 		return fmt.Sprintf("revoked %v pins %d", v.Revoked, len(v.Pins))
 	case "revoked":
 		return fmt.Sprintf("revoked %v", st.ids.isRevoked(clock.WorkerID(args[0])))
+	case "check", "evict":
+		h := parseAgree(t, cmd, args)
+		if err := checkAgreeHeader(h); err != nil {
+			return "bad entry: " + err.Error()
+		}
+		v, refused := st.agree.apply(h)
+		if refused != "" {
+			return "refused: " + refused
+		}
+		out := agreementText(&st.agree)
+		if h.Op == "check" {
+			out = fmt.Sprintf("settled %v by %d named %v; %s", v.settled, v.agreed, v.named, out)
+		}
+		return out
 	case "section":
 		var h header
 		if err := st.job.save(&h); err != nil {
@@ -163,4 +182,53 @@ func (m *goldenMachines) do(cmd string, args []string) string {
 	}
 	t.Fatalf("unknown command %q", cmd)
 	return ""
+}
+
+// parseAgree parses a check or an evict command (TestGoldenMachines,
+// TestGoldenFSM).
+func parseAgree(t *testing.T, cmd string, args []string) agreeHeader {
+	atoi := func(s string) uint64 {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if cmd == "evict" {
+		return agreeHeader{Op: "evict", ID: args[0], At: atoi(args[1])}
+	}
+	h := agreeHeader{Op: "check", At: atoi(args[0]), Voters: int(atoi(args[1]))}
+	for _, a := range args[2:] {
+		if own, ok := strings.CutPrefix(a, "own="); ok {
+			h.Own = strings.Split(own, ",")
+			continue
+		}
+		id, label, _ := strings.Cut(a, "=")
+		h.Servers = append(h.Servers, id)
+		var d []byte
+		if label != "-" {
+			s := sha256.Sum256([]byte(label))
+			d = s[:]
+		}
+		h.Digests = append(h.Digests, d)
+	}
+	return h
+}
+
+// agreementText is the agreement machine's state, digests by the label
+// whose SHA-256 they are when one of a few short labels.
+func agreementText(a *agreement) string {
+	return fmt.Sprintf("at %d digest %s named %v evicted %v", a.at, digestLabel(a.digest), a.named, a.evicted)
+}
+
+func digestLabel(d []byte) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	for _, l := range []string{"good", "bad", "other", "x", "y", "z"} {
+		if s := sha256.Sum256([]byte(l)); string(s[:]) == string(d) {
+			return l
+		}
+	}
+	return hex.EncodeToString(d[:4])
 }

@@ -50,6 +50,12 @@ type Deps struct {
 	// HashEvery > 0 adds the state hash to the Applied of every entry whose
 	// index is a multiple of it, so replicas can be compared after the fact.
 	HashEvery uint64
+	// OnDiverged, if set, is told once that this replica diverged (the
+	// agreement check or a damaged log: it has stopped raft), OnEvicted
+	// once the leader has evicted it, so that the node may discard its
+	// stores and open it afresh. Neither may block long.
+	OnDiverged func(shardapi.Divergence)
+	OnEvicted  func()
 	// AllowRaftPeer, if set, lets a peer outside the shard's latest Raft
 	// configuration open raft streams (the node: a peer placement assigns
 	// to the shard, so a replica whose configuration lags still hears a

@@ -142,29 +142,8 @@ func (r *Replica) waitCaughtUp(ctx context.Context, id mesh.NodeID, index uint64
 }
 
 func (r *Replica) probe(ctx context.Context, id mesh.NodeID) (uint64, error) {
-	if r.deps.Resolve == nil {
-		return 0, fmt.Errorf("shard %d: no resolver to probe %s", r.cfg.Shard, id)
-	}
-	addr, err := r.deps.Resolve(id)
-	if err != nil {
-		return 0, err
-	}
-	dctx, cancel := context.WithTimeout(ctx, r.cfg.ApplyTimeout)
-	defer cancel()
-	s, err := r.deps.Transport.Dial(dctx, id, addr, mesh.Channel{Kind: mesh.KindRPC, Shard: r.cfg.Shard})
-	if err != nil {
-		return 0, err
-	}
-	defer s.Close()
-	if err := s.SendFrame(shardapi.Request{Op: shardapi.OpStatus, PushMeta: shardapi.PushMeta{PushID: shardapi.PushID{Worker: "reconcile"}}}, nil); err != nil {
-		return 0, err
-	}
-	s.SetReadDeadline(time.Now().Add(r.cfg.ApplyTimeout))
-	var rep shardapi.Reply
-	if _, err := s.RecvFrame(&rep); err != nil {
-		return 0, err
-	}
-	return rep.Index, nil
+	rep, _, err := r.call(ctx, id, shardapi.Request{Op: shardapi.OpStatus, PushMeta: shardapi.PushMeta{PushID: shardapi.PushID{Worker: "reconcile"}}})
+	return rep.Index, err
 }
 
 // Configuration returns the shard's raft configuration as this replica

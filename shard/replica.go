@@ -37,6 +37,7 @@ type Replica struct {
 	pr  *proposer
 	rp  *replier
 	sus *suspector
+	chk *checker
 	cnt serviceCounters
 
 	reconfig sync.Mutex
@@ -75,11 +76,15 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 		return nil, fmt.Errorf("shard %d: raft config: %w", cfg.Shard, err)
 	}
 	fsm := NewFSM(cfg.Shard, d.Observer)
-	fsm.hashEvery = d.HashEvery
+	fsm.hashEvery, fsm.self, fsm.checkEvery = d.HashEvery, cfg.ID, cfg.CheckEvery
 	ln, err := d.Transport.Listen(mesh.Channel{Kind: mesh.KindRPC, Shard: cfg.Shard})
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: listen: %w", cfg.Shard, err)
 	}
+	rep := &Replica{}
+	rep.chk = newChecker(nil, &rep.reconfig)
+	fsm.onDiverge = rep.chk.diverged
+	d.Stores.SetDamaged(fsm.Damaged)
 	budget := newLogBudget(cfg)
 	budget.state = fsm.stateBytes
 	logs := &countingLog{LogStore: measuredLog{d.Stores.Log, budget}}
@@ -93,8 +98,9 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 		g.GuardHeartbeats(r) // heartbeats that could change r's term or role take raft's main loop
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rep := &Replica{ln: ln, cancel: cancel, logs: logs, refused: pace.Pacer[mesh.NodeID]{Every: refusalLogEvery}}
+	rep.ln, rep.cancel, rep.logs, rep.refused = ln, cancel, logs, pace.Pacer[mesh.NodeID]{Every: refusalLogEvery}
 	rep.member = &member{cfg: cfg, deps: d, log: logger, fsm: fsm, raft: r, ctx: ctx, wg: &rep.wg}
+	rep.chk.m = rep.member
 	rep.lead.changed = make(chan struct{})
 	if g, ok := d.RaftTransport.(interface{ SetAllow(func(mesh.NodeID) bool) }); ok {
 		g.SetAllow(rep.allowRaftPeer)
@@ -104,7 +110,7 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 	rep.pr = newProposer(rep.member, &rep.cnt, rep.rp)
 	rep.in = newIntake(rep.member, &rep.cnt, rep.pr, rep.rp, ln)
 	rep.sus = &suspector{m: rep.member, in: rep.in}
-	for _, f := range []func(){rep.in.acceptLoop, rep.pr.run, rep.pr.complete, rep.rp.evaluate, rep.sus.run} {
+	for _, f := range []func(){rep.in.acceptLoop, rep.pr.run, rep.pr.complete, rep.rp.evaluate, rep.sus.run, rep.chk.run} {
 		rep.wg.Add(1)
 		go func() { defer rep.wg.Done(); f() }()
 	}
@@ -180,7 +186,7 @@ func (r *Replica) Status() shardapi.ReplicaStatus {
 	return shardapi.ReplicaStatus{
 		Status: r.fsm.Status(), ID: r.cfg.ID, State: r.raft.State().String(), Term: r.raft.CurrentTerm(),
 		Leader: mesh.NodeID(leader), Held: r.rp.heldCount(), Service: r.cnt.stats(r.in.hyg.stats()), LastIndex: r.raft.LastIndex(),
-		LogWrites: r.logs.writes.Load(),
+		LogWrites: r.logs.writes.Load(), Diverged: r.fsm.Diverged(), Evicted: r.chk.evicted.Load(), Checks: r.fsm.checks(),
 	}
 }
 

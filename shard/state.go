@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ type state struct {
 	bal    balanceState // shard 0 with the balance layer only
 	params params
 	ids    identityState
+	agree  agreement
 }
 
 // A section is one sub-machine's part of a snapshot (snapshot.go). save
@@ -35,9 +37,9 @@ type section interface {
 // sections are the state's, in the order their keys are written: the
 // header of a snapshot of version 2 is init, spec (the job), samples,
 // pushes, dups, rejected (the tally), gate, index, bal, arr (the
-// parameters' outer count), ids. A new section comes last.
+// parameters' outer count), ids, agree. A new section comes last.
 func (st *state) sections() []section {
-	return []section{&st.tally, &st.gate, &st.index, &st.bal, &st.params, &st.ids}
+	return []section{&st.tally, &st.gate, &st.index, &st.bal, &st.params, &st.ids, &st.agree}
 }
 
 // A follower is a sub-machine that follows the gate: the pushes it
@@ -70,12 +72,15 @@ func (i *appliedIndex) load(h *header, _ job) error {
 }
 
 // head encodes the snapshot's prefix and header: everything before θ.
-func (st *state) head() ([]byte, error) {
+func (st *state) head() ([]byte, error) { return st.headOf(st.sections()) }
+
+// headOf is head with the sections secs only.
+func (st *state) headOf(secs []section) ([]byte, error) {
 	var h header
 	if err := st.job.save(&h); err != nil {
 		return nil, err
 	}
-	for _, s := range st.sections() {
+	for _, s := range secs {
 		if err := s.save(&h); err != nil {
 			return nil, fmt.Errorf("shard %d: %w", st.shard, err)
 		}
@@ -146,4 +151,26 @@ func readState(r io.Reader) (*state, error) {
 		return bad("%v", err)
 	}
 	return st, nil
+}
+
+// digest is the agreement check's digest of the state: SHA-256 of its
+// snapshot encoding without the agreement's own section (equal on replicas
+// that applied the same entries, as StateHash is).
+func (st *state) digest() ([sha256.Size]byte, error) {
+	var out [sha256.Size]byte
+	var secs []section
+	for _, s := range st.sections() {
+		if s != section(&st.agree) {
+			secs = append(secs, s)
+		}
+	}
+	head, err := st.headOf(secs)
+	if err != nil {
+		return out, err
+	}
+	h := sha256.New()
+	h.Write(head)
+	writeBody(h, st.params.theta, st.params.velocity) // nothing before Init
+	h.Sum(out[:0])
+	return out, nil
 }

@@ -29,6 +29,25 @@ type Applied struct {
 	// this entry, at the same indices as StateHash; always 0 unless a
 	// broken build let one in.
 	NonFinite int
+	// Diverged is set on the Applied at which this replica found it
+	// diverged (the agreement check, docs/design.md "Replicas agree"); it
+	// applies nothing after it. Kind is then "" when the entry itself was
+	// not applied (its copy of the entry was damaged).
+	Diverged *Divergence
+}
+
+// Divergence is why a replica stopped: its state is not the one a
+// majority of the shard's voters hold, or its log is damaged. It stops
+// voting and serving and is rebuilt from its peers once the leader has
+// evicted it.
+type Divergence struct {
+	// At is the index of the check that found it (its digest's index), or
+	// of the entry its log holds damaged.
+	At uint64
+	// Damaged: its own copy of an entry failed its checksum (raftstore);
+	// otherwise its digest differed from the majority's.
+	Damaged bool
+	Reason  string
 }
 
 // PushResult is what Apply did with one push of a batch.
@@ -74,6 +93,21 @@ type ReplicaStatus struct {
 	// LogWrites counts the writes to the replica's raft log since it
 	// opened: one fsynced transaction each on disk, however many entries.
 	LogWrites uint64
+	// Diverged is set once this replica found it diverged (it then no
+	// longer votes or serves); Evicted once the leader has removed it from
+	// the shard, so that its node may rebuild it from its peers.
+	Diverged *Divergence
+	Evicted  bool
+	// Checks is the agreement check's view: the last settled check.
+	Checks CheckStatus
+}
+
+// CheckStatus is the agreement check as one replica applied it.
+type CheckStatus struct {
+	At      uint64        // index of the last settled check's digest (0: none yet)
+	Settled uint64        // checks settled since the replica opened (a majority shared a digest)
+	Matched uint64        // of them, checks this replica's own digest was compared and agreed
+	Named   []mesh.NodeID // replicas named diverged and not yet evicted
 }
 
 // ServiceStats count what the push service did since start.

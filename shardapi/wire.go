@@ -24,9 +24,17 @@ const (
 	OpStatus                     // reply Index: the replica's applied index; Leader, Term: the leader it knows (itself when it leads) and its term
 	OpRead                       // a linearizable read (Replica.Read): reply Clock t_min, Max, Index, Samples, the slice as payload
 	OpRevoke                     // Worker: the node id revoked (not the requester, who is the stream's peer), payload: the operator's MAC; reply OK once applied
+	// OpDigest (the agreement check, shard/checker.go): Iter: an applied
+	// index; reply OK with the replica's state digest there as payload (32
+	// bytes), OK with no payload and Detail when the replica diverged (why),
+	// or Error when it holds no digest of that index.
+	OpDigest
+	// OpEvicted: whether the requester was evicted from the shard as
+	// diverged; reply OK with Index: the check that named it, or Rejected.
+	OpEvicted
 )
 
-// String names the op in errors: push, add-worker, remove-worker, status, read, revoke.
+// String names the op in errors: push, add-worker, remove-worker, status, read, revoke, digest, evicted.
 func (o Op) String() string {
 	switch o {
 	case OpPush:
@@ -41,6 +49,10 @@ func (o Op) String() string {
 		return "read"
 	case OpRevoke:
 		return "revoke"
+	case OpDigest:
+		return "digest"
+	case OpEvicted:
+		return "evicted"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

@@ -90,13 +90,20 @@ type Report struct {
 	ShareTiling int   // violation: shares overlap in the data order, or one iteration mixes allocations
 	ShareUnread int   // violation: an iteration short of its global batch that no departure explains
 	ShortRuns   []ShortRun
-	Violations  []string
+	// The agreement check (docs/design.md, "Replicas agree"): replicas
+	// whose state hash differed from a majority's at a checkpoint, and the
+	// product's own word of a replica that diverged ("diverged" records).
+	Diverging  int // (shard, replica) pairs in a minority at some checkpoint
+	Named      int // (shard, replica) pairs the product named diverged
+	Unnamed    int // violation: in a minority and not named within two check periods
+	FalseAlarm int // violation: named diverged (its digest) and never in a minority
+	Violations []string
 }
 
 // OK reports whether no checker found a violation.
 func (r *Report) OK() bool {
 	return r.Lost+r.AppliedTwice+r.ClockBack+r.GapOver+r.TwoLeaders+r.HashMismatch+r.Disagree+r.ReplayMismatch+r.NonFinite+
-		r.ReadStale+r.ReadOverclaim+r.ShareTiling+r.ShareUnread == 0
+		r.ReadStale+r.ReadOverclaim+r.ShareTiling+r.ShareUnread+r.Unnamed+r.FalseAlarm == 0
 }
 
 func (r *Report) String() string {
@@ -104,11 +111,13 @@ func (r *Report) String() string {
 		"two leaders %d of %d terms, hash mismatches %d of %d checkpoints, replica disagreements %d, "+
 		"replay mismatches %d of %d pushes, dedupe answers %d, non-finite parameters at %d of %d replica checkpoints, "+
 		"reads beyond the bound %d of %d (max lag %d, %d unchecked), versions overclaimed %d, "+
-		"shares overlapping %d, batches short and unexplained %d (short %d of %d iterations, longest run %d)",
+		"shares overlapping %d, batches short and unexplained %d (short %d of %d iterations, longest run %d), "+
+		"replicas diverging %d, named %d, unnamed %d, false alarms %d",
 		r.Acked, r.Lost, r.AppliedTwice, r.ClockBack, r.GapOver, r.MaxGap, r.GateSU, r.SU, r.TwoLeaders, r.Terms,
 		r.HashMismatch, r.HashCompared, r.Disagree, r.ReplayMismatch, r.Replayed, r.Duplicates, r.NonFinite, r.FiniteChecked,
 		r.ReadStale, r.Reads, r.MaxReadLag, r.ReadsUnchecked, r.ReadOverclaim,
-		r.ShareTiling, r.ShareUnread, r.ShareShort, r.ShareRounds, r.MaxShortRun)
+		r.ShareTiling, r.ShareUnread, r.ShareShort, r.ShareRounds, r.MaxShortRun,
+		r.Diverging, r.Named, r.Unnamed, r.FalseAlarm)
 }
 
 func (r *Report) violate(format string, args ...any) {
@@ -146,6 +155,7 @@ func (h *History) Check(policy string, pipeline bool) (*Report, error) {
 	logs := h.mergedLogs(rep)
 	h.checkLeaders(rep)
 	h.checkHashes(rep)
+	h.checkAgreement(rep)
 	h.checkFinite(rep)
 	releases := map[pushKey][]release{} // every release of a push, in log order
 	applies := map[pushKey][]int64{}    // times an application of the push was first recorded
@@ -532,6 +542,88 @@ func (h *History) checkHashes(rep *Report) {
 		if len(distinct) > 1 {
 			rep.HashMismatch++
 			rep.violate("shard %d index %d: replicas hold different states %v", k.shard, k.index, byNode)
+		}
+	}
+}
+
+// agreementPeriod is shard.DefaultCheckEvery: a diverged replica must be
+// named at a check of an index at most two periods past the first
+// checkpoint that shows it in a minority.
+const agreementPeriod = 256
+
+// checkAgreement is the agreement checker: every replica whose state
+// hash differs from a strict majority's (of at least three replicas) at
+// a checkpoint must have said it diverged (a "diverged" record of that
+// shard) at a check at most two periods later (judged once the shard's
+// log is that far); and a replica that said
+// its digest differed must have been in a minority at some checkpoint
+// (a damaged log, named without applying it, is not judged).
+func (h *History) checkAgreement(rep *Report) {
+	type key struct {
+		shard uint32
+		node  string
+	}
+	type at struct {
+		shard uint32
+		index uint64
+	}
+	hashes := map[at]map[string]string{}
+	last := map[uint32]uint64{} // the highest index applied per shard
+	for _, r := range h.Records {
+		if r.Kind == "apply" {
+			last[r.Shard] = max(last[r.Shard], r.Index)
+		}
+		if r.Kind == "apply" && r.Hash != "" {
+			k := at{r.Shard, r.Index}
+			if hashes[k] == nil {
+				hashes[k] = map[string]string{}
+			}
+			hashes[k][r.Node] = r.Hash
+		}
+	}
+	minority := map[key]uint64{} // the first checkpoint showing it
+	for k, byNode := range hashes {
+		if len(byNode) < 3 {
+			continue
+		}
+		count := map[string]int{}
+		for _, v := range byNode {
+			count[v]++
+		}
+		for node, v := range byNode {
+			for w, n := range count {
+				if w != v && 2*n > len(byNode) {
+					kk := key{k.shard, node}
+					if first, ok := minority[kk]; !ok || k.index < first {
+						minority[kk] = k.index
+					}
+				}
+			}
+		}
+	}
+	named := map[key]status.HistoryRecord{}
+	for _, r := range h.Records {
+		if r.Kind == "diverged" {
+			if _, ok := named[key{r.Shard, r.Node}]; !ok {
+				named[key{r.Shard, r.Node}] = r
+			}
+		}
+	}
+	rep.Diverging, rep.Named = len(minority), len(named)
+	for k, first := range minority {
+		r, ok := named[k]
+		if !ok && first+2*agreementPeriod > last[k.shard] {
+			continue // not judged yet: the run ended within two periods
+		}
+		if !ok || r.Index > first+2*agreementPeriod {
+			rep.Unnamed++
+			rep.violate("shard %d: %s held another state than the majority at index %d and did not say it diverged within two check periods (%v)", k.shard, k.node, first, ok)
+		}
+	}
+	for k, r := range named {
+		if _, ok := minority[k]; !ok && r.Entry == "digest" {
+			rep.FalseAlarm++
+			rep.violate("shard %d: %s said it diverged at index %d (%s) but never held another state than the majority", k.shard, k.node, r.Index, r.Err)
 		}
 	}
 }

@@ -522,6 +522,21 @@ func NewSlowReader(addr, path string, n int) (*SlowReader, error) {
 // still unsent behind a reader that does not read, "FIN_WAIT1" (or a
 // later state, or "gone").
 func (s *SlowReader) ServerState() (string, error) {
+	st, _, err := s.serverEnd()
+	return st, err
+}
+
+// Stalled reports whether the server's end of the reader's connection is
+// open with bytes queued to send: the server writes a response the
+// reader does not read.
+func (s *SlowReader) Stalled() bool {
+	st, queued, err := s.serverEnd()
+	return err == nil && st == "ESTABLISHED" && queued > 0
+}
+
+// serverEnd is the state of the server's end and the bytes in its send
+// queue (/proc/net/tcp's tx_queue).
+func (s *SlowReader) serverEnd() (string, int, error) {
 	local := s.conn.LocalAddr().(*net.TCPAddr)
 	remote := s.conn.RemoteAddr().(*net.TCPAddr)
 	states := map[string]string{"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1", "05": "FIN_WAIT2",
@@ -535,24 +550,27 @@ func (s *SlowReader) ServerState() (string, error) {
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
 		for _, line := range strings.Split(string(b), "\n")[1:] {
 			fs := strings.Fields(line)
-			if len(fs) < 4 {
+			if len(fs) < 5 {
 				continue
 			}
 			// The server's socket: its local port is the node's, its
 			// remote port the reader's.
 			if port(fs[1]) == remote.Port && port(fs[2]) == local.Port {
+				var queued int
+				tx, _, _ := strings.Cut(fs[4], ":")
+				fmt.Sscanf(tx, "%X", &queued)
 				if st, ok := states[fs[3]]; ok {
-					return st, nil
+					return st, queued, nil
 				}
-				return fs[3], nil
+				return fs[3], queued, nil
 			}
 		}
 	}
-	return "gone", nil
+	return "gone", 0, nil
 }
 
 // Close closes the reader's connection.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -62,7 +63,7 @@ func TestHostileMember(t *testing.T) {
 		shared, sharedH = hostileMesh(t, Binary(t))
 		readers = startSlowReaders(t, shared)
 	}
-	for _, tc := range hostileCases(func() *slowReaders { return readers }) {
+	for _, tc := range append(hostileCases(func() *slowReaders { return readers }), hostile48Cases()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, h := shared, sharedH
 			if old != "" {
@@ -97,6 +98,9 @@ func hostileMesh(t *testing.T, bin string) (*Cluster, *Hostile) {
 	t.Helper()
 	c := newCluster(t, bin, 3, HostileArgs, HostileSpec)
 	for i := range c.Mesh.Procs {
+		// The history lets the cases of a damaged store compare the
+		// replicas' states (test/hostile48_test.go).
+		c.Mesh.AddArgs(i, "--history-dir", filepath.Join(c.Mesh.Dir, "history"))
 		c.Start(i)
 	}
 	c.WaitFor("3 members training past iteration 10 and an evaluation", 90*time.Second, func() bool {

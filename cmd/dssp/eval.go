@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +23,9 @@ func newEvalCmd() *cobra.Command {
 accuracy and loss. The architecture and dataset come from the file's
 metadata unless --arch and --dataset say otherwise. When the file carries the
 accuracy the mesh measured for these parameters, it is printed alongside;
-evaluated on the same samples (--eval-samples as the mesh used) the two agree.`,
+evaluated on the same samples (--eval-samples as the mesh used) the two agree.
+A model with a NaN or ±Inf parameter is refused, naming how many and the
+first tensor holding one: no accuracy is printed for it.`,
 		Example: "  dssp eval --model report/model.safetensors\n" +
 			"  dssp eval --model ckpt/ckpt-20261203T080000.000Z-c0000001200.safetensors --eval-samples 2000",
 		Args: cobra.NoArgs,
@@ -51,6 +54,9 @@ evaluated on the same samples (--eval-samples as the mesh used) the two agree.`,
 			theta, err := f.Params(m.Layout())
 			if err != nil {
 				return fmt.Errorf("--model %s as %s: %w", path, arch, err)
+			}
+			if err := checkFinite(path, m.Layout(), theta); err != nil {
+				return err
 			}
 			if dataset == "" {
 				dataset = f.Meta.Dataset
@@ -89,4 +95,28 @@ evaluated on the same samples (--eval-samples as the mesh used) the two agree.`,
 	f.IntVar(&samples, "eval-samples", 0, "evaluate the first N test samples (0: the whole test set), as a node's --eval-samples")
 	f.IntVar(&threads, "threads", 0, "goroutines splitting each batch (0 = GOMAXPROCS)")
 	return cmd
+}
+
+// checkFinite refuses parameters holding NaN or ±Inf: a model that
+// diverged (or a damaged file) evaluates to some accuracy by chance, which
+// would read as a measurement.
+func checkFinite(path string, l cudaops.Layout, theta []float32) error {
+	n, first := 0, -1
+	for i, v := range theta {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			if n++; first < 0 {
+				first = i
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	where := fmt.Sprintf("at index %d of the flat vector", first)
+	for _, r := range l {
+		if first >= r.Offset && first < r.End() {
+			where = fmt.Sprintf("first in %s (value %v at its element %d)", r.Name, theta[first], first-r.Offset)
+		}
+	}
+	return fmt.Errorf("--model %s: %d of %d parameters are NaN or ±Inf, %s: not evaluated (its accuracy would be chance, not a measurement)", path, n, len(theta), where)
 }

@@ -39,8 +39,10 @@ lowest t_min: every live worker's iterations below it are in every slice).
 that accuracy in its metadata; any node answers it (one that does not
 evaluate asks the evaluator over the control channel); while the evaluator
 holds none (none evaluated yet, or its next evaluation is reading the model)
-it asks again every second within --timeout. The file is written
-atomically; nothing is written on error.`,
+it asks again every second within --timeout. A node that runs as many
+downloads as it allows (for this client or in all) answers 503 with
+Retry-After at once; export asks again every second within --timeout then
+too. The file is written atomically; nothing is written on error.`,
 		Example: "  dssp export --node 127.0.0.1:7948 --out model.safetensors\n" +
 			"  dssp eval --model model.safetensors",
 		Args: cobra.NoArgs,
@@ -99,23 +101,31 @@ func describeModel(f *modelfile.File) string {
 	return s
 }
 
-// exportRetryEvery is how often dssp export --evaluated asks again.
+// exportRetryEvery is how often dssp export asks again.
 var exportRetryEvery = time.Second
 
-// fetchModel is nodeclient.FetchModel; for the evaluated model it asks
-// again every second while the node answers 404 (the evaluator holds none
-// right now), until timeout, saying once that it waits.
+// fetchModel is nodeclient.FetchModel; it asks again every second, until
+// timeout, while the node answers 503 with Retry-After (it runs as many
+// downloads as it allows) or, for the evaluated model, 404 (the evaluator
+// holds none right now), saying once that it waits. Each ask gives the
+// node the time left.
 func fetchModel(ctx context.Context, w io.Writer, addr string, evaluated bool, timeout time.Duration) ([]byte, *modelfile.File, error) {
 	deadline := time.Now().Add(timeout)
 	said := false
 	for {
-		b, f, err := nodeclient.FetchModel(ctx, addr, evaluated, timeout)
+		b, f, err := nodeclient.FetchModel(ctx, addr, evaluated, max(time.Until(deadline), time.Second))
 		var se *nodeclient.StatusError
-		if !evaluated || !errors.As(err, &se) || se.Code != http.StatusNotFound || time.Now().Add(exportRetryEvery).After(deadline) {
+		busy := errors.As(err, &se) && se.Code == http.StatusServiceUnavailable && se.RetryAfter
+		missing := evaluated && errors.As(err, &se) && se.Code == http.StatusNotFound
+		if !busy && !missing || time.Now().Add(exportRetryEvery).After(deadline) {
 			return b, f, err
 		}
 		if !said {
-			fmt.Fprintf(w, "waiting for the evaluator's model (%s)\n", se.Text)
+			what := "the evaluator's model"
+			if busy {
+				what = "a download place on the node"
+			}
+			fmt.Fprintf(w, "waiting for %s (%s)\n", what, se.Text)
 			said = true
 		}
 		t := time.NewTimer(exportRetryEvery)

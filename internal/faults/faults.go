@@ -48,4 +48,15 @@ const (
 	// caught). Caught by the shares checker's tiling when the removed
 	// worker's last pushes were acknowledged.
 	ForgetRemovedMax Fault = "forget-removed-max"
+	// FlipState: once per shard per process, the replica with the largest
+	// id among the servers of its shard's first settled agreement check
+	// flips one parameter of its state (a bit flipped in memory). Not a
+	// bug of the product but a replica that diverged: the agreement check
+	// names it and its node rebuilds it, which the agreement checker
+	// requires.
+	FlipState Fault = "flip-state"
+	// BlindAgreement: agreement checks name no replica and replicas
+	// compare nothing with them, so a diverged replica goes on voting and
+	// serving unnamed. Caught by the agreement checker with FlipState on.
+	BlindAgreement Fault = "blind-agreement"
 )

@@ -81,7 +81,9 @@ func Node(cfg node.Config, log *slog.Logger) (d node.Deps, err error) {
 	closers = append(closers, tr.Close)
 	d.Transport = tr
 
-	meta := mesh.Meta{ID: dir.ID, QUICAddr: tr.Addr(), Trains: cfg.Train, Backend: cfg.Backend, Proto: mesh.ProtocolVersion}
+	// Joining until the node has adopted the job's spec (node.Run clears
+	// it): placement leaves it out till then.
+	meta := mesh.Meta{ID: dir.ID, QUICAddr: tr.Addr(), Trains: cfg.Train, Backend: cfg.Backend, Proto: mesh.ProtocolVersion, Joining: true}
 	if cfg.AdvertiseQUIC != "" {
 		meta.QUICAddr = cfg.AdvertiseQUIC
 	}

@@ -40,6 +40,17 @@ func (r *RaftReplicas) HasState(id uint32) bool {
 	return err == nil
 }
 
+// Discard removes shard id's folder of raft state (its replica shut down).
+func (r *RaftReplicas) Discard(id uint32) error {
+	if r.InMemory {
+		return nil
+	}
+	if err := os.RemoveAll(raftstore.ShardDir(r.DataDir, id)); err != nil {
+		return fmt.Errorf("discard shard %d: %w", id, err)
+	}
+	return nil
+}
+
 // Open starts this node's replica of shard id, reporting through hooks.
 func (r *RaftReplicas) Open(id uint32, hooks shards.ReplicaHooks) (shards.Replica, error) {
 	stores := raftstore.NewInmem()
@@ -68,7 +79,7 @@ func (r *RaftReplicas) Open(id uint32, hooks shards.ReplicaHooks) (shards.Replic
 	rep, err := shard.NewReplica(cfg, shard.Deps{
 		Transport: r.Transport, Resolve: r.Resolve, RaftTransport: rt, Stores: stores, Logger: r.Logger,
 		Observer: hooks.Applied, HashEvery: hooks.StateHashEvery, OnLeader: hooks.Leading, ApplyTime: hooks.ApplyTime,
-		AllowRaftPeer: hooks.AllowRaftPeer,
+		AllowRaftPeer: hooks.AllowRaftPeer, OnDiverged: hooks.Diverged, OnEvicted: hooks.Evicted,
 	})
 	if err != nil {
 		rt.Close()

@@ -32,22 +32,29 @@ type Deps struct {
 	Export ExportLimits
 }
 
-// ExportLimits bound GET /model.safetensors on a node. A response's write
-// deadline is Base + its size / RateFloor from when its header is
-// written: a client that reads slower than RateFloor (or not at all) is
-// cut and what the response held freed. At most Concurrent fresh
-// snapshots are held for their responses at once; a further request
-// waits for one to finish within its ?timeout, then is a 503.
+// ExportLimits bound GET /model.safetensors on a node (download.go). A
+// response's write deadline is Base + its size / RateFloor from when its
+// header is written, and each 64 KiB of it must be taken within Stall: a
+// client that reads slower than RateFloor, or stops reading, is cut and
+// what the response held freed. At most PerClient responses run at once
+// for one client address and Total for all; a further request is a 503 at
+// once. At most Concurrent fresh snapshots are held for responses, each
+// shared by the requests that come within FreshFor of its read.
 type ExportLimits struct {
 	Base       time.Duration
 	RateFloor  int64 // bytes per second
 	Concurrent int
+	Stall      time.Duration
+	PerClient  int
+	Total      int
+	FreshFor   time.Duration
 }
 
 // DefaultExportLimits: a 100 MB model has 10 s + 95 s to reach a client,
-// and a node holds at most 2 fresh snapshots (200 MB for that model) for
-// its downloads.
-var DefaultExportLimits = ExportLimits{Base: 10 * time.Second, RateFloor: 1 << 20, Concurrent: 2}
+// a client that stops reading is cut 5 s later, and a node holds at most
+// 2 fresh snapshots (200 MB for that model) for its downloads.
+var DefaultExportLimits = ExportLimits{Base: 10 * time.Second, RateFloor: 1 << 20, Concurrent: 2, Stall: 5 * time.Second,
+	PerClient: 4, Total: 32, FreshFor: time.Second}
 
 // withDefaults fills l's zero fields from DefaultExportLimits.
 func (l ExportLimits) withDefaults() ExportLimits {
@@ -59,6 +66,18 @@ func (l ExportLimits) withDefaults() ExportLimits {
 	}
 	if l.Concurrent <= 0 {
 		l.Concurrent = DefaultExportLimits.Concurrent
+	}
+	if l.Stall <= 0 {
+		l.Stall = DefaultExportLimits.Stall
+	}
+	if l.PerClient <= 0 {
+		l.PerClient = DefaultExportLimits.PerClient
+	}
+	if l.Total <= 0 {
+		l.Total = DefaultExportLimits.Total
+	}
+	if l.FreshFor <= 0 {
+		l.FreshFor = DefaultExportLimits.FreshFor
 	}
 	return l
 }

@@ -80,7 +80,11 @@
 // model of 32 MiB or more is evaluated in the evaluator's worker's θ,
 // borrowed while the worker waits (node/worker/lend.go), and its evaluated snapshot
 // is kept in the data dir (evaluated.safetensors), not in memory. `dssp export` and `dssp up`'s report/model.safetensors
-// use them.
+// use them. A download costs a client that does not read a bounded time
+// and holds no place while it waits (download.go, [ExportLimits]): each
+// 64 KiB within Stall, PerClient and Total downloads at once (a 503 with
+// Retry-After beyond), fresh snapshots shared by the requests within
+// FreshFor of their read, at most Concurrent held.
 //
 // Checkpoints (--checkpoint-dir, --checkpoint-every, --checkpoint-keep)
 // are written by the evaluator alone, from the snapshot it evaluated, at

@@ -187,8 +187,7 @@ func (rm *Room) forwardEvaluated(w http.ResponseWriter, r *http.Request, evaluat
 	w.Header().Set("Content-Length", strconv.FormatInt(head.Size, 10))
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Dssp-Evaluator", string(evaluator))
-	rm.setWriteDeadline(w, head.Size)
-	bw := bufio.NewWriterSize(w, evaluatedChunk)
+	bw := bufio.NewWriterSize(rm.stalling(w, head.Size), evaluatedChunk)
 	got := int64(0)
 	for got < head.Size && err == nil {
 		err = s.RecvFrameTo(&evaluatedPart{}, func(n int, pr io.Reader) error {

@@ -3,8 +3,7 @@ package eval
 import (
 	"context"
 	"errors"
-	"net/http"
-	"time"
+	"sync/atomic"
 
 	"dsspmesh/shardapi"
 )
@@ -17,15 +16,16 @@ type Room struct {
 	evaluated evaluatedModel // the snapshot this node last evaluated
 	ckpt      *Checkpointer  // nil unless --checkpoint-dir
 	export    ExportLimits   // d.Export with defaults
-	// exports holds a token per fresh snapshot held for a response
-	// (export.Concurrent at most).
-	exports chan struct{}
+	// The downloads running and the fresh snapshots they hold (download.go).
+	downloads        downloads
+	freshSnaps       freshSnaps
+	refusedDownloads atomic.Uint64
 }
 
 // New is the room; ckpt may be nil.
 func New(d Deps, ckpt *Checkpointer) *Room {
 	lim := d.Export.withDefaults()
-	return &Room{d: d, reader: &modelReader{turn: make(chan struct{}, 1)}, ckpt: ckpt, export: lim, exports: make(chan struct{}, lim.Concurrent)}
+	return &Room{d: d, reader: &modelReader{turn: make(chan struct{}, 1)}, ckpt: ckpt, export: lim}
 }
 
 // Latest is the newest checkpoint written, "" if none.
@@ -57,10 +57,6 @@ func (r *Room) ReadVersions(ctx context.Context, source string, into []float32) 
 	return r.reader.read(ctx, r.d, job, source, into)
 }
 
-// setWriteDeadline gives the response w of size bytes its write deadline
-// (ExportLimits): a client that does not read is cut, and the snapshot or
-// file the response holds freed. Not every ResponseWriter has deadlines
-// (a test's recorder): then none is set.
-func (rm *Room) setWriteDeadline(w http.ResponseWriter, size int64) {
-	http.NewResponseController(w).SetWriteDeadline(rm.export.deadline(time.Now(), size))
-}
+// RefusedDownloads counts the model downloads answered 503 at once
+// because their client, or the node, ran as many as ExportLimits allows.
+func (r *Room) RefusedDownloads() uint64 { return r.refusedDownloads.Load() }

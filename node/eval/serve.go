@@ -34,6 +34,11 @@ func (rm *Room) ServeModel(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = min(d, maxExportTimeout)
 	}
+	done, ok := rm.admit(w, r)
+	if !ok {
+		return
+	}
+	defer done()
 	// Until the model is read nothing is written: an error then is still
 	// written within Base after the read's timeout (the server's deadline
 	// for small responses may be shorter than ?timeout).
@@ -57,21 +62,16 @@ func (rm *Room) ServeModel(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	// Each fresh snapshot is the whole model in memory until its response
-	// is written: at most export.Concurrent at once.
-	select {
-	case rm.exports <- struct{}{}:
-		defer func() { <-rm.exports }()
-	case <-ctx.Done():
-		http.Error(w, fmt.Sprintf("node %s: %d model downloads already run (the most at once); retry later", rm.d.ID, rm.export.Concurrent), http.StatusServiceUnavailable)
-		return
-	}
-	snap, err := rm.Read(ctx, "export", nil)
+	// Each fresh snapshot is the whole model in memory until its
+	// responses are written: shared, at most export.Concurrent at once.
+	fs, release, err := rm.fresh(ctx)
 	if err != nil {
 		http.Error(w, fmt.Sprintf("node %s: %v", rm.d.ID, err), http.StatusServiceUnavailable)
 		return
 	}
-	rm.writeModel(w, snap)
+	defer release()
+	w.Header().Set("X-Dssp-Snapshot-Age", fs.age())
+	rm.writeModel(w, fs.snap)
 }
 
 // writeModel answers with snap as a safetensors file, written straight
@@ -89,11 +89,11 @@ func (rm *Room) writeModel(w http.ResponseWriter, snap *Snapshot) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	rm.setWriteDeadline(w, size)
+	sw := rm.stalling(w, size)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.Header().Set("Cache-Control", "no-store")
-	bw := bufio.NewWriterSize(w, 1<<20)
+	bw := bufio.NewWriterSize(sw, downloadChunk)
 	err = modelfile.Encode(bw, layout, snap.Theta, snap.Meta)
 	if err == nil {
 		err = bw.Flush()
@@ -117,10 +117,10 @@ func (rm *Room) serveFile(w http.ResponseWriter, r *http.Request, path string) {
 		http.Error(w, fmt.Sprintf("node %s: the evaluated model: %v", rm.d.ID, err), http.StatusInternalServerError)
 		return
 	}
-	rm.setWriteDeadline(w, st.Size())
+	sw := rm.stalling(w, st.Size())
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Cache-Control", "no-store")
-	http.ServeContent(w, r, "", st.ModTime(), f)
+	http.ServeContent(sw, r, "", st.ModTime(), f)
 }
 
 // WithModel adds GET /model.safetensors to h.

@@ -71,6 +71,11 @@ const (
 	// could not start (Detail: why; a damaged store names the file and
 	// the remedy); the node goes on without it.
 	EventReplicaRefused = "replica-refused"
+	// This node's replica of a shard diverged (the agreement check: its
+	// state is not the one a majority of the voters hold, or its log is
+	// damaged; Detail: the index and why): it stopped voting and serving
+	// and is rebuilt from its peers once the leader evicts it.
+	EventReplicaDiverged = "replica-diverged"
 )
 
 // Event is one thing that happened to the mesh, as this node saw it.

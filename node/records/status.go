@@ -47,6 +47,10 @@ type ShardStatus struct {
 	// Evaluator is the worker the evaluation lease names, as the replica
 	// described sees its gate (authoritative on shard 0).
 	Evaluator string `json:"evaluator,omitempty"`
+	// Diverged says that this node's replica of the shard diverged (the
+	// agreement check, docs/design.md "Replicas agree"): the index, why,
+	// and where its rebuild stands; "" while it agrees.
+	Diverged string `json:"diverged,omitempty"`
 }
 
 // Quorum states of a ShardStatus.

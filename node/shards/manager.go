@@ -41,6 +41,9 @@ type Manager struct {
 	// damaged store: raftstore.DamagedError names the file and the
 	// remedy), until it starts; shown in Status, logged once per reason.
 	refused map[uint32]string
+	// diverged says, per shard, that this node's replica diverged and
+	// where its rebuild stands (Status), until the rebuilt replica opens.
+	diverged map[uint32]string
 	// reconciling is the reconcile step running per shard this node
 	// leads, with the placement it works toward (reconcile).
 	reconciling map[uint32]*reconcileStep
@@ -68,6 +71,8 @@ type Deps struct {
 	Event func(records.Event)
 	// ApplySeconds observes the leaders' proposal-to-application times.
 	ApplySeconds prometheus.Observer
+	// Diverged counts this node's replicas that diverged (may be nil).
+	Diverged prometheus.Counter
 	// SetPeers persists the other members' gossip addresses (the data dir).
 	SetPeers func(peers []string) error
 	// PeerShards completes this node's own shard records with what the
@@ -105,7 +110,7 @@ func New(d Deps, cfg Config) *Manager {
 	if d.Observer == nil {
 		d.Observer = records.NoObserver{}
 	}
-	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{},
+	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{}, diverged: map[uint32]string{},
 		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication),
 		openedRTT: map[uint32]time.Duration{}, retimedAt: map[uint32]time.Time{}}
 }
@@ -221,6 +226,8 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 		// Raft streams from outside the shard's configuration are refused
 		// unless placement assigns the peer to the shard.
 		AllowRaftPeer: func(p mesh.NodeID) bool { return slices.Contains(m.placement(id), p) },
+		Diverged:      func(dv shardapi.Divergence) { m.divergedReplica(id, dv) },
+		Evicted:       func() { go m.rebuild(id) },
 	})
 	if err != nil {
 		if name := fmt.Sprintf("shard %d: ", id); !strings.Contains(err.Error(), name) {
@@ -318,6 +325,62 @@ func (m *Manager) nearestFirst(nodes []mesh.NodeID) []mesh.NodeID {
 	return out
 }
 
+// divergedReplica records that this node's replica of shard id diverged
+// (the agreement check; the replica logged its one ERROR line and stopped
+// voting and serving): an event, the counter, and its shard's status
+// until the rebuilt replica opens.
+func (m *Manager) divergedReplica(id uint32, dv shardapi.Divergence) {
+	why := fmt.Sprintf("at index %d, %s; it stopped voting and serving and is rebuilt from its peers once the shard's leader evicts it", dv.At, dv.Reason)
+	m.mu.Lock()
+	m.diverged[id] = why
+	m.mu.Unlock()
+	if m.d.Diverged != nil {
+		m.d.Diverged.Inc()
+	}
+	if m.d.Event != nil {
+		m.d.Event(records.Event{Kind: records.EventReplicaDiverged, Node: string(m.d.ID), Shard: &id, Detail: fmt.Sprintf("shard %d: this node's replica diverged %s", id, why)})
+	}
+}
+
+func (m *Manager) wasDiverged(id uint32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.diverged[id]
+	return ok
+}
+
+// agrees clears what Status says of a replica of shard id that diverged.
+func (m *Manager) agrees(id uint32) {
+	m.mu.Lock()
+	delete(m.diverged, id)
+	m.mu.Unlock()
+}
+
+// rebuild discards this node's replica of shard id, which diverged and
+// which the leader has evicted (it is no voter any more, so its state may
+// go): it is shut down, its stores removed, and the next round opens it
+// afresh where placement assigns it here, for the leader to catch up.
+func (m *Manager) rebuild(id uint32) {
+	m.mu.Lock()
+	rep := m.replicas[id]
+	delete(m.replicas, id)
+	m.diverged[id] = "evicted by the shard's leader; rebuilding it from its peers"
+	m.mu.Unlock()
+	if rep != nil {
+		rep.Shutdown()
+	}
+	if err := m.d.Replicas.Discard(id); err != nil {
+		m.d.Logger.Error("discard the diverged replica's stores", "shard", id, "err", err)
+		return
+	}
+	m.d.Logger.Info("discarded the evicted diverged replica; it opens afresh and catches up from its peers", "shard", id)
+	m.mu.Lock()
+	if _, open := m.replicas[id]; !open {
+		m.diverged[id] = "evicted by the shard's leader; rebuilt afresh, catching up from its peers"
+	}
+	m.mu.Unlock()
+}
+
 // refuse records that this node's replica of shard id, placed here after
 // the node started, could not start: a damaged store found then is named
 // (the error says the file, the problem and the remedy) and the node goes
@@ -345,13 +408,13 @@ func (m *Manager) local(id uint32) Replica {
 }
 
 func (m *Manager) placement(id uint32) []mesh.NodeID {
-	return slices.Clone(m.places.get(mesh.LiveIDs(m.d.Members.Members()))[id])
+	return slices.Clone(m.places.get(mesh.PlacedIDs(m.d.Members.Members()))[id])
 }
 
 // placedCount is how many shards placement assigns this node now.
 func (m *Manager) placedCount() int {
 	n := 0
-	for _, p := range m.places.get(mesh.LiveIDs(m.d.Members.Members())) {
+	for _, p := range m.places.get(mesh.PlacedIDs(m.d.Members.Members())) {
 		if slices.Contains(p, m.d.ID) {
 			n++
 		}
@@ -405,7 +468,7 @@ func (m *Manager) sync(ctx context.Context) {
 			m.peers = peers
 		}
 	}
-	liveIDs := mesh.LiveIDs(members)
+	liveIDs := mesh.PlacedIDs(members)
 	places := m.places.get(liveIDs)
 	led := 0
 	for _, rep := range m.all() {
@@ -427,8 +490,15 @@ func (m *Manager) sync(ctx context.Context) {
 				if _, err := m.replica(id); err != nil {
 					m.refuse(id, err)
 				}
+			} else {
+				m.agrees(id)
 			}
 			continue
+		}
+		if m.wasDiverged(id) {
+			if rs := rep.Status(); rs.Diverged == nil && rs.Checks.Matched > 0 {
+				m.agrees(id) // a rebuilt replica proved it holds the shard's state
+			}
 		}
 		if m.retime(id, rep, time.Now()) {
 			continue
@@ -773,7 +843,7 @@ func (m *Manager) Status() ([]records.ShardStatus, []records.WorkerStatus) {
 	// One placement for all shards: asking per shard copied and sorted the
 	// member list S times (a sixth of an idle node's CPU at 32 nodes × 64
 	// shards, where peers ask for this view 8 times a second).
-	places := m.places.get(mesh.LiveIDs(m.d.Members.Members()))
+	places := m.places.get(mesh.PlacedIDs(m.d.Members.Members()))
 	for s := range m.bounds {
 		id := uint32(s)
 		st := records.ShardStatus{ID: id}
@@ -781,7 +851,7 @@ func (m *Manager) Status() ([]records.ShardStatus, []records.WorkerStatus) {
 			st.Placement = append(st.Placement, string(p))
 		}
 		m.mu.Lock()
-		st.Refused = m.refused[id]
+		st.Refused, st.Diverged = m.refused[id], m.diverged[id]
 		m.mu.Unlock()
 		if rep := m.local(id); rep != nil {
 			rs := rep.Status()

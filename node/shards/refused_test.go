@@ -36,6 +36,7 @@ type refusingReplicas struct {
 }
 
 func (r *refusingReplicas) HasState(uint32) bool { return false }
+func (r *refusingReplicas) Discard(uint32) error { return nil }
 
 func (r *refusingReplicas) Open(id uint32, _ ReplicaHooks) (Replica, error) {
 	r.mu.Lock()

@@ -16,6 +16,10 @@ type Replicas interface {
 	// HasState reports whether shard id has Raft state here from an
 	// earlier run, so its replica must start whatever placement says.
 	HasState(id uint32) bool
+	// Discard removes shard id's Raft state here (its replica shut down):
+	// the remedy of a replica that diverged and was evicted, which then
+	// opens afresh and is caught up by the leader.
+	Discard(id uint32) error
 	// Open starts this node's replica of shard id, reporting through hooks.
 	Open(id uint32, hooks ReplicaHooks) (Replica, error)
 }
@@ -41,6 +45,11 @@ type ReplicaHooks struct {
 	// placement when it opens: the replicas may size their Raft timing to
 	// it (shard.Config.ForGroups).
 	Groups int
+	// Diverged is told once that the replica diverged (the agreement
+	// check; it has stopped voting and serving), Evicted once the leader
+	// evicted it, so that it may be discarded and opened afresh.
+	Diverged func(shardapi.Divergence)
+	Evicted  func()
 	// EntryBytes is the bytes of this shard's slice in the job's wire
 	// precision, the size of a one-push entry: the replicas may size
 	// their Raft timing to it (shard.Config.ForEntryBytes).

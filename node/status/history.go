@@ -32,6 +32,8 @@ import (
 //	                       (Suspected: a removal that was the leader's suspension); Hash
 //	                       and NonFinite (parameters NaN or ±Inf) at the indices HistoryHashEvery divides
 //	leader                 this node's replica of Shard became leader in Term
+//	diverged               this node's replica of Shard diverged (the agreement check): Index, the
+//	                       check's index or the damaged entry's, Entry "digest" or "damaged", Err why
 //
 // Open it with [OpenHistory] and pass it as node.Deps.Observer.
 type History struct {
@@ -189,6 +191,16 @@ func (h *History) StateHashEvery() uint64 { return HistoryHashEvery }
 // Applied records an applied entry. It runs under the FSM's lock
 // (shard.NewFSM's contract): it only formats and writes.
 func (h *History) Applied(id uint32, a shardapi.Applied) {
+	if d := a.Diverged; d != nil {
+		kind := "digest"
+		if d.Damaged {
+			kind = "damaged"
+		}
+		h.write(HistoryRecord{Kind: "diverged", Shard: id, Index: d.At, Entry: kind, Err: d.Reason})
+	}
+	if a.Kind == "" {
+		return // nothing applied (a diverged replica)
+	}
 	r := HistoryRecord{Kind: "apply", Shard: id, Index: a.Index, Entry: a.Kind, Worker: string(a.Worker), Clock: a.StartClock, Suspected: a.Suspected}
 	if a.StateHash != ([32]byte{}) {
 		r.Hash = hex.EncodeToString(a.StateHash[:])

@@ -73,8 +73,9 @@ func WithPprof(h http.Handler) http.Handler {
 // model's (which sets its own, sized to the file: eval.ServeModel) and
 // pprof's (a CPU profile streams for its whole duration; loopback only):
 // a client that asks for /status, /metrics or the dashboard and does not
-// read is cut after it and its connection freed.
-const SmallWriteTimeout = 30 * time.Second
+// read is cut after it and its connection freed, with whatever else it
+// pipelined.
+const SmallWriteTimeout = 10 * time.Second
 
 // NewServer is the HTTP server of a node, serving h.
 func NewServer(h http.Handler) *http.Server {

@@ -30,6 +30,7 @@ type Metrics struct {
 	RaftApplySeconds prometheus.Histogram // on this node's leaders: raft.Apply of a push batch to its application
 	EvalSeconds      prometheus.Histogram // one evaluation of the global parameters
 	Refused          prometheus.Counter
+	ReplicasDiverged prometheus.Counter // this node's replicas that diverged (the agreement check)
 }
 
 // latencyBuckets span 0.5 ms to 16 s, doubling.
@@ -62,11 +63,12 @@ func NewMetrics(status func() Status) *Metrics {
 			"Time the gate held a push of this node's worker, from the leader's first Held frame to the release; only held pushes are observed.", latencyBuckets),
 		RaftApplySeconds: histogram("shard_raft_apply_seconds",
 			"On the shards this node leads: time from proposing a batch of pushes to Raft to its application (quorum commit and FSM).", latencyBuckets),
-		Refused: counter("worker_gradients_refused_total", "Gradients of this worker a shard refused (NaN/Inf, norm outlier, non-finite step); each was recomputed."),
+		Refused:          counter("worker_gradients_refused_total", "Gradients of this worker a shard refused (NaN/Inf, norm outlier, non-finite step); each was recomputed."),
+		ReplicasDiverged: counter("replicas_diverged_total", "This node's shard replicas that diverged (the agreement check: a state digest unlike the majority's, or a damaged log entry) and stopped to be rebuilt from their peers."),
 		EvalSeconds: histogram("eval_duration_seconds",
 			"Time one evaluation of the global parameters on the test set took on this node.", prometheus.ExponentialBuckets(0.01, 2, 12)),
 	}
-	m.Registry.MustRegister(m.Evals, m.RaftApplySeconds, m.EvalSeconds,
+	m.Registry.MustRegister(m.Evals, m.RaftApplySeconds, m.EvalSeconds, m.ReplicasDiverged,
 		collectors.NewGoCollector(), processCollector{collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})},
 		&statusCollector{status: status}, libCollector{})
 	// dssp_shard_quorum_lost (quorumCollector, below).

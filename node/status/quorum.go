@@ -109,10 +109,14 @@ func NoConfiguration(sh records.ShardStatus) string {
 // survives no failure (--replication 1), a mesh with fewer live members
 // than the job's replication, every shard that lost its quorum
 // (QuorumText), every replica placed here that cannot start (its store
-// damaged: the file and the remedy), and every replica here that has had
-// no configuration for long (NoConfiguration).
+// damaged: the file and the remedy), every replica here that diverged
+// (the agreement check), and every replica here that has had no
+// configuration for long (NoConfiguration).
 func Warnings(s *Status) []string {
 	var out []string
+	if s.RevokedSelf != "" {
+		out = append(out, s.RevokedSelf+"; this node stops")
+	}
 	if s.Spec != nil {
 		if w := s.Spec.ReplicationWarning(); w != "" {
 			out = append(out, w)
@@ -127,6 +131,9 @@ func Warnings(s *Status) []string {
 		}
 		if sh.Refused != "" {
 			out = append(out, fmt.Sprintf("this node's replica of shard %d cannot start: %s", sh.ID, sh.Refused))
+		}
+		if sh.Diverged != "" {
+			out = append(out, fmt.Sprintf("this node's replica of shard %d diverged: %s", sh.ID, sh.Diverged))
 		}
 		if w := NoConfiguration(sh); w != "" {
 			out = append(out, w)

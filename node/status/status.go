@@ -84,6 +84,11 @@ type Status struct {
 	// refused until revoked.
 	PinnedKeys        int      `json:"pinned_keys,omitempty"`
 	IdentityConflicts []string `json:"identity_conflicts,omitempty"`
+	// RevokedSelf says that the operator revoked this node itself, and how
+	// it learnt it (it stops); RevocationsRefused counts the revocations
+	// refused as not authenticated by the mesh key (POST /revoke, relays).
+	RevokedSelf        string `json:"revoked_self,omitempty"`
+	RevocationsRefused uint64 `json:"revocations_refused,omitempty"`
 	// Refusals are the gradients the shard leaders on this node refused
 	// (NaN/Inf, norm outliers), per worker, summed over the shards it
 	// leads; RepeatOffender marks a worker that keeps sending them.

@@ -22,7 +22,10 @@
 // one JSON object with an "op" ([ReadFrame], [WriteFrame]); a frame over
 // Config.MaxFrame (1 MiB by default) ends the attachment. Tensors never
 // travel on the socket: they sit in a file under /dev/shm (else beside the
-// socket), mode 0600, three regions of 4·P bytes of little-endian float32
+// socket), mode 0600, made exclusively under a random name the welcome
+// carries ([NewShm]: no other Unix user can take it first; a failure is
+// the refusal code "shm" naming the file and its owner), three regions of
+// 4·P bytes of little-endian float32
 // (P the values of the model's state: parameters and persistent buffers,
 // whatever their dtypes): theta (node → trainer), update (trainer →
 // node), eval (node → trainer).

@@ -37,6 +37,9 @@ const (
 	CodeJobMismatch    = "job-mismatch"
 	CodeNotExternal    = "not-external"
 	CodeProtocol       = "protocol"
+	// CodeShm: the node could not make the shared-memory file (the
+	// message names the file, and its owner when it exists).
+	CodeShm = "shm"
 )
 
 // Tensor is one entry of a layout on the wire: a parameter or a buffer

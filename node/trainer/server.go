@@ -21,7 +21,7 @@ type Config struct {
 	// Socket is the Unix socket's path (<data-dir>/trainer.sock).
 	Socket string
 	// ShmDir holds the shared-memory file; "" = /dev/shm when it exists,
-	// else the socket's folder ([ShmPath]).
+	// else the socket's folder ([NewShm]).
 	ShmDir string
 	// MaxFrame bounds a trainer's message (DefaultMaxFrame when 0).
 	MaxFrame int
@@ -240,7 +240,13 @@ func (s *Server) handle(c *net.UnixConn) {
 		return
 	}
 	shm, err := s.shmFor(adm.Layout.Total())
-	if err != nil {
+	var se *ShmError
+	switch {
+	case errors.As(err, &se):
+		log.Error("trainer refused: the shared-memory file cannot be made", "file", se.Path, "owner", se.Owner, "err", se.Err)
+		refuse(CodeShm, err.Error())
+		return
+	case err != nil:
 		refuse(CodeJobMismatch, err.Error())
 		return
 	}
@@ -308,7 +314,7 @@ func (s *Server) shmFor(p int) (*Shm, error) {
 		}
 		return s.shm, nil
 	}
-	shm, err := CreateShm(ShmPath(s.cfg.ShmDir, s.cfg.Socket), p)
+	shm, err := NewShm(s.cfg.ShmDir, s.cfg.Socket, p)
 	if err != nil {
 		return nil, err
 	}

@@ -1,11 +1,14 @@
 package trainer
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"unsafe"
 )
@@ -28,11 +31,15 @@ type Shm struct {
 	regs [numRegions][]float32
 }
 
-// ShmPath is where the shared-memory file of the trainer socket sock
-// lies: under dir ("" = /dev/shm when it exists, else the socket's
-// folder), named after a hash of the socket's absolute path, so a
-// restarted node replaces the file its last run left.
-func ShmPath(dir, sock string) string {
+// NewShm creates the shared-memory file of the trainer socket sock for p
+// parameters under dir ("" = /dev/shm when it exists, else the socket's
+// folder): dssp-trainer-<a hash of the socket's path>-<128 random bits>.shm,
+// created exclusively (O_EXCL, no symlink followed), mode 0600. Its name
+// is in the welcome, so no other Unix user can create the file first (in
+// the world-writable /dev/shm a predictable name could be taken, and every
+// trainer then refused). Files of this socket's earlier runs that this
+// user owns (a node killed before it removed its file) are removed first.
+func NewShm(dir, sock string, p int) (*Shm, error) {
 	if dir == "" {
 		dir = filepath.Dir(sock)
 		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
@@ -45,11 +52,68 @@ func ShmPath(dir, sock string) string {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(abs))
-	return filepath.Join(dir, fmt.Sprintf("dssp-trainer-%016x.shm", h.Sum64()))
+	prefix := filepath.Join(dir, fmt.Sprintf("dssp-trainer-%016x-", h.Sum64()))
+	if old, _ := filepath.Glob(prefix + "*.shm"); len(old) > 0 {
+		for _, f := range old {
+			if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() && ownedByMe(fi) {
+				os.Remove(f)
+			}
+		}
+	}
+	var last error
+	for range 4 { // a collision of 128 random bits is not expected once
+		path := prefix + rand.Text() + ".shm"
+		s, err := CreateShm(path, p)
+		if err == nil {
+			return s, nil
+		}
+		last = err
+	}
+	return nil, last
 }
 
-// CreateShm creates (replacing any file there) the shared-memory file at
-// path for p parameters, mode 0600, and maps it.
+// ShmError is why the shared-memory file could not be made: the file, its
+// owner when it exists, and the error.
+type ShmError struct {
+	Path  string
+	Owner string // "" when the file does not exist
+	Err   error
+}
+
+func (e *ShmError) Error() string {
+	if e.Owner != "" {
+		return fmt.Sprintf("trainer: shared memory %s: %v (the file exists, owned by %s)", e.Path, e.Err, e.Owner)
+	}
+	return fmt.Sprintf("trainer: shared memory %s: %v", e.Path, e.Err)
+}
+
+func (e *ShmError) Unwrap() error { return e.Err }
+
+// owner names the owner of the file at path ("" when there is none).
+func owner(path string) string {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "another user"
+	}
+	uid := strconv.FormatUint(uint64(st.Uid), 10)
+	if u, err := user.LookupId(uid); err == nil {
+		return fmt.Sprintf("user %s (uid %s)", u.Username, uid)
+	}
+	return "uid " + uid
+}
+
+func ownedByMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
+}
+
+// CreateShm creates the shared-memory file at path for p parameters,
+// exclusively (a file there is a *ShmError naming its owner), mode 0600,
+// and maps it.
 func CreateShm(path string, p int) (*Shm, error) {
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
 		return nil, fmt.Errorf("trainer: shared memory holds little-endian float32; this host is big-endian")
@@ -57,10 +121,9 @@ func CreateShm(path string, p int) (*Shm, error) {
 	if p <= 0 || p > (1<<40)/(4*numRegions) {
 		return nil, fmt.Errorf("trainer: shared memory for %d parameters", p)
 	}
-	os.Remove(path)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("trainer: shared memory %s: %w", path, err)
+		return nil, &ShmError{Path: path, Owner: owner(path), Err: err}
 	}
 	defer f.Close()
 	size := int64(4 * numRegions * p)

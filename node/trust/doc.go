@@ -36,7 +36,13 @@
 // asking node takes those whose MAC it checks ([Trust.TakeFromView]), so
 // a node that joins later and hosts no replica learns them too. /status
 // lists the revoked ids, the pinned keys' count and the conflicting legacy
-// ids ([Trust.Status]).
+// ids ([Trust.Status]). At most shardapi.MaxIdentities ids are revoked (as
+// every shard keeps), a further revocation refused. A revocation not
+// authenticated by the mesh key (POST /revoke, a relay) is refused,
+// counted ([Trust.Refused]) and logged once a minute per route. The
+// revoked node is told first (the relay, before the others cut it off),
+// or learns it from a peer's view or its replicas' state: it logs one
+// ERROR line, says so in /status and stops (Deps.OnSelfRevoked).
 //
 // # Concurrency
 //

@@ -124,18 +124,27 @@ func (b *identities) isRevoked(id mesh.NodeID) bool {
 }
 
 // revoke records id as revoked here (before the shards have it) with the
-// operator's mac, checked by the caller; it reports whether it was new.
-func (b *identities) revoke(id mesh.NodeID, mac []byte) bool {
+// operator's mac, checked by the caller; it reports whether it was new,
+// and an error when shardapi.MaxIdentities ids are revoked already (the
+// most every shard keeps: revocations are bounded, so an operator's key
+// revoking made-up ids cannot grow the state without end).
+func (b *identities) revoke(id mesh.NodeID, mac []byte) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.macs[id]) == 0 && len(mac) > 0 {
-		b.macs[id], b.dirty = slices.Clone(mac), true
-	}
 	if b.revoked[id] {
-		return false
+		if len(b.macs[id]) == 0 && len(mac) > 0 {
+			b.macs[id], b.dirty = slices.Clone(mac), true
+		}
+		return false, nil
+	}
+	if len(b.revoked) >= shardapi.MaxIdentities {
+		return false, fmt.Errorf("revoke %s: %d node ids are revoked already, the most a mesh keeps (shardapi.MaxIdentities)", id, len(b.revoked))
+	}
+	if len(mac) > 0 {
+		b.macs[id] = slices.Clone(mac)
 	}
 	b.revoked[id], b.dirty = true, true
-	return true
+	return true, nil
 }
 
 // refusedBefore reports whether a revocation of id with mac was refused

@@ -1,10 +1,14 @@
 package trust
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -116,7 +120,9 @@ func TestLegacyIDPinnedOnFirstUse(t *testing.T) {
 func TestRevocationsPassOnThroughViews(t *testing.T) {
 	key := mesh.MeshKey{9}
 	verify := func(op, arg string, mac []byte) bool { return hmac.Equal(key.OperatorMAC(op, arg), mac) }
-	tr, err := New(Deps{Self: "node-self", Store: &memStore{}, Verify: verify, Event: func(records.Event) {}, Logger: testlogger.New(t, slog.LevelWarn)})
+	var told string
+	tr, err := New(Deps{Self: "node-self", Store: &memStore{}, Verify: verify, Event: func(records.Event) {}, Logger: testlogger.New(t, slog.LevelError),
+		OnSelfRevoked: func(why string) { told = why }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +140,10 @@ func TestRevocationsPassOnThroughViews(t *testing.T) {
 	mac := key.OperatorMAC(RevokeOp, "node-bad")
 	tr.TakeFromView("node-peer", view(records.Revocation{ID: "node-bad", MAC: mac}, records.Revocation{ID: "node-self", MAC: key.OperatorMAC(RevokeOp, "node-self")}))
 	if !tr.ids.isRevoked("node-bad") || tr.ids.isRevoked("node-self") {
-		t.Fatal("the operator's revocation not taken, or this node revoked itself")
+		t.Fatal("the operator's revocation not taken, or this node refuses itself")
+	}
+	if !strings.Contains(told, "node-peer's mesh view") || !strings.Contains(tr.SelfRevoked(), "revoked this node") {
+		t.Fatalf("this node, revoked in a peer's view, was told %q (status %q)", told, tr.SelfRevoked())
 	}
 	if got := tr.ids.revocations(); !hmac.Equal(got["node-bad"], mac) {
 		t.Fatalf("the revocation is not passed on with its MAC: %v", got)
@@ -150,3 +159,48 @@ type memStore struct{ rec datadir.Identities }
 
 func (m *memStore) Identities() (datadir.Identities, error)  { return m.rec, nil }
 func (m *memStore) SetIdentities(r datadir.Identities) error { m.rec = r; return nil }
+
+// TestRevocationsBounded: a node keeps at most shardapi.MaxIdentities
+// revoked ids, as every shard does; one more is refused, naming the bound,
+// and changes nothing; a revocation of an id revoked already still is one.
+func TestRevocationsBounded(t *testing.T) {
+	b := newIdentities("node-00000001", pub(t), datadir.Identities{}, testlogger.New(t, slog.LevelWarn))
+	for i := range shardapi.MaxIdentities {
+		if fresh, err := b.revoke(mesh.NodeID(fmt.Sprintf("made-up-%d", i)), []byte("mac")); !fresh || err != nil {
+			t.Fatalf("revocation %d: %v %v", i, fresh, err)
+		}
+	}
+	if fresh, err := b.revoke("one-more", []byte("mac")); fresh || err == nil || !strings.Contains(err.Error(), "the most a mesh keeps") {
+		t.Fatalf("one revocation beyond the bound: %v %v", fresh, err)
+	}
+	if b.isRevoked("one-more") {
+		t.Fatal("the refused revocation took effect")
+	}
+	if fresh, err := b.revoke("made-up-7", nil); fresh || err != nil {
+		t.Fatalf("a revocation again: %v %v", fresh, err)
+	}
+}
+
+// TestRefusedRevocationsPacedAndCounted: 3000 unauthenticated POST
+// /revoke cost one log line (and one a minute after), each counted.
+func TestRefusedRevocationsPacedAndCounted(t *testing.T) {
+	var logs bytes.Buffer
+	tr, err := New(Deps{Self: "node-self", Store: &memStore{}, Verify: func(string, string, []byte) bool { return false },
+		Event: func(records.Event) {}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tr.WithRevoke(http.NotFoundHandler())
+	for range 3000 {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/revoke?id=node-x", nil)
+		r.Header.Set("Authorization", "DSSP-Operator 00")
+		h.ServeHTTP(rec, r)
+		if rec.Code != http.StatusForbidden {
+			t.Fatalf("an unauthenticated revocation: %d", rec.Code)
+		}
+	}
+	if n := strings.Count(logs.String(), "refused a revocation"); n != 1 || tr.Refused() != 3000 {
+		t.Fatalf("3000 refusals: %d log lines, %d counted; want 1 and 3000\n%s", n, tr.Refused(), logs.String())
+	}
+}

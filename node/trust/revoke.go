@@ -41,6 +41,10 @@ func (t *Trust) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) (RevokeR
 	if id == t.d.Self {
 		return res, fmt.Errorf("revoke %s: that is the node asked; ask another node (the others would refuse this one before its shards applied it)", id)
 	}
+	if !t.verify(string(id), mac) {
+		return res, t.Take(id, mac, "this node's HTTP API") // refused, paced
+	}
+	t.tell(ctx, id, mac)
 	if err := t.Take(id, mac, "this node's HTTP API"); err != nil {
 		return res, err
 	}
@@ -87,6 +91,22 @@ func (t *Trust) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) (RevokeR
 		return res, fmt.Errorf("revoke %s: %d of %d shards did not apply it (resend to finish): %s", id, len(res.Errors), res.Shards, strings.Join(res.Errors, "; "))
 	}
 	return res, nil
+}
+
+// tell relays the revocation to the revoked node itself, before this node
+// refuses it (after, it could not reach it): the node learns it is
+// revoked, says so and stops (Trust.revokedSelf), where it would
+// otherwise train on alone, its every request refused.
+func (t *Trust) tell(ctx context.Context, id mesh.NodeID, mac []byte) {
+	for _, m := range t.members.Members() {
+		if m.ID == id {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			if err := t.d.Relay(cctx, m, id, mac); err != nil {
+				t.d.Logger.Info("telling the revoked node it is revoked", "peer", id, "err", err)
+			}
+			cancel()
+		}
+	}
 }
 
 // isMember reports whether id is in the node's membership view.
@@ -141,7 +161,7 @@ func (t *Trust) WithRevoke(h http.Handler) http.Handler {
 		}
 		mac, err := hex.DecodeString(strings.TrimPrefix(r.Header.Get("Authorization"), "DSSP-Operator "))
 		if err != nil || !t.verify(string(id), mac) {
-			t.d.Logger.Warn("refused a revocation over HTTP: not authenticated by the mesh key", "peer", id, "from", r.RemoteAddr)
+			t.refuse("POST /revoke", "peer", id, "from", r.RemoteAddr)
 			http.Error(w, "revoke: the request is not authenticated by this mesh's key (dssp revoke --key)", http.StatusForbidden)
 			return
 		}

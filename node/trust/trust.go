@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"dsspmesh/internal/pace"
 	"dsspmesh/mesh"
 	"dsspmesh/node/datadir"
 	"dsspmesh/node/records"
@@ -41,8 +44,11 @@ type Deps struct {
 	// control op "revoke"); m checks the MAC itself.
 	Relay func(ctx context.Context, m mesh.Member, id mesh.NodeID, mac []byte) error
 	// Event records a revocation in the node's event record.
-	Event  func(records.Event)
-	Logger *slog.Logger
+	Event func(records.Event)
+	// OnSelfRevoked, if set, is told once that this node is revoked (why:
+	// how it learnt it); it must not block.
+	OnSelfRevoked func(why string)
+	Logger        *slog.Logger
 }
 
 // Store is where the identities persist: the node's data dir.
@@ -77,6 +83,56 @@ type Trust struct {
 	d       Deps
 	ids     *identities
 	members admittedMembers
+
+	// refusals paces the log line of each unauthenticated request (by
+	// route: no key a client chooses); refused counts them all.
+	refusals pace.Pacer[string]
+	refused  atomic.Uint64
+	// selfRevoked says why this node is revoked, once it knows.
+	selfOnce    sync.Once
+	selfRevoked atomic.Pointer[string]
+}
+
+// RefusalLogEvery is how often the refusal of unauthenticated requests on
+// one route (POST /revoke, a relayed revocation) is logged again: a flood
+// of them costs one line a minute, which says how many it held back.
+const RefusalLogEvery = time.Minute
+
+// refuse counts an unauthenticated request on route and logs it, paced.
+func (t *Trust) refuse(route string, args ...any) {
+	n := t.refused.Add(1)
+	if log, held, _ := t.refusals.Note(route, time.Now()); log {
+		t.d.Logger.Warn("refused a revocation not authenticated by the mesh key", append(args, "route", route,
+			"refused_unlogged", held, "refused_total", n, "logged_every", RefusalLogEvery)...)
+	}
+}
+
+// Refused counts the revocations refused as not authenticated.
+func (t *Trust) Refused() uint64 { return t.refused.Load() }
+
+// SelfRevoked says how this node learnt that the operator revoked it, ""
+// while it has not.
+func (t *Trust) SelfRevoked() string {
+	if p := t.selfRevoked.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// revokedSelf is what a node does when it learns that it is revoked
+// itself (an operator's authenticated revocation relayed to it, in a
+// peer's view or in its replicas' state): once, one ERROR line, the event
+// and Deps.OnSelfRevoked (the node stops and exits saying so).
+func (t *Trust) revokedSelf(from string) {
+	t.selfOnce.Do(func() {
+		why := fmt.Sprintf("the mesh's operator revoked this node (%s): the other members refuse its connections, gossip and pushes", from)
+		t.selfRevoked.Store(&why)
+		t.d.Logger.Error("this node is revoked: it stops", "how", from)
+		t.d.Event(records.Event{Kind: records.EventNodeRevoked, Node: string(t.d.Self), Detail: why})
+		if t.d.OnSelfRevoked != nil {
+			t.d.OnSelfRevoked(why)
+		}
+	})
 }
 
 // New builds the identity view from the data dir's record, installs it in
@@ -89,7 +145,7 @@ func New(d Deps) (*Trust, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trust{d: d, ids: newIdentities(d.Self, d.Key, saved, d.Logger)}
+	t := &Trust{d: d, ids: newIdentities(d.Self, d.Key, saved, d.Logger), refusals: pace.Pacer[string]{Every: RefusalLogEvery}}
 	t.members = admittedMembers{Membership: d.Membership, ids: t.ids}
 	if tr, ok := d.Transport.(interface{ SetPeerCheck(mesh.PeerCheck) }); ok {
 		tr.SetPeerCheck(t.ids.check)
@@ -151,6 +207,10 @@ func (t *Trust) sync(ctx context.Context) {
 		}
 	}
 	for _, id := range revoked {
+		if id == t.d.Self {
+			t.revokedSelf("its shards' replicated state")
+			continue
+		}
 		t.revokedHere(id, "the shards' state")
 	}
 	for _, id := range repinned {
@@ -172,13 +232,18 @@ func (t *Trust) Take(id mesh.NodeID, mac []byte, from string) error {
 		return err
 	}
 	if !t.verify(string(id), mac) {
-		t.d.Logger.Warn("refused a revocation not authenticated by the mesh key", "peer", id, "from", from)
+		t.refuse("relay", "peer", id, "from", from)
 		return fmt.Errorf("revoke %s: not authenticated by this mesh's key", id)
 	}
-	if t.ids.revoke(id, mac) {
+	if id == t.d.Self {
+		t.revokedSelf("relayed by " + from)
+		return nil
+	}
+	fresh, err := t.ids.revoke(id, mac)
+	if fresh {
 		t.revokedHere(id, from)
 	}
-	return nil
+	return err
 }
 
 func (t *Trust) verify(id string, mac []byte) bool {
@@ -225,7 +290,13 @@ func (t *Trust) TakeFromView(from mesh.NodeID, view []byte) {
 	}
 	for _, r := range v.Revocations {
 		id := mesh.NodeID(r.ID)
-		if id == t.d.Self || t.ids.isRevoked(id) || t.d.Verify != nil && !t.verify(r.ID, r.MAC) && t.ids.refusedBefore(id, r.MAC) {
+		if id == t.d.Self {
+			if t.verify(r.ID, r.MAC) {
+				t.revokedSelf("in " + string(from) + "'s mesh view")
+			}
+			continue
+		}
+		if t.ids.isRevoked(id) || t.d.Verify != nil && !t.verify(r.ID, r.MAC) && t.ids.refusedBefore(id, r.MAC) {
 			continue
 		}
 		t.Take(id, r.MAC, string(from))

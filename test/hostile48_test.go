@@ -1,0 +1,445 @@
+package test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+	"go.etcd.io/bbolt"
+
+	"dsspmesh/node/launch"
+)
+
+// The hostile-member cases of issue 48 (docs/security.md, "Trust, second
+// round"): run by TestHostileMember after issue 37's, on the same mesh.
+// With DSSP_HOSTILE_OLD_BINARY set to the build before issue 48's fixes
+// (9f3b089) run them alone (-run 'TestHostileMember/(slow-reader-storm|…)'):
+// each must succeed there.
+func hostile48Cases() []hostileCase {
+	return []hostileCase{
+		{name: "slow-reader-storm", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// 40 connections pipeline 16 requests for the model each and
+			// read nothing; an honest `dssp export` of the same node must
+			// succeed within its timeout, and the node must let go of
+			// every storm connection within a bounded time.
+			if _, err := os.Stat("/proc/net/tcp"); err != nil {
+				t.Skip("no /proc/net/tcp (Linux) to read the node's end of a connection from")
+			}
+			node := c.Mesh.Procs[1]
+			var rs []*SlowReader
+			for range 40 {
+				r, err := NewSlowReader(node.HTTP, "/model.safetensors", 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				rs = append(rs, r)
+			}
+			start := time.Now()
+			// The storm holds the node once it writes responses they do
+			// not read: the honest export comes then.
+			stalled := 0
+			waitUntil(10*time.Second, func() bool {
+				stalled = 0
+				for _, r := range rs {
+					if r.Stalled() {
+						stalled++
+					}
+				}
+				return stalled >= 2
+			})
+			t.Logf("%v after they asked, the node writes to %d storm connections that do not read", time.Since(start).Round(100*time.Millisecond), stalled)
+			exportStart := time.Now()
+			out := filepath.Join(t.TempDir(), "model.safetensors")
+			b, err := exec.Command(c.Mesh.Binary, "export", "--node", node.HTTP, "--out", out, "--timeout", "30s").CombinedOutput()
+			took := time.Since(exportStart).Round(100 * time.Millisecond)
+			var got []string
+			if err != nil {
+				got = append(got, fmt.Sprintf("an honest dssp export --timeout 30s under 40 × 16 requests that never read failed after %v: %s", took, lastLine(string(b))))
+			} else {
+				t.Logf("the honest export took %v under the storm: %s", took, lastLine(string(b)))
+			}
+			const limit = 30 * time.Second
+			held := 0
+			waitUntil(time.Until(start.Add(limit)), func() bool {
+				held = 0
+				for _, r := range rs {
+					if st, err := r.ServerState(); err == nil && st == "ESTABLISHED" {
+						held++
+					}
+				}
+				return held == 0
+			})
+			t.Logf("%v after they asked, the node holds %d of the 40 storm connections", time.Since(start).Round(time.Second), held)
+			if held > 0 {
+				got = append(got, fmt.Sprintf("%d of 40 storm connections still held open by the node %v after they asked", held, time.Since(start).Round(time.Second)))
+			}
+			return append(got, trainsOn(c, 5, 30*time.Second)...)
+		}},
+		{name: "raft-entry-flip", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// One byte flipped in a push entry of a stopped replica's
+			// raft.db, past its newest snapshot (so it applies it again at
+			// its restart): it must say it diverged within a check period,
+			// stop voting, be rebuilt, and the replicas agree after.
+			const victim = 2
+			c.Kill(victim)
+			dir := filepath.Join(c.Mesh.Procs[victim].DataDir, "shards", "0")
+			at := flipPushEntryAfter(t, filepath.Join(dir, "raft.db"), newestSnapshotIndex(t, dir))
+			t.Logf("flipped a byte of the push entry at index %d of node%d's raft.db", at, victim)
+			restart := time.Now()
+			c.Restart(victim)
+			return diverged(t, c, victim, restart)
+		}},
+		{name: "snapshot-meta-tamper", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// One digit of a stopped replica's newest snapshot's meta.json
+			// (its Index, +10): the replica must not start on it silently.
+			// This build refuses the node's start naming the file and the
+			// remedy; the remedy applied (the shard folder removed), the
+			// node rejoins and the replicas agree.
+			const victim = 2
+			dir := filepath.Join(c.Mesh.Procs[victim].DataDir, "shards", "0")
+			c.WaitFor("a snapshot of shard 0 on node2", 3*time.Minute, func() bool {
+				m, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "meta.json"))
+				return len(m) > 0
+			})
+			c.Kill(victim)
+			meta := filepath.Join(newestSnapshotDir(t, dir), "meta.json")
+			b, err := os.ReadFile(meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m struct{ Index uint64 }
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			old, tampered := fmt.Sprintf(`"Index":%d`, m.Index), fmt.Sprintf(`"Index":%d`, m.Index+10)
+			if err := os.WriteFile(meta, []byte(strings.Replace(string(b), old, tampered, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("node%d's snapshot meta.json: Index %d → %d", victim, m.Index, m.Index+10)
+			restart := time.Now()
+			if err := c.Mesh.Start(victim); err != nil {
+				t.Fatal(err)
+			}
+			refused := waitUntil(30*time.Second, func() bool { return c.Mesh.Exited(victim) != nil })
+			if !refused {
+				// It started on the tampered snapshot: what did it do?
+				return diverged(t, c, victim, restart)
+			}
+			tail := launch.LogTail(c.Mesh.Procs[victim].LogPath, 3)
+			t.Logf("node%d refused to start: %s", victim, tail)
+			if !strings.Contains(tail, "meta.json") || !strings.Contains(tail, "remove "+dir) {
+				return []string{"node refused to start without naming meta.json and the remedy: " + tail}
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			c.Restart(victim)
+			return rejoinedAndAgree(t, c, victim, time.Now())
+		}},
+		{name: "foreign-spec-joiner", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// A node holding the mesh key joins with another job's spec
+			// (--paradigm ssp where the mesh runs dssp) and is refused:
+			// while it is a gossip member it must never be in a shard's
+			// placement or configuration, nor move a leadership.
+			dir := t.TempDir()
+			key, err := os.ReadFile(c.Mesh.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "mesh.key"), key, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			jm, err := launch.NewMesh(c.Mesh.Binary, dir, 1, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			jm.AddArgs(0, "--join", c.Mesh.Procs[0].Gossip, "--threads", "1", "--log-level", "warn", "--model", "mlp", "--paradigm", "ssp", "--s-lower", "2")
+			known := map[string]bool{}
+			leaders := map[uint32]string{}
+			for _, s := range c.Statuses() {
+				if s != nil {
+					known[s.Node] = true
+				}
+			}
+			for shard, i := range Leaders(c.Statuses()) {
+				leaders[shard] = c.Statuses()[i].Node
+			}
+			if err := jm.Start(0); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { jm.Stop(5 * time.Second) })
+			var got []string
+			seen := map[string]bool{}
+			member := false
+			exited := waitUntil(60*time.Second, func() bool {
+				for _, s := range c.Statuses() {
+					if s == nil {
+						continue
+					}
+					for _, m := range s.Members {
+						member = member || !known[m.ID]
+					}
+					for _, sh := range s.Shards {
+						for _, id := range append(append([]string{}, sh.Placement...), sh.Voters...) {
+							if !known[id] && !seen[fmt.Sprintf("%d/%s", sh.ID, id)] {
+								seen[fmt.Sprintf("%d/%s", sh.ID, id)] = true
+								got = append(got, fmt.Sprintf("%s put the refused joiner %s in shard %d's placement or voters", s.Node, id, sh.ID))
+							}
+						}
+					}
+				}
+				return jm.Exited(0) != nil
+			})
+			tail := launch.LogTail(jm.Procs[0].LogPath, 2)
+			switch {
+			case !exited:
+				t.Fatalf("the joiner with another job's spec still runs after 60 s: %s", tail)
+			case !strings.Contains(tail, "spec") && !strings.Contains(tail, "paradigm"):
+				t.Fatalf("the joiner exited, not for its spec: %s", tail)
+			}
+			t.Logf("refused joiner (a gossip member meanwhile: %v): %s", member, tail)
+			moved := 0
+			for shard, i := range Leaders(c.Statuses()) {
+				if leaders[shard] != "" && c.Statuses()[i].Node != leaders[shard] {
+					moved++
+				}
+			}
+			if moved > 0 {
+				got = append(got, fmt.Sprintf("the leaders of %d of %d shards moved while it joined", moved, len(leaders)))
+			}
+			return append(got, trainsOn(c, 5, 30*time.Second)...)
+		}},
+		{name: "shm-squat", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// Another Unix user (uid 65534) creates, in /dev/shm, the
+			// shared-memory file a node would make for its trainer under
+			// the name earlier builds gave it (a hash of the socket's
+			// path); the node's PyTorch trainer must still attach.
+			if os.Geteuid() != 0 {
+				t.Skip("not root: cannot create a file as another user")
+			}
+			if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+				t.Skip("no /dev/shm")
+			}
+			ext := newCluster(t, c.Mesh.Binary, 1, []string{"--threads", "1", "--eval-every", "5s", "--log-level", "warn", "--trainer", "external"},
+				[]string{"--model", "external", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12"})
+			tr := newPyTrainers(t, ext)
+			sock := ext.Mesh.Procs[0].TrainerSocket()
+			hash := fnv.New64a()
+			hash.Write([]byte(sock))
+			squatted := filepath.Join("/dev/shm", fmt.Sprintf("dssp-trainer-%016x.shm", hash.Sum64()))
+			if err := os.WriteFile(squatted, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(squatted) })
+			if err := os.Chown(squatted, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			ext.Start(0)
+			tr.Start(0, "examples/pytorch/mnist_mlp.py", "--eval-samples", "500")
+			if waitUntil(90*time.Second, func() bool { return ext.Iter(0) > 0 }) {
+				t.Logf("the trainer attached and trains beside %s (uid 65534)", squatted)
+				return nil
+			}
+			return []string{fmt.Sprintf("the trainer never attached with %s taken by uid 65534: %s", squatted, launch.LogTail(tr.logs[0], 3))}
+		}},
+	}
+}
+
+// newestSnapshotDir is the folder of the newest snapshot of the shard
+// folder dir.
+func newestSnapshotDir(t *testing.T, dir string) string {
+	t.Helper()
+	metas, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "meta.json"))
+	best, bestIdx := "", uint64(0)
+	for _, p := range metas {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var m struct{ Index uint64 }
+		if json.Unmarshal(b, &m) == nil && m.Index >= bestIdx {
+			best, bestIdx = filepath.Dir(p), m.Index
+		}
+	}
+	if best == "" {
+		t.Fatalf("no snapshot in %s", dir)
+	}
+	return best
+}
+
+// newestSnapshotIndex is the index of the shard folder dir's newest
+// snapshot, 0 without one.
+func newestSnapshotIndex(t *testing.T, dir string) uint64 {
+	metas, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "meta.json"))
+	if len(metas) == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(newestSnapshotDir(t, dir), "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ Index uint64 }
+	json.Unmarshal(b, &m)
+	return m.Index
+}
+
+// flipPushEntryAfter flips one byte of the gradient of the first push
+// entry past index after in the closed log database path, as a bit
+// flipped on disk inside a data page would (bbolt's structure stays
+// whole), and returns the entry's index.
+func flipPushEntryAfter(t *testing.T, path string, after uint64) uint64 {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var at uint64
+	err = db.Update(func(tx *bbolt.Tx) error {
+		logs := tx.Bucket([]byte("logs"))
+		c := logs.Cursor()
+		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, after+1)); k != nil; k, v = c.Next() {
+			put := func(b []byte) error { return logs.Put(k, b) }
+			if v == nil { // an entry stored in a bucket of its own
+				sub := logs.Bucket(k)
+				v, put = sub.Get([]byte("e")), func(b []byte) error { return sub.Put([]byte("e"), b) }
+			}
+			var l raft.Log
+			if codec.NewDecoderBytes(v, &codec.MsgpackHandle{}).Decode(&l) != nil || l.Type != raft.LogCommand || len(l.Data) < 64 || l.Data[0] != entryPush {
+				continue
+			}
+			off := bytes.Index(v, l.Data)
+			if off < 0 {
+				continue
+			}
+			b := bytes.Clone(v)
+			b[off+len(l.Data)-6] ^= 0x40 // inside the last gradient value: off by orders of magnitude
+			at = l.Index
+			return put(b)
+		}
+		return fmt.Errorf("no push entry past index %d", after)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// diverged waits for node victim, restarted at restart on a damaged
+// store, to say it diverged (its /status: a shard's Diverged, or a
+// replica-diverged event), then for it to be rebuilt and agree. It names
+// what went otherwise: the damage unsaid, the replica not rebuilt, the
+// replicas' states apart after.
+func diverged(t *testing.T, c *Cluster, victim int, restart time.Time) []string {
+	said := ""
+	waitUntil(60*time.Second, func() bool {
+		s, err := c.Status(victim)
+		if err != nil {
+			return false
+		}
+		for _, sh := range s.Shards {
+			if sh.Diverged != "" {
+				said = sh.Diverged
+			}
+		}
+		for _, e := range s.Events {
+			if e.Kind == "replica-diverged" {
+				said = e.Detail
+			}
+		}
+		return said != ""
+	})
+	if said == "" {
+		got := []string{fmt.Sprintf("node%d said nothing of its damaged replica within 60 s of its restart", victim)}
+		return append(got, statesApart(t, c, restart)...)
+	}
+	t.Logf("node%d said, %v after its restart: %s", victim, time.Since(restart).Round(100*time.Millisecond), said)
+	return rejoinedAndAgree(t, c, victim, restart)
+}
+
+// rejoinedAndAgree waits until node victim is a voter of every shard again
+// with the others' applied index and its replica agrees at a check, then
+// checks the replicas' state hashes recorded after since.
+func rejoinedAndAgree(t *testing.T, c *Cluster, victim int, since time.Time) []string {
+	var got []string
+	ok := waitUntil(120*time.Second, func() bool {
+		st := c.Statuses()
+		v := st[victim]
+		if v == nil {
+			return false
+		}
+		for _, sh := range v.Shards {
+			if sh.Diverged != "" || sh.Local == "" {
+				return false
+			}
+			if !slices.Contains(shardVoters(c, sh.ID), v.Node) {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		got = append(got, fmt.Sprintf("node%d not back as an agreeing voter of every shard within 120 s", victim))
+	} else {
+		t.Logf("node%d back as a voter of every shard, %v after", victim, time.Since(since).Round(100*time.Millisecond))
+	}
+	trainsOn(c, 20, 60*time.Second) // checkpoints past the rebuild
+	return append(got, statesApart(t, c, since)...)
+}
+
+// statesApart reads the mesh's history and names the state-hash
+// checkpoints recorded after since at which the replicas differ.
+func statesApart(t *testing.T, c *Cluster, since time.Time) []string {
+	h, err := ReadHistory(filepath.Join(c.Mesh.Dir, "history"))
+	if err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	type at struct {
+		shard uint32
+		index uint64
+	}
+	hashes := map[at]map[string]string{}
+	for _, r := range h.Records {
+		if r.Kind == "apply" && r.Hash != "" && r.Nanos > since.UnixNano() {
+			k := at{r.Shard, r.Index}
+			if hashes[k] == nil {
+				hashes[k] = map[string]string{}
+			}
+			hashes[k][r.Node] = r.Hash
+		}
+	}
+	apart, compared := 0, 0
+	for _, byNode := range hashes {
+		if len(byNode) < 2 {
+			continue
+		}
+		compared++
+		first := ""
+		for _, v := range byNode {
+			if first == "" {
+				first = v
+			} else if v != first {
+				apart++
+				break
+			}
+		}
+	}
+	t.Logf("state hashes after %v: %d of %d checkpoints apart", since.Format(time.TimeOnly), apart, compared)
+	if apart > 0 {
+		return []string{fmt.Sprintf("the replicas hold different states at %d of %d checkpoints after the restart", apart, compared)}
+	}
+	return nil
+}
