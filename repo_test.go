@@ -56,7 +56,7 @@ var mayImport = map[string][]string{
 	"node/trainer":            {"node/job", "node/records", "cudaops", "modelfile"},
 	"node/datadir":            {"node/job", "mesh"},
 	"node/memlimit":           {"shardapi"},
-	"node/trust":              {"node/datadir", "node/records", "clock", "mesh", "shardapi"},
+	"node/trust":              {"node/datadir", "node/records", "clock", "mesh", "shardapi", "internal/pace"},
 	"node":                    {"node/job", "node/join", "node/trainer", "node/datadir", "node/memlimit", "node/trust", "node/eval", "node/status", "node/shards", "node/worker", "node/records", "clock", "cudaops", "modelfile", "mesh", "shardapi"},
 	"node/assemble":           {"node", "shard", "shardapi", "raftstore", "mesh"},
 	"nodeclient":              {"node/status", "node/trust", "modelfile"},

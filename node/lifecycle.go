@@ -108,16 +108,6 @@ func Run(ctx context.Context, cfg Config, explicit func(flag string) bool, d Dep
 	return nil
 }
 
-// ErrRevoked ends Run when the mesh's operator revoked this node.
-var ErrRevoked = errors.New("this node is revoked")
-
-// revoked is told by the trust room that this node is revoked: Run stops
-// (leaving as it can) and returns an error saying so, which the command
-// prints as it exits.
-func (n *Node) revoked(why string) {
-	n.stopRun(fmt.Errorf("%w: %s; a node the operator revoked cannot rejoin this mesh: run it with a new --data-dir (a new id) once the operator allows it", ErrRevoked, why))
-}
-
 // newNode builds the node on d: cfg checked, --init-from's parameters
 // read, the trust room, the metrics and the snapshot room (with its
 // checkpoints); it starts nothing.

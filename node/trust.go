@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
+	"fmt"
 
 	"dsspmesh/mesh"
 	"dsspmesh/node/trust"
@@ -40,4 +42,14 @@ func (n *Node) startTrust(d Deps) error {
 // (what POST /revoke runs).
 func (n *Node) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) (trust.RevokeResult, error) {
 	return n.trust.Revoke(ctx, id, mac)
+}
+
+// ErrRevoked ends Run when the mesh's operator revoked this node.
+var ErrRevoked = errors.New("this node is revoked")
+
+// revoked is told by the trust room that this node is revoked: Run stops
+// (leaving as it can) and returns an error saying so, which the command
+// prints as it exits.
+func (n *Node) revoked(why string) {
+	n.stopRun(fmt.Errorf("%w: %s; a node the operator revoked cannot rejoin this mesh: run it with a new --data-dir (a new id) once the operator allows it", ErrRevoked, why))
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -78,13 +77,6 @@ func (s *stallWriter) Write(p []byte) (int, error) {
 // Unwrap is the response under it, for http.ResponseController.
 func (s *stallWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// downloads counts the model responses running, per client address.
-type downloads struct {
-	mu       sync.Mutex
-	byClient map[string]int
-	total    int
-}
-
 // admit takes a place for a model response to r's client, or answers 503
 // (Retry-After: 1) and reports false when the client or the node runs as
 // many as ExportLimits allows. done gives the place back.
@@ -122,20 +114,6 @@ func (rm *Room) admit(w http.ResponseWriter, r *http.Request) (done func(), ok b
 		d.total--
 		d.mu.Unlock()
 	}, true
-}
-
-// freshSnaps are the snapshots read for downloads and held by their
-// responses (at most ExportLimits.Concurrent).
-type freshSnaps struct {
-	mu      sync.Mutex
-	held    []*freshSnap
-	reading chan struct{} // closed when the read in flight ends; nil if none
-}
-
-type freshSnap struct {
-	snap *Snapshot
-	at   time.Time
-	refs int
 }
 
 // fresh is a snapshot for a download and its release: see the rules at

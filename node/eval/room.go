@@ -3,7 +3,9 @@ package eval
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"dsspmesh/shardapi"
 )
@@ -60,3 +62,24 @@ func (r *Room) ReadVersions(ctx context.Context, source string, into []float32) 
 // RefusedDownloads counts the model downloads answered 503 at once
 // because their client, or the node, ran as many as ExportLimits allows.
 func (r *Room) RefusedDownloads() uint64 { return r.refusedDownloads.Load() }
+
+// downloads counts the model responses running, per client address.
+type downloads struct {
+	mu       sync.Mutex
+	byClient map[string]int
+	total    int
+}
+
+// freshSnaps are the snapshots read for downloads and held by their
+// responses (at most ExportLimits.Concurrent).
+type freshSnaps struct {
+	mu      sync.Mutex
+	held    []*freshSnap
+	reading chan struct{} // closed when the read in flight ends; nil if none
+}
+
+type freshSnap struct {
+	snap *Snapshot
+	at   time.Time
+	refs int
+}

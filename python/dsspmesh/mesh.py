@@ -402,11 +402,11 @@ class Mesh:
             reply.update(accuracy=0.0, loss=0.0, samples=0, error="evaluation: %s: %s" % (type(e).__name__, e))
             self._eval_failure = e
         self.eval_s += time.perf_counter() - t0
+        self.evaluations += 1  # before the answer: whoever heard it sees the count
         try:
             self._send(reply)
         except DsspError:
             pass  # the node is gone: the training loop hears it
-        self.evaluations += 1
 
     def _raise_eval_failure(self):
         e, self._eval_failure = self._eval_failure, None
