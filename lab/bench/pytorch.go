@@ -226,7 +226,7 @@ type Bridge struct {
 	TrainerSide  time.Duration
 	TrainerBytes float64
 	// Evaluating is the time the trainer spent evaluating for the mesh
-	// (its training stalled meanwhile), from its log; 0 if none.
+	// (on a copy of its model on a thread beside its training, or in step where it cannot copy it), from its log; 0 if none.
 	Evaluating time.Duration
 	// TrainerWait is the share of the trainer's time it waited for its
 	// next compute (dsspmesh's stats: the node pushing its update and the
@@ -841,7 +841,7 @@ func (r *PyTorchResult) Markdown() string {
 				run.FirstIter.Seconds(), 100*run.FinalAcc, run.SamplesPerSec, run.Wall.Seconds(), run.Load, run.Err)
 		}
 		if pt, ok := r.Run(set.Name, MeshPyTorch); ok && len(pt.Bridges) > 0 {
-			b.WriteString("\nThe bridge per iteration (node-side: θ copied into shared memory + the compute request's round trip − the trainer's compute; trainer-side: dsspmesh's own copies and framing; evaluating: the trainer's time evaluating for the mesh, its training stalled):\n\n")
+			b.WriteString("\nThe bridge per iteration (node-side: θ copied into shared memory + the compute request's round trip − the trainer's compute; trainer-side: dsspmesh's own copies and framing; evaluating: the trainer's time evaluating for the mesh, on a copy of its model on a thread beside its training):\n\n")
 			b.WriteString("| node | iteration | of it compute | bridge, node-side | ÷ iteration | bytes copied, node | bridge, trainer-side | ÷ iteration | bytes copied, trainer | evaluating |\n|---|---|---|---|---|---|---|---|---|---|\n")
 			rows := append([]Bridge(nil), pt.Bridges...)
 			if m, ok := pt.Bridge(); ok {

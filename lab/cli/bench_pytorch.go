@@ -102,7 +102,7 @@ report, the trainers' and DDP's logs). Heavy: up to 6 trainings of up to
 	f.Float64Var(&cfg.LR, "lr", cfg.LR, "every system's learning rate (constant)")
 	f.Float64Var(&cfg.Momentum, "momentum", cfg.Momentum, "SGD's momentum, every system")
 	f.DurationVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "every system's evaluation cadence (the resolution of their times), counted in their time")
-	f.IntVar(&cfg.EvalSamples, "eval-samples", cfg.EvalSamples, "test samples per evaluation, the first ones of the test set, for meshes and DDP alike (0: all 10000); a PyTorch evaluator stalls its training meanwhile")
+	f.IntVar(&cfg.EvalSamples, "eval-samples", cfg.EvalSamples, "test samples per evaluation, the first ones of the test set, for meshes and DDP alike (0: all 10000); a PyTorch evaluator evaluates a copy of its model on a thread, its training going on")
 	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "compute threads per worker: node --threads, torch threads of each trainer and rank")
 	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often each node's /status is polled")
 	f.StringVar(&cfg.Python, "python", "", "Python interpreter with torch (default $DSSP_PYTHON, else python3 or /usr/bin/python3, the first that imports torch)")
