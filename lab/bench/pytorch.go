@@ -867,7 +867,7 @@ func (r *PyTorchResult) Markdown() string {
 		b.WriteString("\n")
 	}
 	b.WriteString("Both clocks start at process start: a mesh's when its first node process starts (forming, trainers importing torch and loading MNIST included: " +
-		"the start-up column, until its first worker's first iteration; evaluations stall the evaluating worker), DDP's when its process starts " +
+		"the start-up column, until its first worker's first iteration; a PyTorch evaluator evaluates beside its training, the built-in one in step), DDP's when its process starts " +
 		"(imports, MNIST, the process group, and rank 0's evaluations included). " +
 		"Slowdowns stretch only measured compute: the nodes' --slowdown (worker.Emulate) and mnist_ddp.py's --slowdowns (a communication hook, before the allreduce).\n")
 	return b.String()
