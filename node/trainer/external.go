@@ -80,11 +80,15 @@ type External struct {
 	// evaluate with "evaluating" at once and sends "evaluated" whenever it
 	// is done, between its updates; the reader routes it here.
 	evaluated chan inMsg
-	evalSeq   atomic.Uint64
-	lastSeq   atomic.Uint64 // the last evaluate's seq
-	done      chan struct{}
-	once      sync.Once
-	err       error // why it ended, set before done is closed
+	// evalTurn holds one evaluation at a time (the built-in evaluation
+	// loop's and the worker's start loss may ask at once): evalSeq names
+	// the one under way, and the trainer has one model copy to evaluate.
+	evalTurn chan struct{}
+	evalSeq  atomic.Uint64
+	lastSeq  atomic.Uint64 // the last evaluate's seq
+	done     chan struct{}
+	once     sync.Once
+	err      error // why it ended, set before done is closed
 
 	iters, evals, thetaBytes, thetaNanos, rtNanos, trainerNanos atomic.Uint64
 	lr                                                          atomic.Uint64 // float64 bits: the last update's lr
@@ -92,7 +96,7 @@ type External struct {
 
 func newExternal(c *net.UnixConn, shm *Shm, pid, maxFrame int, goneGrace time.Duration, limits AnswerLimits, log *slog.Logger) *External {
 	e := &External{conn: c, shm: shm, pid: pid, maxFrame: maxFrame, log: log, goneGrace: goneGrace, limits: limits,
-		late: -1, in: make(chan inMsg, 1), evaluated: make(chan inMsg, 1), done: make(chan struct{})}
+		late: -1, in: make(chan inMsg, 1), evaluated: make(chan inMsg, 2), evalTurn: make(chan struct{}, 1), done: make(chan struct{})}
 	go e.read()
 	return e
 }
@@ -121,11 +125,11 @@ func (e *External) read() {
 			return
 		}
 		ch := e.in
-		if m.Op == "evaluated" && m.Seq != nil {
+		if (m.Op == "evaluated" || m.Op == "evaluating") && m.Seq != nil {
 			switch pending := e.evalSeq.Load(); {
 			case *m.Seq == pending:
-				ch = e.evaluated
-			case pending == 0 && *m.Seq != 0 && *m.Seq <= e.lastSeq.Load():
+				ch = e.evaluated // its ack and its answer, in their order
+			case m.Op == "evaluated" && pending == 0 && *m.Seq != 0 && *m.Seq <= e.lastSeq.Load():
 				continue // the answer to an evaluation abandoned (its ctx ended): dropped
 			}
 		}
@@ -366,8 +370,17 @@ func (e *External) gradient(ctx context.Context, theta []float32, lo, hi int, em
 // trainer that evaluates off its training path answers "evaluating" once
 // it has taken the region: the exchange lock is then released, so the
 // trainer's rounds go on while it evaluates, and Evaluate waits for its
-// "evaluated". ctx bounds the wait.
+// "evaluated". One evaluation runs at a time; a second Evaluate waits for
+// the first. ctx bounds the waits.
 func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, error) {
+	select {
+	case e.evalTurn <- struct{}{}:
+		defer func() { <-e.evalTurn }()
+	case <-e.done:
+		return Evaluation{}, e.gone()
+	case <-ctx.Done():
+		return Evaluation{}, ctx.Err()
+	}
 	e.mu.Lock()
 	locked := true
 	defer func() {
@@ -390,27 +403,22 @@ func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, e
 	if err := e.send(appendEvaluate(nil, seq), 10*time.Second); err != nil {
 		return Evaluation{}, err
 	}
-	var m inMsg
-	select {
-	case m = <-e.evaluated: // a trainer that evaluates in step
-	default:
-		var err error
-		if m, err = e.waitEval(ctx); err != nil {
-			return Evaluation{}, err
+	m, err := e.waitEval(ctx)
+	if err != nil {
+		return Evaluation{}, err
+	}
+	if m.Op == "evaluating" { // off the training path: the region is taken, the rounds go on
+		if m.Seq == nil || *m.Seq != seq {
+			return Evaluation{}, e.fail(&ProtocolError{Reason: fmt.Sprintf("evaluating %s, want %d", ptrText(m.Seq), seq)})
 		}
-		if m.Op == "evaluating" {
-			if m.Seq == nil || *m.Seq != seq {
-				return Evaluation{}, e.fail(&ProtocolError{Reason: fmt.Sprintf("evaluating %s, want %d", ptrText(m.Seq), seq)})
-			}
-			e.mu.Unlock() // the region is taken: the rounds go on
-			locked = false
-			select {
-			case m = <-e.evaluated:
-			case <-e.done:
-				return Evaluation{}, e.gone()
-			case <-ctx.Done():
-				return Evaluation{}, ctx.Err()
-			}
+		e.mu.Unlock()
+		locked = false
+		select {
+		case m = <-e.evaluated:
+		case <-e.done:
+			return Evaluation{}, e.gone()
+		case <-ctx.Done():
+			return Evaluation{}, ctx.Err()
 		}
 	}
 	ev, err := checkEvaluated(m, seq)
@@ -426,7 +434,8 @@ func (e *External) Evaluate(ctx context.Context, theta []float32) (Evaluation, e
 }
 
 // waitEval waits for the trainer's first answer to an evaluate: its
-// "evaluated" (routed to e.evaluated) or its "evaluating" ack (in e.in).
+// "evaluated" or its "evaluating" ack (both routed to e.evaluated, in
+// their order); anything else meanwhile (in e.in) breaks the protocol.
 // A ctx that ends ends the attachment: the answer would come to the next
 // exchange.
 func (e *External) waitEval(ctx context.Context) (inMsg, error) {

@@ -447,3 +447,51 @@ func TestExternalTakesARoundWhole(t *testing.T) {
 		t.Fatal("a round of fewer samples than steps was taken")
 	}
 }
+
+// TestOverlappingEvaluationsTakeTurns: a trainer that evaluates off its
+// training path acks "evaluating" and answers later; a second Evaluate
+// asked meanwhile (the evaluation loop beside the worker's start loss)
+// waits for the first, and each gets its own answer, the trainer seeing
+// one evaluate at a time.
+func TestOverlappingEvaluationsTakeTurns(t *testing.T) {
+	ts := startServer(t, false)
+	f, _ := dial(t, ts.Path(), mlpLayout())
+	e := <-ts.attached
+	type result struct {
+		ev  Evaluation
+		err error
+	}
+	first, second := make(chan result, 1), make(chan result, 1)
+	asked := make(chan float64, 2)
+	answer := make(chan struct{})
+	go func() {
+		for range 2 {
+			m := f.recv()
+			if m == nil || m["op"] != "evaluate" {
+				t.Errorf("the trainer got %v, want evaluate", m)
+				return
+			}
+			asked <- m["seq"].(float64)
+			f.send(map[string]any{"op": "evaluating", "seq": m["seq"]})
+			<-answer
+			f.send(map[string]any{"op": "evaluated", "seq": m["seq"], "accuracy": m["seq"].(float64) / 10, "loss": 1, "samples": 4})
+		}
+	}()
+	go func() {
+		ev, err := e.Evaluate(context.Background(), make([]float32, 26))
+		first <- result{ev, err}
+	}()
+	s1 := <-asked // the first is acked and under way: the exchange is free
+	go func() {
+		ev, err := e.Evaluate(context.Background(), make([]float32, 26))
+		second <- result{ev, err}
+	}()
+	answer <- struct{}{}
+	r1 := <-first
+	s2 := <-asked
+	answer <- struct{}{}
+	r2 := <-second
+	if r1.err != nil || r2.err != nil || r1.ev.Accuracy != s1/10 || r2.ev.Accuracy != s2/10 || s2 != s1+1 {
+		t.Fatalf("evaluations %+v %v (seq %v) and %+v %v (seq %v)", r1.ev, r1.err, s1, r2.ev, r2.err, s2)
+	}
+}
