@@ -132,8 +132,8 @@ class Optimizer(torch.optim.Optimizer):
         if self._bridge is not None:
             self._bridge.close()
         self._bridge = bridge(self.tensors, self.mesh, self._staged)
-        if self._eval_copy is not None:  # the new shared memory: rebound at the next evaluation
-            self._eval_copy[1].close()
+        if self._eval_copy is not None and self._eval_copy[1] is not None:
+            self._eval_copy[1].close()  # the new shared memory: rebound at the next evaluation
             self._eval_copy = (self._eval_copy[0], None)
         if self.mesh.send_init:
             self._bridge.write_init()
