@@ -163,7 +163,8 @@ func (c *Claims) Dropped() uint64 {
 
 // Receive judges an evaluation that peer sent over the control channel
 // (peer is the authenticated stream's node id). It is taken only from the
-// member this node's own view designates as evaluator, and only with a
+// member this node's own view designates as evaluator, signed by it when
+// its id is self-certifying ([VerifyClaim]), and only with a
 // Seq in the domain (at most MaxInt64, and at most ClaimDeps.SeqBound: a
 // Seq far ahead of the samples the shards here count cannot pin the
 // evaluation shown); anything else is dropped, counted and logged at WARN
@@ -177,6 +178,8 @@ func (c *Claims) Receive(ctx context.Context, peer mesh.NodeID, e records.EvalRe
 		why = fmt.Sprintf("eval by %q sent by %q", e.By, peer) // every peer acts only as itself
 	case string(peer) != ev:
 		why = fmt.Sprintf("eval from %q, not the evaluator (%q)", peer, ev)
+	case VerifyClaim(e) != nil:
+		why = VerifyClaim(e).Error()
 	case e.Seq > maxSeq:
 		why = fmt.Sprintf("eval from %q with sequence %d beyond any state of the parameters", peer, e.Seq)
 	case c.d.SeqBound != nil:

@@ -148,6 +148,15 @@ type EvalResult struct {
 	// Diverged: the loss was NaN or ±Inf (Loss then reads null); every
 	// worker stops on receiving it.
 	Diverged bool `json:"diverged,omitempty"`
+	// Digest is the SHA-256 (hex) of the model file the evaluator
+	// scored: the exact bytes GET /model.safetensors?evaluated serves
+	// (node/eval's digest.go). Empty from builds before it.
+	Digest string `json:"digest,omitempty"`
+	// Key is the evaluator's ed25519 node key and Sig its signature of
+	// the claim (node/eval's digest.go): a self-certifying By must be
+	// derived from Key.
+	Key []byte `json:"key,omitempty"`
+	Sig []byte `json:"sig,omitempty"`
 }
 
 // Revocation is one revoked node id and the operator's MAC of it
