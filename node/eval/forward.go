@@ -219,7 +219,7 @@ func (rm *Room) forwardEvaluated(w http.ResponseWriter, r *http.Request, evaluat
 	w.Header().Set("Content-Length", strconv.FormatInt(head.Size, 10))
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Dssp-Evaluator", string(evaluator))
-	w.Header().Set(DigestHeader, claim.Digest)
+	w.Header().Set(records.DigestHeader, claim.Digest)
 	bw := bufio.NewWriterSize(rm.stalling(w, head.Size), evaluatedChunk)
 	check := newDigestCheck(bw)
 	got := int64(0)
@@ -254,10 +254,6 @@ func (rm *Room) forwardEvaluated(w http.ResponseWriter, r *http.Request, evaluat
 		rm.d.Logger.Warn("evaluated model from the evaluator cut short", "evaluator", evaluator, "bytes", got, "of", head.Size, "err", err)
 	}
 }
-
-// DigestHeader carries the claim's digest of the evaluated model file
-// in a response to GET /model.safetensors?evaluated.
-const DigestHeader = "X-Dssp-Digest"
 
 // takeClaim judges the claim the evaluator sent with its evaluated
 // model: a JSON records.EvalResult by that evaluator, with a digest and

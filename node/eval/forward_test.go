@@ -3,8 +3,8 @@ package eval
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -110,8 +110,8 @@ func TestEvaluatedFromAnyNode(t *testing.T) {
 	if want.Code != 200 || got.Code != 200 || !bytes.Equal(want.Body.Bytes(), got.Body.Bytes()) || got.Header().Get("Content-Length") != want.Header().Get("Content-Length") {
 		t.Fatalf("from memory: evaluator %d (%d bytes), other node %d (%d bytes) %q: not the same file", want.Code, want.Body.Len(), got.Code, got.Body.Len(), got.Body.String()[:min(200, got.Body.Len())])
 	}
-	if h := got.Header().Get(DigestHeader); h != digest || want.Header().Get(DigestHeader) != digest {
-		t.Fatalf("digest headers: evaluator %q, other node %q, want %q", want.Header().Get(DigestHeader), h, digest)
+	if h := got.Header().Get(records.DigestHeader); h != digest || want.Header().Get(records.DigestHeader) != digest {
+		t.Fatalf("digest headers: evaluator %q, other node %q, want %q", want.Header().Get(records.DigestHeader), h, digest)
 	}
 	if _, err := modelfile.Decode(got.Body.Bytes()); err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func (rm *Room) ServeModel(w http.ResponseWriter, r *http.Request) {
 		}
 		rm.evaluated.serve(func(snap *Snapshot, file string, claim *records.EvalResult) {
 			if claim != nil && claim.Digest != "" {
-				w.Header().Set(DigestHeader, claim.Digest)
+				w.Header().Set(records.DigestHeader, claim.Digest)
 			}
 			switch {
 			case snap != nil:

@@ -159,6 +159,12 @@ type EvalResult struct {
 	Sig []byte `json:"sig,omitempty"`
 }
 
+// DigestHeader carries, in a response to GET
+// /model.safetensors?evaluated, the digest (EvalResult.Digest) of the
+// evaluation claim whose file it is: the client checks the bytes it got
+// against it (nodeclient.FetchModel).
+const DigestHeader = "X-Dssp-Digest"
+
 // Revocation is one revoked node id and the operator's MAC of it
 // (mesh.MeshKey.OperatorMAC): what a node's mesh view passes on
 // (node/status.PeerView) and node/trust takes in.
