@@ -295,7 +295,7 @@ func forgedEvaluatedExport(t *testing.T, c *Cluster, h *Hostile) []string {
 	if _, addErr, out := e.Push(0, 0, HostilePush{Samples: 64}); addErr != nil || len(out) == 0 || !out[0].Accepted() {
 		t.Fatalf("the member's push to shard 0: %v %+v", addErr, out)
 	}
-	defer func() {
+	leave := func() {
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer rcancel()
 		e.Client(0).RemoveWorker(rctx)
@@ -304,7 +304,8 @@ func forgedEvaluatedExport(t *testing.T, c *Cluster, h *Hostile) []string {
 			e.ml.Leave(time.Second)
 		}
 		e.mu.Unlock()
-	}()
+	}
+	defer leave()
 	if !waitUntil(20*time.Second, func() bool {
 		s, err := c.Status(1)
 		return err == nil && s.Evaluator == string(e.ID)
@@ -331,7 +332,9 @@ func forgedEvaluatedExport(t *testing.T, c *Cluster, h *Hostile) []string {
 			t.Logf("%s's log: %s", name, lastMatch(string(logs), "evaluated model refused"))
 		}
 	}
-	return got
+	// Once the member leaves shard 0's gate, every worker trains on.
+	leave()
+	return append(got, trainsOn(c, 10, 30*time.Second)...)
 }
 
 // lastMatch is the last line of s containing sub.

@@ -178,14 +178,15 @@ func (c *Claims) Receive(ctx context.Context, peer mesh.NodeID, e records.EvalRe
 		why = fmt.Sprintf("eval by %q sent by %q", e.By, peer) // every peer acts only as itself
 	case string(peer) != ev:
 		why = fmt.Sprintf("eval from %q, not the evaluator (%q)", peer, ev)
-	case VerifyClaim(e) != nil:
-		why = VerifyClaim(e).Error()
 	case e.Seq > maxSeq:
 		why = fmt.Sprintf("eval from %q with sequence %d beyond any state of the parameters", peer, e.Seq)
 	case c.d.SeqBound != nil:
 		if bound, ok := c.d.SeqBound(); ok && e.Seq > bound {
 			why = fmt.Sprintf("eval from %q with sequence %d far ahead of the samples the shards here count (at most %d)", peer, e.Seq, bound)
 		}
+	}
+	if err := VerifyClaim(e); why == "" && err != nil {
+		why = err.Error()
 	}
 	if why != "" {
 		c.warn("evaluation dropped", "reason", why)

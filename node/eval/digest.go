@@ -70,7 +70,7 @@ func claimMessage(e records.EvalResult) []byte {
 	b = binary.AppendUvarint(b, uint64(len(e.Digest)))
 	b = append(b, e.Digest...)
 	fin := func(v float64) uint64 {
-		if !finite(v) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return 0
 		}
 		return math.Float64bits(v)
