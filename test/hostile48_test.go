@@ -23,6 +23,7 @@ import (
 	"dsspmesh/node/eval"
 	"dsspmesh/node/launch"
 	"dsspmesh/node/records"
+	"dsspmesh/node/status"
 	"dsspmesh/nodeclient"
 )
 
@@ -290,7 +291,17 @@ func forgedEvaluatedExport(t *testing.T, c *Cluster, h *Hostile) []string {
 		t.Fatal(err)
 	}
 	e.ServeEvaluated(forged, cb)
-	joined(t, c, e)
+	// Its gossip says it trains: the builds before the lease named the
+	// live training member with the lowest id.
+	e.JoinSayingItTrains()
+	c.WaitFor("every node lists the member", 20*time.Second, func() bool {
+		for _, s := range c.Statuses() {
+			if s == nil || !slices.ContainsFunc(s.Members, func(m status.MemberStatus) bool { return m.ID == string(e.ID) }) {
+				return false
+			}
+		}
+		return true
+	})
 	e.StayInGate = true
 	if _, addErr, out := e.Push(0, 0, HostilePush{Samples: 64}); addErr != nil || len(out) == 0 || !out[0].Accepted() {
 		t.Fatalf("the member's push to shard 0: %v %+v", addErr, out)
