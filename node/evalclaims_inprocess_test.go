@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"io"
 	"math"
@@ -12,6 +13,8 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/eval"
+	"dsspmesh/node/records"
 	"dsspmesh/node/status"
 )
 
@@ -30,16 +33,17 @@ type controlFrame struct {
 // diverged) is refused by name and shown nowhere; the evaluator's claim
 // that the job diverged, while the parameters are finite, is checked by
 // the receiver and ignored: its worker goes on training, its phase stays
-// training, and /status counts the claims dropped; the evaluator's
+// training, and /status counts the claims dropped (an unsigned claim from
+// the evaluator is dropped as not signed); the evaluator's
 // evaluation with a sequence far ahead of the shards' samples is refused,
 // and its honest ones are still shown.
 func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 	rec := newRecorder()
 	m := startMesh(t, 3, 2, rec, func(i int, c *node.Config) { c.EvalEvery, c.EvalSamples = 500*time.Millisecond, 256 })
-	httpOf, trOf := map[mesh.NodeID]string{}, map[mesh.NodeID]*mesh.InmemTransport{}
+	httpOf, trOf, keyOf := map[mesh.NodeID]string{}, map[mesh.NodeID]*mesh.InmemTransport{}, map[mesh.NodeID]ed25519.PrivateKey{}
 	m.mu.Lock()
 	for id, nd := range m.nodes {
-		httpOf[id], trOf[id] = nd.http, nd.tr
+		httpOf[id], trOf[id], keyOf[id] = nd.http, nd.tr, nd.key
 	}
 	m.mu.Unlock()
 	statusOf := func(id mesh.NodeID) (status.Status, bool) {
@@ -105,7 +109,16 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 		t.Fatalf("the evaluator's sequence far ahead answered %q", msg)
 	}
 	s, _ := statusOf(target)
-	if msg := send(evaluator, map[string]any{"accuracy": 0.1, "loss": nil, "by": string(evaluator), "seq": s.Eval.Seq + 1, "diverged": true, "at": time.Now()}); msg != "" {
+	if msg := send(evaluator, map[string]any{"accuracy": 0.1, "loss": nil, "by": string(evaluator), "seq": s.Eval.Seq + 1, "diverged": true, "at": time.Now()}); !strings.Contains(msg, "not signed") {
+		t.Fatalf("the evaluator's unsigned claim answered %q", msg)
+	}
+	// Signed with the evaluator's key, as its own claims are.
+	claim := records.EvalResult{Accuracy: 0.1, By: string(evaluator), Seq: s.Eval.Seq + 1, Diverged: true, At: time.Now()}
+	eval.SignClaim(keyOf[evaluator], &claim)
+	var signed map[string]any
+	b, _ := json.Marshal(claim)
+	json.Unmarshal(b, &signed)
+	if msg := send(evaluator, signed); msg != "" {
 		t.Fatalf("the evaluator's claim answered %q", msg)
 	}
 	var iter uint64
@@ -120,7 +133,7 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 		if s.Worker.Stopped != "" || s.Phase != "training" || s.Stopped != "" {
 			t.Fatalf("training stopped on a claim: phase %q, stopped %q, worker %q", s.Phase, s.Stopped, s.Worker.Stopped)
 		}
-		if s.EvalClaimsDropped < 3 {
+		if s.EvalClaimsDropped < 4 {
 			iter = s.Worker.Iter
 			return false
 		}
@@ -138,7 +151,7 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 		s, ok := statusOf(target)
 		return ok && s.Eval != nil && s.Eval.By == string(evaluator) && s.Eval.Seq > seq+1 && !s.Eval.Diverged
 	})
-	if s, _ := statusOf(target); s.EvalClaimsDropped != 3 {
-		t.Fatalf("%d claims dropped, want the 3 sent", s.EvalClaimsDropped)
+	if s, _ := statusOf(target); s.EvalClaimsDropped != 4 {
+		t.Fatalf("%d claims dropped, want the 4 sent (the forger's, the far-ahead, the unsigned and the checked diverged)", s.EvalClaimsDropped)
 	}
 }

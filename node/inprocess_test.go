@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"fmt"
 	"log/slog"
@@ -83,6 +84,7 @@ type inprocNode struct {
 	http     string // its HTTP listener's address
 	trains   bool
 	dir      string // its data directory
+	key      ed25519.PrivateKey
 }
 
 // trackedReplicas keeps the replicas a node opens, so the test can read
@@ -174,7 +176,7 @@ func startMesh(t *testing.T, n, shardCount int, rec *recorder, configure ...func
 		deps := node.Deps{Dir: dir, Transport: tr, Membership: members, Replicas: replicas, Logger: log, Observer: rec.node(dir.ID), HTTP: httpLn,
 			VerifyOperator: verifyTestOperator}
 		ctx, cancel := context.WithCancel(context.Background())
-		nd := &inprocNode{tr: tr, replicas: replicas, cancel: cancel, done: make(chan error, 1), http: httpLn.Addr().String(), trains: cfg.Train, dir: cfg.DataDir}
+		nd := &inprocNode{tr: tr, replicas: replicas, cancel: cancel, done: make(chan error, 1), http: httpLn.Addr().String(), trains: cfg.Train, dir: cfg.DataDir, key: dir.NodeKey}
 		go func() { nd.done <- node.Run(ctx, cfg, func(string) bool { return false }, deps) }()
 		m.mu.Lock()
 		m.nodes[dir.ID] = nd

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"dsspmesh/cudaops"
+	"dsspmesh/mesh"
 	"dsspmesh/node/eval"
 	"dsspmesh/node/job"
 	"dsspmesh/node/join"
@@ -146,7 +147,10 @@ func newNode(cfg Config, d Deps) (*Node, error) {
 		return nil, err
 	}
 	n.snaps = eval.New(eval.Deps{ID: n.id, Transport: n.tr, Members: n.members, Job: n.evalJob, Evaluator: n.evaluator, Logger: n.log, Now: n.now,
-		AskControl: n.askControl}, ckpt)
+		AskControl: n.askControl, Key: n.dir.NodeKey,
+		Claim: func(ctx context.Context, peer mesh.NodeID, e records.EvalResult) error {
+			return n.claims.Receive(ctx, peer, e)
+		}}, ckpt)
 	return n, nil
 }
 

@@ -2,6 +2,7 @@ package nodeclient
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"dsspmesh/modelfile"
+	"dsspmesh/node/records"
 	"dsspmesh/node/status"
 	"dsspmesh/node/trust"
 )
@@ -129,7 +131,19 @@ func FetchModel(ctx context.Context, addr string, evaluated bool, timeout time.D
 	if err != nil {
 		return nil, nil, fmt.Errorf("GET %s: %w", u, err)
 	}
+	if want := res.Header.Get(records.DigestHeader); want != "" {
+		if got := Digest(b); got != want {
+			return nil, nil, fmt.Errorf("GET %s: the model's bytes have digest %s, the evaluation's claim says %s: refused", u, got, want)
+		}
+	}
 	return b, f, nil
+}
+
+// Digest is the hex SHA-256 of a model file's bytes: what an evaluation
+// claim's digest names (records.EvalResult.Digest).
+func Digest(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 // StatusError is a node's answer other than 200 OK to a model request:

@@ -13,6 +13,7 @@ import (
 
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
+	"dsspmesh/node/records"
 	"dsspmesh/node/status"
 )
 
@@ -157,5 +158,32 @@ func TestEndlessRepliesAreCutAtTheirBound(t *testing.T) {
 	}
 	if _, _, err := FetchModel(ctx, huge, false, time.Second); err == nil || !strings.Contains(err.Error(), "a model of 10000000000 bytes") {
 		t.Errorf("FetchModel of a declared 10 GB: %v, want refused before reading", err)
+	}
+}
+
+// TestFetchModelChecksTheClaimsDigest: an evaluated model whose bytes
+// are not the ones the X-Dssp-Digest of its claim names is refused,
+// both digests named; the matching one is taken.
+func TestFetchModelChecksTheClaimsDigest(t *testing.T) {
+	layout := cudaops.Layout{{Name: "fc.weight", Offset: 0, Shape: []int{2, 3}}}
+	var file bytes.Buffer
+	if err := modelfile.Encode(&file, layout, []float32{1, 2, 3, 4, 5, 6}, modelfile.Meta{Model: "mlp", Clock: 7}); err != nil {
+		t.Fatal(err)
+	}
+	claimed := Digest(file.Bytes())
+	var header string
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(records.DigestHeader, header)
+		w.Write(file.Bytes())
+	}))
+	header = claimed
+	if b, _, err := FetchModel(context.Background(), addr, true, time.Second); err != nil || Digest(b) != claimed {
+		t.Fatalf("the file its claim names: %v", err)
+	}
+	other := strings.Repeat("ab", 32)
+	header = other
+	_, _, err := FetchModel(context.Background(), addr, true, time.Second)
+	if err == nil || !strings.Contains(err.Error(), claimed) || !strings.Contains(err.Error(), other) {
+		t.Fatalf("a file its claim does not name: %v, want an error naming %s and %s", err, claimed, other)
 	}
 }

@@ -59,6 +59,12 @@ type Hostile struct {
 
 	mu sync.Mutex
 	ml mesh.Membership // set once Join gossiped it in
+
+	// Key is the client's own node key when its id derives from it
+	// ([Hostile.FirstInOrder]); nil otherwise.
+	Key ed25519.PrivateKey
+	// StayInGate: [Hostile.Push] leaves the client a worker of the shard.
+	StayInGate bool
 }
 
 // meshSecurity loads c's mesh key and the security built on it: what a
@@ -130,6 +136,104 @@ func (h *Hostile) As(id mesh.NodeID) *Hostile {
 	o := &Hostile{t: h.t, c: h.c, ID: id, sec: h.sec, log: h.log, tr: h.transport(id)}
 	h.t.Cleanup(func() { o.tr.Close() })
 	return o
+}
+
+// FirstInOrder is a member client with a self-certifying id of its own
+// key (a fresh key pair drawn until its id sorts before every node's:
+// the evaluation lease names the lowest id among shard 0's workers).
+func (h *Hostile) FirstInOrder() *Hostile {
+	h.t.Helper()
+	var least mesh.NodeID
+	for id := range h.nodes() {
+		if least == "" || id < least {
+			least = id
+		}
+	}
+	for range 1 << 16 {
+		priv, err := mesh.GenerateNodeKey()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		id := mesh.DeriveID(priv.Public().(ed25519.PublicKey))
+		if id >= least {
+			continue
+		}
+		creds, err := h.sec.NodeWithKey(id, priv)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		tr, err := mesh.NewQUICTransport(mesh.DefaultTransportConfig("127.0.0.1:0"), creds, h.log)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		o := &Hostile{t: h.t, c: h.c, ID: id, sec: h.sec, log: h.log, tr: tr, Key: priv}
+		h.t.Cleanup(func() {
+			o.mu.Lock()
+			ml := o.ml
+			o.mu.Unlock()
+			if ml != nil {
+				ml.Leave(time.Second)
+				ml.Shutdown()
+			}
+			o.tr.Close()
+		})
+		return o
+	}
+	h.t.Fatalf("no key drawn whose id sorts before %s", least)
+	return nil
+}
+
+// ServeEvaluated answers the mesh's control streams to the client as
+// an evaluator would: op "evaluated" with file in parts and claim (a
+// JSON evaluation claim) in the header, any other op with an empty
+// reply. It runs until the test ends.
+func (h *Hostile) ServeEvaluated(file []byte, claim []byte) {
+	h.t.Helper()
+	ln, err := h.tr.Listen(mesh.Channel{Kind: mesh.KindRPC, Shard: node.ControlShard})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.t.Cleanup(cancel)
+	type head struct {
+		Size  int64  `msgpack:"size"`
+		Claim []byte `msgpack:"claim,omitempty"`
+	}
+	go func() {
+		for {
+			s, err := ln.Accept(ctx)
+			if err != nil {
+				return
+			}
+			go func() {
+				defer s.Close()
+				for {
+					s.SetDeadline(time.Now().Add(time.Minute))
+					var req controlMsg
+					if _, err := s.RecvFrame(&req); err != nil {
+						return
+					}
+					if req.Op != "evaluated" {
+						if s.SendFrame(controlMsg{}, nil) != nil {
+							return
+						}
+						continue
+					}
+					if s.SendFrame(head{Size: int64(len(file)), Claim: claim}, nil) != nil {
+						return
+					}
+					for b := file; len(b) > 0; {
+						k := min(len(b), 1<<20)
+						if s.SendFrame(struct{}{}, b[:k]) != nil {
+							return
+						}
+						b = b[k:]
+					}
+					return
+				}
+			}()
+		}
+	}()
 }
 
 // Join makes the client a gossip member (not training), as a member that
@@ -323,6 +427,9 @@ func (h *Hostile) Push(shard uint32, from int64, pushes ...HostilePush) (clockGi
 		if !again {
 			break
 		}
+	}
+	if h.StayInGate {
+		return clockGiven, nil, out
 	}
 	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer rcancel()

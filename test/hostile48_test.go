@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -19,7 +20,11 @@ import (
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
 
+	"dsspmesh/node/eval"
 	"dsspmesh/node/launch"
+	"dsspmesh/node/records"
+	"dsspmesh/node/status"
+	"dsspmesh/nodeclient"
 )
 
 // The hostile-member cases of issue 48 (docs/security.md, "Trust, second
@@ -255,7 +260,103 @@ func hostile48Cases() []hostileCase {
 			}
 			return []string{fmt.Sprintf("the trainer never attached with %s taken by uid 65534: %s", squatted, launch.LogTail(tr.logs[0], 3))}
 		}},
+		{name: "forged-evaluated-export", fixed: true, run: forgedEvaluatedExport},
 	}
+}
+
+// forgedEvaluatedExport: a member whose self-certifying id sorts first
+// becomes the evaluator (a worker of shard 0 with a push applied), claims
+// an evaluation, signed, of an honest snapshot's bytes and serves another
+// file: one parameter byte changed. `dssp export --evaluated` through an
+// honest node must not write it: the node hashes the bytes as they pass
+// and cuts the response before its last part, logging both digests.
+func forgedEvaluatedExport(t *testing.T, c *Cluster, h *Hostile) []string {
+	node := c.Mesh.Procs[1]
+	name := fmt.Sprintf("node%d", node.Index)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	honest, _, err := nodeclient.FetchModel(ctx, node.HTTP, false, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := slices.Clone(honest)
+	forged[len(forged)-1] ^= 0x40 // an exponent bit of the last parameter
+	e := h.FirstInOrder()
+	cur := Accuracy(c.Statuses())
+	claim := records.EvalResult{Accuracy: 0.99, Loss: 0.01, Samples: 500, At: time.Now(), By: string(e.ID), Iter: cur.Iter, Seq: cur.Seq + 1,
+		Digest: nodeclient.Digest(honest)}
+	eval.SignClaim(e.Key, &claim)
+	cb, err := json.Marshal(claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ServeEvaluated(forged, cb)
+	// Its gossip says it trains: the builds before the lease named the
+	// live training member with the lowest id.
+	e.JoinSayingItTrains()
+	c.WaitFor("every node lists the member", 20*time.Second, func() bool {
+		for _, s := range c.Statuses() {
+			if s == nil || !slices.ContainsFunc(s.Members, func(m status.MemberStatus) bool { return m.ID == string(e.ID) }) {
+				return false
+			}
+		}
+		return true
+	})
+	e.StayInGate = true
+	if _, addErr, out := e.Push(0, 0, HostilePush{Samples: 64}); addErr != nil || len(out) == 0 || !out[0].Accepted() {
+		t.Fatalf("the member's push to shard 0: %v %+v", addErr, out)
+	}
+	leave := func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer rcancel()
+		e.Client(0).RemoveWorker(rctx)
+		e.mu.Lock()
+		if e.ml != nil {
+			e.ml.Leave(time.Second)
+		}
+		e.mu.Unlock()
+	}
+	defer leave()
+	if !waitUntil(20*time.Second, func() bool {
+		s, err := c.Status(1)
+		return err == nil && s.Evaluator == string(e.ID)
+	}) {
+		t.Fatalf("%s never named %s evaluator", name, e.ID)
+	}
+	out := filepath.Join(t.TempDir(), "evaluated.safetensors")
+	b, err := exec.Command(c.Mesh.Binary, "export", "--evaluated", "--node", node.HTTP, "--out", out, "--timeout", "20s").CombinedOutput()
+	var got []string
+	if err == nil {
+		w, _ := os.ReadFile(out)
+		got = append(got, fmt.Sprintf("dssp export --evaluated through %s wrote the evaluator's file (%d bytes, its own file byte for byte: %v), which the digest of its claim does not name: %s",
+			name, len(w), bytes.Equal(w, forged), lastLine(string(b))))
+	} else {
+		t.Logf("dssp export --evaluated through %s: %s", name, lastLine(string(b)))
+		if _, err := os.Stat(out); err == nil {
+			got = append(got, "dssp export failed but wrote a file")
+		}
+		logs, _ := os.ReadFile(node.LogPath)
+		served := nodeclient.Digest(forged)
+		if oldBinary() == "" && !(bytes.Contains(logs, []byte("evaluated model refused")) && bytes.Contains(logs, []byte(served)) && bytes.Contains(logs, []byte(claim.Digest))) {
+			got = append(got, fmt.Sprintf("%s's log names not both digests (%s served, %s claimed)", name, served, claim.Digest))
+		} else if oldBinary() == "" {
+			t.Logf("%s's log: %s", name, lastMatch(string(logs), "evaluated model refused"))
+		}
+	}
+	// Once the member leaves shard 0's gate, every worker trains on.
+	leave()
+	return append(got, trainsOn(c, 10, 30*time.Second)...)
+}
+
+// lastMatch is the last line of s containing sub.
+func lastMatch(s, sub string) string {
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], sub) {
+			return lines[i]
+		}
+	}
+	return ""
 }
 
 // newestSnapshotDir is the folder of the newest snapshot of the shard

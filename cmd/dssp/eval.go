@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"dsspmesh/cudaops"
 	"dsspmesh/modelfile"
+	"dsspmesh/nodeclient"
 )
 
 func newEvalCmd() *cobra.Command {
@@ -33,9 +35,14 @@ first tensor holding one: no accuracy is printed for it.`,
 			if samples < 0 {
 				return fmt.Errorf("--eval-samples %d must be >= 0 (0: the whole test set)", samples)
 			}
-			f, err := modelfile.ReadFile(path)
+			file, err := os.Open(path)
 			if err != nil {
 				return fmt.Errorf("--model: %w", err)
+			}
+			b, f, err := modelfile.Read(file, modelfile.MaxFileBytes)
+			file.Close()
+			if err != nil {
+				return fmt.Errorf("--model: %s: %w", path, err)
 			}
 			if arch == "" {
 				arch = f.Meta.Model
@@ -77,7 +84,7 @@ first tensor holding one: no accuracy is printed for it.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%s: %s\n", path, describeModel(f))
+			fmt.Fprintf(out, "%s: %s\nsha256 %s (an evaluation claim's digest names the file it scored)\n", path, describeModel(f), nodeclient.Digest(b))
 			fmt.Fprintf(out, "test accuracy %.2f%% (%d/%d on %s), loss %.4f\n", 100*ev.Accuracy, ev.Correct, ev.Samples, dataset, ev.Loss)
 			if e := f.Meta.Eval; e != nil {
 				fmt.Fprintf(out, "recorded     %.2f%% on %d samples, loss %.4f (difference %+.2f points)\n",

@@ -61,7 +61,7 @@ too. The file is written atomically; nothing is written on error.`,
 			if err := modelfile.WriteAtomic(out, b); err != nil {
 				return fmt.Errorf("export: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s\n", out, describeModel(f))
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s\nsha256 %s\n", out, describeModel(f), nodeclient.Digest(b))
 			return nil
 		},
 	}

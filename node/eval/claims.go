@@ -163,7 +163,8 @@ func (c *Claims) Dropped() uint64 {
 
 // Receive judges an evaluation that peer sent over the control channel
 // (peer is the authenticated stream's node id). It is taken only from the
-// member this node's own view designates as evaluator, and only with a
+// member this node's own view designates as evaluator, signed by it when
+// its id is self-certifying ([VerifyClaim]), and only with a
 // Seq in the domain (at most MaxInt64, and at most ClaimDeps.SeqBound: a
 // Seq far ahead of the samples the shards here count cannot pin the
 // evaluation shown); anything else is dropped, counted and logged at WARN
@@ -183,6 +184,9 @@ func (c *Claims) Receive(ctx context.Context, peer mesh.NodeID, e records.EvalRe
 		if bound, ok := c.d.SeqBound(); ok && e.Seq > bound {
 			why = fmt.Sprintf("eval from %q with sequence %d far ahead of the samples the shards here count (at most %d)", peer, e.Seq, bound)
 		}
+	}
+	if err := VerifyClaim(e); why == "" && err != nil {
+		why = err.Error()
 	}
 	if why != "" {
 		c.warn("evaluation dropped", "reason", why)

@@ -2,11 +2,13 @@ package eval
 
 import (
 	"context"
+	"crypto/ed25519"
 	"log/slog"
 	"time"
 
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
+	"dsspmesh/node/records"
 )
 
 // Deps are the evaluation room's edges, built by the node that runs it.
@@ -27,6 +29,14 @@ type Deps struct {
 	// request of op (the node's control.go); the answer is the caller's
 	// to read. Nil: ?evaluated serves this node's own snapshot only.
 	AskControl func(ctx context.Context, m mesh.Member, op string) (mesh.Stream, error)
+	// Key is the node's own key, which signs its evaluation claims
+	// (digest.go); nil signs none.
+	Key ed25519.PrivateKey
+	// Claim takes the claim the evaluator sent with its evaluated model
+	// (op "evaluated") as a broadcast claim is taken (Claims.Receive); an
+	// error refuses the model. Nil: only the claim's signature and
+	// evaluator are checked.
+	Claim func(ctx context.Context, peer mesh.NodeID, e records.EvalResult) error
 	// Export bounds GET /model.safetensors; zero fields take
 	// DefaultExportLimits'.
 	Export ExportLimits

@@ -53,7 +53,7 @@ func TestServeEvaluated(t *testing.T) {
 		n.ServeModel(rec, httptest.NewRequest("GET", "/model.safetensors?evaluated", nil))
 		return rec
 	}
-	n.evaluated.set(&Snapshot{Theta: theta, Meta: meta}, "")
+	n.evaluated.set(&Snapshot{Theta: theta, Meta: meta}, "", nil)
 	rec := get()
 	f, err := modelfile.Decode(rec.Body.Bytes())
 	if rec.Code != 200 || err != nil || rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) {
@@ -67,7 +67,7 @@ func TestServeEvaluated(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := os.ReadFile(path)
-	n.evaluated.set(nil, path)
+	n.evaluated.set(nil, path, nil)
 	if rec := get(); rec.Code != 200 || !bytes.Equal(rec.Body.Bytes(), want) {
 		t.Fatalf("from the file: %d, %d bytes, want the file's %d", rec.Code, rec.Body.Len(), len(want))
 	}

@@ -3,6 +3,8 @@ package eval
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/modelfile"
+	"dsspmesh/node/records"
 )
 
 // The evaluated model from any node: GET /model.safetensors?evaluated on a
@@ -22,12 +25,18 @@ import (
 //
 // Frames of the answer (msgpack header, payload):
 //
-//	first  evaluatedHead{Size, Missing, Err}, no payload: the file's length
-//	       in bytes, or Missing (no evaluated model there: a 404) or Err
+//	first  evaluatedHead{Size, Claim, Missing, Err}, no payload: the
+//	       file's length in bytes and the evaluator's claim of it (a JSON
+//	       records.EvalResult, its Digest the file's), or Missing (no
+//	       evaluated model there: a 404) or Err
 //	then   evaluatedPart{}, payload: the file's next bytes, at most
 //	       evaluatedChunk a frame, until Size bytes came
 //
-// The asking node refuses a Size beyond the job's model file (4 bytes a
+// The asking node takes the claim as a broadcast one (Deps.Claim; the
+// claim's By must be the evaluator it asked and its Digest set), hashes
+// the parts as they pass and holds back the last one until the digest
+// is the claim's: a file that does not match is cut short, never
+// completed, and the node logs both digests at ERROR. The asking node refuses a Size beyond the job's model file (4 bytes a
 // parameter plus modelfile.MaxHeaderBytes) and a chunk beyond
 // evaluatedChunk before reading it; its ?timeout= (default 30s, at most
 // 5 min) bounds the whole transfer. The evaluator bounds each chunk's
@@ -40,6 +49,7 @@ const (
 
 type evaluatedHead struct {
 	Size    int64  `msgpack:"size"`
+	Claim   []byte `msgpack:"claim,omitempty"`
 	Missing bool   `msgpack:"missing,omitempty"`
 	Err     string `msgpack:"err,omitempty"`
 }
@@ -53,12 +63,16 @@ type evaluatedPart struct{}
 func (rm *Room) SendEvaluated(s mesh.Stream) error {
 	s.SetWriteDeadline(time.Now().Add(evaluatedSendTimeout))
 	var err error
-	rm.evaluated.serve(func(snap *Snapshot, file string) {
+	rm.evaluated.serve(func(snap *Snapshot, file string, claim *records.EvalResult) {
+		var cb []byte
+		if claim != nil {
+			cb, _ = json.Marshal(finiteClaim(*claim))
+		}
 		switch {
 		case snap != nil:
-			err = rm.sendSnapshot(s, snap)
+			err = rm.sendSnapshot(s, snap, cb)
 		case file != "":
-			err = sendFile(s, file)
+			err = sendFile(s, file, cb)
 		default:
 			err = s.SendFrame(evaluatedHead{Missing: true,
 				Err: fmt.Sprintf("the evaluator %s holds no evaluated model now (the last one is gone while the next evaluation reads the model); ask again", rm.d.ID)}, nil)
@@ -67,7 +81,19 @@ func (rm *Room) SendEvaluated(s mesh.Stream) error {
 	return err
 }
 
-func (rm *Room) sendSnapshot(s mesh.Stream, snap *Snapshot) error {
+// finiteClaim is e with a non-finite loss or accuracy as 0 (JSON has no
+// NaN; Diverged says so, and the signature covers them as 0).
+func finiteClaim(e records.EvalResult) records.EvalResult {
+	if !finite(e.Loss) {
+		e.Loss = 0
+	}
+	if !finite(e.Accuracy) {
+		e.Accuracy = 0
+	}
+	return e
+}
+
+func (rm *Room) sendSnapshot(s mesh.Stream, snap *Snapshot, claim []byte) error {
 	job, ok := rm.d.Job()
 	if !ok {
 		return s.SendFrame(evaluatedHead{Err: "the evaluator has not joined the mesh's shards"}, nil)
@@ -77,7 +103,7 @@ func (rm *Room) sendSnapshot(s mesh.Stream, snap *Snapshot) error {
 	if err != nil {
 		return s.SendFrame(evaluatedHead{Err: err.Error()}, nil)
 	}
-	if err := s.SendFrame(evaluatedHead{Size: size}, nil); err != nil {
+	if err := s.SendFrame(evaluatedHead{Size: size, Claim: claim}, nil); err != nil {
 		return err
 	}
 	pw := &partWriter{s: s, buf: make([]byte, 0, evaluatedChunk)}
@@ -87,7 +113,7 @@ func (rm *Room) sendSnapshot(s mesh.Stream, snap *Snapshot) error {
 	return pw.flush()
 }
 
-func sendFile(s mesh.Stream, path string) error {
+func sendFile(s mesh.Stream, path string, claim []byte) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return s.SendFrame(evaluatedHead{Err: err.Error()}, nil)
@@ -97,7 +123,7 @@ func sendFile(s mesh.Stream, path string) error {
 	if err != nil {
 		return s.SendFrame(evaluatedHead{Err: err.Error()}, nil)
 	}
-	if err := s.SendFrame(evaluatedHead{Size: st.Size()}, nil); err != nil {
+	if err := s.SendFrame(evaluatedHead{Size: st.Size(), Claim: claim}, nil); err != nil {
 		return err
 	}
 	pw := &partWriter{s: s, buf: make([]byte, 0, evaluatedChunk)}
@@ -183,21 +209,42 @@ func (rm *Room) forwardEvaluated(w http.ResponseWriter, r *http.Request, evaluat
 		http.Error(w, fmt.Sprintf("node %s: the evaluator %s announced a model file of %d bytes (at most %d)", rm.d.ID, evaluator, head.Size, limit), http.StatusBadGateway)
 		return
 	}
+	claim, err := rm.takeClaim(ctx, evaluator, head.Claim)
+	if err != nil {
+		rm.d.Logger.Warn("evaluated model refused", "evaluator", evaluator, "err", err)
+		http.Error(w, fmt.Sprintf("node %s: the evaluated model of %s refused: %v", rm.d.ID, evaluator, err), http.StatusBadGateway)
+		return
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(head.Size, 10))
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Dssp-Evaluator", string(evaluator))
+	w.Header().Set(records.DigestHeader, claim.Digest)
 	bw := bufio.NewWriterSize(rm.stalling(w, head.Size), evaluatedChunk)
+	check := newDigestCheck(bw)
 	got := int64(0)
+	buf := make([]byte, 0, evaluatedChunk)
 	for got < head.Size && err == nil {
 		err = s.RecvFrameTo(&evaluatedPart{}, func(n int, pr io.Reader) error {
 			if int64(n) > head.Size-got {
 				return fmt.Errorf("a part of %d bytes beyond the announced %d", n, head.Size)
 			}
-			k, err := io.CopyN(bw, pr, int64(n))
-			got += k
-			return err
+			buf = buf[:n]
+			k, err := io.ReadFull(pr, buf)
+			got += int64(k)
+			if err != nil {
+				return err
+			}
+			return check.part(buf)
 		})
+	}
+	if err == nil {
+		if err = check.finish(claim.Digest); err != nil {
+			// The last part is held back: the client never has the
+			// whole file.
+			rm.d.Logger.Error("evaluated model refused: its bytes are not the ones its evaluation claims", "evaluator", evaluator, "seq", claim.Seq, "err", err)
+			panic(http.ErrAbortHandler)
+		}
 	}
 	if err == nil {
 		err = bw.Flush()
@@ -206,6 +253,34 @@ func (rm *Room) forwardEvaluated(w http.ResponseWriter, r *http.Request, evaluat
 		// The header is out: all that is left is to say why the body stopped.
 		rm.d.Logger.Warn("evaluated model from the evaluator cut short", "evaluator", evaluator, "bytes", got, "of", head.Size, "err", err)
 	}
+}
+
+// takeClaim judges the claim the evaluator sent with its evaluated
+// model: a JSON records.EvalResult by that evaluator, with a digest and
+// a valid signature, taken as a broadcast claim is (Deps.Claim).
+func (rm *Room) takeClaim(ctx context.Context, evaluator mesh.NodeID, b []byte) (records.EvalResult, error) {
+	var e records.EvalResult
+	if len(b) == 0 {
+		return e, errors.New("it came with no evaluation claim (a build before claims carried digests?)")
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("its claim: %w", err)
+	}
+	switch {
+	case e.By != string(evaluator):
+		return e, fmt.Errorf("its claim is by %q, not the evaluator %q", e.By, evaluator)
+	case len(e.Digest) != 64:
+		return e, fmt.Errorf("its claim carries no SHA-256 digest (%q)", e.Digest)
+	}
+	if err := VerifyClaim(e); err != nil {
+		return e, err
+	}
+	if rm.d.Claim != nil {
+		if err := rm.d.Claim(ctx, evaluator, e); err != nil {
+			return e, fmt.Errorf("its claim dropped: %w", err)
+		}
+	}
+	return e, nil
 }
 
 // evaluatedLimit bounds the evaluated model file an evaluator may

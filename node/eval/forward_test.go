@@ -3,17 +3,21 @@ package eval
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
 	"dsspmesh/modelfile"
+	"dsspmesh/node/records"
 )
 
 // askPair is an evaluator room "n1" and a room "n2" that is not, over
@@ -97,10 +101,17 @@ func TestEvaluatedFromAnyNode(t *testing.T) {
 
 	theta := mlp.Init(3)
 	meta := modelfile.Meta{Model: "mlp", Clock: 4, Eval: &modelfile.Eval{Accuracy: 0.5, Samples: 10}}
-	ev.evaluated.set(&Snapshot{Theta: theta, Meta: meta}, "")
+	digest, err := Digest(mlp.Layout(), theta, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.evaluated.set(&Snapshot{Theta: theta, Meta: meta}, "", &records.EvalResult{By: "n1", Digest: digest})
 	want, got := get(ev), get(other)
 	if want.Code != 200 || got.Code != 200 || !bytes.Equal(want.Body.Bytes(), got.Body.Bytes()) || got.Header().Get("Content-Length") != want.Header().Get("Content-Length") {
 		t.Fatalf("from memory: evaluator %d (%d bytes), other node %d (%d bytes) %q: not the same file", want.Code, want.Body.Len(), got.Code, got.Body.Len(), got.Body.String()[:min(200, got.Body.Len())])
+	}
+	if h := got.Header().Get(records.DigestHeader); h != digest || want.Header().Get(records.DigestHeader) != digest {
+		t.Fatalf("digest headers: evaluator %q, other node %q, want %q", want.Header().Get(records.DigestHeader), h, digest)
 	}
 	if _, err := modelfile.Decode(got.Body.Bytes()); err != nil {
 		t.Fatal(err)
@@ -116,7 +127,11 @@ func TestEvaluatedFromAnyNode(t *testing.T) {
 	if err := os.WriteFile(path, file, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ev.evaluated.set(nil, path)
+	digest, err = FileDigest(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.evaluated.set(nil, path, &records.EvalResult{By: "n1", Digest: digest})
 	if got := get(other); got.Code != 200 || !bytes.Equal(got.Body.Bytes(), file) {
 		t.Fatalf("from the file: %d, %d bytes, want the file's %d", got.Code, got.Body.Len(), len(file))
 	}
@@ -126,5 +141,84 @@ func TestEvaluatedFromAnyNode(t *testing.T) {
 	})
 	if got := get(liar); got.Code != 502 || !strings.Contains(got.Body.String(), "at most") {
 		t.Fatalf("an evaluator announcing 1 TiB: %d %q, want a 502", got.Code, got.Body.String())
+	}
+}
+
+// TestForwardRefusesForgedEvaluated: a node forwarding ?evaluated
+// completes the response only when the bytes' SHA-256 is the digest of
+// the evaluator's claim. An evaluator whose file does not match its
+// claim (from memory, and from its data-dir file of several parts) gets
+// the response cut before its last part, the node's ERROR naming both
+// digests; a claim by another node, one with no digest and none at all
+// are refused with a 502 before any byte.
+func TestForwardRefusesForgedEvaluated(t *testing.T) {
+	mlp, err := cudaops.NewModel("mlp", cudaops.ModelOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	ev, other := askPair(t, mlp, func(rm *Room, s mesh.Stream) { rm.SendEvaluated(s) })
+	other.d.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	srv := httptest.NewServer(http.HandlerFunc(other.ServeModel))
+	t.Cleanup(srv.Close)
+	get := func() (int, []byte, error) {
+		resp, err := http.Get(srv.URL + "/model.safetensors?evaluated")
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, b, err
+	}
+
+	theta := mlp.Init(3)
+	meta := modelfile.Meta{Model: "mlp", Clock: 4, Eval: &modelfile.Eval{Accuracy: 0.5, Samples: 10}}
+	honest, err := Digest(mlp.Layout(), theta, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := slices.Clone(theta)
+	forged[0] += 1
+	ev.evaluated.set(&Snapshot{Theta: forged, Meta: meta}, "", &records.EvalResult{By: "n1", Digest: honest})
+	code, b, err := get()
+	if err == nil {
+		t.Fatalf("a file not matching its claim, from memory: %d, %d bytes, no error; want the response cut", code, len(b))
+	}
+	served, _ := Digest(mlp.Layout(), forged, meta)
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), served) || !strings.Contains(logs.String(), honest) {
+		t.Fatalf("the forwarding node's log names not both digests (%s, %s):\n%s", served, honest, logs.String())
+	}
+	t.Logf("from memory: %d of the file's bytes reached the client, then %v", len(b), err)
+
+	path := filepath.Join(t.TempDir(), EvaluatedFile)
+	file := make([]byte, 5*evaluatedChunk/2)
+	for i := range file {
+		file[i] = byte(rand.Uint32())
+	}
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fileDigest, _ := FileDigest(path)
+	ev.evaluated.set(nil, path, &records.EvalResult{By: "n1", Digest: honest})
+	if code, b, err := get(); err == nil || len(b) > 2*evaluatedChunk {
+		t.Fatalf("a file of 2.5 parts not matching its claim: %d, %d bytes, %v; want at most 2 parts and an error", code, len(b), err)
+	}
+	ev.evaluated.set(nil, path, &records.EvalResult{By: "n1", Digest: fileDigest})
+	if code, b, err := get(); err != nil || code != 200 || !bytes.Equal(b, file) {
+		t.Fatalf("the file matching its claim: %d, %d bytes, %v", code, len(b), err)
+	}
+
+	for _, c := range []struct {
+		claim *records.EvalResult
+		want  string
+	}{
+		{&records.EvalResult{By: "n3", Digest: fileDigest}, "not the evaluator"},
+		{&records.EvalResult{By: "n1"}, "no SHA-256 digest"},
+		{nil, "no evaluation claim"},
+	} {
+		ev.evaluated.set(nil, path, c.claim)
+		if code, b, err := get(); err != nil || code != 502 || !strings.Contains(string(b), c.want) {
+			t.Fatalf("claim %+v: %d %q %v, want a 502 saying %q", c.claim, code, b, err, c.want)
+		}
 	}
 }

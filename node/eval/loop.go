@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -140,26 +141,48 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 	}
 	res := records.EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: r.d.Now(), By: string(r.d.ID), Iter: uint64(snap.Meta.Clock), Seq: seq,
 		Diverged: !finite(ev.Loss) || !finite(ev.Accuracy)}
+	if !lend {
+		if res.Digest, err = Digest(job.Layout, snap.Theta, snap.Meta); err != nil {
+			r.d.Logger.Warn("the evaluated model's digest", "err", err)
+		}
+	}
 	if !res.Diverged {
 		// A diverged state is never checkpointed: the last checkpoint
 		// stays the last good one.
 		r.ckpt.maybeSave(job.Layout, r.d.Logger, snap)
 	}
 	if lend {
-		// Kept on disk, where θ's values stay once it is given back.
+		// Kept on disk, where θ's values stay once it is given back:
+		// written beside the file served, hashed once θ is back, and
+		// renamed over it with its claim.
 		path := filepath.Join(e.DataDir, EvaluatedFile)
-		if err := modelfile.WriteFile(path, job.Layout, snap.Theta, snap.Meta); err != nil {
-			r.d.Logger.Warn("the evaluated model not kept", "path", path, "err", err)
-		} else {
-			r.evaluated.set(nil, path)
-		}
+		next := path + ".next"
+		werr := modelfile.WriteFile(next, job.Layout, snap.Theta, snap.Meta)
 		release()
+		if werr == nil {
+			res.Digest, werr = FileDigest(next)
+		}
+		if werr == nil {
+			SignClaim(r.d.Key, &res)
+			claim := res
+			werr = r.evaluated.replaceFile(next, path, &claim)
+		}
+		if werr != nil {
+			r.d.Logger.Warn("the evaluated model not kept", "path", path, "err", werr)
+			os.Remove(next)
+			res.Digest = ""
+		}
 	} else {
-		*buf = r.evaluated.swap(snap)
+		SignClaim(r.d.Key, &res)
+		claim := res
+		*buf = r.evaluated.swap(snap, &claim)
+	}
+	if res.Sig == nil {
+		SignClaim(r.d.Key, &res)
 	}
 	e.Count.Inc()
 	e.Done(ctx, res)
-	r.d.Logger.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "clock", snap.Meta.Clock, "seq", seq, "read", start.Sub(began).Round(time.Millisecond))
+	r.d.Logger.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "clock", snap.Meta.Clock, "seq", seq, "digest", res.Digest, "read", start.Sub(began).Round(time.Millisecond))
 }
 
 // evalReadTimeout bounds the read of a model of modelBytes for one

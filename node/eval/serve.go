@@ -11,6 +11,7 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/modelfile"
+	"dsspmesh/node/records"
 )
 
 // Export timeouts: the default of GET /model.safetensors and the most a
@@ -48,7 +49,10 @@ func (rm *Room) ServeModel(w http.ResponseWriter, r *http.Request) {
 			rm.forwardEvaluated(w, r, mesh.NodeID(ev), timeout)
 			return
 		}
-		rm.evaluated.serve(func(snap *Snapshot, file string) {
+		rm.evaluated.serve(func(snap *Snapshot, file string, claim *records.EvalResult) {
+			if claim != nil && claim.Digest != "" {
+				w.Header().Set(records.DigestHeader, claim.Digest)
+			}
 			switch {
 			case snap != nil:
 				rm.writeModel(w, snap)

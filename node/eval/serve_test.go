@@ -34,7 +34,7 @@ func TestModelDownloadCutsAClientThatDoesNotRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.evaluated.set(&Snapshot{Theta: theta, Meta: meta}, "")
+	n.evaluated.set(&Snapshot{Theta: theta, Meta: meta}, "", nil)
 
 	done := make(chan time.Duration, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -66,7 +66,7 @@ func TestModelDownloadCutsAClientThatDoesNotRead(t *testing.T) {
 		t.Fatal("the handler still writes to a client that does not read, 20 s on")
 	}
 	// The lock the response held is free: the next evaluation can set its snapshot.
-	n.evaluated.set(nil, "")
+	n.evaluated.set(nil, "", nil)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	got, _ := io.ReadAll(c)
 	head, body, _ := strings.Cut(string(got), "\r\n\r\n")
@@ -86,7 +86,7 @@ func TestModelDownloadCutsAStalledClient(t *testing.T) {
 	n := New(Deps{ID: "n1", Logger: slog.New(slog.DiscardHandler), Evaluator: func() string { return "" },
 		Job:    func() (Job, bool) { return Job{Layout: mlp.Layout()}, true },
 		Export: ExportLimits{Base: time.Minute, RateFloor: 1, Stall: 300 * time.Millisecond}}, nil)
-	n.evaluated.set(&Snapshot{Theta: mlp.Init(3), Meta: modelfile.Meta{Model: "mlp"}}, "")
+	n.evaluated.set(&Snapshot{Theta: mlp.Init(3), Meta: modelfile.Meta{Model: "mlp"}}, "", nil)
 	done := make(chan time.Duration, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

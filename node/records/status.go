@@ -148,7 +148,22 @@ type EvalResult struct {
 	// Diverged: the loss was NaN or ±Inf (Loss then reads null); every
 	// worker stops on receiving it.
 	Diverged bool `json:"diverged,omitempty"`
+	// Digest is the SHA-256 (hex) of the model file the evaluator
+	// scored: the exact bytes GET /model.safetensors?evaluated serves
+	// (node/eval's digest.go). Empty from builds before it.
+	Digest string `json:"digest,omitempty"`
+	// Key is the evaluator's ed25519 node key and Sig its signature of
+	// the claim (node/eval's digest.go): a self-certifying By must be
+	// derived from Key.
+	Key []byte `json:"key,omitempty"`
+	Sig []byte `json:"sig,omitempty"`
 }
+
+// DigestHeader carries, in a response to GET
+// /model.safetensors?evaluated, the digest (EvalResult.Digest) of the
+// evaluation claim whose file it is: the client checks the bytes it got
+// against it (nodeclient.FetchModel).
+const DigestHeader = "X-Dssp-Digest"
 
 // Revocation is one revoked node id and the operator's MAC of it
 // (mesh.MeshKey.OperatorMAC): what a node's mesh view passes on
