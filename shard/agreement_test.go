@@ -170,6 +170,69 @@ func TestAgreementRebuildsAReplicaWithADamagedEntry(t *testing.T) {
 	c.waitSame()
 }
 
+// TestReconcileLeavesANamedReplicaToItsEviction: a replica killed is
+// dropped from the configuration, restarts on a damaged log (it diverges
+// at once) and is added back as a non-voter by the leader's reconcile,
+// which waits for it to catch up, with a minute to wait, as a node's
+// shard manager does, step after step. The check names it; the wait then
+// gives up, so the eviction gets the configuration slot and the replica
+// is evicted within the check's time, not starved by waits that never end.
+func TestReconcileLeavesANamedReplicaToItsEviction(t *testing.T) {
+	c, dirs := diskCluster(t, 5, 1<<20, 4)
+	c.cfg = func(id mesh.NodeID) Config {
+		cfg := fastConfig(5, id)
+		cfg.CheckEvery, cfg.CheckWait = 8, time.Second
+		return cfg
+	}
+	ids := c.bootZeros(3, 64, "ssp:3")
+	workers := []clock.WorkerID{"a", "b"}
+	runWorkers(t, c, ids, workers, 10, 64, nil)
+	leader := c.waitLeader("")
+	c.waitSame()
+	var victim mesh.NodeID
+	var others []mesh.NodeID
+	for _, id := range ids {
+		if id != leader.cfg.ID && victim == "" {
+			victim = id
+		} else {
+			others = append(others, id)
+		}
+	}
+	c.kill(victim)
+	c.waitFor(30*time.Second, "the shard reconciled to the two others", func() bool {
+		done, _ := leader.Reconcile(context.Background(), others)
+		return done
+	})
+	flipPushEntry(t, filepath.Join(raftstore.ShardDir(dirs[victim], 5), "raft.db"))
+	c.start(victim)
+	run, stop := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-run.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(run, time.Minute)
+			leader.Reconcile(ctx, ids)
+			cancel()
+		}
+	}()
+	defer func() { stop(); <-stopped }()
+	runWorkers(t, c, others, workers, 30, 64, nil)
+	var st shardapi.ReplicaStatus
+	c.waitFor(20*time.Second, "the diverged replica evicted", func() bool {
+		st = c.replica(victim).Status()
+		return st.Diverged != nil && st.Evicted
+	})
+	if !st.Diverged.Damaged {
+		t.Fatalf("divergence %+v, want its damaged entry", st.Diverged)
+	}
+	t.Logf("%s: %s", victim, st.Diverged.Reason)
+}
+
 // flipPushEntry flips a byte inside the gradient of the first push entry
 // of the closed log database path.
 func flipPushEntry(t *testing.T, path string) {

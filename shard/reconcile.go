@@ -22,7 +22,11 @@ import (
 // allows one change in flight. Call it again after each step, and
 // whenever membership changes.
 // A leader not in desired first hands its leadership to a voter that is
-// (handOver; docs/design.md, "Reconcile from inside the set").
+// (handOver; docs/design.md, "Reconcile from inside the set"). A replica
+// the agreement check named diverged is not added (nor waited for) until
+// the leader has evicted it: it applies nothing, so it would never catch
+// up, and the wait would hold the configuration slot the eviction needs;
+// done is then false.
 func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bool, err error) {
 	if !r.IsLeader() {
 		return false, r.notLeader()
@@ -46,8 +50,14 @@ func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bo
 			return false, nil
 		}
 	}
+	named := r.fsm.named()
+	skipped := false
 	for _, id := range desired {
 		if voters[id] {
+			continue
+		}
+		if _, ok := named[id]; ok {
+			skipped = true
 			continue
 		}
 		r.log.Info("adding replica", "peer", id)
@@ -72,7 +82,7 @@ func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bo
 		}
 	}
 	if len(extra) == 0 {
-		return true, nil
+		return !skipped, nil
 	}
 	slices.Sort(extra)
 	victim := extra[0]
@@ -83,7 +93,7 @@ func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bo
 	if err := r.raft.RemoveServer(raft.ServerID(victim), 0, r.cfg.ApplyTimeout).Error(); err != nil {
 		return false, fmt.Errorf("shard %d: remove %s: %w", r.cfg.Shard, victim, err)
 	}
-	return len(extra) == 1 && allVoters(voters, desired), nil
+	return len(extra) == 1 && allVoters(voters, desired) && !skipped, nil
 }
 
 // handOver transfers this leader's leadership to a voter in desired, the
@@ -118,10 +128,13 @@ func allVoters(voters map[mesh.NodeID]bool, desired []mesh.NodeID) bool {
 }
 
 // waitCaughtUp polls id's applied index over the RPC channel until it
-// reaches index.
+// reaches index; it gives up once the agreement check names id diverged.
 func (r *Replica) waitCaughtUp(ctx context.Context, id mesh.NodeID, index uint64) error {
 	var last error
 	for {
+		if at, ok := r.fsm.named()[id]; ok {
+			return fmt.Errorf("shard %d: %s was named diverged by the check of index %d: it is evicted and rebuilt before it is added", r.cfg.Shard, id, at)
+		}
 		got, err := r.probe(ctx, id)
 		if err == nil && got >= index {
 			return nil

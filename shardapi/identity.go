@@ -15,7 +15,7 @@ const MaxIdentities = 4096
 // Identities is the identity state a shard replicates (shard/identity.go):
 // the node ids revoked by an operator (`dssp revoke`) and the public key
 // pinned for each legacy id (an id that is not derived from its key,
-// mesh.NodeID.SelfCertifying: trust on first use). Every shard's group
+// mesh.NodeID.SelfCertifying; node/trust accepts a legacy id only where pinned). Every shard's group
 // holds its own copy; a node's view is the union of the copies its
 // replicas hold and what it recorded in its data dir.
 type Identities struct {

@@ -135,7 +135,7 @@ func startHostileChaos(t *testing.T, c *Cluster, seed uint64) *hostileChaos {
 	if os.Getenv(HostileChaosEnv) == "" {
 		return nil
 	}
-	h := NewHostile(t, c, "hostile-member")
+	h := NewHostile(t, c)
 	hc := &hostileChaos{stop: make(chan struct{}), done: make(chan struct{}),
 		tried: map[string]int{}, refused: map[string]int{}, errs: map[string]int{}}
 	rng := rand.New(rand.NewPCG(seed, 37))

@@ -82,14 +82,48 @@ func (c *Cluster) meshSecurity(t testing.TB) (mesh.MeshKey, *mesh.Security) {
 	return key, sec
 }
 
-// NewHostile starts a member client named id against c's mesh: a QUIC
-// transport on loopback with a certificate from c's mesh key. It is not a
-// gossip member until [Hostile.Join].
-func NewHostile(t testing.TB, c *Cluster, id string) *Hostile {
+// NewHostile starts a member client against c's mesh under a
+// self-certifying id of its own (derived from a key it generates, as a
+// real node's fresh data dir does): a QUIC transport on loopback with a
+// certificate from c's mesh key. It is not a gossip member until
+// [Hostile.Join].
+func NewHostile(t testing.TB, c *Cluster) *Hostile {
+	t.Helper()
+	priv, err := mesh.GenerateNodeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newHostileWithKey(t, c, priv)
+}
+
+// NewHostileSortingFirst is [NewHostile] under a self-certifying id that
+// sorts before every id in ids (a key ground until its id does): what a
+// key holder that wants the first place of an order by id can make.
+func NewHostileSortingFirst(t testing.TB, c *Cluster, ids []string) *Hostile {
+	t.Helper()
+	for range 1 << 16 {
+		priv, err := mesh.GenerateNodeKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := string(mesh.DeriveID(priv.Public().(ed25519.PublicKey)))
+		if !slices.ContainsFunc(ids, func(o string) bool { return o <= id }) {
+			return newHostileWithKey(t, c, priv)
+		}
+	}
+	t.Fatalf("no key in 65536 whose id sorts before %v", ids)
+	return nil
+}
+
+func newHostileWithKey(t testing.TB, c *Cluster, priv ed25519.PrivateKey) *Hostile {
 	t.Helper()
 	_, sec := c.meshSecurity(t)
-	h := &Hostile{t: t, c: c, ID: mesh.NodeID(id), sec: sec, log: slog.New(slog.DiscardHandler)}
-	h.tr = h.transport(h.ID)
+	h := &Hostile{t: t, c: c, ID: mesh.DeriveID(priv.Public().(ed25519.PublicKey)), sec: sec, log: slog.New(slog.DiscardHandler)}
+	creds, err := sec.NodeWithKey(h.ID, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.tr = h.transportOf(creds)
 	t.Cleanup(func() {
 		h.mu.Lock()
 		ml := h.ml
@@ -104,7 +138,10 @@ func NewHostile(t testing.TB, c *Cluster, id string) *Hostile {
 }
 
 // transport is a QUIC transport holding a certificate for id, signed by
-// the CA the mesh key derives.
+// the CA the mesh key derives: for a self-certifying id on a key of the
+// client's own (so not the id's: a minted certificate), for a legacy id
+// on a fresh key (a certificate not marked lifelong, as builds before
+// self-certifying ids made).
 func (h *Hostile) transport(id mesh.NodeID) *mesh.QUICTransport {
 	h.t.Helper()
 	var creds *mesh.NodeCredentials
@@ -122,6 +159,11 @@ func (h *Hostile) transport(id mesh.NodeID) *mesh.QUICTransport {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	return h.transportOf(creds)
+}
+
+func (h *Hostile) transportOf(creds *mesh.NodeCredentials) *mesh.QUICTransport {
+	h.t.Helper()
 	tr, err := mesh.NewQUICTransport(mesh.DefaultTransportConfig("127.0.0.1:0"), creds, h.log)
 	if err != nil {
 		h.t.Fatal(err)
@@ -246,25 +288,34 @@ func (h *Hostile) JoinSayingItTrains() { h.join(true) }
 
 func (h *Hostile) join(trains bool) {
 	h.t.Helper()
+	if err := h.TryJoin(trains); err != nil {
+		h.t.Fatalf("hostile member join: %v", err)
+	}
+}
+
+// TryJoin is Join (saying it trains if trains) returning the join's error,
+// for a member the mesh may refuse.
+func (h *Hostile) TryJoin(trains bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ml != nil {
-		return
+		return nil
 	}
 	meta := mesh.Meta{ID: h.ID, QUICAddr: h.tr.Addr(), Backend: "cpu", Proto: mesh.ProtocolVersion, Trains: trains}
 	cfg := mesh.DefaultMembershipConfig(meta, "127.0.0.1:0", h.sec)
 	cfg.Detection = mesh.FastDetection()
 	ml, err := mesh.NewMemberlist(cfg, h.log)
 	if err != nil {
-		h.t.Fatal(err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := ml.Join(ctx, []string{h.c.Mesh.Procs[0].Gossip}); err != nil {
 		ml.Shutdown()
-		h.t.Fatalf("hostile member join: %v", err)
+		return err
 	}
 	h.ml = ml
+	return nil
 }
 
 // nodes maps every live member the cluster reports to its QUIC address.

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
 
+	"dsspmesh/mesh"
 	"dsspmesh/node/eval"
 	"dsspmesh/node/launch"
 	"dsspmesh/node/records"
@@ -153,6 +154,52 @@ func hostile48Cases() []hostileCase {
 			}
 			c.Restart(victim)
 			return rejoinedAndAgree(t, c, victim, time.Now())
+		}},
+		{name: "fresh-legacy-id", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
+			// A member under a legacy id of its choosing ("0evil", which
+			// sorts before every node id), never pinned by this mesh: it
+			// gossips that it trains and asks shard 0 to add it as a
+			// worker, under a certificate of a fresh key (an earlier
+			// build's kind) and under a lifelong one. Before, the first
+			// key it showed was pinned to the id and it was a member like
+			// any other; now every node refuses it in the handshake and
+			// ignores its gossip.
+			const id = "0evil"
+			key, err := mesh.GenerateNodeKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lifelong, err := h.sec.NodeWithKey(id, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oneStart := h.As(id)
+			withKey := &Hostile{t: t, c: c, ID: id, sec: h.sec, log: h.log, tr: h.transportOf(lifelong)}
+			t.Cleanup(func() { withKey.tr.Close() })
+			if err := oneStart.TryJoin(true); err != nil {
+				t.Logf("gossip join as %s: %v", id, err)
+			}
+			var got []string
+			for _, e := range []*Hostile{oneStart, withKey} {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				_, err := e.Client(0).AddWorker(ctx, 0)
+				cancel()
+				if err == nil {
+					got = append(got, fmt.Sprintf("shard 0 added %s as a worker", id))
+				} else {
+					t.Logf("add-worker as %s: %v", id, err)
+				}
+			}
+			waitUntil(8*time.Second, func() bool {
+				for _, s := range c.Statuses() {
+					if s != nil && slices.ContainsFunc(s.Members, func(m status.MemberStatus) bool { return m.ID == id }) {
+						got = append(got, fmt.Sprintf("%s lists %s as a member", s.Node, id))
+						return true
+					}
+				}
+				return false
+			})
+			return append(got, trainsOn(c, 5, 30*time.Second)...)
 		}},
 		{name: "foreign-spec-joiner", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
 			// A node holding the mesh key joins with another job's spec

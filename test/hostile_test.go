@@ -112,7 +112,7 @@ func hostileMesh(t *testing.T, bin string) (*Cluster, *Hostile) {
 		}
 		return Accuracy(st) != nil
 	})
-	return c, NewHostile(t, c, "hostile-member")
+	return c, NewHostile(t, c)
 }
 
 func hostileCases(readers func() *slowReaders) []hostileCase {
@@ -183,13 +183,21 @@ func hostileCases(readers func() *slowReaders) []hostileCase {
 			return got
 		}},
 		{name: "evaluator-takeover", run: func(t *testing.T, c *Cluster, h *Hostile) []string {
-			// A member whose id sorts before every node's, whose gossip
-			// says it trains, and which runs no worker: before the
+			// A member whose id sorts before every node's (a fresh
+			// self-certifying id, its key ground until it does: a legacy
+			// id of its choosing is refused, case fresh-legacy-id), whose
+			// gossip says it trains, and which runs no worker: before the
 			// evaluation lease it became the evaluator of the whole mesh
 			// (the live training member with the lowest id) and every node
 			// showed its accuracy. Now the lease names only a worker whose
 			// pushes shard 0 applied.
-			e := h.As("aa-evil")
+			var ids []string
+			for _, s := range c.Statuses() {
+				if s != nil {
+					ids = append(ids, s.Node)
+				}
+			}
+			e := NewHostileSortingFirst(t, c, ids)
 			e.JoinSayingItTrains()
 			c.WaitFor("every node lists the member that says it trains", 20*time.Second, func() bool {
 				for _, s := range c.Statuses() {

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,16 +14,18 @@ import (
 
 	"dsspmesh/mesh"
 	"dsspmesh/node"
+	"dsspmesh/node/datadir"
 	"dsspmesh/node/trust"
 	"dsspmesh/nodeclient"
 )
 
 // TestLegacyIDPinnedAndRevokedAcrossProcesses runs three dssp node
 // processes, one of them on a data dir of a build before self-certifying
-// ids (a node-id file, no node.key): it keeps its id and trains, and the
-// other nodes pin its key. A member holding the mesh key is answered under
-// its own id and refused under a certificate it minted for node 0's id.
-// dssp revoke's request (the mesh key's operator
+// ids (a node-id file and its node.key) that the two others pinned under
+// an earlier build (their identities.json: an upgraded mesh): it keeps its
+// id and trains. A member holding the mesh key is answered under its own
+// id and refused under a certificate it minted for node 0's id, and under
+// a legacy id no node pinned. dssp revoke's request (the mesh key's operator
 // MAC) then revokes it through another node: both shards' groups apply
 // it, every other node lists it in /status and drops it from its members
 // and the shards' workers, and a node killed and restarted still lists it.
@@ -33,11 +36,23 @@ func TestLegacyIDPinnedAndRevokedAcrossProcesses(t *testing.T) {
 	c := NewCluster(t, 3, []string{"--threads", "1", "--log-level", "warn"},
 		[]string{"--model", "mlp", "--dataset", "synthetic-mnist", "--paradigm", "ssp", "--s-lower", "2", "--shards", "2", "--replication", "3"})
 	const legacy = "node-0a1b2c3d"
-	if err := os.MkdirAll(c.Mesh.Procs[2].DataDir, 0o700); err != nil {
+	legacyKey, err := mesh.GenerateNodeKey()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(c.Mesh.Procs[2].DataDir, "node-id"), []byte(legacy+"\n"), 0o600); err != nil {
+	pins, err := json.Marshal(datadir.Identities{Pins: map[mesh.NodeID]ed25519.PublicKey{legacy: legacyKey.Public().(ed25519.PublicKey)}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	for i, files := range []map[string][]byte{{"identities.json": pins}, {"identities.json": pins}, {"node-id": []byte(legacy + "\n"), "node.key": legacyKey.Seed()}} {
+		if err := os.MkdirAll(c.Mesh.Procs[i].DataDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(c.Mesh.Procs[i].DataDir, name), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	c.Start(0)
 	c.Start(1)
@@ -119,6 +134,15 @@ func TestLegacyIDPinnedAndRevokedAcrossProcesses(t *testing.T) {
 		t.Fatalf("a certificate minted for %s's id was answered", st[0].Node)
 	} else {
 		t.Logf("a certificate minted for node 0's id: %v", err)
+	}
+	fresh, err := sec.NodeWithKey("node-0fffffff", own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ask(fresh); err == nil {
+		t.Fatal("a legacy id no node pinned was answered")
+	} else {
+		t.Logf("a legacy id no node pinned: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

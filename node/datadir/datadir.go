@@ -176,9 +176,9 @@ func (d *Dir) loadOrCreateKey() (ed25519.PrivateKey, error) {
 
 // loadOrCreateID reads node-id or, in a fresh data dir, writes the id
 // derived from the node's key. An id of the earlier form (node-xxxxxxxx,
-// random) is kept: the node's key then travels in its certificate and
-// peers pin it (trust on first use). A self-certifying id that is not the
-// key's is refused.
+// random) is kept: the node's key then travels in its certificate, and
+// peers that pinned it (node/trust) accept it under that key only. A
+// self-certifying id that is not the key's is refused.
 func (d *Dir) loadOrCreateID() (mesh.NodeID, error) {
 	b, err := os.ReadFile(filepath.Join(d.Path, idFile))
 	if err == nil {

@@ -12,15 +12,25 @@
 // The node's id and key pair live in its data dir (node/datadir; a fresh
 // id is derived from the key, mesh.DeriveID). Its identity view
 // (identities.go) holds the ids revoked and the key pinned for each legacy
-// id (an earlier build's random id: the first key this node or a shard
-// leader saw it with): the union of its replicas' replicated state
-// ([Shards].Identities, merged every second by [Trust.Run]), its own first
-// sightings (proposed as pins on the shards it leads) and its data dir's
-// record (identities.json), so a restart refuses a revoked node before its
-// replicas replay their logs. The view refuses peers in every handshake of
-// the transport (mesh.PeerCheck) and in memberlist's alive messages, and
-// [Trust.Members], the node's membership view, leaves revoked nodes out,
-// so placement, the evaluator and /status never count one.
+// id (an earlier build's random id, not derived from its key): the union
+// of its replicas' replicated state ([Shards].Identities, merged every
+// second by [Trust.Run]) and its data dir's record (identities.json, which
+// also keeps the pins an earlier build made on first use), so a restart
+// refuses a revoked node before its replicas replay their logs. A legacy
+// self pins its own key and proposes it on the shards it leads. The view
+// refuses peers in every handshake of the transport (mesh.PeerCheck) and
+// in memberlist's alive messages: a revoked id; a legacy id under another
+// key than its pin, or one pinned to two keys; and a legacy id pinned
+// nowhere in the view, with an error naming it and saying to use a
+// self-certifying id (a fresh --data-dir). So no new member takes a legacy
+// id (one it chooses, to sort first); the legacy ids of an upgraded mesh,
+// pinned already, keep working. A new node joining such a mesh starts
+// with an empty view, so it refuses those members too: it joins with a
+// member's identities.json copied into its data dir before its first
+// start.
+// [Trust.Members], the node's membership view, leaves revoked and
+// refused nodes out, so placement, the evaluator and /status never count
+// one.
 //
 // # Revocation
 //

@@ -3,7 +3,6 @@ package trust
 import (
 	"crypto/ed25519"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -16,17 +15,17 @@ import (
 // identities is this node's view of other nodes' identities: the ids
 // revoked and the key pinned for each legacy id (one not derived from its
 // key, mesh.NodeID.SelfCertifying). It is the union of what the shards'
-// replicas here replicated (shardapi.Identities, merged by sync), what
-// this node saw first itself (a legacy peer's key at its first handshake)
-// and what the data dir recorded (identities.json), so a restart refuses a
-// revoked node before its replicas replay their logs.
+// replicas here replicated (shardapi.Identities, merged by sync) and what
+// the data dir recorded (identities.json, with the pins an earlier build
+// made on first use), so a restart refuses a revoked node before its
+// replicas replay their logs. A legacy id pinned nowhere here is refused:
+// no pin is made on first use any more.
 //
 // check runs inside every TLS handshake of the node's transport (and
 // admit inside memberlist's alive handling): both take only mu, briefly.
 // Safe for concurrent use.
 type identities struct {
 	self mesh.NodeID
-	log  *slog.Logger
 	// syncMu serialises the node's syncs (trust.go: the ticker's and a
 	// revocation's), so one writes identities.json at a time; taken
 	// before mu, never inside it.
@@ -42,8 +41,8 @@ type identities struct {
 	// two parties held a certificate for the id; refused until revoked
 	// and rejoined under a self-certifying id.
 	conflicts map[mesh.NodeID]bool
-	// unreplicated are the pins this node made itself and has not seen
-	// in a shard's state yet: sync proposes them on the shards it leads.
+	// unreplicated is this node's own pin (a legacy self) until it is
+	// seen in a shard's state: sync proposes it on the shards it leads.
 	unreplicated map[mesh.NodeID]ed25519.PublicKey
 	dirty        bool // not yet persisted
 	// refused are the (id, MAC) revocations passed on by peers whose MAC
@@ -53,8 +52,8 @@ type identities struct {
 
 // newIdentities starts from the data dir's record; a legacy self pins its
 // own key, so no one else's key is taken for it here.
-func newIdentities(self mesh.NodeID, selfKey ed25519.PublicKey, saved datadir.Identities, log *slog.Logger) *identities {
-	b := &identities{self: self, log: log, revoked: map[mesh.NodeID]bool{}, macs: map[mesh.NodeID][]byte{}, pins: map[mesh.NodeID]ed25519.PublicKey{},
+func newIdentities(self mesh.NodeID, selfKey ed25519.PublicKey, saved datadir.Identities) *identities {
+	b := &identities{self: self, revoked: map[mesh.NodeID]bool{}, macs: map[mesh.NodeID][]byte{}, pins: map[mesh.NodeID]ed25519.PublicKey{},
 		conflicts: map[mesh.NodeID]bool{}, unreplicated: map[mesh.NodeID]ed25519.PublicKey{}}
 	for _, id := range saved.Revoked {
 		b.revoked[id] = true
@@ -83,36 +82,37 @@ func (b *identities) check(id mesh.NodeID, key ed25519.PublicKey) error {
 		return nil // the mesh checked that the id derives from key
 	case conflict:
 		return fmt.Errorf("node %q (a legacy id) was pinned to two keys by different shards; refused until revoked", id)
-	case pinned && !pin.Equal(key):
+	case !pinned:
+		return unpinnedLegacy(id)
+	case !pin.Equal(key):
+		// Another lifelong key, or a certificate of an earlier build (a
+		// key of one start, nil here): a certificate minted for the id.
 		return fmt.Errorf("node %q (a legacy id) is pinned to another key: a certificate minted for its id", id)
-	case pinned:
-		return nil
-	case len(key) != ed25519.PublicKeySize:
-		// A certificate of an earlier build (a key of one start) or an
-		// in-memory stream: nothing to pin, accepted as before.
-		return nil
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if pin, ok := b.pins[id]; ok { // pinned meanwhile
-		if !pin.Equal(key) {
-			return fmt.Errorf("node %q (a legacy id) is pinned to another key: a certificate minted for its id", id)
-		}
-		return nil
-	}
-	key = slices.Clone(key)
-	b.pins[id] = key
-	b.unreplicated[id] = key
-	b.dirty = true
-	b.log.Info("pinned a legacy node id to the key it presented first", "peer", id)
 	return nil
 }
 
-// admit is memberlist's verdict: a revoked node's alive messages are
-// ignored.
+// unpinnedLegacy is the refusal of a legacy id this node's view pins
+// nowhere (neither its record nor its replicas' state): a new member,
+// which must use a self-certifying id. A legacy id is not derived from
+// its key, so whoever holds the mesh key could take one (one that sorts
+// first, say) and no node could tell it from a real one.
+func unpinnedLegacy(id mesh.NodeID) error {
+	return fmt.Errorf("node %q has a legacy id (not derived from its key) that this mesh never pinned: a new member must use a self-certifying id (start it with a fresh --data-dir)", id)
+}
+
+// admit is memberlist's verdict: the alive messages of a revoked node,
+// and of a legacy id pinned nowhere in the view, are ignored.
 func (b *identities) admit(id mesh.NodeID) error {
-	if b.isRevoked(id) {
+	b.mu.RLock()
+	revoked := b.revoked[id]
+	_, pinned := b.pins[id]
+	b.mu.RUnlock()
+	switch {
+	case revoked:
 		return fmt.Errorf("node %q is revoked", id)
+	case !id.SelfCertifying() && !pinned:
+		return unpinnedLegacy(id)
 	}
 	return nil
 }
@@ -243,10 +243,11 @@ func (b *identities) status() (revoked []string, pinned int, conflicts []string)
 	return revoked, len(b.pins), conflicts
 }
 
-// admittedMembers is the node's membership view without revoked nodes:
-// placement, the evaluator, shard candidates and /status never count one,
-// even while memberlist still lists it (it stays until it fails or
-// leaves; its alive messages are ignored).
+// admittedMembers is the node's membership view without the nodes admit
+// refuses (revoked, or a legacy id pinned nowhere): placement, the
+// evaluator, shard candidates and /status never count one, even while
+// memberlist still lists it (a node revoked after it joined stays until
+// it fails or leaves; its alive messages are ignored).
 type admittedMembers struct {
 	mesh.Membership
 	ids *identities
@@ -254,5 +255,5 @@ type admittedMembers struct {
 
 func (m admittedMembers) Members() []mesh.Member {
 	all := m.Membership.Members()
-	return slices.DeleteFunc(all, func(x mesh.Member) bool { return m.ids.isRevoked(x.ID) })
+	return slices.DeleteFunc(all, func(x mesh.Member) bool { return m.ids.admit(x.ID) != nil })
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,59 +28,72 @@ func pub(t *testing.T) ed25519.PublicKey {
 	return k.Public().(ed25519.PublicKey)
 }
 
-// TestLegacyIDPinnedOnFirstUse: a legacy id is pinned to the first key it
-// presents, another key for it is then refused; the replicated pin wins
-// over the node's own first sight; conflicting pins refuse the id; a
-// self-certifying id passes (the mesh checked its key); a revoked id is
-// refused whatever its form; and a restart from the recorded state keeps
-// every verdict.
-func TestLegacyIDPinnedOnFirstUse(t *testing.T) {
-	log := testlogger.New(t, slog.LevelWarn)
-	selfKey := pub(t)
-	b := newIdentities("node-00000001", selfKey, datadir.Identities{}, log)
+// TestOnlyPinnedLegacyIDsAccepted: a legacy id pinned nowhere in the
+// view (a new member that chose it) is refused in the handshake and in
+// gossip, by a message naming it and saying to use a self-certifying id,
+// and no pin is made on its first use; an id the data dir's record pins
+// (an upgraded mesh's member) is accepted under its key only, not under
+// another key nor a certificate of an earlier build; a pin the shards
+// replicate is taken (and wins over the record's); conflicting pins
+// refuse the id; a self-certifying id passes (the mesh checked its key);
+// a revoked id is refused whatever its form; and a restart from the
+// recorded state keeps every verdict.
+func TestOnlyPinnedLegacyIDsAccepted(t *testing.T) {
+	selfKey, k1, k2, k3 := pub(t), pub(t), pub(t), pub(t)
+	b := newIdentities("node-00000001", selfKey, datadir.Identities{Pins: map[mesh.NodeID]ed25519.PublicKey{"node-0a1b2c3d": k1}})
 	if err := b.check("node-00000001", pub(t)); err == nil {
 		t.Fatal("another key accepted for this node's own legacy id")
 	}
-	k1, k2 := pub(t), pub(t)
-	if err := b.check("node-0a1b2c3d", k1); err != nil {
-		t.Fatalf("first sight: %v", err)
+	for _, key := range []ed25519.PublicKey{k2, nil} {
+		err := b.check("0evil", key)
+		if err == nil || !strings.Contains(err.Error(), `"0evil"`) || !strings.Contains(err.Error(), "self-certifying id") || !strings.Contains(err.Error(), "--data-dir") {
+			t.Fatalf("a fresh legacy id (key %x): %v", key, err)
+		}
+	}
+	if err := b.check("0evil", k2); err == nil {
+		t.Fatal("a fresh legacy id was pinned on its first use")
+	}
+	if err := b.admit("0evil"); err == nil || !strings.Contains(err.Error(), "self-certifying id") {
+		t.Fatalf("gossip admits a fresh legacy id: %v", err)
 	}
 	if err := b.check("node-0a1b2c3d", k1); err != nil {
-		t.Fatalf("same key again: %v", err)
+		t.Fatalf("a legacy id the record pins: %v", err)
+	}
+	if err := b.admit("node-0a1b2c3d"); err != nil {
+		t.Fatalf("gossip refuses a legacy id the record pins: %v", err)
 	}
 	if err := b.check("node-0a1b2c3d", k2); err == nil || !strings.Contains(err.Error(), "pinned to another key") {
 		t.Fatalf("a minted certificate for a pinned legacy id: %v", err)
 	}
-	if got := b.toReplicate(); len(got) != 2 || !got["node-0a1b2c3d"].Equal(k1) || !got["node-00000001"].Equal(selfKey) {
-		t.Fatalf("pins to replicate: %v", got)
-	}
-	// A certificate of an earlier build (no lifelong key): accepted
-	// unpinned, but refused for an id pinned already.
-	if err := b.check("node-33333333", nil); err != nil {
-		t.Fatalf("an earlier build's certificate: %v", err)
-	}
 	if err := b.check("node-0a1b2c3d", nil); err == nil {
 		t.Fatal("an earlier build's certificate accepted for a pinned id")
+	}
+	if got := b.toReplicate(); len(got) != 1 || !got["node-00000001"].Equal(selfKey) {
+		t.Fatalf("pins to replicate: %v, want this node's own only", got)
 	}
 	derived := mesh.DeriveID(k2)
 	if err := b.check(derived, k2); err != nil {
 		t.Fatalf("self-certifying id: %v", err)
 	}
-	// The shards pinned k2 for another legacy id first: the mesh's pin wins.
-	k3 := pub(t)
-	if err := b.check("node-11111111", k3); err != nil {
-		t.Fatal(err)
+	if err := b.admit(derived); err != nil {
+		t.Fatalf("gossip refuses a self-certifying id: %v", err)
+	}
+	// The shards pin node-11111111 (another member's first sight under an
+	// earlier build) and k3 for the record's node-0a1b2c3d: the mesh's
+	// pins win.
+	if err := b.check("node-11111111", k2); err == nil {
+		t.Fatal("a legacy id pinned nowhere yet accepted")
 	}
 	revoked, repinned := b.merge(shardapi.Identities{Revoked: []mesh.NodeID{derived},
-		Pins: map[mesh.NodeID]ed25519.PublicKey{"node-11111111": k2, "node-0a1b2c3d": k1}}, []mesh.NodeID{"node-22222222"})
+		Pins: map[mesh.NodeID]ed25519.PublicKey{"node-11111111": k2, "node-0a1b2c3d": k3, "node-00000001": selfKey}}, []mesh.NodeID{"node-22222222"})
 	if len(revoked) != 1 || revoked[0] != derived || len(repinned) != 2 {
 		t.Fatalf("merge: newly revoked %v, repinned %v", revoked, repinned)
 	}
-	if err := b.check("node-11111111", k3); err == nil {
-		t.Fatal("the key this node saw first still accepted against the mesh's pin")
-	}
 	if err := b.check("node-11111111", k2); err != nil {
 		t.Fatalf("the mesh's pin: %v", err)
+	}
+	if err := b.check("node-0a1b2c3d", k1); err == nil {
+		t.Fatal("the record's key still accepted against the mesh's pin")
 	}
 	if err := b.check("node-22222222", k2); err == nil {
 		t.Fatal("an id pinned to two keys accepted")
@@ -87,7 +101,7 @@ func TestLegacyIDPinnedOnFirstUse(t *testing.T) {
 	if err := b.check(derived, k2); err == nil || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("revoked self-certifying id: %v", err)
 	}
-	if got := b.toReplicate(); len(got) != 1 || got["node-00000001"] == nil {
+	if got := b.toReplicate(); len(got) != 0 {
 		t.Fatalf("pins still to replicate after the shards hold them: %v", got)
 	}
 	rec, changed := b.record()
@@ -98,18 +112,86 @@ func TestLegacyIDPinnedOnFirstUse(t *testing.T) {
 		t.Fatal("recorded twice")
 	}
 	// A restart: the recorded state alone refuses the same.
-	r := newIdentities("node-00000001", selfKey, rec, log)
+	r := newIdentities("node-00000001", selfKey, rec)
 	if err := r.check(derived, k2); err == nil {
 		t.Fatal("revocation lost across a restart")
 	}
-	if err := r.check("node-0a1b2c3d", k2); err == nil {
-		t.Fatal("pin lost across a restart")
+	if err := r.check("node-11111111", k2); err != nil {
+		t.Fatalf("pin lost across a restart: %v", err)
+	}
+	if err := r.check("0evil", k2); err == nil {
+		t.Fatal("a fresh legacy id accepted after a restart")
 	}
 	if err := r.admit(derived); err == nil {
 		t.Fatal("memberlist admits a revoked node")
 	}
 	if ids, pinned, _ := r.status(); len(ids) != 1 || pinned != 3 {
 		t.Fatalf("status: revoked %v, %d pinned", ids, pinned)
+	}
+}
+
+// TestFreshLegacyIDRefusedOnTheWire: a node's trust room on the in-memory
+// transport and membership refuses a dial from, and to, a fresh legacy id
+// (the dialler's error names it and says to use a self-certifying id) and
+// leaves it out of the node's members, while a self-certifying member
+// dials and is counted.
+func TestFreshLegacyIDRefusedOnTheWire(t *testing.T) {
+	net, cluster := mesh.NewInmemNetwork(), mesh.NewInmemCluster()
+	id := func() mesh.NodeID { return mesh.DeriveID(pub(t)) }
+	self, honest := id(), id()
+	const evil = mesh.NodeID("0evil")
+	transports := map[mesh.NodeID]*mesh.InmemTransport{}
+	var members mesh.Membership
+	for _, n := range []mesh.NodeID{self, honest, evil} {
+		tr, err := net.NewTransport(n, string(n), mesh.DefaultFrameLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		transports[n] = tr
+		m, err := cluster.NewMember(mesh.Meta{ID: n, QUICAddr: tr.Addr(), Trains: true}, string(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Join(t.Context(), []string{string(self)}); err != nil {
+			t.Fatal(err)
+		}
+		if n == self {
+			members = m
+		}
+	}
+	tr, err := New(Deps{Self: self, Store: &memStore{}, Transport: transports[self], Membership: members,
+		Event: func(records.Event) {}, Logger: testlogger.New(t, slog.LevelError)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := mesh.Channel{Kind: mesh.KindRPC}
+	lis, err := transports[self].Listen(ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	if _, err := transports[evil].Listen(ch); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	s, err := transports[honest].Dial(ctx, self, string(self), ch)
+	if err != nil {
+		t.Fatalf("a self-certifying member's dial: %v", err)
+	}
+	s.Close()
+	for _, d := range []struct{ from, to mesh.NodeID }{{evil, self}, {self, evil}} {
+		_, err := transports[d.from].Dial(ctx, d.to, string(d.to), ch)
+		if err == nil || !strings.Contains(err.Error(), `"0evil"`) || !strings.Contains(err.Error(), "self-certifying id") {
+			t.Fatalf("a dial %s → %s: %v, want a refusal naming 0evil", d.from, d.to, err)
+		}
+	}
+	var got []mesh.NodeID
+	for _, m := range tr.Members().Members() {
+		got = append(got, m.ID)
+	}
+	if len(got) != 2 || !slices.Contains(got, self) || !slices.Contains(got, honest) {
+		t.Fatalf("members %v, want %s and %s without 0evil", got, self, honest)
 	}
 }
 
@@ -164,7 +246,7 @@ func (m *memStore) SetIdentities(r datadir.Identities) error { m.rec = r; return
 // revoked ids, as every shard does; one more is refused, naming the bound,
 // and changes nothing; a revocation of an id revoked already still is one.
 func TestRevocationsBounded(t *testing.T) {
-	b := newIdentities("node-00000001", pub(t), datadir.Identities{}, testlogger.New(t, slog.LevelWarn))
+	b := newIdentities("node-00000001", pub(t), datadir.Identities{})
 	for i := range shardapi.MaxIdentities {
 		if fresh, err := b.revoke(mesh.NodeID(fmt.Sprintf("made-up-%d", i)), []byte("mac")); !fresh || err != nil {
 			t.Fatalf("revocation %d: %v %v", i, fresh, err)

@@ -145,7 +145,7 @@ func New(d Deps) (*Trust, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trust{d: d, ids: newIdentities(d.Self, d.Key, saved, d.Logger), refusals: pace.Pacer[string]{Every: RefusalLogEvery}}
+	t := &Trust{d: d, ids: newIdentities(d.Self, d.Key, saved), refusals: pace.Pacer[string]{Every: RefusalLogEvery}}
 	t.members = admittedMembers{Membership: d.Membership, ids: t.ids}
 	if tr, ok := d.Transport.(interface{ SetPeerCheck(mesh.PeerCheck) }); ok {
 		tr.SetPeerCheck(t.ids.check)
