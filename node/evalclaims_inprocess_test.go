@@ -151,7 +151,10 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 		s, ok := statusOf(target)
 		return ok && s.Eval != nil && s.Eval.By == string(evaluator) && s.Eval.Seq > seq+1 && !s.Eval.Diverged
 	})
-	if s, _ := statusOf(target); s.EvalClaimsDropped != 4 {
-		t.Fatalf("%d claims dropped, want the 4 sent (the forger's, the far-ahead, the unsigned and the checked diverged)", s.EvalClaimsDropped)
+	// The evaluator's own next claim may carry the sequence number the
+	// signed one above took (s.Eval.Seq + 1): it is then dropped as not
+	// newer, the one drop that is not of a claim sent here.
+	if s, _ := statusOf(target); s.EvalClaimsDropped < 4 || s.EvalClaimsDropped > 5 {
+		t.Fatalf("%d claims dropped, want the 4 sent (the forger's, the far-ahead, the unsigned and the checked diverged), and at most the evaluator's claim of the same sequence number", s.EvalClaimsDropped)
 	}
 }
