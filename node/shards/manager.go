@@ -349,6 +349,12 @@ func (m *Manager) wasDiverged(id uint32) bool {
 	return ok
 }
 
+// votesIn reports whether rep's configuration counts this node a voter.
+func (m *Manager) votesIn(rep Replica) bool {
+	c, err := rep.Configuration()
+	return err == nil && slices.Contains(c.Voters, m.d.ID)
+}
+
 // agrees clears what Status says of a replica of shard id that diverged.
 func (m *Manager) agrees(id uint32) {
 	m.mu.Lock()
@@ -496,8 +502,12 @@ func (m *Manager) sync(ctx context.Context) {
 			continue
 		}
 		if m.wasDiverged(id) {
-			if rs := rep.Status(); rs.Diverged == nil && rs.Checks.Matched > 0 {
-				m.agrees(id) // a rebuilt replica proved it holds the shard's state
+			// A rebuilt replica holds the shard's state once a check matched
+			// it, or once the leader made it a voter again: the leader
+			// promotes a replica only caught up from its log (and the next
+			// check names it again if it differs).
+			if rs := rep.Status(); rs.Diverged == nil && (rs.Checks.Matched > 0 || m.votesIn(rep)) {
+				m.agrees(id)
 			}
 		}
 		if m.retime(id, rep, time.Now()) {
