@@ -224,6 +224,9 @@ func hostile48Cases() []hostileCase {
 			for _, s := range c.Statuses() {
 				if s != nil {
 					known[s.Node] = true
+					for _, m := range s.Members { // the hostile member too, where an earlier case gossiped it in
+						known[m.ID] = true
+					}
 				}
 			}
 			for shard, i := range Leaders(c.Statuses()) {
