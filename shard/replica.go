@@ -72,14 +72,6 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.MaxAppendEntries = cfg.MaxAppendEntries
 	rc.Logger = raftstore.HCLogger(logger, "raft")
-	// A leader that commits its own removal steps down to a follower
-	// instead of shutting its raft down: the node's shard manager owns the
-	// replica's life (it closes one placement leaves out and a leader
-	// re-adds one placement names), and a raft that stopped itself stayed
-	// open in the manager as a replica that never voted again, holding a
-	// shard without a quorum after placement named its node again (the
-	// long tier's SIGSTOP of a leader, seed 2).
-	rc.ShutdownOnRemove = false
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("shard %d: raft config: %w", cfg.Shard, err)
 	}
