@@ -20,6 +20,7 @@ import (
 // (each worker's moments are its own, DDP's are of the mean gradient:
 // docs/design.md, "The combine rule").
 func TestMeshStepsAsDDP(t *testing.T) {
+	longTest(t)
 	if testing.Short() {
 		t.Skip("multi-process test; skipped with -short")
 	}

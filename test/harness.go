@@ -253,3 +253,13 @@ func Accuracy(st []*status.Status) *records.EvalResult {
 	}
 	return best
 }
+
+// longTest skips t unless DSSP_LONG=1: the multi-process tests that are
+// not in CI's time (scripts/test stays under 20 minutes on 2 cores), run
+// with `DSSP_LONG=1 go test ./test -run <name>`; test/doc.go lists them.
+func longTest(t *testing.T) {
+	t.Helper()
+	if os.Getenv("DSSP_LONG") != "1" {
+		t.Skip("a long test: run it with DSSP_LONG=1 (test/doc.go)")
+	}
+}

@@ -91,6 +91,7 @@ func TestLinkSites(t *testing.T) {
 // worker trains; at the default timing the leader stepped down after every
 // election it won and two of the workers never trained. It needs root.
 func TestLinkFarSites(t *testing.T) {
+	longTest(t)
 	if testing.Short() {
 		t.Skip("multi-process test; skipped with -short")
 	}
