@@ -74,6 +74,21 @@ func TestEvalClaimsOverTheControlChannel(t *testing.T) {
 			}
 			evaluator = mesh.NodeID(s.Evaluator)
 		}
+		// The lease settled: it names the lowest id, every node a worker
+		// with pushes applied (until then it may move to a lower id whose
+		// first push lands later, and the test's "forger" would be it).
+		least := evaluator
+		for id := range httpOf {
+			least = min(least, id)
+		}
+		if evaluator != least {
+			return false
+		}
+		for id := range httpOf {
+			if s, ok := statusOf(id); !ok || s.Evaluator != string(least) || s.Eval == nil || s.Eval.By != string(least) {
+				return false
+			}
+		}
 		return true
 	})
 	var others []mesh.NodeID
