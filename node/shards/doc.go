@@ -13,7 +13,10 @@
 // its own configuration, or by the leader's word in the node's mesh view
 // (Deps.PeerLeader) — raft stops replicating to a removed server, so a
 // follower often never hears of its own removal and would pre-vote for
-// ever (Manager.removed).
+// ever (Manager.removed). A replica whose raft stopped itself (raft stops
+// a server that commits its own removal) is closed, and reopened from its
+// stores where placement still names this node, for the leader to add
+// back (Manager.reopenStopped).
 // When a shard's slice exceeds 1 MiB, the worker and the evaluation loop
 // start only once every shard's voters are its placement, or after 3
 // minutes (trainstart.go): otherwise every push of a

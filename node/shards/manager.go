@@ -306,6 +306,44 @@ func (m *Manager) retime(id uint32, rep Replica, now time.Time) bool {
 	return true
 }
 
+// reopenStopped closes rep, this node's replica of shard id, when its raft
+// has stopped itself, and reopens it from its stores where placement still
+// names this node (placed); it reports whether it did (rep is then closed).
+// Raft stops a server once the server commits a configuration that
+// removes it: a leader whose reconcile step removed itself, a follower
+// that heard of its own removal. The manager owns a replica's life, so
+// such a replica is closed here; kept open it answered nothing and never
+// voted again, and once placement named its node again the leader's
+// reconcile step added it back as a voter the shard then waited on: no
+// quorum for 4 minutes (the long tier, seed 2, after a SIGSTOP of a
+// leader). Reopened, it starts as a follower outside the configuration,
+// and the leader adds it as a non-voter and catches it up before it
+// votes. A diverged replica is left to rebuild, which discards its stores.
+func (m *Manager) reopenStopped(id uint32, rep Replica, placed bool) bool {
+	if rep.Status().State != "Shutdown" || m.wasDiverged(id) {
+		return false
+	}
+	m.mu.Lock()
+	due := m.replicas[id] == rep
+	if due {
+		delete(m.replicas, id)
+	}
+	m.mu.Unlock()
+	if !due {
+		return false
+	}
+	rep.Shutdown()
+	if !placed {
+		m.d.Logger.Info("replica removed from its shard and no longer placed here; closed", "shard", id)
+		return true
+	}
+	m.d.Logger.Info("reopening the replica: its raft stopped when this node was removed from the shard; the leader adds it back", "shard", id)
+	if _, err := m.replica(id); err != nil {
+		m.refuse(id, err)
+	}
+	return true
+}
+
 // nearestFirst orders nodes by the round trip measured to them, nearest
 // first, unmeasured ones last in their order: reconcile adds replicas in
 // this order, so a group's second voter is a near one where placement
@@ -509,6 +547,9 @@ func (m *Manager) sync(ctx context.Context) {
 			if rs := rep.Status(); rs.Diverged == nil && (rs.Checks.Matched > 0 || m.votesIn(rep)) {
 				m.agrees(id)
 			}
+		}
+		if m.reopenStopped(id, rep, slices.Contains(want, m.d.ID)) {
+			continue
 		}
 		if m.retime(id, rep, time.Now()) {
 			continue

@@ -1,0 +1,110 @@
+package shards
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
+)
+
+// stoppingReplicas opens replicas whose raft can stop itself, as raft
+// does on committing the server's own removal.
+type stoppingReplicas struct {
+	mu    sync.Mutex
+	opens map[uint32]int
+	last  map[uint32]*stoppableReplica
+}
+
+func (r *stoppingReplicas) HasState(uint32) bool { return false }
+func (r *stoppingReplicas) Discard(uint32) error { return nil }
+
+func (r *stoppingReplicas) Open(id uint32, _ ReplicaHooks) (Replica, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.opens[id]++
+	rep := &stoppableReplica{}
+	r.last[id] = rep
+	return rep, nil
+}
+
+// stoppableReplica follows until its raft stops itself (stopped), and
+// counts the manager's Shutdown calls.
+type stoppableReplica struct {
+	idleReplica
+	mu       sync.Mutex
+	stopped  bool
+	shutdown int
+}
+
+func (r *stoppableReplica) Status() shardapi.ReplicaStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return shardapi.ReplicaStatus{State: "Shutdown"}
+	}
+	return shardapi.ReplicaStatus{State: "Follower"}
+}
+
+func (r *stoppableReplica) Shutdown() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	r.shutdown++
+	return nil
+}
+
+func (r *stoppableReplica) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+}
+
+// A replica whose raft stopped itself (this node removed from the shard's
+// configuration: raft's ShutdownOnRemove) is closed by the manager and,
+// where placement still names the node, reopened from its stores for the
+// leader to add back; kept open it never voted again and the shard, once
+// the leader re-added its node as a voter, had no quorum (the long tier,
+// seed 2). A replica placement no longer names is closed, not reopened.
+func TestReplicaWhoseRaftStoppedIsReopened(t *testing.T) {
+	reps := &stoppingReplicas{opens: map[uint32]int{}, last: map[uint32]*stoppableReplica{}}
+	var logged strings.Builder
+	live := &members{ids: []mesh.NodeID{"a", "b", "c"}}
+	m := New(Deps{ID: "a", Replicas: reps, Members: live, SetPeers: func([]string) error { return nil },
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))},
+		Config{NumParams: 30, Shards: 3, Replication: 3, Spec: shardapi.Spec{}})
+	ctx := context.Background()
+	m.sync(ctx)
+	if reps.opens[1] != 1 {
+		t.Fatalf("opens %v after the first round, want each shard opened once", reps.opens)
+	}
+	first := reps.last[1]
+	first.stop()
+	m.sync(ctx)
+	if reps.opens[1] != 2 || m.local(1) == Replica(first) || m.local(1) == nil || first.shutdown != 1 {
+		t.Fatalf("opens %v, replica %p (stopped %p, closed %d times): want the stopped one closed and shard 1 reopened",
+			reps.opens, m.local(1), first, first.shutdown)
+	}
+	if !strings.Contains(logged.String(), "reopening the replica") {
+		t.Fatalf("log does not say the replica was reopened:\n%s", logged.String())
+	}
+	for range 3 {
+		m.sync(ctx)
+	}
+	if reps.opens[0] != 1 || reps.opens[1] != 2 || reps.opens[2] != 1 {
+		t.Fatalf("opens %v: want no further reopening of running replicas", reps.opens)
+	}
+
+	// Placement no longer names this node for any shard: a stopped
+	// replica is closed and stays closed.
+	live.ids = []mesh.NodeID{"b", "c", "d"}
+	second := reps.last[1]
+	second.stop()
+	m.sync(ctx)
+	if reps.opens[1] != 2 || m.local(1) != nil || second.shutdown != 1 {
+		t.Fatalf("opens %v, replica %v: want the stopped replica of an unplaced shard closed, not reopened", reps.opens, m.local(1))
+	}
+}
