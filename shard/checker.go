@@ -48,7 +48,7 @@ func (c *checker) run() {
 	defer t.Stop()
 	for {
 		select {
-		case <-c.m.fsm.ready:
+		case <-c.m.fsm.chk.ready:
 		case <-t.C:
 		case d := <-c.div:
 			c.stop(d)
@@ -60,7 +60,7 @@ func (c *checker) run() {
 			continue
 		}
 		c.evict()
-		if at := c.m.fsm.lastDigest(); at > c.last {
+		if at := c.m.fsm.check().digests.latest(); at > c.last {
 			c.last = at
 			if err := c.check(at); err != nil && c.m.ctx.Err() == nil {
 				c.m.log.Debug("agreement check", "index", at, "err", err)
@@ -98,7 +98,7 @@ func (c *checker) check(at uint64) error {
 	var wg sync.WaitGroup
 	for i, id := range servers {
 		if mesh.NodeID(id) == c.m.cfg.ID {
-			if d, ok, _ := c.m.fsm.digest(at); ok {
+			if d, ok := c.m.fsm.check().digest(at); ok {
 				h.Digests[i] = d[:]
 			}
 			continue
@@ -152,7 +152,7 @@ func (c *checker) ask(ctx context.Context, id mesh.NodeID, at uint64) (digest []
 // the evicted replica's node rebuilds it (docs/design.md, "Replicas
 // agree"). It skips a round while a reconcile step runs.
 func (c *checker) evict() {
-	named := c.m.fsm.named()
+	named := c.m.fsm.check().named
 	if len(named) == 0 || !c.reconfig.TryLock() {
 		return
 	}
@@ -205,7 +205,7 @@ func (c *checker) stop(d shardapi.Divergence) {
 	}
 	// An eviction of this id before this divergence (a replica rebuilt
 	// once already) is not this one's.
-	prior, hadPrior := c.m.fsm.evictedAt(c.m.cfg.ID)
+	prior, hadPrior := c.m.fsm.check().evicted[c.m.cfg.ID]
 	for {
 		for _, id := range servers {
 			ctx, cancel := context.WithTimeout(c.m.ctx, c.m.cfg.ApplyTimeout)

@@ -1,13 +1,10 @@
 package shard
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -40,28 +37,16 @@ type FSM struct {
 	enc   replyCache
 	stale staleCache // the faultinject build's broken reply cache
 
-	// The agreement check's replica-local part (not replicated state;
-	// docs/design.md, "Replicas agree"): this replica's id, its digests of
-	// the indices where its applied index crossed a multiple of
-	// checkEvery, the checks it settled and matched, and why it diverged
-	// (then it applies nothing more). onDiverge is called once, under the
-	// FSM's lock, when it does; it must not block.
-	self       mesh.NodeID
-	checkEvery uint64
-	digests    digestRing
-	ready      chan struct{} // signalled when a digest is added
-	settled    uint64
-	matched    uint64
-	diverged   *shardapi.Divergence
-	onDiverge  func(shardapi.Divergence)
-	flipTarget mesh.NodeID // the faultinject build's flipped replica (flipOnce)
+	// chk is the agreement check's replica-local part (localcheck.go),
+	// written under mu.
+	chk localCheck
 }
 
 // NewFSM returns an uninitialised FSM for shard. observer, if not nil, is
 // called at the end of every Apply under the FSM's lock: it must not block
 // or call back into the FSM.
 func NewFSM(shard uint32, observer func(shardapi.Applied)) *FSM {
-	return &FSM{observer: observer, notify: make(chan struct{}, 1), ready: make(chan struct{}, 1), st: state{shard: shard}}
+	return &FSM{observer: observer, notify: make(chan struct{}, 1), chk: localCheck{ready: make(chan struct{}, 1)}, st: state{shard: shard}}
 }
 
 // applied returns the channel signalled (coalesced) after every Apply and
@@ -85,9 +70,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	defer f.signal()
-	if f.diverged != nil {
+	if f.chk.diverged != nil {
 		// A diverged replica applies nothing more: it is rebuilt.
-		return shardapi.Applied{Index: l.Index, Err: fmt.Errorf("shard %d: %w: %s", f.st.shard, ErrDiverged, f.diverged.Reason)}
+		return shardapi.Applied{Index: l.Index, Err: fmt.Errorf("shard %d: %w: %s", f.st.shard, ErrDiverged, f.chk.diverged.Reason)}
 	}
 	prev := uint64(f.st.index)
 	f.st.index = appliedIndex(l.Index)
@@ -102,9 +87,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 		appliers[e.kind](&f.st, e, &out)
 	}
 	if err == nil && e.kind == entryAgree && out.Err == nil {
-		f.compare(e.agree, &out)
+		f.chk.compare(&f.st, e.agree, &out)
 	}
-	f.digestAt(prev, l.Index)
+	f.chk.digestAt(&f.st, prev, l.Index)
 	if f.observer != nil {
 		if f.hashEvery > 0 && l.Index%f.hashEvery == 0 {
 			if b, err := f.st.encode(); err == nil {
@@ -121,160 +106,28 @@ func (f *FSM) Apply(l *raft.Log) any {
 // agreement check) and applies nothing more.
 var ErrDiverged = errors.New("replica diverged")
 
-// compare is the agreement check on this replica after a check entry
-// settled: it diverges when it digested the check's index too and its
-// own digest differs from the one a majority of the voters sent. (A check
-// that named this id is not enough: a replica rebuilt since replays it.)
-func (f *FSM) compare(h agreeHeader, out *shardapi.Applied) {
-	a := &f.st.agree
-	if h.Op != "check" || out.Kind != "check" || a.at != h.At {
-		return
-	}
-	f.settled++
-	if faults.On(faults.FlipState) && f.flipTarget == "" {
-		f.flipTarget = mesh.NodeID(slices.Max(h.Servers)) // broken build only
-	}
-	if faults.On(faults.BlindAgreement) {
-		return // broken build only: no comparison
-	}
-	if d, ok := f.digests.get(h.At); ok {
-		if !bytes.Equal(d[:], a.digest) {
-			f.diverge(shardapi.Divergence{At: h.At, Reason: fmt.Sprintf("its state digest at index %d differs from the one %d of the %d voters sent", h.At, agreedVoters(h, a.digest), h.Voters)}, out)
-			return
-		}
-		f.matched++
-	}
-}
-
-// diverge marks the replica diverged, puts d in out (if any) and tells
-// onDiverge; f.mu is held.
-func (f *FSM) diverge(d shardapi.Divergence, out *shardapi.Applied) {
-	if f.diverged != nil {
-		return
-	}
-	f.diverged = &d
-	if out != nil {
-		out.Diverged = &d
-	}
-	if f.onDiverge != nil {
-		f.onDiverge(d)
-	}
-}
-
 // Damaged is told by the log store that this replica's copy of the entry
 // at index is damaged (raftstore's checksum): the replica diverges at
 // once, before it applies it or serves it to a follower.
 func (f *FSM) Damaged(index uint64, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.diverged != nil {
+	if f.chk.diverged != nil {
 		return
 	}
 	d := shardapi.Divergence{At: index, Damaged: true, Reason: fmt.Sprintf("its log's copy of the entry at index %d is damaged: %v", index, err)}
-	f.diverge(d, nil)
+	f.chk.diverge(d, nil)
 	if f.observer != nil {
 		f.observer(shardapi.Applied{Index: index, Diverged: &d})
 	}
 }
 
-// digestAt digests the state when applying index crossed a multiple of
-// checkEvery since prev (the index applied before), and tells the
-// leader's checker.
-func (f *FSM) digestAt(prev, index uint64) {
-	k := f.checkEvery
-	if k == 0 || !f.st.job.initialized || index/k == prev/k {
-		return
-	}
-	if faults.On(faults.FlipState) {
-		f.flipOnce() // broken build only
-	}
-	d, err := f.st.digest()
-	if err != nil {
-		return
-	}
-	f.digests.add(index, d)
-	select {
-	case f.ready <- struct{}{}:
-	default:
-	}
-}
-
-// digestRing keeps a replica's last digests.
-type digestRing struct {
-	at [8]uint64
-	d  [8][sha256.Size]byte
-	n  int
-}
-
-func (r *digestRing) add(at uint64, d [sha256.Size]byte) {
-	i := r.n % len(r.at)
-	r.at[i], r.d[i] = at, d
-	r.n++
-}
-
-func (r *digestRing) get(at uint64) ([sha256.Size]byte, bool) {
-	for i := range r.at {
-		if r.at[i] == at && at != 0 {
-			return r.d[i], true
-		}
-	}
-	return [sha256.Size]byte{}, false
-}
-
-// latest is the index of the newest digest, 0 if none.
-func (r *digestRing) latest() uint64 {
-	if r.n == 0 {
-		return 0
-	}
-	return r.at[(r.n-1)%len(r.at)]
-}
-
-// digest answers OpDigest: this replica's digest of index at, or why it
-// has none, or its divergence.
-func (f *FSM) digest(at uint64) (d [sha256.Size]byte, ok bool, diverged *shardapi.Divergence) {
+// check is the agreement check's state on this replica, copied at once
+// under the read lock.
+func (f *FSM) check() checkView {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if f.diverged != nil {
-		return d, false, f.diverged
-	}
-	d, ok = f.digests.get(at)
-	return d, ok, nil
-}
-
-// lastDigest is the index of this replica's newest digest.
-func (f *FSM) lastDigest() uint64 {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.digests.latest()
-}
-
-// Diverged is why this replica diverged, nil while it has not.
-func (f *FSM) Diverged() *shardapi.Divergence {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.diverged
-}
-
-// named is the servers the agreement machine names and has not evicted.
-func (f *FSM) named() map[mesh.NodeID]uint64 {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return maps.Clone(f.st.agree.named)
-}
-
-// evictedAt is the check that named id, if the leader has evicted it.
-func (f *FSM) evictedAt(id mesh.NodeID) (uint64, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	at, ok := f.st.agree.evicted[id]
-	return at, ok
-}
-
-// checks is the agreement check's status on this replica.
-func (f *FSM) checks() shardapi.CheckStatus {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return shardapi.CheckStatus{At: f.st.agree.at, Settled: f.settled, Matched: f.matched, Named: slices.Sorted(maps.Keys(f.st.agree.named))}
+	return f.chk.view(&f.st.agree)
 }
 
 // read runs fn on the state under the FSM's read lock (the leader's reads).
@@ -431,7 +284,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	st.shard = f.st.shard
 	f.st = *st // a snapshot being persisted keeps the arrays it took
 	f.gen++
-	f.digests = digestRing{} // digests of the state it replaced
+	f.chk.digests = digestRing{} // digests of the state it replaced
 	f.signal()
 	return nil
 }
@@ -501,27 +354,4 @@ func (c *staleCache) slice(theta []float32, prec shardapi.Precision, cur shardap
 		c.theta, c.v = append([]float32(nil), theta...), cur
 	}
 	return prec.Append(nil, c.theta), c.v
-}
-
-// The faultinject build's flipped replica (faults.FlipState): at its first
-// digest after the first settled check, the replica with the largest id
-// among that check's servers flips the sign of its first parameter, once
-// per shard per process (a rebuilt replica stays whole). Normal builds
-// never call it.
-
-var flipped sync.Map // shard → struct{}
-
-func (f *FSM) flipOnce() {
-	st := &f.st
-	if st.agree.at == 0 || len(st.params.theta) == 0 || f.self == "" || f.flipTarget != f.self {
-		return
-	}
-	if _, done := flipped.LoadOrStore(st.shard, struct{}{}); done {
-		return
-	}
-	if st.params.frozen != 0 {
-		st.params.theta, st.params.velocity = slices.Clone(st.params.theta), slices.Clone(st.params.velocity)
-		st.params.frozen = 0
-	}
-	st.params.theta[0] = -st.params.theta[0] - 1
 }

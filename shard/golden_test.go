@@ -42,7 +42,7 @@ func TestGoldenFSM(t *testing.T) {
 	for _, path := range golden.Files(t, filepath.Join("testdata", "golden"), "fsm_") {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			g := &goldenFSM{t: t, f: NewFSM(1, nil)}
-			g.f.self, g.f.checkEvery = "a", 4
+			g.f.chk.self, g.f.chk.every = "a", 4
 			golden.Run(t, path, g.do)
 		})
 	}
@@ -103,7 +103,7 @@ func (g *goldenFSM) do(cmd string, args []string) string {
 		h := parseAgree(g.t, cmd, args)
 		for i, a := range args[2:] {
 			if strings.HasSuffix(a, "=mine") && cmd == "check" {
-				d, _, _ := g.f.digest(h.At)
+				d, _ := g.f.check().digest(h.At)
 				h.Digests[i] = d[:]
 			}
 		}
@@ -303,10 +303,10 @@ func (g *goldenFSM) state() string {
 	if ids := g.f.Identities(); len(ids.Revoked) > 0 || len(ids.Pins) > 0 {
 		fmt.Fprintf(&b, "\n  revoked %v pins %d", ids.Revoked, len(ids.Pins))
 	}
-	if c := g.f.checks(); c.At > 0 || len(c.Named) > 0 {
+	if c := g.f.check().status; c.At > 0 || len(c.Named) > 0 {
 		fmt.Fprintf(&b, "\n  agreement at %d settled %d matched %d named %v", c.At, c.Settled, c.Matched, c.Named)
 	}
-	if d := g.f.Diverged(); d != nil {
+	if d := g.f.check().diverged; d != nil {
 		fmt.Fprintf(&b, "\n  diverged at %d (damaged %v)", d.At, d.Damaged)
 	}
 	h := g.f.StateHash()

@@ -242,12 +242,13 @@ func (in *intake) status(c *workerConn, req shardapi.Request) {
 func (in *intake) agreement(c *workerConn, req shardapi.Request) {
 	rep := shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK}
 	var payload []byte
-	div := in.m.fsm.Diverged()
+	chk := in.m.fsm.check()
+	div := chk.diverged
 	switch {
 	case req.Op == shardapi.OpDigest && div != nil:
 		rep.Detail = "diverged: " + div.Reason
 	case req.Op == shardapi.OpDigest:
-		d, ok, _ := in.m.fsm.digest(uint64(max(req.Iter, 0)))
+		d, ok := chk.digest(uint64(max(req.Iter, 0)))
 		if !ok {
 			rep.Status, rep.Detail = shardapi.ReplyError, fmt.Sprintf("no digest of index %d here (applied %d)", req.Iter, in.m.fsm.AppliedIndex())
 		}
@@ -255,7 +256,7 @@ func (in *intake) agreement(c *workerConn, req shardapi.Request) {
 	case div != nil:
 		rep.Status, rep.Detail = shardapi.ReplyError, "this replica diverged itself"
 	default:
-		at, ok := in.m.fsm.evictedAt(c.s.Peer())
+		at, ok := chk.evicted[c.s.Peer()]
 		if !ok {
 			rep.Status, rep.Reason, rep.Detail = shardapi.ReplyRejected, shardapi.ReasonBadRequest, fmt.Sprintf("%s is not evicted from shard %d", c.s.Peer(), in.m.cfg.Shard)
 		}

@@ -50,7 +50,7 @@ func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bo
 			return false, nil
 		}
 	}
-	named := r.fsm.named()
+	named := r.fsm.check().named
 	skipped := false
 	for _, id := range desired {
 		if voters[id] {
@@ -132,7 +132,7 @@ func allVoters(voters map[mesh.NodeID]bool, desired []mesh.NodeID) bool {
 func (r *Replica) waitCaughtUp(ctx context.Context, id mesh.NodeID, index uint64) error {
 	var last error
 	for {
-		if at, ok := r.fsm.named()[id]; ok {
+		if at, ok := r.fsm.check().named[id]; ok {
 			return fmt.Errorf("shard %d: %s was named diverged by the check of index %d: it is evicted and rebuilt before it is added", r.cfg.Shard, id, at)
 		}
 		got, err := r.probe(ctx, id)

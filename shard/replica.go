@@ -76,14 +76,14 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 		return nil, fmt.Errorf("shard %d: raft config: %w", cfg.Shard, err)
 	}
 	fsm := NewFSM(cfg.Shard, d.Observer)
-	fsm.hashEvery, fsm.self, fsm.checkEvery = d.HashEvery, cfg.ID, cfg.CheckEvery
+	fsm.hashEvery, fsm.chk.self, fsm.chk.every = d.HashEvery, cfg.ID, cfg.CheckEvery
 	ln, err := d.Transport.Listen(mesh.Channel{Kind: mesh.KindRPC, Shard: cfg.Shard})
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: listen: %w", cfg.Shard, err)
 	}
 	rep := &Replica{}
 	rep.chk = newChecker(nil, &rep.reconfig)
-	fsm.onDiverge = rep.chk.diverged
+	fsm.chk.onDiverge = rep.chk.diverged
 	d.Stores.SetDamaged(fsm.Damaged)
 	budget := newLogBudget(cfg)
 	budget.state = fsm.stateBytes
@@ -183,10 +183,11 @@ func (r *Replica) FSM() *FSM { return r.fsm }
 // Status returns the replica's view for metrics and /status.
 func (r *Replica) Status() shardapi.ReplicaStatus {
 	_, leader := r.raft.LeaderWithID()
+	chk := r.fsm.check()
 	return shardapi.ReplicaStatus{
 		Status: r.fsm.Status(), ID: r.cfg.ID, State: r.raft.State().String(), Term: r.raft.CurrentTerm(),
 		Leader: mesh.NodeID(leader), Held: r.rp.heldCount(), Service: r.cnt.stats(r.in.hyg.stats()), LastIndex: r.raft.LastIndex(),
-		LogWrites: r.logs.writes.Load(), Diverged: r.fsm.Diverged(), Evicted: r.chk.evicted.Load(), Checks: r.fsm.checks(),
+		LogWrites: r.logs.writes.Load(), Diverged: chk.diverged, Evicted: r.chk.evicted.Load(), Checks: chk.status,
 	}
 }
 
