@@ -431,7 +431,9 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	if strings.HasPrefix(line, "Marking ") && strings.Contains(line, " as failed, suspect timeout reached") {
 		level = slog.LevelDebug // so is the EventFailed that follows
 	}
-	if level == slog.LevelError && (strings.HasSuffix(line, ": use of closed network connection") || strings.HasSuffix(line, ": connect: connection refused")) {
+	// (memberlist may append " from=<addr>" to the error: an ack to a
+	// probe that arrived as this node closed its socket.)
+	if level == slog.LevelError && (strings.Contains(line, ": use of closed network connection") || strings.Contains(line, ": connect: connection refused")) {
 		level = slog.LevelDebug
 	}
 	w.log.Log(context.Background(), level, line)

@@ -22,6 +22,7 @@ func TestSlogWriterLevels(t *testing.T) {
 		{"[INFO] memberlist: Marking n2 as failed, suspect timeout reached (1 peer confirmations)", "DEBUG"},
 		{"[ERR] memberlist: Failed to send gossip to 127.0.0.1:7001: write udp 127.0.0.1:7000->127.0.0.1:7001: use of closed network connection", "DEBUG"},
 		{"[ERR] memberlist: Push/Pull with n2 failed: dial tcp 127.0.0.1:7001: connect: connection refused", "DEBUG"},
+		{"[ERR] memberlist: Failed to send ack: write udp 127.0.0.1:7000->127.0.0.1:7001: use of closed network connection from=127.0.0.1:7001", "DEBUG"},
 		{"[ERR] memberlist: Push/Pull with n2 failed: dial tcp 127.0.0.1:7001: i/o timeout", "ERROR"},
 		{"[ERR] memberlist: failed to receive: encryption is configured but remote state is not encrypted from=127.0.0.1:5000", "ERROR"},
 		{"[WARN] memberlist: Refuting a suspect message (from: n2)", "WARN"},
