@@ -15,24 +15,26 @@ import (
 
 // evaluator is the worker the evaluation lease names (docs/design.md, "The
 // evaluator"): the lowest id among shard 0's workers with a push applied,
-// a member that proved it trains rather than one that says so. A training
-// node hears it in every OK of shard 0; a node hosting shard 0 reads its
-// replica; any other asks its view of the leader of shard 0. When the
-// holder's worker leaves the gate (its node dead, its trainer detached,
-// revoked) the next one is named at once, and takes over at its next
-// evaluation tick.
+// a member that proved it trains rather than one that says so. A node
+// hosting shard 0 reads its replica (the applied state); a training node
+// without one takes the lease from the last OK of shard 0; any other asks
+// its view of the leader of shard 0. The replica comes first: a worker
+// the gate holds hears no OK, so its last one can name an earlier holder
+// for as long as it waits. When the holder's worker leaves the gate (its
+// node dead, its trainer detached, revoked) the next one is named at
+// once, and evaluates within 250 ms of hearing it (node/eval's loop).
 func (n *Node) evaluator() string {
 	n.mu.RLock()
 	w, sh := n.worker, n.shards
 	n.mu.RUnlock()
-	if w != nil {
-		if st := w.Status(); st != nil && st.Evaluator != "" {
-			return st.Evaluator
-		}
-	}
 	if sh != nil {
 		if e := sh.Evaluator(); e != "" {
 			return e
+		}
+	}
+	if w != nil {
+		if st := w.Status(); st != nil && st.Evaluator != "" {
+			return st.Evaluator
 		}
 	}
 	if st, ok := n.view.Leader(0); ok {

@@ -16,7 +16,9 @@
 // mesh's accuracy; EvalResult.Iter is the snapshot's clock. When the read
 // fails (shards electing leaders) the tick is skipped. When the holder's
 // worker leaves shard 0's gate (its node dead, its trainer detached) the
-// lease names the next at once, which takes over at its next tick.
+// lease names the next at once, which evaluates within 250 ms of hearing
+// it (the loop looks at the lease every 250 ms, evaluating every
+// --eval-every while it holds it).
 //
 // Evaluations are ordered by EvalResult.Seq — the samples the shards had
 // applied when they were read, summed over the shards, Raft-replicated and

@@ -923,9 +923,10 @@ func (m *Manager) Status() ([]records.ShardStatus, []records.WorkerStatus) {
 }
 
 // Evaluator is the worker the evaluation lease names by this node's
-// replica of shard 0, "" without one.
+// replica of shard 0, "" without one or while it is diverged (it applies
+// nothing more, so its lease is not the shard's).
 func (m *Manager) Evaluator() string {
-	if rep := m.local(0); rep != nil {
+	if rep := m.local(0); rep != nil && !m.wasDiverged(0) {
 		return rep.Status().Evaluator
 	}
 	return ""
