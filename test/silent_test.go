@@ -3,6 +3,7 @@ package test
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -136,9 +137,9 @@ func LogTailN(path string, n int) string {
 
 // TestEvaluatorFollowsTheTrainers: the evaluator is a member whose pushes
 // shard 0 applied (the evaluation lease), so the mesh reports accuracy as
-// soon as a trainer trains; kill -9 of the evaluator's trainer moves the
-// lease to a member with a trainer, and the accuracy is reported again
-// within an evaluation period or so.
+// soon as a trainer trains; kill -9 of the evaluator's trainer, once
+// every trainer trains, moves the lease to a member with a trainer, and
+// the accuracy is reported again within an evaluation period.
 func TestEvaluatorFollowsTheTrainers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test; skipped with -short")
@@ -155,17 +156,24 @@ func TestEvaluatorFollowsTheTrainers(t *testing.T) {
 			c.WaitFor("node0's trainer training", 90*time.Second, func() bool { return c.Iter(0) > 0 })
 		}
 	}
-	var first *records.EvalResult
-	c.WaitFor("an evaluation", 60*time.Second, func() bool { first = Accuracy(c.Statuses()); return first != nil })
-	ev := -1
+	// Every trainer trains before the kill, and the lease has settled on
+	// the lowest id (every worker has a push applied): a trainer still
+	// importing torch has no worker to take the lease, and a kill of a
+	// holder the lease has already left would time the others' start or
+	// the next periodic evaluation, not the takeover.
+	c.WaitFor("every node's trainer training", 90*time.Second, func() bool { return c.Iter(0) > 0 && c.Iter(1) > 0 && c.Iter(2) > 0 })
+	ev, lowest := -1, ""
 	for i, s := range c.Statuses() {
-		if s != nil && s.Node == first.By {
-			ev = i
+		if s != nil && (lowest == "" || s.Node < lowest) {
+			ev, lowest = i, s.Node
 		}
 	}
-	if ev < 0 {
-		t.Fatalf("the evaluator %s is none of the nodes", first.By)
-	}
+	allTrain := time.Now()
+	var first *records.EvalResult
+	c.WaitFor("an evaluation by the lowest id, every trainer training", 60*time.Second, func() bool {
+		first = Accuracy(c.Statuses())
+		return first != nil && first.By == lowest && first.At.After(allTrain)
+	})
 	killed := time.Now()
 	tr.Kill(ev)
 	var next *records.EvalResult
@@ -178,13 +186,44 @@ func TestEvaluatorFollowsTheTrainers(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("evaluator %s's trainer killed; %s reported %.2f%% %v later (evaluations every %v)", first.By, next.By, 100*next.Accuracy, took.Round(100*time.Millisecond), every)
-	if took > 2*every+2*time.Second {
-		t.Errorf("the accuracy came back %v after the kill, want within about one evaluation period (%v)", took, every)
+	// The period is --eval-every or, where one evaluation takes longer
+	// (a trainer evaluating on a thread beside its training, on a loaded
+	// box), the evaluation's own time: the new evaluator's mean, from its
+	// dssp_eval_duration_seconds.
+	period := every
+	for i, s := range c.Statuses() {
+		if s != nil && s.Node == next.By {
+			if mean, ok := meanEvalSeconds(get(c.Mesh.Procs[i].HTTP + "/metrics")); ok {
+				period = max(period, mean)
+			}
+		}
+	}
+	t.Logf("evaluator %s's trainer killed; %s reported %.2f%% %v later (evaluations every %v; one takes %v there on average)",
+		first.By, next.By, 100*next.Accuracy, took.Round(100*time.Millisecond), every, period.Round(100*time.Millisecond))
+	if took > period+time.Second {
+		t.Errorf("the accuracy came back %v after the kill, want within one evaluation period (%v) and a second", took, period)
 	}
 	for i, s := range c.Statuses() {
 		if i != ev && s != nil && s.Evaluator == first.By {
 			t.Errorf("node %d still names %s evaluator after its trainer died", i, first.By)
 		}
 	}
+}
+
+// meanEvalSeconds is the mean of dssp_eval_duration_seconds in a
+// Prometheus text exposition, ok false without an evaluation.
+func meanEvalSeconds(metrics string) (time.Duration, bool) {
+	var sum, count float64
+	for _, l := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(l, "dssp_eval_duration_seconds_sum "); ok {
+			sum, _ = strconv.ParseFloat(v, 64)
+		}
+		if v, ok := strings.CutPrefix(l, "dssp_eval_duration_seconds_count "); ok {
+			count, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	if count == 0 {
+		return 0, false
+	}
+	return time.Duration(sum / count * float64(time.Second)), true
 }
