@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -142,8 +144,8 @@ func MeasureInproc(ctx context.Context, cfg InprocConfig) (InprocResult, error) 
 // MeshItersConfig is N real node processes training through the mesh.
 type MeshItersConfig struct {
 	Binary string
-	// Baseline marks a binary of an earlier build: job flags it may not
-	// know (--wire-precision) are left out, so it runs its own default.
+	// Baseline marks a binary of an earlier build: job flags its `node
+	// --help` does not list are left out, so it runs its own default.
 	Baseline bool
 	Workers  int
 	Threads  int
@@ -192,7 +194,7 @@ func MeasureMeshIters(ctx context.Context, cfg MeshItersConfig, log *slog.Logger
 	lc.NodeArgs = []string{"--detection", "lan", "--threads", strconv.Itoa(cfg.Threads), "--eval-every", "10s"}
 	lc.SpecArgs = specArgs(cfg.Spec)
 	if cfg.Baseline {
-		lc.SpecArgs = withoutFlag(lc.SpecArgs, "--wire-precision")
+		lc.SpecArgs = knownFlags(cfg.Binary, lc.SpecArgs)
 	}
 	lc.Out = cfg.Out
 	if lc.Out == nil {
@@ -246,19 +248,6 @@ func dataPathTotals(res *MeshItersResult, samples []launch.Sample) {
 	res.Counted = res.PushBytes > 0
 }
 
-// withoutFlag drops "name value" pairs from args.
-func withoutFlag(args []string, name string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		if args[i] == name {
-			i++
-			continue
-		}
-		out = append(out, args[i])
-	}
-	return out
-}
-
 // specArgs are the job flags of s that differ from the node's defaults.
 func specArgs(s job.Spec) []string {
 	d := job.DefaultSpec()
@@ -281,5 +270,20 @@ func specArgs(s job.Spec) []string {
 	add("shards", strconv.Itoa(s.Shards), strconv.Itoa(d.Shards))
 	add("replication", strconv.Itoa(s.Replication), strconv.Itoa(d.Replication))
 	add("wire-precision", s.Precision().String(), d.Precision().String())
+	add("combine", s.CombineRule(), d.CombineRule())
+	return out
+}
+
+// knownFlags keeps of args (flag, value pairs) those binary's `node
+// --help` lists: a baseline build runs its own default for a flag it
+// does not know (--wire-precision, --combine).
+func knownFlags(binary string, args []string) []string {
+	help, _ := exec.Command(binary, "node", "--help").CombinedOutput()
+	var out []string
+	for i := 0; i+1 < len(args); i += 2 {
+		if bytes.Contains(help, []byte(args[i]+" ")) {
+			out = append(out, args[i], args[i+1])
+		}
+	}
 	return out
 }
