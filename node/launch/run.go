@@ -587,9 +587,9 @@ func (v *view) render(wt *watcher, now time.Time, st []*status.Status) {
 		if t := wk.ComputeSeconds + wk.WaitSeconds; t > 0 {
 			wait = 100 * wk.WaitSeconds / t
 		}
-		fmt.Fprintf(&b, "  node%-2d %-14s %s%s iter %6d  %6.1f it/s  wait %4.1f%%  loss %.3f  %s  peak rss %s MiB\n",
+		fmt.Fprintf(&b, "  node%-2d %-14s %s%s iter %6d  %6.1f it/s  wait %4.1f%%  loss %s  %s  peak rss %s MiB\n",
 			i, s.Node, strings.Repeat("█", filled), strings.Repeat("·", width-filled),
-			wk.Iter, wk.ItersPerSec, wait, wk.Loss, s.Phase, MiB(wt.res.PeakRSS[i]))
+			wk.Iter, wk.ItersPerSec, wait, lossText(wk.Loss, s.Trainer != nil), s.Phase, MiB(wt.res.PeakRSS[i]))
 	}
 	for _, ev := range wt.res.Chaos {
 		fmt.Fprintf(&b, "  chaos: %s\n", ev.summary())
@@ -629,4 +629,14 @@ func idxRange(from, to int) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+// lossText is a worker's training loss for the progress line: "—" for an
+// external trainer that sends none (its loop gives step() no loss: 0 on
+// the wire, dsspmesh's send_update).
+func lossText(loss float64, external bool) string {
+	if loss == 0 && external {
+		return "    —"
+	}
+	return fmt.Sprintf("%.3f", loss)
 }

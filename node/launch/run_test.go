@@ -60,3 +60,17 @@ func TestWatcherInterrupted(t *testing.T) {
 		t.Errorf("output %q", got)
 	}
 }
+
+// A trainer whose loop gives step() no loss sends 0: the progress line
+// says none rather than a loss of 0.000; a built-in worker's 0 is shown.
+func TestLossText(t *testing.T) {
+	for _, c := range []struct {
+		loss     float64
+		external bool
+		want     string
+	}{{0, true, "    —"}, {0.1234, true, "0.123"}, {0, false, "0.000"}, {2.3026, false, "2.303"}} {
+		if got := lossText(c.loss, c.external); got != c.want {
+			t.Errorf("lossText(%v, %v) = %q, want %q", c.loss, c.external, got, c.want)
+		}
+	}
+}
