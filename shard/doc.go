@@ -44,6 +44,9 @@
 // its section last in state.sections (writing nothing while empty), a
 // follower if it follows the gate, an entry kind and applier (apply.go) if
 // entries drive it, and a golden transcript (docs/design.md, "Sub-machines").
+// A replica-local part beside replicated state (the agreement check's
+// digests and verdict) is a type the FSM holds and calls under its lock
+// (localcheck.go), read through one copied view (FSM.check).
 //
 // # Concurrency
 //
