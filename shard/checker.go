@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,10 +29,13 @@ type checker struct {
 	last     uint64      // the newest index this replica proposed a check of
 	evicted  atomic.Bool // this diverged replica was evicted: its node may rebuild it
 	div      chan shardapi.Divergence
+	// namedSince is when this leader first saw each named server (evict);
+	// run's goroutine only.
+	namedSince map[mesh.NodeID]time.Time
 }
 
 func newChecker(m *member, reconfig *sync.Mutex) *checker {
-	return &checker{m: m, reconfig: reconfig, div: make(chan shardapi.Divergence, 1)}
+	return &checker{m: m, reconfig: reconfig, div: make(chan shardapi.Divergence, 1), namedSince: map[mesh.NodeID]time.Time{}}
 }
 
 // diverged is the FSM's onDiverge: it hands d to the checker's goroutine
@@ -150,9 +154,18 @@ func (c *checker) ask(ctx context.Context, id mesh.NodeID, at uint64) (digest []
 // evict removes from the raft configuration every server a check named
 // (but this one, which stops itself) and records each eviction, so that
 // the evicted replica's node rebuilds it (docs/design.md, "Replicas
-// agree"). It skips a round while a reconcile step runs.
+// agree"). It skips a round while a reconcile step runs. A named server
+// is removed once it says it diverged, or after evictGrace × CheckWait
+// without saying so (dead, or rebuilt since): one a step behind commits
+// the check without having applied it, and removed then it would never
+// apply it — no divergence, no stop, its raft campaigning for ever.
 func (c *checker) evict() {
 	named := c.m.fsm.check().named
+	for id := range c.namedSince {
+		if _, ok := named[id]; !ok {
+			delete(c.namedSince, id)
+		}
+	}
 	if len(named) == 0 || !c.reconfig.TryLock() {
 		return
 	}
@@ -161,11 +174,20 @@ func (c *checker) evict() {
 	if cfg.Error() != nil {
 		return
 	}
+	now := c.m.deps.Clock.Now()
 	for _, id := range slices.Sorted(maps.Keys(named)) {
 		if id == c.m.cfg.ID {
 			continue
 		}
 		if slices.ContainsFunc(cfg.Configuration().Servers, func(s raft.Server) bool { return mesh.NodeID(s.ID) == id }) {
+			since, seen := c.namedSince[id]
+			if !seen {
+				since = now
+				c.namedSince[id] = now
+			}
+			if now.Sub(since) < evictGrace*c.m.cfg.CheckWait && !c.saysDiverged(id) {
+				continue // asked again next round
+			}
 			if err := c.m.raft.RemoveServer(raft.ServerID(id), 0, c.m.cfg.ApplyTimeout).Error(); err != nil {
 				c.m.log.Warn("evict a diverged replica", "peer", id, "err", err)
 				return
@@ -181,6 +203,19 @@ func (c *checker) evict() {
 		}
 		c.m.log.Warn("evicted a diverged replica from the shard; its node rebuilds it from its peers", "peer", id, "named_at", named[id])
 	}
+}
+
+// evictGrace × Config.CheckWait is how long a named server that has not
+// said it diverged stays in the configuration.
+const evictGrace = 4
+
+// saysDiverged asks server id, once and briefly, whether it diverged
+// (OpDigest answers so before any digest).
+func (c *checker) saysDiverged(id mesh.NodeID) bool {
+	ctx, cancel := context.WithTimeout(c.m.ctx, c.m.cfg.CheckWait/4)
+	defer cancel()
+	rep, _, err := c.m.call(ctx, id, shardapi.Request{Op: shardapi.OpDigest, PushMeta: shardapi.PushMeta{PushID: shardapi.PushID{Worker: "agreement"}}})
+	return err == nil && rep.Status == shardapi.ReplyOK && strings.HasPrefix(rep.Detail, "diverged: ")
 }
 
 // stop is a diverged replica's end: it logs one line, stops raft (no
