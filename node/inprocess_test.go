@@ -140,6 +140,13 @@ func startMesh(t *testing.T, n, shardCount int, rec *recorder, configure ...func
 		cfg.Spec.Model, cfg.Spec.Dataset = "mlp", "synthetic-mnist"
 		cfg.Spec.Paradigm, cfg.Spec.SLower = "ssp", 2 // the survivors wait for a dead worker until it is removed
 		cfg.Spec.BatchSize, cfg.Spec.Shards, cfg.Spec.Replication = 16, shardCount, 3
+		// Less than the default 0.05: at batch 16 with momentum 0.9 under
+		// ssp:2 the synthetic job drove its loss to ~1e-5 and then
+		// diverged on a loaded machine (every gradient an outlier, the
+		// workers stopped: TestEvalClaimsOverTheControlChannel in a
+		// CI-like run; reliability.md bug 25). These tests are about the
+		// mesh, not the job's rate.
+		cfg.Spec.LR = 0.02
 		for _, f := range configure {
 			f(i, &cfg)
 		}
