@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,7 +184,7 @@ func (c *checker) evict() {
 				since = now
 				c.namedSince[id] = now
 			}
-			if now.Sub(since) < evictGrace*c.m.cfg.CheckWait && !c.saysDiverged(id) {
+			if now.Sub(since) < evictGrace*c.m.cfg.CheckWait && !c.saysDiverged(id, named[id]) {
 				continue // asked again next round
 			}
 			if err := c.m.raft.RemoveServer(raft.ServerID(id), 0, c.m.cfg.ApplyTimeout).Error(); err != nil {
@@ -209,13 +208,14 @@ func (c *checker) evict() {
 // said it diverged stays in the configuration.
 const evictGrace = 4
 
-// saysDiverged asks server id, once and briefly, whether it diverged
-// (OpDigest answers so before any digest).
-func (c *checker) saysDiverged(id mesh.NodeID) bool {
+// saysDiverged asks server id, briefly, whether it diverged (ask: its
+// OpDigest for index at, the one the check named it at, answers so before
+// any digest).
+func (c *checker) saysDiverged(id mesh.NodeID, at uint64) bool {
 	ctx, cancel := context.WithTimeout(c.m.ctx, c.m.cfg.CheckWait/4)
 	defer cancel()
-	rep, _, err := c.m.call(ctx, id, shardapi.Request{Op: shardapi.OpDigest, PushMeta: shardapi.PushMeta{PushID: shardapi.PushID{Worker: "agreement"}}})
-	return err == nil && rep.Status == shardapi.ReplyOK && strings.HasPrefix(rep.Detail, "diverged: ")
+	_, diverged := c.ask(ctx, id, at)
+	return diverged
 }
 
 // stop is a diverged replica's end: it logs one line, stops raft (no
