@@ -19,6 +19,7 @@ var appliers = [...]func(st *state, e entry, out *shardapi.Applied){
 	entrySuspendWorker: applySuspend,
 	entryIdentity:      applyIdentity,
 	entryAgree:         applyAgree,
+	entryClaim:         applyClaim,
 }
 
 // applyInit fixes the job: its spec, the gate of its policy, the initial
@@ -136,6 +137,21 @@ func applyAgree(st *state, e entry, out *shardapi.Applied) {
 		out.Err = &shardapi.RejectError{Op: h.Op, Shard: st.shard, Worker: clock.WorkerID(h.ID), Reason: shardapi.ReasonBadRequest, Detail: refused}
 	case h.Op == "check" && !v.settled:
 		out.Kind = "check-unsettled"
+	}
+}
+
+// applyClaim records an evaluation claim made under the evaluation lease
+// (claims.go).
+func applyClaim(st *state, e entry, out *shardapi.Applied) {
+	c := e.claim
+	out.Kind, out.Worker = "claim", clock.WorkerID(c.By)
+	if !st.job.initialized {
+		out.Err = fmt.Errorf("shard %d: claim: %w", st.shard, shardapi.ErrNotInitialized)
+		return
+	}
+	if refused := st.claims.apply(c, st.gate.evaluator(), uint64(st.index)); refused != "" {
+		st.tally.refuse(shardapi.ReasonBadRequest)
+		out.Err = &shardapi.RejectError{Op: "claim", Shard: st.shard, Worker: out.Worker, Reason: shardapi.ReasonBadRequest, Detail: refused}
 	}
 }
 

@@ -8,7 +8,8 @@
 //   - [FSM], the raft.FSM: a router over sub-machines (state.go) — the
 //     parameters with the optimizer and the outer rule, the gate with its
 //     dedupe table, the tally, shard 0's balancer, the identities, the
-//     agreement check (agreement.go). Apply
+//     agreement check (agreement.go), shard 0's evaluation claims
+//     (claims.go). Apply
 //     decodes an entry (entry.go), hands it to its kind's applier
 //     (apply.go, pushapply.go), hashes and observes. Each sub-machine has
 //     its own apply, its own snapshot section and no reference to another.

@@ -17,10 +17,10 @@ import (
 // Entry layout in the raft log (integers big-endian):
 //
 //	0    u8   kind (entryInit, entryPush, entryAddWorker, entryRemoveWorker,
-//	          entrySuspendWorker, entryIdentity, entryAgree)
+//	          entrySuspendWorker, entryIdentity, entryAgree, entryClaim)
 //	1    u32  H: header length
 //	5    H bytes: msgpack header (initHeader, the entry's own fields for a push
-//	     entry: its Push headers, workerHeader, identityHeader or agreeHeader)
+//	     entry: its Push headers, workerHeader, identityHeader, agreeHeader or a shardapi.Claim)
 //	5+H  raw payload: the θ-slice (Init, fp32) or, for Push, the sum of the
 //	     group's gradients (when the header's Summed > 0) followed by the
 //	     other pushes' gradients back to back, tensors in shardapi's codec
@@ -39,6 +39,7 @@ const (
 	entrySuspendWorker // workerHeader; From: the clock the leader saw (suspect.go)
 	entryIdentity      // identityHeader: a revocation or a pinned key (identity.go)
 	entryAgree         // agreeHeader: the agreement check's digests, or an eviction (agreement.go)
+	entryClaim         // shardapi.Claim: an evaluation claim (claims.go)
 )
 
 const entryPrefix = 5
@@ -112,6 +113,10 @@ func checkIdentityHeader(h identityHeader) error {
 	return nil
 }
 
+func encodeClaim(c shardapi.Claim) ([]byte, error) {
+	return appendEntry(entryClaim, c, 0)
+}
+
 func encodeAgree(h agreeHeader) ([]byte, error) {
 	return appendEntry(entryAgree, h, 0)
 }
@@ -137,6 +142,7 @@ type entry struct {
 	from     int64
 	ident    identityHeader
 	agree    agreeHeader
+	claim    shardapi.Claim
 }
 
 func appendEntry(kind entryKind, header any, payloadLen int) ([]byte, error) {
@@ -269,6 +275,19 @@ func decodeEntry(b []byte) (entry, error) {
 		}
 		if len(payload) != 0 {
 			return bad("agreement entry with %d payload bytes", len(payload))
+		}
+	case entryClaim:
+		if len(hb) > shardapi.MaxClaimBytes {
+			return bad("claim header of %d bytes, at most %d", len(hb), shardapi.MaxClaimBytes)
+		}
+		if err := boundedmsgpack.Unmarshal(hb, &e.claim); err != nil {
+			return bad("claim header: %v", err)
+		}
+		if err := e.claim.Check(); err != nil {
+			return bad("%v", err)
+		}
+		if e.claim.Index != 0 || len(payload) != 0 {
+			return bad("claim entry with index %d and %d payload bytes", e.claim.Index, len(payload))
 		}
 	default:
 		return bad("unknown kind %d", b[0])

@@ -122,6 +122,14 @@ func (f *FSM) Damaged(index uint64, err error) {
 	}
 }
 
+// Claims are the evaluation claims this replica applied, oldest first
+// (claims.go).
+func (f *FSM) Claims() []shardapi.Claim {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.claims.list()
+}
+
 // check is the agreement check's state on this replica, copied at once
 // under the read lock.
 func (f *FSM) check() checkView {

@@ -8,7 +8,10 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"dsspmesh/clock"
+	"dsspmesh/internal/boundedmsgpack"
 	"dsspmesh/internal/faults"
 	"dsspmesh/mesh"
 	"dsspmesh/shardapi"
@@ -94,7 +97,7 @@ func (in *intake) serve(c *workerConn) {
 		// is read. Silence longer than the idle timeout ends the stream
 		// (keepAlive extends it while a push is held).
 		if spec := in.m.fsm.pushLimits(); spec.Len > 0 {
-			c.s.SetMaxPayload(max(spec.Precision.Bytes(spec.Len), maxMAC))
+			c.s.SetMaxPayload(max(spec.Precision.Bytes(spec.Len), maxMAC, shardapi.MaxClaimBytes))
 		}
 		c.s.SetReadDeadline(time.Now().Add(in.m.cfg.IdleStreamTimeout))
 		var req shardapi.Request
@@ -110,7 +113,7 @@ func (in *intake) serve(c *workerConn) {
 		// Every peer acts only as itself: a worker's requests name the
 		// node its TLS certificate authenticates, so no key holder can
 		// push, join or leave under another id.
-		if (req.Op == shardapi.OpPush || req.Op == shardapi.OpAddWorker || req.Op == shardapi.OpRemoveWorker) && req.Worker != clock.WorkerID(c.s.Peer()) {
+		if (req.Op == shardapi.OpPush || req.Op == shardapi.OpAddWorker || req.Op == shardapi.OpRemoveWorker || req.Op == shardapi.OpClaim) && req.Worker != clock.WorkerID(c.s.Peer()) {
 			in.rp.reject(c, req.Op, req.PushID, shardapi.ReasonNotPeer, fmt.Sprintf("request names worker %q but the stream is authenticated as %q", req.Worker, c.s.Peer()))
 			continue
 		}
@@ -128,6 +131,9 @@ func (in *intake) serve(c *workerConn) {
 			in.status(c, req)
 		case shardapi.OpDigest, shardapi.OpEvicted:
 			in.agreement(c, req)
+		case shardapi.OpClaim, shardapi.OpClaims:
+			in.m.wg.Add(1)
+			go func() { defer in.m.wg.Done(); in.claim(c, req, payload) }()
 		default:
 			in.rp.reject(c, req.Op, req.PushID, shardapi.ReasonBadRequest, "unknown op")
 		}
@@ -205,6 +211,45 @@ func (in *intake) membership(c *workerConn, req shardapi.Request, payload []byte
 	default:
 		c.send(shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK, Clock: clk}, nil)
 	}
+}
+
+// claim answers OpClaim, recording the requester's evaluation claim, and
+// OpClaims, the claims recorded (claims.go). A claim names the stream's
+// peer: every member claims only as itself.
+func (in *intake) claim(c *workerConn, req shardapi.Request, payload []byte) {
+	rep := shardapi.Reply{Op: req.Op, PushID: req.PushID, Status: shardapi.ReplyOK}
+	var out []byte
+	var err error
+	if req.Op == shardapi.OpClaim {
+		var cl shardapi.Claim
+		if uerr := boundedmsgpack.Unmarshal(payload, &cl); uerr != nil || cl.By != string(c.s.Peer()) || cl.Index != 0 {
+			in.rp.reject(c, req.Op, req.PushID, shardapi.ReasonNotPeer, fmt.Sprintf("a claim from %q that is not its own (by %q, index %d) or not one (%v)", c.s.Peer(), cl.By, cl.Index, uerr))
+			return
+		}
+		err = in.m.RecordClaim(in.m.ctx, cl)
+	} else {
+		var recs []shardapi.Claim
+		if recs, err = in.m.Claims(in.m.ctx); err == nil {
+			out, err = msgpack.Marshal(recs)
+		}
+	}
+	var nl *shardapi.NotLeaderError
+	var rej *shardapi.RejectError
+	switch {
+	case errors.As(err, &nl):
+		rep.Status, rep.Leader = shardapi.ReplyNotLeader, string(nl.Leader)
+	case errors.As(err, &rej):
+		in.rp.reject(c, req.Op, req.PushID, rej.Reason, rej.Detail)
+		return
+	case errors.Is(err, shardapi.ErrNotInitialized):
+		rep.Status, rep.Reason, rep.Detail = shardapi.ReplyRejected, shardapi.ReasonNotInitialized, err.Error()
+	case err != nil:
+		rep.Status, rep.Detail = shardapi.ReplyError, err.Error()
+	}
+	if rep.Status != shardapi.ReplyOK {
+		out = nil
+	}
+	c.send(rep, out)
 }
 
 // read answers an opRead on the replica's RPC channel; the barrier

@@ -32,7 +32,9 @@ import (
 // ITER"; identities: "revoke ID [MAC]", "pin ID SEED", "revoked W";
 // agreement: "check AT VOTERS ID=LABEL… [own=ID,…]" (the servers, voters
 // first, each with the digest SHA-256(LABEL), or none for "-"), "evict ID
-// AT"; "section" (the keys every machine writes, in order).
+// AT"; claims: "claim BY SEQ LABEL ACC" (digest SHA-256(LABEL), at the
+// next index, under the lease the gate names); "section" (the keys every
+// machine writes, in order).
 func TestGoldenMachines(t *testing.T) {
 	for _, path := range golden.Files(t, filepath.Join("testdata", "golden"), "machine_") {
 		t.Run(filepath.Base(path), func(t *testing.T) {
@@ -168,6 +170,26 @@ func (m *goldenMachines) do(cmd string, args []string) string {
 			out = fmt.Sprintf("settled %v by %d named %v; %s", v.settled, v.agreed, v.named, out)
 		}
 		return out
+	case "claim":
+		// claim BY SEQ LABEL ACC: a claim of digest SHA-256(LABEL), made
+		// at the next index, under the lease the gate's state names.
+		acc, err := strconv.ParseFloat(args[3], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := shardapi.Claim{By: args[0], Seq: uint64(m.g.atoi(args[1])), Accuracy: acc, Digest: digestOf(args[2])}
+		if err := c.Check(); err != nil {
+			return "bad entry: " + err.Error()
+		}
+		st.index++
+		if refused := st.claims.apply(c, st.gate.evaluator(), uint64(st.index)); refused != "" {
+			return "refused: " + refused
+		}
+		var recs []string
+		for _, r := range st.claims.list() {
+			recs = append(recs, fmt.Sprintf("%s seq %d acc %v at %d", r.By, r.Seq, r.Accuracy, r.Index))
+		}
+		return "claims [" + strings.Join(recs, "; ") + "]"
 	case "section":
 		var h header
 		if err := st.job.save(&h); err != nil {

@@ -206,6 +206,31 @@ func (m *member) proposeIdentity(ctx context.Context, h identityHeader) error {
 	return m.proposeChecked(ctx, b)
 }
 
+// RecordClaim records evaluation claim c (leader only; claims.go): a
+// *shardapi.RejectError when the shard refused it.
+func (m *member) RecordClaim(ctx context.Context, c shardapi.Claim) error {
+	err := c.Check()
+	if err == nil && m.cfg.Shard != 0 {
+		err = fmt.Errorf("claims are recorded by shard 0, not %d", m.cfg.Shard)
+	}
+	if err != nil {
+		return &shardapi.RejectError{Op: "claim", Shard: m.cfg.Shard, Worker: clock.WorkerID(c.By), Reason: shardapi.ReasonBadRequest, Detail: err.Error()}
+	}
+	b, err := encodeClaim(c)
+	if err != nil {
+		return err
+	}
+	return m.proposeChecked(ctx, b)
+}
+
+// Claims are the evaluation claims the shard recorded, oldest first,
+// read after a barrier (leader only).
+func (m *member) Claims(ctx context.Context) ([]shardapi.Claim, error) {
+	var out []shardapi.Claim
+	err := m.read(ctx, func(st *state) { out = st.claims.list() })
+	return out, err
+}
+
 // Identities is the shard's identity state as this replica applied it.
 func (m *member) Identities() shardapi.Identities { return m.fsm.Identities() }
 

@@ -23,6 +23,7 @@ type state struct {
 	params params
 	ids    identityState
 	agree  agreement
+	claims claimBook // shard 0's evaluation claims
 }
 
 // A section is one sub-machine's part of a snapshot (snapshot.go). save
@@ -37,9 +38,9 @@ type section interface {
 // sections are the state's, in the order their keys are written: the
 // header of a snapshot of version 2 is init, spec (the job), samples,
 // pushes, dups, rejected (the tally), gate, index, bal, arr (the
-// parameters' outer count), ids, agree. A new section comes last.
+// parameters' outer count), ids, agree, claims. A new section comes last.
 func (st *state) sections() []section {
-	return []section{&st.tally, &st.gate, &st.index, &st.bal, &st.params, &st.ids, &st.agree}
+	return []section{&st.tally, &st.gate, &st.index, &st.bal, &st.params, &st.ids, &st.agree, &st.claims}
 }
 
 // A follower is a sub-machine that follows the gate: the pushes it

@@ -10,7 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"dsspmesh/clock"
+	"dsspmesh/internal/boundedmsgpack"
 	"dsspmesh/mesh"
 )
 
@@ -258,6 +261,51 @@ func (c *Client) RemoveWorker(ctx context.Context) error {
 func (c *Client) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) error {
 	_, err := c.call(ctx, Request{Op: OpRevoke, PushMeta: PushMeta{PushID: PushID{Worker: clock.WorkerID(id)}}}, mac, nil, nil)
 	return err
+}
+
+// Claim records this client's node's evaluation claim in shard 0
+// (OpClaim): once it returns nil the claim is applied there. A
+// *RejectError says the shard refused it: the node does not hold the
+// evaluation lease at that index, or the claim's sequence has another
+// digest recorded. A resend of a recorded claim is accepted again.
+func (c *Client) Claim(ctx context.Context, cl Claim) error {
+	if err := cl.Check(); err != nil {
+		return err
+	}
+	b, err := msgpack.Marshal(cl)
+	if err != nil {
+		return fmt.Errorf("shard %d: encode claim: %w", c.cfg.Shard, err)
+	}
+	_, err = c.call(ctx, c.request(OpClaim, 0), b, nil, nil)
+	return err
+}
+
+// Claims reads the claims shard 0 recorded, oldest first (OpClaims; a
+// linearizable read on its leader).
+func (c *Client) Claims(ctx context.Context) ([]Claim, error) {
+	var got []Claim
+	var bad error
+	_, err := c.call(ctx, c.request(OpClaims, 0), nil, func(n int, r io.Reader) error {
+		if n > MaxClaims*MaxClaimBytes {
+			bad = fmt.Errorf("%d bytes of claims, at most %d", n, MaxClaims*MaxClaimBytes)
+			_, err := io.Copy(io.Discard, r)
+			return err
+		}
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return err
+		}
+		got = nil
+		bad = boundedmsgpack.Unmarshal(b, &got)
+		return nil
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if bad != nil {
+		return nil, fmt.Errorf("shard %d: claims from leader: %w", c.cfg.Shard, bad)
+	}
+	return got, nil
 }
 
 // request is a request of op by this worker with Iter iter.

@@ -32,9 +32,17 @@ const (
 	// OpEvicted: whether the requester was evicted from the shard as
 	// diverged; reply OK with Index: the check that named it, or Rejected.
 	OpEvicted
+	// OpClaim (shard 0): the requester, the evaluation lease's holder,
+	// records its evaluation claim (payload: a msgpack [Claim] whose By is
+	// the stream's peer); reply OK once applied, Rejected when the shard
+	// refused it (not the holder, or another digest for that sequence).
+	OpClaim
+	// OpClaims (shard 0): the claims the shard recorded, newest last, read
+	// on the leader after a barrier; reply OK with a msgpack []Claim.
+	OpClaims
 )
 
-// String names the op in errors: push, add-worker, remove-worker, status, read, revoke, digest, evicted.
+// String names the op in errors: push, add-worker, remove-worker, status, read, revoke, digest, evicted, claim, claims.
 func (o Op) String() string {
 	switch o {
 	case OpPush:
@@ -53,6 +61,10 @@ func (o Op) String() string {
 		return "digest"
 	case OpEvicted:
 		return "evicted"
+	case OpClaim:
+		return "claim"
+	case OpClaims:
+		return "claims"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

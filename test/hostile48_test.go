@@ -26,6 +26,7 @@ import (
 	"dsspmesh/node/records"
 	"dsspmesh/node/status"
 	"dsspmesh/nodeclient"
+	"dsspmesh/shardapi"
 )
 
 // The hostile-member cases of issue 48 (docs/security.md, "Trust, second
@@ -312,36 +313,97 @@ func hostile48Cases() []hostileCase {
 			return []string{fmt.Sprintf("the trainer never attached with %s taken by uid 65534: %s", squatted, launch.LogTail(tr.logs[0], 3))}
 		}},
 		{name: "forged-evaluated-export", fixed: true, run: forgedEvaluatedExport},
+		{name: "equivocating-evaluator", fixed: true, run: equivocatingEvaluator},
 	}
 }
 
 // forgedEvaluatedExport: a member whose self-certifying id sorts first
 // becomes the evaluator (a worker of shard 0 with a push applied), claims
-// an evaluation, signed, of an honest snapshot's bytes and serves another
-// file: one parameter byte changed. `dssp export --evaluated` through an
-// honest node must not write it: the node hashes the bytes as they pass
-// and cuts the response before its last part, logging both digests.
+// an evaluation, signed and recorded in shard 0, of an honest snapshot's
+// bytes and serves another file: one parameter byte changed. `dssp export
+// --evaluated` through an honest node must not write it: the node hashes
+// the bytes as they pass and cuts the response before its last part,
+// logging both digests.
 func forgedEvaluatedExport(t *testing.T, c *Cluster, h *Hostile) []string {
 	node := c.Mesh.Procs[1]
-	name := fmt.Sprintf("node%d", node.Index)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	honest, _, err := nodeclient.FetchModel(ctx, node.HTTP, false, 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged := slices.Clone(honest)
-	forged[len(forged)-1] ^= 0x40 // an exponent bit of the last parameter
-	e := h.FirstInOrder()
-	cur := Accuracy(c.Statuses())
-	claim := records.EvalResult{Accuracy: 0.99, Loss: 0.01, Samples: 500, At: time.Now(), By: string(e.ID), Iter: cur.Iter, Seq: cur.Seq + 1,
-		Digest: nodeclient.Digest(honest)}
-	eval.SignClaim(e.Key, &claim)
+	honest, forged := honestAndForged(t, c)
+	e, claim, leave := becomeEvaluator(t, c, h, nodeclient.Digest(honest))
+	defer leave()
 	cb, err := json.Marshal(claim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.ServeEvaluated(forged, cb)
+	got := exportEvaluated(t, c, forged, func(logs []byte) string {
+		served := nodeclient.Digest(forged)
+		if !(bytes.Contains(logs, []byte("evaluated model refused")) && bytes.Contains(logs, []byte(served)) && bytes.Contains(logs, []byte(claim.Digest))) {
+			return fmt.Sprintf("node%d's log names not both digests (%s served, %s claimed)", node.Index, served, claim.Digest)
+		}
+		return ""
+	})
+	// Once the member leaves shard 0's gate, every worker trains on.
+	leave()
+	return append(got, trainsOn(c, 10, 30*time.Second)...)
+}
+
+// equivocatingEvaluator: the member that holds the evaluation lease
+// records in shard 0 a claim of an honest snapshot's bytes, then serves
+// another file with a second claim, signed, for the same evaluation,
+// naming that file's digest (and the same accuracy): the bytes match the
+// claim sent with them. `dssp export --evaluated` through an honest node
+// must refuse it: shard 0 recorded another digest for that sequence.
+func equivocatingEvaluator(t *testing.T, c *Cluster, h *Hostile) []string {
+	node := c.Mesh.Procs[1]
+	honest, forged := honestAndForged(t, c)
+	e, claim, leave := becomeEvaluator(t, c, h, nodeclient.Digest(honest))
+	defer leave()
+	second := claim
+	second.Digest, second.Sig = nodeclient.Digest(forged), nil
+	eval.SignClaim(e.Key, &second)
+	cb, err := json.Marshal(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ServeEvaluated(forged, cb)
+	got := exportEvaluated(t, c, forged, func(logs []byte) string {
+		want := fmt.Sprintf("shard 0 recorded its claim of sequence %d with digest %s", claim.Seq, claim.Digest)
+		if !bytes.Contains(logs, []byte(want)) {
+			return fmt.Sprintf("node%d's log does not say %q", node.Index, want)
+		}
+		return ""
+	})
+	leave()
+	return append(got, trainsOn(c, 10, 30*time.Second)...)
+}
+
+// honestAndForged are a fresh snapshot's bytes from node1 and the same
+// with an exponent bit of the last parameter flipped.
+func honestAndForged(t *testing.T, c *Cluster) (honest, forged []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	honest, _, err := nodeclient.FetchModel(ctx, c.Mesh.Procs[1].HTTP, false, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged = slices.Clone(honest)
+	forged[len(forged)-1] ^= 0x40
+	return honest, forged
+}
+
+// becomeEvaluator makes the member that sorts first the evaluator: it
+// says it trains and has a push applied in shard 0, until node1 names it;
+// then it records in shard 0 its claim, signed, of accuracy 0.99 at the
+// next sequence naming digest (a build before shard 0 recorded claims
+// refuses the op: ignored), which it returns, for the caller to serve a
+// file with. leave takes it out of the gate and the gossip (idempotent).
+func becomeEvaluator(t *testing.T, c *Cluster, h *Hostile, digest string) (*Hostile, records.EvalResult, func()) {
+	t.Helper()
+	node := c.Mesh.Procs[1]
+	e := h.FirstInOrder()
+	cur := Accuracy(c.Statuses())
+	claim := records.EvalResult{Accuracy: 0.99, Loss: 0.01, Samples: 500, At: time.Now(), By: string(e.ID), Iter: cur.Iter, Seq: cur.Seq + 1, Digest: digest}
+	eval.SignClaim(e.Key, &claim)
 	// Its gossip says it trains: the builds before the lease named the
 	// live training member with the lowest id.
 	e.JoinSayingItTrains()
@@ -357,7 +419,12 @@ func forgedEvaluatedExport(t *testing.T, c *Cluster, h *Hostile) []string {
 	if _, addErr, out := e.Push(0, 0, HostilePush{Samples: 64}); addErr != nil || len(out) == 0 || !out[0].Accepted() {
 		t.Fatalf("the member's push to shard 0: %v %+v", addErr, out)
 	}
+	left := false
 	leave := func() {
+		if left {
+			return
+		}
+		left = true
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer rcancel()
 		e.Client(0).RemoveWorker(rctx)
@@ -367,36 +434,50 @@ func forgedEvaluatedExport(t *testing.T, c *Cluster, h *Hostile) []string {
 		}
 		e.mu.Unlock()
 	}
-	defer leave()
 	if !waitUntil(20*time.Second, func() bool {
 		s, err := c.Status(1)
 		return err == nil && s.Evaluator == string(e.ID)
 	}) {
-		t.Fatalf("%s never named %s evaluator", name, e.ID)
+		leave()
+		t.Fatalf("node%d never named %s evaluator", node.Index, e.ID)
 	}
+	// It holds shard 0's lease now: its claim is recorded.
+	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer rcancel()
+	if err := e.Client(0).Claim(rctx, shardapi.Claim{By: claim.By, Seq: claim.Seq, Iter: claim.Iter, Accuracy: claim.Accuracy,
+		Loss: claim.Loss, Samples: int64(claim.Samples), Digest: claim.Digest}); err != nil && oldBinary() == "" {
+		leave()
+		t.Fatalf("the lease holder's claim not recorded in shard 0: %v", err)
+	}
+	return e, claim, leave
+}
+
+// exportEvaluated runs `dssp export --evaluated` through node1 and says
+// what the attack achieved: the evaluator's forged file written, or, when
+// refused, what judge finds wrong with node1's log ("": nothing; judged
+// on this build only).
+func exportEvaluated(t *testing.T, c *Cluster, forged []byte, judge func(logs []byte) string) []string {
+	node := c.Mesh.Procs[1]
 	out := filepath.Join(t.TempDir(), "evaluated.safetensors")
 	b, err := exec.Command(c.Mesh.Binary, "export", "--evaluated", "--node", node.HTTP, "--out", out, "--timeout", "20s").CombinedOutput()
-	var got []string
 	if err == nil {
 		w, _ := os.ReadFile(out)
-		got = append(got, fmt.Sprintf("dssp export --evaluated through %s wrote the evaluator's file (%d bytes, its own file byte for byte: %v), which the digest of its claim does not name: %s",
-			name, len(w), bytes.Equal(w, forged), lastLine(string(b))))
-	} else {
-		t.Logf("dssp export --evaluated through %s: %s", name, lastLine(string(b)))
-		if _, err := os.Stat(out); err == nil {
-			got = append(got, "dssp export failed but wrote a file")
-		}
-		logs, _ := os.ReadFile(node.LogPath)
-		served := nodeclient.Digest(forged)
-		if oldBinary() == "" && !(bytes.Contains(logs, []byte("evaluated model refused")) && bytes.Contains(logs, []byte(served)) && bytes.Contains(logs, []byte(claim.Digest))) {
-			got = append(got, fmt.Sprintf("%s's log names not both digests (%s served, %s claimed)", name, served, claim.Digest))
-		} else if oldBinary() == "" {
-			t.Logf("%s's log: %s", name, lastMatch(string(logs), "evaluated model refused"))
-		}
+		return []string{fmt.Sprintf("dssp export --evaluated through node%d wrote the evaluator's file (%d bytes, its own file byte for byte: %v), which its recorded claim does not name: %s",
+			node.Index, len(w), bytes.Equal(w, forged), lastLine(string(b)))}
 	}
-	// Once the member leaves shard 0's gate, every worker trains on.
-	leave()
-	return append(got, trainsOn(c, 10, 30*time.Second)...)
+	t.Logf("dssp export --evaluated through node%d: %s", node.Index, lastLine(string(b)))
+	if _, err := os.Stat(out); err == nil {
+		return []string{"dssp export failed but wrote a file"}
+	}
+	if oldBinary() != "" {
+		return nil
+	}
+	logs, _ := os.ReadFile(node.LogPath)
+	if why := judge(logs); why != "" {
+		return []string{why}
+	}
+	t.Logf("node%d's log: %s", node.Index, lastMatch(string(logs), "evaluated model refused"))
+	return nil
 }
 
 // lastMatch is the last line of s containing sub.

@@ -9,6 +9,7 @@ import (
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
 	"dsspmesh/node/records"
+	"dsspmesh/shardapi"
 )
 
 // Deps are the evaluation room's edges, built by the node that runs it.
@@ -40,6 +41,16 @@ type Deps struct {
 	// Export bounds GET /model.safetensors; zero fields take
 	// DefaultExportLimits'.
 	Export ExportLimits
+	// Book is where evaluation claims are recorded (record.go). Nil:
+	// shard 0, through the room's own client of it.
+	Book ClaimBook
+}
+
+// ClaimBook records evaluation claims and reads them back: shard 0's
+// claims sub-machine through shardapi.Client's Claim and Claims.
+type ClaimBook interface {
+	Claim(ctx context.Context, c shardapi.Claim) error
+	Claims(ctx context.Context) ([]shardapi.Claim, error)
 }
 
 // ExportLimits bound GET /model.safetensors on a node (download.go). A

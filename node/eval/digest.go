@@ -148,12 +148,17 @@ func (d *digestCheck) part(b []byte) error {
 	return nil
 }
 
+// errDigestMismatch: the bytes of the evaluated model are not the ones
+// its claim names.
+var errDigestMismatch = errors.New("digest mismatch")
+
 // finish writes the part held if the bytes' digest is want, else returns
-// an error naming both digests and writes nothing more.
+// an error wrapping errDigestMismatch naming both digests and writes
+// nothing more.
 func (d *digestCheck) finish(want string) error {
 	got := hex.EncodeToString(d.h.Sum(nil))
 	if got != want {
-		return fmt.Errorf("the evaluated model's bytes have digest %s, its claim says %s: refused", got, want)
+		return fmt.Errorf("%w: the evaluated model's bytes have digest %s, its claim says %s: refused", errDigestMismatch, got, want)
 	}
 	_, err := d.w.Write(d.held)
 	return err

@@ -80,11 +80,14 @@
 // authenticated and always reachable between members, where an HTTP
 // address may be loopback-only. Every claim carries the SHA-256 of the
 // evaluated model file, signed with the evaluator's node key
-// (digest.go); the evaluator sends the claim with the file, and the
-// asking node takes it as a broadcast claim, hashes the bytes as they
-// pass and completes the response only if they match (the last part
-// held back until then; a mismatch is cut short and logged at ERROR with
-// both digests). Both are written straight from the snapshot. A
+// (digest.go), and is recorded in shard 0 before the file is served or
+// the claim sent (record.go; an evaluation shard 0 does not record is
+// dropped); the evaluator sends the claim with the file, and the asking
+// node takes it as a broadcast claim, refuses it unless it is the claim
+// shard 0 recorded for its sequence (a 502, one ERROR line), hashes the
+// bytes as they pass and completes the response only if they match (the
+// last part held back until then; a mismatch is cut short and logged at
+// ERROR with both digests). Both are written straight from the snapshot. A
 // model of 32 MiB or more is evaluated in the evaluator's worker's θ,
 // borrowed while the worker waits (node/worker/lend.go), and its evaluated snapshot
 // is kept in the data dir (evaluated.safetensors), not in memory. `dssp export` and `dssp up`'s report/model.safetensors

@@ -169,6 +169,47 @@ func (p *partWriter) flush() error {
 // is not the evaluator with the evaluator's evaluated snapshot, asked over
 // the control channel within timeout.
 func (rm *Room) forwardEvaluated(w http.ResponseWriter, r *http.Request, evaluator mesh.NodeID, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	a, code, err := rm.askEvaluated(ctx, evaluator)
+	if err != nil {
+		http.Error(w, err.Error(), code)
+		return
+	}
+	defer a.s.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(a.size, 10))
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Dssp-Evaluator", string(evaluator))
+	w.Header().Set(records.DigestHeader, a.claim.Digest)
+	bw := bufio.NewWriterSize(rm.stalling(w, a.size), evaluatedChunk)
+	got, err := a.copyTo(bw)
+	if errors.Is(err, errDigestMismatch) {
+		// The last part is held back: the client never has the whole file.
+		rm.d.Logger.Error("evaluated model refused: its bytes are not the ones its evaluation claims", "evaluator", evaluator, "seq", a.claim.Seq, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		// The header is out: all that is left is to say why the body stopped.
+		rm.d.Logger.Warn("evaluated model from the evaluator cut short", "evaluator", evaluator, "bytes", got, "of", a.size, "err", err)
+	}
+}
+
+// evaluatedAnswer is the evaluator's answer to op "evaluated", its size
+// and claim judged: s is at the file's first part.
+type evaluatedAnswer struct {
+	s     mesh.Stream
+	size  int64
+	claim records.EvalResult
+}
+
+// askEvaluated asks evaluator for its evaluated model within ctx and
+// judges the head of its answer (takeClaim); the error says why it
+// failed, code as an HTTP status. The caller closes a.s.
+func (rm *Room) askEvaluated(ctx context.Context, evaluator mesh.NodeID) (_ *evaluatedAnswer, code int, _ error) {
 	var member *mesh.Member
 	for _, m := range rm.d.Members.Members() {
 		if m.ID == evaluator {
@@ -177,57 +218,53 @@ func (rm *Room) forwardEvaluated(w http.ResponseWriter, r *http.Request, evaluat
 		}
 	}
 	if member == nil {
-		http.Error(w, fmt.Sprintf("node %s: the evaluator %s is not a live member", rm.d.ID, evaluator), http.StatusServiceUnavailable)
-		return
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("node %s: the evaluator %s is not a live member", rm.d.ID, evaluator)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
 	s, err := rm.d.AskControl(ctx, *member, "evaluated")
 	if err != nil {
-		http.Error(w, fmt.Sprintf("node %s: asking the evaluator %s: %v", rm.d.ID, evaluator, err), http.StatusBadGateway)
-		return
+		return nil, http.StatusBadGateway, fmt.Errorf("node %s: asking the evaluator %s: %v", rm.d.ID, evaluator, err)
 	}
-	defer s.Close()
+	fail := func(code int, err error) (*evaluatedAnswer, int, error) { s.Close(); return nil, code, err }
 	if d, ok := ctx.Deadline(); ok {
 		s.SetDeadline(d)
 	}
 	s.SetMaxPayload(evaluatedChunk)
 	var head evaluatedHead
 	if _, err := s.RecvFrame(&head); err != nil {
-		http.Error(w, fmt.Sprintf("node %s: the evaluator %s's answer: %v", rm.d.ID, evaluator, err), http.StatusBadGateway)
-		return
+		return fail(http.StatusBadGateway, fmt.Errorf("node %s: the evaluator %s's answer: %v", rm.d.ID, evaluator, err))
 	}
 	switch {
 	case head.Missing:
-		http.Error(w, head.Err, http.StatusNotFound)
-		return
+		return fail(http.StatusNotFound, errors.New(head.Err))
 	case head.Err != "":
-		http.Error(w, fmt.Sprintf("the evaluator %s: %s", evaluator, head.Err), http.StatusBadGateway)
-		return
+		return fail(http.StatusBadGateway, fmt.Errorf("the evaluator %s: %s", evaluator, head.Err))
 	}
 	if limit := rm.evaluatedLimit(); head.Size <= 0 || head.Size > limit {
-		http.Error(w, fmt.Sprintf("node %s: the evaluator %s announced a model file of %d bytes (at most %d)", rm.d.ID, evaluator, head.Size, limit), http.StatusBadGateway)
-		return
+		return fail(http.StatusBadGateway, fmt.Errorf("node %s: the evaluator %s announced a model file of %d bytes (at most %d)", rm.d.ID, evaluator, head.Size, limit))
 	}
 	claim, err := rm.takeClaim(ctx, evaluator, head.Claim)
 	if err != nil {
-		rm.d.Logger.Warn("evaluated model refused", "evaluator", evaluator, "err", err)
-		http.Error(w, fmt.Sprintf("node %s: the evaluated model of %s refused: %v", rm.d.ID, evaluator, err), http.StatusBadGateway)
-		return
+		log := rm.d.Logger.Warn
+		if errors.Is(err, errUnrecorded) {
+			log = rm.d.Logger.Error // the evaluator serves what it did not record: an attack, or a bug
+		}
+		log("evaluated model refused", "evaluator", evaluator, "err", err)
+		return fail(http.StatusBadGateway, fmt.Errorf("node %s: the evaluated model of %s refused: %v", rm.d.ID, evaluator, err))
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.FormatInt(head.Size, 10))
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Dssp-Evaluator", string(evaluator))
-	w.Header().Set(records.DigestHeader, claim.Digest)
-	bw := bufio.NewWriterSize(rm.stalling(w, head.Size), evaluatedChunk)
-	check := newDigestCheck(bw)
-	got := int64(0)
+	return &evaluatedAnswer{s: s, size: head.Size, claim: claim}, http.StatusOK, nil
+}
+
+// copyTo writes the file's parts to w as they arrive, hashing them, the
+// last part held back until the digest is the claim's: on a mismatch (an
+// error wrapping errDigestMismatch) w never gets the whole file. got is
+// the bytes received.
+func (a *evaluatedAnswer) copyTo(w io.Writer) (got int64, err error) {
+	check := newDigestCheck(w)
 	buf := make([]byte, 0, evaluatedChunk)
-	for got < head.Size && err == nil {
-		err = s.RecvFrameTo(&evaluatedPart{}, func(n int, pr io.Reader) error {
-			if int64(n) > head.Size-got {
-				return fmt.Errorf("a part of %d bytes beyond the announced %d", n, head.Size)
+	for got < a.size && err == nil {
+		err = a.s.RecvFrameTo(&evaluatedPart{}, func(n int, pr io.Reader) error {
+			if int64(n) > a.size-got {
+				return fmt.Errorf("a part of %d bytes beyond the announced %d", n, a.size)
 			}
 			buf = buf[:n]
 			k, err := io.ReadFull(pr, buf)
@@ -238,26 +275,16 @@ func (rm *Room) forwardEvaluated(w http.ResponseWriter, r *http.Request, evaluat
 			return check.part(buf)
 		})
 	}
-	if err == nil {
-		if err = check.finish(claim.Digest); err != nil {
-			// The last part is held back: the client never has the
-			// whole file.
-			rm.d.Logger.Error("evaluated model refused: its bytes are not the ones its evaluation claims", "evaluator", evaluator, "seq", claim.Seq, "err", err)
-			panic(http.ErrAbortHandler)
-		}
-	}
-	if err == nil {
-		err = bw.Flush()
-	}
 	if err != nil {
-		// The header is out: all that is left is to say why the body stopped.
-		rm.d.Logger.Warn("evaluated model from the evaluator cut short", "evaluator", evaluator, "bytes", got, "of", head.Size, "err", err)
+		return got, err
 	}
+	return got, check.finish(a.claim.Digest)
 }
 
 // takeClaim judges the claim the evaluator sent with its evaluated
 // model: a JSON records.EvalResult by that evaluator, with a digest and
-// a valid signature, taken as a broadcast claim is (Deps.Claim).
+// a valid signature, taken as a broadcast claim is (Deps.Claim), and the
+// one shard 0 recorded for its sequence (record.go).
 func (rm *Room) takeClaim(ctx context.Context, evaluator mesh.NodeID, b []byte) (records.EvalResult, error) {
 	var e records.EvalResult
 	if len(b) == 0 {
@@ -279,6 +306,9 @@ func (rm *Room) takeClaim(ctx context.Context, evaluator mesh.NodeID, b []byte) 
 		if err := rm.d.Claim(ctx, evaluator, e); err != nil {
 			return e, fmt.Errorf("its claim dropped: %w", err)
 		}
+	}
+	if _, err := rm.recorded(ctx, e); err != nil {
+		return e, err
 	}
 	return e, nil
 }

@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
 	"dsspmesh/modelfile"
 	"dsspmesh/node/records"
+	"dsspmesh/shardapi"
 )
 
 // askPair is an evaluator room "n1" and a room "n2" that is not, over
@@ -25,6 +27,7 @@ import (
 // "evaluated" on ch as the node's control server does.
 func askPair(t *testing.T, mlp *cudaops.Model, answer func(rm *Room, s mesh.Stream)) (evaluator, other *Room) {
 	t.Helper()
+	book := &memBook{}
 	ch := mesh.Channel{Kind: mesh.KindRPC, Shard: 1 << 30}
 	nw, cl := mesh.NewInmemNetwork(), mesh.NewInmemCluster()
 	rooms := map[mesh.NodeID]*Room{}
@@ -44,7 +47,7 @@ func askPair(t *testing.T, mlp *cudaops.Model, answer func(rm *Room, s mesh.Stre
 			t.Fatal(err)
 		}
 		rooms[id] = New(Deps{ID: id, Transport: tr, Members: mem, Logger: slog.New(slog.DiscardHandler),
-			Evaluator: func() string { return "n1" }, Job: func() (Job, bool) { return Job{Layout: mlp.Layout()}, true },
+			Evaluator: func() string { return "n1" }, Book: book, Job: func() (Job, bool) { return Job{Layout: mlp.Layout()}, true },
 			AskControl: func(ctx context.Context, m mesh.Member, op string) (mesh.Stream, error) {
 				s, err := tr.Dial(ctx, m.ID, m.QUICAddr, ch)
 				if err != nil {
@@ -79,6 +82,40 @@ func askPair(t *testing.T, mlp *cudaops.Model, answer func(rm *Room, s mesh.Stre
 	return rooms["n1"], rooms["n2"]
 }
 
+// memBook is shard 0's claims in memory: the newest claim of each (By,
+// Seq), oldest first (shard/claims.go holds the rules).
+type memBook struct {
+	mu   sync.Mutex
+	recs []shardapi.Claim
+}
+
+func (b *memBook) Claim(_ context.Context, c shardapi.Claim) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.recs = slices.DeleteFunc(b.recs, func(r shardapi.Claim) bool { return r.By == c.By && r.Seq == c.Seq })
+	c.Index = uint64(len(b.recs) + 1)
+	b.recs = append(b.recs, c)
+	return nil
+}
+
+func (b *memBook) Claims(context.Context) ([]shardapi.Claim, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.recs), nil
+}
+
+// serve makes rm serve snap (or the file at path) as its evaluated
+// model with claim, recorded first as the evaluation loop does.
+func serve(t *testing.T, rm *Room, snap *Snapshot, path string, claim *records.EvalResult) {
+	t.Helper()
+	if claim != nil && claim.Digest != "" {
+		if err := rm.d.Book.Claim(context.Background(), claimOf(*claim)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rm.evaluated.set(snap, path, claim)
+}
+
 // TestEvaluatedFromAnyNode: GET /model.safetensors?evaluated on a node
 // that is not the evaluator answers the evaluator's evaluated model, the
 // same bytes, fetched over the control channel in parts: from memory, from
@@ -105,7 +142,7 @@ func TestEvaluatedFromAnyNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev.evaluated.set(&Snapshot{Theta: theta, Meta: meta}, "", &records.EvalResult{By: "n1", Digest: digest})
+	serve(t, ev, &Snapshot{Theta: theta, Meta: meta}, "", &records.EvalResult{By: "n1", Digest: digest})
 	want, got := get(ev), get(other)
 	if want.Code != 200 || got.Code != 200 || !bytes.Equal(want.Body.Bytes(), got.Body.Bytes()) || got.Header().Get("Content-Length") != want.Header().Get("Content-Length") {
 		t.Fatalf("from memory: evaluator %d (%d bytes), other node %d (%d bytes) %q: not the same file", want.Code, want.Body.Len(), got.Code, got.Body.Len(), got.Body.String()[:min(200, got.Body.Len())])
@@ -131,7 +168,7 @@ func TestEvaluatedFromAnyNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev.evaluated.set(nil, path, &records.EvalResult{By: "n1", Digest: digest})
+	serve(t, ev, nil, path, &records.EvalResult{By: "n1", Digest: digest})
 	if got := get(other); got.Code != 200 || !bytes.Equal(got.Body.Bytes(), file) {
 		t.Fatalf("from the file: %d, %d bytes, want the file's %d", got.Code, got.Body.Len(), len(file))
 	}
@@ -179,7 +216,7 @@ func TestForwardRefusesForgedEvaluated(t *testing.T) {
 	}
 	forged := slices.Clone(theta)
 	forged[0] += 1
-	ev.evaluated.set(&Snapshot{Theta: forged, Meta: meta}, "", &records.EvalResult{By: "n1", Digest: honest})
+	serve(t, ev, &Snapshot{Theta: forged, Meta: meta}, "", &records.EvalResult{By: "n1", Digest: honest})
 	code, b, err := get()
 	if err == nil {
 		t.Fatalf("a file not matching its claim, from memory: %d, %d bytes, no error; want the response cut", code, len(b))
@@ -199,13 +236,28 @@ func TestForwardRefusesForgedEvaluated(t *testing.T) {
 		t.Fatal(err)
 	}
 	fileDigest, _ := FileDigest(path)
-	ev.evaluated.set(nil, path, &records.EvalResult{By: "n1", Digest: honest})
+	serve(t, ev, nil, path, &records.EvalResult{By: "n1", Digest: honest})
 	if code, b, err := get(); err == nil || len(b) > 2*evaluatedChunk {
 		t.Fatalf("a file of 2.5 parts not matching its claim: %d, %d bytes, %v; want at most 2 parts and an error", code, len(b), err)
 	}
-	ev.evaluated.set(nil, path, &records.EvalResult{By: "n1", Digest: fileDigest})
+	serve(t, ev, nil, path, &records.EvalResult{By: "n1", Digest: fileDigest})
 	if code, b, err := get(); err != nil || code != 200 || !bytes.Equal(b, file) {
 		t.Fatalf("the file matching its claim: %d, %d bytes, %v", code, len(b), err)
+	}
+
+	// A claim whose bytes match, signed or not, is still refused when shard
+	// 0 recorded none for its sequence, or another digest for it: the
+	// evaluator cannot serve a file its recorded claim does not name.
+	ev.evaluated.set(nil, path, &records.EvalResult{By: "n1", Seq: 7, Digest: fileDigest})
+	if code, b, err := get(); err != nil || code != 502 || !strings.Contains(string(b), "shard 0 recorded no claim of n1 at sequence 7") {
+		t.Fatalf("an unrecorded claim: %d %q %v, want a 502 naming it", code, b, err)
+	}
+	if err := ev.d.Book.Claim(context.Background(), claimOf(records.EvalResult{By: "n1", Seq: 8, Digest: honest})); err != nil {
+		t.Fatal(err)
+	}
+	ev.evaluated.set(nil, path, &records.EvalResult{By: "n1", Seq: 8, Digest: fileDigest})
+	if code, b, err := get(); err != nil || code != 502 || !strings.Contains(string(b), "shard 0 recorded its claim of sequence 8 with digest "+honest) {
+		t.Fatalf("a claim recorded with another digest: %d %q %v, want a 502 naming the recorded digest", code, b, err)
 	}
 
 	for _, c := range []struct {
@@ -216,7 +268,7 @@ func TestForwardRefusesForgedEvaluated(t *testing.T) {
 		{&records.EvalResult{By: "n1"}, "no SHA-256 digest"},
 		{nil, "no evaluation claim"},
 	} {
-		ev.evaluated.set(nil, path, c.claim)
+		serve(t, ev, nil, path, c.claim)
 		if code, b, err := get(); err != nil || code != 502 || !strings.Contains(string(b), c.want) {
 			t.Fatalf("claim %+v: %d %q %v, want a 502 saying %q", c.claim, code, b, err, c.want)
 		}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"dsspmesh/cudaops"
@@ -182,6 +183,11 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 		}
 		if werr == nil {
 			SignClaim(r.d.Key, &res)
+			if werr = r.record(ctx, res); werr != nil {
+				r.notRecorded(ctx, res, werr)
+				os.Remove(next)
+				return
+			}
 			claim := res
 			werr = r.evaluated.replaceFile(next, path, &claim)
 		}
@@ -192,6 +198,10 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 		}
 	} else {
 		SignClaim(r.d.Key, &res)
+		if err := r.record(ctx, res); err != nil {
+			r.notRecorded(ctx, res, err)
+			return
+		}
 		claim := res
 		*buf = r.evaluated.swap(snap, &claim)
 	}
@@ -201,6 +211,22 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 	e.Count.Inc()
 	e.Done(ctx, res)
 	r.d.Logger.Info("evaluated", "accuracy", ev.Accuracy, "loss", ev.Loss, "clock", snap.Meta.Clock, "seq", seq, "digest", res.Digest, "read", start.Sub(began).Round(time.Millisecond))
+}
+
+// notRecorded says that evaluation e was dropped, shard 0 not having
+// recorded its claim (record.go): it is neither served nor shown, and the
+// next evaluation tries again.
+// A refusal because the lease has moved on (a worker of a lower id had
+// its first push applied) is the lease working, said at INFO; nothing
+// is said while the node stops.
+func (r *Room) notRecorded(ctx context.Context, e records.EvalResult, err error) {
+	switch {
+	case ctx.Err() != nil:
+	case errors.Is(err, shardapi.ErrRejected) && strings.Contains(err.Error(), shardapi.NotHolder):
+		r.d.Logger.Info("evaluation dropped: the evaluation lease moved on", "seq", e.Seq, "err", err)
+	default:
+		r.d.Logger.Warn("evaluation dropped: shard 0 did not record its claim", "seq", e.Seq, "accuracy", e.Accuracy, "digest", e.Digest, "err", err)
+	}
 }
 
 // evalReadTimeout bounds the read of a model of modelBytes for one

@@ -45,6 +45,44 @@ func readsInFlight(bounds [][2]int) int {
 	return max(1, min(len(bounds), readBytesInFlight/largest))
 }
 
+// connect makes the clients, one per shard, once (in the turn).
+func (rd *modelReader) connect(d Deps, job Job) error {
+	if rd.clients != nil {
+		return nil
+	}
+	resolve := mesh.ResolveFromMembership(d.Members)
+	var cs []*shardapi.Client
+	for s := range job.Bounds {
+		id := uint32(s)
+		c, err := shardapi.NewClient(shardapi.DefaultClientConfig(id, clock.WorkerID(d.ID), func() []mesh.NodeID { return job.Candidates(id) }),
+			d.Transport, resolve, d.Logger)
+		if err != nil {
+			return err
+		}
+		cs = append(cs, c)
+	}
+	rd.clients = cs
+	return nil
+}
+
+// shard0 runs fn with the client of shard 0, which records the
+// evaluation claims, in the read turn.
+func (rd *modelReader) shard0(ctx context.Context, d Deps, job Job, fn func(c *shardapi.Client) error) error {
+	select {
+	case rd.turn <- struct{}{}:
+		defer func() { <-rd.turn }()
+	case <-ctx.Done():
+		return fmt.Errorf("shard 0: a model read still runs: %w", ctx.Err())
+	}
+	if err := rd.connect(d, job); err != nil {
+		return err
+	}
+	if len(rd.clients) == 0 {
+		return errors.New("the job has no shard 0")
+	}
+	return fn(rd.clients[0])
+}
+
 // read is ReadVersions with the room's edges d and the job.
 func (rd *modelReader) read(ctx context.Context, d Deps, job Job, source string, into []float32) (*Snapshot, []*shardapi.Version, error) {
 	select {
@@ -53,17 +91,8 @@ func (rd *modelReader) read(ctx context.Context, d Deps, job Job, source string,
 	case <-ctx.Done():
 		return nil, nil, fmt.Errorf("read the model: another read still runs: %w", ctx.Err())
 	}
-	if rd.clients == nil {
-		resolve := mesh.ResolveFromMembership(d.Members)
-		for s := range job.Bounds {
-			id := uint32(s)
-			c, err := shardapi.NewClient(shardapi.DefaultClientConfig(id, clock.WorkerID(d.ID), func() []mesh.NodeID { return job.Candidates(id) }),
-				d.Transport, resolve, d.Logger)
-			if err != nil {
-				return nil, nil, err
-			}
-			rd.clients = append(rd.clients, c)
-		}
+	if err := rd.connect(d, job); err != nil {
+		return nil, nil, err
 	}
 	if len(into) != job.Layout.Total() {
 		into = make([]float32, job.Layout.Total())
