@@ -70,6 +70,9 @@ type Config struct {
 
 	EvalEvery   time.Duration // evaluation cadence of the designated node
 	EvalSamples int           // test samples per evaluation; 0 = the whole test set
+	// AuditFraction is how many re-evaluations of each evaluation claim
+	// the mesh makes on average (node/eval's audit.go); 0: none.
+	AuditFraction float64
 
 	// CheckpointDir, if set, is where this node saves the snapshot it
 	// evaluated, at most every CheckpointEvery, while it is the evaluator;
@@ -126,6 +129,7 @@ func DefaultConfig() Config {
 		Backend:         "cpu",
 		Slowdown:        1,
 		EvalEvery:       5 * time.Second,
+		AuditFraction:   DefaultAuditFraction,
 		MemoryLimit:     memlimit.Auto,
 		Detection:       "tuned",
 		RaftTiming:      "scaled",
@@ -172,6 +176,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--detection %q must be lan, tuned or fast", c.Detection)
 	case c.RaftTiming != "scaled" && c.RaftTiming != "fixed":
 		return fmt.Errorf("--raft-timing %q must be scaled or fixed", c.RaftTiming)
+	case !(c.AuditFraction >= 0 && c.AuditFraction <= 1):
+		return fmt.Errorf("--audit-fraction %v: must be within [0, 1]", c.AuditFraction)
 	case c.FaultNaNEvery < 0:
 		return fmt.Errorf("--fault-nan-every %d: must be >= 0", c.FaultNaNEvery)
 	}
@@ -238,6 +244,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataPath, "data", c.DataPath, "dataset folder (default: MNIST from the GoMNIST module in the Go module cache)")
 	fs.Float64Var(&c.Slowdown, "slowdown", c.Slowdown, "stretch this worker's measured compute time by this factor, to emulate a slower GPU (1 to 1000)")
 	fs.DurationVar(&c.ComputeDelay, "compute-delay", c.ComputeDelay, "emulated accelerator time of a speed-1 worker for the job's batch, added to the measured compute before --slowdown stretches both; under --balance it grows with the worker's batch (0 to 1h)")
+	fs.Float64Var(&c.AuditFraction, "audit-fraction", c.AuditFraction, "re-evaluations of each evaluation claim by another training member, drawn at random, on average; a disagreement beyond sampling noise is an alarm (0 to 1; 0: none)")
 	fs.DurationVar(&c.EvalEvery, "eval-every", c.EvalEvery, "evaluate the global parameters this often (done by the live node with the lowest id; 100ms to 24h)")
 	fs.Var(memlimit.Flag{V: &c.MemoryLimit}, "memory-limit", "soft memory limit of the node's Go heap: auto (64 MiB + the dataset + 4.5 × the model's bytes, unless GOMEMLIMIT is set), off, or MiB")
 	fs.IntVar(&c.EvalSamples, "eval-samples", c.EvalSamples, "test samples per evaluation (0 = the whole test set)")

@@ -41,6 +41,8 @@ func TestConfigValidateNamesTheBadValue(t *testing.T) {
 		{func(c *Config) { c.ComputeDelay = 1e6 * time.Hour }, "--compute-delay 1000000h0m0s: must be in [0s, 1h0m0s]"},
 		{func(c *Config) { c.ComputeDelay = -time.Second }, "--compute-delay -1s"},
 		{func(c *Config) { c.EvalEvery = time.Nanosecond }, "--eval-every 1ns"},
+		{func(c *Config) { c.AuditFraction = 1.5 }, "--audit-fraction 1.5: must be within [0, 1]"},
+		{func(c *Config) { c.AuditFraction = math.NaN() }, "--audit-fraction NaN"},
 		{func(c *Config) { c.Spec.LR = math.Inf(1) }, "--lr +Inf: must be a finite number in (0, 100]"},
 		{func(c *Config) { c.Spec.LR = 1e30 }, "--lr 1e+30"},
 		{func(c *Config) { c.Spec.LR = 0 }, "--lr 0"},

@@ -78,6 +78,11 @@ func (n *Node) newClaims() *eval.Claims {
 			}
 			return math.NaN()
 		},
+		Accepted: func(e records.EvalResult) {
+			if n.snaps != nil {
+				n.snaps.Audit(e)
+			}
+		},
 		Go: n.wg.Go,
 	})
 }
@@ -168,6 +173,13 @@ func (n *Node) Status() status.Status {
 	if n.claims != nil {
 		if s.Learning = n.claims.Learning(); s.Learning != "" {
 			s.Warnings = append(s.Warnings, s.Learning)
+		}
+	}
+	if n.snaps != nil {
+		var alarm string
+		s.EvalAudit, s.EvalAudits, alarm = n.snaps.AuditStatus(s.Now)
+		if alarm != "" {
+			s.Warnings = append(s.Warnings, alarm)
 		}
 	}
 	if n.tr != nil {

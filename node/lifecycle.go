@@ -147,7 +147,7 @@ func newNode(cfg Config, d Deps) (*Node, error) {
 		return nil, err
 	}
 	n.snaps = eval.New(eval.Deps{ID: n.id, Transport: n.tr, Members: n.members, Job: n.evalJob, Evaluator: n.evaluator, Logger: n.log, Now: n.now,
-		AskControl: n.askControl, Key: n.dir.NodeKey,
+		AskControl: n.askControl, Key: n.dir.NodeKey, Event: n.events.Add,
 		Claim: func(ctx context.Context, peer mesh.NodeID, e records.EvalResult) error {
 			return n.claims.Receive(ctx, peer, e)
 		}}, ckpt)
@@ -314,7 +314,7 @@ func (n *Node) runWorker(ctx context.Context, spec job.Spec, w *worker.Worker) {
 // worker w lending its θ for a large one) or, with w nil, through the
 // attached trainer; each result is held and sent to every member.
 func (n *Node) runEvaluation(ctx context.Context, w *worker.Worker) {
-	e := eval.Evaluation{Every: n.cfg.EvalEvery, DataDir: n.dir.Path, Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
+	e := eval.Evaluation{Every: n.cfg.EvalEvery, AuditFraction: n.cfg.AuditFraction, DataDir: n.dir.Path, Seconds: n.metrics.EvalSeconds, Count: n.metrics.Evals,
 		Done: func(ctx context.Context, e records.EvalResult) { n.claims.Set(e); n.broadcastEval(ctx, e) }}
 	if w == nil {
 		e.Evaluate = n.evaluateExternal

@@ -18,6 +18,9 @@ const (
 	MaxComputeDelay = time.Hour // --compute-delay
 	MaxTimeout      = 24 * time.Hour
 	MinEvalEvery    = 100 * time.Millisecond
+	// DefaultAuditFraction: one claim in five re-evaluated by a second
+	// member.
+	DefaultAuditFraction = 0.2
 )
 
 // CheckDuration returns an error naming flag and d unless lo ≤ d ≤ hi.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -314,6 +315,7 @@ func hostile48Cases() []hostileCase {
 		}},
 		{name: "forged-evaluated-export", fixed: true, run: forgedEvaluatedExport},
 		{name: "equivocating-evaluator", fixed: true, run: equivocatingEvaluator},
+		{name: "lying-evaluator", fixed: true, run: lyingEvaluator},
 	}
 }
 
@@ -374,6 +376,55 @@ func equivocatingEvaluator(t *testing.T, c *Cluster, h *Hostile) []string {
 	})
 	leave()
 	return append(got, trainsOn(c, 10, 30*time.Second)...)
+}
+
+// lyingEvaluator: the member that holds the lease claims accuracy 0.99,
+// signed and recorded in shard 0, for a model file whose parameters are
+// all zero (it scores one class in ten), serves that file and sends the
+// claim to every node once a second. At the default --audit-fraction
+// (0.2) another member re-evaluates about one claim in five: some node
+// must raise the alarm — an eval-audit-disagrees event naming the member
+// and a /status warning — within 60 s.
+func lyingEvaluator(t *testing.T, c *Cluster, h *Hostile) []string {
+	honest, _ := honestAndForged(t, c)
+	zero := slices.Clone(honest)
+	clear(zero[8+binary.LittleEndian.Uint64(zero[:8]):]) // every tensor's bytes
+	e, claim, leave := becomeEvaluator(t, c, h, nodeclient.Digest(zero))
+	defer leave()
+	cb, err := json.Marshal(claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ServeEvaluated(zero, cb)
+	var sent map[string]any
+	if err := json.Unmarshal(cb, &sent); err != nil {
+		t.Fatal(err)
+	}
+	alarm := ""
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end) && alarm == ""; {
+		e.EvalAll(maps.Clone(sent))
+		waitUntil(time.Second, func() bool {
+			for _, s := range c.Statuses() {
+				if s == nil || s.EvalAudits["disagree"] == 0 {
+					continue
+				}
+				for _, ev := range s.Events {
+					if ev.Kind == "eval-audit-disagrees" && ev.Node == string(e.ID) && slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "evaluation audit disagrees") }) {
+						alarm = fmt.Sprintf("%s: %s", s.Node, ev.Detail)
+						return true
+					}
+				}
+			}
+			return false
+		})
+	}
+	leave()
+	if alarm == "" {
+		shown := Accuracy(c.Statuses())
+		return []string{fmt.Sprintf("no node raised an alarm within 60 s of the claim of accuracy 0.99 for a model of zeros (shown: %+v)", shown)}
+	}
+	t.Logf("the alarm: %s", alarm)
+	return trainsOn(c, 10, 30*time.Second)
 }
 
 // honestAndForged are a fresh snapshot's bytes from node1 and the same

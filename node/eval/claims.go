@@ -40,6 +40,9 @@ type ClaimDeps struct {
 	// trains no worker, or joined after the start), Learning's reference.
 	// Nil: none.
 	StartLoss func() float64
+	// Accepted is told of each evaluation accepted from the evaluator
+	// (Room.Audit); nil: none.
+	Accepted func(e records.EvalResult)
 	// Go runs f in a goroutine the node waits for before it returns.
 	Go     func(f func())
 	Now    func() time.Time
@@ -194,6 +197,9 @@ func (c *Claims) Receive(ctx context.Context, peer mesh.NodeID, e records.EvalRe
 	}
 	if !e.Diverged {
 		c.Set(e)
+		if c.d.Accepted != nil {
+			c.d.Accepted(e)
+		}
 		return nil
 	}
 	c.checkDiverged(ctx, e) // kept once confirmed

@@ -41,6 +41,9 @@ type Deps struct {
 	// Export bounds GET /model.safetensors; zero fields take
 	// DefaultExportLimits'.
 	Export ExportLimits
+	// Event records an event of the node's (the audit's disagreements);
+	// nil: none.
+	Event func(records.Event)
 	// Book is where evaluation claims are recorded (record.go). Nil:
 	// shard 0, through the room's own client of it.
 	Book ClaimBook

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"dsspmesh/cudaops"
 	"dsspmesh/mesh"
@@ -47,7 +48,7 @@ func askPair(t *testing.T, mlp *cudaops.Model, answer func(rm *Room, s mesh.Stre
 			t.Fatal(err)
 		}
 		rooms[id] = New(Deps{ID: id, Transport: tr, Members: mem, Logger: slog.New(slog.DiscardHandler),
-			Evaluator: func() string { return "n1" }, Book: book, Job: func() (Job, bool) { return Job{Layout: mlp.Layout()}, true },
+			Evaluator: func() string { return "n1" }, Book: book, Now: time.Now, Job: func() (Job, bool) { return Job{Layout: mlp.Layout()}, true },
 			AskControl: func(ctx context.Context, m mesh.Member, op string) (mesh.Stream, error) {
 				s, err := tr.Dial(ctx, m.ID, m.QUICAddr, ch)
 				if err != nil {

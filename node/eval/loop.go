@@ -35,6 +35,10 @@ type Evaluation struct {
 	// Done takes each evaluation made here (the node keeps it and sends
 	// it to every member).
 	Done func(ctx context.Context, e records.EvalResult)
+	// AuditFraction is how many audits of each claim the mesh makes on
+	// average (audit.go): this node audits a claim it accepted with
+	// probability AuditFraction ÷ the other training members. 0: none.
+	AuditFraction float64
 }
 
 // ErrNotNow, wrapped by an Evaluation.Evaluate error, skips this
@@ -78,6 +82,9 @@ func (r *Room) Run(ctx context.Context, e Evaluation) {
 		select {
 		case <-ctx.Done():
 			return
+		case claim := <-r.audit.queue:
+			r.maybeAudit(ctx, e, claim)
+			continue
 		case <-t.C:
 		}
 		if r.d.Evaluator() != string(r.d.ID) {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"dsspmesh/node/records"
 	"dsspmesh/shardapi"
 )
 
@@ -22,12 +23,14 @@ type Room struct {
 	downloads        downloads
 	freshSnaps       freshSnaps
 	refusedDownloads atomic.Uint64
+	audit            audits // audit.go
 }
 
 // New is the room; ckpt may be nil.
 func New(d Deps, ckpt *Checkpointer) *Room {
 	lim := d.Export.withDefaults()
-	return &Room{d: d, reader: &modelReader{turn: make(chan struct{}, 1)}, ckpt: ckpt, export: lim}
+	return &Room{d: d, reader: &modelReader{turn: make(chan struct{}, 1)}, ckpt: ckpt, export: lim,
+		audit: audits{queue: make(chan records.EvalResult, 1)}}
 }
 
 // Latest is the newest checkpoint written, "" if none.

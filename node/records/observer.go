@@ -76,6 +76,10 @@ const (
 	// damaged; Detail: the index and why): it stopped voting and serving
 	// and is rebuilt from its peers once the leader evicts it.
 	EventReplicaDiverged = "replica-diverged"
+	// This node re-evaluated an evaluator's claim (node/eval's audit.go)
+	// and measured an accuracy beyond the claim's sampling noise (Node:
+	// the evaluator; Detail: both accuracies, the sequence and digest).
+	EventAuditDisagrees = "eval-audit-disagrees"
 )
 
 // Event is one thing that happened to the mesh, as this node saw it.

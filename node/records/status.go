@@ -159,6 +159,25 @@ type EvalResult struct {
 	Sig []byte `json:"sig,omitempty"`
 }
 
+// AuditResult is one re-evaluation, by this node, of an evaluator's claim
+// (node/eval's audit.go): the file the claim names, fetched through the
+// evaluator and checked against shard 0's record, scored here.
+type AuditResult struct {
+	At time.Time `json:"at"`
+	// By, Seq, Digest, Claimed and ClaimedSamples are the claim's.
+	By             string  `json:"by"`
+	Seq            uint64  `json:"seq"`
+	Digest         string  `json:"digest"`
+	Claimed        float64 `json:"claimed"`
+	ClaimedSamples int     `json:"claimed_samples"`
+	// Measured on Samples test samples here, and the largest difference
+	// sampling noise explains (Tolerance).
+	Measured  float64 `json:"measured"`
+	Samples   int     `json:"samples"`
+	Tolerance float64 `json:"tolerance"`
+	Agrees    bool    `json:"agrees"`
+}
+
 // DigestHeader carries, in a response to GET
 // /model.safetensors?evaluated, the digest (EvalResult.Digest) of the
 // evaluation claim whose file it is: the client checks the bytes it got

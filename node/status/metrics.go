@@ -129,6 +129,7 @@ var (
 	descAccuracy  = prometheus.NewDesc("dssp_eval_accuracy_ratio", "Test accuracy (0 to 1) of the latest evaluation of the global parameters.", []string{"by"}, nil)
 	descLoss      = prometheus.NewDesc("dssp_eval_loss", "Test loss of the latest evaluation of the global parameters.", []string{"by"}, nil)
 	descInsecure  = prometheus.NewDesc("dssp_insecure", "1 when this node runs without a mesh key (--insecure): no encryption, no authentication.", nil, nil)
+	descAudits    = prometheus.NewDesc("dssp_eval_audits_total", "Re-evaluations by this node of the evaluator's claims, by result: agree, disagree (beyond sampling noise: the alarm), failed.", []string{"result"}, nil)
 	descRefused   = prometheus.NewDesc("dssp_shard_gradients_refused_total", "Gradients the shard leaders on this node refused, per worker and reason (non-finite, outlier).", []string{"worker", "reason"}, nil)
 	descOffender  = prometheus.NewDesc("dssp_worker_repeat_offender", "1 while the worker keeps sending gradients the shard leaders here refuse.", []string{"worker"}, nil)
 	descBatch     = prometheus.NewDesc("dssp_local_worker_batch", "Mini-batch size of this node's worker: the job's, or under --balance the one shard 0 assigned.", nil, nil)
@@ -141,7 +142,7 @@ type statusCollector struct{ status func() Status }
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMembers, descClock, descGap, descGrant, descWaiting, descLeader,
 		descTerm, descApplied, descTransport, descDials, descAccuracy, descLoss, descInsecure, descRefused, descOffender,
-		descBatch, descSteps, descPredicted} {
+		descBatch, descSteps, descPredicted, descAudits} {
 		ch <- d
 	}
 }
@@ -188,6 +189,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(descInsecure, b2f(s.Insecure))
+	for _, result := range []string{"agree", "disagree", "failed"} {
+		ch <- prometheus.MustNewConstMetric(descAudits, prometheus.CounterValue, float64(s.EvalAudits[result]), result)
+	}
 	for _, r := range s.Refusals {
 		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.NonFinite), r.Worker, "non-finite")
 		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.Outliers), r.Worker, "outlier")

@@ -31,10 +31,16 @@ type Status struct {
 	// were not acted on: from a member that is not the evaluator, with a
 	// sequence out of the parameters' domain, or a divergence claim this
 	// node's own check of the parameters did not confirm.
-	EvalClaimsDropped uint64         `json:"eval_claims_dropped,omitempty"`
-	Spec              *job.Spec      `json:"spec,omitempty"`
-	Policy            string         `json:"policy,omitempty"`
-	Members           []MemberStatus `json:"members"`
+	EvalClaimsDropped uint64 `json:"eval_claims_dropped,omitempty"`
+	// EvalAudit is this node's last re-evaluation of the evaluator's
+	// claim (node/eval's audit.go), EvalAudits its audits by result
+	// (agree, disagree, failed); a disagreement within eval.AlarmFor is
+	// one of Warnings.
+	EvalAudit  *records.AuditResult `json:"eval_audit,omitempty"`
+	EvalAudits map[string]uint64    `json:"eval_audits,omitempty"`
+	Spec       *job.Spec            `json:"spec,omitempty"`
+	Policy     string               `json:"policy,omitempty"`
+	Members    []MemberStatus       `json:"members"`
 	// Shards lists every shard of the job. Those this node hosts are
 	// described by its own replica; the others by the freshest answer of a
 	// member that hosts one (From, AgeSeconds), so any node shows the whole
@@ -95,8 +101,8 @@ type Status struct {
 	Refusals []records.RefusalStatus `json:"refusals,omitempty"`
 	// Warnings are what an operator must act on ([Warnings]): a job that
 	// survives no failure, a mesh smaller than the job's replication,
-	// every shard that lost its quorum and the voters it waits for, and
-	// Learning.
+	// every shard that lost its quorum and the voters it waits for,
+	// Learning, and an evaluation audit that disagreed.
 	Warnings []string `json:"warnings,omitempty"`
 	// Learning is the learning check's warning (node/eval.Learning): the
 	// job's test loss stays at its start or climbs away from its best,
