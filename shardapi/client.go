@@ -223,13 +223,13 @@ func (c *Client) Encode(grad []float32, samples int64) []byte {
 	return c.buf
 }
 
-// Residual is the int8 error-feedback residual of this client's shard, a
+// Residual is the int8 or int4 error-feedback residual of this client's shard, a
 // slice of n values, for a gradient of samples samples: the one Encode
 // feeds back, for an [Encoder] that encodes the gradient for a Push. It is
 // nil for other precisions and for a join's zero push (samples 0), which
 // is applied outside the gate and would carry the residual nowhere.
 func (c *Client) Residual(n int, samples int64) []byte {
-	if c.cfg.Precision != INT8 || samples == 0 {
+	if !c.cfg.Precision.feedback() || samples == 0 {
 		return nil
 	}
 	if len(c.resid) != int8Bytes(n) {

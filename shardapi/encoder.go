@@ -56,7 +56,7 @@ func (e *Encoder) Put(off int, v []float32) {
 		return
 	}
 	e.left -= len(v)
-	if e.p != INT8 {
+	if !e.p.feedback() {
 		size := e.p.Bytes(1)
 		e.p.encode(e.out[off*size:(off+len(v))*size], v)
 		return
@@ -103,11 +103,16 @@ func (e *Encoder) gather(b, lo, hi, from, to int, v []float32) {
 
 // encode encodes v, whole blocks from block b on, in place in the buffer.
 func (e *Encoder) encode(b int, v []float32) {
-	at := b * (int8Block + 4)
 	var r []byte
 	if e.resid != nil {
-		r = e.resid[at:]
+		r = e.resid[b*(int8Block+4):]
 	}
+	if e.p == INT4 {
+		at := b * int4BlockBytes(int8Block)
+		int4Encode(e.out[at:at+int4Bytes(len(v))], v, r)
+		return
+	}
+	at := b * (int8Block + 4)
 	int8Encode(e.out[at:at+int8Bytes(len(v))], v, r)
 }
 

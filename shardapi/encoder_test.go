@@ -11,7 +11,7 @@ import (
 // int8 residual evolves the same over several slices.
 func TestEncoderMatchesAppend(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, p := range []Precision{FP32, BF16, INT8} {
+	for _, p := range []Precision{FP32, BF16, INT8, INT4} {
 		for _, n := range []int{1, 255, 256, 257, 1000, 3 * int8Block} {
 			e := NewEncoder(p, n)
 			resid, want := p.NewResidual(n), p.NewResidual(n)
@@ -52,7 +52,7 @@ func pieces(rng *rand.Rand, n int) [][2]int {
 // TestEncoderRefusesIncomplete: Finish fails when values are missing or
 // a piece lies outside the slice.
 func TestEncoderRefusesIncomplete(t *testing.T) {
-	for _, p := range []Precision{FP32, INT8} {
+	for _, p := range []Precision{FP32, INT8, INT4} {
 		e := NewEncoder(p, 600)
 		e.Start(p.NewResidual(600))
 		e.Put(0, make([]float32, 300))
@@ -74,7 +74,7 @@ func TestEncoderRefusesIncomplete(t *testing.T) {
 
 // TestEncoderZero: Zero decodes as n zeros in every precision.
 func TestEncoderZero(t *testing.T) {
-	for _, p := range []Precision{FP32, BF16, INT8} {
+	for _, p := range []Precision{FP32, BF16, INT8, INT4} {
 		e := NewEncoder(p, 700)
 		e.Start(nil)
 		v := make([]float32, 700)

@@ -13,7 +13,7 @@ import (
 // carries — a push's gradient and an OK reply's parameter slice on the
 // wire, the gradients of a push entry in the raft log — in the shard's
 // [Spec.Precision] (an OK's slice and a leader's sum in its Params and
-// Sums: bf16 under int8); and, always in fp32, the initial θ of an Init
+// Sums: bf16 under int8 and int4); and, always in fp32, the initial θ of an Init
 // entry, a snapshot's parameters and a read's slice. The client, the service and
 // the FSM all encode and decode through it.
 //
@@ -21,6 +21,8 @@ import (
 //	bf16: n values, 2 bytes each, the upper half of the binary32, little-endian
 //	int8: blocks of 256 values, each an fp32 scale and a signed byte a
 //	      value (int8.go); gradients only, with error feedback
+//	int4: int8's blocks with a signed nibble a value (int4.go); gradients
+//	      only, with error feedback
 //
 // bf16 encoding rounds to nearest, ties to even; a finite value beyond
 // bf16's range (|x| ≥ 2^128·(1−2^−9)) rounds to ±Inf, as IEEE rounding
@@ -36,11 +38,12 @@ const (
 	FP32 Precision = iota // exact float32, 4 bytes a value
 	BF16                  // bfloat16, 2 bytes a value
 	INT8                  // a signed byte a value and an fp32 scale per 256 (int8.go)
+	INT4                  // a signed nibble a value and an fp32 scale per 256 (int4.go)
 )
 
-const knownPrecisions = "fp32, bf16, int8"
+const knownPrecisions = "fp32, bf16, int8, int4"
 
-// ParsePrecision reads "fp32", "bf16" or "int8".
+// ParsePrecision reads "fp32", "bf16", "int8" or "int4".
 func ParsePrecision(s string) (Precision, error) {
 	switch s {
 	case "fp32":
@@ -49,11 +52,13 @@ func ParsePrecision(s string) (Precision, error) {
 		return BF16, nil
 	case "int8":
 		return INT8, nil
+	case "int4":
+		return INT4, nil
 	}
 	return 0, fmt.Errorf("precision %q unknown (known: %s)", s, knownPrecisions)
 }
 
-// String names the precision: fp32, bf16 or int8.
+// String names the precision: fp32, bf16, int8 or int4.
 func (p Precision) String() string {
 	switch p {
 	case FP32:
@@ -62,18 +67,24 @@ func (p Precision) String() string {
 		return "bf16"
 	case INT8:
 		return "int8"
+	case INT4:
+		return "int4"
 	}
 	return fmt.Sprintf("precision(%d)", uint8(p))
 }
 
 // Valid reports whether p is a known precision.
-func (p Precision) Valid() bool { return p <= INT8 }
+func (p Precision) Valid() bool { return p <= INT4 }
+
+// feedback reports whether p rounds gradients with error feedback (int8,
+// int4), its residual kept in int8's layout.
+func (p Precision) feedback() bool { return p == INT8 || p == INT4 }
 
 // Params is the precision of the parameter slices a shard returns to a
-// worker that pushes in p: p itself, but bf16 for int8, whose rounding is
-// fed back only by a gradient's sender.
+// worker that pushes in p: p itself, but bf16 for int8 and int4, whose
+// rounding is fed back only by a gradient's sender.
 func (p Precision) Params() Precision {
-	if p == INT8 {
+	if p.feedback() {
 		return BF16
 	}
 	return p
@@ -90,6 +101,8 @@ func (p Precision) Bytes(n int) int {
 		return 2 * n
 	case INT8:
 		return int8Bytes(n)
+	case INT4:
+		return int4Bytes(n)
 	}
 	return 4 * n
 }
@@ -118,9 +131,12 @@ func (p Precision) AppendFeedback(dst []byte, v []float32, resid []byte) []byte 
 	n := len(dst)
 	dst = slices.Grow(dst, p.Bytes(len(v)))[:n+p.Bytes(len(v))]
 	out := dst[n:]
-	if p == INT8 {
+	switch p {
+	case INT8:
 		int8Encode(out, v, resid)
-	} else {
+	case INT4:
+		int4Encode(out, v, resid)
+	default:
 		p.encode(out, v)
 	}
 	return dst
@@ -140,10 +156,10 @@ func (p Precision) encode(out []byte, v []float32) {
 }
 
 // NewResidual returns the zero error-feedback residual of n values for
-// AppendFeedback and an [Encoder]: int8Bytes(n) bytes under int8
-// (the residual is kept in int8's own layout, int8.go), nil otherwise.
+// AppendFeedback and an [Encoder]: int8Bytes(n) bytes under int8 and
+// int4 (the residual is kept in int8's layout, int8.go), nil otherwise.
 func (p Precision) NewResidual(n int) []byte {
-	if p != INT8 {
+	if !p.feedback() {
 		return nil
 	}
 	return make([]byte, int8Bytes(n))
@@ -156,8 +172,11 @@ func (p Precision) Decode(dst []float32, b []byte) (nonFinite int, err error) {
 	if len(b) != p.Bytes(len(dst)) {
 		return -1, fmt.Errorf("%w: %d bytes for %d %s values", ErrBadTensor, len(b), len(dst), p)
 	}
-	if p == INT8 {
+	switch p {
+	case INT8:
 		return int8Decode(dst, b), nil
+	case INT4:
+		return int4Decode(dst, b), nil
 	}
 	nonFinite = -1
 	if p == BF16 {
@@ -187,8 +206,11 @@ func (p Precision) DecodeFrom(dst []float32, r io.Reader) (nonFinite int, err er
 	buf := chunks.Get().(*[decodeChunk]byte)
 	defer chunks.Put(buf)
 	per := decodeChunk / p.Bytes(1) // values a chunk: whole values, whole int8 blocks
-	if p == INT8 {
+	switch p {
+	case INT8:
 		per = decodeChunk / (int8Block + 4) * int8Block
+	case INT4:
+		per = decodeChunk / int4BlockBytes(int8Block) * int8Block
 	}
 	nonFinite = -1
 	for lo := 0; lo < len(dst); lo += per {
@@ -213,8 +235,11 @@ var chunks = sync.Pool{New: func() any { return new([decodeChunk]byte) }}
 // is no whole number of them.
 func (p Precision) values(n int) (int, error) {
 	v, ok := n/p.Bytes(1), n%p.Bytes(1) == 0
-	if p == INT8 {
+	switch p {
+	case INT8:
 		v, ok = int8Len(n)
+	case INT4:
+		v, ok = int4Len(n)
 	}
 	if !ok {
 		return 0, fmt.Errorf("%w: %d bytes is not a whole number of %s values", ErrBadTensor, n, p)
@@ -229,6 +254,8 @@ func (p Precision) Scan(b []byte) (nonFinite int, value float32, sumSq float64) 
 	switch p {
 	case INT8:
 		return int8Scan(b)
+	case INT4:
+		return int4Scan(b)
 	case BF16:
 		for i := 0; i+2 <= len(b); i += 2 {
 			h := binary.LittleEndian.Uint16(b[i:])

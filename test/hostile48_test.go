@@ -97,7 +97,6 @@ func hostile48Cases() []hostileCase {
 			return append(got, trainsOn(c, 5, 30*time.Second)...)
 		}},
 		{name: "raft-entry-flip", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
-			longTest(t) // under CI's load the rebuild took past its 120 s (docs/security.md)
 			// One byte flipped in a push entry of a stopped replica's
 			// raft.db, past its newest snapshot (so it applies it again at
 			// its restart): it must say it diverged within a check period,
@@ -381,9 +380,9 @@ func equivocatingEvaluator(t *testing.T, c *Cluster, h *Hostile) []string {
 // lyingEvaluator: the member that holds the lease claims accuracy 0.99,
 // signed and recorded in shard 0, for a model file whose parameters are
 // all zero (it scores one class in ten), serves that file and sends the
-// claim to every node once a second. At the default --audit-fraction
-// (0.2) another member re-evaluates about one claim in five: some node
-// must raise the alarm — an eval-audit-disagrees event naming the member
+// claim to every node once a second. At --audit-fraction 1 (the suite's
+// mesh) another member re-evaluates about every claim: some node must
+// raise the alarm — an eval-audit-disagrees event naming the member
 // and a /status warning — within 60 s.
 func lyingEvaluator(t *testing.T, c *Cluster, h *Hostile) []string {
 	honest, _ := honestAndForged(t, c)

@@ -280,7 +280,7 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("--optimizer %q unknown (known: sgd, momentum)", s.Optimizer)
 	}
 	if _, err := shardapi.ParsePrecision(s.wirePrecision()); err != nil {
-		return fmt.Errorf("--wire-precision %q unknown (known: fp32, bf16, int8)", s.WirePrecision)
+		return fmt.Errorf("--wire-precision %q unknown (known: fp32, bf16, int8, int4)", s.WirePrecision)
 	}
 	for _, err := range []error{
 		CheckFloat("lr", s.LR, 0, MaxLR, true),

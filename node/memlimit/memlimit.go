@@ -60,8 +60,8 @@ func Parse(s string) (int64, error) {
 // with r its local rounds' share (see the package comment).
 func For(modelBytes, datasetBytes int64, shards int, prec shardapi.Precision, r Rounds) int64 {
 	encodings := int64(prec.Bytes(int(modelBytes / 4)))
-	if prec == shardapi.INT8 {
-		encodings *= 2 // the residual, in int8's own layout
+	if prec == shardapi.INT8 || prec == shardapi.INT4 {
+		encodings += int64(shardapi.INT8.Bytes(int(modelBytes / 4))) // the residual, in int8's layout
 	}
 	sh := float64(shares)
 	if r.Steps {
