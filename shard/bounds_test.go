@@ -332,7 +332,7 @@ func TestSamplesBoundedByTheJobsBatch(t *testing.T) {
 // samples with the encoder's zero payload, node/worker/push.go) is applied in
 // every wire precision, so the zero-gradient rule refuses no join.
 func TestJoinsZeroPushPassesInEveryPrecision(t *testing.T) {
-	for _, p := range []shardapi.Precision{shardapi.FP32, shardapi.BF16, shardapi.INT8} {
+	for _, p := range []shardapi.Precision{shardapi.FP32, shardapi.BF16, shardapi.INT8, shardapi.INT4} {
 		spec := testSpec(300, "asp")
 		spec.Precision = p
 		h := newFSMHarness(t, spec, make([]float32, 300))

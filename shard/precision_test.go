@@ -68,38 +68,46 @@ func TestFSMBF16(t *testing.T) {
 	}
 }
 
-// With int8 gradients the FSM applies the decoded int8 gradient, takes a
-// leader's sum of a group in bf16 (and refuses one in int8's length),
+// With int8 or int4 gradients the FSM applies the decoded gradient, takes a
+// leader's sum of a group in bf16 (and refuses one in the gradients' length),
 // refuses a non-finite block, and replies with bf16 parameters.
 func TestFSMINT8(t *testing.T) {
+	for _, p := range []shardapi.Precision{shardapi.INT8, shardapi.INT4} {
+		t.Run(p.String(), func(t *testing.T) { testFSMFeedbackPrecision(t, p) })
+	}
+}
+
+func testFSMFeedbackPrecision(t *testing.T, p shardapi.Precision) {
 	spec := testSpec(3, "asp")
-	spec.Precision = shardapi.INT8
+	spec.Precision = p
 	spec.Optimizer = shardapi.Optimizer{Kind: shardapi.SGD, Schedule: shardapi.Schedule{LR: 1, Gamma: 1}}
 	h := newFSMHarness(t, spec, []float32{1, 2, 3})
 	for _, w := range []clock.WorkerID{"a", "b", "c"} {
 		h.apply(encodeWorker(entryAddWorker, w, 0))
 	}
 	g := []float32{0.5, -1.27, 0.3}
-	a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 1), Grad: shardapi.INT8.Append(nil, g)}}))
+	a := h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 1), Grad: p.Append(nil, g)}}))
 	if !a.Pushes[0].Applied {
 		t.Fatalf("push: %+v", a.Pushes[0])
 	}
 	dec := make([]float32, 3)
-	shardapi.INT8.Decode(dec, shardapi.INT8.Append(nil, g))
+	p.Decode(dec, p.Append(nil, g))
 	want := []float32{1 - dec[0], 2 - dec[1], 3 - dec[2]}
 	if got := h.f.Params(nil); !slices.Equal(got, want) {
 		t.Fatalf("θ = %v, want %v", got, want)
 	}
-	bad := shardapi.INT8.Append(nil, []float32{0, float32(math.Inf(1)), 0})
+	bad := p.Append(nil, []float32{0, float32(math.Inf(1)), 0})
 	a = h.apply(encodePushes([]Push{{PushMeta: meta("b", 0, 1), Grad: bad}}))
 	var rej *shardapi.RejectError
 	if !errors.As(a.Pushes[0].Err, &rej) || rej.Reason != shardapi.ReasonNonFinite {
 		t.Fatalf("non-finite push: %v", a.Pushes[0].Err)
 	}
 	group := []Push{{PushMeta: meta("b", 0, 1)}, {PushMeta: meta("c", 0, 1)}}
-	a = h.apply(encodeGroup(group, shardapi.INT8.Append(nil, []float32{1, 1, 1}), nil))
-	if !errors.As(a.Pushes[0].Err, &rej) || rej.Reason != shardapi.ReasonBadLength {
-		t.Fatalf("a sum in int8: %+v", a.Pushes[0])
+	if p.Bytes(3) != shardapi.BF16.Bytes(3) { // int4's 3 values are bf16's 6 bytes
+		a = h.apply(encodeGroup(group, p.Append(nil, []float32{1, 1, 1}), nil))
+		if !errors.As(a.Pushes[0].Err, &rej) || rej.Reason != shardapi.ReasonBadLength {
+			t.Fatalf("a sum in %s: %+v", p, a.Pushes[0])
+		}
 	}
 	a = h.apply(encodeGroup(group, shardapi.BF16.Append(nil, []float32{1, 1, 1}), nil))
 	if !a.Pushes[0].Applied || !a.Pushes[1].Applied {

@@ -429,7 +429,7 @@ func (s *Spec) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.InitFrom, "init-from", s.InitFrom, "job: start from the parameters in this safetensors file (dssp export, a checkpoint, dssp train --out) instead of a random init; its tensors must match --model")
 	s.RoundFlags.bindFlags(fs)
 	fs.StringVar(&s.Combine, "combine", s.Combine, "job: how the shards combine one-step pushes: mean (each worker steps its own optimizer — a trainer's, or --optimizer at --lr — and the shards apply the mean change weighted by samples: DDP's step on equal workers) or sum (workers push gradients, every push a step of --optimizer on the shards, the rule of earlier builds)")
-	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log: fp32, bf16 (half the bytes) or int8 (gradients in a quarter of the bytes with error feedback, parameters in bf16); shards keep fp32 master weights")
+	fs.StringVar(&s.WirePrecision, "wire-precision", s.WirePrecision, "job: precision of gradients and parameter slices on the wire and in the Raft log: fp32, bf16 (half the bytes), int8 (gradients in a quarter of the bytes with error feedback, parameters in bf16) or int4 (gradients in 0.13 of the bytes, likewise); shards keep fp32 master weights")
 }
 
 // ConflictError says which explicitly set flags disagree with the job

@@ -10,7 +10,7 @@ import (
 
 func TestSpecWirePrecision(t *testing.T) {
 	s := DefaultSpec()
-	for in, want := range map[string]shardapi.Precision{"": shardapi.FP32, "fp32": shardapi.FP32, "bf16": shardapi.BF16} {
+	for in, want := range map[string]shardapi.Precision{"": shardapi.FP32, "fp32": shardapi.FP32, "bf16": shardapi.BF16, "int4": shardapi.INT4} {
 		s.WirePrecision = in
 		if err := s.Validate(); err != nil || s.Precision() != want {
 			t.Errorf("--wire-precision %q: %v, %v", in, s.Precision(), err)
