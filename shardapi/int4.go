@@ -71,15 +71,11 @@ func int4Encode(out []byte, v []float32, resid []byte) {
 			continue
 		}
 		ro := resid[lo/int8Block*(int8Block+4):][: 4+len(x) : 4+len(x)]
-		rs, rq := math.Float32frombits(binary.LittleEndian.Uint32(ro)), ro[4:]
-		for j, y := range v[lo:hi] {
-			x[j] = y + float32(int8(rq[j]))*rs
-		}
+		feedIn(x, v[lo:hi], ro)
 		r := rb[:len(x)]
 		scale, ramax := int4Round(o[4:], x, r, int8Amax(x))
 		binary.LittleEndian.PutUint32(o, math.Float32bits(scale))
-		rscale, _ := int8Round(rq, r, nil, ramax)
-		binary.LittleEndian.PutUint32(ro, math.Float32bits(rscale))
+		feedOut(ro, r, ramax)
 	}
 }
 

@@ -63,16 +63,29 @@ func int8Encode(out []byte, v []float32, resid []byte) {
 			continue
 		}
 		ro := resid[off:][: 4+len(x) : 4+len(x)]
-		rs, rq := math.Float32frombits(binary.LittleEndian.Uint32(ro)), ro[4:]
-		for j, y := range v[lo:hi] {
-			x[j] = y + float32(int8(rq[j]))*rs
-		}
+		feedIn(x, v[lo:hi], ro)
 		r := rb[:len(x)]
 		scale, ramax := int8Round(o[4:], x, r, int8Amax(x))
 		binary.LittleEndian.PutUint32(o, math.Float32bits(scale))
-		rscale, _ := int8Round(rq, r, nil, ramax)
-		binary.LittleEndian.PutUint32(ro, math.Float32bits(rscale))
+		feedOut(ro, r, ramax)
 	}
+}
+
+// feedIn sets x to v plus what the residual block ro (int8's layout, as
+// long as v's block) holds: the error feedback int8 and int4 add before
+// rounding.
+func feedIn(x, v []float32, ro []byte) {
+	rs, rq := math.Float32frombits(binary.LittleEndian.Uint32(ro)), ro[4:]
+	for j, y := range v {
+		x[j] = y + float32(int8(rq[j]))*rs
+	}
+}
+
+// feedOut keeps r, what this encoding of a block lost (its largest
+// magnitude ramax), in the residual block ro.
+func feedOut(ro []byte, r []float32, ramax uint32) {
+	rscale, _ := int8Round(ro[4:], r, nil, ramax)
+	binary.LittleEndian.PutUint32(ro, math.Float32bits(rscale))
 }
 
 // int8Quantize writes x's bytes into q and returns the block's scale.

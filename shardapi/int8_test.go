@@ -55,18 +55,25 @@ func TestINT8RoundTrip(t *testing.T) {
 }
 
 // TestINT8NonFinite: a NaN or Inf makes its whole block non-finite,
-// reported at the block's first index, and clears the block's residual.
+// reported at the block's first index, and clears the block's residual,
+// under int8 and int4.
 func TestINT8NonFinite(t *testing.T) {
+	for _, p := range []Precision{INT8, INT4} {
+		t.Run(p.String(), func(t *testing.T) { nonFiniteBlock(t, p) })
+	}
+}
+
+func nonFiniteBlock(t *testing.T, p Precision) {
 	for _, x := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 		v := randomGradient(600, 3)
 		v[300] = x
 		resid := INT8.Append(nil, slices.Repeat([]float32{0.001}, 600))
-		b := INT8.AppendFeedback(nil, v, resid)
+		b := p.AppendFeedback(nil, v, resid)
 		got := make([]float32, 600)
-		if bad, err := INT8.Decode(got, b); err != nil || bad != 256 {
+		if bad, err := p.Decode(got, b); err != nil || bad != 256 {
 			t.Errorf("%v: Decode says non-finite %d, %v; want 256", x, bad, err)
 		}
-		if i, s, _ := INT8.Scan(b); i != 256 || math.Float32bits(s) != math.Float32bits(x) {
+		if i, s, _ := p.Scan(b); i != 256 || math.Float32bits(s) != math.Float32bits(x) {
 			t.Errorf("%v: Scan says %d (%v)", x, i, s)
 		}
 		r := make([]float32, 600)
@@ -91,22 +98,27 @@ func TestINT8BadLength(t *testing.T) {
 // TestINT8FeedbackKeepsSmallValues: values below half a step of their
 // block round to zero every time on their own; with feedback the decoded
 // sum over many pushes tracks the true sum to within one step.
-func TestINT8FeedbackKeepsSmallValues(t *testing.T) {
+func TestINT8FeedbackKeepsSmallValues(t *testing.T) { feedbackTracksTheSum(t, INT8, 127, 0.001) }
+
+// feedbackTracksTheSum is the feedback test of p, whose steps are a
+// block's largest magnitude ÷ levels, with values of magnitude up to 3 ×
+// small beside a 1 (below half a step).
+func feedbackTracksTheSum(t *testing.T, p Precision, levels float64, small float32) {
 	g := make([]float32, 300)
-	g[0] = 1 // the block's scale: steps of 1/127
+	g[0] = 1 // the block's scale: steps of 1/levels
 	for i := 1; i < len(g); i++ {
-		g[i] = 0.001 * float32(i%7-3)
+		g[i] = small * float32(i%7-3)
 	}
 	const pushes = 200
 	plain, fed := make([]float64, len(g)), make([]float64, len(g))
-	resid := INT8.NewResidual(len(g))
+	resid := p.NewResidual(len(g))
 	dec := make([]float32, len(g))
 	for range pushes {
-		INT8.Decode(dec, INT8.Append(nil, g))
+		p.Decode(dec, p.Append(nil, g))
 		for i, x := range dec {
 			plain[i] += float64(x)
 		}
-		INT8.Decode(dec, INT8.AppendFeedback(nil, g, resid))
+		p.Decode(dec, p.AppendFeedback(nil, g, resid))
 		for i, x := range dec {
 			fed[i] += float64(x)
 		}
@@ -114,10 +126,10 @@ func TestINT8FeedbackKeepsSmallValues(t *testing.T) {
 	for i := 1; i < 256; i++ {
 		want := pushes * float64(g[i])
 		if plain[i] != 0 {
-			t.Fatalf("value %d without feedback summed to %g; expected it to round away", i, plain[i])
+			t.Fatalf("%s value %d without feedback summed to %g; expected it to round away", p, i, plain[i])
 		}
-		if math.Abs(fed[i]-want) > 1.0/127 {
-			t.Fatalf("value %d with feedback summed to %g, want %g ± one step", i, fed[i], want)
+		if math.Abs(fed[i]-want) > 1/levels {
+			t.Fatalf("%s value %d with feedback summed to %g, want %g ± one step", p, i, fed[i], want)
 		}
 	}
 }
