@@ -71,7 +71,7 @@ func (n *Node) newWorkerOn(spec job.Spec, comp worker.Compute, own worker.Own) (
 		Observer: n.obs, Event: n.events.Add, DataPath: n.shards.DataPath, Logger: n.log,
 		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
 			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
-	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, LocalSteps: spec.Steps(), Precision: spec.Precision(), Pipeline: spec.Pipeline,
+	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, LocalSteps: spec.Steps(), AutoSteps: spec.LocalStepsAuto, Precision: spec.Precision(), Pipeline: spec.Pipeline,
 		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown, LeaveTimeout: n.cfg.LeaveTimeout,
 		Own: own})
 }

@@ -3,6 +3,7 @@ package job
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -22,6 +23,7 @@ import (
 // "Local rounds").
 const (
 	MaxLocalSteps          = 1 << 14
+	DefaultAutoSteps       = 64 // --local-steps auto's bound
 	DefaultOuterNesterovLR = 0.7
 	DefaultOuterMomentum   = 0.9
 	DefaultOuterSGDLR      = 1.0
@@ -41,7 +43,11 @@ const (
 // the shards step Optimizer on them. Every zero below is its default
 // (Outer, Inner).
 type RoundFlags struct {
-	LocalSteps     int     `json:"local_steps,omitempty"`
+	LocalSteps int `json:"local_steps,omitempty"`
+	// LocalStepsAuto (--local-steps auto or auto:N): each worker chooses
+	// its rounds' steps from the link, at most LocalSteps (N, default
+	// DefaultAutoSteps; node/worker's autosteps.go).
+	LocalStepsAuto bool    `json:"local_steps_auto,omitempty"`
 	OuterOptimizer string  `json:"outer_optimizer,omitempty"`
 	OuterLR        float64 `json:"outer_lr,omitempty"`
 	OuterMomentum  float64 `json:"outer_momentum,omitempty"`
@@ -109,6 +115,10 @@ func (s RoundFlags) validate(batch int, balance bool) error {
 	switch {
 	case s.LocalSteps < 0 || s.LocalSteps > MaxLocalSteps:
 		return fmt.Errorf("--local-steps %d outside 1..%d", s.LocalSteps, MaxLocalSteps)
+	case s.LocalStepsAuto && s.LocalSteps < 2:
+		return fmt.Errorf("--local-steps auto:%d: the bound must be at least 2", s.LocalSteps)
+	case s.LocalStepsAuto && balance:
+		return fmt.Errorf("--local-steps auto with --balance: not supported (the balancer sizes each round's samples itself); pick --local-steps N")
 	case batch > 0 && round > shardapi.MaxBatch:
 		return fmt.Errorf("--local-steps %d × --batch %d = %d samples a round, above %d", s.Steps(), batch, round, shardapi.MaxBatch)
 	case balance && s.Rounds() && batch > 0 && round < minBalancedRound:
@@ -167,10 +177,46 @@ const minBalancedRound = 16
 
 // bindFlags registers the local-round flags on fs.
 func (s *RoundFlags) bindFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&s.LocalSteps, "local-steps", s.LocalSteps, "job: local steps H a round: each worker takes H steps of its inner optimizer, then pushes the round's pseudo-gradient once (1: a gradient a push, as without local rounds)")
+	fs.Var(localStepsFlag{s}, "local-steps", "job: local steps H a round: each worker takes H steps of its inner optimizer, then pushes the round's pseudo-gradient once (1: a gradient a push, as without local rounds); auto or auto:N: each worker's H from its measured push and step times, so a push is at most 10% of a round, at most N (64)")
 	fs.StringVar(&s.OuterOptimizer, "outer-optimizer", s.OuterOptimizer, "job: the shards' rule on pseudo-gradients: nesterov (Delayed Nesterov, the default with --local-steps > 1) or sgd (lr 1: the models' average)")
 	fs.Float64Var(&s.OuterLR, "outer-lr", s.OuterLR, "job: outer learning rate (0: 0.7 for nesterov, 1 for sgd)")
 	fs.Float64Var(&s.OuterMomentum, "outer-momentum", s.OuterMomentum, "job: outer Nesterov momentum (0: 0.9; --outer-optimizer sgd for none)")
 	fs.StringVar(&s.InnerOptimizer, "inner-optimizer", s.InnerOptimizer, "job: the built-in worker's optimizer within a round: sgd or adam (an external trainer's is its own)")
 	fs.Float64Var(&s.InnerLR, "inner-lr", s.InnerLR, "job: inner learning rate (0: 6 × --lr for sgd, 0.3 at the default --lr; 0.001 for adam)")
 }
+
+// localStepsFlag is --local-steps: a number H, or auto[:N].
+type localStepsFlag struct{ s *RoundFlags }
+
+func (f localStepsFlag) String() string {
+	if f.s == nil {
+		return "1"
+	}
+	if f.s.LocalStepsAuto {
+		return fmt.Sprintf("auto:%d", f.s.LocalSteps)
+	}
+	return strconv.Itoa(f.s.LocalSteps)
+}
+
+func (f localStepsFlag) Set(v string) error {
+	if v == "auto" {
+		f.s.LocalStepsAuto, f.s.LocalSteps = true, DefaultAutoSteps
+		return nil
+	}
+	if n, ok := strings.CutPrefix(v, "auto:"); ok {
+		k, err := strconv.Atoi(n)
+		if err != nil {
+			return fmt.Errorf("--local-steps %q: the bound after auto: is not a number", v)
+		}
+		f.s.LocalStepsAuto, f.s.LocalSteps = true, k
+		return nil
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("--local-steps %q: a number of steps, auto or auto:N", v)
+	}
+	f.s.LocalStepsAuto, f.s.LocalSteps = false, k
+	return nil
+}
+
+func (localStepsFlag) Type() string { return "H|auto[:N]" }

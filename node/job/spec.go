@@ -398,7 +398,7 @@ var specFlags = []struct {
 	{"init-from", func(s *Spec) string { return s.InitFrom }},
 	{"wire-precision", func(s *Spec) string { return s.wirePrecision() }},
 	{"combine", func(s *Spec) string { return s.CombineRule() }},
-	{"local-steps", func(s *Spec) string { return strconv.Itoa(s.Steps()) }},
+	{"local-steps", func(s *Spec) string { return localStepsFlag{&s.RoundFlags}.String() }},
 	{"outer-optimizer", func(s *Spec) string { return s.Outer().Kind.String() }},
 	{"outer-lr", func(s *Spec) string { return strconv.FormatFloat(s.Outer().LR, 'g', -1, 64) }},
 	{"outer-momentum", func(s *Spec) string { return strconv.FormatFloat(s.Outer().Momentum, 'g', -1, 64) }},

@@ -189,3 +189,40 @@ func TestWithJobDataset(t *testing.T) {
 		t.Errorf("external job named %q does not validate: %v", ExternalDataset, err)
 	}
 }
+
+// TestLocalStepsAuto: --local-steps takes a number, auto (bound 64) or
+// auto:N; a bad value, a bound below 2 and auto with --balance are
+// refused by name; the flag's text is what a joiner is compared on.
+func TestLocalStepsAuto(t *testing.T) {
+	for _, c := range []struct {
+		in, text string
+		auto     bool
+		h        int
+	}{{"16", "16", false, 16}, {"auto", "auto:64", true, DefaultAutoSteps}, {"auto:32", "auto:32", true, 32}} {
+		s := DefaultSpec()
+		if err := (localStepsFlag{&s.RoundFlags}).Set(c.in); err != nil || s.LocalStepsAuto != c.auto || s.LocalSteps != c.h {
+			t.Fatalf("--local-steps %s: auto %v H %d, %v", c.in, s.LocalStepsAuto, s.LocalSteps, err)
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("--local-steps %s: %v", c.in, err)
+		}
+		if got := (localStepsFlag{&s.RoundFlags}).String(); got != c.text {
+			t.Fatalf("--local-steps %s reads back as %q", c.in, got)
+		}
+	}
+	s := DefaultSpec()
+	for _, bad := range []string{"automatic", "auto:x", "x"} {
+		if err := (localStepsFlag{&s.RoundFlags}).Set(bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Fatalf("--local-steps %s: %v", bad, err)
+		}
+	}
+	(localStepsFlag{&s.RoundFlags}).Set("auto:1")
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "auto:1") {
+		t.Fatalf("auto:1: %v", err)
+	}
+	(localStepsFlag{&s.RoundFlags}).Set("auto")
+	s.Balance = true
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--local-steps auto with --balance") {
+		t.Fatalf("auto with --balance: %v", err)
+	}
+}

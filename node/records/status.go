@@ -119,6 +119,9 @@ type LocalWorker struct {
 	// under --balance its assigned round's samples ÷ the job's batch; 1
 	// without local rounds (every push a gradient).
 	LocalSteps int `json:"local_steps"`
+	// StepsReason says why, under --local-steps auto: the push's time on
+	// the wire and a step's compute that chose LocalSteps.
+	StepsReason string `json:"steps_reason,omitempty"`
 	// The data path's costs, for `dssp-lab bench mesh`: PushBytes are the
 	// tensor bytes this worker's pushes sent and their replies returned;
 	// ReplicatedBytes the push entries the shard leaders on this node

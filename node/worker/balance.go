@@ -37,9 +37,14 @@ import "dsspmesh/shardapi"
 // (balance.Balancer.Decide), and the assignments from then carry
 // predictions.
 //
-// It sets w.h, the round's local steps (1 without local rounds).
+// Under --local-steps auto the round's steps are the ones the link asks
+// for (autosteps.go). It sets w.h, the round's local steps (1 without
+// local rounds).
 func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 	h := max(w.cfg.LocalSteps, 1)
+	if w.cfg.AutoSteps {
+		h = w.auto.steps()
+	}
 	if !w.cfg.Balance {
 		w.setSteps(h)
 		return w.cfg.Batch * h, nil, w.compute.Next(w.cfg.Batch*h, h, -1)
@@ -60,11 +65,15 @@ func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 // (steps).
 const probeSteps = 2
 
-// setSteps sets w.h and the status's LocalSteps to h.
+// setSteps sets w.h and the status's LocalSteps to h (and, under
+// --local-steps auto, why).
 func (w *Worker) setSteps(h int) {
 	w.h = h
 	w.mu.Lock()
 	w.stats.LocalSteps = h
+	if w.cfg.AutoSteps {
+		w.stats.StepsReason = w.auto.reason
+	}
 	w.mu.Unlock()
 }
 

@@ -20,7 +20,9 @@ type flight struct {
 	loss    float64
 	compute time.Duration
 	batch   int
+	steps   int                  // the round's local steps
 	used    *shardapi.Assignment // the assignment the gradient was computed on, if any
+	wire    []time.Duration      // per shard: its reply's time less the gate's hold (autosteps.go)
 
 	into   []float32               // θ (no push in flight) or w.landing (pipelined)
 	apart  bool                    // into is w.landing: land copies the slices into θ
@@ -32,7 +34,8 @@ type flight struct {
 
 // newFlight is a push of iteration iter whose slices go into into.
 func (w *Worker) newFlight(iter int64, into []float32) *flight {
-	return &flight{iter: iter, into: into, reads: make([]records.SliceRead, len(w.cfg.Bounds)), got: make([]bool, len(w.cfg.Bounds))}
+	return &flight{iter: iter, into: into, reads: make([]records.SliceRead, len(w.cfg.Bounds)), got: make([]bool, len(w.cfg.Bounds)),
+		wire: make([]time.Duration, len(w.cfg.Bounds))}
 }
 
 // land writes what fl's push brought into the loop's state: each pulled
@@ -95,7 +98,9 @@ func (w *Worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 					w.d.Metrics.GateHoldSeconds.Observe(d.ObserveHold.Seconds())
 				}
 				if d.Act == PushDone {
-					w.d.Metrics.PushSeconds.Observe(time.Since(start).Seconds())
+					took := time.Since(start)
+					w.d.Metrics.PushSeconds.Observe(took.Seconds())
+					fl.wire[s] = max(took-rep.Held, 0)
 					if !keep {
 						// join's fetch (no samples) is answered outside the gate.
 						fl.reads[s], fl.got[s] = records.SliceRead{Version: rep.Version, Unchecked: samples == 0}, true

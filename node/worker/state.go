@@ -56,7 +56,10 @@ type Config struct {
 	// a round of local steps (balance.go, next); 0 and 1 are one
 	// gradient a push.
 	LocalSteps int
-	Precision  shardapi.Precision
+	// AutoSteps (--local-steps auto:LocalSteps) chooses each round's
+	// steps from the link, at most LocalSteps (autosteps.go).
+	AutoSteps bool
+	Precision shardapi.Precision
 	// Pipeline and PipelineFresh: pipeline.go.
 	Pipeline      bool
 	PipelineFresh float64
@@ -100,6 +103,7 @@ type Worker struct {
 	landing []float32 // where a push in flight decodes its slices (pipeline.go), nil until one
 	part    []float32 // the gradient of a batch's samples computed ahead (pipeline.go), nil until one
 	h       int       // the local steps of the round loaded (balance.go, next); 1 without local rounds
+	auto    autoSteps // Config.AutoSteps: the next round's steps from the link
 	own     *ownStep  // Config.Own's state; nil without it
 	started bool      // the worker computed its first gradient (noteStart)
 	// step holds the loop's decisions and what they read: the clocks per
@@ -131,6 +135,7 @@ func newWorker(d Deps, cfg Config, clients []shardClient) *Worker {
 	w.stats.Slowdown = cfg.Slowdown
 	w.stats.Batch = int64(cfg.Batch)
 	w.stats.LocalSteps = max(cfg.LocalSteps, 1)
+	w.auto.max = cfg.LocalSteps
 	if cfg.Own.On() {
 		w.own = &ownStep{Own: cfg.Own}
 	}

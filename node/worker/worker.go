@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
-
-	"dsspmesh/shardapi"
 )
 
 // New builds a worker; [Worker.Run] runs it.
@@ -191,7 +190,7 @@ func (w *Worker) Run(ctx context.Context) {
 				return
 			}
 			if v != Refused {
-				w.completed(prev.loss, prev.compute, time.Since(waitStart), prev.batch, prev.used)
+				w.completed(prev, time.Since(waitStart))
 			}
 			if v.DropAhead() {
 				// This gradient was computed for prev.iter+1: push prev.iter
@@ -218,7 +217,7 @@ func (w *Worker) Run(ctx context.Context) {
 			waitStart = time.Now()
 		}
 		next := w.newFlight(t, w.theta)
-		next.loss, next.compute, next.batch, next.used = loss, compute, batch, used
+		next.loss, next.compute, next.batch, next.used, next.steps = loss, compute, batch, used, w.h
 		if w.cfg.Pipeline {
 			fl = next
 			w.pipelined(ctx, fl, grad)
@@ -229,7 +228,7 @@ func (w *Worker) Run(ctx context.Context) {
 			return
 		}
 		if v != Refused {
-			w.completed(loss, compute, time.Since(waitStart), batch, used)
+			w.completed(next, time.Since(waitStart))
 		}
 	}
 }
@@ -292,7 +291,13 @@ func (w *Worker) Stop(reason string) {
 	}
 }
 
-func (w *Worker) completed(loss float64, compute, wait time.Duration, batch int, used *shardapi.Assignment) {
+// completed counts fl's round, which waited wait for its push, and under
+// --local-steps auto chooses the next round's steps from it.
+func (w *Worker) completed(fl *flight, wait time.Duration) {
+	loss, compute, batch, used := fl.loss, fl.compute, fl.batch, fl.used
+	if w.cfg.AutoSteps {
+		w.auto.observe(fl.steps, compute, slices.Max(fl.wire))
+	}
 	now := time.Now()
 	w.d.Metrics.Iterations.Inc()
 	w.d.Metrics.Samples.Add(float64(batch))
