@@ -19,9 +19,7 @@ const (
 	MaxTimeout      = 24 * time.Hour
 	MinEvalEvery    = 100 * time.Millisecond
 	// DefaultAuditFraction: one claim in twenty re-evaluated by a second
-	// member. At 0.2 the mesh kept 0.925 and 0.90 of its samples/s (two
-	// runs of dssp-lab bench mesh, 4 nodes on 2 cores, each audit a whole
-	// evaluation of the test set).
+	// member (docs/design.md, "The evaluator", says what it costs).
 	DefaultAuditFraction = 0.05
 )
 
