@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"dsspmesh/cudaops"
@@ -62,18 +61,6 @@ func auditTolerance(a1 float64, n1 int, a2 float64, n2 int) float64 {
 	}
 	p = min(max(p, 0), 1)
 	return 4*math.Sqrt(p*(1-p)*(inv(n1)+inv(n2))) + auditSlack
-}
-
-// audits is the room's audit state: the claim waiting (one), the counts,
-// the last result and the disagreements' times.
-type audits struct {
-	queue chan records.EvalResult
-
-	mu        sync.Mutex
-	counts    map[string]uint64 // by result: agree, disagree, failed
-	last      *records.AuditResult
-	alarm     string    // the newest disagreement, said
-	alarmedAt time.Time // when
 }
 
 // Audit is told of each claim this node accepted from the evaluator; it

@@ -81,6 +81,18 @@ type freshSnaps struct {
 	reading chan struct{} // closed when the read in flight ends; nil if none
 }
 
+// audits is the room's audit state (audit.go): the claim waiting (one),
+// the counts, the last result and the newest disagreement.
+type audits struct {
+	queue chan records.EvalResult
+
+	mu        sync.Mutex
+	counts    map[string]uint64 // by result: agree, disagree, failed
+	last      *records.AuditResult
+	alarm     string    // the newest disagreement, said
+	alarmedAt time.Time // when
+}
+
 type freshSnap struct {
 	snap *Snapshot
 	at   time.Time

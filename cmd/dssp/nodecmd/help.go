@@ -25,7 +25,7 @@ var flagGroups = []flagGroup{
 		"combine", "optimizer", "lr", "momentum", "lr-decay", "lr-decay-samples", "batch", "shards", "replication", "seed",
 		"outlier-factor", "balance", "pipeline", "init-from", "wire-precision",
 		"local-steps", "outer-optimizer", "outer-lr", "outer-momentum", "inner-optimizer", "inner-lr"}},
-	{"Training", []string{"train", "trainer", "backend", "threads", "data", "memory-limit", "eval-every", "eval-samples"}},
+	{"Training", []string{"train", "trainer", "backend", "threads", "data", "memory-limit", "eval-every", "eval-samples", "audit-fraction"}},
 	{"Storage", []string{"data-dir", "checkpoint-dir", "checkpoint-every", "checkpoint-keep"}},
 	{"Observability", []string{"log-level", "pprof"}},
 }
