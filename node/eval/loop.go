@@ -121,48 +121,56 @@ func (r *Room) evaluate(ctx context.Context, e Evaluation, buf *[]float32) {
 	}
 	res := records.EvalResult{Accuracy: ev.Accuracy, Loss: ev.Loss, Samples: ev.Samples, At: r.d.Now(), By: string(r.d.ID), Iter: uint64(snap.Meta.Clock), Seq: seq,
 		Diverged: !finite(ev.Loss) || !finite(ev.Accuracy)}
-	if !lend {
-		if res.Digest, err = Digest(job.Layout, snap.Theta, snap.Meta); err != nil {
-			r.d.Logger.Warn("the evaluated model's digest", "err", err)
+	// A checkpoint is written only once the claim is recorded: a node
+	// whose lease moved on while it evaluated (a worker of a lower id had
+	// its first push applied) neither serves nor checkpoints that state.
+	checkpoint := func() {
+		if !res.Diverged {
+			// A diverged state is never checkpointed: the last checkpoint
+			// stays the last good one.
+			r.ckpt.maybeSave(job.Layout, r.d.Logger, snap)
 		}
-	}
-	if !res.Diverged {
-		// A diverged state is never checkpointed: the last checkpoint
-		// stays the last good one.
-		r.ckpt.maybeSave(job.Layout, r.d.Logger, snap)
 	}
 	if lend {
 		// Kept on disk, where θ's values stay once it is given back:
-		// written beside the file served, hashed once θ is back, and
-		// renamed over it with its claim.
+		// written beside the file served, hashed and recorded, the
+		// checkpoint written, θ given back, and the file renamed over
+		// the one served with its claim.
 		path := filepath.Join(e.DataDir, EvaluatedFile)
 		next := path + ".next"
 		werr := modelfile.WriteFile(next, job.Layout, snap.Theta, snap.Meta)
-		release()
 		if werr == nil {
 			res.Digest, werr = FileDigest(next)
 		}
 		if werr == nil {
 			SignClaim(r.d.Key, &res)
 			if werr = r.record(ctx, res); werr != nil {
+				release()
 				r.notRecorded(ctx, res, werr)
 				os.Remove(next)
 				return
 			}
+			checkpoint()
+			release()
 			claim := res
 			werr = r.evaluated.replaceFile(next, path, &claim)
 		}
+		release()
 		if werr != nil {
 			r.d.Logger.Warn("the evaluated model not kept", "path", path, "err", werr)
 			os.Remove(next)
 			res.Digest = ""
 		}
 	} else {
+		if res.Digest, err = Digest(job.Layout, snap.Theta, snap.Meta); err != nil {
+			r.d.Logger.Warn("the evaluated model's digest", "err", err)
+		}
 		SignClaim(r.d.Key, &res)
 		if err := r.record(ctx, res); err != nil {
 			r.notRecorded(ctx, res, err)
 			return
 		}
+		checkpoint()
 		claim := res
 		*buf = r.evaluated.swap(snap, &claim)
 	}
