@@ -27,7 +27,7 @@
 // Long tests, outside CI's time and run with DSSP_LONG=1 (longTest):
 // TestMeshStepsAsDDP (the combine rule against DDP, 75 s), TestLinkFarSites
 // (37 s) and the hostile case raft-entry-flip (late in the shared mesh
-// under CI's load its rebuild took past its 120 s in 2 of 5 runs).
+// under CI's load its rebuild took past its 120 s in 2 of 6 runs).
 //
 // The fault suite adds: proxy.go ([FaultNet]: per-node UDP/TCP proxies on
 // loopback that cut, drop, duplicate and delay peer traffic), faultcluster.go

@@ -98,7 +98,7 @@ func hostile48Cases() []hostileCase {
 		}},
 		{name: "raft-entry-flip", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
 			// Late in the shared mesh under CI's load the rebuild took past
-			// its 120 s in 2 of 5 runs (docs/security.md); alone, 9–19 s.
+			// its 120 s in 2 of 6 runs (docs/security.md); alone, 9–19 s.
 			longTest(t)
 			// One byte flipped in a push entry of a stopped replica's
 			// raft.db, past its newest snapshot (so it applies it again at
