@@ -63,8 +63,6 @@ func (b *claimBook) apply(c shardapi.Claim, holder clock.WorkerID, at uint64) (r
 // their Index.
 func sameClaim(a, b shardapi.Claim) bool {
 	bits := math.Float64bits
-	a.Index, b.Index = 0, 0
-	a.Accuracy, a.Loss = math.Float64frombits(bits(a.Accuracy)), math.Float64frombits(bits(a.Loss))
 	return a.By == b.By && a.Seq == b.Seq && a.Iter == b.Iter && a.Samples == b.Samples && a.Digest == b.Digest &&
 		bits(a.Accuracy) == bits(b.Accuracy) && bits(a.Loss) == bits(b.Loss)
 }

@@ -23,18 +23,25 @@ func randomGradient(n int, seed uint64) []float32 {
 // block's scale, sizes and lengths agree, and Scan's sum of squares is the
 // decoded values'.
 func TestINT8RoundTrip(t *testing.T) {
+	roundTrip(t, INT8, 127, func(n int) int { return n + 4*((n+255)/256) }, func(n int) int { return n })
+}
+
+// roundTrip is the round-trip test of p, whose steps are a block's
+// largest magnitude ÷ levels: each of a few lengths n encodes in size(n)
+// bytes, which values reads back as values(n).
+func roundTrip(t *testing.T, p Precision, levels float64, size, values func(n int) int) {
 	for _, n := range []int{1, 2, 3, 255, 256, 257, 600, 1024} {
 		v := randomGradient(n, uint64(n))
-		b := INT8.Append([]byte{9}, v)[1:]
-		if len(b) != INT8.Bytes(n) || INT8.Bytes(n) != n+4*((n+255)/256) {
-			t.Fatalf("n=%d: %d bytes, Bytes says %d", n, len(b), INT8.Bytes(n))
+		b := p.Append([]byte{9}, v)[1:]
+		if len(b) != p.Bytes(n) || p.Bytes(n) != size(n) {
+			t.Fatalf("%s n=%d: %d bytes, Bytes says %d, want %d", p, n, len(b), p.Bytes(n), size(n))
 		}
-		if m, err := INT8.values(len(b)); err != nil || m != n {
-			t.Fatalf("n=%d: Len = %d, %v", n, m, err)
+		if m, err := p.values(len(b)); err != nil || m != values(n) {
+			t.Fatalf("%s n=%d: values = %d, %v", p, n, m, err)
 		}
 		got := make([]float32, n)
-		if bad, err := INT8.Decode(got, b); err != nil || bad != -1 {
-			t.Fatalf("n=%d: Decode: non-finite %d, %v", n, bad, err)
+		if bad, err := p.Decode(got, b); err != nil || bad != -1 {
+			t.Fatalf("%s n=%d: Decode: non-finite %d, %v", p, n, bad, err)
 		}
 		var sq float64
 		for i := range v {
@@ -43,13 +50,13 @@ func TestINT8RoundTrip(t *testing.T) {
 			for _, x := range v[lo:min(lo+int8Block, n)] {
 				amax = max(amax, math.Abs(float64(x)))
 			}
-			if d := math.Abs(float64(got[i] - v[i])); d > amax/127/2*1.001 {
-				t.Fatalf("n=%d value %d: %v came back as %v (step %g)", n, i, v[i], got[i], amax/127)
+			if d := math.Abs(float64(got[i] - v[i])); d > amax/levels/2*1.001 {
+				t.Fatalf("%s n=%d value %d: %v came back as %v (step %g)", p, n, i, v[i], got[i], amax/levels)
 			}
 			sq += float64(got[i]) * float64(got[i])
 		}
-		if i, _, s := INT8.Scan(b); i != -1 || math.Abs(s-sq) > 1e-6*sq {
-			t.Errorf("n=%d: Scan = %d, %g; decoded sum of squares %g", n, i, s, sq)
+		if i, _, s := p.Scan(b); i != -1 || math.Abs(s-sq) > 1e-6*sq {
+			t.Errorf("%s n=%d: Scan = %d, %g; decoded sum of squares %g", p, n, i, s, sq)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -79,20 +80,15 @@ func (r *Room) AuditStatus(now time.Time) (*records.AuditResult, map[string]uint
 	a := &r.audit
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var last *records.AuditResult
-	if a.last != nil {
-		cp := *a.last
-		last = &cp
-	}
-	counts := map[string]uint64{}
-	for k, v := range a.counts {
-		counts[k] = v
-	}
 	alarm := a.alarm
 	if now.Sub(a.alarmedAt) > AlarmFor {
 		alarm = ""
 	}
-	return last, counts, alarm
+	counts := maps.Clone(a.counts)
+	if counts == nil {
+		counts = map[string]uint64{}
+	}
+	return copyOf(a.last), counts, alarm
 }
 
 // drawn reports whether this node audits a claim of evaluator: with

@@ -149,12 +149,16 @@ func (c *Claims) Learning() string {
 func (c *Claims) Held() (*records.EvalResult, []records.EvalResult) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var e *records.EvalResult
-	if c.eval != nil {
-		cp := *c.eval
-		e = &cp
+	return copyOf(c.eval), append([]records.EvalResult{}, c.evals...)
+}
+
+// copyOf is a copy of *p, nil for nil.
+func copyOf[T any](p *T) *T {
+	if p == nil {
+		return nil
 	}
-	return e, append([]records.EvalResult{}, c.evals...)
+	cp := *p
+	return &cp
 }
 
 // Dropped is how many evaluations from peers were not acted on.
