@@ -147,6 +147,27 @@ func (b *Balancer) Leave(id string, round int64) bool {
 	return true
 }
 
+// Rescale gives the Balancer cfg (a new Base, with Min and Max to match:
+// under --local-steps auto the job's round grows and shrinks with the
+// link, docs/design.md "H from the link") and re-sizes the global batch
+// to cfg.Base × the most workers present at once, re-allocating at round
+// as a join does: straight to the optimum under the current models,
+// which predict any batch size. It returns an error, changing nothing,
+// for a bad cfg.
+func (b *Balancer) Rescale(cfg Config, round int64) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	most := b.global / b.cfg.Base
+	b.cfg = cfg
+	b.global = cfg.Base * most
+	b.reallocate(round)
+	return nil
+}
+
+// Global returns the global batch.
+func (b *Balancer) Global() int64 { return b.global }
+
 // reallocate moves straight to the optimum under the current models,
 // priors for the workers without one; on a failure (bounds that cannot
 // hold the global batch) it splits equally, clamped.

@@ -384,3 +384,31 @@ func TestBalancerIgnoresGainsInsideTheFitsNoise(t *testing.T) {
 		t.Errorf("the control without the noise band did not wander more: %d moves, %.1f", offMoves, offMax)
 	}
 }
+
+// TestBalancerRescaleKeepsTheSharesProportions: a new base (the job's
+// round under --local-steps auto) re-sizes the global batch to base × the
+// most workers present — a worker that left still counts — and the
+// modelled shares keep their proportions at the new size.
+func TestBalancerRescaleKeepsTheSharesProportions(t *testing.T) {
+	b, _ := New(DefaultConfig(32))
+	for _, id := range []string{"a", "b", "c"} {
+		b.Join(id, 0)
+	}
+	for range 5 {
+		b.Observe("a", 32, 3200)
+		b.Observe("b", 32, 6400)
+		b.Observe("c", 32, 6400)
+	}
+	b.Leave("c", 1)
+	if err := b.Rescale(DefaultConfig(128), 2); err != nil {
+		t.Fatal(err)
+	}
+	a := b.Allocation()
+	if a.Global != 384 || b.Config().Min != 16 || a.Workers[0].Batch != 256 || a.Workers[1].Batch != 128 || a.Round != 2 {
+		t.Fatalf("rescaled to base 128: want global 384 as a:256 b:128 at round 2, min 16: %+v (min %d)", a, b.Config().Min)
+	}
+	v := a.Version
+	if err := b.Rescale(Config{Base: 0}, 3); err == nil || b.Allocation().Version != v || b.Global() != 384 {
+		t.Fatalf("a bad config: error %v, version %d (was %d), global %d", err, b.Allocation().Version, v, b.Global())
+	}
+}

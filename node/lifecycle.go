@@ -498,7 +498,7 @@ func (n *Node) newShards(spec job.Spec) *shards.Manager {
 		},
 	}, shards.Config{NumParams: n.layout.Total(), Shards: spec.Shards, Replication: spec.Replication,
 		Spec: shardapi.Spec{Policy: spec.PolicyText(), Optimizer: spec.ShardOptimizer(), OutlierFactor: spec.OutlierFactor,
-			BalanceBase: spec.BalanceBase(), Batch: spec.RoundSamples(), Precision: spec.Precision(), Pipeline: spec.Pipeline,
+			BalanceBase: spec.BalanceBase(), BalanceStep: spec.BalanceStep(), Batch: spec.RoundSamples(), Precision: spec.Precision(), Pipeline: spec.Pipeline,
 			Outer: spec.Outer()}})
 }
 

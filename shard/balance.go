@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"dsspmesh/balance"
 	"dsspmesh/clock"
@@ -51,6 +52,22 @@ type balanceState struct {
 	// push of c in flight), so t_max+1 may already be in use. Derived
 	// from the spec, not stored.
 	lead int64
+
+	// Under Spec.BalanceStep (--local-steps auto): the round is step × h
+	// samples a worker at an even share, h a power of two in [2, maxH]
+	// sized at each Decide from the rounds the workers' links last asked
+	// for (wants, sorted by worker; a leaver's is dropped). step and maxH
+	// are derived from the spec; h and wants are replicated.
+	step, maxH int64
+	h          int64
+	wants      []roundWant
+}
+
+// roundWant is the global round a worker's link last asked for
+// (shardapi.PushMeta.Want).
+type roundWant struct {
+	Worker clock.WorkerID `msgpack:"w"`
+	Round  int64          `msgpack:"r"`
 }
 
 // balanceSnapshot is balanceState in the snapshot header.
@@ -59,19 +76,40 @@ type balanceSnapshot struct {
 	Decided  int64          `msgpack:"d"`
 	Versions []allocVersion `msgpack:"v"`
 	HiMax    int64          `msgpack:"h"`
+	Steps    int64          `msgpack:"sh,omitempty"` // h under Spec.BalanceStep
+	Wants    []roundWant    `msgpack:"wa,omitempty"`
 }
+
+// minAutoSteps is the round's steps a job under --local-steps auto with
+// --balance starts at, and the fewest it takes.
+const minAutoSteps = 2
 
 // newBalanceState is the balancer a shard of spec keeps: on shard 0 with
 // Spec.BalanceBase, off otherwise.
 func newBalanceState(spec shardapi.Spec) (balanceState, error) {
+	return newBalanceStateAt(spec, minAutoSteps)
+}
+
+// newBalanceStateAt is newBalanceState with the round at h steps under
+// Spec.BalanceStep (a snapshot's).
+func newBalanceStateAt(spec shardapi.Spec, h int64) (balanceState, error) {
 	if spec.BalanceBase <= 0 || spec.Shard != 0 {
 		return balanceState{}, nil
 	}
-	b, err := balance.New(balance.DefaultConfig(spec.BalanceBase))
+	s := balanceState{lead: 1}
+	base := spec.BalanceBase
+	if spec.BalanceStep > 0 {
+		s.step, s.maxH = spec.BalanceStep, spec.BalanceBase/spec.BalanceStep
+		if h < minAutoSteps || h > s.maxH {
+			return balanceState{}, fmt.Errorf("a round of %d steps outside [%d, %d]", h, minAutoSteps, s.maxH)
+		}
+		s.h, base = h, s.step*h
+	}
+	b, err := balance.New(balance.DefaultConfig(base))
 	if err != nil {
 		return balanceState{}, err
 	}
-	s := balanceState{b: b, lead: 1}
+	s.b = b
 	if spec.Pipeline {
 		s.lead = 2
 	}
@@ -80,11 +118,24 @@ func newBalanceState(spec shardapi.Spec) (balanceState, error) {
 
 func (s *balanceState) on() bool { return s.b != nil }
 
-// observe records an applied push's timing.
+// observe records an applied push's timing and, under Spec.BalanceStep,
+// the round its worker's link asks for.
 func (s *balanceState) observe(p Push, _ *clock.Gate) {
 	if p.Samples > 0 {
 		s.b.Observe(string(p.Worker), p.Samples, p.ComputeNs)
 	}
+	if s.step > 0 && p.Want > 0 {
+		i, ok := slices.BinarySearchFunc(s.wants, p.Worker, cmpWant)
+		if ok {
+			s.wants[i].Round = p.Want
+		} else {
+			s.wants = slices.Insert(s.wants, i, roundWant{Worker: p.Worker, Round: p.Want})
+		}
+	}
+}
+
+func cmpWant(w roundWant, id clock.WorkerID) int {
+	return strings.Compare(string(w.Worker), string(id))
 }
 
 // join and leave follow the gate's membership.
@@ -95,6 +146,9 @@ func (s *balanceState) join(w clock.WorkerID, g *clock.Gate) {
 }
 
 func (s *balanceState) leave(w clock.WorkerID, g *clock.Gate) {
+	if i, ok := slices.BinarySearchFunc(s.wants, w, cmpWant); ok {
+		s.wants = slices.Delete(s.wants, i, i+1)
+	}
 	if !faults.On(faults.KeepLeaverShare) && s.b.Leave(string(w), g.Min()) { // broken builds keep it
 		s.record(g)
 	}
@@ -112,13 +166,46 @@ func (s *balanceState) leaving(_ clock.WorkerID, g *clock.Gate) {
 func (s *balanceState) tick(g *clock.Gate) {
 	if m := g.Min(); m > s.decided {
 		s.decided = m
-		if s.b.Decide(m) {
+		if h := s.roundSteps(); h != s.h {
+			if err := s.b.Rescale(balance.DefaultConfig(s.step*h), m); err == nil {
+				s.h = h
+				s.record(g)
+			}
+		} else if s.b.Decide(m) {
 			s.record(g)
 		}
 	}
 	for len(s.versions) > 1 && s.versions[1].From <= g.Min() {
 		s.versions = s.versions[1:]
 	}
+}
+
+// roundSteps is the round's steps (h) the workers' links ask for under
+// Spec.BalanceStep, h itself without auto or without a want: the fewest
+// steps at an even share that give every worker the round it asked for,
+// rounded up to a power of two in [2, maxH]. It grows as soon as one
+// worker asks for more, and shrinks only once every want fits in less
+// than 0.7 of the next smaller round, so wants that sit near a power of
+// two do not flip the round back and forth (each change re-allocates).
+func (s *balanceState) roundSteps() int64 {
+	if s.step == 0 || len(s.wants) == 0 {
+		return s.h
+	}
+	// The global round is step × h × the most workers present (balance.Balancer).
+	most := max(s.b.Global()/(s.step*s.h), 1)
+	var need int64
+	for _, w := range s.wants {
+		per := s.step * most
+		need = max(need, (w.Round+per-1)/per)
+	}
+	h := int64(minAutoSteps)
+	for h < s.maxH && h < need {
+		h *= 2
+	}
+	if h < s.h && 10*need > 7*(s.h/2) {
+		return s.h
+	}
+	return h
 }
 
 // record appends the balancer's current allocation as a version in force
@@ -195,7 +282,7 @@ func (s *balanceState) save(h *header) error {
 	if err != nil {
 		return fmt.Errorf("encode balance: %w", err)
 	}
-	h.put("bal", &balanceSnapshot{Balancer: b, Decided: s.decided, Versions: s.versions, HiMax: s.hiMax})
+	h.put("bal", &balanceSnapshot{Balancer: b, Decided: s.decided, Versions: s.versions, HiMax: s.hiMax, Steps: s.h, Wants: s.wants})
 	return nil
 }
 
@@ -212,7 +299,11 @@ func (s *balanceState) load(h *header, j job) error {
 	if _, err := h.get("bal", &snap); err != nil {
 		return err
 	}
-	st, err := newBalanceState(j.spec)
+	steps := int64(minAutoSteps)
+	if snap != nil && snap.Steps != 0 {
+		steps = snap.Steps
+	}
+	st, err := newBalanceStateAt(j.spec, steps)
 	if err != nil {
 		return fmt.Errorf("balance: %w", err)
 	}
@@ -229,7 +320,11 @@ func (s *balanceState) load(h *header, j job) error {
 				return fmt.Errorf("balance: allocation version %d is malformed", i)
 			}
 		}
-		st.decided, st.versions, st.hiMax = snap.Decided, snap.Versions, snap.HiMax
+		if !slices.IsSortedFunc(snap.Wants, func(a, b roundWant) int { return strings.Compare(string(a.Worker), string(b.Worker)) }) ||
+			(len(snap.Wants) > 0 && st.step == 0) || (snap.Steps != 0) != (st.step > 0) {
+			return fmt.Errorf("balance: the auto round's state (steps %d, %d wants) is malformed or not the spec's", snap.Steps, len(snap.Wants))
+		}
+		st.decided, st.versions, st.hiMax, st.wants = snap.Decided, snap.Versions, snap.HiMax, snap.Wants
 	}
 	*s = st
 	return nil

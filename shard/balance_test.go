@@ -416,3 +416,87 @@ func balancedSSP1(t *testing.T) (*fsmHarness, []clock.WorkerID) {
 	}
 	return h, ids
 }
+
+// TestAutoRoundIsReplicatedState: under --local-steps auto with --balance
+// (Spec.BalanceStep) the round's size follows the rounds the workers'
+// pushes ask for, as replicated state: a replica restored from a
+// snapshot names the same shares and has the same hash, the shares of a
+// round always sum to its global batch, and the data order is tiled
+// without gap or overlap across every change of size.
+func TestAutoRoundIsReplicatedState(t *testing.T) {
+	spec := testSpec(4, "ssp:1")
+	spec.Shard, spec.BalanceBase, spec.BalanceStep = 0, 8*32, 8
+	h := newFSMHarness(t, spec, make([]float32, 4))
+	ids := []clock.WorkerID{"a", "b"}
+	for _, w := range ids {
+		if a := h.apply(encodeWorker(entryAddWorker, w, 0)); a.Err != nil {
+			t.Fatal(a.Err)
+		}
+	}
+	// a's link asks for rounds of 200 samples until iteration 20, then 20.
+	want := func(it int64) int64 {
+		if it < 20 {
+			return 200
+		}
+		return 20
+	}
+	batch := map[clock.WorkerID]int64{"a": 16, "b": 16}
+	var restored *FSM
+	var next, globals []int64 // data position expected next; the global batch each iteration
+	for it := int64(0); it < 40; it++ {
+		var ps []Push
+		for i, w := range ids {
+			m := meta(w, it, batch[w])
+			m.ComputeNs = int64(1000*(i+1)) * batch[w]
+			if w == "a" {
+				m.Want = want(it)
+			}
+			ps = append(ps, Push{PushMeta: m, Grad: gradBytes(make([]float32, 4))})
+		}
+		h.apply(encodePushes(ps))
+		if restored != nil {
+			restored.Apply(&raft.Log{Index: h.index, Type: raft.LogCommand, Data: mustEncode(t, ps)})
+		}
+		var sum, global int64
+		for _, w := range ids {
+			a, _ := h.f.assignments(w, it)
+			if a == nil || a.Pos < 0 {
+				t.Fatalf("iteration %d: %s has no assignment: %+v", it+1, w, a)
+			}
+			if restored != nil {
+				if b, _ := restored.assignments(w, it); *b != *a {
+					t.Fatalf("iteration %d: restored replica assigns %+v, the original %+v", it+1, b, a)
+				}
+			}
+			if w == "a" {
+				if next != nil && a.Pos != next[0] {
+					t.Fatalf("iteration %d starts at %d, the previous ended at %d", it+1, a.Pos, next[0])
+				}
+				next = []int64{a.Pos + a.Global}
+			}
+			batch[w], global = a.Batch, a.Global
+			sum += a.Batch
+		}
+		if sum != global {
+			t.Fatalf("iteration %d: shares sum to %d, global %d", it+1, sum, global)
+		}
+		globals = append(globals, global)
+		if it == 10 {
+			restored = NewFSM(0, nil)
+			if err := restored.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, h.f))}); err != nil {
+				t.Fatal(err)
+			}
+			if restored.StateHash() != h.f.StateHash() {
+				t.Fatal("restored state hash differs")
+			}
+		}
+	}
+	// 2 steps × 8 × 2 workers to start; 200 asks for ⌈200 ÷ 16⌉ = 13 → 16
+	// steps (256); 20 for 2 steps (32) again.
+	if globals[0] != 32 || globals[10] != 256 || globals[39] != 32 {
+		t.Fatalf("global batches %v: want 32 first, 256 at iteration 11, 32 at the end", globals)
+	}
+	if restored.StateHash() != h.f.StateHash() {
+		t.Fatal("restored replica diverged")
+	}
+}

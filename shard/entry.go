@@ -45,11 +45,11 @@ const (
 const entryPrefix = 5
 
 // Push is one worker's gradient for one shard and iteration as it is
-// replicated: one push's header in a push entry (keys w, i, s, c, t, n),
+// replicated: one push's header in a push entry (keys w, i, s, c, r, t, n),
 // its Grad, the encoded tensor (shardapi's codec), in the entry's payload.
 // On the leader it is part of a ticket (conn.go).
 type Push struct {
-	shardapi.PushMeta       // keys w, i, s, c
+	shardapi.PushMeta       // keys w, i, s, c, r
 	RecvNanos         int64 `msgpack:"t"` // leader's receipt time, the gate's A[w][0]
 	// Bytes is the length of the push's gradient in the entry's payload:
 	// len(Grad), 0 for a push of a summed group (its gradient is in the

@@ -170,6 +170,8 @@ func (g *goldenFSM) parseInit(args []string) (shardapi.Spec, []float32) {
 			spec.Optimizer.Schedule.LR = float64(g.floats(v)[0])
 		case "base":
 			spec.BalanceBase = g.atoi(v)
+		case "step":
+			spec.BalanceStep = g.atoi(v)
 		case "batch":
 			spec.Batch = g.atoi(v)
 		case "pipeline":

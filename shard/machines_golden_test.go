@@ -28,8 +28,9 @@ import (
 // "step" (the entry's step at the tally's rate, then the tally counts it);
 // gate: "add W FROM", "push W ITER RECV", "reply W ITER", "suspendable W
 // CLK", "remove W" (with the followers told, as state.remove); balance:
-// "observe W SAMPLES NS" (a push the gate applied), "tick", "assign W
-// ITER"; identities: "revoke ID [MAC]", "pin ID SEED", "revoked W";
+// "observe W SAMPLES NS [WANT]" (a push the gate applied, WANT the round
+// its link asks for under step=, --local-steps auto), "tick" (with the
+// round's steps and global batch under step=), "assign W ITER"; identities: "revoke ID [MAC]", "pin ID SEED", "revoked W";
 // agreement: "check AT VOTERS ID=LABEL… [own=ID,…]" (the servers, voters
 // first, each with the digest SHA-256(LABEL), or none for "-"), "evict ID
 // AT"; claims: "claim BY SEQ LABEL ACC" (digest SHA-256(LABEL), at the
@@ -121,7 +122,11 @@ func (m *goldenMachines) do(cmd string, args []string) string {
 		rel, err := st.remove(clock.WorkerID(args[0]))
 		return fmt.Sprintf("released %v err %v", rel, err)
 	case "observe":
-		st.bal.observe(Push{PushMeta: shardapi.PushMeta{PushID: shardapi.PushID{Worker: clock.WorkerID(args[0])}, Samples: m.g.atoi(args[1]), ComputeNs: m.g.atoi(args[2])}}, st.gate.g)
+		pm := shardapi.PushMeta{PushID: shardapi.PushID{Worker: clock.WorkerID(args[0])}, Samples: m.g.atoi(args[1]), ComputeNs: m.g.atoi(args[2])}
+		if len(args) > 3 {
+			pm.Want = m.g.atoi(args[3])
+		}
+		st.bal.observe(Push{PushMeta: pm}, st.gate.g)
 		return ""
 	case "tick":
 		st.bal.tick(st.gate.g)
@@ -129,7 +134,11 @@ func (m *goldenMachines) do(cmd string, args []string) string {
 		for _, v := range st.bal.versions {
 			vs = append(vs, fmt.Sprintf("v%d from %d pos %d batches %v", v.Version, v.From, v.Pos, v.Batches))
 		}
-		return fmt.Sprintf("t_min %d decided %d versions [%s]", st.gate.g.Min(), st.bal.decided, strings.Join(vs, "; "))
+		out := fmt.Sprintf("t_min %d decided %d versions [%s]", st.gate.g.Min(), st.bal.decided, strings.Join(vs, "; "))
+		if st.bal.step > 0 {
+			out += fmt.Sprintf("\nround: %d steps, global %d", st.bal.h, st.bal.b.Global())
+		}
+		return out
 	case "assign":
 		next, ahead := st.bal.assignments(clock.WorkerID(args[0]), m.g.atoi(args[1]))
 		var s []string

@@ -18,10 +18,14 @@ func checkPush(m shardapi.PushMeta, grad, n int, spec shardapi.Spec) (shardapi.R
 	switch {
 	case m.Worker == "" || m.Iter < 0 || m.Samples < 0 || m.ComputeNs < 0:
 		return shardapi.ReasonBadRequest, fmt.Sprintf("worker %q, iter %d, samples %d, compute %d ns", m.Worker, m.Iter, m.Samples, m.ComputeNs)
+	case m.Want < 0:
+		return shardapi.ReasonBadRequest, fmt.Sprintf("a round of %d samples asked", m.Want)
 	case m.Iter > shardapi.MaxIter:
 		return shardapi.ReasonOutOfBounds, fmt.Sprintf("iteration %d above the bound %d", m.Iter, int64(shardapi.MaxIter))
 	case m.Samples > spec.MaxPushSamples():
 		return shardapi.ReasonOutOfBounds, fmt.Sprintf("%d samples above the job's bound %d a push", m.Samples, spec.MaxPushSamples())
+	case m.Want > spec.MaxPushSamples():
+		return shardapi.ReasonOutOfBounds, fmt.Sprintf("a round of %d samples asked, above the job's bound %d", m.Want, spec.MaxPushSamples())
 	case m.ComputeNs > shardapi.MaxComputeNs:
 		return shardapi.ReasonOutOfBounds, fmt.Sprintf("compute time %d ns above the bound %d ns", m.ComputeNs, shardapi.MaxComputeNs)
 	case n > 0 && grad != spec.Precision.Bytes(n):

@@ -127,6 +127,8 @@ type Push struct {
 	// zero push (answered outside the gate); ComputeNs the worker's compute
 	// time for it.
 	Samples, ComputeNs int64
+	// Want is the global round the worker's link asks for ([PushMeta].Want).
+	Want int64
 	// Payload is the gradient encoded in the shard's precision (an
 	// [Encoder]'s Finish, or [Client.Encode]). It is only read, and may be
 	// given again to resend the same iteration.
@@ -177,7 +179,7 @@ type PushReply struct {
 func (c *Client) Push(ctx context.Context, p Push) (PushReply, error) {
 	var out PushReply
 	req := Request{Op: OpPush, Keep: p.Keep,
-		PushMeta: PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: p.Iter}, Samples: p.Samples, ComputeNs: p.ComputeNs}}
+		PushMeta: PushMeta{PushID: PushID{Worker: c.cfg.Worker, Iter: p.Iter}, Samples: p.Samples, ComputeNs: p.ComputeNs, Want: p.Want}}
 	dst := p.Into
 	var bad error
 	var take func(n int, r io.Reader) error

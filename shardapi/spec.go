@@ -96,6 +96,14 @@ type Spec struct {
 	// each push's gradient is weighted by its samples / BalanceBase (the
 	// job's per-worker batch), and shard 0 sizes every worker's batch.
 	BalanceBase int64 `msgpack:"bb,omitempty"`
+	// BalanceStep > 0 (with BalanceBase) is the balance layer under
+	// --local-steps auto: the job's batch a local step. Shard 0 then sizes
+	// the round itself, BalanceStep × H samples a worker at an even share,
+	// H a power of two in [2, BalanceBase/BalanceStep] chosen from the
+	// rounds the workers' links ask for (PushMeta.Want); BalanceBase is
+	// the round at that bound. 0 without auto and in a spec written before
+	// the field existed.
+	BalanceStep int64 `msgpack:"bs,omitempty"`
 	// Batch is the job's per-worker batch: without the balance layer no
 	// push may claim more samples (MaxPushSamples). 0 (a spec written
 	// without it) is MaxBatch.
@@ -211,6 +219,9 @@ func (s Spec) Validate() error {
 	}
 	if s.BalanceBase < 0 || s.BalanceBase > MaxBatch {
 		return fmt.Errorf("shard: Spec.BalanceBase %d must be 0 (off) or in [1, 65536]", s.BalanceBase)
+	}
+	if st := s.BalanceStep; st < 0 || (st > 0 && (s.BalanceBase == 0 || s.BalanceBase%st != 0 || s.BalanceBase/st < 2)) {
+		return fmt.Errorf("shard: Spec.BalanceStep %d must be 0 (off) or divide Spec.BalanceBase %d at least twice", st, s.BalanceBase)
 	}
 	if err := s.Outer.Validate(); err != nil {
 		return err

@@ -89,6 +89,13 @@ type PushMeta struct {
 	PushID
 	Samples   int64 `msgpack:"s"` // mini-batch size behind the gradient; 0 for a join's zero push
 	ComputeNs int64 `msgpack:"c"` // the worker's compute time for it, in ns
+	// Want (under Spec.BalanceStep: --local-steps auto with --balance) is
+	// the global round, in samples, this worker's link asks for: the one
+	// at which its share would keep its push within a tenth of its round
+	// (docs/design.md, "H from the link"); 0 when it does not know yet.
+	// Shard 0 sizes the job's round from the workers' wants; other shards
+	// and other jobs ignore it.
+	Want int64 `msgpack:"r,omitempty"`
 }
 
 // Request is the header of a request frame: Op and, for a push, its

@@ -117,10 +117,11 @@ func (s RoundFlags) validate(batch int, balance bool) error {
 		return fmt.Errorf("--local-steps %d outside 1..%d", s.LocalSteps, MaxLocalSteps)
 	case s.LocalStepsAuto && s.LocalSteps < 2:
 		return fmt.Errorf("--local-steps auto:%d: the bound must be at least 2", s.LocalSteps)
-	case s.LocalStepsAuto && balance:
-		return fmt.Errorf("--local-steps auto with --balance: not supported (the balancer sizes each round's samples itself); pick --local-steps N")
 	case batch > 0 && round > shardapi.MaxBatch:
 		return fmt.Errorf("--local-steps %d × --batch %d = %d samples a round, above %d", s.Steps(), batch, round, shardapi.MaxBatch)
+	case balance && s.LocalStepsAuto && batch > 0 && int64(batch)*2 < minBalancedRound:
+		return fmt.Errorf("--balance with --local-steps auto and --batch %d: a round may be 2 steps, %d samples; at least %d (a balanced share, at least an eighth of a round, must hold 2 steps)",
+			batch, 2*batch, minBalancedRound)
 	case balance && s.Rounds() && batch > 0 && round < minBalancedRound:
 		return fmt.Errorf("--balance with --local-steps %d × --batch %d = %d samples a round: at least %d (a balanced share, at least an eighth of a round, must hold 2 steps)",
 			s.Steps(), batch, round, minBalancedRound)

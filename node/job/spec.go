@@ -220,6 +220,16 @@ func (s Spec) BalanceBase() int64 {
 	return 0
 }
 
+// BalanceStep is shardapi.Spec.BalanceStep: under --balance with
+// --local-steps auto the batch of one local step (shard 0 sizes the
+// round, BalanceBase its bound), else 0.
+func (s Spec) BalanceStep() int64 {
+	if s.Balance && s.LocalStepsAuto {
+		return int64(s.BatchSize)
+	}
+	return 0
+}
+
 // Inner is the workers' inner optimizer of a job of local rounds with its
 // defaults filled in (sgd at InnerSGDLRFactor × LR unless named); unused
 // without local rounds.

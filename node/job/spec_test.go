@@ -222,7 +222,14 @@ func TestLocalStepsAuto(t *testing.T) {
 	}
 	(localStepsFlag{&s.RoundFlags}).Set("auto")
 	s.Balance = true
-	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--local-steps auto with --balance") {
+	if err := s.Validate(); err != nil {
 		t.Fatalf("auto with --balance: %v", err)
+	}
+	if s.BalanceStep() != int64(s.BatchSize) || s.BalanceBase() != int64(s.BatchSize)*DefaultAutoSteps {
+		t.Fatalf("auto with --balance: step %d, base %d; want the batch %d and the round at the bound", s.BalanceStep(), s.BalanceBase(), s.BatchSize)
+	}
+	s.BatchSize = 4
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--batch 4") {
+		t.Fatalf("auto with --balance and --batch 4: %v", err)
 	}
 }

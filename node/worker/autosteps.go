@@ -17,12 +17,20 @@ import (
 // most Config.LocalSteps (the flag's bound). Both measurements are
 // exponentially weighted (autoWeight a round), so H follows the link as it
 // changes within a few rounds. The first round, measured before anything
-// is known, has 2 steps. Owned by the loop goroutine; the status's copy
-// of H and its reason is written under the worker's lock.
+// is known, has 2 steps.
+//
+// Under --balance shard 0 sizes each round's share, so the worker does
+// not choose H: it asks (want) for the global round at which its share
+// would hold the steps its link needs, and shard 0 sizes the job's round
+// from every worker's ask (docs/design.md, "H from the link").
+//
+// Owned by the loop goroutine; the status's copy of H and its reason is
+// written under the worker's lock.
 type autoSteps struct {
 	max    int
 	stepNs float64 // a local step's compute
 	wireNs float64 // a push's time on the wire
+	need   float64 // the steps a round needs to keep a push within autoShare
 	h      int     // the next round's steps; 0 before the first measurement
 	reason string
 }
@@ -56,6 +64,7 @@ func (a *autoSteps) observe(steps int, compute, wire time.Duration) {
 		a.wireNs += autoWeight * (w - a.wireNs)
 	}
 	need := (1 - autoShare) / autoShare * a.wireNs / a.stepNs
+	a.need = need
 	h := 2
 	for h < a.max && float64(h) < need {
 		h *= 2
@@ -66,6 +75,28 @@ func (a *autoSteps) observe(steps int, compute, wire time.Duration) {
 	if float64(h) < need {
 		a.reason = fmt.Sprintf("auto: a push %s on the wire, a step %s: H %d, the bound (--local-steps auto:%d); a push is %.0f %% of a round", durText(a.wireNs), durText(a.stepNs), h, a.max, 100*a.wireNs/(a.wireNs+float64(h)*a.stepNs))
 	}
+}
+
+// want is the global round, in samples, this worker asks shard 0 for
+// under --balance: the one at which its share (share of global, as the
+// assignment it last computed names) holds the steps of batch samples it
+// needs, within the bound; 0 before a measurement or an assignment.
+func (a *autoSteps) want(batch int, share, global int64) int64 {
+	if a.need <= 0 || share <= 0 || global <= 0 {
+		return 0
+	}
+	steps := math.Min(a.need, float64(a.max))
+	return int64(math.Ceil(steps * float64(batch) * float64(global) / float64(share)))
+}
+
+// balancedReason is the status's reason under --balance, for a round of
+// steps steps on a share of share samples of global.
+func (a *autoSteps) balancedReason(steps int, share, global int64) string {
+	if a.need <= 0 {
+		return fmt.Sprintf("auto with --balance: shard 0 sizes the rounds; %d steps this round, the link not measured yet", steps)
+	}
+	return fmt.Sprintf("auto with --balance: a push %s on the wire, a step %s: %.0f steps keep a push within %.0f %% of a round; shard 0 sizes the rounds (global %d samples), this round's share %d samples in %d steps",
+		durText(a.wireNs), durText(a.stepNs), math.Ceil(math.Min(a.need, float64(a.max))), 100*autoShare, global, share, steps)
 }
 
 // durText is ns as milliseconds, to a precision that reads.

@@ -55,3 +55,25 @@ func TestAutoStepsFollowTheLink(t *testing.T) {
 		t.Fatalf("bound 1: %d", b.steps())
 	}
 }
+
+// TestAutoStepsAskUnderBalance: under --balance the worker asks shard 0
+// for the global round at which its share holds the steps its link
+// needs (a share of a quarter of the global round needs 4× its steps'
+// samples), capped at the bound, and nothing before a measurement.
+func TestAutoStepsAskUnderBalance(t *testing.T) {
+	a := autoSteps{max: 64}
+	if got := a.want(32, 64, 256); got != 0 {
+		t.Fatalf("before a measurement: asks %d, want 0", got)
+	}
+	a.observe(2, 20*time.Millisecond, 5*time.Millisecond) // 9 × 5 ÷ 10 = 4.5 steps
+	if got := a.want(32, 64, 256); got != 576 {           // 4.5 × 32 × 4
+		t.Fatalf("4.5 steps of 32 on a quarter share: asks %d, want 576", got)
+	}
+	a.observe(2, 20*time.Millisecond, time.Second)
+	if got := a.want(32, 64, 256); got != 64*32*4 {
+		t.Fatalf("beyond the bound: asks %d, want %d", got, 64*32*4)
+	}
+	if r := a.balancedReason(16, 64, 256); !strings.Contains(r, "shard 0 sizes the rounds (global 256 samples), this round's share 64 samples in 16 steps") {
+		t.Fatalf("reason: %q", r)
+	}
+}

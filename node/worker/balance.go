@@ -38,8 +38,9 @@ import "dsspmesh/shardapi"
 // predictions.
 //
 // Under --local-steps auto the round's steps are the ones the link asks
-// for (autosteps.go). It sets w.h, the round's local steps (1 without
-// local rounds).
+// for (autosteps.go); under the balance layer too, through the round
+// shard 0 sizes from what the workers ask (want). It sets w.h, the round's
+// local steps (1 without local rounds).
 func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 	h := max(w.cfg.LocalSteps, 1)
 	if w.cfg.AutoSteps {
@@ -58,7 +59,21 @@ func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 		b = min(b, int64(probeSteps*w.cfg.Batch))
 	}
 	w.setSteps(w.steps(int(b)))
+	if w.cfg.AutoSteps && a != nil {
+		w.mu.Lock()
+		w.stats.StepsReason = w.auto.balancedReason(w.h, a.Batch, a.Global)
+		w.mu.Unlock()
+	}
 	return int(b), a, w.compute.Next(int(b), w.h, pos)
+}
+
+// want is the round the push of a round computed on assignment a asks
+// shard 0 for: under --local-steps auto with the balance layer, else 0.
+func (w *Worker) want(a *shardapi.Assignment) int64 {
+	if !w.cfg.AutoSteps || !w.cfg.Balance || a == nil {
+		return 0
+	}
+	return w.auto.want(w.cfg.Batch, a.Batch, a.Global)
 }
 
 // probeSteps is a probe round's local steps: the fewest a round takes
@@ -71,7 +86,7 @@ func (w *Worker) setSteps(h int) {
 	w.h = h
 	w.mu.Lock()
 	w.stats.LocalSteps = h
-	if w.cfg.AutoSteps {
+	if w.cfg.AutoSteps && !w.cfg.Balance {
 		w.stats.StepsReason = w.auto.reason
 	}
 	w.mu.Unlock()

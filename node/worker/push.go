@@ -22,6 +22,7 @@ type flight struct {
 	batch   int
 	steps   int                  // the round's local steps
 	used    *shardapi.Assignment // the assignment the gradient was computed on, if any
+	want    int64                // the round the push asks shard 0 for (Worker.want)
 	wire    []time.Duration      // per shard: its reply's time less the gate's hold (autosteps.go)
 
 	into   []float32               // θ (no push in flight) or w.landing (pipelined)
@@ -67,7 +68,7 @@ func (w *Worker) land(fl *flight) {
 // writes the clocks and uses the clients; of the loop's state it only
 // reads the slices' versions (Step.Keep).
 func (w *Worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
-	samples, computeNs := int64(fl.batch), fl.compute.Nanoseconds()
+	samples, computeNs, want := int64(fl.batch), fl.compute.Nanoseconds(), fl.want
 	var wg sync.WaitGroup
 	errs := make([]error, len(w.clients))
 	iters := w.step.Iters
@@ -89,7 +90,7 @@ func (w *Worker) pushAll(ctx context.Context, fl *flight, grad [][]byte) error {
 				if keep {
 					into = nil
 				}
-				rep, err := c.push(ctx, iters[s], samples, computeNs, payload, into)
+				rep, err := c.push(ctx, iters[s], samples, computeNs, want, payload, into)
 				w.addRetries(rep.Retries)
 				w.addBytes(rep.Bytes)
 				w.d.Observer.PushDone(uint32(s), w.d.ID, iters[s], samples, err)

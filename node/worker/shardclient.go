@@ -50,12 +50,12 @@ func ShardClients(cs []*shardapi.Client) []shardClient {
 }
 
 // push sends iteration iter of samples with payload (the encoded
-// gradient); with into nil it asks for no parameters (the worker keeps
+// gradient), asking shard 0 for a round of want samples (Worker.want); with into nil it asks for no parameters (the worker keeps
 // its slice), else the slice is decoded into into. The reply's counters
 // are this push's, error or not.
-func (sc shardClient) push(ctx context.Context, iter, samples, computeNs int64, payload []byte, into []float32) (shardapi.PushReply, error) {
+func (sc shardClient) push(ctx context.Context, iter, samples, computeNs, want int64, payload []byte, into []float32) (shardapi.PushReply, error) {
 	keep := into == nil
-	rep, err := sc.c.Push(ctx, shardapi.Push{Iter: iter, Samples: samples, ComputeNs: computeNs, Payload: payload, Keep: keep, Into: into})
+	rep, err := sc.c.Push(ctx, shardapi.Push{Iter: iter, Samples: samples, ComputeNs: computeNs, Want: want, Payload: payload, Keep: keep, Into: into})
 	if err == nil && !keep && len(rep.Params) != len(into) {
 		err = errors.New("shard returned a slice of the wrong length")
 	}

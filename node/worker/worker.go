@@ -217,7 +217,7 @@ func (w *Worker) Run(ctx context.Context) {
 			waitStart = time.Now()
 		}
 		next := w.newFlight(t, w.theta)
-		next.loss, next.compute, next.batch, next.used, next.steps = loss, compute, batch, used, w.h
+		next.loss, next.compute, next.batch, next.used, next.steps, next.want = loss, compute, batch, used, w.h, w.want(used)
 		if w.cfg.Pipeline {
 			fl = next
 			w.pipelined(ctx, fl, grad)
