@@ -31,8 +31,10 @@ type FSM struct {
 	// velocity under its number (params.frozen) until it has written them.
 	snaps uint64
 	// gen counts Restores, so that a cached encoding is never taken for
-	// the state of a snapshot restored at the same index.
-	gen uint64
+	// the state of a snapshot restored at the same index; restored is
+	// the last one's size in bytes (ReplicaStatus.Restored).
+	gen      uint64
+	restored int64
 	// enc caches θ encoded for replies (replyFor); not state.
 	enc   replyCache
 	stale staleCache // the faultinject build's broken reply cache
@@ -283,7 +285,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // one (see readState).
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	st, err := readState(rc)
+	cr := &restoreCounter{r: rc}
+	st, err := readState(cr)
 	if err != nil {
 		return fmt.Errorf("shard %d: read snapshot: %w", f.st.shard, err)
 	}
@@ -292,9 +295,30 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	st.shard = f.st.shard
 	f.st = *st // a snapshot being persisted keeps the arrays it took
 	f.gen++
+	f.restored = cr.n
 	f.chk.digests = digestRing{} // digests of the state it replaced
 	f.signal()
 	return nil
+}
+
+// restoreCounter counts the bytes a Restore reads through it.
+type restoreCounter struct {
+	r io.Reader
+	n int64
+}
+
+func (c *restoreCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// restores is how many snapshots the FSM restored and the last one's
+// bytes.
+func (f *FSM) restores() shardapi.Restores {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return shardapi.Restores{Count: f.gen, Bytes: f.restored}
 }
 
 type fsmSnapshot struct {

@@ -188,6 +188,7 @@ func (r *Replica) Status() shardapi.ReplicaStatus {
 		Status: r.fsm.Status(), ID: r.cfg.ID, State: r.raft.State().String(), Term: r.raft.CurrentTerm(),
 		Leader: mesh.NodeID(leader), Held: r.rp.heldCount(), Service: r.cnt.stats(r.in.hyg.stats()), LastIndex: r.raft.LastIndex(),
 		LogWrites: r.logs.writes.Load(), Diverged: chk.diverged, Evicted: r.chk.evicted.Load(), Checks: chk.status,
+		CommitIndex: r.raft.CommitIndex(), Restored: r.fsm.restores(),
 	}
 }
 

@@ -100,6 +100,19 @@ type ReplicaStatus struct {
 	Evicted  bool
 	// Checks is the agreement check's view: the last settled check.
 	Checks CheckStatus
+	// CommitIndex is raft's commit index as this replica knows it (a
+	// follower learns it from its leader): AppliedIndex reaching it is
+	// a new replica caught up.
+	CommitIndex uint64
+	// Restored counts the snapshots the replica's state was restored from
+	// since it opened (one sent by its leader, or its own at a restart).
+	Restored Restores
+}
+
+// Restores counts a replica's snapshot restores.
+type Restores struct {
+	Count uint64 // snapshots restored since the replica opened
+	Bytes int64  // the last one's size
 }
 
 // CheckStatus is the agreement check as one replica applied it.

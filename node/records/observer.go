@@ -80,6 +80,9 @@ const (
 	// and measured an accuracy beyond the claim's sampling noise (Node:
 	// the evaluator; Detail: both accuracies, the sequence and digest).
 	EventAuditDisagrees = "eval-audit-disagrees"
+	// EventHeal is a step of a replica's heal timeline (node/shards,
+	// heal.go) or the node's first round acknowledged.
+	EventHeal = "heal"
 )
 
 // Event is one thing that happened to the mesh, as this node saw it.

@@ -31,6 +31,10 @@
 // file, the problem and the remedy), and tried again each round, so it
 // starts once the operator has removed the shard folder.
 //
+// A replica that opens here with no state of its own is followed until it
+// is caught up (heal.go): each step is an event of kind heal and an INFO
+// line (opened, state received with its bytes and rate, caught up).
+//
 // A replica's raft streams are let in from the members of its latest
 // configuration and from the peers placement assigns to its shard
 // (ReplicaHooks.AllowRaftPeer). A leader outside the placement therefore

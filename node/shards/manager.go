@@ -53,11 +53,20 @@ type Manager struct {
 
 	transferring atomic.Bool // a leadership hand-over runs (handLeadOver)
 
+	// bootstrapping: Start opens the replicas of a fresh mesh, which
+	// start the shards rather than heal them. Written before Run starts.
+	bootstrapping bool
+
 	// openedRTT is the round trip each replica here opened with
 	// (ReplicaHooks.RTT), retimedAt when retime last reopened it; both
 	// guarded by mu.
 	openedRTT map[uint32]time.Duration
 	retimedAt map[uint32]time.Time
+	// heals follows each replica that opened here empty (heal.go).
+	heals *heals
+	// voters is when the manager first saw each replica count this node
+	// a voter (removed); guarded by mu.
+	voters map[uint32]voterMark
 }
 
 // Deps are the shard manager's edges, built by the node that runs it.
@@ -110,9 +119,16 @@ func New(d Deps, cfg Config) *Manager {
 	if d.Observer == nil {
 		d.Observer = records.NoObserver{}
 	}
-	return &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{}, diverged: map[uint32]string{},
+	m := &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{}, diverged: map[uint32]string{},
 		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication),
-		openedRTT: map[uint32]time.Duration{}, retimedAt: map[uint32]time.Time{}}
+		openedRTT: map[uint32]time.Duration{}, retimedAt: map[uint32]time.Time{}, voters: map[uint32]voterMark{}}
+	m.heals = newHeals(func(id uint32, detail string) {
+		m.d.Logger.Info("heal: "+detail, "shard", id)
+		if m.d.Event != nil {
+			m.d.Event(records.Event{Kind: records.EventHeal, Node: string(m.d.ID), Shard: &id, Detail: fmt.Sprintf("shard %d: %s", id, detail)})
+		}
+	})
+	return m
 }
 
 // Bounds is each shard's range of the flat parameter vector.
@@ -132,6 +148,8 @@ func Bounds(total, s int) [][2]int {
 // and proposes Init with θ from --init-from, or else from the spec's seed.
 func (m *Manager) Start(ctx context.Context, fresh bool) error {
 	fresh = fresh || faults.On(faults.SplitBrain) // broken builds only
+	m.bootstrapping = fresh
+	defer func() { m.bootstrapping = false }()
 	for s := range m.bounds {
 		id := uint32(s)
 		if fresh || m.d.Replicas.HasState(id) || m.placedHere(id) {
@@ -210,6 +228,7 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 		return r, nil
 	}
 	d := m.d
+	empty := !d.Replicas.HasState(id)
 	groups := max(len(m.replicas)+1, m.placedCount())
 	rtt := m.rttTo(m.placement(id))
 	rep, err := d.Replicas.Open(id, ReplicaHooks{
@@ -238,6 +257,9 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 	delete(m.refused, id)
 	m.replicas[id] = rep
 	m.openedRTT[id] = rtt
+	if empty && !m.bootstrapping {
+		m.heals.note(id, time.Now())
+	}
 	return rep, nil
 }
 
@@ -498,6 +520,13 @@ func (m *Manager) Run(ctx context.Context) {
 }
 
 func (m *Manager) sync(ctx context.Context) {
+	m.heals.follow(time.Now(), func(id uint32) (shardapi.ReplicaStatus, bool, bool) {
+		rep := m.local(id)
+		if rep == nil {
+			return shardapi.ReplicaStatus{}, false, false
+		}
+		return rep.Status(), m.votesIn(rep), true
+	})
 	members := m.d.Members.Members()
 	live := map[mesh.NodeID]bool{}
 	var peers []string
@@ -562,7 +591,7 @@ func (m *Manager) sync(ctx context.Context) {
 			}
 			continue
 		}
-		if !slices.Contains(want, m.d.ID) && m.removed(id, rep) {
+		if !slices.Contains(want, m.d.ID) && m.removed(id, rep, time.Now()) {
 			m.stopReplica(id)
 		}
 	}
@@ -818,15 +847,21 @@ func (m *Manager) removeGoneWorkers(ctx context.Context, rep Replica, live map[m
 // own configuration, or removed by the leader's word while rep still
 // counts it a voter — the leader, as it reports itself to this node's
 // mesh view, leads at a term at least rep's with voters that leave this
-// node out. Raft stops replicating to a server once the configuration
-// removing it is appended, so a follower hears of its own removal only
-// if the leader's last send to it carried that entry; one that did not (a
-// bootstrap node handing its shards to the placed replicas does so
-// routinely) stays a voter in its own eyes and pre-votes every election
-// timeout for as long as it runs, refused by every member. A replica
-// that cannot read its configuration is presumed in, so it is not
-// stopped early.
-func (m *Manager) removed(id uint32, rep Replica) bool {
+// node out, in a report heard after the manager first saw rep count this
+// node a voter (voterSince). Raft exposes no configuration's log index,
+// so the report's age orders it: a report of the voters from before the
+// leader promoted this replica once stopped a voter that had just been
+// added, and with a kill -9 of another voter of the same shard (four
+// voters while placement moved) the shard kept no quorum and the mesh
+// stopped training for good (TestLinkHeal). Raft stops replicating to a
+// server once the configuration removing it is appended, so a follower
+// hears of its own removal only if the leader's last send to it carried
+// that entry; one that did not (a bootstrap node handing its shards to
+// the placed replicas does so routinely) stays a voter in its own eyes
+// and pre-votes every election timeout for as long as it runs, refused
+// by every member. A replica that cannot read its configuration is
+// presumed in, so it is not stopped early.
+func (m *Manager) removed(id uint32, rep Replica, now time.Time) bool {
 	c, err := rep.Configuration()
 	switch {
 	case err != nil:
@@ -836,8 +871,35 @@ func (m *Manager) removed(id uint32, rep Replica) bool {
 	case !slices.Contains(c.Voters, m.d.ID) || m.d.PeerLeader == nil:
 		return false
 	}
+	since := m.voterSince(id, rep, now)
 	l, ok := m.d.PeerLeader(id)
-	return ok && l.Leader != string(m.d.ID) && l.Term >= rep.Status().Term && !slices.Contains(l.Voters, string(m.d.ID))
+	heard := now.Add(-time.Duration(l.AgeSeconds * float64(time.Second)))
+	return ok && l.Leader != string(m.d.ID) && l.Term >= rep.Status().Term && heard.After(since.Add(voterMargin)) && !slices.Contains(l.Voters, string(m.d.ID))
+}
+
+// voterMargin: the leader's word counts against a voter only when heard
+// this long after the manager first saw the replica a voter (the
+// leader's status is read when asked, and reaches the view within
+// milliseconds of that; a second covers the clocks of two goroutines).
+const voterMargin = time.Second
+
+// voterSince is when the manager first saw rep, the replica of shard id,
+// count this node a voter (now, the first time).
+func (m *Manager) voterSince(id uint32, rep Replica, now time.Time) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.voters[id]; ok && v.rep == rep {
+		return v.at
+	}
+	m.voters[id] = voterMark{rep: rep, at: now}
+	return now
+}
+
+// voterMark is when the manager first saw a replica count its node a
+// voter.
+type voterMark struct {
+	rep Replica
+	at  time.Time
 }
 
 func (m *Manager) stopReplica(id uint32) {

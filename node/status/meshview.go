@@ -183,16 +183,18 @@ func (v *View) keep(live []mesh.NodeID) {
 
 // Leader is the newest word of a peer that leads shard id — its own
 // replica's record (Local "leader"), the highest term among the peers
-// heard — and whether any peer reports leading it.
+// heard — and whether any peer reports leading it. Its AgeSeconds is how
+// long ago that word was heard.
 func (v *View) Leader(id uint32) (records.ShardStatus, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var best *records.ShardStatus
+	var bestAt time.Time
 	for _, h := range v.peers {
 		for j := range h.view.Shards {
 			c := &h.view.Shards[j]
 			if c.ID == id && c.Local == "leader" && (best == nil || c.Term > best.Term) {
-				best = c
+				best, bestAt = c, h.at
 			}
 		}
 	}
@@ -201,6 +203,7 @@ func (v *View) Leader(id uint32) (records.ShardStatus, bool) {
 	}
 	out := *best
 	out.Voters = slices.Clone(best.Voters)
+	out.AgeSeconds = max(0, time.Since(bestAt).Seconds())
 	return out, true
 }
 
