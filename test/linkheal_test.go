@@ -26,7 +26,9 @@ import (
 // 1.5 × (the state bytes it received ÷ the link's rate) + 5 s, the bound
 // BENCHMARKS.md ("Across sites") reports it against; it asserts the behaviour,
 // not the figure. DSSP_HEAL_MODEL picks the model (mlp; mlp-wide is the
-// 95 MiB one) and DSSP_HEAL_SHARDS the shards (4). A long test
+// 95 MiB one) and DSSP_HEAL_SHARDS the shards (4); DSSP_HEAL_KILL_DONOR=1
+// also kills, with SIGKILL, the leader of a shard whose snapshot the node
+// still waits for (its bound is then 2.5 ×, not 1.5 ×). A long test
 // (DSSP_LONG=1); it needs root.
 func TestLinkHeal(t *testing.T) {
 	longTest(t)
@@ -89,7 +91,9 @@ func TestLinkHeal(t *testing.T) {
 	}
 	sum := func() (n int64) {
 		for _, i := range others {
-			n += c.Iter(i)
+			if c.Mesh.Procs[i].Alive() {
+				n += c.Iter(i)
+			}
 		}
 		return n
 	}
@@ -105,6 +109,43 @@ func TestLinkHeal(t *testing.T) {
 	start := time.Now()
 	during0 := sum()
 	c.Restart(victim)
+	donor := -1
+	if os.Getenv("DSSP_HEAL_KILL_DONOR") == "1" {
+		// Kill the leader of a shard whose snapshot the victim is still
+		// waiting for: a new leader must send it again, from the start
+		// (hashicorp/raft sends a snapshot from the leader alone and
+		// resumes none), and the victim must not be left stuck.
+		c.WaitFor(fmt.Sprintf("a donor sending node%d a snapshot", victim), limit, func() bool {
+			s, err := c.Status(victim)
+			if err != nil || s.Node == old.Node {
+				return false
+			}
+			waiting := map[uint32]bool{}
+			for _, e := range s.Events {
+				switch {
+				case e.Kind != records.EventHeal || e.Shard == nil:
+				case strings.Contains(e.Detail, "replica opened empty"):
+					waiting[*e.Shard] = true
+				case strings.Contains(e.Detail, "state received"), strings.Contains(e.Detail, "caught up"):
+					delete(waiting, *e.Shard)
+				}
+			}
+			for _, sh := range s.Shards {
+				if !waiting[sh.ID] || sh.Leader == "" || sh.Leader == s.Node {
+					continue
+				}
+				for i, p := range c.Mesh.Procs {
+					if st, err := c.Status(i); i != victim && p.Alive() && err == nil && st.Node == sh.Leader {
+						donor = i
+						t.Logf("killing node%d, leader of shard %d, %.2f s after node%d's restart, before its snapshot arrived", i, sh.ID, time.Since(start).Seconds(), victim)
+						c.Kill(i)
+						return true
+					}
+				}
+			}
+			return false
+		})
+	}
 	took := c.WaitFor(fmt.Sprintf("node%d (far site, empty data dir) trains again", victim), limit, func() bool {
 		s, err := c.Status(victim)
 		return err == nil && s.Node != old.Node && s.Worker != nil && s.Worker.Iter > 0
@@ -158,9 +199,13 @@ func TestLinkHeal(t *testing.T) {
 		}
 	}
 	rate := 100e6 / 8 // the link between the sites, bytes a second
-	bound := 1.5*bytes/rate + 5
-	t.Logf("node%d (%s → a new member) healed: %s of state received; trained again %.2f s after its restart (status poll: %.2f s); bound 1.5 × %.2f s (the bytes ÷ 100 Mbit/s) + 5 s = %.2f s: time ÷ bound %.2f; the other workers' rounds a second %.2f while it healed, %.2f over 10 s without it before its restart (%.2f)\n%s",
-		victim, old.Node, humanBytes(bytes), trained.Seconds(), took.Seconds(), bytes/rate, bound, trained.Seconds()/bound, during, before, during/max(before, 1e-9), strings.Join(steps, "\n"))
+	factor := 1.5
+	if donor >= 0 {
+		factor = 2.5
+	}
+	bound := factor*bytes/rate + 5
+	t.Logf("node%d (%s → a new member) healed: %s of state received; trained again %.2f s after its restart (status poll: %.2f s); bound %.1f × %.2f s (the bytes ÷ 100 Mbit/s) + 5 s = %.2f s: time ÷ bound %.2f; the other workers' rounds a second %.2f while it healed, %.2f over 10 s without it before its restart (%.2f)\n%s",
+		victim, old.Node, humanBytes(bytes), trained.Seconds(), took.Seconds(), factor, bytes/rate, bound, trained.Seconds()/bound, during, before, during/max(before, 1e-9), strings.Join(steps, "\n"))
 }
 
 var (

@@ -10,6 +10,10 @@ at --lr, weight decay 0.01), constant unless --lr-decay.
     python3 examples/pytorch/mnist_ddp.py --procs 4 --target 0.97
     python3 examples/pytorch/mnist_ddp.py --procs 4 --slowdowns 4,4,2,1   # speeds 1,1,2,4
 
+With --rank, the process is that one rank of --procs, on its own host: run
+one a host, each with --master naming rank 0's address (the link lab's
+hosts: dssp-lab bench pytorch --link).
+
 The clock starts with the process (imports, data, the process group's
 forming and the evaluations included), as a mesh's starts with its nodes.
 Rank 0 evaluates on the test set (its first --eval-samples, as a mesh's
@@ -50,7 +54,7 @@ def run(rank, args, data, result):
     torch.set_num_threads(args.threads)
     world = args.procs
     if world > 1:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_ADDR", args.master)
         os.environ.setdefault("MASTER_PORT", str(args.port))
         dist.init_process_group("gloo", rank=rank, world_size=world)
     X, Y, Xt, Yt = data
@@ -152,13 +156,20 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--port", type=int, default=29517)
+    ap.add_argument("--rank", type=int, default=-1, help="run only this rank of --procs, one process a host (-1: every rank here)")
+    ap.add_argument("--master", default="127.0.0.1", help="rank 0's address (with --rank)")
     args = ap.parse_args()
     args.t0 = T0
     if args.slowdowns and len(args.slowdowns.split(",")) != args.procs:
         sys.exit("--slowdowns %s: want %d factors, one per rank" % (args.slowdowns, args.procs))
+    if args.rank >= args.procs:
+        sys.exit("--rank %d: want a rank below --procs %d" % (args.rank, args.procs))
     data = load_mnist(mnist_dir(args.data))
     if args.procs == 1:
         run(0, args, data, {})
+        return
+    if args.rank >= 0:
+        run(args.rank, args, data, {})
         return
     mp.spawn(run, args=(args, data, {}), nprocs=args.procs, join=True)
 

@@ -418,6 +418,13 @@ func runMeshSystem(ctx context.Context, cfg PyTorchConfig, set Setting, sys Syst
 		lc.SpecArgs = append([]string{"--model", "mlp"}, cfg.jobArgs()...)
 	}
 	lc.Out = &prefixWriter{w: w, prefix: "[" + label + "] ", all: cfg.Verbose}
+	hosts, closeLab, err := onLink(ctx, set.Link, log)
+	if err != nil {
+		run.Err = err.Error()
+		return run
+	}
+	defer closeLab()
+	lc.Hosts = hosts
 	start := time.Now()
 	r, err := launch.Run(ctx, lc, log)
 	run.Wall = time.Since(start)
@@ -636,7 +643,31 @@ func runDDP(ctx context.Context, cfg PyTorchConfig, set Setting, label string, w
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.TimeLimit+3*time.Minute)
 	defer cancel()
+	hosts, closeLab, err := onLink(ctx, set.Link, slog.New(slog.DiscardHandler))
+	if err != nil {
+		run.Err = err.Error()
+		return run
+	}
+	defer closeLab()
 	cmd := exec.CommandContext(ctx, cfg.Python, args...)
+	// On the link lab each rank runs on its own host, rank 0's address
+	// the master: the others start first, their output to the log.
+	var ranks []*exec.Cmd
+	if len(hosts) > 0 {
+		if len(hosts) < cfg.Workers {
+			run.Err = fmt.Sprintf("%d ranks on a link lab of %d hosts", cfg.Workers, len(hosts))
+			return run
+		}
+		args = append(args, "--master", hosts[0].Addr)
+		for i := 1; i < cfg.Workers; i++ {
+			argv := append(slices.Clone(hosts[i].Exec), cfg.Python)
+			argv = append(argv, append(slices.Clone(args), "--rank", strconv.Itoa(i))...)
+			ranks = append(ranks, exec.CommandContext(ctx, argv[0], argv[1:]...))
+		}
+		argv := append(slices.Clone(hosts[0].Exec), cfg.Python)
+		argv = append(argv, append(slices.Clone(args), "--rank", "0")...)
+		cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	}
 	var stdout bytes.Buffer
 	logPath := filepath.Join(cfg.OutDir, "runs", set.Name+"-ddp.log")
 	var logw io.Writer = io.Discard
@@ -650,7 +681,28 @@ func runDDP(ctx context.Context, cfg PyTorchConfig, set Setting, label string, w
 	cmd.Stdout = io.MultiWriter(&stdout, logw, &everyNth{w: prog, n: ddpLineEvery(cfg.Verbose)})
 	cmd.Stderr = logw
 	start := time.Now()
+	if len(hosts) > 0 {
+		// gloo binds the interface the host name resolves to unless told:
+		// in a lab host's namespace that is not its data link, eth0.
+		env := append(os.Environ(), "GLOO_SOCKET_IFNAME=eth0")
+		cmd.Env = env
+		for _, r := range ranks {
+			r.Env = env
+		}
+	}
+	for _, r := range ranks {
+		r.Stdout, r.Stderr = logw, logw
+		if err := r.Start(); err != nil {
+			run.Err = err.Error()
+			return run
+		}
+	}
 	err = cmd.Run()
+	for _, r := range ranks {
+		if werr := r.Wait(); werr != nil && err == nil {
+			err = fmt.Errorf("a rank: %w", werr)
+		}
+	}
 	run.Wall = time.Since(start)
 	sum, perr := ParseDDP(stdout.String())
 	switch {

@@ -9,6 +9,7 @@ import (
 
 	"dsspmesh/internal/python"
 	"dsspmesh/lab/bench"
+	"dsspmesh/lab/netlab"
 	"dsspmesh/node"
 )
 
@@ -16,6 +17,7 @@ func newBenchPyTorchCmd() *cobra.Command {
 	cfg := bench.DefaultPyTorchConfig()
 	var (
 		systems, slowdown string
+		link              string
 		equal, verbose    bool
 	)
 	cmd := &cobra.Command{
@@ -40,6 +42,8 @@ and by each trainer) with the ratios mesh-PyTorch ÷ DDP time to target
 (targets: ≤ 0.8 on equal workers, ≤ 0.5 with slowdowns), samples/s (at
 least DDP's), wait (≤ 20 % of a round) and bridge ÷ iteration (≤ 10 %).
 Mesh job flags (--job-flag), such as --local-steps, apply to both meshes.
+With --link each setting runs on the link lab's topology unshaped and shaped
+(root): every node, and every DDP rank, on a host of its own.
 
 --slowdown stretches only measured compute: the nodes' --slowdown and
 mnist_ddp.py's --slowdowns (a DDP communication hook, before the allreduce),
@@ -51,6 +55,7 @@ report, the trainers' and DDP's logs). Heavy: up to 6 trainings of up to
 --time-limit each; run it on an otherwise idle machine.`,
 		Example: `  dssp-lab bench pytorch
   dssp-lab bench pytorch --target 0.9 --time-limit 1m --systems pytorch,ddp --equal=false
+  dssp-lab bench pytorch --link two-sites --slowdown '' --job-flag=--local-steps=auto --job-flag=--wire-precision=int4
   DSSP_PYTHON=/usr/bin/python3 dssp-lab bench pytorch --slowdown '' --job-flag=--paradigm=ssp --job-flag=--s-lower=3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -77,6 +82,13 @@ report, the trainers' and DDP's logs). Heavy: up to 6 trainings of up to
 					return err
 				}
 				cfg.Settings = append(cfg.Settings, bench.Setting{Name: "mixed", Slowdown: s})
+			}
+			if link != "" {
+				spec, err := netlab.ParseSpec(link)
+				if err != nil {
+					return err
+				}
+				cfg.Settings = bench.LinkSettings(cfg.Settings, spec)
 			}
 			if cfg.Python == "" {
 				cfg.Python, _ = python.Find("numpy", "torch")
@@ -112,5 +124,6 @@ report, the trainers' and DDP's logs). Heavy: up to 6 trainings of up to
 	f.StringSliceVar(&cfg.NodeArgs, "node-flag", nil, "extra flag for every node process, repeatable")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "folder for the report")
 	f.BoolVar(&verbose, "verbose", false, "show every node's progress line, not only each mesh's headline, and every DDP line")
+	f.StringVar(&link, "link", "", "run every system on the link lab (root): each node and each DDP rank in a network namespace, on this topology unshaped and shaped (two-sites, switch, or keys over a preset, as bench paradigms --link)")
 	return cmd
 }
