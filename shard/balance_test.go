@@ -122,15 +122,7 @@ func TestShardZeroAllocatesAsReplicatedState(t *testing.T) {
 		var pos []int64
 		var sum, global int64
 		for _, w := range ids {
-			a, _ := h.f.assignments(w, it)
-			if a == nil || a.Pos < 0 {
-				t.Fatalf("iteration %d: %s has no assignment: %+v", it+1, w, a)
-			}
-			if restored != nil {
-				if b, _ := restored.assignments(w, it); *b != *a {
-					t.Fatalf("iteration %d: restored replica assigns %+v, the original %+v", it+1, b, a)
-				}
-			}
+			a := assignmentOf(t, h.f, restored, w, it)
 			batch[w], global = a.Batch, a.Global
 			pos = append(pos, a.Pos)
 			sum += a.Batch
@@ -459,15 +451,7 @@ func TestAutoRoundIsReplicatedState(t *testing.T) {
 		}
 		var sum, global int64
 		for _, w := range ids {
-			a, _ := h.f.assignments(w, it)
-			if a == nil || a.Pos < 0 {
-				t.Fatalf("iteration %d: %s has no assignment: %+v", it+1, w, a)
-			}
-			if restored != nil {
-				if b, _ := restored.assignments(w, it); *b != *a {
-					t.Fatalf("iteration %d: restored replica assigns %+v, the original %+v", it+1, b, a)
-				}
-			}
+			a := assignmentOf(t, h.f, restored, w, it)
 			if w == "a" {
 				if next != nil && a.Pos != next[0] {
 					t.Fatalf("iteration %d starts at %d, the previous ended at %d", it+1, a.Pos, next[0])
@@ -499,4 +483,21 @@ func TestAutoRoundIsReplicatedState(t *testing.T) {
 	if restored.StateHash() != h.f.StateHash() {
 		t.Fatal("restored replica diverged")
 	}
+}
+
+// assignmentOf is w's assignment for iteration it+1 on f, which must name
+// its position, and the same on restored (a replica restored from a
+// snapshot of f) when it is not nil.
+func assignmentOf(t *testing.T, f, restored *FSM, w clock.WorkerID, it int64) *shardapi.Assignment {
+	t.Helper()
+	a, _ := f.assignments(w, it)
+	if a == nil || a.Pos < 0 {
+		t.Fatalf("iteration %d: %s has no assignment: %+v", it+1, w, a)
+	}
+	if restored != nil {
+		if b, _ := restored.assignments(w, it); b == nil || *b != *a {
+			t.Fatalf("iteration %d: restored replica assigns %+v, the original %+v", it+1, b, a)
+		}
+	}
+	return a
 }

@@ -1,9 +1,7 @@
 package test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"regexp"
 	"strconv"
@@ -43,16 +41,7 @@ func TestLinkHeal(t *testing.T) {
 	if shards == "" {
 		shards = "4"
 	}
-	spec := netlab.Presets["two-sites"]
-	lab, err := netlab.Start(context.Background(), spec, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := startLab(t, netlab.Presets["two-sites"])
 	c := newClusterOn(t, Binary(t), lab.LaunchHosts(), []string{"--threads", "1", "--eval-every", "10s", "--eval-samples", "500", "--log-level", "info"},
 		[]string{"--model", model, "--shards", shards, "--local-steps", "16"})
 	for i := range c.Mesh.Procs {

@@ -26,15 +26,7 @@ func TestLinkSites(t *testing.T) {
 	}
 	netlab.Require(t)
 	const limit = 2 * time.Minute
-	lab, err := netlab.Start(context.Background(), netlab.Presets["two-sites"], slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := startLab(t, netlab.Presets["two-sites"])
 	c := NewFaultCluster(t, FaultOptions{Nodes: 4, Lab: lab, Policy: "dssp:3:12", Seed: 1,
 		Args: []string{"--threads", "1", "--eval-every", "3s", "--eval-samples", "1000", "--log-level", faultLogLevel()},
 		Spec: []string{"--model", "mlp", "--paradigm", "dssp", "--s-lower", "3", "--r-max", "12", "--shards", "1"}})
@@ -102,15 +94,7 @@ func TestLinkFarSites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lab, err := netlab.Start(context.Background(), spec, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := startLab(t, spec)
 	c := newClusterOn(t, Binary(t), lab.LaunchHosts(), []string{"--threads", "1", "--eval-every", "10s", "--eval-samples", "500", "--log-level", "info"},
 		[]string{"--model", "mlp", "--shards", "1"})
 	for i := range 3 {
@@ -153,4 +137,20 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// startLab starts the link lab of spec for the test and removes it at its
+// end.
+func startLab(t *testing.T, spec netlab.Spec) *netlab.Lab {
+	t.Helper()
+	lab, err := netlab.Start(context.Background(), spec, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return lab
 }
