@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -32,9 +33,11 @@ type FSM struct {
 	snaps uint64
 	// gen counts Restores, so that a cached encoding is never taken for
 	// the state of a snapshot restored at the same index; restored is
-	// the last one's size in bytes (ReplicaStatus.Restored).
-	gen      uint64
-	restored int64
+	// the last one's size in bytes and when it was restored, for the
+	// status (ReplicaStatus.Restored; neither is state).
+	gen        uint64
+	restored   int64
+	restoredAt time.Time
 	// enc caches θ encoded for replies (replyFor); not state.
 	enc   replyCache
 	stale staleCache // the faultinject build's broken reply cache
@@ -295,7 +298,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	st.shard = f.st.shard
 	f.st = *st // a snapshot being persisted keeps the arrays it took
 	f.gen++
-	f.restored = cr.n
+	f.restored, f.restoredAt = cr.n, time.Now()
 	f.chk.digests = digestRing{} // digests of the state it replaced
 	f.signal()
 	return nil
@@ -318,7 +321,7 @@ func (c *restoreCounter) Read(p []byte) (int, error) {
 func (f *FSM) restores() shardapi.Restores {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return shardapi.Restores{Count: f.gen, Bytes: f.restored}
+	return shardapi.Restores{Count: f.gen, Bytes: f.restored, At: f.restoredAt}
 }
 
 type fsmSnapshot struct {

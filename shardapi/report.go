@@ -3,6 +3,7 @@ package shardapi
 import (
 	"dsspmesh/clock"
 	"dsspmesh/mesh"
+	"time"
 )
 
 // Applied reports one applied entry to an observer (tests, metrics).
@@ -111,8 +112,9 @@ type ReplicaStatus struct {
 
 // Restores counts a replica's snapshot restores.
 type Restores struct {
-	Count uint64 // snapshots restored since the replica opened
-	Bytes int64  // the last one's size
+	Count uint64    // snapshots restored since the replica opened
+	Bytes int64     // the last one's size
+	At    time.Time // when the last one was restored (the wall clock; not state)
 }
 
 // CheckStatus is the agreement check as one replica applied it.

@@ -69,8 +69,13 @@ func (h *heals) follow(now time.Time, view healView) {
 		took := now.Sub(tr.opened).Round(time.Millisecond)
 		if ok && !tr.received && rs.Restored.Count > 0 {
 			tr.received = true
-			h.event(id, fmt.Sprintf("state received: a snapshot of %s, %s after the replica opened (%s/s)",
-				bytesText(rs.Restored.Bytes), took, bytesText(int64(float64(rs.Restored.Bytes)/max(took.Seconds(), 1e-3)))))
+			at := now
+			if !rs.Restored.At.IsZero() && rs.Restored.At.Before(now) {
+				at = rs.Restored.At // the restore's own time, not this tick's
+			}
+			in := at.Sub(tr.opened).Round(time.Millisecond)
+			h.event(id, fmt.Sprintf("state received: a snapshot of %s, restored %s after the replica opened (%s/s)",
+				bytesText(rs.Restored.Bytes), in, bytesText(int64(float64(rs.Restored.Bytes)/max(in.Seconds(), 1e-3)))))
 		}
 		if ok && votes && rs.CommitIndex > 0 && rs.AppliedIndex >= rs.CommitIndex {
 			how := "from the leader's log alone (no snapshot)"
