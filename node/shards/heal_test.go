@@ -39,7 +39,7 @@ func TestHealTimeline(t *testing.T) {
 		}
 		return rs, votes, present
 	}
-	h.follow(t0.Add(300*time.Millisecond), view) // nothing yet
+	h.follow(t0.Add(300*time.Millisecond), view)                                                   // nothing yet
 	rs.Restored = shardapi.Restores{Count: 1, Bytes: 8 << 20, At: t0.Add(1500 * time.Millisecond)} // seen at the next tick
 	rs.AppliedIndex, rs.CommitIndex, rs.Spec.Len = 40, 90, 1<<20
 	h.follow(t0.Add(2*time.Second), view)
