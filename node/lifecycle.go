@@ -302,7 +302,6 @@ func (n *Node) startLoops(ctx context.Context, spec job.Spec) error {
 func (n *Node) runWorker(ctx context.Context, spec job.Spec, w *worker.Worker) {
 	n.shards.WaitForPlacement(ctx, func() []records.ShardStatus { return n.Status().Shards })
 	n.wg.Go(func() { n.runEvaluation(ctx, w) })
-	n.wg.Go(func() { n.watchFirstRound(ctx) })
 	if w == nil {
 		n.runExternal(ctx, spec)
 		return

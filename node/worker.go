@@ -1,12 +1,7 @@
 package node
 
 import (
-	"context"
-	"fmt"
-	"time"
-
 	"dsspmesh/node/job"
-	"dsspmesh/node/records"
 	"dsspmesh/node/worker"
 )
 
@@ -73,32 +68,10 @@ func (n *Node) newWorkerOn(spec job.Spec, comp worker.Compute, own worker.Own) (
 		ID:        n.id,
 		Compute:   comp,
 		Transport: n.tr, Members: n.members, Candidates: n.shards.Candidates, Alive: n.isMember,
-		Observer: n.obs, Event: n.events.Add, DataPath: n.shards.DataPath, Logger: n.log,
+		Observer: n.obs, Event: n.events.Add, DataPath: n.shards.DataPath, Logger: n.log, Started: n.started,
 		Metrics: worker.Metrics{Iterations: m.Iterations, Samples: m.Samples, ComputeSec: m.ComputeSec, WaitSec: m.WaitSec,
 			Retries: m.Retries, Refused: m.Refused, PushSeconds: m.PushSeconds, GateHoldSeconds: m.GateHoldSeconds},
 	}, worker.Config{Bounds: n.shards.Bounds(), Batch: spec.BatchSize, LocalSteps: spec.Steps(), AutoSteps: spec.LocalStepsAuto, Precision: spec.Precision(), Pipeline: spec.Pipeline,
 		PipelineFresh: spec.PipelineFresh, Balance: spec.Balance, Slack: slack, Slowdown: n.cfg.Slowdown, LeaveTimeout: n.cfg.LeaveTimeout,
 		Own: own})
-}
-
-// watchFirstRound records, as the last step of the node's heal timeline
-// (node/shards' heal.go), when its worker's first round was acknowledged
-// by every shard: an event of kind heal and an INFO line, with the time
-// since the node started. It polls the status until then or ctx ends.
-func (n *Node) watchFirstRound(ctx context.Context) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if w := n.Status().Worker; w != nil && w.Iter > 0 {
-			took := n.now().Sub(n.started).Round(time.Millisecond)
-			n.log.Info("heal: training, the first round acknowledged", "since_start", took)
-			n.events.Add(records.Event{Kind: records.EventHeal, Node: string(n.id), Detail: fmt.Sprintf("training: the first round acknowledged by every shard, %s after the node started", took)})
-			return
-		}
-	}
 }

@@ -192,10 +192,9 @@ func (s *balanceState) roundSteps() int64 {
 		return s.h
 	}
 	// The global round is step × h × the most workers present (balance.Balancer).
-	most := max(s.b.Global()/(s.step*s.h), 1)
+	per := s.step * max(s.b.Global()/(s.step*s.h), 1) // a step's samples at an even share, every worker
 	var need int64
 	for _, w := range s.wants {
-		per := s.step * most
 		need = max(need, (w.Round+per-1)/per)
 	}
 	h := int64(minAutoSteps)

@@ -651,7 +651,9 @@ func runDDP(ctx context.Context, cfg PyTorchConfig, set Setting, label string, w
 	defer closeLab()
 	cmd := exec.CommandContext(ctx, cfg.Python, args...)
 	// On the link lab each rank runs on its own host, rank 0's address
-	// the master: the others start first, their output to the log.
+	// the master: the others (ranks) start first, their output to the log.
+	// gloo binds the interface the host name resolves to unless told: in a
+	// lab host's namespace that is not its data link, eth0.
 	var ranks []*exec.Cmd
 	if len(hosts) > 0 {
 		if len(hosts) < cfg.Workers {
@@ -659,14 +661,14 @@ func runDDP(ctx context.Context, cfg PyTorchConfig, set Setting, label string, w
 			return run
 		}
 		args = append(args, "--master", hosts[0].Addr)
-		for i := 1; i < cfg.Workers; i++ {
-			argv := append(slices.Clone(hosts[i].Exec), cfg.Python)
-			argv = append(argv, append(slices.Clone(args), "--rank", strconv.Itoa(i))...)
-			ranks = append(ranks, exec.CommandContext(ctx, argv[0], argv[1:]...))
+		env := append(os.Environ(), "GLOO_SOCKET_IFNAME=eth0")
+		for i := range cfg.Workers {
+			argv := append(slices.Concat(hosts[i].Exec, []string{cfg.Python}, args), "--rank", strconv.Itoa(i))
+			r := exec.CommandContext(ctx, argv[0], argv[1:]...)
+			r.Env = env
+			ranks = append(ranks, r)
 		}
-		argv := append(slices.Clone(hosts[0].Exec), cfg.Python)
-		argv = append(argv, append(slices.Clone(args), "--rank", "0")...)
-		cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd, ranks = ranks[0], ranks[1:]
 	}
 	var stdout bytes.Buffer
 	logPath := filepath.Join(cfg.OutDir, "runs", set.Name+"-ddp.log")
@@ -681,15 +683,6 @@ func runDDP(ctx context.Context, cfg PyTorchConfig, set Setting, label string, w
 	cmd.Stdout = io.MultiWriter(&stdout, logw, &everyNth{w: prog, n: ddpLineEvery(cfg.Verbose)})
 	cmd.Stderr = logw
 	start := time.Now()
-	if len(hosts) > 0 {
-		// gloo binds the interface the host name resolves to unless told:
-		// in a lab host's namespace that is not its data link, eth0.
-		env := append(os.Environ(), "GLOO_SOCKET_IFNAME=eth0")
-		cmd.Env = env
-		for _, r := range ranks {
-			r.Env = env
-		}
-	}
 	for _, r := range ranks {
 		r.Stdout, r.Stderr = logw, logw
 		if err := r.Start(); err != nil {

@@ -18,7 +18,7 @@ import (
 // leader promoted it to voter, which it does once the replica has applied
 // all the leader had when it added it, and it has applied the commit index
 // it knows). The node adds the last step, its first round acknowledged
-// (node.watchFirstRound). Followed by the manager's sync, every 300 ms:
+// (worker.Worker.firstRound). Followed by the manager's sync, every 300 ms:
 // each step's time is within one tick.
 
 // heals is the timelines under way, by shard. Safe for concurrent use;

@@ -54,7 +54,7 @@ type Manager struct {
 	transferring atomic.Bool // a leadership hand-over runs (handLeadOver)
 
 	// bootstrapping: Start opens the replicas of a fresh mesh, which
-	// start the shards rather than heal them. Written before Run starts.
+	// start the shards rather than heal them; guarded by mu.
 	bootstrapping bool
 
 	// openedRTT is the round trip each replica here opened with
@@ -148,8 +148,8 @@ func Bounds(total, s int) [][2]int {
 // and proposes Init with θ from --init-from, or else from the spec's seed.
 func (m *Manager) Start(ctx context.Context, fresh bool) error {
 	fresh = fresh || faults.On(faults.SplitBrain) // broken builds only
-	m.bootstrapping = fresh
-	defer func() { m.bootstrapping = false }()
+	m.setBootstrapping(fresh)
+	defer m.setBootstrapping(false)
 	for s := range m.bounds {
 		id := uint32(s)
 		if fresh || m.d.Replicas.HasState(id) || m.placedHere(id) {
@@ -182,6 +182,12 @@ func (m *Manager) Start(ctx context.Context, fresh bool) error {
 	}
 	m.d.Logger.Info("bootstrapped shards", "shards", len(m.bounds))
 	return nil
+}
+
+func (m *Manager) setBootstrapping(on bool) {
+	m.mu.Lock()
+	m.bootstrapping = on
+	m.mu.Unlock()
 }
 
 // bootstrapParallel bounds the shards bootstrapping at once.
@@ -313,7 +319,7 @@ func (m *Manager) retime(id uint32, rep Replica, now time.Time) bool {
 	opened, last := m.openedRTT[id], m.retimedAt[id]
 	due := needsRetiming(rtt, opened) && now.Sub(last) >= retimeEvery && m.replicas[id] == rep
 	if due {
-		delete(m.replicas, id)
+		m.dropLocked(id)
 		m.retimedAt[id] = now
 	}
 	m.mu.Unlock()
@@ -348,7 +354,7 @@ func (m *Manager) reopenStopped(id uint32, rep Replica, placed bool) bool {
 	m.mu.Lock()
 	due := m.replicas[id] == rep
 	if due {
-		delete(m.replicas, id)
+		m.dropLocked(id)
 	}
 	m.mu.Unlock()
 	if !due {
@@ -429,7 +435,7 @@ func (m *Manager) agrees(id uint32) {
 func (m *Manager) rebuild(id uint32) {
 	m.mu.Lock()
 	rep := m.replicas[id]
-	delete(m.replicas, id)
+	m.dropLocked(id)
 	m.diverged[id] = "evicted by the shard's leader; rebuilding it from its peers"
 	m.mu.Unlock()
 	if rep != nil {
@@ -895,6 +901,14 @@ func (m *Manager) voterSince(id uint32, rep Replica, now time.Time) time.Time {
 	return now
 }
 
+// dropLocked takes shard id's replica out of the manager's map, and its
+// voter mark with it (a mark holds the replica, which holds the shard's
+// state, until the next replica replaced it). Called with m.mu held.
+func (m *Manager) dropLocked(id uint32) {
+	delete(m.replicas, id)
+	delete(m.voters, id)
+}
+
 // voterMark is when the manager first saw a replica count its node a
 // voter.
 type voterMark struct {
@@ -905,7 +919,7 @@ type voterMark struct {
 func (m *Manager) stopReplica(id uint32) {
 	m.mu.Lock()
 	rep := m.replicas[id]
-	delete(m.replicas, id)
+	m.dropLocked(id)
 	m.mu.Unlock()
 	if rep != nil {
 		m.d.Logger.Info("replica no longer placed here; stopped", "shard", id)

@@ -47,7 +47,7 @@ func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 		h = w.auto.steps()
 	}
 	if !w.cfg.Balance {
-		w.setSteps(h)
+		w.setSteps(h, nil)
 		return w.cfg.Batch * h, nil, w.compute.Next(w.cfg.Batch*h, h, -1)
 	}
 	b, pos := int64(w.cfg.Batch*h), int64(-1)
@@ -58,12 +58,7 @@ func (w *Worker) next(t int64) (int, *shardapi.Assignment, error) {
 	if h > 1 && (a == nil || a.PredictNs <= 0) {
 		b = min(b, int64(probeSteps*w.cfg.Batch))
 	}
-	w.setSteps(w.steps(int(b)))
-	if w.cfg.AutoSteps && a != nil {
-		w.mu.Lock()
-		w.stats.StepsReason = w.auto.balancedReason(w.h, a.Batch, a.Global)
-		w.mu.Unlock()
-	}
+	w.setSteps(w.steps(int(b)), a)
 	return int(b), a, w.compute.Next(int(b), w.h, pos)
 }
 
@@ -81,13 +76,18 @@ func (w *Worker) want(a *shardapi.Assignment) int64 {
 const probeSteps = 2
 
 // setSteps sets w.h and the status's LocalSteps to h (and, under
-// --local-steps auto, why).
-func (w *Worker) setSteps(h int) {
+// --local-steps auto, why: under the balance layer for the share a names,
+// kept as it was while no assignment names one).
+func (w *Worker) setSteps(h int, a *shardapi.Assignment) {
 	w.h = h
 	w.mu.Lock()
 	w.stats.LocalSteps = h
-	if w.cfg.AutoSteps && !w.cfg.Balance {
+	switch {
+	case !w.cfg.AutoSteps:
+	case !w.cfg.Balance:
 		w.stats.StepsReason = w.auto.reason
+	case a != nil:
+		w.stats.StepsReason = w.auto.balancedReason(h, a.Batch, a.Global)
 	}
 	w.mu.Unlock()
 }

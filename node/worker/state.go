@@ -31,8 +31,12 @@ type Deps struct {
 	Alive func(mesh.NodeID) bool
 	// Observer sees every push and every iteration's reads.
 	Observer records.Observer
-	// Event records what the mesh did to the worker (a rejected push).
-	Event func(records.Event)
+	// Event records what the mesh did to the worker (a rejected push) and
+	// its first round acknowledged, the last step of its node's heal
+	// timeline (node/shards' heal.go), timed from Started, the node's
+	// start (zero: untimed).
+	Event   func(records.Event)
+	Started time.Time
 	// DataPath reads the replicas' data-path costs for the status (nil: 0).
 	DataPath func() (replicated, logWrites uint64)
 	Metrics  Metrics

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"dsspmesh/node/records"
 )
 
 // New builds a worker; [Worker.Run] runs it.
@@ -299,6 +301,9 @@ func (w *Worker) completed(fl *flight, wait time.Duration) {
 		w.auto.observe(fl.steps, compute, slices.Max(fl.wire))
 	}
 	now := time.Now()
+	if w.stats.Iter == 0 { // written by this goroutine alone
+		w.firstRound(now)
+	}
 	w.d.Metrics.Iterations.Inc()
 	w.d.Metrics.Samples.Add(float64(batch))
 	w.d.Metrics.ComputeSec.Add(compute.Seconds())
@@ -319,6 +324,18 @@ func (w *Worker) completed(fl *flight, wait time.Duration) {
 	if len(w.rate) > 1 {
 		w.stats.ItersPerSec = float64(len(w.rate)-1) / now.Sub(w.rate[0]).Seconds()
 	}
+}
+
+// firstRound records, at now, that the worker's first round was
+// acknowledged by every shard: an event of kind heal and an INFO line.
+func (w *Worker) firstRound(now time.Time) {
+	detail := "training: the first round acknowledged by every shard"
+	if !w.d.Started.IsZero() {
+		took := now.Sub(w.d.Started).Round(time.Millisecond)
+		detail += fmt.Sprintf(", %s after the node started", took)
+	}
+	w.d.Logger.Info("heal: " + detail)
+	w.d.Event(records.Event{Kind: records.EventHeal, Node: string(w.d.ID), Detail: detail})
 }
 
 // Leave waits for Run to return (its ctx cancelled), then removes this
