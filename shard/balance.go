@@ -183,10 +183,13 @@ func (s *balanceState) tick(g *clock.Gate) {
 // roundSteps is the round's steps (h) the workers' links ask for under
 // Spec.BalanceStep, h itself without auto or without a want: the fewest
 // steps at an even share that give every worker the round it asked for,
-// rounded up to a power of two in [2, maxH]. It grows as soon as one
-// worker asks for more, and shrinks only once every want fits in less
-// than 0.7 of the next smaller round, so wants that sit near a power of
-// two do not flip the round back and forth (each change re-allocates).
+// rounded up to a power of two, at most the largest in [2, maxH]
+// whatever a worker asks (PushMeta.Want is bounded only by
+// MaxPushSamples; maxH, auto:N, need not be a power of two). It grows as
+// soon as one worker asks for more, and shrinks only once every want fits
+// in less than 0.7 of the next smaller round, so wants that sit near a
+// power of two do not flip the round back and forth (each change
+// re-allocates).
 func (s *balanceState) roundSteps() int64 {
 	if s.step == 0 || len(s.wants) == 0 {
 		return s.h
@@ -198,7 +201,7 @@ func (s *balanceState) roundSteps() int64 {
 		need = max(need, (w.Round+per-1)/per)
 	}
 	h := int64(minAutoSteps)
-	for h < s.maxH && h < need {
+	for 2*h <= s.maxH && h < need {
 		h *= 2
 	}
 	if h < s.h && 10*need > 7*(s.h/2) {

@@ -2,10 +2,12 @@ package shard
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -500,4 +502,131 @@ func assignmentOf(t *testing.T, f, restored *FSM, w clock.WorkerID, it int64) *s
 		}
 	}
 	return a
+}
+
+// TestHostileWantIsBounded: a mesh-key holder's worker that asks for the
+// largest round the wire accepts (PushMeta.Want = MaxPushSamples) under
+// --local-steps auto:12 with --balance grows every worker's round to 8
+// steps, the largest power of two within the job's bound, never past it
+// (a round of 16 steps would also leave a snapshot no replica restores);
+// a want outside [0, MaxPushSamples] is refused naming the value, one
+// from a non-member or a revoked node is not recorded, and once the
+// hostile workers are removed or revoked their asks stop counting: the
+// round shrinks to what the others ask.
+func TestHostileWantIsBounded(t *testing.T) {
+	const step, bound = 8, 12
+	spec := testSpec(4, "ssp:1")
+	spec.Shard, spec.BalanceBase, spec.BalanceStep = 0, step*bound, step
+	h := newFSMHarness(t, spec, make([]float32, 4))
+	members := []clock.WorkerID{"a", "b", "m", "n"} // m and n hostile
+	for _, w := range members {
+		if a := h.apply(encodeWorker(entryAddWorker, w, 0)); a.Err != nil {
+			t.Fatal(a.Err)
+		}
+	}
+	hostile := spec.MaxPushSamples()
+	batch := map[clock.WorkerID]int64{}
+	// round has every member push iteration it, the honest ones asking
+	// for rounds of 20 samples, m and n for hostile; it returns the global
+	// batch of iteration it+1, checked on a replica restored from a
+	// snapshot taken after the entry.
+	round := func(it int64) int64 {
+		t.Helper()
+		var ps []Push
+		for _, w := range members {
+			m := meta(w, it, max(batch[w], 16))
+			m.ComputeNs, m.Want = 1000*m.Samples, 20
+			if w == "m" || w == "n" {
+				m.Want = hostile
+			}
+			ps = append(ps, Push{PushMeta: m, Grad: gradBytes(make([]float32, 4))})
+		}
+		for _, r := range h.apply(encodePushes(ps)).Pushes {
+			if r.Err != nil {
+				t.Fatalf("iteration %d: %v", it, r.Err)
+			}
+		}
+		restored := NewFSM(0, nil)
+		if err := restored.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, h.f))}); err != nil {
+			t.Fatalf("iteration %d: a snapshot at a round of %d steps: %v", it, h.f.st.bal.h, err)
+		}
+		var sum, global int64
+		for _, w := range members {
+			a := assignmentOf(t, h.f, restored, w, it)
+			batch[w], global = a.Batch, a.Global
+			sum += a.Batch
+		}
+		if sum != global {
+			t.Fatalf("iteration %d: shares sum to %d, global %d", it+1, sum, global)
+		}
+		if s := h.f.st.bal.h; s < minAutoSteps || s > bound || s&(s-1) != 0 {
+			t.Fatalf("iteration %d: a round of %d steps, not a power of two in [2, %d]", it+1, s, bound)
+		}
+		return global
+	}
+	// Out of range: refused, naming the value, nothing recorded.
+	for _, c := range []struct {
+		want   int64
+		reason shardapi.Reason
+	}{{-1, shardapi.ReasonBadRequest}, {hostile + 1, shardapi.ReasonOutOfBounds}, {math.MaxInt64, shardapi.ReasonOutOfBounds}} {
+		m := meta("m", 0, 16)
+		m.Want = c.want
+		r := h.apply(encodePushes([]Push{{PushMeta: m, Grad: gradBytes(make([]float32, 4))}})).Pushes[0]
+		var rej *shardapi.RejectError
+		if !errors.As(r.Err, &rej) || rej.Reason != c.reason || !strings.Contains(rej.Detail, fmt.Sprint(c.want)) {
+			t.Fatalf("want %d: %v, want a %s refusal naming %d", c.want, r.Err, c.reason, c.want)
+		}
+	}
+	// A non-member's ask: refused by the gate, not recorded.
+	m := meta("zz", 0, 16)
+	m.Want = hostile
+	if r := h.apply(encodePushes([]Push{{PushMeta: m, Grad: gradBytes(make([]float32, 4))}})).Pushes[0]; r.Err == nil {
+		t.Fatal("a non-member's push applied")
+	}
+	if len(h.f.st.bal.wants) != 0 {
+		t.Fatalf("refused asks recorded: %+v", h.f.st.bal.wants)
+	}
+	// The largest ask the wire takes: 8 steps a worker, 8 × 8 × 4 samples
+	// (the global round counts the most workers present, 4).
+	most := len(members)
+	var global int64
+	for it := int64(0); it < 4; it++ {
+		global = round(it)
+	}
+	if want := int64(step * 8 * most); global != want || h.f.st.bal.h != 8 {
+		t.Fatalf("under the hostile ask: global %d at %d steps, want %d at 8 (auto:%d)", global, h.f.st.bal.h, want, bound)
+	}
+	// n removed: m's ask still holds the round at 8 steps.
+	if a := h.apply(encodeWorker(entryRemoveWorker, "n", 0)); a.Err != nil {
+		t.Fatal(a.Err)
+	}
+	members = slices.DeleteFunc(members, func(w clock.WorkerID) bool { return w == "n" })
+	for it := int64(4); it < 6; it++ {
+		global = round(it)
+	}
+	if want := int64(step * 8 * most); global != want || h.f.st.bal.h != 8 {
+		t.Fatalf("after n left: global %d at %d steps, want %d at 8 (m still asks)", global, h.f.st.bal.h, want)
+	}
+	// m revoked: its ask is dropped with it, a push of it refused and not
+	// recorded, and the round shrinks to the honest asks' 2 steps.
+	if a := h.apply(encodeIdentity(identityHeader{Op: "revoke", ID: "m"})); a.Err != nil {
+		t.Fatal(a.Err)
+	}
+	members = slices.DeleteFunc(members, func(w clock.WorkerID) bool { return w == "m" })
+	m = meta("m", 6, 16)
+	m.Want = hostile
+	if r := h.apply(encodePushes([]Push{{PushMeta: m, Grad: gradBytes(make([]float32, 4))}})).Pushes[0]; r.Err == nil {
+		t.Fatal("a revoked node's push applied")
+	}
+	for _, w := range h.f.st.bal.wants {
+		if w.Worker == "m" || w.Worker == "n" {
+			t.Fatalf("a departed worker's ask kept: %+v", h.f.st.bal.wants)
+		}
+	}
+	for it := int64(6); it < 9; it++ {
+		global = round(it)
+	}
+	if want := int64(step * 2 * most); global != want || h.f.st.bal.h != 2 {
+		t.Fatalf("after the hostile workers left: global %d at %d steps, want %d at 2", global, h.f.st.bal.h, want)
+	}
 }
