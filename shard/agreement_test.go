@@ -233,6 +233,74 @@ func TestReconcileLeavesANamedReplicaToItsEviction(t *testing.T) {
 	t.Logf("%s: %s", victim, st.Diverged.Reason)
 }
 
+// TestEvictionComesBeforeAWaitThatNeverEnds: the placement names a member
+// that hosts nothing ("ghost": a mesh-key holder in gossip runs no
+// replica) before a voter that then restarts on a damaged log. The
+// leader's reconcile adds the ghost and waits for it to catch up, with a
+// minute to wait, step after step, as a node's shard manager does; the
+// wait never ends on its own. The check names the diverged voter; the
+// wait gives way, so the eviction gets the configuration slot within the
+// check's time (the hostile suite's raft-entry-flip, late in its shared
+// mesh, where the hostile client was placed).
+func TestEvictionComesBeforeAWaitThatNeverEnds(t *testing.T) {
+	c, dirs := diskCluster(t, 5, 1<<20, 4)
+	c.cfg = func(id mesh.NodeID) Config {
+		cfg := fastConfig(5, id)
+		cfg.CheckEvery, cfg.CheckWait = 8, time.Second
+		return cfg
+	}
+	ids := c.bootZeros(3, 64, "ssp:3")
+	workers := []clock.WorkerID{"a", "b"}
+	runWorkers(t, c, ids, workers, 10, 64, nil)
+	leader := c.waitLeader("")
+	c.waitSame()
+	var victim mesh.NodeID
+	var others []mesh.NodeID
+	for _, id := range ids {
+		if id != leader.cfg.ID && victim == "" {
+			victim = id
+		} else {
+			others = append(others, id)
+		}
+	}
+	desired := []mesh.NodeID{leader.cfg.ID, "ghost", victim}
+	run, stop := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	waiting := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for first := true; ; first = false {
+			ctx, cancel := context.WithTimeout(run, time.Minute)
+			if first {
+				close(waiting)
+			}
+			leader.Reconcile(ctx, desired)
+			cancel()
+			select {
+			case <-run.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { stop(); <-stopped }()
+	<-waiting
+	c.waitFor(10*time.Second, "the ghost added as a non-voter", func() bool {
+		cfg, err := leader.Configuration()
+		return err == nil && slices.Contains(cfg.Nonvoters, "ghost")
+	})
+	c.kill(victim)
+	flipPushEntry(t, filepath.Join(raftstore.ShardDir(dirs[victim], 5), "raft.db"))
+	c.start(victim)
+	runWorkers(t, c, others, workers, 30, 64, nil)
+	var st shardapi.ReplicaStatus
+	c.waitFor(20*time.Second, "the diverged replica evicted", func() bool {
+		st = c.replica(victim).Status()
+		return st.Diverged != nil && st.Evicted
+	})
+	t.Logf("%s: %s", victim, st.Diverged.Reason)
+}
+
 // flipPushEntry flips a byte inside the gradient of the first push entry
 // of the closed log database path.
 func flipPushEntry(t *testing.T, path string) {

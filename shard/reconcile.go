@@ -2,31 +2,36 @@ package shard
 
 import (
 	"context"
-	"dsspmesh/shardapi"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/mesh"
+	"dsspmesh/shardapi"
 )
 
 // Reconcile takes one step that moves the shard's raft configuration toward
-// desired (the placement's replica set): first it adds a missing replica —
-// as a non-voter, waits until that replica has applied everything the
-// leader had applied when it began, then promotes it to voter — and only
-// when none is missing it removes one replica that should go. It returns
+// desired (the placement's replica set): first it adds every missing
+// replica as a non-voter, waits until one of them has applied everything
+// the leader had applied when it began, and promotes that one to voter (a
+// placed member that never catches up — one that hosts nothing — holds
+// back no other); only when none is missing it removes one replica that
+// should go. It returns
 // done when the voters equal desired. Leader only (*NotLeaderError
 // otherwise); one call at a time (ErrReconfigActive), and raft itself
 // allows one change in flight. Call it again after each step, and
 // whenever membership changes.
 // A leader not in desired first hands its leadership to a voter that is
-// (handOver; docs/design.md, "Reconcile from inside the set"). A replica
-// the agreement check named diverged is not added (nor waited for) until
-// the leader has evicted it: it applies nothing, so it would never catch
-// up, and the wait would hold the configuration slot the eviction needs;
-// done is then false.
+// (handOver; docs/design.md, "Reconcile from inside the set"). While the
+// agreement check has named a replica diverged and the leader has not yet
+// evicted it, no step is taken (done is false) and a wait for another
+// replica's catch-up ends: the eviction needs the configuration slot, and
+// a wait holds it for up to ctx's time — for ever, a step after a step,
+// when the replica awaited never catches up (a member that hosts nothing).
 func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bool, err error) {
 	if !r.IsLeader() {
 		return false, r.notLeader()
@@ -50,29 +55,32 @@ func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bo
 			return false, nil
 		}
 	}
-	named := r.fsm.check().named
-	skipped := false
+	if evicting(r.fsm.check().named, r.cfg.ID) {
+		return false, nil
+	}
+	var missing []mesh.NodeID
 	for _, id := range desired {
 		if voters[id] {
 			continue
 		}
-		if _, ok := named[id]; ok {
-			skipped = true
-			continue
-		}
+		missing = append(missing, id)
 		r.log.Info("adding replica", "peer", id)
 		if !members[id] {
 			if err := r.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(id), 0, r.cfg.ApplyTimeout).Error(); err != nil {
 				return false, fmt.Errorf("shard %d: add non-voter %s: %w", r.cfg.Shard, id, err)
 			}
+			members[id] = true
 		}
-		if err := r.waitCaughtUp(ctx, id, r.fsm.AppliedIndex()); err != nil {
+	}
+	if len(missing) > 0 {
+		id, err := r.waitCaughtUp(ctx, missing, r.fsm.AppliedIndex())
+		if err != nil {
 			return false, err
 		}
 		if err := r.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(id), 0, r.cfg.ApplyTimeout).Error(); err != nil {
 			return false, fmt.Errorf("shard %d: promote %s: %w", r.cfg.Shard, id, err)
 		}
-		members[id], voters[id] = true, true
+		voters[id] = true
 		return sameSet(members, desired) && allVoters(voters, desired), nil
 	}
 	var extra []mesh.NodeID
@@ -82,7 +90,7 @@ func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bo
 		}
 	}
 	if len(extra) == 0 {
-		return !skipped, nil
+		return true, nil
 	}
 	slices.Sort(extra)
 	victim := extra[0]
@@ -93,7 +101,19 @@ func (r *Replica) Reconcile(ctx context.Context, desired []mesh.NodeID) (done bo
 	if err := r.raft.RemoveServer(raft.ServerID(victim), 0, r.cfg.ApplyTimeout).Error(); err != nil {
 		return false, fmt.Errorf("shard %d: remove %s: %w", r.cfg.Shard, victim, err)
 	}
-	return len(extra) == 1 && allVoters(voters, desired) && !skipped, nil
+	return len(extra) == 1 && allVoters(voters, desired), nil
+}
+
+// evicting reports whether an eviction is pending: a server other than
+// self named diverged by the agreement check and not yet evicted (self,
+// named, stops on its own check).
+func evicting(named map[mesh.NodeID]uint64, self mesh.NodeID) bool {
+	for id := range named {
+		if id != self {
+			return true
+		}
+	}
+	return false
 }
 
 // handOver transfers this leader's leadership to a voter in desired, the
@@ -127,29 +147,38 @@ func allVoters(voters map[mesh.NodeID]bool, desired []mesh.NodeID) bool {
 	return !slices.ContainsFunc(desired, func(d mesh.NodeID) bool { return !voters[d] })
 }
 
-// waitCaughtUp polls id's applied index over the RPC channel until it
-// reaches index; it gives up once the agreement check names id diverged.
-func (r *Replica) waitCaughtUp(ctx context.Context, id mesh.NodeID, index uint64) error {
-	var last error
+// waitCaughtUp polls the applied index of each of ids over the RPC
+// channel, every heartbeat timeout, until one reaches index, and returns
+// that one; it gives up once the agreement check names a replica diverged
+// (evicting), one of ids or another: the eviction comes first.
+func (r *Replica) waitCaughtUp(ctx context.Context, ids []mesh.NodeID, index uint64) (mesh.NodeID, error) {
+	last := map[mesh.NodeID]error{}
 	for {
-		if at, ok := r.fsm.check().named[id]; ok {
-			return fmt.Errorf("shard %d: %s was named diverged by the check of index %d: it is evicted and rebuilt before it is added", r.cfg.Shard, id, at)
+		if named := r.fsm.check().named; evicting(named, r.cfg.ID) {
+			return "", fmt.Errorf("shard %d: the wait for %v to catch up gives way to the eviction of %s, named diverged by the agreement check", r.cfg.Shard, ids, slices.Sorted(maps.Keys(named)))
 		}
-		got, err := r.probe(ctx, id)
-		if err == nil && got >= index {
-			return nil
-		}
-		if err != nil {
-			last = err
-		} else {
-			last = fmt.Errorf("applied index %d of %d", got, index)
+		for _, id := range ids {
+			pctx, cancel := context.WithTimeout(ctx, r.cfg.HeartbeatTimeout)
+			got, err := r.probe(pctx, id)
+			cancel()
+			if err == nil && got >= index {
+				return id, nil
+			}
+			if err == nil {
+				err = fmt.Errorf("applied index %d of %d", got, index)
+			}
+			last[id] = err
 		}
 		t := time.NewTimer(r.cfg.HeartbeatTimeout)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("shard %d: %s did not catch up: %w (last: %v)", r.cfg.Shard, id, ctx.Err(), last)
+			var why []string
+			for _, id := range ids {
+				why = append(why, fmt.Sprintf("%s: %v", id, last[id]))
+			}
+			return "", fmt.Errorf("shard %d: none of %v caught up: %w (last: %s)", r.cfg.Shard, ids, ctx.Err(), strings.Join(why, "; "))
 		}
 	}
 }

@@ -63,6 +63,41 @@ func TestReconcileReplacesLeader(t *testing.T) {
 	}
 }
 
+// TestReconcileAMemberThatHostsNothingHoldsBackNoOther: placement names a
+// member that hosts no replica ("ghost": a mesh-key holder in gossip)
+// before a new, live one. One reconcile step adds both as non-voters and
+// promotes the live one once it caught up; it does not spend the step on
+// the ghost, which never answers (before, each step waited on the first
+// missing replica until its time ran out, and the next one waited on it
+// again).
+func TestReconcileAMemberThatHostsNothingHoldsBackNoOther(t *testing.T) {
+	const n = 16
+	c := newCluster(t, 7)
+	ids := nodeIDs(4)
+	spec := shardapi.Spec{Shard: 7, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
+	c.boot(ids[:3], spec, make([]float32, n))
+	runWorkers(t, c, ids[:3], []clock.WorkerID{"a", "b"}, 10, n, nil)
+	c.start(ids[3])
+	l := c.waitLeader("")
+	desired := append(slices.Clone(ids[:3]), "ghost", ids[3])
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done, err := l.Reconcile(ctx, desired)
+	if err != nil {
+		t.Fatalf("reconcile toward %v: %v", desired, err)
+	}
+	if done {
+		t.Fatal("done with the ghost a non-voter")
+	}
+	if got := configVoters(t, l); !slices.Contains(got, ids[3]) {
+		t.Fatalf("voters %v, want %s among them", got, ids[3])
+	}
+	cfg, err := l.Configuration()
+	if err != nil || !slices.Contains(cfg.Nonvoters, "ghost") {
+		t.Fatalf("configuration %+v (%v), want the ghost a non-voter", cfg, err)
+	}
+}
+
 func configVoters(t *testing.T, r *Replica) []mesh.NodeID {
 	c, err := r.Configuration()
 	if err != nil {
