@@ -346,9 +346,13 @@ func (m *Manager) retime(id uint32, rep Replica, now time.Time) bool {
 // quorum for 4 minutes (the long tier, seed 2, after a SIGSTOP of a
 // leader). Reopened, it starts as a follower outside the configuration,
 // and the leader adds it as a non-voter and catches it up before it
-// votes. A diverged replica is left to rebuild, which discards its stores.
+// votes. A diverged replica is left to rebuild, which discards its stores:
+// its own status says so before its raft stops (the manager's mark comes
+// after, from Deps.OnDiverged), so one read between the two is not
+// reopened — reopened, it replayed its damaged entry again, and its
+// closing ended the wait for its eviction.
 func (m *Manager) reopenStopped(id uint32, rep Replica, placed bool) bool {
-	if rep.Status().State != "Shutdown" || m.wasDiverged(id) {
+	if rs := rep.Status(); rs.State != "Shutdown" || rs.Diverged != nil || m.wasDiverged(id) {
 		return false
 	}
 	m.mu.Lock()

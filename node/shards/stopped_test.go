@@ -38,15 +38,16 @@ type stoppableReplica struct {
 	mu       sync.Mutex
 	stopped  bool
 	shutdown int
+	diverged *shardapi.Divergence // the FSM's word, before raft stops
 }
 
 func (r *stoppableReplica) Status() shardapi.ReplicaStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
-		return shardapi.ReplicaStatus{State: "Shutdown"}
+		return shardapi.ReplicaStatus{State: "Shutdown", Diverged: r.diverged}
 	}
-	return shardapi.ReplicaStatus{State: "Follower"}
+	return shardapi.ReplicaStatus{State: "Follower", Diverged: r.diverged}
 }
 
 func (r *stoppableReplica) Shutdown() error {
@@ -106,5 +107,30 @@ func TestReplicaWhoseRaftStoppedIsReopened(t *testing.T) {
 	m.sync(ctx)
 	if reps.opens[1] != 2 || m.local(1) != nil || second.shutdown != 1 {
 		t.Fatalf("opens %v, replica %v: want the stopped replica of an unplaced shard closed, not reopened", reps.opens, m.local(1))
+	}
+}
+
+// A replica that diverged stops its own raft before its node hears of it
+// (Deps.OnDiverged comes after raft's shutdown): a manager round in
+// between sees a stopped replica whose status names its divergence. It is
+// left to its eviction and rebuild, not reopened: reopened, it replayed its
+// damaged entry again, and closing it ended its wait for the eviction (the
+// hostile suite's raft-entry-flip, under four busy loops).
+func TestDivergedReplicaIsNotReopened(t *testing.T) {
+	reps := &stoppingReplicas{opens: map[uint32]int{}, last: map[uint32]*stoppableReplica{}}
+	live := &members{ids: []mesh.NodeID{"a", "b", "c"}}
+	m := New(Deps{ID: "a", Replicas: reps, Members: live, SetPeers: func([]string) error { return nil },
+		Logger: slog.New(slog.DiscardHandler)},
+		Config{NumParams: 30, Shards: 3, Replication: 3, Spec: shardapi.Spec{}})
+	ctx := context.Background()
+	m.sync(ctx)
+	first := reps.last[1]
+	first.mu.Lock()
+	first.diverged = &shardapi.Divergence{At: 7, Reason: "its log's copy of the entry at index 7 is damaged", Damaged: true}
+	first.mu.Unlock()
+	first.stop()
+	m.sync(ctx)
+	if reps.opens[1] != 1 || m.local(1) != Replica(first) || first.shutdown != 0 {
+		t.Fatalf("opens %v, closed %d times: want the diverged replica kept for its eviction, not closed and reopened", reps.opens, first.shutdown)
 	}
 }
