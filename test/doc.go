@@ -25,9 +25,8 @@
 // measured round trip (TestLinkFarSites); both need root.
 //
 // Long tests, outside CI's time and run with DSSP_LONG=1 (longTest):
-// TestMeshStepsAsDDP (the combine rule against DDP, 75 s), TestLinkFarSites
-// (37 s) and the hostile case raft-entry-flip (late in the shared mesh
-// under CI's load its rebuild took past its 120 s in 2 of 6 runs).
+// TestMeshStepsAsDDP (the combine rule against DDP, 75 s) and
+// TestLinkFarSites (37 s).
 //
 // The fault suite adds: proxy.go ([FaultNet]: per-node UDP/TCP proxies on
 // loopback that cut, drop, duplicate and delay peer traffic), faultcluster.go
