@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/raft"
@@ -159,17 +160,37 @@ func checkNewestSnapshot(dir string) (path, problem string) {
 		return "", ""
 	}
 	// raft names a snapshot term-index-millis; its store sorts by term,
-	// then index, then id: read each meta and take the greatest.
+	// then index, then id: read each meta and take the greatest. A folder
+	// whose meta.json cannot be read is one raft's store skips: an older
+	// snapshot being reaped when the node was killed (raft removes the
+	// folder's files one by one) is left so, and skipped here too; one
+	// whose name says it is newer than every readable one is the snapshot
+	// raft would restore, damaged.
 	var newest string
 	var best fileMeta
+	type unreadable struct {
+		name string
+		err  error
+	}
+	var bad []unreadable
 	for _, n := range names {
 		m, err := readMeta(filepath.Join(snaps, n))
 		if err != nil {
-			return filepath.Join(snaps, n, "meta.json"), "is unreadable: " + err.Error()
+			bad = append(bad, unreadable{n, err})
+			continue
 		}
 		if newest == "" || m.Term > best.Term || m.Term == best.Term && (m.Index > best.Index || m.Index == best.Index && n > newest) {
 			newest, best = n, m
 		}
+	}
+	for _, u := range bad {
+		term, index, ok := snapshotName(u.name)
+		if newest == "" || !ok || term > best.Term || term == best.Term && index >= best.Index {
+			return filepath.Join(snaps, u.name, "meta.json"), "is unreadable: " + u.err.Error()
+		}
+	}
+	if newest == "" {
+		return "", ""
 	}
 	sd := filepath.Join(snaps, newest)
 	if err := checkMetaSum(sd); err != nil {
@@ -191,4 +212,16 @@ func checkNewestSnapshot(dir string) (path, problem string) {
 		return filepath.Join(sd, "state.bin"), "fails its checksum (the CRC-64 in its meta.json)"
 	}
 	return "", ""
+}
+
+// snapshotName reads the term and index from a snapshot folder's name,
+// term-index-millis as raft's file store writes it.
+func snapshotName(name string) (term, index uint64, ok bool) {
+	parts := strings.Split(name, "-")
+	if len(parts) != 3 {
+		return 0, 0, false
+	}
+	t, err1 := strconv.ParseUint(parts[0], 10, 64)
+	i, err2 := strconv.ParseUint(parts[1], 10, 64)
+	return t, i, err1 == nil && err2 == nil
 }

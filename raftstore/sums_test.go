@@ -3,6 +3,7 @@ package raftstore
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,4 +177,40 @@ func TestSnapshotWithoutSumOpens(t *testing.T) {
 		t.Fatalf("Open of a snapshot without meta.sum: %v", err)
 	}
 	s.Close()
+}
+
+// TestSnapshotReapedMidwayIsSkipped: raft's store reaps an older snapshot
+// by removing its folder's files one by one, so a kill -9 meanwhile
+// leaves a folder without meta.json. Raft's store skips it; Open does too
+// (it refused the node's start, naming that folder, in the hostile
+// suite). A folder without meta.json whose name says it is newer than
+// every readable snapshot is the one raft would restore: refused.
+func TestSnapshotReapedMidwayIsSkipped(t *testing.T) {
+	dataDir, _ := populatedShard(t, 7)
+	sd := snapshotDir(t, dataDir, 7)
+	snaps := filepath.Dir(sd)
+	var term, index uint64
+	if _, err := fmt.Sscanf(filepath.Base(sd), "%d-%d-", &term, &index); err != nil {
+		t.Fatalf("snapshot folder %s: %v", sd, err)
+	}
+	older := filepath.Join(snaps, fmt.Sprintf("%d-%d-1", term, index-50))
+	if err := os.MkdirAll(older, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(older, "state.bin"), []byte("half reaped"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dataDir, 7, DefaultConfig(), testLogger(t))
+	if err != nil {
+		t.Fatalf("Open beside an older snapshot reaped midway: %v", err)
+	}
+	if _, _, err := s.Snapshots.Open(filepath.Base(sd)); err != nil {
+		t.Fatalf("open the newest snapshot: %v", err)
+	}
+	s.Close()
+	newer := filepath.Join(snaps, fmt.Sprintf("%d-%d-1", term+1, index+50))
+	if err := os.MkdirAll(newer, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wantDamaged(t, dataDir, 7, filepath.Join(newer, "meta.json"), "is unreadable")
 }
