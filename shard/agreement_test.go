@@ -170,6 +170,39 @@ func TestAgreementRebuildsAReplicaWithADamagedEntry(t *testing.T) {
 	c.waitSame()
 }
 
+// checkedShard is shard 5 on three disk-backed replicas with the
+// agreement check every 8 entries, trained 10 iterations by two workers:
+// its leader, a follower (victim) and the other ids.
+type checkedShard struct {
+	c           *cluster
+	dirs        map[mesh.NodeID]string
+	ids, others []mesh.NodeID
+	workers     []clock.WorkerID
+	leader      *Replica
+	victim      mesh.NodeID
+}
+
+func newCheckedShard(t *testing.T) checkedShard {
+	c, dirs := diskCluster(t, 5, 1<<20, 4)
+	c.cfg = func(id mesh.NodeID) Config {
+		cfg := fastConfig(5, id)
+		cfg.CheckEvery, cfg.CheckWait = 8, time.Second
+		return cfg
+	}
+	f := checkedShard{c: c, dirs: dirs, ids: c.bootZeros(3, 64, "ssp:3"), workers: []clock.WorkerID{"a", "b"}}
+	runWorkers(t, c, f.ids, f.workers, 10, 64, nil)
+	f.leader = c.waitLeader("")
+	c.waitSame()
+	for _, id := range f.ids {
+		if id != f.leader.cfg.ID && f.victim == "" {
+			f.victim = id
+		} else {
+			f.others = append(f.others, id)
+		}
+	}
+	return f
+}
+
 // TestReconcileLeavesANamedReplicaToItsEviction: a replica killed is
 // dropped from the configuration, restarts on a damaged log (it diverges
 // at once) and is added back as a non-voter by the leader's reconcile,
@@ -178,26 +211,8 @@ func TestAgreementRebuildsAReplicaWithADamagedEntry(t *testing.T) {
 // gives up, so the eviction gets the configuration slot and the replica
 // is evicted within the check's time, not starved by waits that never end.
 func TestReconcileLeavesANamedReplicaToItsEviction(t *testing.T) {
-	c, dirs := diskCluster(t, 5, 1<<20, 4)
-	c.cfg = func(id mesh.NodeID) Config {
-		cfg := fastConfig(5, id)
-		cfg.CheckEvery, cfg.CheckWait = 8, time.Second
-		return cfg
-	}
-	ids := c.bootZeros(3, 64, "ssp:3")
-	workers := []clock.WorkerID{"a", "b"}
-	runWorkers(t, c, ids, workers, 10, 64, nil)
-	leader := c.waitLeader("")
-	c.waitSame()
-	var victim mesh.NodeID
-	var others []mesh.NodeID
-	for _, id := range ids {
-		if id != leader.cfg.ID && victim == "" {
-			victim = id
-		} else {
-			others = append(others, id)
-		}
-	}
+	f := newCheckedShard(t)
+	c, dirs, ids, workers, leader, victim, others := f.c, f.dirs, f.ids, f.workers, f.leader, f.victim, f.others
 	c.kill(victim)
 	c.waitFor(30*time.Second, "the shard reconciled to the two others", func() bool {
 		done, _ := leader.Reconcile(context.Background(), others)
@@ -243,26 +258,8 @@ func TestReconcileLeavesANamedReplicaToItsEviction(t *testing.T) {
 // check's time (the hostile suite's raft-entry-flip, late in its shared
 // mesh, where the hostile client was placed).
 func TestEvictionComesBeforeAWaitThatNeverEnds(t *testing.T) {
-	c, dirs := diskCluster(t, 5, 1<<20, 4)
-	c.cfg = func(id mesh.NodeID) Config {
-		cfg := fastConfig(5, id)
-		cfg.CheckEvery, cfg.CheckWait = 8, time.Second
-		return cfg
-	}
-	ids := c.bootZeros(3, 64, "ssp:3")
-	workers := []clock.WorkerID{"a", "b"}
-	runWorkers(t, c, ids, workers, 10, 64, nil)
-	leader := c.waitLeader("")
-	c.waitSame()
-	var victim mesh.NodeID
-	var others []mesh.NodeID
-	for _, id := range ids {
-		if id != leader.cfg.ID && victim == "" {
-			victim = id
-		} else {
-			others = append(others, id)
-		}
-	}
+	f := newCheckedShard(t)
+	c, dirs, workers, leader, victim, others := f.c, f.dirs, f.workers, f.leader, f.victim, f.others
 	desired := []mesh.NodeID{leader.cfg.ID, "ghost", victim}
 	run, stop := context.WithCancel(context.Background())
 	stopped := make(chan struct{})

@@ -17,12 +17,7 @@ import (
 // removal, the group never has fewer than 3 voters, and it ends identical.
 func TestReconcileReplacesLeader(t *testing.T) {
 	const n = 16
-	c := newCluster(t, 7)
-	ids := nodeIDs(4)
-	spec := shardapi.Spec{Shard: 7, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
-	c.boot(ids[:3], spec, make([]float32, n))
-	runWorkers(t, c, ids[:3], []clock.WorkerID{"a", "b"}, 10, n, nil)
-	c.start(ids[3])
+	c, ids := threeAndANewcomer(t, n)
 	old := c.waitLeader("")
 	var desired []mesh.NodeID
 	for _, id := range ids {
@@ -72,12 +67,7 @@ func TestReconcileReplacesLeader(t *testing.T) {
 // again).
 func TestReconcileAMemberThatHostsNothingHoldsBackNoOther(t *testing.T) {
 	const n = 16
-	c := newCluster(t, 7)
-	ids := nodeIDs(4)
-	spec := shardapi.Spec{Shard: 7, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
-	c.boot(ids[:3], spec, make([]float32, n))
-	runWorkers(t, c, ids[:3], []clock.WorkerID{"a", "b"}, 10, n, nil)
-	c.start(ids[3])
+	c, ids := threeAndANewcomer(t, n)
 	l := c.waitLeader("")
 	desired := append(slices.Clone(ids[:3]), "ghost", ids[3])
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -96,6 +86,18 @@ func TestReconcileAMemberThatHostsNothingHoldsBackNoOther(t *testing.T) {
 	if err != nil || !slices.Contains(cfg.Nonvoters, "ghost") {
 		t.Fatalf("configuration %+v (%v), want the ghost a non-voter", cfg, err)
 	}
+}
+
+// threeAndANewcomer is shard 7 (n parameters) on ids[:3], trained 10
+// iterations by two workers, and a fourth replica started empty, ids[3].
+func threeAndANewcomer(t *testing.T, n int) (*cluster, []mesh.NodeID) {
+	c := newCluster(t, 7)
+	ids := nodeIDs(4)
+	spec := shardapi.Spec{Shard: 7, Len: n, Policy: "ssp:2", Optimizer: shardapi.DefaultOptimizer()}
+	c.boot(ids[:3], spec, make([]float32, n))
+	runWorkers(t, c, ids[:3], []clock.WorkerID{"a", "b"}, 10, n, nil)
+	c.start(ids[3])
+	return c, ids
 }
 
 func configVoters(t *testing.T, r *Replica) []mesh.NodeID {
