@@ -24,13 +24,7 @@ import (
 func TestChaos(t *testing.T) {
 	dur := envDuration(t, "DSSP_CHAOS_DURATION", 30*time.Minute)
 	every := envDuration(t, "DSSP_CHAOS_CHECK_EVERY", 5*time.Minute)
-	seed := uint64(1)
-	if v := os.Getenv("DSSP_CHAOS_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("DSSP_CHAOS_SEED=%q: %v", v, err)
-		}
-	}
+	seed := chaosSeed(t)
 	const limit = 4 * time.Minute
 	rng := rand.New(rand.NewPCG(seed, 99))
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
@@ -117,4 +111,17 @@ func TestChaos(t *testing.T) {
 	report(t, c, events)
 	t.Logf("evidence of %d slow recoveries kept under %s", len(ev.Kept), ev.Dir)
 	failures(t, c, *crashes, *stalls)
+}
+
+// chaosSeed is DSSP_CHAOS_SEED, 1 when unset.
+func chaosSeed(t *testing.T) uint64 {
+	v := os.Getenv("DSSP_CHAOS_SEED")
+	if v == "" {
+		return 1
+	}
+	seed, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("DSSP_CHAOS_SEED=%q: %v", v, err)
+	}
+	return seed
 }

@@ -37,7 +37,8 @@
 // evidence.go (the nodes' logs and views around each fault that recovered
 // slowly, kept so a tail in the figures can be analysed). The fast
 // tier is TestFaults (in CI); the long randomized tier is TestChaos behind the chaos
-// build tag; TestCheckersCatchBrokenBuilds (faultinject tag) shows each
+// build tag, and TestChaosSites (chaos_sites_test.go) its goodput on the link
+// lab's two sites, faults against none; TestCheckersCatchBrokenBuilds (faultinject tag) shows each
 // checker failing on a deliberately broken build. DSSP_FAULT_TRAINER=pytorch
 // runs both tiers with a PyTorch trainer beside every training node
 // (faulttrainers_test.go, trainers_test.go), adding kill -9 of a trainer

@@ -199,7 +199,7 @@ func hostile48Cases() []hostileCase {
 			}
 			var got []string
 			for _, e := range []*Hostile{oneStart, withKey} {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), refusalWait)
 				_, err := e.Client(0).AddWorker(ctx, 0)
 				cancel()
 				if err == nil {

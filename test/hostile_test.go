@@ -327,7 +327,7 @@ func hostileCases(readers func() *slowReaders) []hostileCase {
 			// its requests as that node's (an add-worker, idempotent for a
 			// worker already in the clock table).
 			victim := c.Statuses()[2].Node
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), refusalWait)
 			defer cancel()
 			if _, err := h.As(mesh.NodeID(victim)).Client(0).AddWorker(ctx, 0); err == nil {
 				return []string{fmt.Sprintf("shard 0 took an add-worker of %s from a certificate minted for it", victim)}
@@ -521,6 +521,11 @@ func trainsOn(c *Cluster, k int64, limit time.Duration) []string {
 	}
 	return nil
 }
+
+// refusalWait bounds an attack the mesh refuses by retrying it: the
+// client tries again until then (an accepted one succeeds within a second
+// or two, on a build before the fixes too).
+const refusalWait = 10 * time.Second
 
 // waitUntil polls cond every 250 ms until it holds or limit passes.
 func waitUntil(limit time.Duration, cond func() bool) bool {
