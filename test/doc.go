@@ -25,8 +25,9 @@
 // measured round trip (TestLinkFarSites); both need root.
 //
 // Long tests, outside CI's time and run with DSSP_LONG=1 (longTest):
-// TestMeshStepsAsDDP (the combine rule against DDP, 75 s) and
-// TestLinkFarSites (37 s).
+// TestMeshStepsAsDDP (the combine rule against DDP, 75 s), TestLinkFarSites
+// (37 s) and the hostile case raft-entry-flip (its rebuilt node later
+// crashed in raft, "log not found", in 2 of 4 runs: reliability.md bug 30).
 //
 // The fault suite adds: proxy.go ([FaultNet]: per-node UDP/TCP proxies on
 // loopback that cut, drop, duplicate and delay peer traffic), faultcluster.go

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -103,6 +105,14 @@ func newClusterOn(t testing.TB, bin string, hosts []launch.Host, args, spec []st
 		if t.Failed() {
 			for _, p := range m.Procs {
 				t.Logf("node%d log tail: %s", p.Index, launch.LogTail(p.LogPath, 15))
+				if b, err := os.ReadFile(p.LogPath); err == nil {
+					if i := bytes.LastIndex(b, []byte("\npanic: ")); i >= 0 {
+						// A crash's cause and the lines before it, past the
+						// tail its goroutine dump fills.
+						from := max(0, bytes.LastIndex(b[:max(0, i-2000)], []byte("\n")))
+						t.Logf("node%d crashed: %s", p.Index, strings.ReplaceAll(string(b[from:min(len(b), i+600)]), "\n", " | "))
+					}
+				}
 			}
 		}
 	})
