@@ -44,6 +44,10 @@ type Manager struct {
 	// diverged says, per shard, that this node's replica diverged and
 	// where its rebuild stands (Status), until the rebuilt replica opens.
 	diverged map[uint32]string
+	// rebuilding marks a shard whose evicted replica rebuild is shutting
+	// down and discarding: none is opened meanwhile (it would open on the
+	// stores being removed).
+	rebuilding map[uint32]bool
 	// reconciling is the reconcile step running per shard this node
 	// leads, with the placement it works toward (reconcile).
 	reconciling map[uint32]*reconcileStep
@@ -119,7 +123,7 @@ func New(d Deps, cfg Config) *Manager {
 	if d.Observer == nil {
 		d.Observer = records.NoObserver{}
 	}
-	m := &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{}, diverged: map[uint32]string{},
+	m := &Manager{d: d, cfg: cfg, bounds: Bounds(cfg.NumParams, cfg.Shards), replicas: map[uint32]Replica{}, refused: map[uint32]string{}, diverged: map[uint32]string{}, rebuilding: map[uint32]bool{},
 		reconciling: map[uint32]*reconcileStep{}, places: newPlacementCache(cfg.Shards, cfg.Replication),
 		openedRTT: map[uint32]time.Duration{}, retimedAt: map[uint32]time.Time{}, voters: map[uint32]voterMark{}}
 	m.heals = newHeals(func(id uint32, detail string) {
@@ -232,6 +236,9 @@ func (m *Manager) replica(id uint32) (Replica, error) {
 	defer m.mu.Unlock()
 	if r, ok := m.replicas[id]; ok {
 		return r, nil
+	}
+	if m.rebuilding[id] {
+		return nil, errRebuilding
 	}
 	d := m.d
 	empty := !d.Replicas.HasState(id)
@@ -432,6 +439,10 @@ func (m *Manager) agrees(id uint32) {
 	m.mu.Unlock()
 }
 
+// errRebuilding: the shard's replica is not opened while its evicted
+// predecessor's stores are being discarded (rebuild).
+var errRebuilding = errors.New("the replica's evicted predecessor is being discarded")
+
 // rebuild discards this node's replica of shard id, which diverged and
 // which the leader has evicted (it is no voter any more, so its state may
 // go): it is shut down, its stores removed, and the next round opens it
@@ -440,12 +451,17 @@ func (m *Manager) rebuild(id uint32) {
 	m.mu.Lock()
 	rep := m.replicas[id]
 	m.dropLocked(id)
+	m.rebuilding[id] = true
 	m.diverged[id] = "evicted by the shard's leader; rebuilding it from its peers"
 	m.mu.Unlock()
 	if rep != nil {
 		rep.Shutdown()
 	}
-	if err := m.d.Replicas.Discard(id); err != nil {
+	err := m.d.Replicas.Discard(id)
+	m.mu.Lock()
+	delete(m.rebuilding, id)
+	m.mu.Unlock()
+	if err != nil {
 		m.d.Logger.Error("discard the diverged replica's stores", "shard", id, "err", err)
 		return
 	}
@@ -570,7 +586,7 @@ func (m *Manager) sync(ctx context.Context) {
 		rep := m.local(id)
 		if rep == nil {
 			if slices.Contains(want, m.d.ID) {
-				if _, err := m.replica(id); err != nil {
+				if _, err := m.replica(id); err != nil && !errors.Is(err, errRebuilding) {
 					m.refuse(id, err)
 				}
 			} else {

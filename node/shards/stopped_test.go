@@ -134,3 +134,71 @@ func TestDivergedReplicaIsNotReopened(t *testing.T) {
 		t.Fatalf("opens %v, closed %d times: want the diverged replica kept for its eviction, not closed and reopened", reps.opens, first.shutdown)
 	}
 }
+
+// slowStop is a replica whose Shutdown waits for release.
+type slowStop struct {
+	*stoppableReplica
+	entered, release chan struct{}
+}
+
+func (r slowStop) Shutdown() error {
+	close(r.entered)
+	<-r.release
+	return r.stoppableReplica.Shutdown()
+}
+
+// slowReplicas opens slowStop replicas and counts discards.
+type slowReplicas struct {
+	stoppingReplicas
+	slow      map[uint32]slowStop
+	discarded map[uint32]int
+}
+
+func (r *slowReplicas) Open(id uint32, h ReplicaHooks) (Replica, error) {
+	rep, _ := r.stoppingReplicas.Open(id, h)
+	s := slowStop{rep.(*stoppableReplica), make(chan struct{}), make(chan struct{})}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.slow[id] = s
+	return s, nil
+}
+
+func (r *slowReplicas) Discard(id uint32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.discarded[id]++
+	return nil
+}
+
+// An evicted diverged replica is shut down and its stores discarded
+// before the shard's replica opens again: a manager round while the
+// shutdown is slow opened it on the stores being removed (the hostile
+// suite's raft-entry-flip: the rebuilt node later crashed in raft, "log
+// not found").
+func TestRebuildOpensNothingUntilDiscarded(t *testing.T) {
+	reps := &slowReplicas{stoppingReplicas: stoppingReplicas{opens: map[uint32]int{}, last: map[uint32]*stoppableReplica{}},
+		slow: map[uint32]slowStop{}, discarded: map[uint32]int{}}
+	live := &members{ids: []mesh.NodeID{"a", "b", "c"}}
+	m := New(Deps{ID: "a", Replicas: reps, Members: live, SetPeers: func([]string) error { return nil },
+		Logger: slog.New(slog.DiscardHandler)},
+		Config{NumParams: 30, Shards: 3, Replication: 3, Spec: shardapi.Spec{}})
+	ctx := context.Background()
+	m.sync(ctx)
+	old := reps.slow[1]
+	done := make(chan struct{})
+	go func() { m.rebuild(1); close(done) }()
+	<-old.entered
+	m.sync(ctx) // the old replica is shutting down, its stores not yet discarded
+	reps.mu.Lock()
+	opens := reps.opens[1]
+	reps.mu.Unlock()
+	if opens != 1 {
+		t.Fatalf("shard 1 opened %d times while its evicted replica shut down, want 1 (not reopened before the discard)", opens)
+	}
+	close(old.release)
+	<-done
+	m.sync(ctx)
+	if reps.opens[1] != 2 || reps.discarded[1] != 1 {
+		t.Fatalf("opens %v, discards %v: want shard 1 discarded once, then opened afresh", reps.opens, reps.discarded)
+	}
+}
