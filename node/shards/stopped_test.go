@@ -118,10 +118,7 @@ func TestReplicaWhoseRaftStoppedIsReopened(t *testing.T) {
 // hostile suite's raft-entry-flip, under four busy loops).
 func TestDivergedReplicaIsNotReopened(t *testing.T) {
 	reps := &stoppingReplicas{opens: map[uint32]int{}, last: map[uint32]*stoppableReplica{}}
-	live := &members{ids: []mesh.NodeID{"a", "b", "c"}}
-	m := New(Deps{ID: "a", Replicas: reps, Members: live, SetPeers: func([]string) error { return nil },
-		Logger: slog.New(slog.DiscardHandler)},
-		Config{NumParams: 30, Shards: 3, Replication: 3, Spec: shardapi.Spec{}})
+	m := threeShardManager(reps)
 	ctx := context.Background()
 	m.sync(ctx)
 	first := reps.last[1]
@@ -178,10 +175,7 @@ func (r *slowReplicas) Discard(id uint32) error {
 func TestRebuildOpensNothingUntilDiscarded(t *testing.T) {
 	reps := &slowReplicas{stoppingReplicas: stoppingReplicas{opens: map[uint32]int{}, last: map[uint32]*stoppableReplica{}},
 		slow: map[uint32]slowStop{}, discarded: map[uint32]int{}}
-	live := &members{ids: []mesh.NodeID{"a", "b", "c"}}
-	m := New(Deps{ID: "a", Replicas: reps, Members: live, SetPeers: func([]string) error { return nil },
-		Logger: slog.New(slog.DiscardHandler)},
-		Config{NumParams: 30, Shards: 3, Replication: 3, Spec: shardapi.Spec{}})
+	m := threeShardManager(reps)
 	ctx := context.Background()
 	m.sync(ctx)
 	old := reps.slow[1]
@@ -201,4 +195,13 @@ func TestRebuildOpensNothingUntilDiscarded(t *testing.T) {
 	if reps.opens[1] != 2 || reps.discarded[1] != 1 {
 		t.Fatalf("opens %v, discards %v: want shard 1 discarded once, then opened afresh", reps.opens, reps.discarded)
 	}
+}
+
+// threeShardManager is node a's manager of three shards over replicas,
+// members a, b and c, every shard placed on it.
+func threeShardManager(replicas Replicas) *Manager {
+	live := &members{ids: []mesh.NodeID{"a", "b", "c"}}
+	return New(Deps{ID: "a", Replicas: replicas, Members: live, SetPeers: func([]string) error { return nil },
+		Logger: slog.New(slog.DiscardHandler)},
+		Config{NumParams: 30, Shards: 3, Replication: 3, Spec: shardapi.Spec{}})
 }
