@@ -85,8 +85,7 @@ func sitesRun(t *testing.T, dur time.Duration, seed uint64, faults bool) float64
 			events = append(events, c.KillAll(limit))
 		}
 		for _, e := range events[first:] {
-			t.Logf("%6.0fs: %s %v: detect %v elect %v recover %v (%v after the lift)", time.Since(start).Seconds(), e.Kind,
-				e.Victims, e.Detect, e.Elect, e.Recover, e.afterLift())
+			logFault(t, start, e)
 		}
 		c.holdUntil(time.Now().Add(between(3*time.Second, 10*time.Second)))
 	}

@@ -85,8 +85,7 @@ func TestChaos(t *testing.T) {
 			events = append(events, c.KillAll(limit))
 		}
 		for _, e := range events[first:] {
-			t.Logf("%6.0fs: %s %v: detect %v elect %v recover %v (%v after the lift)", time.Since(start).Seconds(), e.Kind,
-				e.Victims, e.Detect, e.Elect, e.Recover, e.afterLift())
+			logFault(t, start, e)
 			if dir := ev.End(e); dir != "" {
 				t.Logf("%6.0fs: slow recovery: evidence kept in %s", time.Since(start).Seconds(), dir)
 			}
@@ -124,4 +123,11 @@ func chaosSeed(t *testing.T) uint64 {
 		t.Fatalf("DSSP_CHAOS_SEED=%q: %v", v, err)
 	}
 	return seed
+}
+
+// logFault logs one fault's figures, timed from the run's start.
+func logFault(t *testing.T, start time.Time, e Event) {
+	t.Helper()
+	t.Logf("%6.0fs: %s %v: detect %v elect %v recover %v (%v after the lift)", time.Since(start).Seconds(), e.Kind,
+		e.Victims, e.Detect, e.Elect, e.Recover, e.afterLift())
 }
