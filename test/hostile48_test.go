@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,26 +203,35 @@ func hostile48Cases() []hostileCase {
 			if err := oneStart.TryJoin(true); err != nil {
 				t.Logf("gossip join as %s: %v", id, err)
 			}
-			var got []string
+			// The two add-workers and the watch of every node's member list
+			// run at once: each is a wait a refused attack runs out.
+			var (
+				mu  sync.Mutex
+				got []string
+				wg  sync.WaitGroup
+			)
+			note := func(s string) { mu.Lock(); got = append(got, s); mu.Unlock() }
 			for _, e := range []*Hostile{oneStart, withKey} {
-				ctx, cancel := context.WithTimeout(context.Background(), refusalWait)
-				_, err := e.Client(0).AddWorker(ctx, 0)
-				cancel()
-				if err == nil {
-					got = append(got, fmt.Sprintf("shard 0 added %s as a worker", id))
-				} else {
-					t.Logf("add-worker as %s: %v", id, err)
-				}
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), refusalWait)
+					defer cancel()
+					if _, err := e.Client(0).AddWorker(ctx, 0); err == nil {
+						note(fmt.Sprintf("shard 0 added %s as a worker", id))
+					} else {
+						t.Logf("add-worker as %s: %v", id, err)
+					}
+				})
 			}
-			waitUntil(8*time.Second, func() bool {
+			waitUntil(refusalWait, func() bool {
 				for _, s := range c.Statuses() {
 					if s != nil && slices.ContainsFunc(s.Members, func(m status.MemberStatus) bool { return m.ID == id }) {
-						got = append(got, fmt.Sprintf("%s lists %s as a member", s.Node, id))
+						note(fmt.Sprintf("%s lists %s as a member", s.Node, id))
 						return true
 					}
 				}
 				return false
 			})
+			wg.Wait()
 			return append(got, trainsOn(c, 5, 30*time.Second)...)
 		}},
 		{name: "foreign-spec-joiner", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {

@@ -385,8 +385,11 @@ func hostileCases(readers func() *slowReaders) []hostileCase {
 					}
 				}
 			}
+			// Before the fix the parameters moved within a few seconds (the
+			// entries commit at once, the next election follows in one or
+			// two); 10 s leaves room for a loaded box.
 			moved := 0.0
-			waitUntil(20*time.Second, func() bool {
+			waitUntil(10*time.Second, func() bool {
 				after, err := h.Read(0)
 				if err != nil {
 					return false
