@@ -111,6 +111,21 @@ var incoming = map[string]bool{
 	"failed to flush response":          true,
 }
 
+// ErrOlderSnapshot is a replica's refusal (its state machine's Restore) of
+// a snapshot that ends before the index it has applied: raft's
+// installSnapshot would move its applied index back below entries its own
+// snapshots compacted away (docs/reliability.md bug 30). The refusal
+// crosses the raft RPC as text, so RecordLevel matches its message.
+var ErrOlderSnapshot = errors.New("a snapshot older than the applied state")
+
+// snapshotRefusal are raft's error records that carry a follower's refusal
+// of a snapshot.
+var snapshotRefusal = map[string]bool{
+	"failed to restore snapshot": true,
+	"failed to install snapshot": true,
+	"failed to send snapshot to": true,
+}
+
 // RecordLevel is the slog level of one hclog record. It is hclog's level
 // (slogLevel) except for these records, matched by message and condition:
 //   - routine snapshot, compaction, transfer-progress, election-step and
@@ -133,6 +148,10 @@ var incoming = map[string]bool{
 //     (mesh.PeerRestarted): debug; for a connection that went silent
 //     (mesh.Unreachable: the peer was killed or cut off, and the member's
 //     failure is logged as an event): warn.
+//   - a snapshot a follower refused as older than its applied state
+//     (ErrOlderSnapshot), on the follower ("failed to restore snapshot")
+//     and on the leader ("failed to install snapshot", "failed to send
+//     snapshot to"): warn — the leader sends a newer one or the entries.
 //   - "peer has newer term, stopping replication" (this leader learned of
 //     a later term and steps down; the node logs the new leader as an
 //     event): info.
@@ -165,6 +184,8 @@ func RecordLevel(level hclog.Level, msg string, args []any) slog.Level {
 	case level == hclog.Error && incoming[msg] && incomingEnded(argErr(args)):
 		return slog.LevelDebug
 	case level == hclog.Error && incoming[msg] && mesh.Unreachable(cause(argErr(args))):
+		return slog.LevelWarn
+	case level == hclog.Error && snapshotRefusal[msg] && strings.Contains(fmt.Sprint(argErr(args)), ErrOlderSnapshot.Error()):
 		return slog.LevelWarn
 	case level == hclog.Error && msg == "peer has newer term, stopping replication":
 		return slog.LevelInfo

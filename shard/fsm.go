@@ -13,6 +13,7 @@ import (
 	"dsspmesh/clock"
 	"dsspmesh/internal/faults"
 	"dsspmesh/mesh"
+	"dsspmesh/raftstore"
 	"dsspmesh/shardapi"
 )
 
@@ -286,6 +287,18 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // Restore replaces the state with a snapshot's. It reads no more than
 // the snapshot's own header says it holds, plus one byte to refuse a longer
 // one (see readState).
+//
+// It refuses a snapshot older than the state it would replace
+// (raftstore.ErrOlderSnapshot). Raft's installSnapshot (hashicorp/raft v1.7.2) takes
+// whatever snapshot a leader sends: a leader whose nextIndex for this
+// follower fell behind it (a resent batch of entries this replica had
+// already compacted is answered as a failure) sends its newest snapshot,
+// which can be older than what this replica applied. Restored, it moved
+// raft's applied index back below entries this replica's own snapshots had
+// compacted away, and the next commit panicked the process reading them
+// ("log not found"; docs/reliability.md bug 30). Refused, raft answers the
+// leader with the error, keeps its applied index, and the leader sends a
+// newer snapshot or the entries this replica lacks.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	cr := &restoreCounter{r: rc}
@@ -295,6 +308,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if st.index < f.st.index {
+		return fmt.Errorf("shard %d: %w: it ends at index %d, this replica applied up to %d", f.st.shard, raftstore.ErrOlderSnapshot, st.index, f.st.index)
+	}
 	st.shard = f.st.shard
 	f.st = *st // a snapshot being persisted keeps the arrays it took
 	f.gen++

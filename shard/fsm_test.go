@@ -5,11 +5,13 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
 
 	"dsspmesh/clock"
+	"dsspmesh/raftstore"
 	"dsspmesh/shardapi"
 )
 
@@ -280,4 +282,31 @@ func mustBytes(b []byte, err error) []byte {
 func (f *FSM) assignments(w clock.WorkerID, iter int64) (next, ahead *shardapi.Assignment) {
 	f.read(func(st *state) { next, ahead = st.bal.assignments(w, iter) })
 	return next, ahead
+}
+
+// TestOlderSnapshotIsRefused: a replica refuses to restore a snapshot that
+// ends before its applied index (raft's installSnapshot would move its
+// applied index back below entries its own snapshots compacted away:
+// docs/reliability.md bug 30), keeps its state, and restores a snapshot at
+// or past that index.
+func TestOlderSnapshotIsRefused(t *testing.T) {
+	h := newFSMHarness(t, testSpec(4, "ssp:1"), []float32{1, 2, 3, 4})
+	h.apply(encodeWorker(entryAddWorker, "a", 0))
+	old := snapshotBytes(t, h.f)
+	h.apply(encodePushes([]Push{{PushMeta: meta("a", 0, 4), Grad: gradBytes([]float32{1, 1, 1, 1})}}))
+	now := snapshotBytes(t, h.f)
+	before := h.f.StateHash()
+	err := h.f.Restore(nopCloser{bytes.NewReader(old)})
+	if !errors.Is(err, raftstore.ErrOlderSnapshot) || !strings.Contains(err.Error(), "index 2, this replica applied up to 3") {
+		t.Fatalf("older snapshot: %v", err)
+	}
+	if h.f.StateHash() != before || h.f.AppliedIndex() != 3 {
+		t.Fatalf("a refused restore changed the state (applied index %d)", h.f.AppliedIndex())
+	}
+	if err := h.f.Restore(nopCloser{bytes.NewReader(now)}); err != nil {
+		t.Fatalf("a snapshot at the applied index: %v", err)
+	}
+	if g := restored(t, old); g.AppliedIndex() != 2 {
+		t.Fatalf("a fresh replica restored the older snapshot at index %d", g.AppliedIndex())
+	}
 }

@@ -26,8 +26,13 @@
 //
 // Long tests, outside CI's time and run with DSSP_LONG=1 (longTest):
 // TestMeshStepsAsDDP (the combine rule against DDP, 75 s), TestLinkFarSites
-// (37 s) and the hostile case raft-entry-flip (its rebuilt node later
-// crashed in raft, "log not found", in 2 of 4 runs: reliability.md bug 30).
+// (37 s) and TestLinkHeal (a heal across the sites' link, timed against
+// its bound).
+//
+// DSSP_TEST_LOGS=<dir> keeps every node's log of every cluster (harness.go),
+// copied into dir as <test>-<unix time>-node<i>.log when the cluster ends,
+// passed or failed: with a node flag such as --log-level debug, the record
+// of a rare failure (a crash's panic alone is printed in the test's output).
 //
 // The fault suite adds: proxy.go ([FaultNet]: per-node UDP/TCP proxies on
 // loopback that cut, drop, duplicate and delay peer traffic), faultcluster.go

@@ -102,6 +102,13 @@ func newClusterOn(t testing.TB, bin string, hosts []launch.Host, args, spec []st
 	c := &Cluster{t: t, Mesh: m, killed: map[int]bool{}, describe: func() string { return "" }}
 	t.Cleanup(func() {
 		m.Stop(10 * time.Second)
+		for _, p := range m.Procs {
+			if d := os.Getenv("DSSP_TEST_LOGS"); d != "" {
+				if b, err := os.ReadFile(p.LogPath); err == nil {
+					os.WriteFile(filepath.Join(d, fmt.Sprintf("%s-%d-node%d.log", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().Unix(), p.Index)), b, 0o644)
+				}
+			}
+		}
 		if t.Failed() {
 			for _, p := range m.Procs {
 				t.Logf("node%d log tail: %s", p.Index, launch.LogTail(p.LogPath, 15))
