@@ -140,8 +140,8 @@ func TestRecordLevel(t *testing.T) {
 		{hclog.Warn, "failed to contact", []any{"server-id", "n2", "time", 295 * time.Millisecond}, D},
 		{hclog.Error, "failed to decode incoming command", []any{"error", silent}, W},
 		{hclog.Error, "peer has newer term, stopping replication", []any{"peer", "n2"}, I},
-		{hclog.Error, "failed to restore snapshot", []any{"error", fmt.Errorf("failed to restore snapshot 2-8-1: shard 0: %w: it ends at index 8, this replica applied up to 30", ErrOlderSnapshot)}, W},
-		{hclog.Error, "failed to install snapshot", []any{"id", "2-8-1", "error", errors.New("failed to restore snapshot 2-8-1: shard 0: " + ErrOlderSnapshot.Error() + ": it ends at index 8")}, W},
+		{hclog.Error, "failed to restore snapshot", []any{"error", fmt.Errorf("failed to restore snapshot 2-8-1: shard 0: %w: its state ends at index 8, this replica applied up to 30", ErrOlderSnapshot)}, W},
+		{hclog.Error, "failed to install snapshot", []any{"id", "2-8-1", "error", errors.New("failed to restore snapshot 2-8-1: shard 0: " + ErrOlderSnapshot.Error() + ": its state ends at index 8")}, W},
 		{hclog.Warn, "failed to contact", []any{"server-id", "n2", "time", 715 * time.Millisecond}, W},
 
 		// What an operator acts on keeps its level.

@@ -46,6 +46,12 @@ type FSM struct {
 	// chk is the agreement check's replica-local part (localcheck.go),
 	// written under mu.
 	chk localCheck
+
+	// raftApplied is raft's applied index (raft.Raft.AppliedIndex: every
+	// entry, not the commands alone), read by Restore; set under mu once
+	// the replica's raft is built (NewRaft restores its newest snapshot
+	// before), nil in tests without raft.
+	raftApplied func() uint64
 }
 
 // NewFSM returns an uninitialised FSM for shard. observer, if not nil, is
@@ -299,6 +305,14 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // ("log not found"; docs/reliability.md bug 30). Refused, raft answers the
 // leader with the error, keeps its applied index, and the leader sends a
 // newer snapshot or the entries this replica lacks.
+//
+// The state knows the index of its last command, not raft's index of the
+// snapshot (a no-op, barrier or configuration entry may follow the
+// command). So a snapshot whose last command is this replica's own is
+// refused too when raft applied entries past that command here: it may
+// end before them. The cost: a replica lacking only such entries, which
+// its leader compacted, waits for the leader's next snapshot with a newer
+// command (one push away while the mesh trains).
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	cr := &restoreCounter{r: rc}
@@ -308,8 +322,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if st.index < f.st.index {
-		return fmt.Errorf("shard %d: %w: it ends at index %d, this replica applied up to %d", f.st.shard, raftstore.ErrOlderSnapshot, st.index, f.st.index)
+	applied := uint64(f.st.index)
+	if f.raftApplied != nil {
+		applied = max(applied, f.raftApplied())
+	}
+	if st.index < f.st.index || st.index == f.st.index && applied > uint64(f.st.index) {
+		return fmt.Errorf("shard %d: %w: its state ends at index %d, this replica applied up to %d", f.st.shard, raftstore.ErrOlderSnapshot, st.index, applied)
 	}
 	st.shard = f.st.shard
 	f.st = *st // a snapshot being persisted keeps the arrays it took

@@ -297,7 +297,7 @@ func TestOlderSnapshotIsRefused(t *testing.T) {
 	now := snapshotBytes(t, h.f)
 	before := h.f.StateHash()
 	err := h.f.Restore(nopCloser{bytes.NewReader(old)})
-	if !errors.Is(err, raftstore.ErrOlderSnapshot) || !strings.Contains(err.Error(), "index 2, this replica applied up to 3") {
+	if !errors.Is(err, raftstore.ErrOlderSnapshot) || !strings.Contains(err.Error(), "ends at index 2, this replica applied up to 3") {
 		t.Fatalf("older snapshot: %v", err)
 	}
 	if h.f.StateHash() != before || h.f.AppliedIndex() != 3 {
@@ -308,5 +308,19 @@ func TestOlderSnapshotIsRefused(t *testing.T) {
 	}
 	if g := restored(t, old); g.AppliedIndex() != 2 {
 		t.Fatalf("a fresh replica restored the older snapshot at index %d", g.AppliedIndex())
+	}
+
+	// A snapshot whose last command is the replica's own: taken, when raft
+	// applied nothing past that command here; refused when it applied
+	// entries past it (a barrier, a no-op, a configuration), since the
+	// snapshot may end before them.
+	raftAt := uint64(3)
+	h.f.raftApplied = func() uint64 { return raftAt }
+	if err := h.f.Restore(nopCloser{bytes.NewReader(now)}); err != nil {
+		t.Fatalf("a snapshot at the last command, raft applied nothing past it: %v", err)
+	}
+	raftAt = 5
+	if err := h.f.Restore(nopCloser{bytes.NewReader(now)}); !errors.Is(err, raftstore.ErrOlderSnapshot) || !strings.Contains(err.Error(), "ends at index 3, this replica applied up to 5") {
+		t.Fatalf("a snapshot at the last command, raft applied past it: %v", err)
 	}
 }

@@ -94,6 +94,9 @@ func NewReplica(cfg Config, d Deps) (*Replica, error) {
 		return nil, fmt.Errorf("shard %d: start raft: %w", cfg.Shard, err)
 	}
 	budget.attach(r)
+	fsm.mu.Lock()
+	fsm.raftApplied = r.AppliedIndex
+	fsm.mu.Unlock()
 	if g, ok := d.RaftTransport.(interface{ GuardHeartbeats(raftstore.TermState) }); ok {
 		g.GuardHeartbeats(r) // heartbeats that could change r's term or role take raft's main loop
 	}
