@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,12 +141,25 @@ func TestModelOutAndIn(t *testing.T) {
 		}
 		return out
 	}
-	writer := -1
-	var files []string
+	seen := map[string]bool{}
 	c.WaitFor("two checkpoints in one folder", 60*time.Second, func() bool {
-		for i, f := range ckpts() {
+		for _, f := range ckpts() {
 			if len(f) >= 2 {
-				writer, files = i, f
+				for _, p := range slices.Concat(ckpts()...) {
+					seen[p] = true
+				}
+				return true
+			}
+		}
+		return false
+	})
+	// Rotation (--checkpoint-keep): a file none of the folders held before,
+	// in whichever folder the lease holder writes to now.
+	writer := -1
+	c.WaitFor("a later checkpoint", 60*time.Second, func() bool {
+		for i, f := range ckpts() {
+			if len(f) > 0 && !seen[f[len(f)-1]] {
+				writer = i
 				return true
 			}
 		}
@@ -154,10 +168,6 @@ func TestModelOutAndIn(t *testing.T) {
 	if writer != evaluator {
 		t.Logf("the evaluation lease moved from node%d to node%d", evaluator, writer)
 	}
-	c.WaitFor("a later checkpoint", 60*time.Second, func() bool {
-		now := ckpts()[writer]
-		return len(now) > 0 && now[len(now)-1] != files[len(files)-1]
-	})
 	for i, files := range ckpts() {
 		if len(files) > 2 {
 			t.Fatalf("node%d kept %d checkpoints with --checkpoint-keep 2: %v", i, len(files), files)
