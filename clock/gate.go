@@ -68,14 +68,6 @@ type Stats struct {
 	GrantedPushes   uint64 // sum of r* over those grants
 }
 
-func (s *Stats) add(o Stats) {
-	s.Pushes += o.Pushes
-	s.Waits += o.Waits
-	s.ControllerCalls += o.ControllerCalls
-	s.Grants += o.Grants
-	s.GrantedPushes += o.GrantedPushes
-}
-
 // WorkerInfo is a read-only view of one worker, for metrics and status.
 type WorkerInfo struct {
 	ID      WorkerID

@@ -56,9 +56,6 @@ func OpenCheckpoints(dir string, keep int) (*Checkpoints, error) {
 	return c, nil
 }
 
-// Dir is the checkpoint folder.
-func (c *Checkpoints) Dir() string { return c.dir }
-
 // Save writes theta and meta as a new checkpoint (atomically), then
 // removes the oldest beyond keep. It refuses non-finite parameters or
 // evaluation loss with an error wrapping ErrNotFinite and writes nothing.

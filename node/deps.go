@@ -43,6 +43,6 @@ type Deps struct {
 	Now func() time.Time
 	// VerifyOperator checks an operator's request over HTTP (POST
 	// /revoke): mesh.Security.VerifyOperator on a node; nil refuses every
-	// such request (Node.Revoke is still there for a caller in-process; node/trust).
+	// such request.
 	VerifyOperator func(op, arg string, mac []byte) bool
 }

@@ -38,12 +38,6 @@ func (n *Node) startTrust(d Deps) error {
 	return nil
 }
 
-// Revoke revokes node id on the operator's authority: [trust.Trust.Revoke]
-// (what POST /revoke runs).
-func (n *Node) Revoke(ctx context.Context, id mesh.NodeID, mac []byte) (trust.RevokeResult, error) {
-	return n.trust.Revoke(ctx, id, mac)
-}
-
 // ErrRevoked ends Run when the mesh's operator revoked this node.
 var ErrRevoked = errors.New("this node is revoked")
 

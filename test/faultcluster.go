@@ -219,17 +219,6 @@ func (c *FaultCluster) Partition(groups ...[]int) { c.Net.Partition(groups...) }
 // Heal removes the partition.
 func (c *FaultCluster) Heal() { c.Net.Heal() }
 
-// Live is the indices of nodes running and not paused.
-func (c *FaultCluster) Live() []int {
-	var out []int
-	for i, p := range c.Mesh.Procs {
-		if p.Alive() && !c.stopped[i] {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
 // LeaderCounts is, per node index, how many shards it leads (from every
 // live node's view).
 func (c *FaultCluster) LeaderCounts() map[int]int {
@@ -302,13 +291,6 @@ func (c *FaultCluster) WaitMembers(what string, nodes, want []int, limit time.Du
 		}
 		return true
 	})
-}
-
-// WaitLeaders waits until, in the views of nodes, every shard has a leader
-// among allowed, and returns how long it took.
-func (c *FaultCluster) WaitLeaders(what string, nodes, allowed []int, limit time.Duration) time.Duration {
-	c.t.Helper()
-	return c.WaitFor(what, limit, func() bool { return c.ledBy(nodes, allowed) })
 }
 
 // Describe is every node's view in one line each, for failure messages:

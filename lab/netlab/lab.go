@@ -361,9 +361,6 @@ func (l *Lab) build(ctx context.Context) error {
 // delayTUN is the delay line's device in the router namespace.
 const delayTUN = "dly0"
 
-// Spec is the lab's topology.
-func (l *Lab) Spec() Spec { return l.spec }
-
 // Hosts are the lab's hosts, site by site.
 func (l *Lab) Hosts() []Host { return append([]Host(nil), l.hosts...) }
 

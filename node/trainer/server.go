@@ -322,13 +322,6 @@ func (s *Server) shmFor(p int) (*Shm, error) {
 	return shm, nil
 }
 
-// Current is the attached trainer, nil when none.
-func (s *Server) Current() *External {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.current
-}
-
 // Close stops accepting, ends the attachment with stop reason, and
 // removes the socket and the shared-memory file.
 func (s *Server) Close(reason string) {
