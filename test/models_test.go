@@ -49,13 +49,16 @@ func TestModelSuite(t *testing.T) {
 				[]string{"--threads", "1", "--eval-every", "2s", "--eval-samples", evalSamples, "--log-level", "warn", "--trainer", "external"},
 				[]string{"--model", "external", "--dataset", "suite"})
 			tr := newPyTrainers(t, c)
+			// Every node and trainer starts at once: node0 bootstraps the
+			// job, the first trainer to attach gives the mesh its model's
+			// layout, and the others join and attach as they come.
 			c.Start(0)
 			tr.Start(0, script, "train", m.name)
-			c.WaitFor("node0's trainer attached and training", 90*time.Second, func() bool { return c.Iter(0) > 0 })
 			for _, i := range []int{1, 2} {
 				c.Start(i)
 				tr.Start(i, script, "train", m.name)
 			}
+			c.WaitFor("node0's trainer attached and training", 90*time.Second, func() bool { return c.Iter(0) > 0 })
 			took := c.WaitFor("the target accuracy", 150*time.Second, func() bool {
 				for i := range 3 {
 					if done, err := tr.Exited(i); done {
