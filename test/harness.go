@@ -102,24 +102,28 @@ func newClusterOn(t testing.TB, bin string, hosts []launch.Host, args, spec []st
 	c := &Cluster{t: t, Mesh: m, killed: map[int]bool{}, describe: func() string { return "" }}
 	t.Cleanup(func() {
 		m.Stop(10 * time.Second)
-		for _, p := range m.Procs {
-			if d := os.Getenv("DSSP_TEST_LOGS"); d != "" {
-				if b, err := os.ReadFile(p.LogPath); err == nil {
-					os.WriteFile(filepath.Join(d, fmt.Sprintf("%s-%d-node%d.log", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().Unix(), p.Index)), b, 0o644)
-				}
-			}
+		keep := os.Getenv("DSSP_TEST_LOGS")
+		if keep == "" && !t.Failed() {
+			return
 		}
-		if t.Failed() {
-			for _, p := range m.Procs {
-				t.Logf("node%d log tail: %s", p.Index, launch.LogTail(p.LogPath, 15))
-				if b, err := os.ReadFile(p.LogPath); err == nil {
-					if i := bytes.LastIndex(b, []byte("\npanic: ")); i >= 0 {
-						// A crash's cause and the lines before it, past the
-						// tail its goroutine dump fills.
-						from := max(0, bytes.LastIndex(b[:max(0, i-2000)], []byte("\n")))
-						t.Logf("node%d crashed: %s", p.Index, strings.ReplaceAll(string(b[from:min(len(b), i+600)]), "\n", " | "))
-					}
-				}
+		prefix := fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().Unix())
+		for _, p := range m.Procs {
+			b, err := os.ReadFile(p.LogPath)
+			if err != nil {
+				continue
+			}
+			if keep != "" {
+				os.WriteFile(filepath.Join(keep, fmt.Sprintf("%s-node%d.log", prefix, p.Index)), b, 0o644)
+			}
+			if !t.Failed() {
+				continue
+			}
+			t.Logf("node%d log tail: %s", p.Index, launch.LogTail(p.LogPath, 15))
+			if i := bytes.LastIndex(b, []byte("\npanic: ")); i >= 0 {
+				// A crash's cause and the lines before it, past the tail
+				// its goroutine dump fills.
+				from := max(0, bytes.LastIndex(b[:max(0, i-2000)], []byte("\n")))
+				t.Logf("node%d crashed: %s", p.Index, strings.ReplaceAll(string(b[from:min(len(b), i+600)]), "\n", " | "))
 			}
 		}
 	})

@@ -145,15 +145,14 @@ func TestModelOutAndIn(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	c.WaitFor("two checkpoints in one folder", 60*time.Second, func() bool {
-		for _, f := range ckpts() {
-			if len(f) >= 2 {
-				for _, p := range slices.Concat(ckpts()...) {
-					seen[p] = true
-				}
-				return true
-			}
+		all := ckpts()
+		if !slices.ContainsFunc(all, func(f []string) bool { return len(f) >= 2 }) {
+			return false
 		}
-		return false
+		for _, p := range slices.Concat(all...) {
+			seen[p] = true
+		}
+		return true
 	})
 	// Rotation (--checkpoint-keep): a file none of the folders held before,
 	// in whichever folder the lease holder writes to now.

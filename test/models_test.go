@@ -80,10 +80,7 @@ func TestModelSuite(t *testing.T) {
 			}
 			// The check runs on the file alone: the mesh and its trainers
 			// stop first rather than compete with it for the CPU.
-			for i := range 3 {
-				tr.Kill(i)
-				c.Kill(i)
-			}
+			tr.KillAll(c)
 			b, err := tr.command(0, script, "check", m.name, out).CombinedOutput()
 			if err != nil {
 				t.Fatalf("models.py check: %v\n%s", err, b)

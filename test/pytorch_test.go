@@ -93,10 +93,7 @@ sys.exit("attached with another model's layout")
 		if b, err := exp.CombinedOutput(); err != nil {
 			t.Fatalf("dssp export --evaluated: %v\n%s", err, b)
 		}
-		for i := range c.Mesh.Procs { // the check needs the file alone, not the CPU the mesh takes
-			tr.Kill(i)
-			c.Kill(i)
-		}
+		tr.KillAll(c)
 		b, err := tr.command(0, script, "--eval-samples", evalSamples, "--evaluate", out).CombinedOutput()
 		if err != nil {
 			t.Fatalf("mnist_mlp.py --evaluate: %v\n%s", err, b)

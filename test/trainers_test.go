@@ -109,6 +109,15 @@ func (p *pyTrainers) Kill(i int) {
 	}
 }
 
+// KillAll sends SIGKILL to every node of c and its trainer: what follows
+// (a check of an exported file) needs the CPU they take.
+func (p *pyTrainers) KillAll(c *Cluster) {
+	for i := range c.Mesh.Procs {
+		p.Kill(i)
+		c.Kill(i)
+	}
+}
+
 // Alive reports whether node i's trainer runs.
 func (p *pyTrainers) Alive(i int) bool {
 	pp := p.procs[i]
