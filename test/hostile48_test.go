@@ -306,10 +306,14 @@ func hostile48Cases() []hostileCase {
 			return append(got, trainsOn(c, 5, 30*time.Second)...)
 		}},
 		{name: "shm-squat", fixed: true, run: func(t *testing.T, c *Cluster, h *Hostile) []string {
-			// Another Unix user (uid 65534) creates, in /dev/shm, the
-			// shared-memory file a node would make for its trainer under
-			// the name earlier builds gave it (a hash of the socket's
-			// path); the node's PyTorch trainer must still attach.
+			// Another Unix user (uid 65534) takes, in /dev/shm, the name
+			// earlier builds gave the trainer's shared-memory file (a hash
+			// of the socket's path); the node's PyTorch trainer must still
+			// attach. The squat is a directory holding a file: the nodes
+			// here run as root, which removes another user's plain file
+			// in the sticky /dev/shm, so a plain file stops only a node run
+			// by a user, as in issue 48's probe; a non-empty directory
+			// stops the earlier builds whoever runs them.
 			if os.Geteuid() != 0 {
 				t.Skip("not root: cannot create a file as another user")
 			}
@@ -323,12 +327,18 @@ func hostile48Cases() []hostileCase {
 			hash := fnv.New64a()
 			hash.Write([]byte(sock))
 			squatted := filepath.Join("/dev/shm", fmt.Sprintf("dssp-trainer-%016x.shm", hash.Sum64()))
-			if err := os.WriteFile(squatted, nil, 0o644); err != nil {
+			inside := filepath.Join(squatted, "x")
+			if err := os.Mkdir(squatted, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { os.Remove(squatted) })
-			if err := os.Chown(squatted, 65534, 65534); err != nil {
+			t.Cleanup(func() { os.RemoveAll(squatted) })
+			if err := os.WriteFile(inside, nil, 0o644); err != nil {
 				t.Fatal(err)
+			}
+			for _, p := range []string{squatted, inside} {
+				if err := os.Chown(p, 65534, 65534); err != nil {
+					t.Fatal(err)
+				}
 			}
 			ext.Start(0)
 			tr.Start(0, "examples/pytorch/mnist_mlp.py", "--eval-samples", "500")
